@@ -1,0 +1,48 @@
+# millrace build, run and test entry points. `make run` and `make test` are the
+# two commands a new user needs; both install what is missing first.
+
+GO        ?= go
+BIN       := bin/millrace
+SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# Debian packages the tests and the demo need (added as features arrive).
+APT_PACKAGES :=
+# Extra flags for `go test`, e.g. make test TESTFLAGS='-run Crash -v'.
+TESTFLAGS ?=
+
+.PHONY: all build run test test-race bench lint fmt deps clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./pipeline/cmd/millrace
+
+run: deps build
+	./$(BIN) up
+
+# Every test, with the race detector: the storage engine is concurrent by nature.
+test: deps
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 25m $(TESTFLAGS) ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./broker/log/
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+# Installs only what is missing: apt packages (via sudo when not root) and Go modules.
+deps:
+	@command -v $(GO) >/dev/null || { echo "deps: Go 1.26 is required (https://go.dev/dl), not found on PATH"; exit 1; }
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "deps: installing$$missing"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+	$(GO) mod download
+
+clean:
+	rm -rf bin

@@ -1,0 +1,3 @@
+module millrace
+
+go 1.26
