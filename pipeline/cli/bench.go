@@ -1,0 +1,297 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func init() {
+	register("bench produce", "bench produce [--topic T] [--records N] [--record-size B] [--partitions P] [--replication-factor R] [--acks all|1|0] [--compression C] [--producers K]", benchProduce)
+	register("bench consume", "bench consume [--topic T] [--records N] [--consumers K]", benchConsume)
+}
+
+// benchProduce writes --records records of --record-size bytes as fast as the
+// producers can, like Kafka's producer perf test, and reports throughput and
+// per-record acknowledgement latency.
+func benchProduce(ctx context.Context, e env, args []string) error {
+	f := newFlags("bench produce")
+	brokers := f.brokers()
+	topic := f.String("topic", "millrace-bench", "topic (created when missing)")
+	records := f.Int64("records", 1_000_000, "records to produce")
+	size := f.Int("record-size", 100, "value bytes per record")
+	partitions := f.Int("partitions", 1, "partitions when the topic is created")
+	replication := f.Int("replication-factor", 1, "replication factor when the topic is created")
+	acks := f.String("acks", "1", "all, 1 or 0")
+	compression := f.String("compression", "none", "zstd, lz4, snappy, gzip or none")
+	producers := f.Int("producers", 1, "concurrent producer clients")
+	linger := f.Duration("linger", 5*time.Millisecond, "producer linger")
+	batchBytes := f.Int("batch-bytes", 1<<20, "producer max batch bytes")
+	quiet := f.Bool("quiet", false, "no progress bar")
+	if _, err := f.parse(args, 0); err != nil {
+		return err
+	}
+	if *records <= 0 || *size < 0 || *producers <= 0 {
+		return usageError("--records and --producers must be positive, --record-size not negative")
+	}
+	if err := ensureTopic(ctx, *brokers, *topic, *partitions, *replication); err != nil {
+		return err
+	}
+	// Unkeyed records under the hash partitioner stick to one partition per
+	// batch, as Kafka's default partitioner does: large batches, even spread.
+	opts, err := producerOpts(*acks, *compression, "hash")
+	if err != nil {
+		return err
+	}
+	opts = append(opts, kgo.DefaultProduceTopic(*topic), kgo.ProducerLinger(*linger),
+		kgo.ProducerBatchMaxBytes(int32(*batchBytes)), kgo.MaxBufferedRecords(250_000))
+
+	value := make([]byte, *size)
+	for i := range value {
+		value[i] = 'a' + byte(i%26)
+	}
+	var (
+		done    atomic.Int64
+		bytes   atomic.Int64
+		hist    latencyHistogram
+		errMu   sync.Mutex
+		firstEr error
+		wg      sync.WaitGroup
+	)
+	progress := startProgress(e.stderr, *quiet, "produce", *records, &done)
+	start := time.Now()
+	per := *records / int64(*producers)
+	for i := 0; i < *producers; i++ {
+		n := per
+		if i == 0 {
+			n += *records % int64(*producers)
+		}
+		cl, err := newClient(*brokers, opts...)
+		if err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer cl.Close()
+			for j := int64(0); j < n && ctx.Err() == nil; j++ {
+				sent := time.Now()
+				cl.Produce(ctx, &kgo.Record{Value: value}, func(r *kgo.Record, err error) {
+					if err != nil {
+						errMu.Lock()
+						if firstEr == nil {
+							firstEr = err
+						}
+						errMu.Unlock()
+						return
+					}
+					hist.record(time.Since(sent))
+					bytes.Add(int64(len(r.Value)))
+					done.Add(1)
+				})
+			}
+			cl.Flush(ctx)
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	progress()
+	if firstEr != nil {
+		return fmt.Errorf("produce: %w", firstEr)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	printSummary(e.stdout, "produce", done.Load(), bytes.Load(), elapsed, &hist, "ack latency")
+	return nil
+}
+
+// benchConsume reads --records records from the beginning of the topic and
+// reports throughput and how long each poll took.
+func benchConsume(ctx context.Context, e env, args []string) error {
+	f := newFlags("bench consume")
+	brokers := f.brokers()
+	topic := f.String("topic", "millrace-bench", "topic to read from the beginning")
+	records := f.Int64("records", 1_000_000, "records to consume")
+	consumers := f.Int("consumers", 1, "concurrent consumer clients, in one group")
+	quiet := f.Bool("quiet", false, "no progress bar")
+	if _, err := f.parse(args, 0); err != nil {
+		return err
+	}
+	if *records <= 0 || *consumers <= 0 {
+		return usageError("--records and --consumers must be positive")
+	}
+	opts := []kgo.Opt{kgo.ConsumeTopics(*topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxBytes(64 << 20), kgo.FetchMaxPartitionBytes(16 << 20)}
+	if *consumers > 1 {
+		opts = append(opts, kgo.ConsumerGroup(fmt.Sprintf("millrace-bench-%d", time.Now().UnixNano())), kgo.DisableAutoCommit())
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		done  atomic.Int64
+		bytes atomic.Int64
+		hist  latencyHistogram
+		wg    sync.WaitGroup
+		errMu sync.Mutex
+		ferr  error
+	)
+	progress := startProgress(e.stderr, *quiet, "consume", *records, &done)
+	start := time.Now()
+	for i := 0; i < *consumers; i++ {
+		cl, err := newClient(*brokers, opts...)
+		if err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer cl.Close()
+			for ctx.Err() == nil {
+				polled := time.Now()
+				fetches := cl.PollFetches(ctx)
+				if ctx.Err() != nil {
+					return
+				}
+				fetches.EachError(func(t string, p int32, err error) {
+					errMu.Lock()
+					if ferr == nil {
+						ferr = fmt.Errorf("fetch %s/%d: %w", t, p, err)
+					}
+					errMu.Unlock()
+					cancel()
+				})
+				var n, b int64
+				fetches.EachRecord(func(r *kgo.Record) { n++; b += int64(len(r.Value) + len(r.Key)) })
+				if n > 0 {
+					hist.record(time.Since(polled))
+				}
+				bytes.Add(b)
+				if done.Add(n) >= *records {
+					cancel()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	progress()
+	if ferr != nil {
+		return ferr
+	}
+	if done.Load() < *records {
+		return fmt.Errorf("interrupted after %d of %d records", done.Load(), *records)
+	}
+	printSummary(e.stdout, "consume", done.Load(), bytes.Load(), elapsed, &hist, "poll latency")
+	return nil
+}
+
+// ensureTopic creates the topic unless it exists.
+func ensureTopic(ctx context.Context, brokers, topic string, partitions, replication int) error {
+	adm, done, err := newAdmin(ctx, brokers)
+	if err != nil {
+		return err
+	}
+	defer done()
+	resp, err := adm.CreateTopic(ctx, int32(partitions), int16(replication), nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	return nil
+}
+
+// startProgress draws a progress bar on w until the returned stop is called.
+func startProgress(w io.Writer, quiet bool, what string, total int64, done *atomic.Int64) (stop func()) {
+	if quiet {
+		return func() {}
+	}
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		start := time.Now()
+		for {
+			n := done.Load()
+			frac := math.Min(1, float64(n)/float64(total))
+			bar := strings.Repeat("=", int(frac*30)) + strings.Repeat(" ", 30-int(frac*30))
+			rate := float64(n) / math.Max(time.Since(start).Seconds(), 1e-3)
+			fmt.Fprintf(w, "\r%s [%s] %5.1f%% %d/%d  %.0f rec/s ", what, bar, 100*frac, n, total, rate)
+			select {
+			case <-quit:
+				fmt.Fprintln(w)
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { close(quit); wg.Wait() }
+}
+
+func printSummary(w io.Writer, what string, n, bytes int64, elapsed time.Duration, h *latencyHistogram, latencyName string) {
+	secs := elapsed.Seconds()
+	fmt.Fprintf(w, "%s: %d records, %.1f MB in %.2fs: %.0f records/s, %.1f MB/s; %s p50 %s p99 %s p999 %s max %s\n",
+		what, n, float64(bytes)/1e6, secs, float64(n)/secs, float64(bytes)/1e6/secs, latencyName,
+		h.quantile(0.50), h.quantile(0.99), h.quantile(0.999), h.max())
+}
+
+// latencyHistogram counts durations in logarithmic buckets 5% wide, from 1µs
+// to about 30 minutes: constant memory for any number of records, quantiles
+// within 5%. Lock-free, since every acknowledged record is recorded.
+type latencyHistogram struct {
+	buckets [450]atomic.Int64
+	count   atomic.Int64
+	maxSeen atomic.Int64 // nanoseconds
+}
+
+const bucketGrowth = 1.05
+
+func (h *latencyHistogram) record(d time.Duration) {
+	i := 0
+	if us := float64(d) / float64(time.Microsecond); us > 1 {
+		i = min(int(math.Log(us)/math.Log(bucketGrowth)), len(h.buckets)-1)
+	}
+	h.buckets[i].Add(1)
+	h.count.Add(1)
+	for {
+		m := h.maxSeen.Load()
+		if int64(d) <= m || h.maxSeen.CompareAndSwap(m, int64(d)) {
+			return
+		}
+	}
+}
+
+// quantile returns the upper bound of the bucket holding quantile q.
+func (h *latencyHistogram) quantile(q float64) time.Duration {
+	count := h.count.Load()
+	if count == 0 {
+		return 0
+	}
+	rank := int64(math.Ceil(q * float64(count)))
+	var seen int64
+	for i := range h.buckets {
+		if seen += h.buckets[i].Load(); seen >= rank {
+			d := time.Duration(math.Pow(bucketGrowth, float64(i+1)) * float64(time.Microsecond))
+			return min(d, h.max())
+		}
+	}
+	return h.max()
+}
+
+func (h *latencyHistogram) max() time.Duration {
+	return time.Duration(h.maxSeen.Load()).Round(time.Microsecond)
+}

@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func TestFlagsAcceptPositionalBetweenFlags(t *testing.T) {
+	f := newFlags("topic create")
+	parts := f.Int("partitions", -1, "")
+	cfg := keyValues{}
+	f.Var(cfg, "config", "")
+	pos, err := f.parse([]string{"--partitions", "6", "orders", "--config", "retention.ms=1000", "--config", "segment.bytes=2048"}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pos[0] != "orders" || *parts != 6 || cfg["retention.ms"] != "1000" || cfg["segment.bytes"] != "2048" {
+		t.Fatalf("pos %v partitions %d config %v", pos, *parts, cfg)
+	}
+	if _, err := newFlags("x").parse([]string{"a", "b"}, 1); err == nil {
+		t.Fatal("two positionals accepted where one is wanted")
+	}
+	if err := cfg.Set("novalue"); err == nil {
+		t.Fatal("config without '=' accepted")
+	}
+}
+
+func TestMainReportsOneLineErrors(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := Main([]string{"topic", "create"}, strings.NewReader(""), &out, &errOut); code != 2 {
+		t.Fatalf("exit %d, want 2 for a usage error", code)
+	}
+	if first := strings.SplitN(errOut.String(), "\n", 2)[0]; first != "millrace topic create: expected 1 argument(s), got 0" {
+		t.Fatalf("stderr first line %q", first)
+	}
+	errOut.Reset()
+	if code := Main([]string{"nosuch"}, strings.NewReader(""), &out, &errOut); code != 2 || !strings.Contains(errOut.String(), `unknown command "nosuch"`) {
+		t.Fatalf("exit %d stderr %q", code, errOut.String())
+	}
+	errOut.Reset()
+	if code := Main([]string{"topic", "list", "-b", "127.0.0.1:1"}, strings.NewReader(""), &out, &errOut); code != 1 || strings.Count(errOut.String(), "\n") != 1 {
+		t.Fatalf("exit %d stderr %q: want one line and exit 1 for an unreachable broker", code, errOut.String())
+	}
+	if code := Main([]string{"produce", "t", "--acks", "2"}, strings.NewReader(""), &out, &errOut); code != 2 {
+		t.Fatalf("bad --acks: exit %d", code)
+	}
+}
+
+func TestRecordFormat(t *testing.T) {
+	r := &kgo.Record{Topic: "t", Partition: 3, Offset: 42, Key: []byte("k"), Value: []byte("v"),
+		Timestamp: time.UnixMilli(1700000000123), Headers: []kgo.RecordHeader{{Key: "a", Value: []byte("1")}, {Key: "b", Value: []byte("2")}}}
+	for format, want := range map[string]string{
+		"%v":              "v\n",
+		"%k %v":           "k v\n",
+		`%t/%p@%o\t%T %h`: "t/3@42\t1700000000123 a=1,b=2\n",
+		"100%% %x %v":     "100%% %x v\n",
+		"key=%k\n":        "key=k\n",
+	} {
+		var b bytes.Buffer
+		parseFormat(format).write(&b, r)
+		if b.String() != want {
+			t.Errorf("format %q: got %q, want %q", format, b.String(), want)
+		}
+	}
+}
+
+// Kafka's default partitioner is toPositive(murmur2(key)) % partitions; these
+// hashes are the reference values from Kafka's own murmur2 tests, so keys land
+// where Java clients put them.
+func TestHashPartitionerMatchesKafka(t *testing.T) {
+	opts, err := producerOpts("all", "none", "hash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var partitioner kgo.Partitioner
+	for _, o := range opts {
+		if p, ok := partitionerOf(o); ok {
+			partitioner = p
+		}
+	}
+	if partitioner == nil {
+		t.Fatal("hash option sets no partitioner")
+	}
+	tp := partitioner.ForTopic("t")
+	for key, murmur := range map[string]int32{
+		"21":                         -973932308,
+		"foobar":                     -790332482,
+		"a-little-bit-long-string":   -985981536,
+		"a-little-bit-longer-string": -1486304829,
+		"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971,
+		"abc": 479470107,
+	} {
+		for _, n := range []int{1, 3, 6, 7, 100} {
+			want := int(murmur&0x7fffffff) % n
+			if got := tp.Partition(&kgo.Record{Key: []byte(key)}, n); got != want {
+				t.Errorf("key %q over %d partitions: partition %d, Kafka puts it in %d", key, n, got, want)
+			}
+		}
+	}
+}
+
+func partitionerOf(o kgo.Opt) (kgo.Partitioner, bool) {
+	cl, err := kgo.NewClient(o)
+	if err != nil {
+		return nil, false
+	}
+	defer cl.Close()
+	p, ok := cl.OptValue(kgo.RecordPartitioner).(kgo.Partitioner)
+	return p, ok && p != nil
+}
+
+func TestLatencyHistogramQuantiles(t *testing.T) {
+	var h latencyHistogram
+	for i := 1; i <= 1000; i++ {
+		h.record(time.Duration(i) * time.Millisecond)
+	}
+	for q, want := range map[float64]time.Duration{0.5: 500 * time.Millisecond, 0.99: 990 * time.Millisecond, 0.999: 999 * time.Millisecond} {
+		got := h.quantile(q)
+		if got < want || float64(got) > float64(want)*1.051 {
+			t.Errorf("p%v = %v, want within 5%% above %v", q*100, got, want)
+		}
+	}
+	if h.max() != time.Second {
+		t.Errorf("max %v", h.max())
+	}
+	var empty latencyHistogram
+	if empty.quantile(0.5) != 0 {
+		t.Error("empty histogram has a median")
+	}
+}

@@ -1,0 +1,139 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func init() {
+	register("produce", "produce TOPIC [--key-separator SEP] [--partitioner hash|random|round-robin] [--compression zstd|lz4|snappy|gzip|none] [--acks all|1|0]", produce)
+}
+
+// producerOpts turns the shared producer flags into client options.
+func producerOpts(acks, compression, partitioner string) ([]kgo.Opt, error) {
+	var opts []kgo.Opt
+	switch acks {
+	case "all", "-1":
+		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
+	case "1":
+		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	case "0":
+		opts = append(opts, kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite())
+	default:
+		return nil, usageError("--acks must be all, 1 or 0, not %q", acks)
+	}
+	codec, err := codecFor(compression)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, kgo.ProducerBatchCompression(codec))
+	switch partitioner {
+	case "hash":
+		// Kafka's default: murmur2 of the key, so keys land where Java
+		// clients put them; unkeyed records stick to a partition per batch.
+		opts = append(opts, kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
+	case "round-robin":
+		opts = append(opts, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	case "random":
+		opts = append(opts, kgo.RecordPartitioner(kgo.BasicConsistentPartitioner(func(string) func(*kgo.Record, int) int {
+			return func(_ *kgo.Record, n int) int { return rand.IntN(n) }
+		})))
+	default:
+		return nil, usageError("--partitioner must be hash, random or round-robin, not %q", partitioner)
+	}
+	return opts, nil
+}
+
+func codecFor(name string) (kgo.CompressionCodec, error) {
+	switch name {
+	case "none", "":
+		return kgo.NoCompression(), nil
+	case "gzip":
+		return kgo.GzipCompression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
+	}
+	return kgo.CompressionCodec{}, usageError("--compression must be zstd, lz4, snappy, gzip or none, not %q", name)
+}
+
+// produce sends one record per stdin line and exits once every record is
+// acknowledged, or with the first error.
+func produce(ctx context.Context, e env, args []string) error {
+	f := newFlags("produce")
+	brokers := f.brokers()
+	keySep := f.String("key-separator", "", "split each line at the first SEP into key and value")
+	partitioner := f.String("partitioner", "hash", "hash (murmur2 of the key, as Kafka), random or round-robin")
+	compression := f.String("compression", "none", "zstd, lz4, snappy, gzip or none")
+	acks := f.String("acks", "all", "all, 1 or 0")
+	maxLine := f.Int("max-line-bytes", 1<<20, "longest accepted input line")
+	timeout := f.Duration("timeout", 30*time.Second, "give up on a record not acknowledged within this time")
+	pos, err := f.parse(args, 1)
+	if err != nil {
+		return err
+	}
+	opts, err := producerOpts(*acks, *compression, *partitioner)
+	if err != nil {
+		return err
+	}
+	cl, err := newClient(*brokers, append(opts, kgo.DefaultProduceTopic(pos[0]), kgo.ProducerLinger(5*time.Millisecond), kgo.RecordDeliveryTimeout(*timeout))...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+
+	var (
+		mu       sync.Mutex
+		firstErr error
+		sent     int
+	)
+	promise := func(_ *kgo.Record, err error) {
+		if err != nil {
+			mu.Lock()
+			if firstErr == nil {
+				firstErr = err
+			}
+			mu.Unlock()
+		}
+	}
+	sc := bufio.NewScanner(e.stdin)
+	sc.Buffer(make([]byte, 64<<10), *maxLine)
+	for sc.Scan() {
+		line := sc.Text()
+		r := &kgo.Record{Value: []byte(line)}
+		if *keySep != "" {
+			if k, v, ok := strings.Cut(line, *keySep); ok {
+				r.Key, r.Value = []byte(k), []byte(v)
+			}
+		}
+		cl.Produce(ctx, r, promise)
+		sent++
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			err = fmt.Errorf("line %d is longer than --max-line-bytes %d", sent+1, *maxLine)
+		}
+		return err
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if firstErr != nil {
+		return fmt.Errorf("produce to %s: %w", pos[0], firstErr)
+	}
+	fmt.Fprintf(e.stderr, "produced %d records to %s\n", sent, pos[0])
+	return nil
+}

@@ -1,0 +1,20 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+)
+
+// Version is set at build time with -ldflags "-X millrace/pipeline/cli.Version=...".
+var Version = "dev"
+
+func init() {
+	register("version", "version", func(_ context.Context, e env, _ []string) error {
+		fmt.Fprintln(e.stdout, "millrace", Version)
+		return nil
+	})
+	register("up", "up [--config FILE]   run the whole appliance on this machine", func(_ context.Context, e env, _ []string) error {
+		fmt.Fprintln(e.stdout, "millrace up: nothing to run yet — the broker arrives with the next release")
+		return nil
+	})
+}
