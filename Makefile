@@ -4,19 +4,21 @@
 GO        ?= go
 BIN       := bin/millrace
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-# Debian packages the tests and the demo need (added as features arrive).
-APT_PACKAGES :=
+# Debian packages the tests need: real Kafka clients for interop tests.
+APT_PACKAGES := kcat python3-kafka
+# Tools built from Go modules into .bin/ (not on the user's PATH, not in git).
+VERSITYGW := .bin/versitygw
 # Extra flags for `go test`, e.g. make test TESTFLAGS='-run Crash -v'.
 TESTFLAGS ?=
 
-.PHONY: all build run test test-race bench lint fmt deps clean
+.PHONY: all build run test bench lint fmt deps deps-run clean
 
 all: build
 
 build:
 	$(GO) build -o $(BIN) ./pipeline/cmd/millrace
 
-run: deps build
+run: deps-run build
 	./$(BIN) up
 
 # Every test, with the race detector: the storage engine is concurrent by nature.
@@ -34,15 +36,21 @@ lint:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-# Installs only what is missing: apt packages (via sudo when not root) and Go modules.
-deps:
+# What `make run` needs: Go and the modules.
+deps-run:
 	@command -v $(GO) >/dev/null || { echo "deps: Go 1.26 is required (https://go.dev/dl), not found on PATH"; exit 1; }
+	$(GO) mod download
+
+# Everything the tests need too. Installs only what is missing: apt packages
+# (via sudo when not root) and Go-built tools in .bin/.
+deps: deps-run
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "deps: installing$$missing"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
-	$(GO) mod download
+	@[ -x $(VERSITYGW) ] || { echo "deps: building versitygw (S3 server for tests, ~3 min once)"; \
+		GOBIN=$(CURDIR)/.bin $(GO) install github.com/versity/versitygw/cmd/versitygw@v1.8.0; }
 
 clean:
 	rm -rf bin
