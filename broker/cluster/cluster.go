@@ -1,0 +1,357 @@
+// Package cluster is millrace's metadata model: topics, their partitions,
+// replica assignments, leadership and per-topic config overrides, and the live
+// brokers. It keeps the model in the coordination store at the seed's paths,
+//
+//	/brokers/ids/<id>                              ephemeral broker registration
+//	/brokers/topics/<topic>                        replica assignment and topic ID
+//	/brokers/topics/<topic>/partitions/<p>/state   leader, leader epoch, ISR
+//	/config/topics/<topic>                         per-topic config overrides
+//	/cluster/id                                    the cluster ID
+//
+// and opens, reconfigures and deletes the partition logs (broker/log) of the
+// partitions this broker hosts.
+//
+// Today a single broker writes the model and leads every partition it hosts;
+// replication and a controller come later, which is why replicas, leader, ISR
+// and leader epochs are already part of the model.
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+
+	"millrace/broker/coord"
+	"millrace/broker/log"
+)
+
+// Store paths.
+const (
+	brokersPath      = "/brokers"
+	brokerIDsPath    = "/brokers/ids"
+	topicsPath       = "/brokers/topics"
+	configPath       = "/config"
+	topicConfigsPath = "/config/topics"
+	clusterPath      = "/cluster"
+	clusterIDPath    = "/cluster/id"
+)
+
+func topicPath(topic string) string { return topicsPath + "/" + topic }
+func partitionsPath(topic string) string {
+	return topicPath(topic) + "/partitions"
+}
+func partitionPath(topic string, p int32) string {
+	return fmt.Sprintf("%s/%d", partitionsPath(topic), p)
+}
+func partitionStatePath(topic string, p int32) string { return partitionPath(topic, p) + "/state" }
+func topicConfigPath(topic string) string             { return topicConfigsPath + "/" + topic }
+func brokerPath(id int32) string                      { return fmt.Sprintf("%s/%d", brokerIDsPath, id) }
+
+// Config is what the metadata layer needs to know about this broker.
+type Config struct {
+	// BrokerID is this broker's ID (Kafka's broker.id). Default 0.
+	BrokerID int32
+	// DefaultPartitions is used when a creation asks for the default
+	// partition count (Kafka's num.partitions). Default 1.
+	DefaultPartitions int32
+	// DefaultReplicationFactor is used when a creation asks for the default
+	// replication factor (Kafka's default.replication.factor). Default 1.
+	DefaultReplicationFactor int16
+}
+
+// DefaultConfig returns Kafka's defaults.
+func DefaultConfig() Config {
+	return Config{BrokerID: 0, DefaultPartitions: 1, DefaultReplicationFactor: 1}
+}
+
+// Validate rejects impossible settings.
+func (c Config) Validate() error {
+	switch {
+	case c.BrokerID < 0:
+		return fmt.Errorf("cluster: broker id %d is negative; broker IDs are 0 or more", c.BrokerID)
+	case c.DefaultPartitions < 1:
+		return fmt.Errorf("cluster: default partition count %d must be at least 1", c.DefaultPartitions)
+	case c.DefaultReplicationFactor < 1:
+		return fmt.Errorf("cluster: default replication factor %d must be at least 1", c.DefaultReplicationFactor)
+	}
+	return nil
+}
+
+// topicEntry is one topic with the logs this broker holds for it (nil where
+// this broker is not a replica). Immutable: changes build a new entry.
+type topicEntry struct {
+	topic *Topic
+	logs  []*log.Log
+}
+
+// Cluster is the metadata model of one broker. Reads are cheap lock-protected
+// map lookups returning immutable snapshots; changes (create, delete, grow,
+// reconfigure) are serialized, written to the store first and then applied.
+type Cluster struct {
+	cfg      Config
+	store    coord.Store
+	logs     *log.Manager
+	defaults log.Config
+	logger   *slog.Logger
+
+	// adminMu serializes changes, so that a validation and the store write
+	// that follows it see the same model. Held across store and disk I/O;
+	// readers never take it.
+	adminMu sync.Mutex
+
+	mu        sync.RWMutex // guards the following
+	topics    map[string]*topicEntry
+	byID      map[[16]byte]*topicEntry
+	clusterID string
+	brokers   []BrokerInfo // live brokers, sorted by ID
+	closed    bool
+
+	registration *registration // set by Register; owns the watch goroutine
+}
+
+// Open loads the model from the store, creating the base paths and the
+// cluster ID on first start, and opens (or creates) the logs of every
+// partition this broker hosts with its topic's effective config. defaults is
+// the broker-wide log config that topic overrides are applied to.
+func Open(cfg Config, store coord.Store, logs *log.Manager, defaults log.Config, logger *slog.Logger) (*Cluster, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	c := &Cluster{
+		cfg:      cfg,
+		store:    store,
+		logs:     logs,
+		defaults: defaults,
+		logger:   logger.With("component", "cluster"),
+		topics:   make(map[string]*topicEntry),
+		byID:     make(map[[16]byte]*topicEntry),
+	}
+	for _, p := range []string{brokersPath, brokerIDsPath, topicsPath, configPath, topicConfigsPath, clusterPath} {
+		if err := ensureNode(store, p); err != nil {
+			return nil, err
+		}
+	}
+	id, err := loadClusterID(store)
+	if err != nil {
+		return nil, err
+	}
+	c.clusterID = id
+	if err := c.load(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// ensureNode creates a persistent node if it is missing.
+func ensureNode(store coord.Store, path string) error {
+	if _, err := store.Create(path, nil, coord.Persistent); err != nil && !errors.Is(err, coord.ErrNodeExists) {
+		return fmt.Errorf("cluster: creating %s: %w", path, err)
+	}
+	return nil
+}
+
+// load reads every topic from the store and opens its logs.
+func (c *Cluster) load() error {
+	names, err := c.store.Children(topicsPath)
+	if err != nil {
+		return fmt.Errorf("cluster: listing topics: %w", err)
+	}
+	for _, name := range names {
+		t, err := c.readTopic(name)
+		if err != nil {
+			return err
+		}
+		entry, err := c.openLogs(t)
+		if err != nil {
+			return err
+		}
+		c.topics[name] = entry
+		c.byID[t.ID] = entry
+	}
+	c.logger.Info("metadata loaded", "topics", len(names), "cluster_id", c.clusterID)
+	return nil
+}
+
+// readTopic reads one topic's assignment, partition states and overrides.
+func (c *Cluster) readTopic(name string) (*Topic, error) {
+	data, _, err := c.store.Get(topicPath(name))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: reading topic %q: %w", name, err)
+	}
+	t, err := decodeTopic(name, data)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	for _, p := range t.Partitions {
+		state, _, err := c.store.Get(partitionStatePath(name, p.Partition))
+		switch {
+		case errors.Is(err, coord.ErrNoNode):
+			// Kafka's controller writes the state after the assignment; a
+			// crash in between leaves none. Lead with the preferred replica.
+			p.Leader, p.ISR = p.Replicas[0], p.Replicas
+			c.logger.Warn("partition state missing; using the preferred replica as leader", "topic", name, "partition", p.Partition)
+		case err != nil:
+			return nil, fmt.Errorf("cluster: reading topic %q partition %d state: %w", name, p.Partition, err)
+		default:
+			if err := decodePartitionState(p, state); err != nil {
+				return nil, fmt.Errorf("cluster: %w", err)
+			}
+		}
+	}
+	t.Config = map[string]string{}
+	data, _, err = c.store.Get(topicConfigPath(name))
+	switch {
+	case errors.Is(err, coord.ErrNoNode):
+	case err != nil:
+		return nil, fmt.Errorf("cluster: reading topic %q config: %w", name, err)
+	default:
+		if t.Config, err = decodeConfig(name, data); err != nil {
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
+	}
+	return t, nil
+}
+
+// openLogs opens or creates the logs of the partitions this broker hosts.
+func (c *Cluster) openLogs(t *Topic) (*topicEntry, error) {
+	cfg, err := c.effectiveConfig(t.Config)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: topic %q: %w", t.Name, err)
+	}
+	entry := &topicEntry{topic: t, logs: make([]*log.Log, len(t.Partitions))}
+	for _, p := range t.Partitions {
+		if !containsBroker(p.Replicas, c.cfg.BrokerID) {
+			continue
+		}
+		l, err := c.openLog(t.Name, p.Partition, cfg)
+		if err != nil {
+			return nil, err
+		}
+		entry.logs[p.Partition] = l
+	}
+	return entry, nil
+}
+
+func (c *Cluster) openLog(topic string, partition int32, cfg log.Config) (*log.Log, error) {
+	if l, ok := c.logs.Get(topic, partition); ok {
+		if err := l.SetConfig(cfg); err != nil {
+			return nil, fmt.Errorf("cluster: applying the config of topic %q partition %d: %w", topic, partition, err)
+		}
+		return l, nil
+	}
+	l, err := c.logs.Create(topic, partition, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: opening the log of topic %q partition %d: %w", topic, partition, err)
+	}
+	return l, nil
+}
+
+// Close deregisters the broker and stops the broker watch. It does not close
+// the store or the log manager, which the caller owns.
+func (c *Cluster) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	reg := c.registration
+	c.mu.Unlock()
+	if reg != nil {
+		return reg.stop()
+	}
+	return nil
+}
+
+// ClusterID is the cluster's ID (from /cluster/id).
+func (c *Cluster) ClusterID() string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.clusterID
+}
+
+// BrokerID is this broker's ID.
+func (c *Cluster) BrokerID() int32 { return c.cfg.BrokerID }
+
+// ControllerID is the ID of the controller. With one broker and no election
+// yet, this broker is the controller.
+func (c *Cluster) ControllerID() int32 { return c.cfg.BrokerID }
+
+// Topics returns every topic, sorted by name.
+func (c *Cluster) Topics() []*Topic {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]*Topic, 0, len(c.topics))
+	for _, e := range c.topics {
+		out = append(out, e.topic)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Topic returns a topic by name.
+func (c *Cluster) Topic(name string) (*Topic, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	e, ok := c.topics[name]
+	if !ok {
+		return nil, false
+	}
+	return e.topic, true
+}
+
+// TopicByID returns a topic by its ID.
+func (c *Cluster) TopicByID(id [16]byte) (*Topic, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	e, ok := c.byID[id]
+	if !ok {
+		return nil, false
+	}
+	return e.topic, true
+}
+
+// Partition returns a partition's state and, when this broker hosts it, its
+// log (nil otherwise). ok is false for an unknown topic or partition.
+func (c *Cluster) Partition(topic string, partition int32) (state *PartitionState, l *log.Log, ok bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	e, found := c.topics[topic]
+	if !found || partition < 0 || int(partition) >= len(e.topic.Partitions) {
+		return nil, nil, false
+	}
+	return e.topic.Partitions[partition], e.logs[partition], true
+}
+
+// Brokers returns the live brokers, sorted by ID.
+func (c *Cluster) Brokers() []BrokerInfo {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return append([]BrokerInfo(nil), c.brokers...)
+}
+
+// Broker returns one live broker.
+func (c *Cluster) Broker(id int32) (BrokerInfo, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for _, b := range c.brokers {
+		if b.ID == id {
+			return b, true
+		}
+	}
+	return BrokerInfo{}, false
+}
+
+func containsBroker(ids []int32, id int32) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
