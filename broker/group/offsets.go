@@ -1,0 +1,501 @@
+package group
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/broker/coord"
+)
+
+// offsetEntry is one committed offset, stored as JSON at
+// /consumers/<group>/offsets/<topic>/<partition>.
+type offsetEntry struct {
+	Offset          int64  `json:"offset"`
+	LeaderEpoch     int32  `json:"leader_epoch"` // -1 when the client sent none (OffsetCommit < v6)
+	Metadata        string `json:"metadata"`
+	CommitTimestamp int64  `json:"commit_timestamp_ms"`
+}
+
+// lockGroupOffsets returns the named group with offsetMu held and its offsets
+// loaded from the store, or nil (with the Kafka error code) when the
+// coordinator is closed or loading failed. Groups are created on demand: an
+// offsets-only group (simple consumers, or any group after a restart) exists
+// in the store but not yet in memory.
+func (c *Coordinator) lockGroupOffsets(id string) (*group, int16) {
+	for {
+		g := c.getGroup(id, true)
+		if g == nil {
+			return nil, errNotCoordinator
+		}
+		g.offsetMu.Lock()
+		g.mu.Lock()
+		dead := g.state == stateDead
+		g.mu.Unlock()
+		if dead {
+			// Deleted between lookup and lock. Deletion holds offsetMu, so
+			// once we hold it a live group stays live.
+			g.offsetMu.Unlock()
+			c.forgetGroup(g)
+			continue
+		}
+		if err := c.loadOffsetsLocked(g); err != nil {
+			g.offsetMu.Unlock()
+			c.log.Error("loading committed offsets", "group", id, "err", err)
+			return nil, errCoordinatorNotAvailable
+		}
+		return g, errNone
+	}
+}
+
+// loadOffsetsLocked reads g's committed offsets from the store once; the
+// caller holds g.offsetMu. The store is the truth: the cache starts from it
+// after every coordinator start.
+func (c *Coordinator) loadOffsetsLocked(g *group) error {
+	if g.offsetsLoaded {
+		return nil
+	}
+	offsets := make(map[topicPartition]offsetEntry)
+	topics, err := c.store.Children(offsetsPath(g.id))
+	if err != nil && !errors.Is(err, coord.ErrNoNode) {
+		return err
+	}
+	for _, escaped := range topics {
+		topic, ok := unescapeName(escaped)
+		if !ok {
+			c.log.Warn("skipping undecodable topic node", "group", g.id, "node", escaped)
+			continue
+		}
+		partitions, err := c.store.Children(offsetTopicPath(g.id, topic))
+		if errors.Is(err, coord.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		for _, ps := range partitions {
+			p, err := strconv.ParseInt(ps, 10, 32)
+			if err != nil {
+				c.log.Warn("skipping non-numeric partition node", "group", g.id, "topic", topic, "node", ps)
+				continue
+			}
+			data, _, err := c.store.Get(offsetPath(g.id, topic, int32(p)))
+			if errors.Is(err, coord.ErrNoNode) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			var e offsetEntry
+			if err := json.Unmarshal(data, &e); err != nil {
+				c.log.Warn("skipping corrupt committed offset", "group", g.id, "topic", topic, "partition", p, "err", err)
+				continue
+			}
+			offsets[topicPartition{topic, int32(p)}] = e
+		}
+	}
+	g.offsets = offsets
+	g.offsetsLoaded = true
+	return nil
+}
+
+// OffsetCommit serves OffsetCommit v0–v9. A member of a group that uses the
+// coordinator must commit with its current generation and member ID;
+// generation -1 with no member ID is a "simple" commit (kadm, group reset),
+// accepted while the group has no members. The accepted partitions of one
+// request are written with one atomic store Multi. RetentionTimeMillis (v2–v4)
+// is ignored: committed offsets never expire.
+func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
+	resp := kmsg.NewPtrOffsetCommitResponse()
+	resp.Version = req.Version
+	codes := make([][]int16, len(req.Topics))
+	for i, t := range req.Topics {
+		codes[i] = make([]int16, len(t.Partitions))
+	}
+	setAll := func(code int16) {
+		for i := range codes {
+			for j := range codes[i] {
+				codes[i][j] = code
+			}
+		}
+	}
+	switch {
+	case !supported(keyOffsetCommit, req.Version):
+		setAll(errUnsupportedVersion)
+	case req.Group == "":
+		setAll(errInvalidGroupID)
+	default:
+		c.commit(req, codes)
+	}
+	for i, t := range req.Topics {
+		rt := kmsg.NewOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for j, p := range t.Partitions {
+			rp := kmsg.NewOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, codes[i][j]
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// commit validates and writes a commit, filling codes (indexed like
+// req.Topics[i].Partitions[j]).
+func (c *Coordinator) commit(req *kmsg.OffsetCommitRequest, codes [][]int16) {
+	setAll := func(code int16) {
+		for i := range codes {
+			for j := range codes[i] {
+				if codes[i][j] == errNone {
+					codes[i][j] = code
+				}
+			}
+		}
+	}
+	generation, memberID := req.Generation, req.MemberID
+	var instance *string
+	if req.Version == 0 {
+		generation, memberID = -1, ""
+	}
+	if req.Version >= 7 {
+		instance = req.InstanceID
+	}
+	if generation >= 0 {
+		// A member commit to a group this coordinator does not know comes
+		// from an older generation (or another coordinator): reject it
+		// before creating anything.
+		if g := c.getGroup(req.Group, false); g == nil {
+			if c.closed.Load() {
+				setAll(errNotCoordinator)
+			} else {
+				setAll(errIllegalGeneration)
+			}
+			return
+		}
+	}
+	g, code := c.lockGroupOffsets(req.Group)
+	if code != errNone {
+		setAll(code)
+		return
+	}
+	defer g.offsetMu.Unlock()
+	g.mu.Lock()
+	code = c.validateCommitLocked(g, generation, memberID, instance)
+	g.mu.Unlock()
+	if code != errNone {
+		setAll(code)
+		return
+	}
+
+	now := c.cfg.Now().UnixMilli()
+	updates := make(map[topicPartition]offsetEntry)
+	for i, t := range req.Topics {
+		for j, p := range t.Partitions {
+			switch {
+			case p.Metadata != nil && len(*p.Metadata) > c.cfg.MaxMetadataBytes:
+				codes[i][j] = errOffsetMetadataTooLarge
+			case t.Topic == "" || p.Partition < 0 ||
+				c.cfg.PartitionExists != nil && !c.cfg.PartitionExists(t.Topic, p.Partition):
+				codes[i][j] = errUnknownTopicOrPartition
+			default:
+				e := offsetEntry{Offset: p.Offset, LeaderEpoch: -1, CommitTimestamp: now}
+				if p.Metadata != nil {
+					e.Metadata = *p.Metadata
+				}
+				if req.Version >= 6 {
+					e.LeaderEpoch = p.LeaderEpoch
+				}
+				if req.Version == 1 && p.Timestamp >= 0 {
+					e.CommitTimestamp = p.Timestamp
+				}
+				updates[topicPartition{t.Topic, p.Partition}] = e
+			}
+		}
+	}
+	if len(updates) == 0 {
+		return
+	}
+	if err := c.writeOffsetsLocked(g, updates); err != nil {
+		c.log.Error("writing committed offsets", "group", g.id, "err", err)
+		setAll(errCoordinatorNotAvailable)
+		return
+	}
+}
+
+// validateCommitLocked applies Kafka's rules for who may commit.
+func (c *Coordinator) validateCommitLocked(g *group, generation int32, memberID string, instance *string) int16 {
+	if generation >= 0 || memberID != "" || instance != nil {
+		if code := g.checkInstanceLocked(memberID, instance); code != errNone {
+			return code
+		}
+		m := g.members[memberID]
+		if m == nil {
+			return errUnknownMemberID
+		}
+		if generation != g.generation {
+			return errIllegalGeneration
+		}
+		if g.state == stateCompletingRebalance {
+			// The member has its join response but not yet its assignment;
+			// it should finish the rebalance first.
+			return errRebalanceInProgress
+		}
+		c.heartbeatLocked(g, m)
+		return errNone
+	}
+	if len(g.members) > 0 || g.state != stateEmpty {
+		// Simple commits would race the members' own commits.
+		return errUnknownMemberID
+	}
+	return errNone
+}
+
+// writeOffsetsLocked writes updates with one Multi (create or set per node)
+// and then updates the cache; the caller holds g.offsetMu. A Multi that fails
+// because the cache disagreed with the store reloads and retries once.
+func (c *Coordinator) writeOffsetsLocked(g *group, updates map[topicPartition]offsetEntry) error {
+	topics := make(map[string]bool)
+	for tp := range updates {
+		topics[tp.topic] = true
+	}
+	for topic := range topics {
+		if err := coord.EnsurePath(c.store, offsetTopicPath(g.id, topic)); err != nil {
+			return err
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		ops := make([]coord.Op, 0, len(updates))
+		for tp, e := range updates {
+			data, err := json.Marshal(e)
+			if err != nil {
+				return err
+			}
+			path := offsetPath(g.id, tp.topic, tp.partition)
+			if _, ok := g.offsets[tp]; ok {
+				ops = append(ops, coord.SetOp{Path: path, Data: data, Version: coord.AnyVersion})
+			} else {
+				ops = append(ops, coord.CreateOp{Path: path, Data: data, Mode: coord.Persistent})
+			}
+		}
+		err := c.store.Multi(ops...)
+		if err == nil {
+			break
+		}
+		if attempt == 0 && (errors.Is(err, coord.ErrNodeExists) || errors.Is(err, coord.ErrNoNode)) {
+			g.offsetsLoaded = false
+			if lerr := c.loadOffsetsLocked(g); lerr != nil {
+				return fmt.Errorf("%w (reload: %v)", err, lerr)
+			}
+			continue
+		}
+		return err
+	}
+	for tp, e := range updates {
+		g.offsets[tp] = e
+	}
+	return nil
+}
+
+// OffsetFetch serves OffsetFetch v0–v9 (v8+ for several groups at once).
+// Partitions without a committed offset answer offset -1; null topics (v2+)
+// mean every committed partition. RequireStable (v7+) needs no waiting: there
+// are no transactional commits.
+func (c *Coordinator) OffsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchResponse {
+	resp := kmsg.NewPtrOffsetFetchResponse()
+	resp.Version = req.Version
+	if req.Version >= 8 {
+		for _, rg := range req.Groups {
+			out := kmsg.NewOffsetFetchResponseGroup()
+			out.Group = rg.Group
+			var requested map[string][]int32
+			var order []string
+			if rg.Topics != nil {
+				requested = make(map[string][]int32)
+				for _, t := range rg.Topics {
+					order = append(order, t.Topic)
+					requested[t.Topic] = append(requested[t.Topic], t.Partitions...)
+				}
+			}
+			topics, code := c.fetchOffsets(req.Version, rg.Group, order, requested)
+			out.ErrorCode = code
+			for _, t := range topics {
+				ot := kmsg.NewOffsetFetchResponseGroupTopic()
+				ot.Topic = t.Topic
+				for _, p := range t.Partitions {
+					op := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+					op.Partition, op.Offset, op.LeaderEpoch = p.Partition, p.Offset, p.LeaderEpoch
+					op.Metadata, op.ErrorCode = p.Metadata, p.ErrorCode
+					ot.Partitions = append(ot.Partitions, op)
+				}
+				out.Topics = append(out.Topics, ot)
+			}
+			resp.Groups = append(resp.Groups, out)
+		}
+		return resp
+	}
+	var requested map[string][]int32
+	var order []string
+	if req.Topics != nil || req.Version < 2 {
+		requested = make(map[string][]int32)
+		for _, t := range req.Topics {
+			order = append(order, t.Topic)
+			requested[t.Topic] = append(requested[t.Topic], t.Partitions...)
+		}
+	}
+	topics, code := c.fetchOffsets(req.Version, req.Group, order, requested)
+	resp.Topics = topics
+	if req.Version >= 2 {
+		resp.ErrorCode = code
+	}
+	return resp
+}
+
+// fetchOffsets answers one group's fetch. requested nil means every committed
+// partition; order keeps the requested topic order. A group-level failure is
+// also copied into every partition, which is where v0–v1 clients look.
+func (c *Coordinator) fetchOffsets(version int16, groupID string, order []string, requested map[string][]int32) ([]kmsg.OffsetFetchResponseTopic, int16) {
+	code := errNone
+	var offsets map[topicPartition]offsetEntry
+	switch {
+	case !supported(keyOffsetFetch, version):
+		code = errUnsupportedVersion
+	case groupID == "":
+		code = errInvalidGroupID
+	default:
+		g, lcode := c.lockGroupOffsets(groupID)
+		if lcode != errNone {
+			code = lcode
+			break
+		}
+		offsets = make(map[topicPartition]offsetEntry, len(g.offsets))
+		for tp, e := range g.offsets {
+			offsets[tp] = e
+		}
+		g.offsetMu.Unlock()
+	}
+	if requested == nil {
+		byTopic := make(map[string][]int32)
+		for tp := range offsets {
+			if _, ok := byTopic[tp.topic]; !ok {
+				order = append(order, tp.topic)
+			}
+			byTopic[tp.topic] = append(byTopic[tp.topic], tp.partition)
+		}
+		sort.Strings(order)
+		for _, ps := range byTopic {
+			sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
+		}
+		requested = byTopic
+	}
+	var out []kmsg.OffsetFetchResponseTopic
+	seen := make(map[string]bool)
+	for _, topic := range order {
+		if seen[topic] {
+			continue
+		}
+		seen[topic] = true
+		rt := kmsg.NewOffsetFetchResponseTopic()
+		rt.Topic = topic
+		for _, p := range requested[topic] {
+			rp := kmsg.NewOffsetFetchResponseTopicPartition()
+			rp.Partition = p
+			e, ok := offsets[topicPartition{topic, p}]
+			if !ok {
+				e = offsetEntry{Offset: -1, LeaderEpoch: -1}
+			}
+			metadata := e.Metadata
+			rp.Offset, rp.LeaderEpoch, rp.Metadata = e.Offset, e.LeaderEpoch, &metadata
+			rp.ErrorCode = code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		out = append(out, rt)
+	}
+	return out, code
+}
+
+// OffsetDelete serves OffsetDelete v0: it removes committed offsets of topics
+// the group does not consume (GROUP_SUBSCRIBED_TO_TOPIC otherwise).
+func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRequest) *kmsg.OffsetDeleteResponse {
+	resp := kmsg.NewPtrOffsetDeleteResponse()
+	resp.Version = req.Version
+	codes := make(map[topicPartition]int16)
+	resp.ErrorCode = c.deleteOffsets(req, codes)
+	if resp.ErrorCode == errNone {
+		for _, t := range req.Topics {
+			rt := kmsg.NewOffsetDeleteResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, codes[topicPartition{t.Topic, p.Partition}]
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	}
+	return resp
+}
+
+// deleteOffsets does the work of OffsetDelete, filling per-partition codes and
+// returning the group-level code.
+func (c *Coordinator) deleteOffsets(req *kmsg.OffsetDeleteRequest, codes map[topicPartition]int16) int16 {
+	if !supported(keyOffsetDelete, req.Version) {
+		return errUnsupportedVersion
+	}
+	if req.Group == "" {
+		return errInvalidGroupID
+	}
+	g, code := c.lockGroupOffsets(req.Group)
+	if code != errNone {
+		return code
+	}
+	defer g.offsetMu.Unlock()
+	g.mu.Lock()
+	exists := g.existsLocked()
+	subscribed, known := g.subscribedTopicsLocked()
+	g.mu.Unlock()
+	if !exists {
+		return errGroupIDNotFound
+	}
+	if !known {
+		return errNonEmptyGroup
+	}
+	var ops []coord.Op
+	var deleted []topicPartition
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			tp := topicPartition{t.Topic, p.Partition}
+			switch {
+			case subscribed[t.Topic]:
+				codes[tp] = errGroupSubscribedToTopic
+			case c.cfg.PartitionExists != nil && !c.cfg.PartitionExists(t.Topic, p.Partition):
+				codes[tp] = errUnknownTopicOrPartition
+			default:
+				if _, ok := g.offsets[tp]; ok {
+					ops = append(ops, coord.DeleteOp{Path: offsetPath(g.id, tp.topic, tp.partition), Version: coord.AnyVersion})
+					deleted = append(deleted, tp)
+				}
+			}
+		}
+	}
+	if len(ops) == 0 {
+		return errNone
+	}
+	if err := c.store.Multi(ops...); err != nil {
+		c.log.Error("deleting committed offsets", "group", g.id, "err", err)
+		for _, tp := range deleted {
+			codes[tp] = errCoordinatorNotAvailable
+		}
+		// The cache may now disagree with the store; read it again next time.
+		g.offsetsLoaded = false
+		return errNone
+	}
+	for _, tp := range deleted {
+		delete(g.offsets, tp)
+	}
+	return errNone
+}
