@@ -1,0 +1,302 @@
+// Package log is millrace's partition log: an append-only sequence of Kafka v2
+// record batches split into segments, with a sparse offset index and a time
+// index per segment, crash recovery, retention and zero-copy reads.
+//
+// A partition directory <topic>-<partition>/ holds, per segment, the files
+// <20-digit base offset>.log, .index and .timeindex, plus small checkpoint
+// files (recovery point, log start offset, leader epochs) and, after a clean
+// Close, a clean-shutdown marker.
+package log
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+)
+
+// Kafka v2 record batch header ("magic 2"), stored verbatim on disk and on the
+// wire. All integers are big-endian. Offsets below are byte positions in the batch.
+const (
+	// offBaseOffset: int64, offset of the first record. Assigned by the leader;
+	// not covered by the CRC, so it is rewritten in place.
+	offBaseOffset = 0
+	// offLength: int32, number of bytes after this field (whole batch = length+12).
+	offLength = 8
+	// offLeaderEpoch: int32, partitionLeaderEpoch, set by the leader; not covered by the CRC.
+	offLeaderEpoch = 12
+	// offMagic: int8, record format version; millrace accepts 2 only.
+	offMagic = 16
+	// offCRC: uint32, CRC-32C (Castagnoli) of bytes [offAttributes, end).
+	offCRC = 17
+	// offAttributes: int16; bits 0-2 compression (0 none, 1 gzip, 2 snappy,
+	// 3 lz4, 4 zstd), bit 3 timestamp type (1 = LogAppendTime), bit 4
+	// transactional, bit 5 control batch, bit 6 has delete horizon.
+	offAttributes = 21
+	// offLastOffsetDelta: int32, last record's offset minus baseOffset.
+	offLastOffsetDelta = 23
+	// offFirstTimestamp: int64, timestamp of the first record (ms).
+	offFirstTimestamp = 27
+	// offMaxTimestamp: int64, largest record timestamp (ms); for LogAppendTime
+	// batches the broker's append time.
+	offMaxTimestamp = 35
+	// offProducerID: int64, idempotent/transactional producer id, -1 if none.
+	offProducerID = 43
+	// offProducerEpoch: int16, producer epoch, -1 if none.
+	offProducerEpoch = 51
+	// offBaseSequence: int32, sequence number of the first record, -1 if none.
+	offBaseSequence = 53
+	// offRecordCount: int32, number of records that follow.
+	offRecordCount = 57
+	// batchHeaderSize: bytes before the first record; the smallest valid batch.
+	batchHeaderSize = 61
+	// batchLengthOverhead: bytes not counted by the length field (baseOffset + length).
+	batchLengthOverhead = 12
+	// batchMagic: the only record format version stored.
+	batchMagic = 2
+
+	// attrCompressionMask: compression codec bits of the attributes.
+	attrCompressionMask = 0x07
+	// attrLogAppendTime: timestamp-type bit; set when the broker stamped maxTimestamp.
+	attrLogAppendTime = 0x08
+	// maxCompressionCodec: zstd, the highest codec Kafka defines.
+	maxCompressionCodec = 4
+	// minRecordSize: smallest encoded record: length, attributes, timestampDelta,
+	// offsetDelta, keyLength, valueLength, headerCount, one byte each.
+	minRecordSize = 7
+)
+
+// castagnoli is the CRC-32C table used by record batches.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Sentinel errors. Storage errors are wrapped (test with errors.Is); batch
+// validation failures come as *BatchError wrapping one of the batch sentinels.
+// Suggested Kafka error codes for the wire side are in brackets.
+var (
+	// ErrCorruptBatch: a batch is truncated, fails its CRC or has an
+	// inconsistent header [CORRUPT_MESSAGE, 2].
+	ErrCorruptBatch = errors.New("log: corrupt record batch")
+	// ErrInvalidRecord: the batch is intact but its contents are not acceptable,
+	// e.g. a record count that disagrees with lastOffsetDelta [INVALID_RECORD, 87].
+	ErrInvalidRecord = errors.New("log: invalid record batch")
+	// ErrUnsupportedMagic: the batch is not record format v2
+	// [UNSUPPORTED_FOR_MESSAGE_FORMAT, 43].
+	ErrUnsupportedMagic = errors.New("log: unsupported record batch magic")
+	// ErrBatchTooLarge: a batch exceeds max.message.bytes or segment.bytes
+	// [MESSAGE_TOO_LARGE, 10].
+	ErrBatchTooLarge = errors.New("log: record batch too large")
+	// ErrOffsetOutOfRange: a read or truncation outside [StartOffset, EndOffset]
+	// [OFFSET_OUT_OF_RANGE, 1].
+	ErrOffsetOutOfRange = errors.New("log: offset out of range")
+	// ErrOffsetMismatch: a replicated append does not start at the log end offset.
+	ErrOffsetMismatch = errors.New("log: replicated batch does not start at the log end offset")
+	// ErrClosed: the log or manager was closed.
+	ErrClosed = errors.New("log: closed")
+)
+
+// BatchError reports why a batch was rejected and where it starts in the
+// buffer passed to Append or ValidateBatches.
+type BatchError struct {
+	Position int    // byte position of the batch in the input
+	Reason   string // what is wrong, in words
+	Err      error  // sentinel: ErrCorruptBatch, ErrInvalidRecord, ErrUnsupportedMagic or ErrBatchTooLarge
+}
+
+func (e *BatchError) Error() string {
+	return fmt.Sprintf("%v at byte %d: %s", e.Err, e.Position, e.Reason)
+}
+
+// Unwrap returns the sentinel error.
+func (e *BatchError) Unwrap() error { return e.Err }
+
+// BatchHeader holds the header fields of one v2 record batch.
+type BatchHeader struct {
+	BaseOffset           int64
+	Length               int32 // the length field: batch size minus 12
+	PartitionLeaderEpoch int32
+	Magic                int8
+	CRC                  uint32
+	Attributes           int16
+	LastOffsetDelta      int32
+	FirstTimestamp       int64
+	MaxTimestamp         int64
+	ProducerID           int64
+	ProducerEpoch        int16
+	BaseSequence         int32
+	Records              int32
+}
+
+// Size is the batch's size in bytes, header included.
+func (h BatchHeader) Size() int { return int(h.Length) + batchLengthOverhead }
+
+// LastOffset is the offset of the batch's last record.
+func (h BatchHeader) LastOffset() int64 { return h.BaseOffset + int64(h.LastOffsetDelta) }
+
+// NextOffset is the offset after the batch.
+func (h BatchHeader) NextOffset() int64 { return h.LastOffset() + 1 }
+
+// Compression is the codec number (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd).
+func (h BatchHeader) Compression() int { return int(h.Attributes) & attrCompressionMask }
+
+// LogAppendTime reports whether the batch's timestamp type is LogAppendTime.
+func (h BatchHeader) LogAppendTime() bool { return h.Attributes&attrLogAppendTime != 0 }
+
+// ParseBatchHeader decodes the 61-byte header at the start of b. It checks
+// only that b holds a whole header, not that the batch is valid.
+func ParseBatchHeader(b []byte) (BatchHeader, error) {
+	if len(b) < batchHeaderSize {
+		return BatchHeader{}, &BatchError{Reason: fmt.Sprintf("%d bytes is shorter than a batch header (%d)", len(b), batchHeaderSize), Err: ErrCorruptBatch}
+	}
+	return parseHeader(b), nil
+}
+
+// parseHeader decodes a header; b must hold at least batchHeaderSize bytes.
+func parseHeader(b []byte) BatchHeader {
+	_ = b[batchHeaderSize-1]
+	be := binary.BigEndian
+	return BatchHeader{
+		BaseOffset:           int64(be.Uint64(b[offBaseOffset:])),
+		Length:               int32(be.Uint32(b[offLength:])),
+		PartitionLeaderEpoch: int32(be.Uint32(b[offLeaderEpoch:])),
+		Magic:                int8(b[offMagic]),
+		CRC:                  be.Uint32(b[offCRC:]),
+		Attributes:           int16(be.Uint16(b[offAttributes:])),
+		LastOffsetDelta:      int32(be.Uint32(b[offLastOffsetDelta:])),
+		FirstTimestamp:       int64(be.Uint64(b[offFirstTimestamp:])),
+		MaxTimestamp:         int64(be.Uint64(b[offMaxTimestamp:])),
+		ProducerID:           int64(be.Uint64(b[offProducerID:])),
+		ProducerEpoch:        int16(be.Uint16(b[offProducerEpoch:])),
+		BaseSequence:         int32(be.Uint32(b[offBaseSequence:])),
+		Records:              int32(be.Uint32(b[offRecordCount:])),
+	}
+}
+
+// ValidateBatches checks one or more concatenated batches as a producer sends
+// them (see validateBatches) and returns their headers. It never modifies b.
+func ValidateBatches(b []byte, maxMessageBytes int) ([]BatchHeader, error) {
+	return validateBatches(b, maxMessageBytes, true)
+}
+
+// validateBatches checks each batch: its length field against the buffer,
+// magic 2, the minimum size, max.message.bytes, the compression codec, the
+// CRC-32C, and the record count. fresh demands what a producer's batch
+// satisfies (records == lastOffsetDelta+1); replicated batches may have been
+// compacted upstream, so only records <= lastOffsetDelta+1 is demanded.
+// Uncompressed batches also have their record framing walked, so a count
+// that does not match the bytes is caught before anything is written.
+func validateBatches(b []byte, maxMessageBytes int, fresh bool) ([]BatchHeader, error) {
+	if len(b) == 0 {
+		return nil, &BatchError{Reason: "no record batches", Err: ErrCorruptBatch}
+	}
+	n := 0
+	for pos := 0; pos < len(b); n++ {
+		size, err := validateOne(b[pos:], maxMessageBytes, fresh)
+		if err != nil {
+			err.Position = pos
+			return nil, err
+		}
+		pos += size
+	}
+	headers := make([]BatchHeader, 0, n)
+	for pos := 0; pos < len(b); {
+		h := parseHeader(b[pos:])
+		headers = append(headers, h)
+		pos += h.Size()
+	}
+	return headers, nil
+}
+
+// validateOne validates the batch at the start of b and returns its size.
+func validateOne(b []byte, maxMessageBytes int, fresh bool) (int, *BatchError) {
+	if len(b) < batchHeaderSize {
+		return 0, &BatchError{Reason: fmt.Sprintf("%d trailing bytes are shorter than a batch header (%d)", len(b), batchHeaderSize), Err: ErrCorruptBatch}
+	}
+	h := parseHeader(b)
+	if h.Magic != batchMagic {
+		return 0, &BatchError{Reason: fmt.Sprintf("magic %d, only 2 is supported", h.Magic), Err: ErrUnsupportedMagic}
+	}
+	if h.Length < batchHeaderSize-batchLengthOverhead {
+		return 0, &BatchError{Reason: fmt.Sprintf("length field %d is shorter than the header", h.Length), Err: ErrCorruptBatch}
+	}
+	size := h.Size()
+	if size > len(b) {
+		return 0, &BatchError{Reason: fmt.Sprintf("length field says %d bytes but only %d remain", size, len(b)), Err: ErrCorruptBatch}
+	}
+	if size > maxMessageBytes {
+		return 0, &BatchError{Reason: fmt.Sprintf("batch of %d bytes exceeds max.message.bytes %d", size, maxMessageBytes), Err: ErrBatchTooLarge}
+	}
+	if got := crc32.Checksum(b[offAttributes:size], castagnoli); got != h.CRC {
+		return 0, &BatchError{Reason: fmt.Sprintf("CRC-32C is %08x, header says %08x", got, h.CRC), Err: ErrCorruptBatch}
+	}
+	if c := h.Compression(); c > maxCompressionCodec {
+		return 0, &BatchError{Reason: fmt.Sprintf("unknown compression codec %d", c), Err: ErrInvalidRecord}
+	}
+	if h.Records < 1 {
+		return 0, &BatchError{Reason: fmt.Sprintf("record count %d, at least 1 is required", h.Records), Err: ErrInvalidRecord}
+	}
+	if h.LastOffsetDelta < 0 || int64(h.Records) > int64(h.LastOffsetDelta)+1 || (fresh && int64(h.Records) != int64(h.LastOffsetDelta)+1) {
+		return 0, &BatchError{Reason: fmt.Sprintf("record count %d does not match lastOffsetDelta %d", h.Records, h.LastOffsetDelta), Err: ErrInvalidRecord}
+	}
+	body := b[batchHeaderSize:size]
+	if h.Compression() == 0 {
+		if reason := checkRecordFraming(body, int(h.Records)); reason != "" {
+			return 0, &BatchError{Reason: reason, Err: ErrCorruptBatch}
+		}
+	} else if len(body) == 0 {
+		return 0, &BatchError{Reason: "compressed batch has no payload", Err: ErrCorruptBatch}
+	}
+	return size, nil
+}
+
+// checkRecordFraming walks the length prefixes of uncompressed records and
+// returns a reason if they do not tile the body exactly count times.
+func checkRecordFraming(body []byte, count int) string {
+	if count > len(body)/minRecordSize {
+		return fmt.Sprintf("record count %d cannot fit in %d bytes", count, len(body))
+	}
+	pos := 0
+	for i := 0; i < count; i++ {
+		length, n := binary.Varint(body[pos:])
+		if n <= 0 {
+			return fmt.Sprintf("record %d has a malformed length", i)
+		}
+		if length < minRecordSize-1 || length > int64(len(body)-pos-n) {
+			return fmt.Sprintf("record %d length %d does not fit the batch", i, length)
+		}
+		pos += n + int(length)
+	}
+	if pos != len(body) {
+		return fmt.Sprintf("%d bytes follow the last record", len(body)-pos)
+	}
+	return ""
+}
+
+// decodeRecordTimestamps calls fn with the offset delta and timestamp of each
+// record of an uncompressed batch body, stopping when fn returns false.
+// It returns false if the framing is malformed.
+func decodeRecordTimestamps(body []byte, firstTimestamp int64, fn func(offsetDelta int64, timestamp int64) bool) bool {
+	for pos := 0; pos < len(body); {
+		length, n := binary.Varint(body[pos:])
+		if n <= 0 || length < 1 || length > int64(len(body)-pos-n) {
+			return false
+		}
+		rec := body[pos+n : pos+n+int(length)]
+		pos += n + int(length)
+		// record: attributes int8, timestampDelta varlong, offsetDelta varint, ...
+		if len(rec) < 1 {
+			return false
+		}
+		tsDelta, m := binary.Varint(rec[1:])
+		if m <= 0 {
+			return false
+		}
+		offDelta, k := binary.Varint(rec[1+m:])
+		if k <= 0 {
+			return false
+		}
+		if !fn(offDelta, firstTimestamp+tsDelta) {
+			return true
+		}
+	}
+	return true
+}

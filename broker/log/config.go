@@ -1,0 +1,219 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"time"
+)
+
+// Timestamp types for Config.MessageTimestampType.
+const (
+	CreateTime    = "CreateTime"    // keep the producer's timestamps
+	LogAppendTime = "LogAppendTime" // stamp each batch with the broker's append time
+)
+
+// never is the Duration that stands for Kafka's Long.MAX_VALUE milliseconds.
+const never = time.Duration(math.MaxInt64)
+
+// Config is the per-topic log configuration, named after Kafka's topic configs.
+type Config struct {
+	// SegmentBytes (segment.bytes, default 1 GiB): roll to a new segment
+	// before an append that would make the active one larger than this.
+	SegmentBytes int64
+	// SegmentMs (segment.ms, default 7 days): roll when the active segment's
+	// first append is older than this.
+	SegmentMs time.Duration
+	// SegmentIndexBytes (segment.index.bytes, default 10 MiB): roll when the
+	// offset or time index of the active segment would grow beyond this.
+	SegmentIndexBytes int
+	// IndexIntervalBytes (index.interval.bytes, default 4096): bytes of log
+	// between two offset index entries.
+	IndexIntervalBytes int
+	// FlushMessages (flush.messages, default MaxInt64): fsync after this many
+	// records since the last flush.
+	FlushMessages int64
+	// FlushMs (flush.ms, default never): fsync when the last flush is older
+	// than this (checked by FlushIfDue).
+	FlushMs time.Duration
+	// RetentionMs (retention.ms, default 7 days; <0 unlimited): delete a
+	// segment whose largest timestamp is older than this.
+	RetentionMs time.Duration
+	// RetentionBytes (retention.bytes, default -1 = unlimited): delete the
+	// oldest segments while the log is larger than this.
+	RetentionBytes int64
+	// MaxMessageBytes (max.message.bytes, default 1048588): largest batch accepted.
+	MaxMessageBytes int
+	// FileDeleteDelay (file.delete.delay.ms, default 60 s): how long a deleted
+	// segment's files stay (renamed *.deleted) before they are removed; files
+	// still read by a Slice are removed only after it is closed.
+	FileDeleteDelay time.Duration
+	// MessageTimestampType (message.timestamp.type, default CreateTime):
+	// CreateTime or LogAppendTime.
+	MessageTimestampType string
+}
+
+// DefaultConfig returns Kafka's topic defaults.
+func DefaultConfig() Config {
+	return Config{
+		SegmentBytes:         1 << 30,
+		SegmentMs:            7 * 24 * time.Hour,
+		SegmentIndexBytes:    10 << 20,
+		IndexIntervalBytes:   4096,
+		FlushMessages:        math.MaxInt64,
+		FlushMs:              never,
+		RetentionMs:          7 * 24 * time.Hour,
+		RetentionBytes:       -1,
+		MaxMessageBytes:      1048588,
+		FileDeleteDelay:      time.Minute,
+		MessageTimestampType: CreateTime,
+	}
+}
+
+// Validate rejects impossible settings with a sentence that says why.
+func (c Config) Validate() error {
+	var errs []error
+	if c.SegmentBytes < batchHeaderSize || c.SegmentBytes > math.MaxInt32 {
+		errs = append(errs, fmt.Errorf("segment.bytes %d must be between %d (one batch header) and %d (file positions are 32-bit)", c.SegmentBytes, batchHeaderSize, math.MaxInt32))
+	}
+	if c.SegmentMs < time.Millisecond {
+		errs = append(errs, fmt.Errorf("segment.ms %v must be at least 1 ms", c.SegmentMs))
+	}
+	if c.SegmentIndexBytes < timeIndexEntrySize {
+		errs = append(errs, fmt.Errorf("segment.index.bytes %d must hold at least one index entry (%d bytes)", c.SegmentIndexBytes, timeIndexEntrySize))
+	}
+	if c.IndexIntervalBytes < 0 {
+		errs = append(errs, fmt.Errorf("index.interval.bytes %d must not be negative", c.IndexIntervalBytes))
+	}
+	if c.FlushMessages < 1 {
+		errs = append(errs, fmt.Errorf("flush.messages %d must be at least 1", c.FlushMessages))
+	}
+	if c.FlushMs < 0 {
+		errs = append(errs, fmt.Errorf("flush.ms %v must not be negative", c.FlushMs))
+	}
+	if c.MaxMessageBytes < batchHeaderSize {
+		errs = append(errs, fmt.Errorf("max.message.bytes %d cannot hold even a batch header (%d bytes)", c.MaxMessageBytes, batchHeaderSize))
+	}
+	if c.FileDeleteDelay < 0 {
+		errs = append(errs, fmt.Errorf("file.delete.delay.ms %v must not be negative", c.FileDeleteDelay))
+	}
+	if c.MessageTimestampType != CreateTime && c.MessageTimestampType != LogAppendTime {
+		errs = append(errs, fmt.Errorf("message.timestamp.type %q must be %s or %s", c.MessageTimestampType, CreateTime, LogAppendTime))
+	}
+	return errors.Join(errs...)
+}
+
+// configNames lists the Kafka topic-config names Config understands.
+var configNames = []string{
+	"file.delete.delay.ms", "flush.messages", "flush.ms", "index.interval.bytes",
+	"max.message.bytes", "message.timestamp.type", "retention.bytes", "retention.ms",
+	"segment.bytes", "segment.index.bytes", "segment.ms",
+}
+
+// ConfigNames returns the Kafka topic-config names Set and Values use, sorted.
+func ConfigNames() []string {
+	out := append([]string(nil), configNames...)
+	sort.Strings(out)
+	return out
+}
+
+// Set changes one setting by its Kafka topic-config name. Durations are in
+// milliseconds as in Kafka. It does not validate the whole Config; call Validate.
+func (c *Config) Set(name, value string) error {
+	if name == "message.timestamp.type" {
+		if value != CreateTime && value != LogAppendTime {
+			return fmt.Errorf("log: %s must be %s or %s, not %q", name, CreateTime, LogAppendTime, value)
+		}
+		c.MessageTimestampType = value
+		return nil
+	}
+	v, err := strconv.ParseInt(value, 10, 64)
+	if err != nil {
+		if isKnownName(name) {
+			return fmt.Errorf("log: %s must be an integer: %w", name, err)
+		}
+		return fmt.Errorf("log: unknown topic config %q", name)
+	}
+	switch name {
+	case "segment.bytes":
+		c.SegmentBytes = v
+	case "segment.ms":
+		c.SegmentMs = msToDuration(v)
+	case "segment.index.bytes":
+		c.SegmentIndexBytes, err = toInt(name, v)
+	case "index.interval.bytes":
+		c.IndexIntervalBytes, err = toInt(name, v)
+	case "flush.messages":
+		c.FlushMessages = v
+	case "flush.ms":
+		c.FlushMs = msToDuration(v)
+	case "retention.ms":
+		c.RetentionMs = msToDuration(v)
+	case "retention.bytes":
+		c.RetentionBytes = v
+	case "max.message.bytes":
+		c.MaxMessageBytes, err = toInt(name, v)
+	case "file.delete.delay.ms":
+		c.FileDeleteDelay = msToDuration(v)
+	default:
+		return fmt.Errorf("log: unknown topic config %q", name)
+	}
+	return err
+}
+
+// Values returns every setting by Kafka name, formatted as Kafka prints it.
+func (c Config) Values() map[string]string {
+	return map[string]string{
+		"segment.bytes":          strconv.FormatInt(c.SegmentBytes, 10),
+		"segment.ms":             durationToMs(c.SegmentMs),
+		"segment.index.bytes":    strconv.Itoa(c.SegmentIndexBytes),
+		"index.interval.bytes":   strconv.Itoa(c.IndexIntervalBytes),
+		"flush.messages":         strconv.FormatInt(c.FlushMessages, 10),
+		"flush.ms":               durationToMs(c.FlushMs),
+		"retention.ms":           durationToMs(c.RetentionMs),
+		"retention.bytes":        strconv.FormatInt(c.RetentionBytes, 10),
+		"max.message.bytes":      strconv.Itoa(c.MaxMessageBytes),
+		"file.delete.delay.ms":   durationToMs(c.FileDeleteDelay),
+		"message.timestamp.type": c.MessageTimestampType,
+	}
+}
+
+func isKnownName(name string) bool {
+	for _, n := range configNames {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+func toInt(name string, v int64) (int, error) {
+	if v < math.MinInt32 || v > math.MaxInt32 {
+		return 0, fmt.Errorf("log: %s %d is out of range", name, v)
+	}
+	return int(v), nil
+}
+
+// msToDuration converts Kafka milliseconds; values too large for a Duration
+// (Kafka uses Long.MAX_VALUE for "never") saturate, negatives stay negative.
+func msToDuration(ms int64) time.Duration {
+	if ms > int64(never/time.Millisecond) {
+		return never
+	}
+	if ms < 0 {
+		return -time.Millisecond
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+func durationToMs(d time.Duration) string {
+	switch {
+	case d == never:
+		return strconv.FormatInt(math.MaxInt64, 10)
+	case d < 0:
+		return "-1"
+	}
+	return strconv.FormatInt(d.Milliseconds(), 10)
+}

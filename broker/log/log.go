@@ -1,0 +1,713 @@
+package log
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Log is one partition's log. One writer at a time (Append, AppendReplicated,
+// TruncateTo, Roll, Flush, retention and config changes serialise on an
+// internal mutex); any number of concurrent readers, which never wait for an
+// fsync.
+type Log struct {
+	dir      string
+	logger   *slog.Logger
+	now      func() time.Time
+	openFile openFileFunc
+
+	appendMu      sync.Mutex // serialises writers; guards the following
+	unflushed     int64      // records appended since the last fsync
+	lastFlush     time.Time  // when the last fsync finished (or the log opened)
+	recoveryPoint int64      // offset below which everything is fsynced
+	writeErr      error      // sticky: set by a failed write or fsync, refuses further writes
+
+	mu          sync.RWMutex // guards the following; never held across an fsync
+	cfg         Config
+	segments    []*segment // by base offset; the last one is active
+	startOffset int64
+	endOffset   int64
+	epochs      []epochEntry
+	closed      bool
+
+	// recoveredSegments counts segments Open scanned batch by batch; a clean
+	// restart leaves it at zero. Tests read it.
+	recoveredSegments atomic.Int64
+}
+
+// options are the test hooks of openLog.
+type options struct {
+	now      func() time.Time // clock; time.Now if nil
+	openFile openFileFunc     // file opener; the os one if nil
+}
+
+// Open opens (creating if needed) the partition log in dir. After an unclean
+// stop (no clean-shutdown marker) it scans every segment from the one holding
+// the recovery point, truncates at the first torn or corrupt batch and
+// rebuilds the indexes; after a clean Close it only loads the active
+// segment's indexes.
+func Open(dir string, cfg Config, logger *slog.Logger) (*Log, error) {
+	return openLog(dir, cfg, logger, options{})
+}
+
+func openLog(dir string, cfg Config, logger *slog.Logger, opts options) (*Log, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("log: open %s: %w", dir, err)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.now == nil {
+		opts.now = time.Now
+	}
+	if opts.openFile == nil {
+		opts.openFile = openOSFile
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("log: open %s: %w", dir, err)
+	}
+	l := &Log{dir: dir, logger: logger.With("component", "log", "dir", filepath.Base(dir)), now: opts.now, openFile: opts.openFile, cfg: cfg}
+	l.lastFlush = l.now()
+	if err := l.load(); err != nil {
+		for _, s := range l.segments {
+			s.release()
+		}
+		return nil, fmt.Errorf("log: open %s: %w", dir, err)
+	}
+	return l, nil
+}
+
+// load reads the directory and recovers the segments.
+func (l *Log) load() error {
+	entries, err := os.ReadDir(l.dir)
+	if err != nil {
+		return err
+	}
+	var bases []int64
+	hasLog := map[int64]bool{}
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasSuffix(name, deletedSuffix) || strings.HasSuffix(name, ".tmp") {
+			// Left by a deletion or checkpoint write cut short by a crash.
+			if err := os.Remove(filepath.Join(l.dir, name)); err != nil {
+				return err
+			}
+			continue
+		}
+		if base, ok := parseSegmentName(name); ok {
+			bases = append(bases, base)
+			hasLog[base] = true
+		}
+	}
+	for _, e := range entries {
+		name := e.Name()
+		ext := filepath.Ext(name)
+		if ext != indexSuffix && ext != timeIndexSuffix {
+			continue
+		}
+		if base, ok := parseSegmentName(strings.TrimSuffix(name, ext) + logSuffix); ok && !hasLog[base] {
+			if err := os.Remove(filepath.Join(l.dir, name)); err != nil {
+				return err
+			}
+		}
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+
+	markerPath := filepath.Join(l.dir, cleanShutdownFile)
+	_, statErr := os.Stat(markerPath)
+	clean := statErr == nil
+	if clean {
+		// The marker must be gone for good before anything is appended, or a
+		// later crash would be mistaken for a clean stop.
+		if err := os.Remove(markerPath); err != nil {
+			return err
+		}
+		if err := syncDir(l.dir); err != nil {
+			return err
+		}
+	}
+	recoveryPoint, _, err := readOffsetCheckpoint(filepath.Join(l.dir, recoveryPointFile))
+	if err != nil {
+		l.logger.Warn("unreadable recovery point, recovering from the start", "err", err)
+		recoveryPoint, clean = 0, false
+	}
+	startOffset, _, err := readOffsetCheckpoint(filepath.Join(l.dir, startOffsetFile))
+	if err != nil {
+		l.logger.Warn("unreadable log start offset checkpoint, using the first segment", "err", err)
+		startOffset = 0
+	}
+	if err := l.loadEpochs(); err != nil {
+		l.logger.Warn("unreadable leader epoch checkpoint, starting empty", "err", err)
+		l.epochs = nil
+	}
+	if len(bases) == 0 {
+		s, err := newEmptySegment(l.dir, startOffset, l.openFile)
+		if err != nil {
+			return err
+		}
+		l.segments = []*segment{s}
+	} else if err := l.loadSegments(bases, clean, recoveryPoint); err != nil {
+		return err
+	}
+	active := l.segments[len(l.segments)-1]
+	l.endOffset = active.nextOffset
+	l.startOffset = max(startOffset, l.segments[0].baseOffset)
+	if l.startOffset > l.endOffset {
+		l.startOffset = l.endOffset
+	}
+	l.truncateEpochsLocked(l.endOffset)
+	if clean {
+		l.recoveryPoint = min(recoveryPoint, l.endOffset)
+		if recoveryPoint >= l.endOffset {
+			return nil
+		}
+	}
+	// Whatever recovery read is now the log; make it durable so the next
+	// recovery starts here.
+	for _, s := range l.segments {
+		if s.loaded {
+			s.dirty = true
+		}
+	}
+	return l.flushLocked()
+}
+
+// loadSegments opens every segment. Segments wholly below the recovery point
+// (or all but the active one after a clean stop) are trusted and their
+// indexes loaded on first use.
+func (l *Log) loadSegments(bases []int64, clean bool, recoveryPoint int64) error {
+	interval := l.cfg.IndexIntervalBytes
+	firstScanned := len(bases) - 1
+	if !clean {
+		firstScanned = 0
+		for i, b := range bases {
+			if b <= recoveryPoint {
+				firstScanned = i
+			}
+		}
+	}
+	now := l.now()
+	for i, base := range bases {
+		s, err := newSegment(l.dir, base, l.openFile)
+		if err != nil {
+			return err
+		}
+		l.segments = append(l.segments, s)
+		fi, err := s.log.Stat()
+		if err != nil {
+			return err
+		}
+		size := fi.Size()
+		if i < firstScanned {
+			s.size = size
+			s.nextOffset = bases[i+1]
+			if err := s.loadMaxTimestamp(fi.ModTime()); err != nil {
+				return err
+			}
+			continue
+		}
+		s.firstAppend = now
+		s.mu.Lock()
+		if clean {
+			var ok bool
+			if ok, err = s.loadIndexesLocked(size); err == nil && ok {
+				err = s.resumeLocked(size, interval)
+				if err != nil {
+					l.logger.Warn("index does not match the active segment, rebuilding it", "segment", base, "err", err)
+				}
+			}
+			if err == nil && !ok {
+				l.logger.Warn("damaged index files, rebuilding", "segment", base)
+			}
+			if err != nil || !ok {
+				clean = false
+			}
+		}
+		var end int64 = size
+		if !clean {
+			l.recoveredSegments.Add(1)
+			end, err = s.rebuildLocked(size, interval, true)
+		}
+		s.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if end < size {
+			l.logger.Warn("truncating torn or corrupt tail", "segment", base, "valid_bytes", end, "file_bytes", size, "next_offset", s.nextOffset)
+			if err := s.log.Truncate(end); err != nil {
+				return err
+			}
+		}
+		if s.size == 0 && i > 0 && len(l.segments) > 1 {
+			// An empty segment after another is harmless, but its base must
+			// follow the previous segment or offsets would jump.
+			prev := l.segments[len(l.segments)-2]
+			if base != prev.nextOffset {
+				l.logger.Warn("dropping empty segment that does not follow its predecessor", "segment", base)
+				l.segments = l.segments[:len(l.segments)-1]
+				if err := s.markDeleted(); err != nil {
+					return err
+				}
+				if err := s.release(); err != nil {
+					return err
+				}
+				end = -1
+			}
+		}
+		if end >= 0 && end < size {
+			// Everything after a damaged batch is unreliable: drop later segments.
+			for _, later := range bases[i+1:] {
+				l.logger.Warn("dropping segment after corrupt data", "segment", later)
+				for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+					if err := os.Remove(segmentPath(l.dir, later, suffix)); err != nil && !os.IsNotExist(err) {
+						return err
+					}
+				}
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
+// loadMaxTimestamp sets the largest timestamp of a lazily opened segment from
+// the last time index entry, falling back to the file's modification time
+// (as Kafka does) when there is none.
+func (s *segment) loadMaxTimestamp(modTime time.Time) error {
+	s.maxTimestamp = modTime.UnixMilli()
+	f, err := s.openFile(segmentPath(s.dir, s.baseOffset, timeIndexSuffix), os.O_RDONLY, 0)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	n := fi.Size() / timeIndexEntrySize
+	if n == 0 {
+		return nil
+	}
+	var b [timeIndexEntrySize]byte
+	if _, err := f.ReadAt(b[:], (n-1)*timeIndexEntrySize); err != nil {
+		return err
+	}
+	s.maxTimestamp = int64(binary.BigEndian.Uint64(b[timeEntryTimestamp:]))
+	return nil
+}
+
+// AppendInfo describes a successful append.
+type AppendInfo struct {
+	FirstOffset   int64 // base offset of the first batch
+	LastOffset    int64 // last offset of the last batch
+	MaxTimestamp  int64 // largest batch timestamp
+	LogAppendTime int64 // the broker's append time, -1 unless message.timestamp.type is LogAppendTime
+	Records       int   // records appended
+	Batches       []BatchHeader
+}
+
+// Append validates one or more concatenated producer batches, assigns them
+// offsets from EndOffset(), stamps leaderEpoch, and appends them all or none.
+//
+// The headers are rewritten in place in the caller's buffer: baseOffset and
+// partitionLeaderEpoch (not covered by the CRC) and, for LogAppendTime,
+// attributes, maxTimestamp and the CRC. The caller must not reuse it for
+// another partition.
+func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if err := l.writableLocked(); err != nil {
+		return AppendInfo{}, err
+	}
+	cfg := l.cfg
+	headers, err := validateBatches(batches, cfg.MaxMessageBytes, true)
+	if err != nil {
+		return AppendInfo{}, err
+	}
+	if err := checkSegmentFit(headers, cfg.SegmentBytes); err != nil {
+		return AppendInfo{}, err
+	}
+	now := l.now()
+	info := AppendInfo{FirstOffset: l.endOffset, MaxTimestamp: -1, LogAppendTime: -1, Batches: headers}
+	appendTime := cfg.MessageTimestampType == LogAppendTime
+	if appendTime {
+		info.LogAppendTime = now.UnixMilli()
+	}
+	next, pos := l.endOffset, 0
+	for i := range headers {
+		h := &headers[i]
+		b := batches[pos : pos+h.Size()]
+		binary.BigEndian.PutUint64(b[offBaseOffset:], uint64(next))
+		binary.BigEndian.PutUint32(b[offLeaderEpoch:], uint32(leaderEpoch))
+		h.BaseOffset, h.PartitionLeaderEpoch = next, leaderEpoch
+		if appendTime {
+			h.Attributes |= attrLogAppendTime
+			h.MaxTimestamp = info.LogAppendTime
+			binary.BigEndian.PutUint16(b[offAttributes:], uint16(h.Attributes))
+			binary.BigEndian.PutUint64(b[offMaxTimestamp:], uint64(h.MaxTimestamp))
+			h.CRC = crc32.Checksum(b[offAttributes:], castagnoli)
+			binary.BigEndian.PutUint32(b[offCRC:], h.CRC)
+		}
+		info.MaxTimestamp = max(info.MaxTimestamp, h.MaxTimestamp)
+		info.Records += int(h.Records)
+		next = h.NextOffset()
+		pos += h.Size()
+	}
+	info.LastOffset = next - 1
+	if err := l.appendLocked(batches, headers, next, info.Records, now); err != nil {
+		return AppendInfo{}, err
+	}
+	if leaderEpoch >= 0 {
+		if err := l.assignEpochLocked(leaderEpoch, info.FirstOffset); err != nil {
+			return info, err
+		}
+	}
+	return info, nil
+}
+
+// AppendReplicated appends batches copied from the leader, keeping their
+// offsets and leader epochs. The first batch must start at EndOffset() and
+// each must follow the previous, else ErrOffsetMismatch.
+func (l *Log) AppendReplicated(batches []byte) (AppendInfo, error) {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if err := l.writableLocked(); err != nil {
+		return AppendInfo{}, err
+	}
+	cfg := l.cfg
+	// The leader already enforced its max.message.bytes; ours may differ.
+	headers, err := validateBatches(batches, maxInt, false)
+	if err != nil {
+		return AppendInfo{}, err
+	}
+	if err := checkSegmentFit(headers, cfg.SegmentBytes); err != nil {
+		return AppendInfo{}, err
+	}
+	info := AppendInfo{FirstOffset: headers[0].BaseOffset, MaxTimestamp: -1, LogAppendTime: -1, Batches: headers}
+	next := l.endOffset
+	for _, h := range headers {
+		if h.BaseOffset != next {
+			return AppendInfo{}, fmt.Errorf("%w: batch at offset %d, expected %d", ErrOffsetMismatch, h.BaseOffset, next)
+		}
+		info.MaxTimestamp = max(info.MaxTimestamp, h.MaxTimestamp)
+		info.Records += int(h.Records)
+		next = h.NextOffset()
+	}
+	info.LastOffset = next - 1
+	if err := l.appendLocked(batches, headers, next, info.Records, l.now()); err != nil {
+		return AppendInfo{}, err
+	}
+	for _, h := range headers {
+		if h.PartitionLeaderEpoch >= 0 {
+			if err := l.assignEpochLocked(h.PartitionLeaderEpoch, h.BaseOffset); err != nil {
+				return info, err
+			}
+		}
+	}
+	return info, nil
+}
+
+const maxInt = int(^uint(0) >> 1)
+
+// checkSegmentFit rejects a batch that could never fit in a segment.
+func checkSegmentFit(headers []BatchHeader, segmentBytes int64) error {
+	pos := 0
+	for _, h := range headers {
+		if int64(h.Size()) > segmentBytes {
+			return &BatchError{Position: pos, Reason: fmt.Sprintf("batch of %d bytes exceeds segment.bytes %d", h.Size(), segmentBytes), Err: ErrBatchTooLarge}
+		}
+		pos += h.Size()
+	}
+	return nil
+}
+
+// writableLocked returns why the log cannot be written, if it cannot.
+func (l *Log) writableLocked() error {
+	if l.closed {
+		return ErrClosed
+	}
+	return l.writeErr
+}
+
+// appendLocked writes validated batches whose headers are final, rolling
+// first if needed, then publishes them to readers.
+func (l *Log) appendLocked(batches []byte, headers []BatchHeader, next int64, records int, now time.Time) error {
+	cfg := l.cfg
+	s := l.segments[len(l.segments)-1]
+	if s.size > 0 && l.shouldRollLocked(s, cfg, int64(len(batches)), next, now) {
+		if err := l.rollLocked(); err != nil {
+			return err
+		}
+		s = l.segments[len(l.segments)-1]
+	}
+	pos := s.size
+	n, err := s.log.WriteAt(batches, pos)
+	if err == nil && n != len(batches) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		// Take back a partial write so the file stays a sequence of whole
+		// batches; the log stays read-only either way.
+		if terr := s.log.Truncate(pos); terr != nil {
+			err = errors.Join(err, terr)
+		}
+		l.writeErr = fmt.Errorf("log: write to segment %d failed; log refuses appends until reopened: %w", s.baseOffset, err)
+		l.logger.Error("append failed", "err", err)
+		return l.writeErr
+	}
+	l.mu.Lock()
+	s.mu.Lock()
+	if s.size == 0 {
+		s.firstAppend = now
+	}
+	p := pos
+	for _, h := range headers {
+		s.noteBatchLocked(h.BaseOffset, h.NextOffset(), p, h.Size(), h.MaxTimestamp, cfg.IndexIntervalBytes)
+		p += int64(h.Size())
+	}
+	l.endOffset = next
+	s.mu.Unlock()
+	l.mu.Unlock()
+	l.unflushed += int64(records)
+	if l.unflushed >= cfg.FlushMessages {
+		return l.flushLocked()
+	}
+	return nil
+}
+
+// shouldRollLocked reports whether the non-empty active segment s must be
+// rolled before appending n bytes ending at offset next.
+func (l *Log) shouldRollLocked(s *segment, cfg Config, n int64, next int64, now time.Time) bool {
+	s.mu.Lock()
+	indexFull := (len(s.index)+1)*offsetIndexEntrySize > cfg.SegmentIndexBytes || (len(s.times)+1)*timeIndexEntrySize > cfg.SegmentIndexBytes
+	s.mu.Unlock()
+	return s.size+n > cfg.SegmentBytes ||
+		now.Sub(s.firstAppend) >= cfg.SegmentMs ||
+		indexFull ||
+		next-1-s.baseOffset > maxRelativeOffset
+}
+
+// Roll closes the active segment for appends and starts a new one at
+// EndOffset(). It does nothing if the active segment is empty.
+func (l *Log) Roll() error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if err := l.writableLocked(); err != nil {
+		return err
+	}
+	if l.segments[len(l.segments)-1].size == 0 {
+		return nil
+	}
+	return l.rollLocked()
+}
+
+func (l *Log) rollLocked() error {
+	old := l.segments[len(l.segments)-1]
+	old.mu.Lock()
+	// A final time index entry makes the file's last entry the segment's
+	// largest timestamp, which retention reads after a restart.
+	old.appendTimeEntryLocked()
+	err := old.persistIndexesLocked()
+	old.mu.Unlock()
+	if err != nil {
+		l.writeErr = fmt.Errorf("log: writing index of segment %d: %w", old.baseOffset, err)
+		return l.writeErr
+	}
+	s, err := newEmptySegment(l.dir, l.endOffset, l.openFile)
+	if err != nil {
+		return fmt.Errorf("log: roll: %w", err)
+	}
+	l.mu.Lock()
+	l.segments = append(l.segments, s)
+	l.mu.Unlock()
+	l.logger.Debug("rolled segment", "base_offset", s.baseOffset, "previous_bytes", old.size)
+	return nil
+}
+
+// Flush fsyncs every segment written since the last flush, then advances
+// and checkpoints the recovery point.
+func (l *Log) Flush() error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if err := l.writableLocked(); err != nil {
+		return err
+	}
+	return l.flushLocked()
+}
+
+// FlushIfDue flushes if flush.ms has passed since the last flush and
+// something was written.
+func (l *Log) FlushIfDue(now time.Time) error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed || l.unflushed == 0 || l.cfg.FlushMs == never || now.Sub(l.lastFlush) < l.cfg.FlushMs {
+		return nil
+	}
+	if l.writeErr != nil {
+		return l.writeErr
+	}
+	return l.flushLocked()
+}
+
+// flushLocked writes pending index entries (briefly under each segment's
+// lock) and fsyncs outside every lock readers take, so reads never wait.
+func (l *Log) flushLocked() error {
+	end := l.endOffset
+	for _, s := range l.segments {
+		if !s.dirty {
+			continue
+		}
+		s.mu.Lock()
+		err := s.persistIndexesLocked()
+		indexFile, timeFile := s.indexFile, s.timeFile
+		s.mu.Unlock()
+		if err == nil {
+			err = s.log.Sync()
+		}
+		if err == nil && indexFile != nil {
+			err = errors.Join(indexFile.Sync(), timeFile.Sync())
+		}
+		if err != nil {
+			l.writeErr = fmt.Errorf("log: fsync of segment %d failed; log refuses appends until reopened: %w", s.baseOffset, err)
+			l.logger.Error("flush failed", "err", err)
+			return l.writeErr
+		}
+		s.dirty = false
+	}
+	l.unflushed = 0
+	l.lastFlush = l.now()
+	if end != l.recoveryPoint || !fileExists(filepath.Join(l.dir, recoveryPointFile)) {
+		if err := writeCheckpoint(filepath.Join(l.dir, recoveryPointFile), [][]int64{{end}}); err != nil {
+			l.writeErr = fmt.Errorf("log: writing recovery point: %w", err)
+			return l.writeErr
+		}
+		l.recoveryPoint = end
+	}
+	return nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// StartOffset is the first offset a read may ask for.
+func (l *Log) StartOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.startOffset
+}
+
+// EndOffset is the log end offset: the offset the next record will get.
+func (l *Log) EndOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.endOffset
+}
+
+// SetConfig changes the configuration; it applies from the next append.
+func (l *Log) SetConfig(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	l.mu.Lock()
+	l.cfg = cfg
+	l.mu.Unlock()
+	return nil
+}
+
+// Config returns the current configuration.
+func (l *Log) Config() Config {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.cfg
+}
+
+// Dir is the partition directory.
+func (l *Log) Dir() string { return l.dir }
+
+// SegmentInfo describes one segment.
+type SegmentInfo struct {
+	BaseOffset   int64
+	NextOffset   int64 // offset after its last batch
+	Size         int64 // bytes
+	MaxTimestamp int64 // largest timestamp, -1 if none
+}
+
+// Segments describes the segments, oldest first.
+func (l *Log) Segments() []SegmentInfo {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	out := make([]SegmentInfo, len(l.segments))
+	for i, s := range l.segments {
+		out[i] = SegmentInfo{BaseOffset: s.baseOffset, NextOffset: s.nextOffset, Size: s.size, MaxTimestamp: s.maxTimestamp}
+	}
+	return out
+}
+
+// Size is the total size of the segments in bytes.
+func (l *Log) Size() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var n int64
+	for _, s := range l.segments {
+		n += s.size
+	}
+	return n
+}
+
+// Close flushes, writes the clean-shutdown marker and releases the files
+// (a segment still read by a Slice closes when the Slice does). No marker is
+// written if a write had failed, so the next Open recovers.
+func (l *Log) Close() error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed {
+		return nil
+	}
+	var errs []error
+	if l.writeErr == nil {
+		active := l.segments[len(l.segments)-1]
+		active.mu.Lock()
+		active.appendTimeEntryLocked()
+		active.mu.Unlock()
+		active.dirty = true
+		err := l.flushLocked()
+		if err == nil {
+			err = writeFileAtomic(filepath.Join(l.dir, cleanShutdownFile), nil)
+		}
+		errs = append(errs, err)
+	}
+	l.mu.Lock()
+	l.closed = true
+	segments := l.segments
+	l.mu.Unlock()
+	for _, s := range segments {
+		errs = append(errs, s.release())
+	}
+	return errors.Join(errs...)
+}
+
+// Delete closes the log and removes its directory (topic deletion).
+func (l *Log) Delete() error {
+	err := l.Close()
+	if rerr := os.RemoveAll(l.dir); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	return nil
+}

@@ -1,0 +1,232 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// TopicPartition names one partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// String is the partition's directory name, <topic>-<partition>.
+func (tp TopicPartition) String() string {
+	return tp.Topic + "-" + strconv.FormatInt(int64(tp.Partition), 10)
+}
+
+// DefaultRetentionCheckInterval is Kafka's log.retention.check.interval.ms.
+const DefaultRetentionCheckInterval = 5 * time.Minute
+
+// Manager owns every partition log of one data directory, one subdirectory
+// <topic>-<partition> each, and runs retention and flush.ms checks.
+type Manager struct {
+	dataDir  string
+	defaults Config
+	logger   *slog.Logger
+	opts     options
+
+	mu     sync.Mutex // guards the following
+	logs   map[TopicPartition]*Log
+	closed bool
+	started bool // Start ran
+	stop   chan struct{} // closed by Close to end the background goroutine
+	wg     sync.WaitGroup
+}
+
+// OpenManager opens every partition log found in dataDir with the default
+// config (apply per-topic overrides with Log.SetConfig).
+func OpenManager(dataDir string, defaults Config, logger *slog.Logger) (*Manager, error) {
+	return openManager(dataDir, defaults, logger, options{})
+}
+
+func openManager(dataDir string, defaults Config, logger *slog.Logger, opts options) (*Manager, error) {
+	if err := defaults.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return nil, err
+	}
+	m := &Manager{dataDir: dataDir, defaults: defaults, logger: logger, opts: opts, logs: map[TopicPartition]*Log{}, stop: make(chan struct{})}
+	entries, err := os.ReadDir(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		tp, ok := parseTopicPartition(e.Name())
+		if !e.IsDir() || !ok {
+			continue
+		}
+		l, err := openLog(filepath.Join(dataDir, e.Name()), defaults, m.partitionLogger(tp), opts)
+		if err != nil {
+			m.Close()
+			return nil, err
+		}
+		m.logs[tp] = l
+	}
+	m.logger.Info("opened logs", "component", "log", "data_dir", dataDir, "partitions", len(m.logs))
+	return m, nil
+}
+
+func (m *Manager) partitionLogger(tp TopicPartition) *slog.Logger {
+	return m.logger.With("topic", tp.Topic, "partition", tp.Partition)
+}
+
+// parseTopicPartition splits "<topic>-<partition>" at the last dash.
+func parseTopicPartition(name string) (TopicPartition, bool) {
+	i := strings.LastIndexByte(name, '-')
+	if i <= 0 {
+		return TopicPartition{}, false
+	}
+	p, err := strconv.ParseInt(name[i+1:], 10, 32)
+	if err != nil || p < 0 {
+		return TopicPartition{}, false
+	}
+	return TopicPartition{Topic: name[:i], Partition: int32(p)}, true
+}
+
+// validTopic reports whether topic is a legal Kafka topic name, which also
+// makes it a safe directory name.
+func validTopic(topic string) bool {
+	if topic == "" || topic == "." || topic == ".." || len(topic) > 249 {
+		return false
+	}
+	for _, c := range topic {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// Get returns the log of a partition, if this manager holds it.
+func (m *Manager) Get(topic string, partition int32) (*Log, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.logs[TopicPartition{topic, partition}]
+	return l, ok
+}
+
+// Create opens a new partition log with cfg, or returns the existing one.
+func (m *Manager) Create(topic string, partition int32, cfg Config) (*Log, error) {
+	if !validTopic(topic) || partition < 0 {
+		return nil, fmt.Errorf("log: invalid topic partition %q/%d", topic, partition)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	tp := TopicPartition{topic, partition}
+	if l, ok := m.logs[tp]; ok {
+		return l, nil
+	}
+	l, err := openLog(filepath.Join(m.dataDir, tp.String()), cfg, m.partitionLogger(tp), m.opts)
+	if err != nil {
+		return nil, err
+	}
+	m.logs[tp] = l
+	return l, nil
+}
+
+// Remove deletes a partition's log and its data.
+func (m *Manager) Remove(topic string, partition int32) error {
+	tp := TopicPartition{topic, partition}
+	m.mu.Lock()
+	l, ok := m.logs[tp]
+	delete(m.logs, tp)
+	m.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return l.Delete()
+}
+
+// All returns a snapshot of every log.
+func (m *Manager) All() map[TopicPartition]*Log {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[TopicPartition]*Log, len(m.logs))
+	for tp, l := range m.logs {
+		out[tp] = l
+	}
+	return out
+}
+
+// Start runs retention and flush.ms checks every checkInterval (Kafka's
+// log.retention.check.interval.ms, DefaultRetentionCheckInterval) until
+// Close. Calling it more than once has no effect.
+func (m *Manager) Start(checkInterval time.Duration) {
+	if checkInterval <= 0 {
+		checkInterval = DefaultRetentionCheckInterval
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed || m.started {
+		return
+	}
+	m.started = true
+	m.wg.Add(1)
+	go m.run(checkInterval)
+}
+
+func (m *Manager) run(interval time.Duration) {
+	defer m.wg.Done()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+			m.checkAll()
+		}
+	}
+}
+
+// checkAll runs one round of retention and flush checks.
+func (m *Manager) checkAll() {
+	now := time.Now()
+	if m.opts.now != nil {
+		now = m.opts.now()
+	}
+	for tp, l := range m.All() {
+		if _, err := l.EnforceRetention(now); err != nil && !errors.Is(err, ErrClosed) {
+			m.logger.Error("retention failed", "component", "log", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+		}
+		if err := l.FlushIfDue(now); err != nil && !errors.Is(err, ErrClosed) {
+			m.logger.Error("flush failed", "component", "log", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+		}
+	}
+}
+
+// Close stops the background checks and closes every log.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	close(m.stop)
+	logs := m.logs
+	m.logs = map[TopicPartition]*Log{}
+	m.mu.Unlock()
+	m.wg.Wait()
+	var errs []error
+	for _, l := range logs {
+		errs = append(errs, l.Close())
+	}
+	return errors.Join(errs...)
+}

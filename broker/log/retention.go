@@ -1,0 +1,230 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"time"
+)
+
+// EnforceRetention deletes whole segments from the oldest: those wholly
+// below the log start offset, those whose largest timestamp is older than
+// retention.ms, and those beyond retention.bytes. The active segment is
+// never deleted. Deleted segments leave the log at once; their files are
+// removed when the last Slice reading them is closed.
+func (l *Log) EnforceRetention(now time.Time) (deleted int, err error) {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed {
+		return 0, ErrClosed
+	}
+	cfg, segs := l.cfg, l.segments
+	last := len(segs) - 1
+	n := 0
+	for n < last && segs[n+1].baseOffset <= l.startOffset {
+		n++
+	}
+	if cfg.RetentionMs >= 0 {
+		cutoff := now.Add(-cfg.RetentionMs).UnixMilli()
+		for n < last && segs[n].maxTimestamp < cutoff {
+			n++
+		}
+	}
+	if cfg.RetentionBytes >= 0 {
+		var remaining int64
+		for _, s := range segs[n:] {
+			remaining += s.size
+		}
+		for n < last && remaining-segs[n].size >= cfg.RetentionBytes {
+			remaining -= segs[n].size
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	return n, l.deleteLeadingLocked(n, "retention")
+}
+
+// deleteLeadingLocked removes the n oldest segments and moves the start
+// offset to the first remaining one.
+func (l *Log) deleteLeadingLocked(n int, why string) error {
+	l.mu.Lock()
+	doomed := l.segments[:n:n]
+	l.segments = append([]*segment(nil), l.segments[n:]...)
+	l.startOffset = max(l.startOffset, l.segments[0].baseOffset)
+	start := l.startOffset
+	l.mu.Unlock()
+	l.logger.Info("deleting segments", "reason", why, "segments", n, "start_offset", start)
+	if l.truncateEpochsFromStartLocked(start) {
+		if err := l.persistEpochsLocked(); err != nil {
+			return err
+		}
+	}
+	return releaseDoomed(doomed)
+}
+
+func releaseDoomed(doomed []*segment) error {
+	var errs []error
+	for _, s := range doomed {
+		errs = append(errs, s.markDeleted(), s.release())
+	}
+	return errors.Join(errs...)
+}
+
+// AdvanceStartOffset moves the log start offset up to offset (DeleteRecords)
+// and deletes the segments wholly below it. Offsets below it become
+// unreadable at once.
+func (l *Log) AdvanceStartOffset(offset int64) error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	if offset <= l.startOffset {
+		return nil
+	}
+	if offset > l.endOffset {
+		return fmt.Errorf("%w: start offset %d is beyond the end %d", ErrOffsetOutOfRange, offset, l.endOffset)
+	}
+	if err := writeCheckpoint(filepath.Join(l.dir, startOffsetFile), [][]int64{{offset}}); err != nil {
+		return fmt.Errorf("log: writing log start offset: %w", err)
+	}
+	l.mu.Lock()
+	l.startOffset = offset
+	l.mu.Unlock()
+	n := 0
+	for n < len(l.segments)-1 && l.segments[n+1].baseOffset <= offset {
+		n++
+	}
+	if n > 0 {
+		return l.deleteLeadingLocked(n, "start offset advanced")
+	}
+	if l.truncateEpochsFromStartLocked(offset) {
+		return l.persistEpochsLocked()
+	}
+	return nil
+}
+
+// TruncateTo removes every record at and after offset (a follower's
+// divergent tail). offset should be a batch boundary; if it falls inside a
+// batch, the whole batch goes, so the log ends at that batch's base offset.
+// Later segments are deleted, the active one is trimmed with its indexes.
+// An offset below the start offset empties the log and restarts it at
+// offset. Reads racing with a truncation of the same bytes may fail.
+func (l *Log) TruncateTo(offset int64) error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if err := l.writableLocked(); err != nil {
+		return err
+	}
+	if offset >= l.endOffset {
+		return nil
+	}
+	if offset < 0 {
+		return fmt.Errorf("%w: cannot truncate to %d", ErrOffsetOutOfRange, offset)
+	}
+	if offset < l.startOffset {
+		return l.truncateFullyLocked(offset)
+	}
+	cfg := l.cfg
+	i := max(sort.Search(len(l.segments), func(i int) bool { return l.segments[i].baseOffset > offset })-1, 0)
+	s := l.segments[i]
+
+	// Find the batch holding offset; cut at its start.
+	s.mu.Lock()
+	err := s.ensureLoadedLocked(s.size, cfg.IndexIntervalBytes)
+	pos := lookupOffset(s.index, uint32(offset-s.baseOffset))
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	target := s.nextOffset
+	var hdr [readHeaderSize]byte
+	for {
+		b, err := s.spanAt(hdr[:], pos, s.size)
+		if err != nil {
+			return err
+		}
+		if b.size == 0 {
+			break
+		}
+		if b.last >= offset {
+			target = b.base
+			break
+		}
+		pos += b.size
+	}
+	if target > offset {
+		target = offset // in a gap below this segment's data
+	}
+
+	if err := s.log.Truncate(pos); err != nil {
+		l.writeErr = fmt.Errorf("log: truncating segment %d: %w", s.baseOffset, err)
+		return l.writeErr
+	}
+	l.mu.Lock()
+	doomed := append([]*segment(nil), l.segments[i+1:]...)
+	l.segments = l.segments[:i+1]
+	s.mu.Lock()
+	err = s.truncateIndexesLocked(uint32(target - s.baseOffset))
+	if err == nil {
+		err = s.resumeLocked(pos, cfg.IndexIntervalBytes)
+	}
+	s.dirty = true
+	s.mu.Unlock()
+	l.endOffset = s.nextOffset
+	if l.startOffset > l.endOffset {
+		l.startOffset = l.endOffset
+	}
+	end := l.endOffset
+	l.mu.Unlock()
+	if err != nil {
+		l.writeErr = fmt.Errorf("log: truncating indexes of segment %d: %w", s.baseOffset, err)
+		return l.writeErr
+	}
+	l.logger.Info("truncated", "requested_offset", offset, "end_offset", end, "deleted_segments", len(doomed))
+	return l.afterTruncateLocked(end, doomed)
+}
+
+// truncateFullyLocked deletes every segment and restarts the log at offset.
+func (l *Log) truncateFullyLocked(offset int64) error {
+	doomed := l.segments
+	// Rename first: the new segment may reuse a deleted one's file name.
+	for _, d := range doomed {
+		if err := d.markDeleted(); err != nil {
+			l.writeErr = fmt.Errorf("log: truncating: %w", err)
+			return l.writeErr
+		}
+	}
+	s, err := newEmptySegment(l.dir, offset, l.openFile)
+	if err != nil {
+		l.writeErr = fmt.Errorf("log: truncating: %w", err)
+		return l.writeErr
+	}
+	l.mu.Lock()
+	l.segments = []*segment{s}
+	l.startOffset, l.endOffset = offset, offset
+	l.mu.Unlock()
+	l.logger.Info("truncated fully", "start_offset", offset, "deleted_segments", len(doomed))
+	if err := writeCheckpoint(filepath.Join(l.dir, startOffsetFile), [][]int64{{offset}}); err != nil {
+		return err
+	}
+	return l.afterTruncateLocked(offset, doomed)
+}
+
+// afterTruncateLocked deletes doomed segments and lowers the recovery point
+// and the epoch cache to end.
+func (l *Log) afterTruncateLocked(end int64, doomed []*segment) error {
+	errs := []error{releaseDoomed(doomed)}
+	if l.recoveryPoint > end {
+		l.recoveryPoint = end
+		errs = append(errs, writeCheckpoint(filepath.Join(l.dir, recoveryPointFile), [][]int64{{end}}))
+	}
+	if l.truncateEpochsLocked(end) {
+		errs = append(errs, l.persistEpochsLocked())
+	}
+	return errors.Join(errs...)
+}
+
