@@ -1,0 +1,195 @@
+package kafka
+
+// Metadata (key 3), versions 0–12.
+//
+// Lists the live brokers, the cluster ID, the controller and the requested
+// topics (all topics for a null list, or an empty list at v0) with their
+// partitions' leaders, leader epochs (v7+), replicas, ISR and offline replicas
+// (v5+), and topic IDs (v10+). Topics may be named by ID from v10; an unknown
+// ID gets UNKNOWN_TOPIC_ID.
+//
+// A missing topic is created with the broker defaults (num.partitions,
+// default.replication.factor) when auto.create.topics.enable is on and the
+// request allows it (allow_auto_topic_creation, v4+; always before v4). The
+// creation is synchronous, so unlike Kafka the new topic is returned at once
+// with its leaders rather than with LEADER_NOT_AVAILABLE. An invalid name gets
+// INVALID_TOPIC_EXCEPTION; a missing topic without auto-creation gets
+// UNKNOWN_TOPIC_OR_PARTITION.
+//
+// Authorized operations (v8+) are reported only when asked for; millrace has
+// no ACLs, so every operation is allowed. Version 13 (top-level error code) is
+// not served.
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/broker/cluster"
+)
+
+func init() { regKey(3, 0, 12, handleMetadata) }
+
+// Kafka's ACL operation codes, for authorized-operation bit sets (KIP-430).
+const (
+	aclRead            = 3
+	aclWrite           = 4
+	aclCreate          = 5
+	aclDelete          = 6
+	aclAlter           = 7
+	aclDescribe        = 8
+	aclClusterAction   = 9
+	aclDescribeConfigs = 10
+	aclAlterConfigs    = 11
+	aclIdempotentWrite = 12
+)
+
+func opBits(ops ...int) int32 {
+	var bits int32
+	for _, op := range ops {
+		bits |= 1 << op
+	}
+	return bits
+}
+
+var (
+	topicOperations   = opBits(aclRead, aclWrite, aclCreate, aclDelete, aclAlter, aclDescribe, aclDescribeConfigs, aclAlterConfigs)
+	clusterOperations = opBits(aclCreate, aclAlter, aclDescribe, aclClusterAction, aclDescribeConfigs, aclAlterConfigs, aclIdempotentWrite)
+)
+
+func handleMetadata(_ context.Context, b *Broker, r *request) (kmsg.Response, error) {
+	req := r.body.(*kmsg.MetadataRequest)
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+
+	brokers := b.cluster.Brokers()
+	live := make(map[int32]bool, len(brokers))
+	for _, info := range brokers {
+		live[info.ID] = true
+		rb := kmsg.NewMetadataResponseBroker()
+		rb.NodeID, rb.Host, rb.Port = info.ID, info.Host, info.Port
+		if info.Rack != "" {
+			rb.Rack = strp(info.Rack)
+		}
+		resp.Brokers = append(resp.Brokers, rb)
+	}
+	resp.ClusterID = strp(b.cluster.ClusterID())
+	resp.ControllerID = b.cluster.ControllerID()
+	if req.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = clusterOperations
+	}
+
+	allTopics := req.Topics == nil || req.Version == 0 && len(req.Topics) == 0
+	if allTopics {
+		for _, t := range b.cluster.Topics() {
+			resp.Topics = append(resp.Topics, metadataTopic(t, live, req.IncludeTopicAuthorizedOperations))
+		}
+		return resp, nil
+	}
+
+	autoCreate := b.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
+	seenNames := make(map[string]bool)
+	seenIDs := make(map[[16]byte]bool)
+	for _, rt := range req.Topics {
+		if rt.Topic == nil {
+			if seenIDs[rt.TopicID] {
+				continue
+			}
+			seenIDs[rt.TopicID] = true
+			t, ok := b.cluster.TopicByID(rt.TopicID)
+			if !ok {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.ErrorCode, mt.TopicID = kerr.UnknownTopicID.Code, rt.TopicID
+				resp.Topics = append(resp.Topics, mt)
+				continue
+			}
+			resp.Topics = append(resp.Topics, metadataTopic(t, live, req.IncludeTopicAuthorizedOperations))
+			continue
+		}
+		name := *rt.Topic
+		if seenNames[name] {
+			continue
+		}
+		seenNames[name] = true
+		t, err := b.metadataLookup(name, autoCreate)
+		if err != nil {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic = strp(name)
+			mt.ErrorCode, _ = clusterErrorCode(err)
+			resp.Topics = append(resp.Topics, mt)
+			continue
+		}
+		resp.Topics = append(resp.Topics, metadataTopic(t, live, req.IncludeTopicAuthorizedOperations))
+	}
+	return resp, nil
+}
+
+// metadataLookup finds a topic, creating it with the defaults when
+// autoCreate allows.
+func (b *Broker) metadataLookup(name string, autoCreate bool) (*cluster.Topic, error) {
+	if t, ok := b.cluster.Topic(name); ok {
+		return t, nil
+	}
+	if err := cluster.ValidateTopicName(name); err != nil {
+		return nil, err
+	}
+	if !autoCreate {
+		return nil, cluster.ErrUnknownTopic
+	}
+	t, err := b.cluster.CreateTopic(cluster.TopicSpec{
+		Name:              name,
+		Partitions:        b.cfg.NumPartitions,
+		ReplicationFactor: b.cfg.DefaultReplicationFactor,
+	}, false)
+	if errors.Is(err, cluster.ErrTopicExists) {
+		// Another request created it first.
+		if t, ok := b.cluster.Topic(name); ok {
+			return t, nil
+		}
+	}
+	if err != nil {
+		if !isClientError(err) {
+			b.logger.Error("auto-creating a topic", "topic", name, "err", err)
+		}
+		return nil, err
+	}
+	b.logger.Info("topic auto-created", "topic", name)
+	return t, nil
+}
+
+// metadataTopic describes one topic; live holds the live broker IDs.
+func metadataTopic(t *cluster.Topic, live map[int32]bool, withOps bool) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	mt.Topic = strp(t.Name)
+	mt.TopicID = t.ID
+	if withOps {
+		mt.AuthorizedOperations = topicOperations
+	}
+	mt.Partitions = make([]kmsg.MetadataResponseTopicPartition, 0, len(t.Partitions))
+	for _, p := range t.Partitions {
+		mp := kmsg.NewMetadataResponseTopicPartition()
+		mp.Partition = p.Partition
+		mp.Leader = p.Leader
+		mp.LeaderEpoch = p.LeaderEpoch
+		mp.Replicas = p.Replicas
+		mp.ISR = p.ISR
+		for _, id := range p.Replicas {
+			if !live[id] {
+				mp.OfflineReplicas = append(mp.OfflineReplicas, id)
+			}
+		}
+		if p.Leader < 0 || !live[p.Leader] {
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+			mp.Leader = -1
+		}
+		if mp.Replicas == nil {
+			mp.Replicas = []int32{}
+		}
+		if mp.ISR == nil {
+			mp.ISR = []int32{}
+		}
+		mt.Partitions = append(mt.Partitions, mp)
+	}
+	return mt
+}

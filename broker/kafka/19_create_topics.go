@@ -1,0 +1,103 @@
+package kafka
+
+// CreateTopics (key 19), versions 0–7.
+//
+// Creates each topic through broker/cluster: a partition count and
+// replication factor (-1 for the broker defaults num.partitions and
+// default.replication.factor, v4+), or an explicit replica assignment (then
+// both must be -1), plus config overrides validated by broker/log (unknown
+// names and bad values get INVALID_CONFIG; a null value too). A replication
+// factor above the number of live brokers gets INVALID_REPLICATION_FACTOR.
+// validate_only (v1+) checks everything and creates nothing. From v5 a
+// successful topic's response carries its partition count, replication
+// factor and effective configs; from v7 its topic ID. A name listed twice in
+// one request gets INVALID_REQUEST.
+//
+// Creation is synchronous, so timeout_ms is not needed and not used.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/broker/cluster"
+)
+
+func init() { regKey(19, 0, 7, handleCreateTopics) }
+
+func handleCreateTopics(_ context.Context, b *Broker, r *request) (kmsg.Response, error) {
+	req := r.body.(*kmsg.CreateTopicsRequest)
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+
+	counts := make(map[string]int, len(req.Topics))
+	for _, rt := range req.Topics {
+		counts[rt.Topic]++
+	}
+	answered := make(map[string]bool, len(req.Topics))
+	for _, rt := range req.Topics {
+		if answered[rt.Topic] {
+			continue
+		}
+		answered[rt.Topic] = true
+		st := kmsg.NewCreateTopicsResponseTopic()
+		st.Topic = rt.Topic
+		st.NumPartitions, st.ReplicationFactor = -1, -1
+		if counts[rt.Topic] > 1 {
+			st.ErrorCode = kerr.InvalidRequest.Code
+			st.ErrorMessage = strp("the topic is listed more than once in the request")
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
+		b.createTopic(&st, rt, req.ValidateOnly)
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, nil
+}
+
+// createTopic creates (or validates) one topic into its response entry.
+func (b *Broker) createTopic(st *kmsg.CreateTopicsResponseTopic, rt kmsg.CreateTopicsRequestTopic, validateOnly bool) {
+	spec := cluster.TopicSpec{
+		Name:              rt.Topic,
+		Partitions:        rt.NumPartitions,
+		ReplicationFactor: rt.ReplicationFactor,
+		Config:            make(map[string]string, len(rt.Configs)),
+	}
+	for _, c := range rt.Configs {
+		if c.Value == nil {
+			st.ErrorCode = kerr.InvalidConfig.Code
+			st.ErrorMessage = strp("config " + c.Name + " has a null value; leave it out to use the default")
+			return
+		}
+		spec.Config[c.Name] = *c.Value
+	}
+	if len(rt.ReplicaAssignment) > 0 {
+		spec.Assignment = make(map[int32][]int32, len(rt.ReplicaAssignment))
+		for _, a := range rt.ReplicaAssignment {
+			if _, dup := spec.Assignment[a.Partition]; dup {
+				st.ErrorCode = kerr.InvalidReplicaAssignment.Code
+				st.ErrorMessage = strp("the replica assignment lists a partition twice")
+				return
+			}
+			spec.Assignment[a.Partition] = a.Replicas
+		}
+	}
+	t, err := b.cluster.CreateTopic(spec, validateOnly)
+	if err != nil {
+		st.ErrorCode, st.ErrorMessage = clusterErrorCode(err)
+		if !isClientError(err) {
+			b.logger.Error("creating a topic", "topic", rt.Topic, "err", err)
+		}
+		return
+	}
+	if !validateOnly {
+		st.TopicID = t.ID
+	}
+	st.NumPartitions = int32(len(t.Partitions))
+	st.ReplicationFactor = int16(len(t.Partitions[0].Replicas))
+	for _, e := range topicConfigEntries(plannedTopicValues(b, t.Config), t.Config) {
+		c := kmsg.NewCreateTopicsResponseTopicConfig()
+		c.Name, c.Value, c.Source = e.name, strp(e.value), e.source
+		st.Configs = append(st.Configs, c)
+	}
+}

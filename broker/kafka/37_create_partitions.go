@@ -1,0 +1,61 @@
+package kafka
+
+// CreatePartitions (key 37), versions 0–3.
+//
+// Grows topics to the requested partition count through broker/cluster,
+// optionally with an explicit replica list for each new partition (one list
+// per added partition, each as long as the topic's replication factor). A
+// count that does not grow the topic gets INVALID_PARTITIONS, a bad
+// assignment INVALID_REPLICA_ASSIGNMENT, an unknown topic
+// UNKNOWN_TOPIC_OR_PARTITION, a topic listed twice INVALID_REQUEST.
+// validate_only checks and changes nothing. timeout_ms is not used: the change
+// is synchronous.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { regKey(37, 0, 3, handleCreatePartitions) }
+
+func handleCreatePartitions(_ context.Context, b *Broker, r *request) (kmsg.Response, error) {
+	req := r.body.(*kmsg.CreatePartitionsRequest)
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+
+	counts := make(map[string]int, len(req.Topics))
+	for _, rt := range req.Topics {
+		counts[rt.Topic]++
+	}
+	answered := make(map[string]bool, len(req.Topics))
+	for _, rt := range req.Topics {
+		if answered[rt.Topic] {
+			continue
+		}
+		answered[rt.Topic] = true
+		st := kmsg.NewCreatePartitionsResponseTopic()
+		st.Topic = rt.Topic
+		if counts[rt.Topic] > 1 {
+			st.ErrorCode = kerr.InvalidRequest.Code
+			st.ErrorMessage = strp("the topic is listed more than once in the request")
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
+		var assignment [][]int32
+		if rt.Assignment != nil {
+			assignment = make([][]int32, len(rt.Assignment))
+			for i, a := range rt.Assignment {
+				assignment[i] = a.Replicas
+			}
+		}
+		if _, err := b.cluster.CreatePartitions(rt.Topic, rt.Count, assignment, req.ValidateOnly); err != nil {
+			st.ErrorCode, st.ErrorMessage = clusterErrorCode(err)
+			if !isClientError(err) {
+				b.logger.Error("adding partitions", "topic", rt.Topic, "err", err)
+			}
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, nil
+}

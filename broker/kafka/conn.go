@@ -1,0 +1,312 @@
+package kafka
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// conn is one client connection. Its reader goroutine (serve) reads frames,
+// parses them and runs ordered handlers itself; blocking handlers run on
+// their own goroutines. Every request gets a slot in queue, in arrival
+// order; the writer goroutine sends each slot's response when it is ready, so
+// responses leave in request order whatever order handlers finish in.
+type conn struct {
+	b      *Broker
+	nc     net.Conn
+	remote string
+	host   string // peer host, for group member descriptions
+	logger *slog.Logger
+
+	ctx    context.Context // cancelled when the connection closes
+	cancel context.CancelFunc
+
+	// queue holds the slots of requests read and not yet answered; its
+	// capacity is millrace.max.pipelined.requests, so a client that does not
+	// read its responses stops being read.
+	queue chan *slot
+	// inflight counts requests read and not yet answered; the idle timer
+	// only closes a connection that has none.
+	inflight atomic.Int32
+	handlers sync.WaitGroup // blocking handler goroutines
+
+	closeOnce sync.Once
+}
+
+// slot is one request's place in the response order.
+type slot struct {
+	r    *request
+	done chan struct{} // closed when out or err is set
+	out  []byte        // the framed response; nil for no response
+	err  error         // set: close the connection instead of answering
+}
+
+func newConn(b *Broker, nc net.Conn) *conn {
+	ctx, cancel := context.WithCancel(b.ctx)
+	remote := nc.RemoteAddr().String()
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	return &conn{
+		b:      b,
+		nc:     nc,
+		remote: remote,
+		host:   host,
+		logger: b.logger.With("remote", remote),
+		ctx:    ctx,
+		cancel: cancel,
+		queue:  make(chan *slot, b.cfg.MaxPipelinedRequests),
+	}
+}
+
+// close ends the connection once, logging why.
+func (c *conn) close(reason string) {
+	c.closeOnce.Do(func() {
+		c.cancel()
+		c.nc.Close()
+		c.logger.Debug("connection closed", "reason", reason)
+	})
+}
+
+// closeWith closes the connection after a protocol violation or handler
+// failure, logged at Warn so an operator sees misbehaving clients.
+func (c *conn) closeWith(reason string, r *request) {
+	attrs := []any{"reason", reason}
+	if r != nil {
+		attrs = append(attrs, "api_key", r.key, "api_version", r.version, "correlation_id", r.correlationID, "client_id", r.clientIDString())
+	}
+	c.logger.Warn("closing connection", attrs...)
+	c.close(reason)
+}
+
+// serve runs the connection until it closes, then joins its goroutines.
+func (c *conn) serve() {
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		c.writeLoop()
+	}()
+	reason := c.readLoop()
+	c.close(reason)
+	close(c.queue)
+	c.handlers.Wait()
+	<-writerDone
+}
+
+// readLoop reads and dispatches requests; it returns why it stopped.
+func (c *conn) readLoop() string {
+	maxBytes := c.b.cfg.SocketRequestMaxBytes
+	var sizeBuf [4]byte
+	for {
+		if err := c.readFull(sizeBuf[:], true); err != nil {
+			return c.readFailure(err, "reading a request size")
+		}
+		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+		if size < requestHeaderMinBytes || size > maxBytes {
+			reason := fmt.Sprintf("request size %d is outside %d to %d (socket.request.max.bytes)", size, requestHeaderMinBytes, maxBytes)
+			c.closeWith(reason, nil)
+			return reason
+		}
+		frame, err := c.readFrame(int(size))
+		if err != nil {
+			return c.readFailure(err, fmt.Sprintf("reading a request of %d bytes", size))
+		}
+		r, err := parseRequest(frame)
+		if err != nil {
+			c.closeWith(err.Error(), r)
+			return err.Error()
+		}
+		r.conn = c
+		s := &slot{r: r, done: make(chan struct{})}
+		c.inflight.Add(1)
+		select {
+		case c.queue <- s:
+		case <-c.ctx.Done():
+			return "closed"
+		}
+		entry := registry[r.key]
+		if r.unsupportedAPIVersions || !entry.blocking {
+			c.run(s)
+			if s.err != nil {
+				c.closeWith(s.err.Error(), r)
+				return s.err.Error()
+			}
+			continue
+		}
+		c.handlers.Add(1)
+		go func() {
+			defer c.handlers.Done()
+			c.run(s)
+		}()
+	}
+}
+
+// readFailure logs a read error and returns the close reason. A client
+// closing between requests is normal; mid-frame it is worth a line.
+func (c *conn) readFailure(err error, doing string) string {
+	switch {
+	case c.ctx.Err() != nil:
+		return "closed"
+	case errors.Is(err, errIdle):
+		c.logger.Info("closing idle connection", "idle", c.b.cfg.ConnectionsMaxIdle)
+		return "idle"
+	case errors.Is(err, io.EOF) && doing == "reading a request size":
+		return "client closed the connection"
+	default:
+		reason := fmt.Sprintf("%s: %v", doing, err)
+		c.closeWith(reason, nil)
+		return reason
+	}
+}
+
+var errIdle = errors.New("connection idle")
+
+// readFull fills buf. Each read waits at most connections.max.idle.ms; when
+// that passes with nothing read and (at a frame boundary) no request in
+// flight, the connection is idle. A partial frame that stalls that long
+// closes the connection too.
+func (c *conn) readFull(buf []byte, boundary bool) error {
+	idle := c.b.cfg.ConnectionsMaxIdle
+	for n := 0; n < len(buf); {
+		if err := c.nc.SetReadDeadline(time.Now().Add(idle)); err != nil {
+			return err
+		}
+		m, err := c.nc.Read(buf[n:])
+		n += m
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) && m == 0 {
+			if boundary && n == 0 && c.inflight.Load() > 0 {
+				continue // waiting on our own responses, not idle
+			}
+			if boundary && n == 0 {
+				return errIdle
+			}
+			return fmt.Errorf("no data for %v in the middle of a request", idle)
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			continue
+		}
+		if errors.Is(err, io.EOF) && n > 0 {
+			return io.ErrUnexpectedEOF
+		}
+		return err
+	}
+	return nil
+}
+
+// frameChunk bounds the first allocation for a frame: the buffer grows with
+// the bytes that actually arrive, so a size prefix alone cannot make the
+// broker allocate socket.request.max.bytes.
+const frameChunk = 64 << 10
+
+func (c *conn) readFrame(size int) ([]byte, error) {
+	frame := make([]byte, 0, min(size, frameChunk))
+	for len(frame) < size {
+		if len(frame) == cap(frame) {
+			grown := make([]byte, len(frame), min(size, 2*cap(frame)))
+			copy(grown, frame)
+			frame = grown
+		}
+		next := cap(frame)
+		if err := c.readFull(frame[len(frame):next], false); err != nil {
+			return nil, err
+		}
+		frame = frame[:next]
+	}
+	return frame, nil
+}
+
+// run serves one request into its slot.
+func (c *conn) run(s *slot) {
+	defer close(s.done)
+	s.out, s.err = c.b.handle(c.ctx, s.r)
+}
+
+// handle serves one parsed request: the framed response, nil for none, or an
+// error that closes the connection. A panicking handler is a bug; it is
+// logged with its stack and closes only this connection.
+func (b *Broker) handle(ctx context.Context, r *request) (out []byte, err error) {
+	if r.unsupportedAPIVersions {
+		return encodeResponse(r, unsupportedAPIVersionsResponse()), nil
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			b.logger.Error("handler panic", "api_key", r.key, "api_version", r.version, "panic", p, "stack", string(debug.Stack()))
+			out, err = nil, closef("handler for API key %d panicked", r.key)
+		}
+	}()
+	resp, err := registry[r.key].handle(ctx, b, r)
+	switch {
+	case err != nil:
+		return nil, err
+	case resp == noResponse:
+		return nil, nil
+	case resp == nil || resp.Key() != r.key:
+		return nil, closef("handler for API key %d returned no or the wrong response", r.key)
+	}
+	resp.SetVersion(r.version)
+	return encodeResponse(r, resp), nil
+}
+
+// writeLoop sends responses in request order. After a failure it keeps
+// draining the queue (without writing) so the reader never blocks on it.
+func (c *conn) writeLoop() {
+	for s := range c.queue {
+		select {
+		case <-s.done:
+		case <-c.ctx.Done():
+			// Closing: the handler sees the same cancellation and
+			// finishes; nothing more is written.
+			<-s.done
+			continue
+		}
+		c.inflight.Add(-1)
+		if c.ctx.Err() != nil {
+			continue
+		}
+		if s.err != nil {
+			c.closeWith(s.err.Error(), s.r)
+			continue
+		}
+		if s.out == nil {
+			continue
+		}
+		if err := c.write(s.out); err != nil {
+			c.closeWith(fmt.Sprintf("writing a response: %v", err), s.r)
+		}
+	}
+}
+
+// write sends one response; a client that reads nothing for
+// connections.max.idle.ms is closed.
+func (c *conn) write(out []byte) error {
+	if err := c.nc.SetWriteDeadline(time.Now().Add(c.b.cfg.ConnectionsMaxIdle)); err != nil {
+		return err
+	}
+	_, err := c.nc.Write(out)
+	return err
+}
+
+// unsupportedAPIVersionsResponse is KIP-511's answer to an ApiVersions
+// request of an unknown version: error 35 in a v0 body listing what is served.
+func unsupportedAPIVersionsResponse() kmsg.Response {
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.SetVersion(0)
+	resp.ErrorCode = 35 // UNSUPPORTED_VERSION
+	resp.ApiKeys = servedAPIs()
+	return resp
+}
