@@ -58,7 +58,7 @@ type Broker struct {
 	serveWG sync.WaitGroup // Serve calls in progress
 	connWG  sync.WaitGroup // connection goroutines
 
-	mu sync.Mutex // guards the following
+	mu             sync.Mutex // guards the following
 	listener       net.Listener
 	advertisedHost string
 	advertisedPort int32

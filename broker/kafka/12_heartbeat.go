@@ -1,0 +1,18 @@
+package kafka
+
+// Heartbeat (key 12), at the versions broker/group serves (group.Versions).
+//
+// Delegates to the group coordinator; answers at once (REBALANCE_IN_PROGRESS
+// tells a member to rejoin).
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { regGroupKey(12, handleHeartbeat) }
+
+func handleHeartbeat(ctx context.Context, b *Broker, r *request) (kmsg.Response, error) {
+	return b.groups.Heartbeat(withClient(ctx, r), r.body.(*kmsg.HeartbeatRequest)), nil
+}

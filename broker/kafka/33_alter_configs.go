@@ -1,0 +1,72 @@
+package kafka
+
+// AlterConfigs (key 33), versions 0–2.
+//
+// Topic resources: the listed configs replace all of the topic's overrides
+// (configs not listed return to their defaults), as Kafka's non-incremental
+// AlterConfigs does. Values are validated by broker/log (INVALID_CONFIG); a
+// null value gets INVALID_REQUEST; an unknown topic
+// UNKNOWN_TOPIC_OR_PARTITION. The new config is stored and applied to the
+// topic's open logs. validate_only checks and changes nothing.
+//
+// Broker resources get INVALID_REQUEST: broker configs are static in millrace
+// (set in the config file, applied at start). A resource listed twice gets
+// INVALID_REQUEST; other resource types too.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { regKey(33, 0, 2, handleAlterConfigs) }
+
+// configResource identifies a resource for duplicate detection.
+type configResource struct {
+	kind kmsg.ConfigResourceType
+	name string
+}
+
+func handleAlterConfigs(_ context.Context, b *Broker, r *request) (kmsg.Response, error) {
+	req := r.body.(*kmsg.AlterConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+	counts := make(map[configResource]int)
+	for _, rr := range req.Resources {
+		counts[configResource{rr.ResourceType, rr.ResourceName}]++
+	}
+	for _, rr := range req.Resources {
+		sr := kmsg.NewAlterConfigsResponseResource()
+		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		sr.ErrorCode, sr.ErrorMessage = b.alterConfigs(rr, counts[configResource{rr.ResourceType, rr.ResourceName}] > 1, req.ValidateOnly)
+		resp.Resources = append(resp.Resources, sr)
+	}
+	return resp, nil
+}
+
+func (b *Broker) alterConfigs(rr kmsg.AlterConfigsRequestResource, duplicate, validateOnly bool) (int16, *string) {
+	if duplicate {
+		return kerr.InvalidRequest.Code, strp("the resource is listed more than once in the request")
+	}
+	switch rr.ResourceType {
+	case kmsg.ConfigResourceTypeTopic:
+	case kmsg.ConfigResourceTypeBroker:
+		return kerr.InvalidRequest.Code, strp("broker configs are static in millrace; change the config file and restart")
+	default:
+		return kerr.InvalidRequest.Code, strp("only topic config resources can be altered")
+	}
+	overrides := make(map[string]string, len(rr.Configs))
+	for _, c := range rr.Configs {
+		if c.Value == nil {
+			return kerr.InvalidRequest.Code, strp("config " + c.Name + " has a null value; leave it out to return it to the default")
+		}
+		overrides[c.Name] = *c.Value
+	}
+	if err := b.cluster.AlterConfig(rr.ResourceName, overrides, validateOnly); err != nil {
+		if !isClientError(err) {
+			b.logger.Error("altering a topic config", "topic", rr.ResourceName, "err", err)
+		}
+		return clusterErrorCode(err)
+	}
+	return 0, nil
+}

@@ -1,0 +1,100 @@
+package kafka
+
+// IncrementalAlterConfigs (key 44), versions 0–1 (KIP-339).
+//
+// Topic resources: each config is changed by its operation, starting from
+// the topic's current overrides: SET (0) sets an override, DELETE (1) removes
+// it (back to the default), APPEND (2) and SUBTRACT (3) add or remove items
+// of a list config (cleanup.policy) starting from its effective value;
+// on other configs they get INVALID_CONFIG. Values are validated by broker/log
+// (INVALID_CONFIG); a null value for SET, APPEND or SUBTRACT, a config listed
+// twice in a resource, an unknown operation or a resource listed twice gets
+// INVALID_REQUEST. validate_only checks and changes nothing.
+//
+// Broker resources get INVALID_REQUEST: broker configs are static in millrace.
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/broker/cluster"
+)
+
+func init() { regKey(44, 0, 1, handleIncrementalAlterConfigs) }
+
+func handleIncrementalAlterConfigs(_ context.Context, b *Broker, r *request) (kmsg.Response, error) {
+	req := r.body.(*kmsg.IncrementalAlterConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+	counts := make(map[configResource]int)
+	for _, rr := range req.Resources {
+		counts[configResource{rr.ResourceType, rr.ResourceName}]++
+	}
+	for _, rr := range req.Resources {
+		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
+		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		sr.ErrorCode, sr.ErrorMessage = b.incrementalAlterConfigs(rr, counts[configResource{rr.ResourceType, rr.ResourceName}] > 1, req.ValidateOnly)
+		resp.Resources = append(resp.Resources, sr)
+	}
+	return resp, nil
+}
+
+func (b *Broker) incrementalAlterConfigs(rr kmsg.IncrementalAlterConfigsRequestResource, duplicate, validateOnly bool) (int16, *string) {
+	if duplicate {
+		return kerr.InvalidRequest.Code, strp("the resource is listed more than once in the request")
+	}
+	switch rr.ResourceType {
+	case kmsg.ConfigResourceTypeTopic:
+	case kmsg.ConfigResourceTypeBroker:
+		return kerr.InvalidRequest.Code, strp("broker configs are static in millrace; change the config file and restart")
+	default:
+		return kerr.InvalidRequest.Code, strp("only topic config resources can be altered")
+	}
+	values, overrides, err := b.cluster.TopicConfigValues(rr.ResourceName)
+	if err != nil {
+		return clusterErrorCode(err)
+	}
+	seen := make(map[string]bool, len(rr.Configs))
+	for _, c := range rr.Configs {
+		if seen[c.Name] {
+			return kerr.InvalidRequest.Code, strp("config " + c.Name + " is listed more than once")
+		}
+		seen[c.Name] = true
+		if c.Op != kmsg.IncrementalAlterConfigOpDelete && c.Value == nil {
+			return kerr.InvalidRequest.Code, strp("config " + c.Name + " has a null value")
+		}
+		switch c.Op {
+		case kmsg.IncrementalAlterConfigOpSet:
+			overrides[c.Name] = *c.Value
+		case kmsg.IncrementalAlterConfigOpDelete:
+			delete(overrides, c.Name)
+		case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
+			if !cluster.ListTopicConfigs[c.Name] {
+				return kerr.InvalidConfig.Code, strp("config " + c.Name + " is not a list; APPEND and SUBTRACT apply to list configs only")
+			}
+			items := splitList(values[c.Name])
+			for _, item := range splitList(*c.Value) {
+				has := slices.Contains(items, item)
+				switch {
+				case c.Op == kmsg.IncrementalAlterConfigOpAppend && !has:
+					items = append(items, item)
+				case c.Op == kmsg.IncrementalAlterConfigOpSubtract && has:
+					items = slices.DeleteFunc(items, func(s string) bool { return s == item })
+				}
+			}
+			overrides[c.Name] = strings.Join(items, ",")
+		default:
+			return kerr.InvalidRequest.Code, strp("unknown operation " + c.Op.String())
+		}
+	}
+	if err := b.cluster.AlterConfig(rr.ResourceName, overrides, validateOnly); err != nil {
+		if !isClientError(err) {
+			b.logger.Error("altering a topic config", "topic", rr.ResourceName, "err", err)
+		}
+		return clusterErrorCode(err)
+	}
+	return 0, nil
+}
