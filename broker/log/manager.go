@@ -34,12 +34,12 @@ type Manager struct {
 	logger   *slog.Logger
 	opts     options
 
-	mu     sync.Mutex // guards the following
-	logs   map[TopicPartition]*Log
-	closed bool
-	started bool // Start ran
-	stop   chan struct{} // closed by Close to end the background goroutine
-	wg     sync.WaitGroup
+	mu      sync.Mutex // guards the following
+	logs    map[TopicPartition]*Log
+	closed  bool
+	started bool          // Start ran
+	stop    chan struct{} // closed by Close to end the background goroutine
+	wg      sync.WaitGroup
 }
 
 // OpenManager opens every partition log found in dataDir with the default

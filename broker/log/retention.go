@@ -227,4 +227,3 @@ func (l *Log) afterTruncateLocked(end int64, doomed []*segment) error {
 	}
 	return errors.Join(errs...)
 }
-

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -15,6 +16,7 @@ type Slice struct {
 	seg         *segment // nil for an empty Slice
 	pos, n      int64    // byte range in the segment's .log
 	first, next int64
+	done        int64 // bytes already consumed by Read or WriteTo
 	closed      bool
 }
 
@@ -36,24 +38,51 @@ func (s *Slice) NextOffset() int64 { return s.next }
 // file position and the bytes never enter user space; otherwise it uses
 // positional reads. io.Copy(conn, slice) comes here.
 func (s *Slice) WriteTo(w io.Writer) (int64, error) {
-	if s.n == 0 {
+	if s.done >= s.n {
 		return 0, nil
 	}
 	if s.closed {
 		return 0, ErrClosed
 	}
+	pos, n := s.pos+s.done, s.n-s.done
 	if f, ok := s.seg.log.(*os.File); ok {
 		if conn, ok := w.(syscall.Conn); ok {
 			if _, isFile := w.(*os.File); !isFile {
-				n, handled, err := sendfile(conn, f, s.pos, s.n)
+				written, handled, err := sendfile(conn, f, pos, n)
 				if handled {
-					return n, err
+					s.done += written
+					return written, err
 				}
 			}
 		}
 	}
-	return io.Copy(w, io.NewSectionReader(s.seg.log, s.pos, s.n))
+	written, err := io.Copy(w, io.NewSectionReader(s.seg.log, pos, n))
+	s.done += written
+	return written, err
 }
+
+// Read reads the batches sequentially (positional reads, no shared file
+// position); it makes a Slice an io.Reader so io.Copy accepts it, and
+// io.Copy then uses WriteTo.
+func (s *Slice) Read(p []byte) (int, error) {
+	if s.done >= s.n {
+		return 0, io.EOF
+	}
+	if s.closed {
+		return 0, ErrClosed
+	}
+	p = p[:min(int64(len(p)), s.n-s.done)]
+	n, err := s.seg.log.ReadAt(p, s.pos+s.done)
+	s.done += int64(n)
+	if err == io.EOF && n == len(p) {
+		err = nil
+	}
+	return n, err
+}
+
+// sendfileBytes counts bytes sent by sendfile(2), so tests can tell the
+// zero-copy path was taken.
+var sendfileBytes atomic.Int64
 
 // sendfile copies n bytes at pos of src to the socket dst. handled is false
 // if the kernel refused before anything was sent, so the caller can fall back.
@@ -93,6 +122,7 @@ func sendfile(dst syscall.Conn, src *os.File, pos, n int64) (written int64, hand
 			return true
 		})
 	})
+	sendfileBytes.Add(written)
 	if written == 0 && (errors.Is(sendErr, syscall.EINVAL) || errors.Is(sendErr, syscall.ENOSYS) || errors.Is(sendErr, syscall.EOPNOTSUPP)) {
 		return 0, false, nil
 	}
