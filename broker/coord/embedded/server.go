@@ -44,7 +44,7 @@ type Server struct {
 	logger        *slog.Logger
 	snapshotBytes int64
 	lock          *os.File // flock'ed LOCK file
-	wal           *os.File // owned by the committer goroutine after Open
+	wal           logFile  // owned by the committer goroutine after Open
 
 	kick chan struct{} // a batch is pending (capacity 1)
 	quit chan struct{} // closed by Close
@@ -60,6 +60,18 @@ type Server struct {
 	pending     *batch // transactions waiting for the committer
 	failed      error  // sticky: a WAL write or fsync failed
 	closed      bool
+}
+
+// logFile is the WAL file as the Server uses it; tests substitute one that
+// fails writes or fsyncs.
+type logFile interface {
+	io.Reader
+	io.Writer
+	io.WriterAt
+	io.Seeker
+	io.Closer
+	Truncate(size int64) error
+	Sync() error
 }
 
 // batch is a group of transactions made durable by one write and fsync.
@@ -132,10 +144,11 @@ func (s *Server) recover() error {
 	}
 	snapshotZxid := s.zxid
 
-	s.wal, err = os.OpenFile(filepath.Join(s.dir, walFile), os.O_RDWR|os.O_CREATE, 0o644)
+	wal, err := os.OpenFile(filepath.Join(s.dir, walFile), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("embedded: open wal: %w", err)
 	}
+	s.wal = wal
 	replayed, err := s.replayWAL(snapshotZxid)
 	if err != nil {
 		return err
