@@ -349,6 +349,8 @@ func (c *Coordinator) prepareRebalanceLocked(g *group, reason string) {
 	}
 	c.log.Info("preparing rebalance", "group", g.id, "generation", g.generation, "reason", reason)
 	c.publishLocked(g)
+	// Everyone may already be waiting (or nobody is left).
+	c.tryCompleteJoinLocked(g)
 }
 
 // initialJoinExpiredLocked ends one period of the initial delay: while new
