@@ -44,10 +44,36 @@ func (n *node) sortedChildren() []string {
 // (those are in ops.go); they are also what WAL replay applies.
 type tree struct {
 	nodes map[string]*node
+	// owned indexes ephemeral paths by owner, so closing a session does not
+	// scan the whole tree.
+	owned map[int64]map[string]struct{}
 }
 
 func newTree() *tree {
-	return &tree{nodes: map[string]*node{"/": {children: map[string]struct{}{}}}}
+	return &tree{
+		nodes: map[string]*node{"/": {children: map[string]struct{}{}}},
+		owned: map[int64]map[string]struct{}{},
+	}
+}
+
+func (t *tree) own(owner int64, path string) {
+	if owner == 0 {
+		return
+	}
+	if t.owned[owner] == nil {
+		t.owned[owner] = map[string]struct{}{}
+	}
+	t.owned[owner][path] = struct{}{}
+}
+
+func (t *tree) disown(owner int64, path string) {
+	if owner == 0 {
+		return
+	}
+	delete(t.owned[owner], path)
+	if len(t.owned[owner]) == 0 {
+		delete(t.owned, owner)
+	}
 }
 
 // create adds a node under an existing, non-ephemeral parent and returns a
@@ -66,10 +92,12 @@ func (t *tree) create(path string, data []byte, owner, now int64) (func(), error
 	}
 	name := coord.BaseName(path)
 	t.nodes[path] = &node{data: data, owner: owner, ctime: now, mtime: now, children: map[string]struct{}{}}
+	t.own(owner, path)
 	parent.children[name] = struct{}{}
 	parent.cversion++
 	return func() {
 		delete(t.nodes, path)
+		t.disown(owner, path)
 		delete(parent.children, name)
 		parent.cversion--
 	}, nil
@@ -105,10 +133,12 @@ func (t *tree) remove(path string) (func(), error) {
 	parent := t.nodes[coord.ParentPath(path)]
 	name := coord.BaseName(path)
 	delete(t.nodes, path)
+	t.disown(n.owner, path)
 	delete(parent.children, name)
 	parent.cversion++
 	return func() {
 		t.nodes[path] = n
+		t.own(n.owner, path)
 		parent.children[name] = struct{}{}
 		parent.cversion--
 	}, nil
@@ -128,13 +158,16 @@ func (t *tree) apply(op walOp) error {
 	return err
 }
 
-// ephemerals lists the paths of nodes owned by a session (any session when
-// owner is 0), deepest first is not needed since ephemerals have no children.
+// ephemerals lists, sorted, the paths of the nodes owned by a session (by any
+// session when owner is 0). Ephemerals have no children, so any order of
+// deletion works; sorting keeps the WAL deterministic.
 func (t *tree) ephemerals(owner int64) []string {
 	var paths []string
-	for path, n := range t.nodes {
-		if n.owner != 0 && (owner == 0 || n.owner == owner) {
-			paths = append(paths, path)
+	for id, owned := range t.owned {
+		if owner == 0 || id == owner {
+			for path := range owned {
+				paths = append(paths, path)
+			}
 		}
 	}
 	slices.Sort(paths)
@@ -231,6 +264,7 @@ func decodeSnapshot(content []byte) (t *tree, zxid, lastSession int64, err error
 		}
 		parent.children[coord.BaseName(path)] = struct{}{}
 		t.nodes[path] = n
+		t.own(n.owner, path)
 	}
 	if r.Len() != 0 {
 		return nil, 0, 0, fmt.Errorf("%w: %d bytes after the last snapshot node", errCorrupt, r.Len())
