@@ -15,7 +15,7 @@ func TestReadSemantics(t *testing.T) {
 	l := openTest(t, t.TempDir(), DefaultConfig(), options{})
 	defer l.Close()
 	big := makeBatch(10, 500, 1, 1) // ~5 KB, offsets 0..9
-	small := makeBatch(2, 10, 2, 2)  // offsets 10..11
+	small := makeBatch(2, 10, 2, 2) // offsets 10..11
 	mustAppend(t, l, big)
 	mustAppend(t, l, small)
 	mustAppend(t, l, small) // 12..13
