@@ -56,6 +56,7 @@ func (c *Coordinator) describe(id string, rg *kmsg.DescribeGroupsResponseGroup) 
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !g.existsLocked() {
+		c.releaseIfUnusedLocked(g)
 		return errGroupIDNotFound
 	}
 	rg.State = g.state.String()
@@ -239,9 +240,8 @@ func (c *Coordinator) deleteGroup(id string) int16 {
 		return errNonEmptyGroup
 	}
 	if !g.existsLocked() {
+		c.releaseIfUnusedLocked(g)
 		g.mu.Unlock()
-		// Nothing in memory and no offsets. The object stays in the map: a
-		// concurrent join may already hold it.
 		return errGroupIDNotFound
 	}
 	// Dead first, so that no join or commit uses this object while the

@@ -144,3 +144,24 @@ func TestListAndDescribeGroups(t *testing.T) {
 		t.Fatalf("unknown group (v6): %+v", g)
 	}
 }
+
+// Lookups of unknown groups leave nothing behind, and a group released that
+// way can still be joined at once.
+func TestLookupsDoNotAccumulateGroups(t *testing.T) {
+	e := newEnv(t, testConfig())
+	for _, name := range []string{"x1", "x2", "x3"} {
+		fetchOffset(t, e.c, name, "t", 0)
+		describe(t, e.c, name)
+		deleteGroup(e.c, 2, name)
+	}
+	e.c.mu.Lock()
+	n := len(e.c.groups)
+	e.c.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d group objects left after lookups", n)
+	}
+	joinMember(t, e.c, "x1", "a", 10*time.Second, "t")
+	if d := describe(t, e.c, "x1"); d.State != "CompletingRebalance" {
+		t.Fatalf("x1 after join: %s", d.State)
+	}
+}

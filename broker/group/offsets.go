@@ -376,6 +376,9 @@ func (c *Coordinator) fetchOffsets(version int16, groupID string, order []string
 		for tp, e := range g.offsets {
 			offsets[tp] = e
 		}
+		g.mu.Lock()
+		c.releaseIfUnusedLocked(g)
+		g.mu.Unlock()
 		g.offsetMu.Unlock()
 	}
 	if requested == nil {
@@ -457,6 +460,7 @@ func (c *Coordinator) deleteOffsets(req *kmsg.OffsetDeleteRequest, codes map[top
 	g.mu.Lock()
 	exists := g.existsLocked()
 	subscribed, known := g.subscribedTopicsLocked()
+	c.releaseIfUnusedLocked(g)
 	g.mu.Unlock()
 	if !exists {
 		return errGroupIDNotFound
@@ -498,4 +502,17 @@ func (c *Coordinator) deleteOffsets(req *kmsg.OffsetDeleteRequest, codes map[top
 		delete(g.offsets, tp)
 	}
 	return errNone
+}
+
+// releaseIfUnusedLocked drops a group object that was made only to answer a
+// lookup (no members, no pending joins, no offsets), so lookups of arbitrary
+// names do not accumulate. It is marked Dead first: anyone who fetched the
+// object meanwhile sees that after locking and takes a fresh one. The caller
+// holds g.offsetMu and g.mu.
+func (c *Coordinator) releaseIfUnusedLocked(g *group) {
+	if g.existsLocked() || len(g.pending) > 0 {
+		return
+	}
+	g.state = stateDead
+	c.forgetGroup(g)
 }
