@@ -1,0 +1,130 @@
+// Package broker assembles one millrace broker process: the coordination
+// store, the partition logs, the metadata model, the group coordinator and
+// the Kafka wire server, opened in dependency order and closed in reverse.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+
+	"millrace/broker/cluster"
+	"millrace/broker/coord"
+	"millrace/broker/coord/embedded"
+	"millrace/broker/group"
+	"millrace/broker/kafka"
+	"millrace/broker/log"
+)
+
+// Broker is a running broker with embedded coordination.
+type Broker struct {
+	cfg     Config
+	logger  *slog.Logger
+	coord   *embedded.Server
+	store   coord.Store
+	logs    *log.Manager
+	cluster *cluster.Cluster
+	groups  *group.Coordinator
+	server  *kafka.Broker
+}
+
+// Open opens every part and binds the listener; Run serves.
+func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	b = &Broker{cfg: cfg, logger: logger}
+	defer func() {
+		if err != nil {
+			b.closeParts()
+		}
+	}()
+	if b.coord, err = embedded.Open(filepath.Join(cfg.DataDir, "coord"), logger.With("component", "coord")); err != nil {
+		return nil, err
+	}
+	if b.store, err = b.coord.Session(); err != nil {
+		return nil, err
+	}
+	if b.logs, err = log.OpenManager(filepath.Join(cfg.DataDir, "logs"), cfg.Log, logger.With("component", "log")); err != nil {
+		return nil, err
+	}
+	ccfg := cluster.Config{
+		BrokerID:                 cfg.Kafka.BrokerID,
+		DefaultPartitions:        cfg.Kafka.NumPartitions,
+		DefaultReplicationFactor: cfg.Kafka.DefaultReplicationFactor,
+	}
+	if b.cluster, err = cluster.Open(ccfg, b.store, b.logs, cfg.Log, logger.With("component", "cluster")); err != nil {
+		return nil, err
+	}
+	gcfg := cfg.Group
+	gcfg.PartitionExists = func(topic string, partition int32) bool {
+		_, _, ok := b.cluster.Partition(topic, partition)
+		return ok
+	}
+	b.groups = group.New(b.store, gcfg, logger.With("component", "group"))
+	deps := kafka.Deps{Cluster: b.cluster, Groups: b.groups, Logs: b.logs, Store: b.store}
+	if b.server, err = kafka.New(cfg.Kafka, deps, logger); err != nil {
+		return nil, err
+	}
+	if err = b.server.Listen(); err != nil {
+		return nil, err
+	}
+	b.logs.Start(cfg.RetentionCheckInterval)
+	return b, nil
+}
+
+// Addr is the address the listener is bound to.
+func (b *Broker) Addr() net.Addr { return b.server.Addr() }
+
+// Run serves until ctx is done, then shuts down cleanly: connections closed,
+// logs flushed with their clean-shutdown markers, the store closed.
+func (b *Broker) Run(ctx context.Context) error {
+	b.logger.Info("broker serving", "addr", b.server.Addr().String(), "id", b.cfg.Kafka.BrokerID, "data", b.cfg.DataDir)
+	if err := errors.Join(b.server.Serve(ctx), b.Close()); err != nil {
+		return err
+	}
+	b.logger.Info("broker stopped cleanly")
+	return nil
+}
+
+// Close stops serving and closes every part; safe to call after Run.
+func (b *Broker) Close() error {
+	if err := b.closeParts(); err != nil {
+		return fmt.Errorf("broker: shutdown: %w", err)
+	}
+	return nil
+}
+
+// closeParts closes what Open opened, in reverse order; parts never opened
+// are nil and skipped.
+func (b *Broker) closeParts() error {
+	var errs []error
+	if b.server != nil {
+		errs = append(errs, b.server.Close())
+		b.server = nil
+	}
+	if b.groups != nil {
+		errs = append(errs, b.groups.Close())
+		b.groups = nil
+	}
+	if b.cluster != nil {
+		errs = append(errs, b.cluster.Close())
+		b.cluster = nil
+	}
+	if b.logs != nil {
+		errs = append(errs, b.logs.Close())
+		b.logs = nil
+	}
+	if b.store != nil {
+		errs = append(errs, b.store.Close())
+		b.store = nil
+	}
+	if b.coord != nil {
+		errs = append(errs, b.coord.Close())
+		b.coord = nil
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,165 @@
+package broker
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"millrace/broker/group"
+	"millrace/broker/kafka"
+	"millrace/broker/log"
+)
+
+// Config is a whole broker's configuration. Set accepts Kafka's broker
+// config names, so a server.properties file carries over.
+type Config struct {
+	// DataDir (log.dirs) holds the partition logs (DataDir/logs) and the
+	// embedded coordination store (DataDir/coord). Required.
+	DataDir string
+	// Kafka is the wire server's configuration (listeners, broker.id, ...).
+	Kafka kafka.Config
+	// Log is the default topic configuration, set with Kafka's broker-level
+	// names (log.segment.bytes, log.retention.hours, ...).
+	Log log.Config
+	// Group is the group coordinator's configuration.
+	Group group.Config
+	// RetentionCheckInterval (log.retention.check.interval.ms, default 5
+	// minutes) is how often retention and flush.ms are enforced.
+	RetentionCheckInterval time.Duration
+}
+
+// DefaultConfig returns Kafka's defaults, listening on 127.0.0.1:9092.
+func DefaultConfig() Config {
+	k := kafka.DefaultConfig()
+	k.Listener = "127.0.0.1:9092"
+	return Config{
+		Kafka:                  k,
+		Log:                    log.DefaultConfig(),
+		Group:                  group.DefaultConfig(),
+		RetentionCheckInterval: 5 * time.Minute,
+	}
+}
+
+// Validate rejects impossible settings with a sentence that says why.
+func (c Config) Validate() error {
+	if c.DataDir == "" {
+		return fmt.Errorf("broker: a data directory (--data or log.dirs) is required")
+	}
+	if c.RetentionCheckInterval <= 0 {
+		return fmt.Errorf("broker: log.retention.check.interval.ms must be positive, not %v", c.RetentionCheckInterval)
+	}
+	if err := c.Kafka.Validate(); err != nil {
+		return err
+	}
+	return c.Log.Validate()
+}
+
+// brokerLogNames maps Kafka's broker-level defaults to the topic-level
+// names of log.Config. The .hours/.minutes forms are converted to ms.
+var brokerLogNames = map[string]string{
+	"log.segment.bytes":           "segment.bytes",
+	"log.roll.ms":                 "segment.ms",
+	"log.index.size.max.bytes":    "segment.index.bytes",
+	"log.index.interval.bytes":    "index.interval.bytes",
+	"log.flush.interval.messages": "flush.messages",
+	"log.flush.interval.ms":       "flush.ms",
+	"log.retention.ms":            "retention.ms",
+	"log.retention.bytes":         "retention.bytes",
+	"message.max.bytes":           "max.message.bytes",
+	"log.segment.delete.delay.ms": "file.delete.delay.ms",
+	"log.message.timestamp.type":  "message.timestamp.type",
+}
+
+// scaledLogNames are broker names given in coarser units than ms.
+var scaledLogNames = map[string]struct {
+	name string
+	unit time.Duration
+}{
+	"log.roll.hours":        {"segment.ms", time.Hour},
+	"log.retention.hours":   {"retention.ms", time.Hour},
+	"log.retention.minutes": {"retention.ms", time.Minute},
+}
+
+// Set applies one setting by its Kafka broker config name.
+func (c *Config) Set(name, value string) error {
+	value = strings.TrimSpace(value)
+	if topicName, ok := brokerLogNames[name]; ok {
+		return c.Log.Set(topicName, value)
+	}
+	if scaled, ok := scaledLogNames[name]; ok {
+		n, err := strconv.ParseInt(value, 10, 64)
+		if err != nil {
+			return fmt.Errorf("broker: %s must be an integer: %w", name, err)
+		}
+		return c.Log.Set(scaled.name, strconv.FormatInt(n*scaled.unit.Milliseconds(), 10))
+	}
+	ms := func(dst *time.Duration) error {
+		n, err := strconv.ParseInt(value, 10, 64)
+		if err != nil {
+			return fmt.Errorf("broker: %s must be an integer number of milliseconds: %w", name, err)
+		}
+		*dst = time.Duration(n) * time.Millisecond
+		return nil
+	}
+	switch name {
+	case "log.dirs", "log.dir":
+		c.DataDir = value
+		return nil
+	case "log.retention.check.interval.ms":
+		return ms(&c.RetentionCheckInterval)
+	case "group.min.session.timeout.ms":
+		return ms(&c.Group.MinSessionTimeout)
+	case "group.max.session.timeout.ms":
+		return ms(&c.Group.MaxSessionTimeout)
+	case "group.initial.rebalance.delay.ms":
+		return ms(&c.Group.InitialRebalanceDelay)
+	case "offset.metadata.max.bytes":
+		n, err := strconv.Atoi(value)
+		if err != nil {
+			return fmt.Errorf("broker: %s must be an integer: %w", name, err)
+		}
+		c.Group.MaxMetadataBytes = n
+		return nil
+	}
+	return c.Kafka.Set(name, value)
+}
+
+// Names lists every name Set accepts, sorted.
+func Names() []string {
+	names := []string{"log.dirs", "log.dir", "log.retention.check.interval.ms", "group.min.session.timeout.ms",
+		"group.max.session.timeout.ms", "group.initial.rebalance.delay.ms", "offset.metadata.max.bytes"}
+	for n := range brokerLogNames {
+		names = append(names, n)
+	}
+	for n := range scaledLogNames {
+		names = append(names, n)
+	}
+	names = append(names, kafka.ConfigNames()...)
+	sort.Strings(names)
+	return names
+}
+
+// LoadProperties applies a Kafka server.properties-style file: one
+// name=value per line, '#' or '!' comments, blank lines ignored. Errors name
+// the line.
+func (c *Config) LoadProperties(r io.Reader) error {
+	sc := bufio.NewScanner(r)
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || text[0] == '#' || text[0] == '!' {
+			continue
+		}
+		name, value, ok := strings.Cut(text, "=")
+		if !ok {
+			return fmt.Errorf("line %d: %q is not name=value", line, text)
+		}
+		if err := c.Set(strings.TrimSpace(name), value); err != nil {
+			return fmt.Errorf("line %d: %w", line, err)
+		}
+	}
+	return sc.Err()
+}

@@ -1,0 +1,75 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+
+	"millrace/broker"
+)
+
+func init() {
+	register("broker", "broker --listen HOST:PORT --data DIR [--id N] [--config FILE] [--set name=value]...", runBroker)
+}
+
+// runBroker runs a broker with embedded coordination until SIGINT/SIGTERM.
+func runBroker(ctx context.Context, e env, args []string) error {
+	f := newFlags("broker")
+	listen := f.String("listen", "127.0.0.1:9092", "address to serve the Kafka protocol on")
+	data := f.String("data", "", "data directory (partition logs and coordination state)")
+	id := f.Int("id", 1, "broker id")
+	configFile := f.String("config", "", "Kafka server.properties-style file of broker settings")
+	sets := keyValues{}
+	f.Var(sets, "set", "broker setting name=value by its Kafka name, after --config (repeatable)")
+	logLevel := f.String("log-level", "info", "debug, info, warn or error")
+	if _, err := f.parse(args, 0); err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return usageError("--log-level: %v", err)
+	}
+	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+
+	cfg := broker.DefaultConfig()
+	if *configFile != "" {
+		file, err := os.Open(*configFile)
+		if err != nil {
+			return err
+		}
+		err = cfg.LoadProperties(file)
+		file.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", *configFile, err)
+		}
+	}
+	for name, value := range sets {
+		if err := cfg.Set(name, value); err != nil {
+			return err
+		}
+	}
+	// Flags given explicitly win over the file, as users expect.
+	explicit := map[string]bool{}
+	f.Visit(func(fl *flag.Flag) { explicit[fl.Name] = true })
+	if explicit["listen"] || cfg.Kafka.Listener == broker.DefaultConfig().Kafka.Listener {
+		cfg.Kafka.Listener = *listen
+	}
+	if explicit["data"] || cfg.DataDir == "" {
+		cfg.DataDir = *data
+	}
+	if explicit["id"] || cfg.Kafka.BrokerID == 0 {
+		cfg.Kafka.BrokerID = int32(*id)
+	}
+	if cfg.DataDir == "" {
+		return usageError("--data DIR is required")
+	}
+	b, err := broker.Open(cfg, logger)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stderr, "millrace broker %s serving on %s (id %s, data %s)\n", Version, b.Addr(), strconv.Itoa(int(cfg.Kafka.BrokerID)), cfg.DataDir)
+	return b.Run(ctx)
+}
