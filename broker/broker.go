@@ -42,13 +42,13 @@ func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 			b.closeParts()
 		}
 	}()
-	if b.coord, err = embedded.Open(filepath.Join(cfg.DataDir, "coord"), logger.With("component", "coord")); err != nil {
+	if b.coord, err = embedded.Open(filepath.Join(cfg.DataDir, "coord"), logger); err != nil {
 		return nil, err
 	}
 	if b.store, err = b.coord.Session(); err != nil {
 		return nil, err
 	}
-	if b.logs, err = log.OpenManager(filepath.Join(cfg.DataDir, "logs"), cfg.Log, logger.With("component", "log")); err != nil {
+	if b.logs, err = log.OpenManager(filepath.Join(cfg.DataDir, "logs"), cfg.Log, logger); err != nil {
 		return nil, err
 	}
 	ccfg := cluster.Config{
@@ -56,7 +56,7 @@ func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 		DefaultPartitions:        cfg.Kafka.NumPartitions,
 		DefaultReplicationFactor: cfg.Kafka.DefaultReplicationFactor,
 	}
-	if b.cluster, err = cluster.Open(ccfg, b.store, b.logs, cfg.Log, logger.With("component", "cluster")); err != nil {
+	if b.cluster, err = cluster.Open(ccfg, b.store, b.logs, cfg.Log, logger); err != nil {
 		return nil, err
 	}
 	gcfg := cfg.Group
@@ -64,7 +64,7 @@ func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 		_, _, ok := b.cluster.Partition(topic, partition)
 		return ok
 	}
-	b.groups = group.New(b.store, gcfg, logger.With("component", "group"))
+	b.groups = group.New(b.store, gcfg, logger)
 	deps := kafka.Deps{Cluster: b.cluster, Groups: b.groups, Logs: b.logs, Store: b.store}
 	if b.server, err = kafka.New(cfg.Kafka, deps, logger); err != nil {
 		return nil, err

@@ -29,6 +29,12 @@ type Config struct {
 	PartitionExists func(topic string, partition int32) bool
 	// Now returns the current time for commit timestamps. Nil means time.Now.
 	Now func() time.Time
+	// MirrorResync is how often the membership mirrors (ids, owners) are
+	// re-applied to the store in full. Ephemeral nodes vanish when the store
+	// session expires; the periodic pass puts them back without the
+	// coordinator consuming the store's session events, which the broker
+	// reads. Default 30s.
+	MirrorResync time.Duration
 }
 
 // Defaults of Config, as Kafka's.
@@ -37,6 +43,7 @@ const (
 	DefaultMaxSessionTimeout     = 30 * time.Minute
 	DefaultInitialRebalanceDelay = 3 * time.Second
 	DefaultMaxMetadataBytes      = 4096
+	DefaultMirrorResync          = 30 * time.Second
 )
 
 // DefaultConfig returns a Config with every default filled in.
@@ -46,6 +53,7 @@ func DefaultConfig() Config {
 		MaxSessionTimeout:     DefaultMaxSessionTimeout,
 		InitialRebalanceDelay: DefaultInitialRebalanceDelay,
 		MaxMetadataBytes:      DefaultMaxMetadataBytes,
+		MirrorResync:          DefaultMirrorResync,
 	}
 }
 
@@ -65,6 +73,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxMetadataBytes == 0 {
 		c.MaxMetadataBytes = DefaultMaxMetadataBytes
+	}
+	if c.MirrorResync <= 0 {
+		c.MirrorResync = DefaultMirrorResync
 	}
 	if c.Now == nil {
 		c.Now = time.Now

@@ -74,7 +74,7 @@ func New(store coord.Store, cfg Config, logger *slog.Logger) *Coordinator {
 		done:   make(chan struct{}),
 		groups: make(map[string]*group),
 	}
-	c.mirror = newMirror(store, logger)
+	c.mirror = newMirror(store, c.cfg.MirrorResync, logger)
 	return c
 }
 

@@ -447,3 +447,44 @@ func waitMembers(t *testing.T, c *Coordinator, group string, n int) {
 	t.Helper()
 	eventually(t, "members to join", func() bool { return len(describe(t, c, group).Members) == n })
 }
+
+// A member that keeps heartbeating but never rejoins is dropped when the
+// rebalance timeout ends.
+func TestRebalanceTimeoutDropsStraggler(t *testing.T) {
+	e := newEnv(t, testConfig())
+	const timeout = 300 * time.Millisecond
+	idA := stableGroup(t, e, "g", timeout)
+	idB := e.c.JoinGroup(clientCtx("b"), joinReq(9, "g", "", timeout, "t")).MemberID
+	chB := asyncJoin(e.c, clientCtx("b"), joinReq(9, "g", idB, timeout, "t"))
+	eventually(t, "rebalance", func() bool { return heartbeat(e.c, "g", idA, 1) == errRebalanceInProgress })
+	start := time.Now()
+	rb := recv(t, chB)
+	if rb.ErrorCode != errNone || rb.Generation != 2 || rb.LeaderID != idB || len(rb.Members) != 1 {
+		t.Fatalf("join after the straggler was dropped: %+v", rb)
+	}
+	if waited := time.Since(start); waited < timeout/2 {
+		t.Fatalf("rebalance completed after %v, before the rebalance timeout", waited)
+	}
+	if code := heartbeat(e.c, "g", idA, 1); code != errUnknownMemberID {
+		t.Fatalf("straggler heartbeat: %d", code)
+	}
+}
+
+// Mirrors are ephemeral: when the store session expires they vanish, and
+// the periodic resync puts them back.
+func TestMirrorsReturnAfterSessionExpiry(t *testing.T) {
+	cfg := testConfig()
+	cfg.MirrorResync = 50 * time.Millisecond
+	e := newEnv(t, cfg)
+	id := stableGroup(t, e, "g", 10*time.Second)
+	path := "/consumers/g/owners/t/1"
+	eventually(t, "owner mirror", func() bool { return e.nodeData(path) == id })
+	e.srv.ExpireSession(e.store.SessionID())
+	eventually(t, "owner mirror back", func() bool {
+		_, stat, err := e.store.Get(path)
+		return err == nil && stat.EphemeralOwner == e.store.SessionID()
+	})
+	if !e.nodeExists("/consumers/g/ids/" + id) {
+		t.Fatal("ids mirror not restored")
+	}
+}

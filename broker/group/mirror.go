@@ -15,12 +15,6 @@ import (
 	"millrace/broker/coord"
 )
 
-// mirrorResync is how often the mirror writer re-applies every group's
-// membership. Ephemeral nodes vanish when the store session expires; the
-// periodic pass puts them back without the writer having to own the store's
-// session events (which other components also read).
-const mirrorResync = 30 * time.Second
-
 // memberNode is the JSON of /consumers/<group>/ids/<member>.
 type memberNode struct {
 	ClientID   string   `json:"client_id"`
@@ -79,11 +73,12 @@ func (c *Coordinator) publishLocked(g *group) {
 // state per group winning, so the protocol never waits on (or fails with)
 // the store.
 type mirror struct {
-	store coord.Store
-	log   *slog.Logger
-	wake  chan struct{} // buffered 1: "pending has something"
-	done  chan struct{}
-	wg    sync.WaitGroup
+	store  coord.Store
+	log    *slog.Logger
+	resync time.Duration // see Config.MirrorResync
+	wake   chan struct{} // buffered 1: "pending has something"
+	done   chan struct{}
+	wg     sync.WaitGroup
 
 	mu      sync.Mutex // guards the following
 	pending map[string]*mirrorState
@@ -94,9 +89,10 @@ type mirror struct {
 	desired map[string]*mirrorState
 }
 
-func newMirror(store coord.Store, logger *slog.Logger) *mirror {
+func newMirror(store coord.Store, resync time.Duration, logger *slog.Logger) *mirror {
 	m := &mirror{
 		store:   store,
+		resync:  resync,
 		log:     logger,
 		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
@@ -133,7 +129,7 @@ func (m *mirror) close() {
 
 func (m *mirror) run() {
 	defer m.wg.Done()
-	resync := time.NewTicker(mirrorResync)
+	resync := time.NewTicker(m.resync)
 	defer resync.Stop()
 	for {
 		select {
