@@ -1,0 +1,70 @@
+package ship
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// metrics are the Shipper's Prometheus collectors.
+type metrics struct {
+	records    prometheus.Counter
+	bytes      prometheus.Counter
+	wireBytes  prometheus.Counter
+	errors     *prometheus.CounterVec
+	ackLatency prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer, s *Shipper) (*metrics, error) {
+	m := &metrics{
+		records: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "millrace_ship_records_sent_total",
+			Help: "Records the broker acknowledged.",
+		}),
+		bytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "millrace_ship_bytes_sent_total",
+			Help: "Key, value and header bytes of records the broker acknowledged.",
+		}),
+		wireBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "millrace_ship_batch_bytes_written_total",
+			Help: "Record bytes written to brokers after compression (retries counted again).",
+		}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "millrace_ship_errors_total",
+			Help: "Records that failed, by kind (buffer_full, timeout, broker, canceled, closed, too_large, rejected, other).",
+		}, []string{"kind"}),
+		ackLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "millrace_ship_ack_latency_seconds",
+			Help:    "Time from Produce to the broker's acknowledgement.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 14),
+		}),
+	}
+	bufRecords := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "millrace_ship_buffered_records",
+		Help: "Records produced but not yet acknowledged.",
+	}, func() float64 { return float64(s.BufferedRecords()) })
+	bufBytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "millrace_ship_buffered_bytes",
+		Help: "Bytes of records produced but not yet acknowledged.",
+	}, func() float64 { return float64(s.BufferedBytes()) })
+	bufFill := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "millrace_ship_buffer_fill_ratio",
+		Help: "Buffer use as a fraction of its limit (the larger of the bytes and records ratios).",
+	}, s.fill)
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.records, m.bytes, m.wireBytes, m.errors, m.ackLatency, bufRecords, bufBytes, bufFill} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// batchHook counts compressed bytes as kgo writes them.
+type batchHook struct{ m *metrics }
+
+// OnProduceBatchWritten implements kgo.HookProduceBatchWritten.
+func (h batchHook) OnProduceBatchWritten(_ kgo.BrokerMetadata, _ string, _ int32, bm kgo.ProduceBatchMetrics) {
+	h.m.wireBytes.Add(float64(bm.CompressedBytes))
+}

@@ -1,0 +1,273 @@
+package ship
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// AckFunc is called exactly once per produced record: with a nil error once
+// the broker acknowledged it, or with the reason it failed (see Classify and
+// IsRetryable). It runs on the producer's callback goroutine, serially with
+// all other acknowledgements, so it must be quick and must never block on the
+// Shipper (no Produce or Flush inside it: hand such work to a goroutine).
+type AckFunc func(rec *kgo.Record, err error)
+
+// Shipper produces records to the broker with bounded memory.
+type Shipper struct {
+	cfg     Config
+	logger  *slog.Logger
+	metrics *metrics
+	opts    []kgo.Opt
+
+	client atomic.Pointer[kgo.Client] // nil before Start and after Close
+
+	mu     sync.Mutex // guards the following
+	closed bool
+}
+
+// New checks cfg (after applying defaults) and registers the Shipper's
+// metrics with reg (nil registers nothing). It does not connect: Start does.
+func New(cfg Config, reg prometheus.Registerer, logger *slog.Logger) (*Shipper, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Shipper{cfg: cfg, logger: logger.With("component", "ship")}
+	m, err := newMetrics(reg, s)
+	if err != nil {
+		return nil, fmt.Errorf("ship: registering metrics: %w", err)
+	}
+	s.metrics = m
+	c, _ := codec(cfg.Compression) // validated above
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ClientID(cfg.ClientID),
+		kgo.ProducerLinger(cfg.Linger),
+		kgo.ProducerBatchMaxBytes(cfg.MaxBatchBytes),
+		kgo.ProducerBatchCompression(c),
+		kgo.MaxBufferedBytes(cfg.MaxBufferedBytes),
+		kgo.MaxBufferedRecords(cfg.MaxBufferedRecords),
+		kgo.ProduceRequestTimeout(cfg.RequestTimeout),
+		kgo.DialTimeout(cfg.DialTimeout),
+		kgo.WithLogger(kgoLogger{s.logger}),
+		kgo.WithHooks(batchHook{m}),
+		// A broker that is down for a while must not cost the agent its
+		// records: back off, but keep trying (bounded by DeliveryTimeout
+		// when one is set).
+		kgo.RetryBackoffFn(func(tries int) time.Duration {
+			d := 100 * time.Millisecond << min(tries, 5)
+			return min(d, 2*time.Second)
+		}),
+	}
+	switch cfg.Acks {
+	case "all":
+		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
+		if cfg.DisableIdempotence {
+			opts = append(opts, kgo.DisableIdempotentWrite())
+		}
+	case "leader":
+		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	case "none":
+		opts = append(opts, kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite())
+	}
+	if cfg.DeliveryTimeout > 0 {
+		opts = append(opts, kgo.RecordDeliveryTimeout(cfg.DeliveryTimeout))
+	}
+	if cfg.DefaultTopic != "" {
+		opts = append(opts, kgo.DefaultProduceTopic(cfg.DefaultTopic))
+	}
+	if *cfg.AutoCreateTopics {
+		opts = append(opts, kgo.AllowAutoTopicCreation())
+	}
+	s.opts = opts
+	return s, nil
+}
+
+// Config returns the configuration in use, defaults applied.
+func (s *Shipper) Config() Config { return s.cfg }
+
+// Start creates the producer client. It does not wait for the broker: a
+// broker that is down at start is retried like one that goes down later.
+func (s *Shipper) Start(_ context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if s.client.Load() != nil {
+		return errors.New("ship: already started")
+	}
+	cl, err := kgo.NewClient(s.opts...)
+	if err != nil {
+		return fmt.Errorf("ship: creating client: %w", err)
+	}
+	s.client.Store(cl)
+	s.logger.Info("producer started", "brokers", s.cfg.Brokers, "acks", s.cfg.Acks,
+		"compression", s.cfg.Compression, "max_buffered_bytes", s.cfg.MaxBufferedBytes)
+	return nil
+}
+
+// Produce queues rec and calls ack once it is acknowledged or failed. When
+// the buffer is full it waits for room until ctx ends (then ack gets the
+// context's error). ctx also cancels the record while it is still buffered
+// and not yet sent, so pass a context that lives as long as the record
+// should keep being retried.
+func (s *Shipper) Produce(ctx context.Context, rec *kgo.Record, ack AckFunc) {
+	cl := s.client.Load()
+	if cl == nil {
+		s.fail(rec, ack, s.notRunningErr())
+		return
+	}
+	cl.Produce(ctx, rec, s.wrap(ack, time.Now()))
+}
+
+// TryProduce is Produce that never waits: when the buffer is full it returns
+// ErrBufferFull at once and ack is not called. Under a race with other
+// producers kgo may still find the buffer full; ack then receives
+// ErrBufferFull. Any other failure is reported through ack.
+func (s *Shipper) TryProduce(ctx context.Context, rec *kgo.Record, ack AckFunc) error {
+	cl := s.client.Load()
+	if cl == nil {
+		return s.notRunningErr()
+	}
+	size := int64(len(rec.Key) + len(rec.Value))
+	for _, h := range rec.Headers {
+		size += int64(len(h.Key) + len(h.Value))
+	}
+	if cl.BufferedProduceRecords() >= int64(s.cfg.MaxBufferedRecords) ||
+		cl.BufferedProduceBytes()+size > int64(s.cfg.MaxBufferedBytes) {
+		s.metrics.errors.WithLabelValues(string(KindBufferFull)).Inc()
+		return ErrBufferFull
+	}
+	cl.TryProduce(ctx, rec, s.wrap(ack, time.Now()))
+	return nil
+}
+
+// wrap turns ack into a kgo promise that also keeps the metrics.
+func (s *Shipper) wrap(ack AckFunc, start time.Time) func(*kgo.Record, error) {
+	return func(r *kgo.Record, err error) {
+		if err != nil {
+			if errors.Is(err, kgo.ErrMaxBuffered) {
+				err = fmt.Errorf("%w: %w", ErrBufferFull, err)
+			}
+			s.metrics.errors.WithLabelValues(string(Classify(err))).Inc()
+		} else {
+			s.metrics.records.Inc()
+			size := len(r.Key) + len(r.Value)
+			for _, h := range r.Headers {
+				size += len(h.Key) + len(h.Value)
+			}
+			s.metrics.bytes.Add(float64(size))
+			s.metrics.ackLatency.Observe(time.Since(start).Seconds())
+		}
+		if ack != nil {
+			ack(r, err)
+		}
+	}
+}
+
+func (s *Shipper) fail(rec *kgo.Record, ack AckFunc, err error) {
+	s.metrics.errors.WithLabelValues(string(Classify(err))).Inc()
+	if ack != nil {
+		ack(rec, err)
+	}
+}
+
+func (s *Shipper) notRunningErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	return ErrNotStarted
+}
+
+// Flush waits until every record produced so far is acknowledged or failed,
+// or ctx ends.
+func (s *Shipper) Flush(ctx context.Context) error {
+	cl := s.client.Load()
+	if cl == nil {
+		return nil
+	}
+	return cl.Flush(ctx)
+}
+
+// Shutdown flushes buffered records until ctx's deadline, then closes the
+// client; records still unacknowledged at that point fail with a closed
+// error. It returns the flush error, if any.
+func (s *Shipper) Shutdown(ctx context.Context) error {
+	flushErr := s.Flush(ctx)
+	if flushErr != nil {
+		s.logger.Warn("shutdown before every record was acknowledged", "buffered_records", s.BufferedRecords(), "err", flushErr)
+	}
+	s.Close()
+	return flushErr
+}
+
+// Close stops the client at once, failing buffered records (like a crash,
+// without losing the process). Safe to call more than once.
+func (s *Shipper) Close() {
+	s.mu.Lock()
+	s.closed = true
+	cl := s.client.Swap(nil)
+	s.mu.Unlock()
+	if cl != nil {
+		cl.Close()
+	}
+}
+
+// BufferedRecords is the number of records produced and not yet acknowledged.
+func (s *Shipper) BufferedRecords() int64 {
+	if cl := s.client.Load(); cl != nil {
+		return cl.BufferedProduceRecords()
+	}
+	return 0
+}
+
+// BufferedBytes is the size of records produced and not yet acknowledged.
+func (s *Shipper) BufferedBytes() int64 {
+	if cl := s.client.Load(); cl != nil {
+		return cl.BufferedProduceBytes()
+	}
+	return 0
+}
+
+// fill is the buffer use as a fraction of its limit.
+func (s *Shipper) fill() float64 {
+	r := float64(s.BufferedRecords()) / float64(s.cfg.MaxBufferedRecords)
+	b := float64(s.BufferedBytes()) / float64(s.cfg.MaxBufferedBytes)
+	return max(r, b)
+}
+
+// kgoLogger sends kgo's log lines to slog, quietly: kgo's info level is
+// chatty about every connection, so it is logged at debug.
+type kgoLogger struct{ l *slog.Logger }
+
+func (k kgoLogger) Level() kgo.LogLevel {
+	if k.l.Enabled(context.Background(), slog.LevelDebug) {
+		return kgo.LogLevelDebug
+	}
+	return kgo.LogLevelWarn
+}
+
+func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	switch level {
+	case kgo.LogLevelError:
+		k.l.Error(msg, keyvals...)
+	case kgo.LogLevelWarn:
+		k.l.Warn(msg, keyvals...)
+	default:
+		k.l.Debug(msg, keyvals...)
+	}
+}

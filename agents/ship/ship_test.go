@@ -1,0 +1,250 @@
+package ship
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func newCluster(t *testing.T) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"no brokers", Config{}, "at least one broker"},
+		{"bad broker", Config{Brokers: []string{"localhost"}}, "not host:port"},
+		{"bad acks", Config{Brokers: []string{"a:1"}, Acks: "two"}, "acks"},
+		{"bad compression", Config{Brokers: []string{"a:1"}, Compression: "brotli"}, "compression"},
+		{"tiny batch", Config{Brokers: []string{"a:1"}, MaxBatchBytes: 10}, "max_batch_bytes"},
+		{"buffer below batch", Config{Brokers: []string{"a:1"}, MaxBatchBytes: 1 << 20, MaxBufferedBytes: 1 << 10}, "max_buffered_bytes"},
+		{"ok", Config{Brokers: []string{"a:1"}, Compression: "zstd"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.WithDefaults().Validate()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("unexpected error %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		err       error
+		kind      Kind
+		retryable bool
+	}{
+		{ErrBufferFull, KindBufferFull, true},
+		{kgo.ErrMaxBuffered, KindBufferFull, true},
+		{kgo.ErrRecordTimeout, KindTimeout, true},
+		{kerr.NotLeaderForPartition, KindBroker, true},
+		{kerr.MessageTooLarge, KindTooLarge, false},
+		{kerr.InvalidRecord, KindRejected, false},
+		{fmt.Errorf("wrapped: %w", kgo.ErrClientClosed), KindClosed, false},
+		{context.Canceled, KindCanceled, true},
+	} {
+		if got := Classify(tc.err); got != tc.kind {
+			t.Errorf("Classify(%v) = %q, want %q", tc.err, got, tc.kind)
+		}
+		if got := IsRetryable(tc.err); got != tc.retryable {
+			t.Errorf("IsRetryable(%v) = %v, want %v", tc.err, got, tc.retryable)
+		}
+	}
+}
+
+func TestProduceAcknowledgesEveryRecord(t *testing.T) {
+	for _, comp := range []string{"zstd", "lz4", "snappy", "gzip", "none"} {
+		t.Run(comp, func(t *testing.T) {
+			c := newCluster(t)
+			reg := prometheus.NewRegistry()
+			s, err := New(Config{Brokers: c.ListenAddrs(), Compression: comp}, reg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			const n = 500
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			var failed []error
+			wg.Add(n)
+			for i := range n {
+				s.Produce(context.Background(), &kgo.Record{Topic: "t", Key: []byte("k"), Value: fmt.Appendf(nil, "v%d", i)}, func(_ *kgo.Record, err error) {
+					if err != nil {
+						mu.Lock()
+						failed = append(failed, err)
+						mu.Unlock()
+					}
+					wg.Done()
+				})
+			}
+			wg.Wait()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := s.Shutdown(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if len(failed) > 0 {
+				t.Fatalf("%d records failed, first: %v", len(failed), failed[0])
+			}
+			if got := testutil.ToFloat64(s.metrics.records); got != n {
+				t.Fatalf("records metric %v, want %d", got, n)
+			}
+			if got := countRecords(t, c, "t"); got != n {
+				t.Fatalf("broker holds %d records, want %d", got, n)
+			}
+			if cnt, err := testutil.GatherAndCount(reg, "millrace_ship_ack_latency_seconds"); err != nil || cnt != 1 {
+				t.Fatalf("latency histogram: count %d err %v", cnt, err)
+			}
+		})
+	}
+}
+
+func countRecords(t *testing.T, c *kfake.Cluster, topic string) int {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(topic), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	n := 0
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		got := fs.NumRecords()
+		n += got
+		if got == 0 {
+			return n
+		}
+	}
+}
+
+// stallProduce makes the cluster hold every produce request until release
+// is closed, as a broker that accepts connections but cannot write would.
+func stallProduce(c *kfake.Cluster, release <-chan struct{}) {
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		select {
+		case <-release:
+			c.DropControl()
+			return nil, nil, false
+		default:
+		}
+		c.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+}
+
+func TestTryProduceAnswersBufferFull(t *testing.T) {
+	c := newCluster(t)
+	release := make(chan struct{})
+	stallProduce(c, release)
+	s, err := New(Config{Brokers: c.ListenAddrs(), MaxBatchBytes: 1024, MaxBufferedBytes: 4096, MaxBufferedRecords: 1000}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var acked sync.WaitGroup
+	var full bool
+	value := make([]byte, 200)
+	for range 100 {
+		acked.Add(1)
+		err := s.TryProduce(context.Background(), &kgo.Record{Topic: "t", Value: value}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				t.Errorf("record failed: %v", err)
+			}
+			acked.Done()
+		})
+		if errors.Is(err, ErrBufferFull) {
+			acked.Done()
+			full = true
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !full {
+		t.Fatal("TryProduce never reported a full buffer while the broker was stalled")
+	}
+	if s.BufferedBytes() == 0 || s.fill() <= 0.5 {
+		t.Fatalf("buffer fill %v bytes %d, want a nearly full buffer", s.fill(), s.BufferedBytes())
+	}
+	// A blocking Produce waits and gives up with the context's error.
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	errCh := make(chan error, 1)
+	s.Produce(ctx, &kgo.Record{Topic: "t", Value: make([]byte, 3000)}, func(_ *kgo.Record, err error) { errCh <- err })
+	cancel()
+	if err := <-errCh; Classify(err) != KindCanceled {
+		t.Fatalf("blocked Produce ended with %v, want a canceled error", err)
+	}
+	close(release)
+	acked.Wait()
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	if err := s.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.TryProduce(context.Background(), &kgo.Record{Topic: "t"}, nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("TryProduce after Shutdown: %v, want ErrClosed", err)
+	}
+}
+
+func TestShutdownDeadlineFailsUnacknowledged(t *testing.T) {
+	c := newCluster(t)
+	release := make(chan struct{})
+	defer close(release)
+	stallProduce(c, release)
+	s, err := New(Config{Brokers: c.ListenAddrs()}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	errCh := make(chan error, 1)
+	s.Produce(context.Background(), &kgo.Record{Topic: "t", Value: []byte("x")}, func(_ *kgo.Record, err error) { errCh <- err })
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := s.Shutdown(ctx); err == nil {
+		t.Fatal("Shutdown reported success with an unacknowledged record")
+	}
+	if err := <-errCh; err == nil {
+		t.Fatal("record acknowledged although the broker never answered")
+	}
+}
