@@ -458,7 +458,22 @@ func TestRebalanceTimeoutDropsStraggler(t *testing.T) {
 	chB := asyncJoin(e.c, clientCtx("b"), joinReq(9, "g", idB, timeout, "t"))
 	eventually(t, "rebalance", func() bool { return heartbeat(e.c, "g", idA, 1) == errRebalanceInProgress })
 	start := time.Now()
+	// a stays alive (heartbeats) so only the rebalance timeout can drop it.
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+				heartbeat(e.c, "g", idA, 1)
+			}
+		}
+	}()
 	rb := recv(t, chB)
+	close(stop)
+	<-done
 	if rb.ErrorCode != errNone || rb.Generation != 2 || rb.LeaderID != idB || len(rb.Members) != 1 {
 		t.Fatalf("join after the straggler was dropped: %+v", rb)
 	}
