@@ -21,10 +21,12 @@ build:
 run: deps-run build
 	./$(BIN) up
 
-# Every test, with the race detector: the storage engine is concurrent by nature.
+# Every test. Unit and component tests run with the race detector; the e2e
+# tests drive real processes (built without it) and real clients.
 test: deps
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 25m $(TESTFLAGS) ./...
+	$(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) $$($(GO) list ./... | grep -v '/e2e$$')
+	$(GO) test -count=1 -timeout 30m $(TESTFLAGS) ./e2e/...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./broker/log/

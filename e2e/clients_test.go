@@ -1,0 +1,156 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Debian's kcat (librdkafka 2.0): metadata, produce with every codec,
+// consume, group consume and offsets by timestamp.
+func TestKcat(t *testing.T) {
+	b := startBroker(t)
+	b.createTopic(t, "kc", 3, nil)
+
+	var meta struct {
+		Brokers []struct {
+			ID   int    `json:"id"`
+			Name string `json:"name"`
+		} `json:"brokers"`
+		Topics []struct {
+			Topic      string `json:"topic"`
+			Partitions []struct {
+				Partition int `json:"partition"`
+				Leader    int `json:"leader"`
+			} `json:"partitions"`
+		} `json:"topics"`
+	}
+	out := run(t, 30*time.Second, "", "kcat", "-b", b.addr, "-L", "-J")
+	if err := json.Unmarshal([]byte(out), &meta); err != nil {
+		t.Fatalf("kcat -L -J: %v\n%s", err, out)
+	}
+	if len(meta.Brokers) != 1 || meta.Brokers[0].Name != b.addr {
+		t.Errorf("kcat -L brokers = %+v, want one at %s", meta.Brokers, b.addr)
+	}
+	found := false
+	for _, tp := range meta.Topics {
+		if tp.Topic == "kc" {
+			found = len(tp.Partitions) == 3 && tp.Partitions[0].Leader == 1
+		}
+	}
+	if !found {
+		t.Errorf("kcat -L: topic kc with 3 partitions led by broker 1 missing: %s", out)
+	}
+
+	var want []string
+	for _, codec := range []string{"none", "gzip", "snappy", "lz4", "zstd"} {
+		var lines []string
+		for i := 0; i < 500; i++ {
+			lines = append(lines, fmt.Sprintf("%s-%03d %s", codec, i, strings.Repeat("x", i%50)))
+		}
+		run(t, 30*time.Second, strings.Join(lines, "\n")+"\n", "kcat", "-b", b.addr, "-P", "-t", "kc", "-z", codec, "-X", "linger.ms=20")
+		want = append(want, lines...)
+	}
+	sort.Strings(want)
+
+	got := strings.Split(strings.TrimSpace(run(t, 30*time.Second, "", "kcat", "-b", b.addr, "-C", "-t", "kc", "-o", "beginning", "-e", "-q", "-f", "%s\n")), "\n")
+	sort.Strings(got)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("kcat -C read %d lines, want the %d produced (first difference at %d)", len(got), len(want), firstDiff(got, want))
+	}
+
+	got = strings.Split(strings.TrimSpace(run(t, 60*time.Second, "", "kcat", "-b", b.addr, "-G", "kcat-group", "kc",
+		"-X", "auto.offset.reset=earliest", "-c", fmt.Sprint(len(want)), "-q", "-f", "%s\n")), "\n")
+	sort.Strings(got)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("kcat -G read %d lines, want %d (first difference at %d)", len(got), len(want), firstDiff(got, want))
+	}
+	committed, err := b.admin(t).FetchOffsets(context.Background(), "kcat-group")
+	if err != nil || committed.Error() != nil {
+		t.Fatalf("kcat-group offsets: %v %v", err, committed.Error())
+	}
+	var sum int64
+	committed.Each(func(o kadm.OffsetResponse) { sum += o.At })
+	if sum != int64(len(want)) {
+		t.Errorf("kcat-group committed %d records in all, want %d", sum, len(want))
+	}
+
+	// Offsets by timestamp: records at known times, then kcat -Q.
+	b.createTopic(t, "kq", 1, nil)
+	cl := b.client(t, kgo.DefaultProduceTopic("kq"))
+	base := time.UnixMilli(1_700_000_000_000)
+	for i := 0; i < 10; i++ {
+		r := &kgo.Record{Value: []byte{byte(i)}, Timestamp: base.Add(time.Duration(i) * time.Minute)}
+		if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		ts   int64
+		want string
+	}{
+		{base.UnixMilli(), "offset 0"},
+		{base.Add(4*time.Minute + time.Second).UnixMilli(), "offset 5"},
+		{base.Add(time.Hour).UnixMilli(), "offset -1"}, // after the last record: none
+	} {
+		out := run(t, 30*time.Second, "", "kcat", "-b", b.addr, "-Q", "-t", fmt.Sprintf("kq:0:%d", c.ts))
+		if !strings.Contains(out, c.want) {
+			t.Errorf("kcat -Q at %d: %q, want %q", c.ts, strings.TrimSpace(out), c.want)
+		}
+	}
+}
+
+// Debian's kafka-python 2.0.2: a gzip producer and a group consumer.
+func TestKafkaPython(t *testing.T) {
+	b := startBroker(t)
+	b.createTopic(t, "py", 2, nil)
+	script := `
+import sys
+from kafka import KafkaProducer, KafkaConsumer
+addr = sys.argv[1]
+p = KafkaProducer(bootstrap_servers=addr, compression_type='gzip', acks='all')
+for i in range(2000):
+    p.send('py', key=b'k%d' % (i % 10), value=b'v%d' % i)
+p.flush()
+p.close()
+c = KafkaConsumer('py', bootstrap_servers=addr, group_id='pygroup', auto_offset_reset='earliest',
+                  enable_auto_commit=False, consumer_timeout_ms=20000)
+seen = set()
+for m in c:
+    seen.add(m.value)
+    if len(seen) == 2000:
+        break
+c.commit()
+c.close()
+print(len(seen))
+`
+	out := run(t, 2*time.Minute, "", "/usr/bin/python3", "-c", script, b.addr)
+	if strings.TrimSpace(out) != "2000" {
+		t.Fatalf("kafka-python consumer saw %q distinct records, want 2000", strings.TrimSpace(out))
+	}
+	committed, err := b.admin(t).FetchOffsets(context.Background(), "pygroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	committed.Each(func(o kadm.OffsetResponse) { sum += o.At })
+	if sum != 2000 {
+		t.Errorf("pygroup committed %d in all, want 2000", sum)
+	}
+}
+
+func firstDiff(a, b []string) int {
+	for i := range a {
+		if i >= len(b) || a[i] != b[i] {
+			return i
+		}
+	}
+	return len(a)
+}

@@ -1,0 +1,250 @@
+// Package e2e runs millrace as real processes — the `millrace` binary built
+// once per test run — against real clients: franz-go, kcat and kafka-python.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// millraceBin is the binary under test, built by TestMain.
+var millraceBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "millrace-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	millraceBin = filepath.Join(dir, "millrace")
+	build := exec.Command("go", "build", "-o", millraceBin, "millrace/pipeline/cmd/millrace")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: building millrace:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// process is one running millrace process whose output goes to a log file
+// that is printed when the test fails.
+type process struct {
+	t       testing.TB
+	name    string
+	args    []string
+	logPath string
+
+	mu  sync.Mutex // guards the following
+	cmd *exec.Cmd
+	done chan struct{} // closed when cmd has exited
+}
+
+func startProcess(t testing.TB, name string, args ...string) *process {
+	t.Helper()
+	p := &process{t: t, name: name, args: args, logPath: filepath.Join(t.TempDir(), name+".log")}
+	p.start()
+	t.Cleanup(func() {
+		p.stop(syscall.SIGTERM, 15*time.Second)
+		if t.Failed() {
+			if b, err := os.ReadFile(p.logPath); err == nil {
+				t.Logf("--- %s log (last 4 KiB) ---\n%s", name, tail(b, 4096))
+			}
+		}
+	})
+	return p
+}
+
+func (p *process) start() {
+	p.t.Helper()
+	logFile, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	cmd := exec.Command(millraceBin, p.args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		p.t.Fatalf("start %s: %v", p.name, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		logFile.Close()
+		close(done)
+	}()
+	p.mu.Lock()
+	p.cmd, p.done = cmd, done
+	p.mu.Unlock()
+}
+
+// stop sends sig and waits up to grace for the exit, then kills. It reports
+// whether the process exited within grace.
+func (p *process) stop(sig syscall.Signal, grace time.Duration) bool {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil {
+		return true
+	}
+	select {
+	case <-done:
+		return true
+	default:
+	}
+	cmd.Process.Signal(sig)
+	select {
+	case <-done:
+		return true
+	case <-time.After(grace):
+		cmd.Process.Kill()
+		<-done
+		return false
+	}
+}
+
+// exitCode is the exit status of a stopped process (-1 if killed by a signal).
+func (p *process) exitCode() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd.ProcessState.ExitCode()
+}
+
+func (p *process) log() string {
+	b, _ := os.ReadFile(p.logPath)
+	return string(b)
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// broker is a `millrace broker` process with embedded coordination.
+type broker struct {
+	*process
+	addr string
+	data string
+}
+
+// startBroker runs a broker on a free loopback port and waits until it
+// answers Kafka requests. extra are appended to its command line.
+func startBroker(t testing.TB, extra ...string) *broker {
+	t.Helper()
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	data := t.TempDir()
+	args := append([]string{"broker", "--listen", addr, "--data", data, "--id", "1"}, extra...)
+	b := &broker{process: startProcess(t, "broker", args...), addr: addr, data: data}
+	b.waitReady()
+	return b
+}
+
+// restart stops the broker with sig and starts it again on the same address
+// and data directory.
+func (b *broker) restart(sig syscall.Signal) {
+	b.t.Helper()
+	b.stop(sig, 15*time.Second)
+	b.start()
+	b.waitReady()
+}
+
+func (b *broker) waitReady() {
+	b.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr))
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			err = cl.Ping(ctx)
+			cancel()
+			cl.Close()
+			if err == nil {
+				return
+			}
+		}
+		select {
+		case <-b.done:
+			b.t.Fatalf("broker exited before becoming ready:\n%s", tail([]byte(b.log()), 4096))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	b.t.Fatalf("broker at %s not ready after 20s:\n%s", b.addr, tail([]byte(b.log()), 4096))
+}
+
+// client returns a franz-go client for b, closed with the test.
+func (b *broker) client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.addr)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func (b *broker) admin(t testing.TB) *kadm.Client {
+	return kadm.NewClient(b.client(t))
+}
+
+// createTopic creates a topic or fails the test.
+func (b *broker) createTopic(t testing.TB, name string, partitions int, configs map[string]*string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := b.admin(t).CreateTopic(ctx, int32(partitions), 1, configs, name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("create topic %s: %v", name, err)
+	}
+}
+
+// run runs a command to completion with a timeout and returns its stdout;
+// the test fails on a non-zero exit.
+func run(t testing.TB, timeout time.Duration, stdin string, name string, args ...string) string {
+	t.Helper()
+	out, errOut, err := runErr(timeout, stdin, name, args...)
+	if err != nil {
+		t.Fatalf("%s %s: %v\nstderr:\n%s", name, strings.Join(args, " "), err, errOut)
+	}
+	return out
+}
+
+func runErr(timeout time.Duration, stdin string, name string, args ...string) (stdout, stderr string, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err = cmd.Run()
+	return o.String(), e.String(), err
+}
