@@ -164,13 +164,19 @@ func (b *Broker) advertised() (string, int32) {
 }
 
 // Serve accepts connections until ctx is done or Close is called, then
-// closes every connection and returns once their goroutines are gone.
+// closes every connection and returns once their goroutines are gone. It
+// returns nil when stopped that way (also when Close came first), and an
+// error when Listen was not called or accepting fails.
 func (b *Broker) Serve(ctx context.Context) error {
 	b.mu.Lock()
 	ln := b.listener
-	if ln == nil || b.closed {
+	if b.closed {
 		b.mu.Unlock()
-		return errors.New("kafka: Serve needs Listen first and no Close")
+		return nil
+	}
+	if ln == nil {
+		b.mu.Unlock()
+		return errors.New("kafka: Serve needs Listen first")
 	}
 	b.serveWG.Add(1)
 	b.mu.Unlock()

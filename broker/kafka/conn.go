@@ -114,10 +114,9 @@ func (c *conn) readLoop() string {
 			return c.readFailure(err, "reading a request size")
 		}
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
-		if size < requestHeaderMinBytes || size > maxBytes {
-			reason := fmt.Sprintf("request size %d is outside %d to %d (socket.request.max.bytes)", size, requestHeaderMinBytes, maxBytes)
-			c.closeWith(reason, nil)
-			return reason
+		if err := checkSize(size, maxBytes); err != nil {
+			c.closeWith(err.Error(), nil)
+			return err.Error()
 		}
 		frame, err := c.readFrame(int(size))
 		if err != nil {
@@ -249,6 +248,12 @@ func (b *Broker) handle(ctx context.Context, r *request) (out []byte, err error)
 			out, err = nil, closef("handler for API key %d panicked", r.key)
 		}
 	}()
+	return b.serveRequest(ctx, r)
+}
+
+// serveRequest is handle without the panic guard (the fuzz target calls it,
+// so that a panic is found rather than hidden).
+func (b *Broker) serveRequest(ctx context.Context, r *request) ([]byte, error) {
 	resp, err := registry[r.key].handle(ctx, b, r)
 	switch {
 	case err != nil:

@@ -42,7 +42,7 @@ func (b *syncBuffer) String() string {
 // testBroker is an in-process broker on the real stack: embedded
 // coordination store and log manager in a temporary directory.
 type testBroker struct {
-	t       *testing.T
+	t       testing.TB
 	dir     string
 	broker  *Broker
 	cluster *cluster.Cluster
@@ -74,7 +74,7 @@ func withGroupConfig(cfg group.Config) func(*testOptions) {
 	return func(o *testOptions) { o.group = cfg }
 }
 
-func startBroker(t *testing.T, opts ...func(*testOptions)) *testBroker {
+func startBroker(t testing.TB, opts ...func(*testOptions)) *testBroker {
 	t.Helper()
 	o := testOptions{group: group.DefaultConfig()}
 	o.group.InitialRebalanceDelay = -1

@@ -61,6 +61,14 @@ func closef(format string, args ...any) error {
 
 var errTruncated = errors.New("truncated")
 
+// checkSize vets a frame's size prefix before anything is allocated for it.
+func checkSize(size, maxBytes int32) error {
+	if size < requestHeaderMinBytes || size > maxBytes {
+		return closef("request size %d is outside %d to %d (socket.request.max.bytes)", size, requestHeaderMinBytes, maxBytes)
+	}
+	return nil
+}
+
 // parseRequest decodes a frame (the bytes after the size prefix). An error
 // means the connection must close; it says why.
 func parseRequest(frame []byte) (*request, error) {

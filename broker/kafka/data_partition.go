@@ -1,0 +1,118 @@
+package kafka
+
+// Shared pieces of the data-path handlers (Produce, Fetch, ListOffsets,
+// DeleteRecords, OffsetForLeaderEpoch): finding a partition this broker
+// leads, the leader-epoch checks of KIP-320, the high watermark, the
+// "when is acks=all satisfied" seam, and the mapping of broker/log errors to
+// Kafka error codes.
+//
+// The two seams the replication engineer plugs into are highWatermark (today
+// the log end offset: one broker, so every record is committed as soon as it
+// is written) and awaitReplication (today immediate). Both are single
+// functions so that the handlers never reason about replication themselves.
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"millrace/broker/cluster"
+	"millrace/broker/log"
+)
+
+// noLeaderEpoch is the "do not check" value of current_leader_epoch fields.
+const noLeaderEpoch = -1
+
+// ledPartition is a partition this broker leads, found for one request.
+type ledPartition struct {
+	state *cluster.PartitionState
+	log   *log.Log
+}
+
+// leaderPartition finds topic/partition and checks that this broker leads it
+// and that the client's current leader epoch (KIP-320; noLeaderEpoch skips
+// the check) matches. The error code is 0 on success, else
+// UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH
+// (the client's epoch is older) or UNKNOWN_LEADER_EPOCH (newer).
+func (b *Broker) leaderPartition(topic string, partition, currentLeaderEpoch int32) (ledPartition, int16) {
+	state, l, ok := b.cluster.Partition(topic, partition)
+	if !ok {
+		return ledPartition{}, kerr.UnknownTopicOrPartition.Code
+	}
+	if state.Leader != b.cfg.BrokerID || l == nil {
+		return ledPartition{state: state}, kerr.NotLeaderForPartition.Code
+	}
+	if code := checkLeaderEpoch(currentLeaderEpoch, state.LeaderEpoch); code != 0 {
+		return ledPartition{state: state}, code
+	}
+	return ledPartition{state: state, log: l}, 0
+}
+
+// checkLeaderEpoch compares a client's current leader epoch with ours.
+func checkLeaderEpoch(client, ours int32) int16 {
+	switch {
+	case client == noLeaderEpoch:
+		return 0
+	case client < ours:
+		return kerr.FencedLeaderEpoch.Code
+	case client > ours:
+		return kerr.UnknownLeaderEpoch.Code
+	}
+	return 0
+}
+
+// highWatermark is the offset below which records are committed and visible
+// to consumers. With replication it becomes the smallest log end offset in
+// the ISR (DESIGN §5); on a single broker every written record is
+// committed, so it is the log end offset.
+func highWatermark(p ledPartition) int64 { return p.log.EndOffset() }
+
+// lastStableOffset is the offset below which read_committed consumers may
+// read. Without transactions there is nothing undecided, so it is the high
+// watermark.
+func lastStableOffset(p ledPartition) int64 { return highWatermark(p) }
+
+// awaitReplication decides when a Produce to p that ended at lastOffset is
+// acknowledged: acks=1 at once, acks=-1 (all) once every ISR member has it.
+// It returns the Kafka error code for the partition (NOT_ENOUGH_REPLICAS
+// when the ISR is smaller than min.insync.replicas, REQUEST_TIMED_OUT when
+// the wait outlasts the request's timeout) — replication work; today a lone
+// broker is the whole ISR and the high watermark is its log end, so the
+// answer is immediate success.
+func awaitReplication(_ context.Context, _ *Broker, p ledPartition, acks int16, lastOffset int64) int16 {
+	if acks != -1 {
+		return 0
+	}
+	if highWatermark(p) > lastOffset {
+		return 0
+	}
+	// Unreachable on a single broker: the append moved the log end, which is
+	// the high watermark, past lastOffset.
+	return kerr.NotEnoughReplicasAfterAppend.Code
+}
+
+// logErrorCode maps an error from broker/log to a Kafka error code, and
+// reports whether it is the broker's fault (worth an error log line).
+func logErrorCode(err error) (code int16, serverFault bool) {
+	switch {
+	case err == nil:
+		return 0, false
+	case errors.Is(err, log.ErrCorruptBatch):
+		return kerr.CorruptMessage.Code, false
+	case errors.Is(err, log.ErrInvalidRecord):
+		return kerr.InvalidRecord.Code, false
+	case errors.Is(err, log.ErrUnsupportedMagic):
+		return kerr.UnsupportedForMessageFormat.Code, false
+	case errors.Is(err, log.ErrBatchTooLarge):
+		return kerr.MessageTooLarge.Code, false
+	case errors.Is(err, log.ErrOffsetOutOfRange):
+		return kerr.OffsetOutOfRange.Code, false
+	case errors.Is(err, log.ErrClosed):
+		// The partition was deleted or the broker is stopping: the client
+		// should refresh its metadata and retry elsewhere.
+		return kerr.NotLeaderForPartition.Code, false
+	default:
+		return kerr.KafkaStorageError.Code, true
+	}
+}
