@@ -5,7 +5,14 @@
 //
 // The wire server decodes a request with kmsg, calls the method of the same
 // name and encodes the returned response; Versions lists what is served.
-// Kafka errors are response data: the methods never return Go errors.
+// Kafka errors are response data: the methods never return Go errors. The
+// client ID and peer host, which are not in the request body, travel in the
+// context:
+//
+//	ctx = group.WithClient(ctx, group.ClientInfo{ID: header.ClientID, Host: "/" + peerIP})
+//	resp := coordinator.JoinGroup(ctx, req) // blocks until the rebalance completes
+//
+// JoinGroup and SyncGroup block; every other method answers at once.
 //
 // Committed offsets live in the coordination store at
 // /consumers/<group>/offsets/<topic>/<partition> (the store is the truth; a

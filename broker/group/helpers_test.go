@@ -25,7 +25,7 @@ func testLogger() *slog.Logger {
 
 // env is a coordinator on an embedded store in a temporary directory.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	dir   string
 	srv   *embedded.Server
 	store coord.Store
@@ -43,7 +43,7 @@ func testConfig() Config {
 	}
 }
 
-func newEnv(t *testing.T, cfg Config) *env {
+func newEnv(t testing.TB, cfg Config) *env {
 	t.Helper()
 	e := &env{t: t, dir: t.TempDir(), cfg: cfg}
 	e.open()
