@@ -1,0 +1,50 @@
+package log
+
+import (
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"testing"
+)
+
+// FuzzValidateBatches feeds arbitrary bytes to the batch validator: it must
+// never panic, and anything it accepts must parse back into headers that
+// tile the input exactly.
+func FuzzValidateBatches(f *testing.F) {
+	valid := makeBatch(3, 20, 1000, 1)
+	f.Add(valid)
+	f.Add(append(append([]byte(nil), valid...), makeBatch(1, 0, 5, 2)...))
+	compressed := buildBatch([]testRecord{{value: []byte("x")}}, 1, 4) // zstd flag on a plain body
+	f.Add(compressed)
+	gz := append([]byte(nil), valid...)
+	binary.BigEndian.PutUint16(gz[offAttributes:], 1)
+	binary.BigEndian.PutUint32(gz[offCRC:], crc32.Checksum(gz[offAttributes:], castagnoli))
+	f.Add(gz)
+	f.Add(valid[:len(valid)-1])
+	f.Add(valid[:batchHeaderSize])
+	f.Add(valid[:10])
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		headers, err := ValidateBatches(b, 1<<20)
+		if err != nil {
+			var be *BatchError
+			if !errors.As(err, &be) {
+				t.Fatalf("untyped error %v", err)
+			}
+			return
+		}
+		pos := 0
+		for _, h := range headers {
+			if h.Magic != 2 || h.Records < 1 || int64(h.Records) != int64(h.LastOffsetDelta)+1 || h.Size() < batchHeaderSize {
+				t.Fatalf("accepted bad header %+v", h)
+			}
+			if crc32.Checksum(b[pos+offAttributes:pos+h.Size()], castagnoli) != h.CRC {
+				t.Fatal("accepted bad CRC")
+			}
+			pos += h.Size()
+		}
+		if pos != len(b) {
+			t.Fatalf("headers cover %d of %d bytes", pos, len(b))
+		}
+	})
+}
