@@ -1,0 +1,103 @@
+package tail
+
+import (
+	"slices"
+	"time"
+)
+
+// entry is h's registry entry at its current checkpoint.
+func (h *harvester) entry() RegistryEntry {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return RegistryEntry{
+		ID:             h.id,
+		Source:         h.source,
+		Path:           h.path,
+		Device:         h.dev,
+		Inode:          h.ino,
+		FingerprintLen: h.fpLen,
+		Fingerprint:    h.fpHash,
+		Offset:         h.checkpointLocked(),
+		Seen:           h.seen,
+	}
+}
+
+// snapshot collects the registry entries of followed and dormant files,
+// and the checkpoint lag in bytes.
+func (t *Tailer) snapshot() ([]RegistryEntry, int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	entries := make([]RegistryEntry, 0, len(t.files)+len(t.dormant))
+	var lag int64
+	for _, h := range t.files {
+		if h.retired {
+			continue
+		}
+		e := h.entry()
+		h.mu.Lock()
+		if h.size > e.Offset {
+			lag += h.size - e.Offset
+		}
+		h.mu.Unlock()
+		entries = append(entries, e)
+	}
+	for _, e := range t.dormant {
+		entries = append(entries, e)
+	}
+	return entries, lag
+}
+
+// persist writes the registry if it changed since the last write.
+func (t *Tailer) persist() error {
+	entries, lag := t.snapshot()
+	t.metrics.lag.Set(float64(lag))
+	t.regMu.Lock()
+	defer t.regMu.Unlock()
+	sortEntries(entries)
+	if t.lastEntries != nil && slices.Equal(entries, t.lastEntries) {
+		return nil
+	}
+	if err := writeRegistry(t.cfg.DataDir, entries); err != nil {
+		return err
+	}
+	t.lastEntries = entries
+	return nil
+}
+
+func sortEntries(es []RegistryEntry) {
+	slices.SortFunc(es, func(a, b RegistryEntry) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+}
+
+// checkpointer writes the registry every checkpoint_interval and forgets
+// dormant entries older than forget_after. It stops without a final write
+// when the run context ends: Shutdown writes the last one itself, and a
+// killed tailer must behave like a crashed one.
+func (t *Tailer) checkpointer() {
+	tick := time.NewTicker(t.cfg.CheckpointInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.runCtx.Done():
+			return
+		case now := <-tick.C:
+			t.mu.Lock()
+			for id, e := range t.dormant {
+				if now.Sub(e.Seen) > t.cfg.ForgetAfter {
+					delete(t.dormant, id)
+				}
+			}
+			t.mu.Unlock()
+			if err := t.persist(); err != nil {
+				t.logger.Error("writing registry", "err", err)
+			}
+		}
+	}
+}

@@ -1,0 +1,162 @@
+package tail
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// newFileID returns a fresh random file identity. It is random rather than
+// derived from device, inode and content because a truncated file keeps its
+// inode and may get the same first bytes again, yet its lines are new and
+// must not share event ids with the old ones. It is persisted before any
+// line of the file is shipped, so a restart reuses it.
+func newFileID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
+}
+
+// eventID is the stable id of the line starting at offset in file id: 32
+// hex characters of SHA-256(id, offset).
+func eventID(dst []byte, fileID string, offset int64) []byte {
+	h := sha256.New()
+	h.Write([]byte(fileID))
+	var o [8]byte
+	binary.BigEndian.PutUint64(o[:], uint64(offset))
+	h.Write(o[:])
+	var sum [sha256.Size]byte
+	return hex.AppendEncode(dst, h.Sum(sum[:0])[:16])
+}
+
+// fingerprint hashes the first n bytes of f. It returns the hash of fewer
+// bytes (and their count) when the file is shorter.
+func fingerprint(f *os.File, n int) (int, string, error) {
+	buf := make([]byte, n)
+	got, err := f.ReadAt(buf, 0)
+	if err != nil && err != io.EOF {
+		return 0, "", err
+	}
+	sum := sha256.Sum256(buf[:got])
+	return got, hex.EncodeToString(sum[:16]), nil
+}
+
+// lineEvent is one line (or multiline event) ready to encode.
+type lineEvent struct {
+	offset    int64
+	line      []byte
+	truncated bool
+}
+
+// encoder builds the log-line JSON of /tmp/events.md by hand: the hot path
+// of the tailer, where encoding/json's reflection would dominate.
+type encoder struct {
+	host   []byte // JSON string, quoted
+	fields []byte // `,"fields":{...}` or empty
+}
+
+func newEncoder(host string, fields map[string]string) *encoder {
+	e := &encoder{host: appendJSONString(nil, host)}
+	if len(fields) > 0 {
+		keys := make([]string, 0, len(fields))
+		for k := range fields {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		b := []byte(`,"fields":{`)
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, k)
+			b = append(b, ':')
+			b = appendJSONString(b, fields[k])
+		}
+		e.fields = append(b, '}')
+	}
+	return e
+}
+
+// encode appends the record value for ev and reports whether the line held
+// invalid UTF-8 (replaced by U+FFFD in the output).
+func (e *encoder) encode(dst []byte, id []byte, source []byte, ts time.Time, ev lineEvent) ([]byte, bool) {
+	invalid := !utf8.Valid(ev.line)
+	dst = append(dst, `{"event_id":"`...)
+	dst = append(dst, id...)
+	dst = append(dst, `","ts":"`...)
+	dst = ts.UTC().AppendFormat(dst, time.RFC3339Nano)
+	dst = append(dst, `","host":`...)
+	dst = append(dst, e.host...)
+	dst = append(dst, `,"source":`...)
+	dst = append(dst, source...)
+	dst = append(dst, `,"offset":`...)
+	dst = strconv.AppendInt(dst, ev.offset, 10)
+	dst = append(dst, `,"line":`...)
+	dst = appendJSONString(dst, string(ev.line))
+	dst = append(dst, `,"truncated":`...)
+	dst = strconv.AppendBool(dst, ev.truncated)
+	dst = append(dst, `,"invalid_utf8":`...)
+	dst = strconv.AppendBool(dst, invalid)
+	dst = append(dst, e.fields...)
+	return append(dst, '}'), invalid
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string. Invalid UTF-8 becomes
+// U+FFFD, so the output is always valid JSON and valid UTF-8.
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, "\uFFFD"...)
+			i++
+			start = i
+			continue
+		}
+		// U+2028 and U+2029 are valid JSON but break JavaScript readers.
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}

@@ -1,0 +1,271 @@
+package tail
+
+import (
+	"errors"
+	"io"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/agents/ship"
+)
+
+// readQuota bounds how much one file is read per pass, so one busy file
+// cannot starve the others.
+const readQuota = 1 << 20
+
+// retryBackoff spaces out sending a failed record again.
+const retryBackoff = time.Second
+
+// readPass reads every open file that may have data and reports whether
+// anything was read.
+func (t *Tailer) readPass() bool {
+	progressed := false
+	for _, h := range append([]*harvester(nil), t.files...) {
+		if t.stopping() {
+			return progressed
+		}
+		if h.pred != nil {
+			// Finish the rotated-away file first so a path's lines stay in
+			// order; a closed or drained predecessor no longer holds us.
+			if p := h.pred; p.file != nil && !p.atEOF && !p.retired {
+				continue
+			}
+			h.pred = nil
+		}
+		if h.file == nil {
+			if !h.wantOpen || h.gone {
+				continue
+			}
+			if !t.openHarvester(h) {
+				continue
+			}
+		}
+		if t.readFile(h) {
+			progressed = true
+		}
+	}
+	return progressed
+}
+
+// readFile reads h from its position until EOF or the quota.
+func (t *Tailer) readFile(h *harvester) bool {
+	read := 0
+	for read < readQuota && !t.stopping() {
+		n, err := h.file.Read(t.buf)
+		if n > 0 {
+			now := time.Now()
+			h.split(t.buf[:n], h.readPos, t.cfg.MaxLineBytes, func(line []byte, start, end int64, truncated bool) {
+				t.metrics.lines.Inc()
+				t.onLine(h, line, start, end, truncated, now)
+			})
+			h.readPos += int64(n)
+			read += n
+			h.lastData = now
+			h.atEOF = false
+			t.metrics.bytes.Add(float64(n))
+			if h.fpLen < t.cfg.FingerprintBytes && h.readPos > int64(h.fpLen) {
+				if !t.refreshFingerprint(h) {
+					return true
+				}
+			}
+		}
+		if errors.Is(err, io.EOF) || (n == 0 && err == nil) {
+			h.atEOF = true
+			t.checkTruncated(h)
+			break
+		}
+		if err != nil {
+			t.logger.Warn("reading file; closing it", "path", h.currentPath(), "err", err)
+			t.closeFile(h)
+			break
+		}
+	}
+	return read > 0
+}
+
+// checkTruncated detects copytruncate: the file is now shorter than what
+// we read, so its content was replaced and reading restarts at 0.
+func (t *Tailer) checkTruncated(h *harvester) {
+	fi, err := h.file.Stat()
+	if err != nil {
+		return
+	}
+	h.mu.Lock()
+	h.size = fi.Size()
+	h.mu.Unlock()
+	if fi.Size() < h.readPos {
+		t.logger.Info("file truncated; reading it again from the start", "path", h.currentPath(), "size", fi.Size(), "offset", h.readPos)
+		t.metrics.rotations.WithLabelValues("truncate").Inc()
+		t.replace(h)
+	}
+}
+
+// refreshFingerprint extends h's fingerprint to more of the file's first
+// bytes and reports false if the bytes it had already hashed changed
+// (content replaced under the same inode), after replacing h.
+func (t *Tailer) refreshFingerprint(h *harvester) bool {
+	if h.fpLen > 0 {
+		_, old, err := fingerprint(h.file, h.fpLen)
+		if err != nil {
+			return true
+		}
+		if old != h.fpHash {
+			t.logger.Info("file content replaced; reading it again from the start", "path", h.currentPath())
+			t.metrics.rotations.WithLabelValues("replaced").Inc()
+			t.replace(h)
+			return false
+		}
+	}
+	n, fp, err := fingerprint(h.file, t.cfg.FingerprintBytes)
+	if err != nil {
+		return true
+	}
+	h.mu.Lock()
+	h.fpLen, h.fpHash = n, fp
+	h.mu.Unlock()
+	return true
+}
+
+// onLine handles one complete line, joining multiline events when set.
+func (t *Tailer) onLine(h *harvester, line []byte, start, end int64, truncated bool, now time.Time) {
+	if t.multiline == nil {
+		t.ship(h, lineEvent{offset: start, line: line, truncated: truncated}, end, now)
+		return
+	}
+	if p := h.ml; p != nil && !t.multiline.Match(line) {
+		p.lines++
+		p.end, p.at = end, now
+		if truncated {
+			p.truncated = true
+		}
+		if p.lines > t.cfg.Multiline.MaxLines {
+			p.truncated = true
+			return
+		}
+		room := t.cfg.MaxLineBytes - len(p.buf) - 1
+		if room < len(line) {
+			p.truncated = true
+			if room < 0 {
+				return
+			}
+			line = line[:room]
+		}
+		p.buf = append(append(p.buf, '\n'), line...)
+		return
+	}
+	t.flushPending(h, now)
+	h.ml = &pendingEvent{start: start, buf: append([]byte(nil), line...), lines: 1, truncated: truncated, end: end, at: now}
+}
+
+// flushPending ships h's pending multiline event, if any.
+func (t *Tailer) flushPending(h *harvester, now time.Time) {
+	p := h.ml
+	if p == nil {
+		return
+	}
+	h.ml = nil
+	t.ship(h, lineEvent{offset: p.start, line: p.buf, truncated: p.truncated}, p.end, now)
+}
+
+// ship encodes one event and hands it to the producer; it may block while
+// the producer's buffer is full, which pauses all reading.
+func (t *Tailer) ship(h *harvester, ev lineEvent, end int64, now time.Time) {
+	id := eventID(make([]byte, 0, 32), h.id, ev.offset)
+	value, invalid := t.enc.encode(make([]byte, 0, len(ev.line)+len(h.sourceJS)+224), id, h.sourceJS, now, ev)
+	if invalid {
+		t.metrics.invalid.Inc()
+	}
+	if ev.truncated {
+		t.metrics.truncated.Inc()
+	}
+	rec := &kgo.Record{
+		Topic:   t.cfg.Topic,
+		Key:     h.key,
+		Value:   value,
+		Headers: []kgo.RecordHeader{{Key: "event_id", Value: id}},
+	}
+	seq := h.track(ev.offset, end)
+	t.metrics.inflight.Inc()
+	t.producer.Produce(t.runCtx, rec, t.ackFunc(h, seq))
+}
+
+// ackFunc settles line seq of h when the broker answers.
+func (t *Tailer) ackFunc(h *harvester, seq uint64) ship.AckFunc {
+	return func(rec *kgo.Record, err error) {
+		if err == nil {
+			t.metrics.inflight.Dec()
+			h.settle(seq)
+			return
+		}
+		if t.runCtx.Err() != nil {
+			// Stopping: the line stays unacknowledged and after the
+			// checkpoint, so the next start reads it again.
+			return
+		}
+		if !ship.IsRetryable(err) {
+			// Sending it again would fail the same way; holding the
+			// checkpoint behind it would stall the file forever.
+			t.logger.Error("broker rejected a line permanently; skipping it", "source", h.source, "offset", h.inflightStart(seq), "err", err)
+			t.metrics.dropped.Inc()
+			t.metrics.inflight.Dec()
+			h.settle(seq)
+			return
+		}
+		t.retryMu.Lock()
+		t.retries = append(t.retries, retry{h: h, seq: seq, rec: rec, at: time.Now()})
+		t.retryMu.Unlock()
+		t.wake()
+	}
+}
+
+func (h *harvester) inflightStart(seq uint64) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if i := int(seq - h.seqBase); seq >= h.seqBase && i < len(h.inflight) {
+		return h.inflight[i].start
+	}
+	return -1
+}
+
+// resend produces records again whose backoff has passed. The producer
+// must not be called from an ack callback, so failures queue up here.
+func (t *Tailer) resend(now time.Time) {
+	t.retryMu.Lock()
+	var due, later []retry
+	for _, r := range t.retries {
+		if now.Sub(r.at) >= retryBackoff {
+			due = append(due, r)
+		} else {
+			later = append(later, r)
+		}
+	}
+	t.retries = later
+	t.retryMu.Unlock()
+	for _, r := range due {
+		t.metrics.resent.Inc()
+		t.producer.Produce(t.runCtx, r.rec, t.ackFunc(r.h, r.seq))
+	}
+}
+
+// housekeep runs the timers: multiline timeouts, close_inactive, resends,
+// and forgetting drained files that are gone.
+func (t *Tailer) housekeep(now time.Time) {
+	t.resend(now)
+	var drop []*harvester
+	for _, h := range t.files {
+		if h.ml != nil && now.Sub(h.ml.at) >= t.cfg.Multiline.Timeout {
+			t.flushPending(h, now)
+		}
+		if h.file != nil && now.Sub(h.lastData) >= t.cfg.CloseInactive {
+			t.logger.Debug("closing inactive file", "path", h.currentPath(), "gone", h.gone)
+			t.closeFile(h)
+		}
+		if h.gone && h.file == nil && h.ml == nil && h.inflightCount() == 0 {
+			drop = append(drop, h)
+		}
+	}
+	if len(drop) > 0 {
+		t.forget(drop, now)
+	}
+}

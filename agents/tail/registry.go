@@ -1,0 +1,107 @@
+package tail
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+)
+
+// RegistryEntry is one file's checkpoint as stored in the registry.
+//
+// On disk the registry is one JSON object, {"version":1,"files":[entry...]},
+// written to a temporary file, fsynced, renamed over tail-registry.json, and
+// the directory fsynced, so a crash leaves either the old or the new registry.
+type RegistryEntry struct {
+	// ID is the file's persisted identity (random, fixed when the file was
+	// first seen or found truncated); event ids derive from it.
+	ID string `json:"id"`
+	// Source is the path the file was found at; records carry it.
+	Source string `json:"source"`
+	// Path is where the file was last seen (differs after a rename).
+	Path string `json:"path"`
+	// Device and Inode identify the file on its filesystem.
+	Device uint64 `json:"dev"`
+	Inode  uint64 `json:"ino"`
+	// FingerprintLen and Fingerprint are a hash of the file's first
+	// FingerprintLen bytes, which tells a reused inode from the old file.
+	FingerprintLen int    `json:"fp_len"`
+	Fingerprint    string `json:"fp"`
+	// Offset is the start of the oldest line not yet acknowledged by the
+	// broker: everything before it was delivered.
+	Offset int64 `json:"offset"`
+	// Seen is when the file was last found by a scan.
+	Seen time.Time `json:"seen"`
+}
+
+type registryFile struct {
+	Version int             `json:"version"`
+	Files   []RegistryEntry `json:"files"`
+}
+
+// ReadRegistry returns the entries stored in dataDir (none if it has no
+// registry yet). Tests and operators use it to see what was delivered.
+func ReadRegistry(dataDir string) ([]RegistryEntry, error) {
+	b, err := os.ReadFile(filepath.Join(dataDir, registryFileName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tail: reading registry: %w", err)
+	}
+	var rf registryFile
+	if err := json.Unmarshal(b, &rf); err != nil {
+		return nil, fmt.Errorf("tail: registry %s is corrupt: %w", filepath.Join(dataDir, registryFileName), err)
+	}
+	if rf.Version != 1 {
+		return nil, fmt.Errorf("tail: registry version %d is not supported", rf.Version)
+	}
+	return rf.Files, nil
+}
+
+// writeRegistry replaces the registry in dataDir atomically.
+func writeRegistry(dataDir string, entries []RegistryEntry) error {
+	sort.Slice(entries, func(i, j int) bool { return entries[i].ID < entries[j].ID })
+	b, err := json.MarshalIndent(registryFile{Version: 1, Files: entries}, "", " ")
+	if err != nil {
+		return err
+	}
+	final := filepath.Join(dataDir, registryFileName)
+	tmp, err := os.CreateTemp(dataDir, registryFileName+".tmp*")
+	if err != nil {
+		return fmt.Errorf("tail: writing registry: %w", err)
+	}
+	cleanup := func() { _ = os.Remove(tmp.Name()) } // best effort: a stray temp file is harmless
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		cleanup()
+		return fmt.Errorf("tail: writing registry: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		cleanup()
+		return fmt.Errorf("tail: syncing registry: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		cleanup()
+		return fmt.Errorf("tail: closing registry: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), final); err != nil {
+		cleanup()
+		return fmt.Errorf("tail: publishing registry: %w", err)
+	}
+	// The rename is only durable once the directory entry is.
+	d, err := os.Open(dataDir)
+	if err != nil {
+		return fmt.Errorf("tail: syncing registry directory: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("tail: syncing registry directory: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,367 @@
+package tail
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// fileKey is a file's device and inode.
+type fileKey struct{ dev, ino uint64 }
+
+// found is one file a scan matched.
+type found struct {
+	path string
+	key  fileKey
+	size int64
+}
+
+func statKey(fi os.FileInfo) (fileKey, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileKey{}, false
+	}
+	return fileKey{dev: uint64(st.Dev), ino: st.Ino}, true //nolint:unconvert // Dev's type differs by platform
+}
+
+func (t *Tailer) excluded(path string) bool {
+	base := filepath.Base(path)
+	for _, p := range t.cfg.Exclude {
+		if ok, _ := filepath.Match(p, path); ok {
+			return true
+		}
+		if ok, _ := filepath.Match(p, base); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// scan expands the globs, notices renames, deletions and new files, and
+// starts following new ones. On the first scan, files the registry does
+// not know start at start_position.
+func (t *Tailer) scan(initial bool) {
+	now := time.Now()
+	t.scanDue = false
+	t.lastScan = now
+	byKey := map[fileKey]found{}
+	dirs := map[string]bool{}
+	for _, g := range t.cfg.Paths {
+		if d := filepath.Dir(g); !strings.ContainsAny(d, `*?[\`) {
+			dirs[d] = true
+		}
+		matches, _ := filepath.Glob(g) // the pattern was validated
+		for _, p := range matches {
+			if t.excluded(p) {
+				continue
+			}
+			fi, err := os.Stat(p)
+			if err != nil || !fi.Mode().IsRegular() {
+				continue
+			}
+			k, ok := statKey(fi)
+			if !ok {
+				continue
+			}
+			dirs[filepath.Dir(p)] = true
+			if prev, dup := byKey[k]; !dup || p < prev.path {
+				byKey[k] = found{path: p, key: k, size: fi.Size()}
+			}
+		}
+	}
+	t.watchDirs(dirs)
+
+	live := map[fileKey]*harvester{}
+	byPath := map[string]*harvester{}
+	for _, h := range t.files {
+		if !h.gone {
+			live[fileKey{h.dev, h.ino}] = h
+			byPath[h.currentPath()] = h
+		}
+	}
+	var fresh []found
+	for _, f := range byKey {
+		h := live[f.key]
+		if h == nil {
+			fresh = append(fresh, f)
+			continue
+		}
+		h.mu.Lock()
+		if h.path != f.path {
+			t.logger.Info("file renamed", "from", h.path, "to", f.path)
+			t.metrics.rotations.WithLabelValues("rename").Inc()
+			h.path = f.path
+		}
+		h.seen = now
+		h.size = f.size
+		h.mu.Unlock()
+		if h.file == nil && f.size != h.readPos {
+			h.wantOpen = true
+		}
+		delete(live, f.key)
+	}
+	// What is left in live was not found: renamed out of the globs or
+	// deleted. Keep reading what its descriptor still has; close_inactive
+	// releases it.
+	for _, h := range live {
+		h.gone = true
+	}
+	sort.Slice(fresh, func(i, j int) bool { return fresh[i].path < fresh[j].path })
+	newIDs := false
+	for _, f := range fresh {
+		h, isNew := t.adopt(f, initial, now)
+		if p := byPath[f.path]; p != nil && p.fileKey() != f.key {
+			h.pred = p
+		}
+		newIDs = newIDs || isNew
+		t.mu.Lock()
+		t.files = append(t.files, h)
+		t.mu.Unlock()
+	}
+	if newIDs {
+		// A new identity must be durable before any of its lines ship, or
+		// a crash could re-read them under a different id.
+		if err := t.persist(); err != nil {
+			t.logger.Error("writing registry", "err", err)
+		}
+	}
+}
+
+func (h *harvester) fileKey() fileKey { return fileKey{h.dev, h.ino} }
+
+// adopt creates the harvester for a newly found file: resumed from its
+// registry entry when device, inode and fingerprint agree, otherwise new.
+func (t *Tailer) adopt(f found, initial bool, now time.Time) (*harvester, bool) {
+	t.mu.Lock()
+	var entry *RegistryEntry
+	for id, e := range t.dormant {
+		if e.Device == f.key.dev && e.Inode == f.key.ino {
+			if entry == nil && f.size >= e.Offset && t.fingerprintMatches(f.path, e) {
+				entry = &e
+			}
+			// Either it is this file, or the inode was reused and the
+			// old entry describes a file that no longer exists.
+			delete(t.dormant, id)
+		}
+	}
+	t.mu.Unlock()
+	if entry != nil {
+		h := t.newHarvester(entry.ID, entry.Source, f, entry.Offset, now)
+		h.fpLen, h.fpHash = entry.FingerprintLen, entry.Fingerprint
+		t.logger.Info("resuming file", "path", f.path, "offset", entry.Offset)
+		return h, false
+	}
+	var start int64
+	if initial && t.cfg.StartPosition == "end" {
+		start = f.size
+	}
+	t.logger.Info("following new file", "path", f.path, "offset", start)
+	return t.newHarvester(newFileID(), f.path, f, start, now), true
+}
+
+func (t *Tailer) fingerprintMatches(path string, e RegistryEntry) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	n, fp, err := fingerprint(f, e.FingerprintLen)
+	return err == nil && n == e.FingerprintLen && fp == e.Fingerprint
+}
+
+func (t *Tailer) newHarvester(id, source string, f found, offset int64, now time.Time) *harvester {
+	t.orderSeq++
+	return &harvester{
+		id:       id,
+		source:   source,
+		sourceJS: appendJSONString(nil, source),
+		key:      t.recordKey(source),
+		dev:      f.key.dev,
+		ino:      f.key.ino,
+		readPos:  offset,
+		order:    t.orderSeq,
+		wantOpen: true,
+		lastData: now,
+		path:     f.path,
+		seen:     now,
+		size:     f.size,
+		emitted:  offset,
+	}
+}
+
+// openHarvester opens h's file at its position, making room under
+// max_open_files first. It reports whether h is open.
+func (t *Tailer) openHarvester(h *harvester) bool {
+	path := h.currentPath()
+	f, err := os.Open(path)
+	if err != nil {
+		h.wantOpen = false
+		return false
+	}
+	fi, err := f.Stat()
+	k, ok := fileKey{}, false
+	if err == nil {
+		k, ok = statKey(fi)
+	}
+	if !ok || k != h.fileKey() {
+		// The path holds another file now; the next scan will follow it.
+		f.Close()
+		h.wantOpen = false
+		t.scanDue = true
+		return false
+	}
+	if h.fpLen > 0 {
+		n, fp, err := fingerprint(f, h.fpLen)
+		if err != nil || n != h.fpLen || fp != h.fpHash {
+			f.Close()
+			t.metrics.rotations.WithLabelValues("replaced").Inc()
+			t.swapIn(h, path, k, fi.Size())
+			return false
+		}
+	}
+	if fi.Size() < h.readPos {
+		f.Close()
+		t.metrics.rotations.WithLabelValues("truncate").Inc()
+		t.swapIn(h, path, k, fi.Size())
+		return false
+	}
+	if _, err := f.Seek(h.readPos, io.SeekStart); err != nil {
+		f.Close()
+		return false
+	}
+	for t.open >= t.cfg.MaxOpenFiles {
+		if !t.evict(h) {
+			f.Close()
+			return false
+		}
+	}
+	h.file = f
+	h.wantOpen = false
+	h.lastData = time.Now()
+	h.atEOF = false
+	t.open++
+	t.metrics.filesOpen.Set(float64(t.open))
+	return true
+}
+
+// evict closes the open file idle longest (other than keep) to stay under
+// max_open_files. It is reopened later by identity and offset.
+func (t *Tailer) evict(keep *harvester) bool {
+	var victim *harvester
+	for _, h := range t.files {
+		if h == keep || h.file == nil {
+			continue
+		}
+		if victim == nil || h.lastData.Before(victim.lastData) {
+			victim = h
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	t.closeFile(victim)
+	if !victim.gone {
+		victim.wantOpen = true
+	}
+	return true
+}
+
+// replace starts h's file over under a new identity, keeping its open
+// descriptor: used when the file was truncated or its content replaced.
+func (t *Tailer) replace(h *harvester) {
+	f := h.file
+	h.file = nil
+	t.open--
+	fi, err := f.Stat()
+	var size int64
+	if err == nil {
+		size = fi.Size()
+	}
+	nh := t.swapIn(h, h.currentPath(), h.fileKey(), size)
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		t.metrics.filesOpen.Set(float64(t.open))
+		return
+	}
+	nh.file = f
+	nh.wantOpen = false
+	t.open++
+	t.metrics.filesOpen.Set(float64(t.open))
+}
+
+// swapIn retires h and puts a new identity for the same file in its place,
+// read from offset 0, and persists it before anything ships.
+func (t *Tailer) swapIn(h *harvester, path string, k fileKey, size int64) *harvester {
+	h.retired, h.gone = true, true
+	h.resetLine()
+	nh := t.newHarvester(newFileID(), h.source, found{path: path, key: k, size: size}, 0, time.Now())
+	t.mu.Lock()
+	for i, x := range t.files {
+		if x == h {
+			t.files[i] = nh
+		}
+	}
+	t.mu.Unlock()
+	if err := t.persist(); err != nil {
+		t.logger.Error("writing registry", "err", err)
+	}
+	return nh
+}
+
+// forget moves drained, gone files into the dormant registry entries, where
+// they can be resumed if they reappear and are dropped after forget_after.
+func (t *Tailer) forget(drop []*harvester, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	kept := t.files[:0]
+	for _, h := range t.files {
+		if !contains(drop, h) {
+			kept = append(kept, h)
+			continue
+		}
+		if !h.retired {
+			e := h.entry()
+			t.dormant[e.ID] = e
+		}
+	}
+	clear(t.files[len(kept):])
+	t.files = kept
+}
+
+func contains(hs []*harvester, h *harvester) bool {
+	for _, x := range hs {
+		if x == h {
+			return true
+		}
+	}
+	return false
+}
+
+// watchDirs adds fsnotify watches for directories not yet watched.
+func (t *Tailer) watchDirs(dirs map[string]bool) {
+	if t.watcher == nil {
+		return
+	}
+	for d := range dirs {
+		if t.watched[d] {
+			continue
+		}
+		if err := t.watcher.Add(d); err != nil {
+			t.logger.Debug("cannot watch directory", "dir", d, "err", err)
+			continue
+		}
+		t.watched[d] = true
+	}
+	// A deleted directory loses its watch; forget it so it is re-added.
+	for d := range t.watched {
+		if !dirs[d] {
+			if _, err := os.Stat(d); err != nil {
+				delete(t.watched, d)
+			}
+		}
+	}
+}
