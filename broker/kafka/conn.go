@@ -50,6 +50,10 @@ type slot struct {
 	done chan struct{} // closed when out or err is set
 	out  []byte        // the framed response; nil for no response
 	err  error         // set: close the connection instead of answering
+	// stream is set instead of out for a response written in pieces
+	// (Fetch records by sendfile; see data_stream.go). The writer releases
+	// it whether or not it is written.
+	stream *responseStream
 }
 
 func newConn(b *Broker, nc net.Conn) *conn {
@@ -232,67 +236,94 @@ func (c *conn) readFrame(size int) ([]byte, error) {
 // run serves one request into its slot.
 func (c *conn) run(s *slot) {
 	defer close(s.done)
-	s.out, s.err = c.b.handle(c.ctx, s.r)
+	s.out, s.stream, s.err = c.b.handle(c.ctx, s.r)
 }
 
 // handle serves one parsed request: the framed response, nil for none, or an
 // error that closes the connection. A panicking handler is a bug; it is
 // logged with its stack and closes only this connection.
-func (b *Broker) handle(ctx context.Context, r *request) (out []byte, err error) {
+func (b *Broker) handle(ctx context.Context, r *request) (out []byte, stream *responseStream, err error) {
 	if r.unsupportedAPIVersions {
-		return encodeResponse(r, unsupportedAPIVersionsResponse()), nil
+		return encodeResponse(r, unsupportedAPIVersionsResponse()), nil, nil
 	}
 	defer func() {
 		if p := recover(); p != nil {
 			b.logger.Error("handler panic", "api_key", r.key, "api_version", r.version, "panic", p, "stack", string(debug.Stack()))
-			out, err = nil, closef("handler for API key %d panicked", r.key)
+			out, stream, err = nil, nil, closef("handler for API key %d panicked", r.key)
 		}
 	}()
-	return b.serveRequest(ctx, r)
+	return b.serveResponse(ctx, r)
 }
 
 // serveRequest is handle without the panic guard (the fuzz target calls it,
-// so that a panic is found rather than hidden).
+// so that a panic is found rather than hidden). A streamed response is
+// returned as plain bytes.
 func (b *Broker) serveRequest(ctx context.Context, r *request) ([]byte, error) {
+	out, stream, err := b.serveResponse(ctx, r)
+	if stream != nil {
+		defer stream.release()
+		return stream.bytes()
+	}
+	return out, err
+}
+
+// serveResponse runs the handler: the framed response, or a stream for a
+// response written in pieces (see data_stream.go), or neither for none.
+func (b *Broker) serveResponse(ctx context.Context, r *request) ([]byte, *responseStream, error) {
 	resp, err := registry[r.key].handle(ctx, b, r)
 	switch {
 	case err != nil:
-		return nil, err
+		return nil, nil, err
 	case resp == noResponse:
-		return nil, nil
+		return nil, nil, nil
 	case resp == nil || resp.Key() != r.key:
-		return nil, closef("handler for API key %d returned no or the wrong response", r.key)
+		return nil, nil, closef("handler for API key %d returned no or the wrong response", r.key)
 	}
 	resp.SetVersion(r.version)
-	return encodeResponse(r, resp), nil
+	if sr, ok := resp.(streamedResponse); ok {
+		return nil, sr.stream(r), nil
+	}
+	return encodeResponse(r, resp), nil, nil
 }
 
 // writeLoop sends responses in request order. After a failure it keeps
 // draining the queue (without writing) so the reader never blocks on it.
 func (c *conn) writeLoop() {
 	for s := range c.queue {
-		select {
-		case <-s.done:
-		case <-c.ctx.Done():
-			// Closing: the handler sees the same cancellation and
-			// finishes; nothing more is written.
-			<-s.done
-			continue
+		c.writeSlot(s)
+		if s.stream != nil {
+			s.stream.release()
 		}
-		c.inflight.Add(-1)
-		if c.ctx.Err() != nil {
-			continue
-		}
-		if s.err != nil {
-			c.closeWith(s.err.Error(), s.r)
-			continue
-		}
-		if s.out == nil {
-			continue
-		}
-		if err := c.write(s.out); err != nil {
-			c.closeWith(fmt.Sprintf("writing a response: %v", err), s.r)
-		}
+	}
+}
+
+// writeSlot waits for one slot's response and sends it.
+func (c *conn) writeSlot(s *slot) {
+	select {
+	case <-s.done:
+	case <-c.ctx.Done():
+		// Closing: the handler sees the same cancellation and
+		// finishes; nothing more is written.
+		<-s.done
+		return
+	}
+	c.inflight.Add(-1)
+	if c.ctx.Err() != nil {
+		return
+	}
+	if s.err != nil {
+		c.closeWith(s.err.Error(), s.r)
+		return
+	}
+	var err error
+	switch {
+	case s.stream != nil:
+		err = c.writeStream(s.stream)
+	case s.out != nil:
+		err = c.write(s.out)
+	}
+	if err != nil {
+		c.closeWith(fmt.Sprintf("writing a response: %v", err), s.r)
 	}
 }
 
@@ -304,6 +335,14 @@ func (c *conn) write(out []byte) error {
 	}
 	_, err := c.nc.Write(out)
 	return err
+}
+
+// writeStream sends a response written in pieces, with the same deadline.
+func (c *conn) writeStream(s *responseStream) error {
+	if err := c.nc.SetWriteDeadline(time.Now().Add(c.b.cfg.ConnectionsMaxIdle)); err != nil {
+		return err
+	}
+	return s.writeTo(c.nc)
 }
 
 // unsupportedAPIVersionsResponse is KIP-511's answer to an ApiVersions

@@ -15,6 +15,14 @@ package kafka
 //     is what Kafka does: such a request cannot be parsed, so there is no way
 //     to know where its body ends or how to shape an error response, and a
 //     client that respects ApiVersions never sends one.
+//
+// Adding an API: a file named <key>_<name>.go with the header comment and an
+// init() calling regKey (or regBlockingKey for handlers that wait: long-poll
+// Fetch, anything waiting on other clients). Produce with acks=0 returns
+// noResponse. Broker-lifetime state (idempotent producer sequences, producer
+// ID blocks) is a component: regComponent in init(), componentOf in the
+// handler. Handlers reach the metadata model as b.cluster, partition logs
+// through b.cluster.Partition or b.logs, the coordination store as b.store.
 
 import (
 	"context"

@@ -1,0 +1,192 @@
+package kafka
+
+// Produce (key 0), versions 3–13.
+//
+// Versions 0–2 carry the old message-set format (magic 0 and 1), which
+// millrace does not store (DESIGN §2: the unit on disk is the v2 record
+// batch); Kafka 4 dropped them too. A v3+ request whose records are an old
+// message set gets UNSUPPORTED_FOR_MESSAGE_FORMAT.
+//
+// Each partition's records must be exactly one v2 batch, as Kafka demands
+// from v3 (INVALID_RECORD otherwise). The batch is validated and appended
+// verbatim by broker/log (compressed batches stay compressed); its errors
+// map to CORRUPT_MESSAGE (bad CRC, framing), INVALID_RECORD,
+// MESSAGE_TOO_LARGE (max.message.bytes) and UNSUPPORTED_FOR_MESSAGE_FORMAT
+// (magic < 2), with the reason in the error message (v8+). Disk failures get
+// KAFKA_STORAGE_ERROR. A partition this broker does not lead gets
+// NOT_LEADER_OR_FOLLOWER, with the current leader (v10+ tag) when known; an
+// unknown topic or partition UNKNOWN_TOPIC_OR_PARTITION; from v13 topics are
+// named by ID and an unknown ID gets UNKNOWN_TOPIC_ID. acks other than -1, 0
+// and 1 get INVALID_REQUIRED_ACKS.
+//
+// Idempotent batches (producer ID set) are checked against the partition's
+// producer state (producer_state.go): duplicates of one of the last five
+// batches are answered with the original base offset and not appended.
+// Transactions are not supported: a transactional ID, or a batch with the
+// transactional or control attribute, gets INVALID_RECORD with a message
+// saying so.
+//
+// The response carries the base offset, the log append time (-1 for
+// CreateTime topics) and the log start offset. message.timestamp.type is
+// applied by broker/log; millrace has no message.timestamp.difference.max.ms
+// checks, so INVALID_TIMESTAMP is never returned.
+//
+// acks=0 gets no response; as in Kafka, if any partition failed the
+// connection is closed instead, so the client refreshes its metadata. When
+// an acks=-1 produce is acknowledged is decided by awaitReplication.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/broker/log"
+)
+
+func init() { regKey(0, 3, 13, handleProduce) }
+
+const (
+	// attrTransactional and attrControl are record batch attribute bits.
+	attrTransactional = 0x10
+	attrControl       = 0x20
+)
+
+// transactionsUnsupported is the error message for transactional produces.
+const transactionsUnsupported = "millrace does not support transactions; use an idempotent producer without a transactional ID"
+
+func handleProduce(ctx context.Context, b *Broker, r *request) (kmsg.Response, error) {
+	req := r.body.(*kmsg.ProduceRequest)
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	states, _ := componentOf[*producerStates](b, producerStateComponent)
+	byID := req.Version >= 13
+
+	// pending is a written partition waiting for its acknowledgement,
+	// located by topic and partition index in the response.
+	type pending struct {
+		topic, partition int
+		p                ledPartition
+		last             int64
+	}
+	var written []pending
+	failed := false
+	resp.Topics = make([]kmsg.ProduceResponseTopic, 0, len(req.Topics))
+	for _, rt := range req.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		name := rt.Topic
+		topicCode := int16(0)
+		if byID {
+			if t, ok := b.cluster.TopicByID(rt.TopicID); ok {
+				name = t.Name
+			} else {
+				topicCode = kerr.UnknownTopicID.Code
+			}
+		}
+		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, 0, len(rt.Partitions))
+		for _, part := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = part.Partition
+			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
+			switch {
+			case topicCode != 0:
+				sp.ErrorCode = topicCode
+			case req.Acks != -1 && req.Acks != 0 && req.Acks != 1:
+				sp.ErrorCode = kerr.InvalidRequiredAcks.Code
+			case req.TransactionID != nil:
+				sp.ErrorCode, sp.ErrorMessage = kerr.InvalidRecord.Code, strp(transactionsUnsupported)
+			default:
+				if p, last := b.produceTo(name, part, states, &sp); sp.ErrorCode == 0 {
+					written = append(written, pending{topic: len(resp.Topics), partition: len(st.Partitions), p: p, last: last})
+				}
+			}
+			if sp.ErrorCode != 0 {
+				failed = true
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	for _, w := range written {
+		if code := awaitReplication(ctx, b, w.p, req.Acks, w.last); code != 0 {
+			resp.Topics[w.topic].Partitions[w.partition].ErrorCode = code
+			failed = true
+		}
+	}
+	if req.Acks == 0 {
+		if failed {
+			return nil, closef("a produce with acks=0 failed on at least one partition; closing so the client refreshes its metadata")
+		}
+		return noResponse, nil
+	}
+	return resp, nil
+}
+
+// produceTo appends one partition's records and fills in its response. It
+// returns the partition and the last offset written (or of the duplicate
+// found), for awaitReplication.
+func (b *Broker) produceTo(topic string, part kmsg.ProduceRequestTopicPartition, states *producerStates, sp *kmsg.ProduceResponseTopicPartition) (ledPartition, int64) {
+	p, code := b.leaderPartition(topic, part.Partition, noLeaderEpoch)
+	if code != 0 {
+		sp.ErrorCode = code
+		if code == kerr.NotLeaderForPartition.Code && p.state != nil && p.state.Leader >= 0 {
+			sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = p.state.Leader, p.state.LeaderEpoch
+		}
+		return ledPartition{}, -1
+	}
+	cfg := p.log.Config()
+	headers, err := log.ValidateBatches(part.Records, cfg.MaxMessageBytes)
+	if err != nil {
+		sp.ErrorCode, _ = logErrorCode(err)
+		sp.ErrorMessage = strp(err.Error())
+		return ledPartition{}, -1
+	}
+	if len(headers) != 1 {
+		sp.ErrorCode = kerr.InvalidRecord.Code
+		sp.ErrorMessage = strp("a produce request must carry exactly one record batch per partition")
+		return ledPartition{}, -1
+	}
+	h := headers[0]
+	if h.Attributes&(attrTransactional|attrControl) != 0 {
+		sp.ErrorCode, sp.ErrorMessage = kerr.InvalidRecord.Code, strp(transactionsUnsupported)
+		return ledPartition{}, -1
+	}
+	tp := log.TopicPartition{Topic: topic, Partition: part.Partition}
+	if states == nil {
+		sp.ErrorCode = kerr.KafkaStorageError.Code
+		return ledPartition{}, -1
+	}
+	pp := states.lockedPartition(tp, p.log)
+	defer pp.mu.Unlock()
+	if isIdempotent(h) {
+		if err := pp.ensureLoadedLocked(states.logger); err != nil {
+			b.logger.Error("loading producer state", "topic", topic, "partition", part.Partition, "err", err)
+			sp.ErrorCode = kerr.KafkaStorageError.Code
+			return ledPartition{}, -1
+		}
+		dup, code, msg := pp.checkLocked(h)
+		if code != 0 {
+			sp.ErrorCode, sp.ErrorMessage = code, strp(msg)
+			return ledPartition{}, -1
+		}
+		if dup != nil {
+			sp.BaseOffset, sp.LogStartOffset = dup.firstOffset, p.log.StartOffset()
+			return p, dup.lastOffset
+		}
+	}
+	info, err := p.log.Append(part.Records, p.state.LeaderEpoch)
+	if err != nil {
+		code, serverFault := logErrorCode(err)
+		if serverFault {
+			b.logger.Error("appending to a partition", "topic", topic, "partition", part.Partition, "err", err)
+		}
+		sp.ErrorCode, sp.ErrorMessage = code, strp(err.Error())
+		return ledPartition{}, -1
+	}
+	if pp.loaded {
+		pp.applyLocked(info.Batches[0])
+	}
+	sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = info.FirstOffset, info.LogAppendTime, p.log.StartOffset()
+	b.notifyData(topic, part.Partition)
+	return p, info.LastOffset
+}

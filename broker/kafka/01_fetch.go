@@ -1,0 +1,234 @@
+package kafka
+
+// Fetch (key 1), versions 4–18; a blocking handler (long poll).
+//
+// Versions 0–3 return the old message-set format, which millrace does not
+// store (see 00_produce.go); v4 is the first with v2 record batches. From
+// v13 topics are named by ID (KIP-516); an unknown ID gets UNKNOWN_TOPIC_ID.
+//
+// Partitions are read in request order. Each gets at most its
+// partition_max_bytes and the response at most max_bytes of records, in
+// whole batches; the first batch of the first partition with data is always
+// returned whole even if it is larger than both limits, so a consumer always
+// progresses (KIP-74). Consumers read below the high watermark (the log end
+// on a single broker, see highWatermark), followers (replica ID >= 0) up to
+// the log end. The last stable offset is the high watermark (no
+// transactions), so read_committed reads the same records as
+// read_uncommitted and gets an empty aborted-transaction list. The
+// preferred read replica is always -1 (no KIP-392 follower fetching). An
+// offset outside [log start, log end] gets OFFSET_OUT_OF_RANGE; the current
+// leader epoch (v9+) is checked as in KIP-320.
+//
+// Long poll: when fewer than min_bytes are available, no partition has an
+// error and max_wait_ms is positive, the handler waits for an append to any
+// requested partition (data_wait.go: woken by Produce, never polling), for
+// max_wait_ms, or for the connection or broker to close, re-reading after
+// each wake-up.
+//
+// Fetch sessions (KIP-227) are not kept: every response has session ID 0,
+// which tells clients that no session was created, so each of their
+// requests is a full fetch. A request naming a session ID gets
+// FETCH_SESSION_ID_NOT_FOUND; a session epoch other than 0 or -1 without a
+// session INVALID_FETCH_SESSION_EPOCH; forgotten topics are ignored.
+//
+// Record bytes are not copied: the response carries log slices, written to
+// the socket with sendfile (data_stream.go).
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/broker/log"
+)
+
+func init() { regBlockingKey(1, 4, 18, handleFetch) }
+
+func handleFetch(ctx context.Context, b *Broker, r *request) (kmsg.Response, error) {
+	req := r.body.(*kmsg.FetchRequest)
+	if req.Version >= 7 {
+		code := int16(0)
+		switch {
+		case req.SessionID != 0:
+			code = kerr.FetchSessionIDNotFound.Code
+		case req.SessionEpoch != 0 && req.SessionEpoch != -1:
+			code = kerr.InvalidFetchSessionEpoch.Code
+		}
+		if code != 0 {
+			resp := req.ResponseKind().(*kmsg.FetchResponse)
+			resp.ErrorCode = code
+			return resp, nil
+		}
+	}
+
+	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
+	var wake <-chan struct{}
+	if maxWait > 0 && req.MinBytes > 0 {
+		if waiters, ok := componentOf[*dataWaiters](b, dataWaitersComponent); ok {
+			// Registered before the first read, so an append racing with
+			// it still wakes this fetch.
+			w := waiters.watch(b.fetchPartitions(req))
+			defer waiters.unwatch(w)
+			wake = w.wake
+		}
+	}
+	var timeout <-chan time.Time
+	if maxWait > 0 {
+		t := time.NewTimer(maxWait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	expired := maxWait <= 0
+	for {
+		f, bytes, failed := b.fetchOnce(req)
+		if expired || failed || bytes >= int64(req.MinBytes) {
+			return f, nil
+		}
+		f.releaseRecords()
+		select {
+		case <-wake:
+		case <-timeout:
+			expired = true
+		case <-ctx.Done():
+			// Closing: answer with what there is; the connection drops
+			// the answer anyway.
+			expired = true
+		}
+	}
+}
+
+// fetchPartitions lists the partitions a fetch reads, for the waiters.
+func (b *Broker) fetchPartitions(req *kmsg.FetchRequest) []log.TopicPartition {
+	var out []log.TopicPartition
+	for _, rt := range req.Topics {
+		name, ok := b.fetchTopicName(req, rt)
+		if !ok {
+			continue
+		}
+		for _, rp := range rt.Partitions {
+			out = append(out, log.TopicPartition{Topic: name, Partition: rp.Partition})
+		}
+	}
+	return out
+}
+
+// fetchTopicName resolves a request topic to its name (by ID from v13).
+func (b *Broker) fetchTopicName(req *kmsg.FetchRequest, rt kmsg.FetchRequestTopic) (string, bool) {
+	if req.Version < 13 {
+		return rt.Topic, true
+	}
+	t, ok := b.cluster.TopicByID(rt.TopicID)
+	if !ok {
+		return "", false
+	}
+	return t.Name, true
+}
+
+// isFollowerFetch reports whether a fetch comes from a replica.
+func isFollowerFetch(req *kmsg.FetchRequest) bool {
+	if req.Version >= 15 {
+		return req.ReplicaState.ID >= 0
+	}
+	return req.ReplicaID >= 0
+}
+
+// fetchOnce reads every requested partition once. It returns the response,
+// the record bytes in it, and whether any partition failed.
+func (b *Broker) fetchOnce(req *kmsg.FetchRequest) (f *streamedFetch, bytes int64, failed bool) {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	resp.SessionID = 0
+	f = &streamedFetch{FetchResponse: resp}
+	remaining := int64(req.MaxBytes)
+	follower := isFollowerFetch(req)
+	resp.Topics = make([]kmsg.FetchResponseTopic, 0, len(req.Topics))
+	for _, rt := range req.Topics {
+		st := kmsg.NewFetchResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		name, known := b.fetchTopicName(req, rt)
+		st.Partitions = make([]kmsg.FetchResponseTopicPartition, 0, len(rt.Partitions))
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewFetchResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+			sp.RecordBatches = []byte{}
+			if req.IsolationLevel == 1 {
+				sp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+			}
+			var slice *log.Slice
+			if !known {
+				sp.ErrorCode = kerr.UnknownTopicID.Code
+			} else {
+				first := bytes == 0 // nothing returned yet: the first batch is returned whole
+				slice = b.fetchPartition(req, name, rp, &sp, follower, min(int64(rp.PartitionMaxBytes), remaining), first)
+			}
+			if sp.ErrorCode != 0 {
+				failed = true
+			}
+			if slice != nil {
+				n := int64(slice.Len())
+				bytes += n
+				remaining -= n
+				f.records = append(f.records, fetchRecords{topic: len(resp.Topics), partition: len(st.Partitions), slice: slice})
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return f, bytes, failed
+}
+
+// fetchPartition reads one partition into sp, returning its records (nil
+// for none). limit is the byte budget; when first is set the first batch is
+// returned even if it is larger.
+func (b *Broker) fetchPartition(req *kmsg.FetchRequest, topic string, rp kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition, follower bool, limit int64, first bool) *log.Slice {
+	epoch := int32(noLeaderEpoch)
+	if req.Version >= 9 {
+		epoch = rp.CurrentLeaderEpoch
+	}
+	p, code := b.leaderPartition(topic, rp.Partition, epoch)
+	if code != 0 {
+		sp.ErrorCode = code
+		if p.state != nil && p.state.Leader >= 0 && code != kerr.UnknownTopicOrPartition.Code {
+			sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = p.state.Leader, p.state.LeaderEpoch
+		}
+		return nil
+	}
+	hw := highWatermark(p)
+	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, lastStableOffset(p), p.log.StartOffset()
+	bound := hw
+	switch {
+	case follower:
+		bound = p.log.EndOffset()
+	case req.IsolationLevel == 1:
+		bound = lastStableOffset(p)
+	}
+	if limit <= 0 && !first {
+		return nil
+	}
+	slice, err := p.log.Read(rp.FetchOffset, int(max(min(limit, int64(maxInt32)), 0)), bound)
+	if err != nil {
+		code, serverFault := logErrorCode(err)
+		if serverFault {
+			b.logger.Error("reading a partition", "topic", topic, "partition", rp.Partition, "err", err)
+		}
+		sp.ErrorCode = code
+		return nil
+	}
+	if slice.Len() == 0 || (!first && int64(slice.Len()) > limit) {
+		slice.Close()
+		return nil
+	}
+	return slice
+}
+
+const maxInt32 = 1<<31 - 1
+
+// releaseRecords closes the slices of a response that will not be sent.
+func (f *streamedFetch) releaseRecords() {
+	for _, rec := range f.records {
+		rec.slice.Close()
+	}
+	f.records = nil
+}
