@@ -24,7 +24,6 @@ import (
 	"context"
 	"io"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/broker/log"
@@ -140,6 +139,3 @@ func epochAt(l *log.Log, offset int64) int32 {
 	}
 	return h.PartitionLeaderEpoch
 }
-
-// errorCodeNone keeps kerr imported for readers of the codes above.
-var _ = kerr.UnknownTopicOrPartition
