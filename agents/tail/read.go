@@ -198,9 +198,10 @@ func (t *Tailer) ackFunc(h *harvester, seq uint64) ship.AckFunc {
 			h.settle(seq)
 			return
 		}
-		if t.runCtx.Err() != nil {
-			// Stopping: the line stays unacknowledged and after the
-			// checkpoint, so the next start reads it again.
+		if t.runCtx.Err() != nil || ship.Classify(err) == ship.KindClosed {
+			// Stopping (or the producer is gone): the line stays
+			// unacknowledged and after the checkpoint, so the next start
+			// reads it again.
 			return
 		}
 		if !ship.IsRetryable(err) {

@@ -1,0 +1,215 @@
+package tail
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/agents/ship"
+)
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(content); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMultiline(t *testing.T) {
+	c := newCluster(t)
+	dir, data := t.TempDir(), t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	cfg := testConfig(dir, data)
+	cfg.Multiline = Multiline{StartPattern: `^\d{4}-`, MaxLines: 3, Timeout: 200 * time.Millisecond}
+	writeFile(t, path, "2026-01-01 ERROR boom\n"+
+		"java.lang.RuntimeException: boom\n"+
+		"\tat a.b(C.java:1)\n"+
+		"2026-01-01 INFO ok\n"+
+		"2026-01-01 ERROR long\n"+
+		"x1\nx2\nx3\nx4\n"+
+		"2026-01-01 INFO last\n")
+	start(t, c, cfg, ship.Config{})
+	// The last event has no successor: only the timeout sends it.
+	got := newConsumer(t, c).settle(t, 4)
+	if len(got) != 4 {
+		t.Fatalf("got %d events, want 4: %+v", len(got), got)
+	}
+	want := []struct {
+		line      string
+		truncated bool
+	}{
+		{"2026-01-01 ERROR boom\njava.lang.RuntimeException: boom\n\tat a.b(C.java:1)", false},
+		{"2026-01-01 INFO ok", false},
+		{"2026-01-01 ERROR long\nx1\nx2", true},
+		{"2026-01-01 INFO last", false},
+	}
+	for i, w := range want {
+		if got[i].Line != w.line || got[i].Truncated != w.truncated {
+			t.Fatalf("event %d = %q truncated=%v, want %q truncated=%v", i, got[i].Line, got[i].Truncated, w.line, w.truncated)
+		}
+	}
+	if got[1].Offset != int64(len("2026-01-01 ERROR boom\njava.lang.RuntimeException: boom\n\tat a.b(C.java:1)\n")) {
+		t.Fatalf("second event offset %d", got[1].Offset)
+	}
+}
+
+func TestLongLinesAreTruncatedAndMarked(t *testing.T) {
+	c := newCluster(t)
+	dir, data := t.TempDir(), t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	cfg := testConfig(dir, data)
+	cfg.MaxLineBytes = 100
+	long := strings.Repeat("y", 300_000) // spans several reads
+	writeFile(t, path, "short\n"+long+"\nafter\n"+strings.Repeat("z", 100)+"\n")
+	start(t, c, cfg, ship.Config{})
+	got := newConsumer(t, c).settle(t, 4)
+	if len(got) != 4 {
+		t.Fatalf("got %d records, want 4", len(got))
+	}
+	if got[1].Line != strings.Repeat("y", 100) || !got[1].Truncated || got[1].Offset != 6 {
+		t.Fatalf("long line: len %d truncated %v offset %d", len(got[1].Line), got[1].Truncated, got[1].Offset)
+	}
+	if got[2].Line != "after" || got[2].Truncated || got[2].Offset != int64(6+len(long)+1) {
+		t.Fatalf("line after the long one: %+v", got[2])
+	}
+	if got[3].Truncated || len(got[3].Line) != 100 {
+		t.Fatalf("a line of exactly max_line_bytes must not be marked: %+v", got[3])
+	}
+}
+
+func TestInvalidUTF8IsReplacedAndFlagged(t *testing.T) {
+	c := newCluster(t)
+	dir, data := t.TempDir(), t.TempDir()
+	writeFile(t, filepath.Join(dir, "app.log"), "ok é\nbad \xff\xfe here\nctl \x01\"\\\n")
+	start(t, c, testConfig(dir, data), ship.Config{})
+	got := newConsumer(t, c).settle(t, 3)
+	if got[0].Line != "ok é" || got[0].InvalidUTF8 {
+		t.Fatalf("valid line: %+v", got[0])
+	}
+	if got[1].Line != "bad \uFFFD\uFFFD here" || !got[1].InvalidUTF8 {
+		t.Fatalf("invalid line: %q flagged %v", got[1].Line, got[1].InvalidUTF8)
+	}
+	if got[2].Line != "ctl \x01\"\\" {
+		t.Fatalf("control characters not round-tripped: %q", got[2].Line)
+	}
+}
+
+func TestEncoderAlwaysValidJSON(t *testing.T) {
+	e := newEncoder("h\"ost", map[string]string{"b": "2", "a": "\n"})
+	for _, line := range []string{"", "plain", "\xff", "\u2028x", "\x00\x1f", "é\xc3"} {
+		b, _ := e.encode(nil, []byte("0123"), appendJSONString(nil, "/p"), time.Unix(0, 5), lineEvent{offset: 7, line: []byte(line)})
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("line %q: invalid JSON %s: %v", line, b, err)
+		}
+		if m["host"] != "h\"ost" || m["offset"] != float64(7) {
+			t.Fatalf("fields wrong: %s", b)
+		}
+	}
+}
+
+func TestCheckpointWaitsForOldestUnacknowledged(t *testing.T) {
+	h := &harvester{}
+	starts := []int64{0, 10, 20, 30, 40}
+	var seqs []uint64
+	for i, s := range starts {
+		seqs = append(seqs, h.track(s, s+10))
+		_ = i
+	}
+	steps := []struct {
+		ack  int
+		want int64
+	}{
+		{2, 0}, {3, 0}, {0, 10}, {4, 10}, {1, 50},
+	}
+	for _, st := range steps {
+		h.settle(seqs[st.ack])
+		if got := h.checkpoint(); got != st.want {
+			t.Fatalf("after acking line %d: checkpoint %d, want %d", st.ack, got, st.want)
+		}
+	}
+	h.settle(seqs[1]) // a duplicate ack changes nothing
+	if h.checkpoint() != 50 || h.inflightCount() != 0 {
+		t.Fatalf("checkpoint %d inflight %d", h.checkpoint(), h.inflightCount())
+	}
+}
+
+// heldProducer keeps every record until the test acknowledges it.
+type heldProducer struct {
+	mu   sync.Mutex
+	recs []*kgo.Record
+	acks []ship.AckFunc
+}
+
+func (p *heldProducer) Produce(_ context.Context, r *kgo.Record, ack ship.AckFunc) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.recs = append(p.recs, r)
+	p.acks = append(p.acks, ack)
+}
+
+func (p *heldProducer) ack(i int, err error) {
+	p.mu.Lock()
+	r, a := p.recs[i], p.acks[i]
+	p.mu.Unlock()
+	a(r, err)
+}
+
+func (p *heldProducer) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.recs)
+}
+
+func TestRegistryFollowsOutOfOrderAcks(t *testing.T) {
+	dir, data := t.TempDir(), t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	appendLines(t, path, "a", 0, 4) // each line is 14 bytes
+	p := &heldProducer{}
+	tl, err := New(testConfig(dir, data), p, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tl.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tl.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	eventually(t, "4 records", func() bool { return p.count() == 4 })
+	expect := func(want int64) {
+		t.Helper()
+		eventually(t, "registry offset", func() bool { return registryOffset(t, data, path) == want })
+	}
+	expect(0)
+	p.ack(2, nil)
+	p.ack(3, nil)
+	time.Sleep(150 * time.Millisecond) // several checkpoint intervals
+	if got := registryOffset(t, data, path); got != 0 {
+		t.Fatalf("registry advanced to %d past an unacknowledged line", got)
+	}
+	p.ack(0, nil)
+	expect(14)
+	// A permanent rejection is skipped, not retried forever.
+	p.ack(1, errPermanent)
+	expect(56)
+}
+
+var errPermanent = kerr.InvalidRecord
