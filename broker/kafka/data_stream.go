@@ -21,6 +21,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -35,6 +36,10 @@ type streamedResponse interface {
 	// then on.
 	stream(r *request) *responseStream
 }
+
+// streamedRecordBytes counts record bytes written by responseStream.writeTo
+// (not by the in-memory fallback), so tests can tell the path was taken.
+var streamedRecordBytes atomic.Int64
 
 // responseStream is a framed response in pieces: bytes, then optionally a
 // log slice, repeated. It holds the slices' segment references until
@@ -61,6 +66,7 @@ func (s *responseStream) writeTo(w io.Writer) error {
 		if err != nil {
 			return err
 		}
+		streamedRecordBytes.Add(n)
 		if n != int64(p.slice.Len()) {
 			// The frame's length prefixes promised more: the stream is
 			// broken and the connection must close.
