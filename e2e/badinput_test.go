@@ -33,7 +33,9 @@ func TestBadInputClosesOnlyThatConnection(t *testing.T) {
 		h = binary.BigEndian.AppendUint32(h, 7)
 		return binary.BigEndian.AppendUint16(h, 0xffff) // null client id
 	}
-	frame := func(body []byte) []byte { return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...) }
+	frame := func(body []byte) []byte {
+		return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+	}
 
 	cases := []struct {
 		name    string

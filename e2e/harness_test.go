@@ -61,8 +61,8 @@ type process struct {
 	args    []string
 	logPath string
 
-	mu  sync.Mutex // guards the following
-	cmd *exec.Cmd
+	mu   sync.Mutex // guards the following
+	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited
 }
 
