@@ -1,0 +1,321 @@
+package schemas
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// foldUnknown rewrites the catch-all value as one JSON object holding its own
+// members followed by the unknown top-level members. A folded name that is
+// already taken gets leading underscores until it is unique.
+func (r *Row) foldUnknown() {
+	ca := &r.vals[r.schema.catchAll]
+	out := append(r.catchAllBuf[:0], '{')
+	var taken [][]byte
+	if ca.set {
+		inner := bytes.TrimSpace(ca.buf)
+		inner = bytes.TrimSpace(inner[1 : len(inner)-1])
+		out = append(out, inner...)
+		taken = objectKeys(ca.buf)
+	}
+	var key []byte
+	for j := 0; j < len(r.unknownSpans); j += 4 {
+		sp := r.unknownSpans[j : j+4]
+		key = append(key[:0], r.unknownBuf[sp[0]:sp[1]]...)
+		for containsKey(taken, key) {
+			key = append([]byte{'_'}, key...)
+		}
+		taken = append(taken, append([]byte(nil), key...))
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = appendQuoted(out, key)
+		out = append(out, ':')
+		out = append(out, r.unknownBuf[sp[2]:sp[3]]...)
+	}
+	out = append(out, '}')
+	r.catchAllBuf = ca.buf[:0]
+	ca.buf = out
+	ca.set = true
+}
+
+// objectKeys returns the member names of a JSON object already checked by the
+// scanner (rare path: only when unknown fields must be folded in).
+func objectKeys(obj []byte) [][]byte {
+	s := scanner{data: obj}
+	var keys [][]byte
+	if s.expect('{') != nil || s.peek() == '}' {
+		return nil
+	}
+	for s.peek() == '"' {
+		k, err := s.readString(nil)
+		if err != nil || s.expect(':') != nil {
+			return keys
+		}
+		keys = append(keys, k)
+		if _, err := s.skipValue(1); err != nil {
+			return keys
+		}
+		if s.peek() != ',' {
+			return keys
+		}
+		s.pos++
+	}
+	return keys
+}
+
+func containsKey(keys [][]byte, k []byte) bool {
+	for _, t := range keys {
+		if bytes.Equal(t, k) {
+			return true
+		}
+	}
+	return false
+}
+
+// Has reports whether the field at column index i has a (non-null) value.
+func (r *Row) Has(i int) bool { return r.vals[i].set }
+
+// Time returns the event time (the schema's TimeField), if present.
+func (r *Row) Time() (time.Time, bool) {
+	v := &r.vals[r.schema.time]
+	if !v.set {
+		return time.Time{}, false
+	}
+	return time.UnixMicro(v.num).UTC(), true
+}
+
+// TimeOr returns the event time, or fallback (the record time) when the event has none.
+func (r *Row) TimeOr(fallback time.Time) time.Time {
+	if t, ok := r.Time(); ok {
+		return t
+	}
+	return fallback
+}
+
+// Get returns the value of the named field as a Go value: string (also for
+// JSON columns, as JSON text), int64, float64, bool, time.Time (UTC),
+// map[string]string, or nil when absent. It allocates; it is for tests, the
+// beacon and tools, not for the sink's hot path.
+func (r *Row) Get(name string) any {
+	i, ok := r.schema.index[name]
+	if !ok || !r.vals[i].set {
+		return nil
+	}
+	v := &r.vals[i]
+	switch r.schema.Fields[i].Type {
+	case TypeInt64:
+		return v.num
+	case TypeFloat64:
+		return v.float
+	case TypeBool:
+		return v.bool
+	case TypeTimestamp:
+		return time.UnixMicro(v.num).UTC()
+	case TypeStringMap:
+		m := make(map[string]string, len(v.spans)/4)
+		for j := 0; j < len(v.spans); j += 4 {
+			m[string(v.buf[v.spans[j]:v.spans[j+1]])] = string(v.buf[v.spans[j+2]:v.spans[j+3]])
+		}
+		return m
+	default:
+		return string(v.buf)
+	}
+}
+
+// Set stores a value in the named field, as the beacon does when it adds
+// event_id, received_at, ip and user_agent. The Go type must match the field:
+// string (a JSON object's text for JSON fields), int64, float64, bool,
+// time.Time or map[string]string; nil clears an optional field.
+func (r *Row) Set(name string, val any) error {
+	i, ok := r.schema.index[name]
+	if !ok {
+		return fmt.Errorf("schemas: %s has no field %q", r.schema.Name, name)
+	}
+	f := &r.schema.Fields[i]
+	v := &r.vals[i]
+	if val == nil {
+		if f.Required {
+			return r.fieldErr(i, ErrMissingField, "cannot clear a required field")
+		}
+		v.set = false
+		return nil
+	}
+	bad := func() error {
+		return r.fieldErr(i, ErrWrongType, fmt.Sprintf("want %s, got Go %T", f.Type, val))
+	}
+	v.buf, v.spans = v.buf[:0], v.spans[:0]
+	switch f.Type {
+	case TypeString:
+		s, ok := val.(string)
+		if !ok {
+			return bad()
+		}
+		if len(f.Enum) > 0 && !inEnum(f.Enum, []byte(s)) {
+			return r.fieldErr(i, ErrBadValue, strconv.Quote(s)+" is not one of "+joinEnum(f.Enum))
+		}
+		v.buf = append(v.buf, strings.ToValidUTF8(s, "\uFFFD")...)
+	case TypeJSON:
+		s, ok := val.(string)
+		if !ok {
+			return bad()
+		}
+		sc := scanner{data: []byte(s)}
+		if sc.peek() != '{' {
+			return r.fieldErr(i, ErrWrongType, "want a JSON object")
+		}
+		if _, err := sc.skipValue(1); err != nil || sc.peek() != 0 {
+			return r.fieldErr(i, ErrMalformed, "not a single JSON object")
+		}
+		v.buf = append(v.buf, strings.ToValidUTF8(s, "\uFFFD")...)
+	case TypeInt64:
+		n, ok := val.(int64)
+		if !ok {
+			return bad()
+		}
+		v.num = n
+	case TypeFloat64:
+		x, ok := val.(float64)
+		if !ok {
+			return bad()
+		}
+		v.float = x
+	case TypeBool:
+		b, ok := val.(bool)
+		if !ok {
+			return bad()
+		}
+		v.bool = b
+	case TypeTimestamp:
+		t, ok := val.(time.Time)
+		if !ok {
+			return bad()
+		}
+		v.num = t.UnixMicro()
+	case TypeStringMap:
+		m, ok := val.(map[string]string)
+		if !ok {
+			return bad()
+		}
+		for k, s := range m {
+			k0 := len(v.buf)
+			v.buf = append(v.buf, strings.ToValidUTF8(k, "\uFFFD")...)
+			k1 := len(v.buf)
+			v.buf = append(v.buf, strings.ToValidUTF8(s, "\uFFFD")...)
+			v.spans = append(v.spans, k0, k1, k1, len(v.buf))
+		}
+	}
+	v.set = true
+	return nil
+}
+
+// AppendJSON appends the row as one JSON object in canonical form: fields in
+// schema order, absent ones omitted, timestamps as RFC 3339 UTC with
+// nanoseconds, unknown members already folded into the catch-all object.
+// Decoding the output gives the same row. Non-finite floats are written as the
+// strings "NaN", "+Inf" and "-Inf", which Decode accepts back.
+func (r *Row) AppendJSON(dst []byte) []byte {
+	dst = append(dst, '{')
+	first := true
+	for i := range r.schema.Fields {
+		v := &r.vals[i]
+		if !v.set {
+			continue
+		}
+		f := &r.schema.Fields[i]
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = appendQuoted(dst, []byte(f.Name))
+		dst = append(dst, ':')
+		switch f.Type {
+		case TypeString:
+			dst = appendQuoted(dst, v.buf)
+		case TypeJSON:
+			dst = append(dst, v.buf...)
+		case TypeInt64:
+			dst = strconv.AppendInt(dst, v.num, 10)
+		case TypeFloat64:
+			switch {
+			case math.IsNaN(v.float):
+				dst = append(dst, `"NaN"`...)
+			case math.IsInf(v.float, 1):
+				dst = append(dst, `"+Inf"`...)
+			case math.IsInf(v.float, -1):
+				dst = append(dst, `"-Inf"`...)
+			default:
+				dst = strconv.AppendFloat(dst, v.float, 'g', -1, 64)
+			}
+		case TypeBool:
+			dst = strconv.AppendBool(dst, v.bool)
+		case TypeTimestamp:
+			dst = append(dst, '"')
+			dst = time.UnixMicro(v.num).UTC().AppendFormat(dst, time.RFC3339Nano)
+			dst = append(dst, '"')
+		case TypeStringMap:
+			dst = append(dst, '{')
+			for j := 0; j < len(v.spans); j += 4 {
+				if j > 0 {
+					dst = append(dst, ',')
+				}
+				dst = appendQuoted(dst, v.buf[v.spans[j]:v.spans[j+1]])
+				dst = append(dst, ':')
+				dst = appendQuoted(dst, v.buf[v.spans[j+2]:v.spans[j+3]])
+			}
+			dst = append(dst, '}')
+		}
+	}
+	return append(dst, '}')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendQuoted appends s as a JSON string. s is valid UTF-8 (the decoder and
+// Set guarantee it).
+func appendQuoted(dst, s []byte) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		start = i + 1
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// quoteDetail quotes user input for an error message, cut to a readable length.
+func quoteDetail(b []byte) string {
+	const max = 64
+	if len(b) > max {
+		return strconv.Quote(string(b[:max])) + "…"
+	}
+	return strconv.Quote(string(b))
+}
+
+func joinEnum(enum []string) string { return strings.Join(enum, ", ") }
+
+func utf8Valid(b []byte) bool { return utf8.Valid(b) }
