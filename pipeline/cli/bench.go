@@ -286,12 +286,22 @@ func (h *latencyHistogram) quantile(q float64) time.Duration {
 	for i := range h.buckets {
 		if seen += h.buckets[i].Load(); seen >= rank {
 			d := time.Duration(math.Pow(bucketGrowth, float64(i+1)) * float64(time.Microsecond))
-			return min(d, h.max())
+			return roundSignificant(min(d, h.max()))
 		}
 	}
 	return h.max()
 }
 
 func (h *latencyHistogram) max() time.Duration {
-	return time.Duration(h.maxSeen.Load()).Round(time.Microsecond)
+	return roundSignificant(time.Duration(h.maxSeen.Load()))
+}
+
+// roundSignificant keeps three significant digits (266ms, 1.23ms), all the
+// precision the 5% buckets have.
+func roundSignificant(d time.Duration) time.Duration {
+	unit := time.Duration(1)
+	for d >= unit*1000 {
+		unit *= 10
+	}
+	return d.Round(unit)
 }

@@ -124,7 +124,7 @@ func TestLatencyHistogramQuantiles(t *testing.T) {
 			t.Errorf("p%v = %v, want within 5%% above %v", q*100, got, want)
 		}
 	}
-	if h.max() != time.Second {
+	if h.max() != time.Second || roundSignificant(1234567*time.Nanosecond) != 1230*time.Microsecond {
 		t.Errorf("max %v", h.max())
 	}
 	var empty latencyHistogram
