@@ -211,6 +211,16 @@ func (s *producerStates) lockedPartition(tp log.TopicPartition, l *log.Log) *par
 	return pp
 }
 
+// rebuild rebuilds a partition's producer state after its log was
+// truncated (a follower dropping a divergent tail). The caller must hold off
+// appends to the partition meanwhile; the truncation itself should happen
+// under lockedPartition too.
+func (s *producerStates) rebuild(tp log.TopicPartition, l *log.Log) error {
+	pp := s.lockedPartition(tp, l)
+	defer pp.mu.Unlock()
+	return pp.rebuildLocked(s.logger)
+}
+
 // ensureLoadedLocked loads the state from the snapshot and the log.
 func (pp *partitionProducers) ensureLoadedLocked(logger *slog.Logger) error {
 	if pp.loaded {

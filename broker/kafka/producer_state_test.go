@@ -125,3 +125,40 @@ func TestProducerStateRules(t *testing.T) {
 		t.Fatalf("lastSequence across the wrap = %d, want 1", got)
 	}
 }
+
+// TestProducerStateSnapshotAndTruncation writes a periodic snapshot, then
+// truncates the log below it: the rebuilt state forgets the removed batch.
+func TestProducerStateSnapshotAndTruncation(t *testing.T) {
+	tb := startBroker(t)
+	tb.createTopic("trunc", 1, nil)
+	l := tb.partitionLog("trunc", 0)
+	c := dial(t, tb.addr)
+	pid := c.initProducerID(4, -1, -1, 1).ProducerID
+	second := makeBatch(t, idempotentBatch(pid, 0, 1, "b"))
+	c.produceRaw(9, "trunc", 0, -1, makeBatch(t, idempotentBatch(pid, 0, 0, "a")), 2)
+	c.produceRaw(9, "trunc", 0, -1, append([]byte(nil), second...), 3)
+
+	states, ok := componentOf[*producerStates](tb.broker, producerStateComponent)
+	if !ok {
+		t.Fatal("no producer state component")
+	}
+	states.maintain(false)
+	snap, err := readProducerSnapshot(l.Dir())
+	if err != nil || snap == nil || snap.offset != 2 || len(snap.producers[pid].batches) != 2 {
+		t.Fatalf("periodic snapshot: %+v, %v", snap, err)
+	}
+
+	tp := log.TopicPartition{Topic: "trunc", Partition: 0}
+	pp := states.lockedPartition(tp, l)
+	if err := l.TruncateTo(1); err != nil {
+		t.Fatal(err)
+	}
+	pp.mu.Unlock()
+	if err := states.rebuild(tp, l); err != nil {
+		t.Fatal(err)
+	}
+	// The second batch is gone from the log, so it is no duplicate now.
+	if rp := c.produceRaw(9, "trunc", 0, -1, append([]byte(nil), second...), 4); rp.ErrorCode != 0 || rp.BaseOffset != 1 || l.EndOffset() != 2 {
+		t.Fatalf("after truncation: error %d base %d end %d", rp.ErrorCode, rp.BaseOffset, l.EndOffset())
+	}
+}
