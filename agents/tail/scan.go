@@ -196,6 +196,12 @@ func (t *Tailer) newHarvester(id, source string, f found, offset int64, now time
 // openHarvester opens h's file at its position, making room under
 // max_open_files first. It reports whether h is open.
 func (t *Tailer) openHarvester(h *harvester) bool {
+	// Make room first, so the cap holds even for a moment.
+	for t.open >= t.cfg.MaxOpenFiles {
+		if !t.evict(h) {
+			return false
+		}
+	}
 	path := h.currentPath()
 	f, err := os.Open(path)
 	if err != nil {
@@ -233,12 +239,6 @@ func (t *Tailer) openHarvester(h *harvester) bool {
 		f.Close()
 		return false
 	}
-	for t.open >= t.cfg.MaxOpenFiles {
-		if !t.evict(h) {
-			f.Close()
-			return false
-		}
-	}
 	h.file = f
 	h.wantOpen = false
 	h.lastData = time.Now()
@@ -264,7 +264,9 @@ func (t *Tailer) evict(keep *harvester) bool {
 		return false
 	}
 	t.closeFile(victim)
-	if !victim.gone {
+	// A file with unread data is reopened when a slot frees; one at EOF
+	// waits until a write event or a scan shows it grew.
+	if !victim.gone && !victim.atEOF {
 		victim.wantOpen = true
 	}
 	return true
