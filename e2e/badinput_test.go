@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -95,19 +96,26 @@ func TestBadInputClosesOnlyThatConnection(t *testing.T) {
 
 func rssKiB(t *testing.T, b *broker) int {
 	t.Helper()
+	rss, err := b.rssKiB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rss
+}
+
+// rssKiB reads the broker process's resident set size from /proc.
+func (b *broker) rssKiB() (int, error) {
 	b.mu.Lock()
 	pid := b.cmd.Process.Pid
 	b.mu.Unlock()
 	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	for _, line := range strings.Split(string(status), "\n") {
 		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			n, _ := strconv.Atoi(f[1])
-			return n
+			return strconv.Atoi(f[1])
 		}
 	}
-	t.Fatal("no VmRSS in /proc status")
-	return 0
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
 }
