@@ -2,9 +2,7 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"strconv"
 
@@ -28,11 +26,10 @@ func runBroker(ctx context.Context, e env, args []string) error {
 	if _, err := f.parse(args, 0); err != nil {
 		return err
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return usageError("--log-level: %v", err)
+	logger, err := newLogger(e, *logLevel)
+	if err != nil {
+		return err
 	}
-	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
 
 	cfg := broker.DefaultConfig()
 	if *configFile != "" {
@@ -52,8 +49,7 @@ func runBroker(ctx context.Context, e env, args []string) error {
 		}
 	}
 	// Flags given explicitly win over the file, as users expect.
-	explicit := map[string]bool{}
-	f.Visit(func(fl *flag.Flag) { explicit[fl.Name] = true })
+	explicit := visited(f)
 	if explicit["listen"] || cfg.Kafka.Listener == broker.DefaultConfig().Kafka.Listener {
 		cfg.Kafka.Listener = *listen
 	}

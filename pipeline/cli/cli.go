@@ -147,6 +147,13 @@ func (f flags) parse(args []string, want int) ([]string, error) {
 	return positional, nil
 }
 
+// visited reports the flags given on the command line.
+func visited(f flags) map[string]bool {
+	seen := map[string]bool{}
+	f.Visit(func(fl *flag.Flag) { seen[fl.Name] = true })
+	return seen
+}
+
 // brokers registers -b/--brokers.
 func (f flags) brokers() *string {
 	def := os.Getenv("MILLRACE_BROKERS")

@@ -1,0 +1,105 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"millrace/agents/ship"
+	"millrace/agents/tail"
+)
+
+func init() {
+	register("tail", "tail --topic T [--data DIR] [--config agent.yaml] [--metrics-listen ADDR] GLOB...", runTail)
+}
+
+// tailFile is the YAML layout of `millrace tail --config`.
+type tailFile struct {
+	// Ship is the producer: brokers, acks, compression, buffers.
+	Ship ship.Config `yaml:"ship"`
+	// Tail is what to follow and how.
+	Tail tail.Config `yaml:"tail"`
+}
+
+// runTail ships log lines until SIGINT/SIGTERM, then waits for the broker to
+// acknowledge what was read (up to --shutdown-timeout) and checkpoints.
+func runTail(ctx context.Context, e env, args []string) error {
+	f := newFlags("tail")
+	brokers := f.brokers()
+	topic := f.String("topic", "", "topic for the log lines")
+	data := f.String("data", "", "directory of the checkpoint registry")
+	configFile := f.String("config", "", "YAML file with ship: and tail: sections (flags override)")
+	metricsAddr := f.String("metrics-listen", "", "serve Prometheus /metrics on this address")
+	shutdownTimeout := f.Duration("shutdown-timeout", 30*time.Second, "how long to wait for acknowledgements on shutdown")
+	logLevel := f.String("log-level", "info", "debug, info, warn or error")
+	globs, err := f.parse(args, -1)
+	if err != nil {
+		return err
+	}
+	logger, err := newLogger(e, *logLevel)
+	if err != nil {
+		return err
+	}
+	var cfg tailFile
+	if *configFile != "" {
+		if err := loadYAML(*configFile, &cfg); err != nil {
+			return err
+		}
+	}
+	explicit := visited(f)
+	if explicit["brokers"] || explicit["b"] || len(cfg.Ship.Brokers) == 0 {
+		cfg.Ship.Brokers = seeds(*brokers)
+	}
+	if *topic != "" {
+		cfg.Tail.Topic = *topic
+	}
+	if *data != "" {
+		cfg.Tail.DataDir = *data
+	}
+	if len(globs) > 0 {
+		cfg.Tail.Paths = globs
+	}
+	if len(cfg.Tail.Paths) == 0 {
+		return usageError("give at least one GLOB (or tail.paths in --config)")
+	}
+	if cfg.Tail.DataDir == "" {
+		return usageError("--data DIR (or tail.data_dir) is required: it holds the checkpoints")
+	}
+
+	reg := newRegistry()
+	shipper, err := ship.New(cfg.Ship, reg, logger)
+	if err != nil {
+		return err
+	}
+	tailer, err := tail.New(cfg.Tail, shipper, reg, logger)
+	if err != nil {
+		shipper.Close()
+		return err
+	}
+	waitMetrics, err := serveMetrics(ctx, *metricsAddr, reg, logger)
+	if err != nil {
+		shipper.Close()
+		return err
+	}
+	defer waitMetrics()
+	if err := shipper.Start(ctx); err != nil {
+		shipper.Close()
+		return err
+	}
+	// The tailer runs on its own context: a signal means a clean shutdown,
+	// not the crash-like stop that cancelling the Start context means.
+	if err := tailer.Start(context.Background()); err != nil {
+		shipper.Close()
+		return err
+	}
+	<-ctx.Done()
+	logger.Info("shutting down: waiting for acknowledgements", "timeout", *shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
+	defer cancel()
+	terr := tailer.Shutdown(sctx)
+	serr := shipper.Shutdown(sctx)
+	if terr != nil || serr != nil {
+		return fmt.Errorf("shutdown: tail: %v; ship: %v (unacknowledged lines are read again on the next start)", terr, serr)
+	}
+	return nil
+}
