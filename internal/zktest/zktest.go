@@ -90,7 +90,12 @@ func Start(t testing.TB) *Server {
 			t.Cleanup(s.Stop)
 			return s
 		}
+		running := s.Running()
 		s.Stop()
+		if running {
+			// Alive but not serving: new ports would not help.
+			break
+		}
 	}
 	t.Fatalf("zktest: standalone server did not start: %v", lastErr)
 	return nil

@@ -199,7 +199,7 @@ func (s *Store) Multi(ops ...coord.Op) error {
 	// The op that failed carries its own error; the ones before it report
 	// success and the ones after it a runtime inconsistency.
 	for i, result := range results {
-		if result.Error != nil && !errors.Is(result.Error, gozk.ErrAPIError) && i < len(ops) {
+		if result.Error != nil && i < len(ops) {
 			return &coord.MultiError{Index: i, Err: s.wrap("multi", paths[i], result.Error)}
 		}
 	}

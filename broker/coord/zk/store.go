@@ -35,6 +35,8 @@
 //     while it had no session were not delivered;
 //   - only then resume the role, if it wins it again.
 //
+// Tests of those owners can force an expiry with Store.ExpireSession.
+//
 // # Errors
 //
 // Operations return the coord.Err* values wrapped with the path. Operations
