@@ -1,0 +1,260 @@
+// Package beacon is millrace's HTTP ingest server for web activity and ops
+// metrics (DESIGN.md §7). It takes click events as a 1x1 pixel GET
+// (/b.gif), as JSON POSTs (/v1/events, one event or an array, also as
+// text/plain so navigator.sendBeacon needs no CORS preflight), serves a small
+// tracker script (/beacon.js), and takes metric samples as Prometheus text or
+// JSON (/v1/metrics). Every event is validated against its schema, enriched
+// (event id, receive time, client IP, user agent, referrer) and produced
+// through agents/ship; events that do not fit the schema go to a dead-letter
+// topic with the reason.
+//
+// # Delivery rule
+//
+// A 2xx answer means the broker acknowledged every record of the request,
+// valid events and dead letters alike. When the producer's buffer cannot take
+// the request, or the acknowledgements do not arrive within AckTimeout, the
+// answer is 503 with Retry-After and the client sends the request again
+// (at-least-once: a retried request may duplicate events the broker took
+// before the timeout; events carry a client-chosen UUID when the tracker sent
+// one, so duplicates can be dropped downstream).
+//
+// # Status codes
+//
+//   - 200: at least one event accepted (or nothing to do); the body counts
+//     accepted and rejected events and gives each rejection's reason.
+//   - 400: the body is not JSON, or every event of the request was rejected
+//     (all of them are in the dead-letter topic). Do not retry.
+//   - 403: the request's Origin is not in AllowedOrigins.
+//   - 413: the body exceeds MaxBodyBytes, or it holds more than
+//     MaxEventsPerRequest events (413 rather than 400 because, like the body
+//     limit, it is about the request's size; the client should split it).
+//   - 415: a content type other than JSON or text/plain (or Prometheus text
+//     on /v1/metrics).
+//   - 429: the client IP is over its request rate; Retry-After says when.
+//   - 503: the broker cannot take the events now; Retry-After says when.
+package beacon
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// Defaults for Config.
+const (
+	DefaultListen              = ":8090"
+	DefaultTopic               = "clicks"
+	DefaultMetricsTopic        = "ops.metrics"
+	DLQSuffix                  = ".dlq"
+	DefaultMaxBodyBytes        = 1 << 20
+	DefaultMaxEventsPerRequest = 500
+	DefaultRateLimit           = 100
+	DefaultRateBurst           = 200
+	DefaultRateLimitClients    = 100_000
+	DefaultAckTimeout          = 10 * time.Second
+	DefaultRetryAfter          = time.Second
+	DefaultReadHeaderTimeout   = 5 * time.Second
+	DefaultReadTimeout         = 30 * time.Second
+	DefaultIdleTimeout         = 2 * time.Minute
+	DefaultCORSMaxAge          = 10 * time.Minute
+)
+
+// Config configures a Server. Zero values mean "the default" (see
+// WithDefaults); Validate rejects impossible combinations.
+type Config struct {
+	// Listen is the HTTP listen address used by Start. Default ":8090".
+	Listen string `yaml:"listen"`
+	// Topic receives valid click events. Default "clicks".
+	Topic string `yaml:"topic"`
+	// DLQTopic receives rejected click events in an envelope with the
+	// reason. Default Topic + ".dlq".
+	DLQTopic string `yaml:"dlq_topic"`
+	// MetricsTopic receives the samples posted to /v1/metrics, one record
+	// per sample. Default "ops.metrics".
+	MetricsTopic string `yaml:"metrics_topic"`
+	// MetricsDLQTopic receives rejected samples. Default MetricsTopic + ".dlq".
+	MetricsDLQTopic string `yaml:"metrics_dlq_topic"`
+	// AllowedOrigins is the CORS allow-list: exact origins
+	// ("https://shop.example.com") or "*" for any. Default ["*"]. A POST
+	// whose Origin header is not allowed is refused with 403, because
+	// text/plain POSTs skip the browser's preflight and the list would
+	// otherwise not protect anything.
+	AllowedOrigins []string `yaml:"allowed_origins"`
+	// TrustedProxies are the IPs or CIDRs of reverse proxies whose
+	// X-Forwarded-For header is believed. Default none: the client IP is the
+	// socket's peer.
+	TrustedProxies []string `yaml:"trusted_proxies"`
+	// TruncateIP stores client IPs cut to their /24 (IPv4) or /48 (IPv6)
+	// network, so no single visitor's address is kept. Default false. Rate
+	// limiting always uses the full address.
+	TruncateIP bool `yaml:"truncate_ip"`
+	// HonorDoNotTrack makes the tracker send nothing when the browser's Do
+	// Not Track setting is on, and the server drop events of requests with
+	// the "DNT: 1" header. Default false.
+	HonorDoNotTrack bool `yaml:"honor_do_not_track"`
+	// MaxBodyBytes caps a request body; above it the answer is 413.
+	// Default 1 MiB.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// MaxEventsPerRequest caps the events (or metric samples) of one
+	// request; above it the answer is 413 and nothing is produced.
+	// Default 500.
+	MaxEventsPerRequest int `yaml:"max_events_per_request"`
+	// RateLimit is the sustained request rate allowed per client IP, in
+	// requests per second, on the ingest routes. Default 100; negative
+	// turns rate limiting off.
+	RateLimit float64 `yaml:"rate_limit"`
+	// RateBurst is how many requests a client IP may send at once above
+	// the sustained rate. Default 200.
+	RateBurst int `yaml:"rate_burst"`
+	// RateLimitClients bounds the number of client IPs tracked by the rate
+	// limiter (memory stays bounded under a flood of addresses: idle
+	// entries are evicted first). Default 100000.
+	RateLimitClients int `yaml:"rate_limit_clients"`
+	// AckTimeout is how long a request waits for the broker to acknowledge
+	// its events before the answer is 503. Default 10s.
+	AckTimeout time.Duration `yaml:"ack_timeout"`
+	// RetryAfter is the Retry-After given with 503 answers (rounded up to
+	// whole seconds). Default 1s.
+	RetryAfter time.Duration `yaml:"retry_after"`
+	// MetricsSource is the "source" of samples posted without one (no
+	// "source" query parameter, header X-Millrace-Source or JSON field).
+	// Default: the client IP.
+	MetricsSource string `yaml:"metrics_source"`
+	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout are the
+	// HTTP server's timeouts. Defaults 5s, 30s, ReadTimeout+AckTimeout, 2m.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	ReadTimeout       time.Duration `yaml:"read_timeout"`
+	WriteTimeout      time.Duration `yaml:"write_timeout"`
+	IdleTimeout       time.Duration `yaml:"idle_timeout"`
+	// CORSMaxAge is how long browsers may cache a preflight answer.
+	// Default 10m.
+	CORSMaxAge time.Duration `yaml:"cors_max_age"`
+}
+
+// WithDefaults returns a copy of c with every unset field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.Topic == "" {
+		c.Topic = DefaultTopic
+	}
+	if c.DLQTopic == "" {
+		c.DLQTopic = c.Topic + DLQSuffix
+	}
+	if c.MetricsTopic == "" {
+		c.MetricsTopic = DefaultMetricsTopic
+	}
+	if c.MetricsDLQTopic == "" {
+		c.MetricsDLQTopic = c.MetricsTopic + DLQSuffix
+	}
+	if c.AllowedOrigins == nil {
+		c.AllowedOrigins = []string{"*"}
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxEventsPerRequest == 0 {
+		c.MaxEventsPerRequest = DefaultMaxEventsPerRequest
+	}
+	if c.RateLimit == 0 {
+		c.RateLimit = DefaultRateLimit
+	}
+	if c.RateBurst == 0 {
+		c.RateBurst = DefaultRateBurst
+	}
+	if c.RateLimitClients == 0 {
+		c.RateLimitClients = DefaultRateLimitClients
+	}
+	if c.AckTimeout == 0 {
+		c.AckTimeout = DefaultAckTimeout
+	}
+	if c.RetryAfter == 0 {
+		c.RetryAfter = DefaultRetryAfter
+	}
+	if c.ReadHeaderTimeout == 0 {
+		c.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = DefaultReadTimeout
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = c.ReadTimeout + c.AckTimeout
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.CORSMaxAge == 0 {
+		c.CORSMaxAge = DefaultCORSMaxAge
+	}
+	return c
+}
+
+// Validate reports every impossible setting, each in a sentence that says
+// why. It expects defaults to have been applied.
+func (c Config) Validate() error {
+	var errs []error
+	for name, topic := range map[string]string{"topic": c.Topic, "dlq_topic": c.DLQTopic,
+		"metrics_topic": c.MetricsTopic, "metrics_dlq_topic": c.MetricsDLQTopic} {
+		if strings.TrimSpace(topic) == "" {
+			errs = append(errs, fmt.Errorf("beacon: %s: a topic name is needed", name))
+		}
+	}
+	if c.Topic == c.DLQTopic || c.MetricsTopic == c.MetricsDLQTopic {
+		errs = append(errs, errors.New("beacon: a dead-letter topic must differ from the topic it serves, or rejected events would mix with valid ones"))
+	}
+	for _, o := range c.AllowedOrigins {
+		if o != "*" && !strings.Contains(o, "://") {
+			errs = append(errs, fmt.Errorf("beacon: allowed_origins: %q is neither \"*\" nor scheme://host[:port]", o))
+		}
+	}
+	if _, err := parseTrusted(c.TrustedProxies); err != nil {
+		errs = append(errs, err)
+	}
+	if c.MaxBodyBytes < 1024 {
+		errs = append(errs, fmt.Errorf("beacon: max_body_bytes: %d is below 1024, too small for one event", c.MaxBodyBytes))
+	}
+	if c.MaxEventsPerRequest < 1 {
+		errs = append(errs, errors.New("beacon: max_events_per_request: must be at least 1"))
+	}
+	if c.RateLimit > 0 && c.RateBurst < 1 {
+		errs = append(errs, errors.New("beacon: rate_burst: must be at least 1, or no request could ever pass"))
+	}
+	if c.RateLimitClients < 1 {
+		errs = append(errs, errors.New("beacon: rate_limit_clients: must be at least 1"))
+	}
+	if c.AckTimeout < 0 || c.RetryAfter < 0 || c.ReadHeaderTimeout < 0 || c.ReadTimeout < 0 ||
+		c.WriteTimeout < 0 || c.IdleTimeout < 0 || c.CORSMaxAge < 0 {
+		errs = append(errs, errors.New("beacon: timeouts must not be negative"))
+	}
+	if c.WriteTimeout > 0 && c.WriteTimeout <= c.AckTimeout {
+		errs = append(errs, fmt.Errorf("beacon: write_timeout %v must exceed ack_timeout %v, or answers would be cut off while waiting for the broker", c.WriteTimeout, c.AckTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// parseTrusted turns the trusted proxy list into prefixes; a bare address is
+// a /32 or /128.
+func parseTrusted(list []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(list))
+	for _, s := range list {
+		s = strings.TrimSpace(s)
+		if strings.Contains(s, "/") {
+			p, err := netip.ParsePrefix(s)
+			if err != nil {
+				return nil, fmt.Errorf("beacon: trusted_proxies: %q is not an IP or CIDR: %w", s, err)
+			}
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("beacon: trusted_proxies: %q is not an IP or CIDR: %w", s, err)
+		}
+		a = a.Unmap()
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
+}

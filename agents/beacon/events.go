@@ -1,0 +1,387 @@
+package beacon
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/schemas"
+)
+
+// reqInfo is what the server adds to every event of a request.
+type reqInfo struct {
+	receivedAt time.Time
+	addr       netip.Addr
+	ip         string // as stored: possibly truncated
+	userAgent  string
+	referer    string
+}
+
+func (s *Server) info(r *http.Request) reqInfo {
+	a := s.ips.clientAddr(r)
+	return reqInfo{
+		receivedAt: s.now().UTC(),
+		addr:       a,
+		ip:         s.ips.display(a),
+		userAgent:  r.UserAgent(),
+		referer:    r.Referer(),
+	}
+}
+
+// errBodyTooLarge and friends are the request-level failures of reading and
+// splitting a body; each maps to one status.
+var (
+	errBadJSON     = errors.New("body is not a JSON object or array of objects")
+	errTooMany     = errors.New("too many events in one request")
+	errEmptyBody   = errors.New("empty body")
+	errContentType = errors.New("content type must be application/json or text/plain")
+)
+
+// readBody reads at most MaxBodyBytes; above that it answers 413 itself
+// and returns false.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			s.fail(w, r, http.StatusRequestEntityTooLarge,
+				"body larger than "+strconv.FormatInt(s.cfg.MaxBodyBytes, 10)+" bytes")
+			return nil, false
+		}
+		s.fail(w, r, http.StatusBadRequest, "reading the body: "+err.Error())
+		return nil, false
+	}
+	return body, true
+}
+
+// jsonContentType accepts JSON and text/plain (navigator.sendBeacon with a
+// string sends text/plain;charset=UTF-8, which needs no CORS preflight), and
+// a missing type (curl -d without -H).
+func jsonContentType(r *http.Request) bool {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || mt == "text/plain"
+}
+
+// splitEvents returns the raw JSON of each event of a body holding one
+// object or an array. Elements are only checked to be JSON here; the schema
+// decides whether each is an acceptable event. It stops reading an array as
+// soon as it holds more than limit elements.
+func splitEvents(body []byte, limit int) ([]json.RawMessage, error) {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
+		return nil, errEmptyBody
+	}
+	switch body[0] {
+	case '{':
+		if !json.Valid(body) {
+			return nil, errBadJSON
+		}
+		return []json.RawMessage{body}, nil
+	case '[':
+	default:
+		return nil, errBadJSON
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if _, err := dec.Token(); err != nil {
+		return nil, errBadJSON
+	}
+	var out []json.RawMessage
+	for dec.More() {
+		if len(out) == limit {
+			return nil, errTooMany
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, errBadJSON
+		}
+		out = append(out, raw)
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim(']') {
+		return nil, errBadJSON
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errBadJSON
+	}
+	return out, nil
+}
+
+// splitFailure answers a body that could not be split into events.
+func (s *Server) splitFailure(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, errTooMany) {
+		s.fail(w, r, http.StatusRequestEntityTooLarge,
+			"more than "+strconv.Itoa(s.cfg.MaxEventsPerRequest)+" events in one request")
+		return
+	}
+	s.fail(w, r, http.StatusBadRequest, err.Error())
+}
+
+// handleEvents is POST /v1/events.
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
+	if !jsonContentType(r) {
+		s.fail(w, r, http.StatusUnsupportedMediaType, errContentType.Error())
+		return
+	}
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	raws, err := splitEvents(body, s.cfg.MaxEventsPerRequest)
+	if err != nil {
+		s.splitFailure(w, r, err)
+		return
+	}
+	info := s.info(r)
+	if s.doNotTrack(r) {
+		s.metrics.events.WithLabelValues("click", "dropped").Add(float64(len(raws)))
+		writeJSON(w, http.StatusOK, result{Dropped: len(raws)})
+		return
+	}
+	res, recs := s.clickRecords(info, raws, false)
+	if err := s.publish(r.Context(), recs); err != nil {
+		s.failPublish(w, r, err)
+		return
+	}
+	s.countResult("click", res)
+	writeJSON(w, res.status(), res)
+}
+
+func (s *Server) doNotTrack(r *http.Request) bool {
+	return s.cfg.HonorDoNotTrack && r.Header.Get("DNT") == "1"
+}
+
+func (s *Server) countResult(stream string, res *result) {
+	s.metrics.events.WithLabelValues(stream, "accepted").Add(float64(res.Accepted))
+	s.metrics.events.WithLabelValues(stream, "rejected").Add(float64(res.Rejected))
+}
+
+// Column indexes of the click fields the beacon sets.
+var (
+	clickURL      = schemas.Click.FieldIndex("url")
+	clickReferrer = schemas.Click.FieldIndex("referrer")
+)
+
+// clickRecords validates and enriches each event and returns the records to
+// produce: the valid events for the topic and the rejected ones, in a
+// dead-letter envelope, for the DLQ topic. pixel marks a /b.gif request,
+// whose Referer header is the page showing the image (the event's url)
+// rather than the page before it.
+func (s *Server) clickRecords(info reqInfo, raws []json.RawMessage, pixel bool) (*result, []*kgo.Record) {
+	res := &result{}
+	recs := make([]*kgo.Record, 0, len(raws))
+	row := schemas.Click.NewRow()
+	for i, raw := range raws {
+		rec, err := s.clickRecord(row, info, raw, pixel)
+		if err != nil {
+			res.Rejected++
+			res.Errors = append(res.Errors, rejection{Index: i, Reason: err.Error()})
+			recs = append(recs, s.deadLetter(s.cfg.DLQTopic, "click", info, raw, err))
+			continue
+		}
+		res.Accepted++
+		recs = append(recs, rec)
+	}
+	return res, recs
+}
+
+func (s *Server) clickRecord(row *schemas.Row, info reqInfo, raw []byte, pixel bool) (*kgo.Record, error) {
+	if err := row.Decode(raw); err != nil {
+		return nil, err
+	}
+	if t, _ := row.Get("type").(string); t == "" {
+		return nil, &schemas.ValidationError{Schema: schemas.Click.Name, Field: "type",
+			Err: schemas.ErrBadValue, Detail: "must not be empty"}
+	}
+	// A client-chosen UUID is kept so that a retried request can be
+	// deduplicated downstream; anything else is replaced by a server UUIDv7.
+	id, _ := row.Get("event_id").(string)
+	if u, err := uuid.Parse(id); err == nil && len(id) == 36 {
+		id = u.String()
+	} else {
+		u, err := uuid.NewV7()
+		if err != nil {
+			return nil, err
+		}
+		id = u.String()
+	}
+	// Set can only fail on a Go type that does not match the field, which
+	// these literal calls rule out; errors.Join keeps the check honest.
+	err := errors.Join(
+		row.Set("event_id", id),
+		row.Set("received_at", info.receivedAt),
+		row.Set("ip", nilIfEmpty(info.ip)),
+	)
+	if info.userAgent != "" {
+		err = errors.Join(err, row.Set("user_agent", info.userAgent))
+	}
+	if info.referer != "" {
+		switch {
+		case pixel && !row.Has(clickURL):
+			err = errors.Join(err, row.Set("url", info.referer))
+		case !pixel && !row.Has(clickReferrer):
+			err = errors.Join(err, row.Set("referrer", info.referer))
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec := &kgo.Record{
+		Topic:   s.cfg.Topic,
+		Value:   row.AppendJSON(nil),
+		Headers: []kgo.RecordHeader{{Key: "event_id", Value: []byte(id)}},
+	}
+	// One visitor's events share a partition, in order.
+	if aid, _ := row.Get("anonymous_id").(string); aid != "" {
+		rec.Key = []byte(aid)
+	} else if uid, _ := row.Get("user_id").(string); uid != "" {
+		rec.Key = []byte(uid)
+	}
+	return rec, nil
+}
+
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// deadLetter wraps a rejected event: the reason, the original payload (as
+// JSON when it is JSON, else as a string), and what the server knew.
+func (s *Server) deadLetter(topic, schema string, info reqInfo, raw []byte, reason error) *kgo.Record {
+	env := struct {
+		Reason     string          `json:"reason"`
+		Schema     string          `json:"schema"`
+		Payload    json.RawMessage `json:"payload"`
+		ReceivedAt string          `json:"received_at"`
+		IP         string          `json:"ip,omitempty"`
+		UserAgent  string          `json:"user_agent,omitempty"`
+	}{
+		Reason:     reason.Error(),
+		Schema:     schema,
+		Payload:    raw,
+		ReceivedAt: info.receivedAt.Format(time.RFC3339Nano),
+		IP:         info.ip,
+		UserAgent:  info.userAgent,
+	}
+	if !json.Valid(raw) {
+		env.Payload, _ = json.Marshal(string(raw)) // a string always marshals
+	}
+	value, err := json.Marshal(env)
+	if err != nil {
+		value = []byte(`{"reason":"unencodable event"}`)
+	}
+	return &kgo.Record{Topic: topic, Value: value}
+}
+
+// knownClickParams are the click fields a pixel query may set directly;
+// every other parameter becomes a string property.
+var knownClickParams = map[string]bool{"type": true, "url": true, "referrer": true, "title": true,
+	"anonymous_id": true, "user_id": true, "session_id": true, "event_id": true}
+
+// pixelEvent builds an event's JSON from /b.gif query parameters: the click
+// fields by name, ts as epoch milliseconds or RFC 3339, "properties" as a
+// JSON object, and any other parameter as a string property (the schema
+// decoder folds unknown top-level fields into properties). The first value
+// of a repeated parameter wins.
+func pixelEvent(q map[string][]string) []byte {
+	keys := make([]string, 0, len(q))
+	for k := range q {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := []byte{'{'}
+	for _, k := range keys {
+		if len(q[k]) == 0 || k == "" {
+			continue
+		}
+		v := q[k][0]
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = appendJSONString(out, k)
+		out = append(out, ':')
+		switch {
+		case k == "ts" && isInteger(v):
+			out = append(out, v...)
+		case k == "properties" && len(v) > 0 && v[0] == '{' && json.Valid([]byte(v)):
+			out = append(out, v...)
+		default:
+			out = appendJSONString(out, v)
+		}
+	}
+	return append(out, '}')
+}
+
+func appendJSONString(dst []byte, s string) []byte {
+	b, _ := json.Marshal(s) // strings always marshal
+	return append(dst, b...)
+}
+
+func isInteger(s string) bool {
+	if s == "" || len(s) > 19 {
+		return false
+	}
+	_, err := strconv.ParseInt(s, 10, 64)
+	return err == nil
+}
+
+// handlePixel is GET /b.gif.
+func (s *Server) handlePixel(w http.ResponseWriter, r *http.Request) {
+	info := s.info(r)
+	if s.doNotTrack(r) {
+		s.metrics.events.WithLabelValues("click", "dropped").Inc()
+		writePixel(w, http.StatusOK)
+		return
+	}
+	raw := pixelEvent(r.URL.Query())
+	res, recs := s.clickRecords(info, []json.RawMessage{raw}, true)
+	if err := s.publish(r.Context(), recs); err != nil {
+		s.failPublish(w, r, err)
+		return
+	}
+	s.countResult("click", res)
+	w.Header().Set("X-Millrace-Accepted", strconv.Itoa(res.Accepted))
+	w.Header().Set("X-Millrace-Rejected", strconv.Itoa(res.Rejected))
+	writePixel(w, res.status())
+}
+
+// transparentGIF is the smallest transparent 1x1 GIF89a (43 bytes).
+var transparentGIF = []byte{
+	'G', 'I', 'F', '8', '9', 'a', 1, 0, 1, 0, 0x80, 0, 0, // header, 1x1, 2-colour table
+	0, 0, 0, 0xff, 0xff, 0xff, // colour table: black, white
+	0x21, 0xf9, 4, 1, 0, 0, 0, 0, // graphic control: colour 0 is transparent
+	0x2c, 0, 0, 0, 0, 1, 0, 1, 0, 0, // image descriptor
+	2, 2, 0x44, 1, 0, // LZW data
+	0x3b, // trailer
+}
+
+// writePixel answers with the GIF whatever the status: an <img> shows
+// nothing either way, and the status still tells monitoring what happened.
+func writePixel(w http.ResponseWriter, status int) {
+	h := w.Header()
+	h.Set("Content-Type", "image/gif")
+	h.Set("Content-Length", strconv.Itoa(len(transparentGIF)))
+	// Every view must reach the server: no cache may answer for it.
+	h.Set("Cache-Control", "no-cache, no-store, must-revalidate, private, max-age=0")
+	h.Set("Pragma", "no-cache")
+	h.Set("Expires", "Thu, 01 Jan 1970 00:00:00 GMT")
+	w.WriteHeader(status)
+	_, _ = w.Write(transparentGIF) // a failed write is the client's loss only
+}

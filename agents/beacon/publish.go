@@ -1,0 +1,204 @@
+package beacon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/agents/ship"
+)
+
+// publishError says why a request's records were not all acknowledged, and
+// how to answer.
+type publishError struct {
+	status int // 503 (retry later), 413 (a record can never fit) or 500
+	reason string
+	err    error
+}
+
+func (e *publishError) Error() string {
+	if e.err != nil {
+		return e.reason + ": " + e.err.Error()
+	}
+	return e.reason
+}
+
+func (e *publishError) Unwrap() error { return e.err }
+
+// errBufferFull is the publish answer when the producer cannot take the
+// request's records now.
+var errBufferFull = &publishError{status: http.StatusServiceUnavailable,
+	reason: "the broker cannot take more events now", err: ship.ErrBufferFull}
+
+// ackWaiter counts a request's outstanding acknowledgements. The producer
+// calls ack serially on its own goroutine, so ack only counts and closes.
+type ackWaiter struct {
+	remaining atomic.Int64
+	done      chan struct{}
+	once      sync.Once
+	mu        sync.Mutex // guards the following
+	firstErr  error
+}
+
+func newAckWaiter(n int) *ackWaiter {
+	w := &ackWaiter{done: make(chan struct{})}
+	w.remaining.Store(int64(n))
+	if n == 0 {
+		close(w.done)
+	}
+	return w
+}
+
+func (w *ackWaiter) ack(_ *kgo.Record, err error) {
+	if err != nil {
+		w.setErr(err)
+	}
+	w.settle(1)
+}
+
+func (w *ackWaiter) setErr(err error) {
+	w.mu.Lock()
+	if w.firstErr == nil {
+		w.firstErr = err
+	}
+	w.mu.Unlock()
+}
+
+func (w *ackWaiter) err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.firstErr
+}
+
+// settle marks n records as finished (acknowledged, failed, or never sent).
+func (w *ackWaiter) settle(n int64) {
+	if w.remaining.Add(-n) == 0 {
+		w.once.Do(func() { close(w.done) })
+	}
+}
+
+// publish produces recs and waits until the broker acknowledged all of them.
+// The request is refused whole (errBufferFull) when the producer's buffer
+// cannot hold it, so a client is rarely left with half a request in the
+// topic. On any failure or timeout the records not yet sent are canceled
+// (they would only become duplicates of the client's retry, and they hold
+// buffer memory).
+func (s *Server) publish(ctx context.Context, recs []*kgo.Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	var size int64
+	for _, r := range recs {
+		size += int64(len(r.Key) + len(r.Value))
+		for _, h := range r.Headers {
+			size += int64(len(h.Key) + len(h.Value))
+		}
+	}
+	pc := s.producer.Config()
+	if s.producer.BufferedRecords()+int64(len(recs)) > int64(pc.MaxBufferedRecords) ||
+		s.producer.BufferedBytes()+size > int64(pc.MaxBufferedBytes) {
+		return errBufferFull
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	// Canceling after every record settled is a no-op; before, it drops the
+	// records still buffered.
+	defer cancel()
+	w := newAckWaiter(len(recs))
+	for i, r := range recs {
+		if err := s.producer.TryProduce(ctx, r, w.ack); err != nil {
+			w.setErr(err)
+			w.settle(int64(len(recs) - i))
+			break
+		}
+	}
+	timer := time.NewTimer(s.cfg.AckTimeout)
+	defer timer.Stop()
+	select {
+	case <-w.done:
+	case <-timer.C:
+		return &publishError{status: http.StatusServiceUnavailable,
+			reason: "the broker did not acknowledge the events in time", err: context.DeadlineExceeded}
+	case <-ctx.Done():
+		return &publishError{status: http.StatusServiceUnavailable, reason: "request ended", err: ctx.Err()}
+	}
+	err := w.err()
+	if err == nil {
+		return nil
+	}
+	switch ship.Classify(err) {
+	case ship.KindBufferFull:
+		return errBufferFull
+	case ship.KindTooLarge:
+		return &publishError{status: http.StatusRequestEntityTooLarge, reason: "an event is too large for the broker", err: err}
+	case ship.KindRejected:
+		return &publishError{status: http.StatusInternalServerError, reason: "the broker rejected the events", err: err}
+	}
+	return &publishError{status: http.StatusServiceUnavailable, reason: "the broker did not acknowledge the events", err: err}
+}
+
+// result is the JSON answer to an ingest request.
+type result struct {
+	Accepted int         `json:"accepted"`
+	Rejected int         `json:"rejected"`
+	Dropped  int         `json:"dropped,omitempty"`
+	Errors   []rejection `json:"errors,omitempty"`
+	Error    string      `json:"error,omitempty"`
+}
+
+// rejection is one event that went to the dead-letter topic.
+type rejection struct {
+	Index  int    `json:"index"`
+	Reason string `json:"reason"`
+}
+
+// status is the answer's code once the records are acknowledged: 400 when
+// every event was rejected (sending them again would not help), else 200.
+func (res *result) status() int {
+	if res.Accepted == 0 && res.Rejected > 0 {
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
+}
+
+// writeJSON writes v with the status. A failed write means the client went
+// away; nothing more can be told to it.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		status, body = http.StatusInternalServerError, []byte(`{"error":"encoding the answer failed"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// fail answers an ingest request that produced nothing (pixel requests get
+// the GIF, others a JSON error).
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, reason string) {
+	if r.URL.Path == routePixel {
+		writePixel(w, status)
+		return
+	}
+	writeJSON(w, status, result{Error: reason})
+}
+
+// failPublish answers a request whose records were not all acknowledged.
+func (s *Server) failPublish(w http.ResponseWriter, r *http.Request, err error) {
+	var pe *publishError
+	if !errors.As(err, &pe) {
+		pe = &publishError{status: http.StatusInternalServerError, reason: "publishing failed", err: err}
+	}
+	if pe.status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", retryAfterSeconds(s.cfg.RetryAfter))
+		s.metrics.unavailable.Inc()
+	}
+	s.logger.Warn("events not acknowledged", "route", r.URL.Path, "status", pe.status, "err", pe)
+	s.fail(w, r, pe.status, pe.reason)
+}

@@ -1,0 +1,312 @@
+package beacon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/agents/ship"
+)
+
+// Producer is what the beacon produces through; *ship.Shipper implements it.
+// TryProduce must not wait for buffer room (the beacon answers 503 instead),
+// and the buffer figures let a request be refused whole rather than half
+// produced.
+type Producer interface {
+	TryProduce(ctx context.Context, rec *kgo.Record, ack ship.AckFunc) error
+	BufferedRecords() int64
+	BufferedBytes() int64
+	Config() ship.Config
+}
+
+// ReadyChecker is an optional Producer method: when the producer has it,
+// /readyz asks it whether the broker is reachable. Without it /readyz dials
+// the producer's seed brokers.
+type ReadyChecker interface {
+	Ready(ctx context.Context) error
+}
+
+// Server is the beacon's HTTP server. Build it with New; serve Handler()
+// yourself or call Start and Shutdown. The Producer's lifetime is the
+// caller's: start it before the first request and shut it down after
+// Shutdown, so every answered request has its records flushed.
+type Server struct {
+	cfg      Config
+	producer Producer
+	logger   *slog.Logger
+	metrics  *metrics
+	gatherer prometheus.Gatherer
+	ips      ipResolver
+	limiter  *rateLimiter // nil when rate limiting is off
+	anyOrig  bool
+	origins  map[string]bool
+	script   []byte
+	etag     string
+	now      func() time.Time
+	handler  http.Handler
+	draining atomic.Bool
+
+	mu        sync.Mutex // guards the following
+	http      *http.Server
+	listener  net.Listener
+	serveDone chan struct{}
+}
+
+// New checks cfg (after defaults), registers the beacon's metrics with reg
+// (nil registers none) and builds the handler. /metrics serves reg when it
+// is also a prometheus.Gatherer (a *prometheus.Registry is), else the
+// default gatherer. It starts nothing.
+func New(cfg Config, producer Producer, reg prometheus.Registerer, logger *slog.Logger) (*Server, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if producer == nil {
+		return nil, errors.New("beacon: a producer is required")
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	trusted, _ := parseTrusted(cfg.TrustedProxies) // validated above
+	s := &Server{
+		cfg:      cfg,
+		producer: producer,
+		logger:   logger.With("component", "beacon", "topic", cfg.Topic),
+		ips:      ipResolver{trusted: trusted, truncate: cfg.TruncateIP},
+		origins:  make(map[string]bool),
+		now:      time.Now,
+		gatherer: prometheus.DefaultGatherer,
+	}
+	if g, ok := reg.(prometheus.Gatherer); ok {
+		s.gatherer = g
+	}
+	for _, o := range cfg.AllowedOrigins {
+		if o == "*" {
+			s.anyOrig = true
+		}
+		s.origins[o] = true
+	}
+	if cfg.RateLimit > 0 {
+		s.limiter = newRateLimiter(cfg.RateLimit, cfg.RateBurst, cfg.RateLimitClients, func() time.Time { return s.now() })
+	}
+	m, err := newMetrics(reg, s)
+	if err != nil {
+		return nil, fmt.Errorf("beacon: registering metrics: %w", err)
+	}
+	s.metrics = m
+	s.script, s.etag = buildScript(cfg)
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Config returns the configuration in use, defaults applied.
+func (s *Server) Config() Config { return s.cfg }
+
+// Handler returns the beacon's HTTP handler (all routes).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// The routes, also the "route" label of the metrics.
+const (
+	routePixel   = "/b.gif"
+	routeEvents  = "/v1/events"
+	routeMetrics = "/v1/metrics"
+	routeScript  = "/beacon.js"
+	routeHealth  = "/healthz"
+	routeReady   = "/readyz"
+	routeProm    = "/metrics"
+	routeOther   = "other"
+)
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+routePixel, s.limited(s.handlePixel))
+	mux.HandleFunc("POST "+routeEvents, s.limited(s.withCORS(s.handleEvents)))
+	mux.HandleFunc("OPTIONS "+routeEvents, s.preflight)
+	mux.HandleFunc("POST "+routeMetrics, s.limited(s.withCORS(s.handleMetrics)))
+	mux.HandleFunc("OPTIONS "+routeMetrics, s.preflight)
+	mux.HandleFunc("GET "+routeScript, s.handleScript)
+	mux.HandleFunc("GET "+routeHealth, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n")) // a failed write is the client's loss only
+	})
+	mux.HandleFunc("GET "+routeReady, s.handleReady)
+	mux.Handle("GET "+routeProm, promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
+	return s.instrument(mux)
+}
+
+// instrument counts requests by route and status and times them. The route
+// label is one of the fixed routes, never the raw path, so scanners probing
+// random URLs cannot grow the metric's cardinality.
+func (s *Server) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		route := routeOther
+		switch r.URL.Path {
+		case routePixel, routeEvents, routeMetrics, routeScript, routeHealth, routeReady, routeProm:
+			route = r.URL.Path
+		}
+		s.metrics.requests.WithLabelValues(route, strconv.Itoa(rec.code)).Inc()
+		s.metrics.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	})
+}
+
+// statusRecorder remembers the status code written.
+type statusRecorder struct {
+	http.ResponseWriter
+	code  int
+	wrote bool
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.code, r.wrote = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	r.wrote = true
+	return r.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// limited applies the per-client-IP rate limit.
+func (s *Server) limited(next http.HandlerFunc) http.HandlerFunc {
+	if s.limiter == nil {
+		return next
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		a := s.ips.clientAddr(r)
+		if a.IsValid() {
+			if ok, wait := s.limiter.allow(a); !ok {
+				s.metrics.rateLimited.Inc()
+				w.Header().Set("Retry-After", retryAfterSeconds(wait))
+				s.fail(w, r, http.StatusTooManyRequests, "rate limit exceeded for this client address")
+				return
+			}
+		}
+		next(w, r)
+	}
+}
+
+// retryAfterSeconds renders d as a Retry-After value: whole seconds,
+// rounded up, at least 1.
+func retryAfterSeconds(d time.Duration) string {
+	secs := int64((d + time.Second - 1) / time.Second)
+	return strconv.FormatInt(max(secs, 1), 10)
+}
+
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if err := s.ready(r.Context()); err != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = fmt.Fprintf(w, "not ready: %v\n", err) // a failed write is the prober's loss only
+		return
+	}
+	_, _ = w.Write([]byte("ready\n"))
+}
+
+// ready reports why the beacon cannot take events now, or nil.
+func (s *Server) ready(ctx context.Context) error {
+	if s.draining.Load() {
+		return errors.New("shutting down")
+	}
+	pc := s.producer.Config()
+	if s.producer.BufferedRecords() >= int64(pc.MaxBufferedRecords) ||
+		s.producer.BufferedBytes() >= int64(pc.MaxBufferedBytes) {
+		return errors.New("producer buffer is full: the broker is not keeping up")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if rc, ok := s.producer.(ReadyChecker); ok {
+		return rc.Ready(ctx)
+	}
+	var errs []error
+	var d net.Dialer
+	for _, b := range pc.Brokers {
+		c, err := d.DialContext(ctx, "tcp", b)
+		if err == nil {
+			return c.Close()
+		}
+		errs = append(errs, err)
+	}
+	return fmt.Errorf("no broker reachable: %w", errors.Join(errs...))
+}
+
+// Start listens on Config.Listen and serves in a goroutine that Shutdown
+// joins.
+func (s *Server) Start(_ context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.http != nil {
+		return errors.New("beacon: already started")
+	}
+	l, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("beacon: listen: %w", err)
+	}
+	s.listener = l
+	s.http = &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		ReadTimeout:       s.cfg.ReadTimeout,
+		WriteTimeout:      s.cfg.WriteTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+	}
+	s.serveDone = make(chan struct{})
+	go func(hs *http.Server, done chan struct{}) {
+		defer close(done)
+		if err := hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.logger.Error("http server stopped", "err", err)
+		}
+	}(s.http, s.serveDone)
+	s.logger.Info("beacon listening", "addr", l.Addr().String())
+	return nil
+}
+
+// Addr is the address Start listens on (useful with port 0), or nil.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.listener == nil {
+		return nil
+	}
+	return s.listener.Addr()
+}
+
+// Shutdown marks the server not ready, stops accepting connections and waits
+// for requests in flight (each waits at most AckTimeout for the broker) until
+// ctx ends; then it closes the remaining connections.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.draining.Store(true)
+	s.mu.Lock()
+	hs, done := s.http, s.serveDone
+	s.mu.Unlock()
+	if hs == nil {
+		return nil
+	}
+	err := hs.Shutdown(ctx)
+	if err != nil {
+		err = errors.Join(err, hs.Close())
+	}
+	<-done
+	return err
+}
