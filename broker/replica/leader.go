@@ -240,9 +240,8 @@ func (l *Leader) BecomeLeader(s LeaderState, now time.Time) (Decisions, error) {
 	if continuing {
 		l.hw = max(l.hw, min(s.HighWatermark, s.LogEndOffset))
 	}
-	d := l.settle()
+	d := l.expandAndSettle()
 	d.HighWatermarkChanged = d.HighWatermarkChanged || l.hw != oldHW
-	d.ProposeISR = l.maybeExpand()
 	return d, nil
 }
 

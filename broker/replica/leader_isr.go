@@ -53,9 +53,7 @@ func (l *Leader) FollowerFetch(replica int32, fetchOffset int64, currentEpoch in
 	f.lastFetch = now
 	f.lastFetchLeaderEnd = l.logEnd
 
-	d := l.settle()
-	d.ProposeISR = l.maybeExpand()
-	return d, nil
+	return l.expandAndSettle(), nil
 }
 
 // Tick lets time pass: followers that fell behind for longer than
@@ -90,9 +88,7 @@ func (l *Leader) ISRWritten(id uint64, newVersion int32) Decisions {
 		return Decisions{HighWatermark: l.hw}
 	}
 	l.isr, l.version, l.inflight = l.inflight.ISR, newVersion, nil
-	d := l.settle()
-	d.ProposeISR = l.maybeExpand()
-	return d
+	return l.expandAndSettle()
 }
 
 // ISRWriteFailed reports that the compare-and-set of proposal id failed (or
@@ -111,8 +107,10 @@ func (l *Leader) ISRWriteFailed(id uint64, observed ObservedState) (Decisions, e
 	case observed.Leader != l.localID || observed.LeaderEpoch < l.epoch || !slices.Contains(observed.ISR, l.localID):
 		return l.Fence(), nil
 	case observed.LeaderEpoch > l.epoch:
+		// Nothing is settled here: BecomeLeader with the new state follows
+		// and settles against the controller's ISR.
 		l.inflight = nil
-		return l.settle(), nil
+		return Decisions{HighWatermark: l.hw}, nil
 	}
 	for _, r := range observed.ISR {
 		if _, ok := l.followers[r]; !ok && r != l.localID {
@@ -120,9 +118,7 @@ func (l *Leader) ISRWriteFailed(id uint64, observed ObservedState) (Decisions, e
 		}
 	}
 	l.isr, l.version, l.inflight = slices.Clone(observed.ISR), observed.Version, nil
-	d := l.settle()
-	d.ProposeISR = l.maybeExpand()
-	return d, nil
+	return l.expandAndSettle(), nil
 }
 
 // maybeExpand proposes adding every out-of-sync follower that has reached
@@ -176,13 +172,39 @@ func (l *Leader) maximalISR() []int32 {
 	return union
 }
 
+// expandAndSettle advances the high watermark, proposes an expansion if one
+// is due, then answers pending requests. The expansion is judged against the
+// advanced high watermark, so a follower just removed for lagging does not
+// rejoin at once; and it is proposed before requests are answered, so those
+// waiting for the ISR to regain min.insync.replicas see it in flight.
+func (l *Leader) expandAndSettle() Decisions {
+	d := Decisions{HighWatermark: l.hw}
+	if l.role != roleLeading {
+		return d
+	}
+	d.HighWatermarkChanged = l.advanceHighWatermark()
+	d.HighWatermark = l.hw
+	d.ProposeISR = l.maybeExpand()
+	d.Completed, d.Failed = l.answerPending()
+	return d
+}
+
 // settle recomputes the high watermark and answers the pending requests it
-// decides. Every event ends here.
+// decides.
 func (l *Leader) settle() Decisions {
 	d := Decisions{HighWatermark: l.hw}
 	if l.role != roleLeading {
 		return d
 	}
+	d.HighWatermarkChanged = l.advanceHighWatermark()
+	d.HighWatermark = l.hw
+	d.Completed, d.Failed = l.answerPending()
+	return d
+}
+
+// advanceHighWatermark sets the high watermark to the least log end offset
+// over the maximal ISR, if that is higher, and reports whether it moved.
+func (l *Leader) advanceHighWatermark() bool {
 	candidate := l.logEnd
 	for _, id := range l.maximalISR() {
 		if id == l.localID {
@@ -190,33 +212,37 @@ func (l *Leader) settle() Decisions {
 		}
 		candidate = min(candidate, l.followers[id].endOffset) // -1 (unknown) holds it back
 	}
-	if candidate > l.hw {
-		l.hw = candidate
-		d.HighWatermark, d.HighWatermarkChanged = candidate, true
+	if candidate <= l.hw {
+		return false
 	}
+	l.hw = candidate
+	return true
+}
 
-	// acks=all: a request completes once the high watermark passes its last
-	// offset while the ISR in force still has min.insync.replicas members.
-	// When the ISR is too small and no change in flight would fix it, every
-	// pending request fails now rather than at its timeout: its records
-	// cannot be acknowledged with the guarantee the client asked for.
+// answerPending decides the acks=all requests: a request completes once the
+// high watermark passes its last offset while the ISR in force still has
+// min.insync.replicas members. When the ISR is too small and no change in
+// flight would fix it, every pending request fails now rather than at its
+// timeout: its records cannot be acknowledged with the guarantee the client
+// asked for.
+func (l *Leader) answerPending() (completed []RequestID, failed []FailedRequest) {
 	enough := len(l.isr) >= l.cfg.MinInsyncReplicas
 	hope := l.inflight != nil && len(l.inflight.ISR) >= l.cfg.MinInsyncReplicas
 	switch {
 	case !enough && !hope:
 		for _, p := range l.pending {
-			d.Failed = append(d.Failed, FailedRequest{p.id, ErrNotEnoughReplicasAfterAppend})
+			failed = append(failed, FailedRequest{p.id, ErrNotEnoughReplicasAfterAppend})
 		}
 		l.pending = nil
 	case enough:
 		n := 0
 		for n < len(l.pending) && l.pending[n].lastOffset < l.hw {
-			d.Completed = append(d.Completed, l.pending[n].id)
+			completed = append(completed, l.pending[n].id)
 			n++
 		}
 		l.pending = l.pending[n:]
 	}
-	return d
+	return completed, failed
 }
 
 func later(a, b time.Time) time.Time {
