@@ -22,7 +22,7 @@ type clickV2Row struct {
 	IP          *string `parquet:"name=ip, type=BYTE_ARRAY, convertedtype=UTF8, repetitiontype=OPTIONAL"`
 	UserAgent   *string `parquet:"name=user_agent, type=BYTE_ARRAY, convertedtype=UTF8, repetitiontype=OPTIONAL"`
 	Properties  *string `parquet:"name=properties, type=BYTE_ARRAY, convertedtype=UTF8, repetitiontype=OPTIONAL"`
-	Screen *string `parquet:"name=screen, type=BYTE_ARRAY, convertedtype=UTF8, repetitiontype=OPTIONAL"`
+	Screen      *string `parquet:"name=screen, type=BYTE_ARRAY, convertedtype=UTF8, repetitiontype=OPTIONAL"`
 }
 
 // TestSchemaEvolution writes a file with click v1, then one with a v2 that adds

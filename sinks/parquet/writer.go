@@ -73,25 +73,25 @@ func (o *Options) Validate() error {
 // group is written out once full, so a writer holds at most about one row
 // group (compressed) plus one batch of memory. Not safe for concurrent use.
 type Writer struct {
-	schema   *schemas.Schema
-	opts     Options
-	out      *countingWriter
-	fw       *pqarrow.FileWriter
-	builder  *schemas.Builder
-	row      *schemas.Row
-	rows     int64
-	meta     map[string]string
-	minTime  time.Time
-	maxTime  time.Time
-	err      error // sticky: after a failed write the file is unusable
-	closed   bool
+	schema  *schemas.Schema
+	opts    Options
+	out     *countingWriter
+	fw      *pqarrow.FileWriter
+	builder *schemas.Builder
+	row     *schemas.Row
+	rows    int64
+	meta    map[string]string
+	minTime time.Time
+	maxTime time.Time
+	err     error // sticky: after a failed write the file is unusable
+	closed  bool
 	// Rows and estimated uncompressed bytes already handed to the current
 	// (buffered, still in memory) row group, and whether the next batch must
 	// start a new one.
 	groupRows  int
 	groupBytes int64
 	newGroup   bool
-	metaKeys []string // insertion order, for stable files
+	metaKeys   []string // insertion order, for stable files
 }
 
 // NewWriter starts a Parquet file for schema on w. Nothing is written to w
