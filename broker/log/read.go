@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"sync"
 )
 
 // readHeaderSize is how much of a batch header Read needs: baseOffset,
@@ -67,6 +68,11 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) (*Slice, error) 
 // read finds offset in the segment's first size bytes. found is false if
 // the segment holds nothing at or after offset. A returned Slice carries the
 // caller's reference.
+//
+// Batch headers are read through a headerWindow, so a run of small batches
+// costs one pread; and the end of the read is first advanced through the
+// offset index, whose entries mark batch boundaries, so only the headers
+// after the last usable entry are read at all.
 func (s *segment) read(offset int64, maxBytes int, maxOffset, size int64, interval int) (*Slice, bool, error) {
 	s.mu.Lock()
 	err := s.ensureLoadedLocked(size, interval)
@@ -75,10 +81,11 @@ func (s *segment) read(offset int64, maxBytes int, maxOffset, size int64, interv
 	if err != nil {
 		return nil, false, err
 	}
-	var hdr [readHeaderSize]byte
+	w := newHeaderWindow(s)
+	defer w.release()
 	var first batchSpan
 	for {
-		b, err := s.spanAt(hdr[:], pos, size)
+		b, err := w.spanAt(pos, size)
 		if err != nil {
 			return nil, false, err
 		}
@@ -95,8 +102,17 @@ func (s *segment) read(offset int64, maxBytes int, maxOffset, size int64, interv
 		return &Slice{seg: s, first: offset, next: offset}, true, nil
 	}
 	total, next := first.size, first.last+1
-	for p := pos + total; ; {
-		b, err := s.spanAt(hdr[:], p, size)
+	p := pos + total
+	s.mu.Lock()
+	if e, ok := lastEntryWithin(s.index, p, min(pos+int64(maxBytes), size), maxOffset-s.baseOffset); ok {
+		// The batches between p and the entry's batch are whole, inside
+		// the byte budget and the segment, and (offsets being dense) all
+		// end below the entry's base offset, which is at most maxOffset.
+		p, total, next = int64(e.pos), int64(e.pos)-pos, s.baseOffset+int64(e.rel)
+	}
+	s.mu.Unlock()
+	for {
+		b, err := w.spanAt(p, size)
 		if err != nil {
 			return nil, false, err
 		}
@@ -110,25 +126,75 @@ func (s *segment) read(offset int64, maxBytes int, maxOffset, size int64, interv
 	return &Slice{seg: s, pos: pos, n: total, first: first.base, next: next}, true, nil
 }
 
+// lastEntryWithin returns the last offset index entry whose batch starts
+// after from and at or before limit and whose relative base offset is at
+// most maxRel.
+func lastEntryWithin(entries []offsetEntry, from, limit, maxRel int64) (offsetEntry, bool) {
+	i := sort.Search(len(entries), func(i int) bool {
+		return int64(entries[i].pos) > limit || int64(entries[i].rel) > maxRel
+	})
+	if i == 0 || int64(entries[i-1].pos) <= from {
+		return offsetEntry{}, false
+	}
+	return entries[i-1], true
+}
+
 // batchSpan is where one batch lies.
 type batchSpan struct {
 	base, last int64
 	size       int64 // 0 at the end of the segment
 }
 
+// headerWindowSize is how much of the segment one header read takes: about
+// one index interval, so the headers between two index entries usually come
+// in a single pread.
+const headerWindowSize = 4096
+
+// headerWindows recycles window buffers between reads.
+var headerWindows = sync.Pool{New: func() any { return new([headerWindowSize]byte) }}
+
+// headerWindow reads batch headers of one segment through a buffer: a
+// header inside the bytes last read costs no system call.
+type headerWindow struct {
+	s     *segment
+	store *[headerWindowSize]byte
+	buf   []byte // the bytes last read
+	pos   int64  // their position in the segment
+}
+
+func newHeaderWindow(s *segment) *headerWindow {
+	return &headerWindow{s: s, store: headerWindows.Get().(*[headerWindowSize]byte)}
+}
+
+// release returns the buffer; the window must not be used afterwards.
+func (w *headerWindow) release() {
+	headerWindows.Put(w.store)
+	w.store, w.buf = nil, nil
+}
+
 // spanAt reads the batch header at pos, below limit.
-func (s *segment) spanAt(hdr []byte, pos, limit int64) (batchSpan, error) {
+func (w *headerWindow) spanAt(pos, limit int64) (batchSpan, error) {
 	if pos+batchHeaderSize > limit {
 		return batchSpan{}, nil
 	}
-	if _, err := s.log.ReadAt(hdr, pos); err != nil {
-		return batchSpan{}, fmt.Errorf("log: reading segment %d at %d: %w", s.baseOffset, pos, err)
+	if pos < w.pos || pos+readHeaderSize > w.pos+int64(len(w.buf)) {
+		buf := w.store[:min(int64(headerWindowSize), limit-pos)]
+		n, err := w.s.log.ReadAt(buf, pos)
+		if n < readHeaderSize {
+			if err == nil || err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			w.buf = nil
+			return batchSpan{}, fmt.Errorf("log: reading segment %d at %d: %w", w.s.baseOffset, pos, err)
+		}
+		w.buf, w.pos = buf[:n], pos
 	}
+	hdr := w.buf[pos-w.pos:]
 	base := int64(binary.BigEndian.Uint64(hdr[offBaseOffset:]))
 	size := int64(int32(binary.BigEndian.Uint32(hdr[offLength:]))) + batchLengthOverhead
 	delta := int64(int32(binary.BigEndian.Uint32(hdr[offLastOffsetDelta:])))
 	if size < batchHeaderSize || pos+size > limit || delta < 0 {
-		return batchSpan{}, fmt.Errorf("%w: segment %d has a bad batch header at %d", ErrCorruptBatch, s.baseOffset, pos)
+		return batchSpan{}, fmt.Errorf("%w: segment %d has a bad batch header at %d", ErrCorruptBatch, w.s.baseOffset, pos)
 	}
 	return batchSpan{base: base, last: base + delta, size: size}, nil
 }

@@ -141,9 +141,10 @@ func (l *Log) TruncateTo(offset int64) error {
 		return err
 	}
 	target := s.nextOffset
-	var hdr [readHeaderSize]byte
+	w := newHeaderWindow(s)
+	defer w.release()
 	for {
-		b, err := s.spanAt(hdr[:], pos, s.size)
+		b, err := w.spanAt(pos, s.size)
 		if err != nil {
 			return err
 		}
