@@ -86,13 +86,13 @@ func AssignReplicas(brokers []BrokerInfo, count int32, rf int16, opts AssignOpti
 		racks[b.Rack] = true
 	}
 	start := mod(opts.StartIndex, n)
-	shift := mod(opts.ReplicaShift, n)
+	baseShift := mod(opts.ReplicaShift, n)
 	out := make([][]int32, count)
 	for i := range out {
 		p := int(opts.FirstPartition) + i
-		if p > 0 && p%n == 0 {
-			shift++
-		}
+		// The shift grows by one every n partitions, counted from partition
+		// 0, so extending a topic continues the pattern where it stopped.
+		shift := baseShift + p/n
 		first := (p + start) % n
 		leader := sorted[first]
 		replicas := []int32{leader.ID}
