@@ -105,6 +105,6 @@ func (e *Ensemble) Leader() int {
 
 func (e *Ensemble) stopAll() {
 	for _, s := range e.servers {
-		s.Stop()
+		s.cleanup()
 	}
 }

@@ -87,7 +87,7 @@ func Start(t testing.TB) *Server {
 			t.Fatalf("zktest: %v", err)
 		}
 		if lastErr = s.waitServing(startTimeout); lastErr == nil {
-			t.Cleanup(s.Stop)
+			t.Cleanup(s.cleanup)
 			return s
 		}
 		running := s.Running()
@@ -147,6 +147,15 @@ func (s *Server) Stop() {
 	case <-time.After(stopTimeout):
 		s.t.Errorf("zktest: server %d did not exit within %v of SIGKILL", cmd.Process.Pid, stopTimeout)
 	}
+}
+
+// cleanup stops the server at the end of its test, showing the end of its
+// log when the test failed.
+func (s *Server) cleanup() {
+	if s.t.Failed() {
+		s.t.Logf("zktest: server on port %d, last log lines:\n%s", s.clientPort, s.logTail(40))
+	}
+	s.Stop()
 }
 
 // Restart starts a stopped server again on the same ports and data directory

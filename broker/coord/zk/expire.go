@@ -32,6 +32,13 @@ const (
 // password out of each connection's handshake: the client library keeps the
 // password to itself, and ExpireSession needs it.
 type sniffingDialer struct {
+	// handshakeTimeout bounds the wait for a server's connect response. The
+	// client library allows ten times its read timeout, long enough to sit
+	// out a session timeout on a server that accepted the connection while
+	// still starting up and never answers it; like ZooKeeper's Java client,
+	// give each server its share of the session timeout instead.
+	handshakeTimeout time.Duration
+
 	mu      sync.Mutex // guards the following
 	id      int64
 	passwd  []byte
@@ -47,6 +54,16 @@ func (d *sniffingDialer) dial(network, address string, timeout time.Duration) (n
 	d.current = conn
 	d.mu.Unlock()
 	return &sniffingConn{Conn: conn, dialer: d}, nil
+}
+
+// SetReadDeadline shortens the client's deadline for the handshake.
+func (c *sniffingConn) SetReadDeadline(t time.Time) error {
+	if !c.done && !t.IsZero() && c.dialer.handshakeTimeout > 0 {
+		if limit := time.Now().Add(c.dialer.handshakeTimeout); t.After(limit) {
+			t = limit
+		}
+	}
+	return c.Conn.SetReadDeadline(t)
 }
 
 // credentials returns the current session's ID and password.

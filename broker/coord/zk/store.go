@@ -67,6 +67,10 @@ import (
 // server could be reached; the operation's outcome is unknown.
 var ErrConnectionLoss = errors.New("coord/zk: connection to ZooKeeper lost")
 
+// minHandshakeTimeout is the least time a server gets to answer a connect
+// request.
+const minHandshakeTimeout = time.Second
+
 // closeTimeout bounds Close's wait for the client's goroutines to end.
 const closeTimeout = 10 * time.Second
 
@@ -116,7 +120,7 @@ func Connect(servers string, sessionTimeout time.Duration, logger *slog.Logger) 
 		timeout:   sessionTimeout,
 		logger:    logger.With("component", "coord/zk"),
 		events:    newStateQueue(),
-		dialer:    &sniffingDialer{},
+		dialer:    &sniffingDialer{handshakeTimeout: max(sessionTimeout/time.Duration(len(hosts)), minHandshakeTimeout)},
 		connected: make(chan struct{}),
 		pumpDone:  make(chan struct{}),
 	}
