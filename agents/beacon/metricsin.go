@@ -76,7 +76,8 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 		}
 		res, recs = s.jsonSampleRecords(info, source, raws)
 	} else {
-		samples, err := parseExposition(trimmed, info.receivedAt)
+		// The format needs its final newline; the trimmed copy lost it.
+		samples, err := parseExposition(append(trimmed, '\n'), info.receivedAt)
 		if err != nil {
 			s.fail(w, r, http.StatusBadRequest, "prometheus text format: "+err.Error())
 			return
