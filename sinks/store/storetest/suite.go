@@ -1,0 +1,371 @@
+// Package storetest is the conformance suite every store.Store backend passes.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand"
+	"strings"
+	"sync"
+	"testing"
+
+	"millrace/sinks/store"
+)
+
+// Config describes the backend under test.
+type Config struct {
+	// New returns an empty store; the suite closes it.
+	New func(t *testing.T) store.Store
+	// LargeObject is the size of the object used to check multi-part writes;
+	// make it larger than the backend's part size.
+	LargeObject int
+}
+
+// Run runs every conformance test against the backend.
+func Run(t *testing.T, cfg Config) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s store.Store, cfg Config)
+	}{
+		{"PublishMakesVisible", testPublishMakesVisible},
+		{"LargeObject", testLargeObject},
+		{"EmptyObject", testEmptyObject},
+		{"PublishReplaces", testPublishReplaces},
+		{"Abort", testAbort},
+		{"ListPrefix", testListPrefix},
+		{"Remove", testRemove},
+		{"Cleanup", testCleanup},
+		{"InvalidNames", testInvalidNames},
+		{"ConcurrentObjects", testConcurrentObjects},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := cfg.New(t)
+			defer func() {
+				if err := s.Close(); err != nil {
+					t.Errorf("Close: %v", err)
+				}
+			}()
+			tc.fn(t, s, cfg)
+		})
+	}
+}
+
+func put(t *testing.T, s store.Store, name string, data []byte) {
+	t.Helper()
+	ctx := context.Background()
+	o, err := s.Create(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Abort(ctx)
+	if _, err := o.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Publish(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func read(t *testing.T, s store.Store, name string) []byte {
+	t.Helper()
+	r, err := s.Open(context.Background(), name)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", name, err)
+	}
+	defer r.Close()
+	data, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func names(t *testing.T, s store.Store, prefix string) []string {
+	t.Helper()
+	infos, err := s.List(context.Background(), prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := []string{}
+	for _, i := range infos {
+		out = append(out, i.Name)
+	}
+	return out
+}
+
+func testPublishMakesVisible(t *testing.T, s store.Store, _ Config) {
+	ctx := context.Background()
+	const name = "clicks/dt=2024-05-01/hr=10/part-0-100.parquet"
+	o, err := s.Create(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Name() != name {
+		t.Errorf("Name() = %q", o.Name())
+	}
+	for _, chunk := range []string{"PAR1", strings.Repeat("x", 1000), "PAR1"} {
+		if _, err := o.Write([]byte(chunk)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := names(t, s, ""); len(got) != 0 {
+		t.Errorf("unpublished object listed: %v", got)
+	}
+	if _, err := s.Open(ctx, name); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Open before publish: %v", err)
+	}
+	if err := o.Publish(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, s, name); string(got) != "PAR1"+strings.Repeat("x", 1000)+"PAR1" {
+		t.Errorf("content %d bytes", len(got))
+	}
+	infos, err := s.List(ctx, "clicks/")
+	if err != nil || len(infos) != 1 || infos[0].Name != name || infos[0].Size != 1008 || infos[0].ModTime.IsZero() {
+		t.Errorf("List: %v %+v", err, infos)
+	}
+	if _, err := o.Write([]byte("more")); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("Write after Publish: %v", err)
+	}
+	if err := o.Publish(ctx); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("second Publish: %v", err)
+	}
+	if err := o.Abort(ctx); err != nil {
+		t.Errorf("Abort after Publish: %v", err)
+	}
+	if got := read(t, s, name); len(got) != 1008 {
+		t.Errorf("Abort after Publish changed the object: %d bytes", len(got))
+	}
+}
+
+func testLargeObject(t *testing.T, s store.Store, cfg Config) {
+	data := make([]byte, cfg.LargeObject)
+	rand.New(rand.NewSource(1)).Read(data)
+	ctx := context.Background()
+	o, err := s.Create(ctx, "big/object.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Abort(ctx)
+	// Odd-sized writes, so part boundaries fall inside them.
+	for off := 0; off < len(data); {
+		n := min(777_777, len(data)-off)
+		if _, err := o.Write(data[off : off+n]); err != nil {
+			t.Fatal(err)
+		}
+		off += n
+	}
+	if err := o.Publish(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, s, "big/object.bin"); !bytes.Equal(got, data) {
+		t.Fatalf("read back %d bytes, differ from the %d written", len(got), len(data))
+	}
+}
+
+func testEmptyObject(t *testing.T, s store.Store, _ Config) {
+	put(t, s, "a/_SUCCESS", nil)
+	if got := read(t, s, "a/_SUCCESS"); len(got) != 0 {
+		t.Errorf("empty object has %d bytes", len(got))
+	}
+	if got := names(t, s, "a/"); len(got) != 1 {
+		t.Errorf("List: %v", got)
+	}
+}
+
+func testPublishReplaces(t *testing.T, s store.Store, _ Config) {
+	const name = "t/part-1-5.parquet"
+	put(t, s, name, []byte("first copy"))
+	put(t, s, name, []byte("second"))
+	if got := read(t, s, name); string(got) != "second" {
+		t.Errorf("content %q", got)
+	}
+	if got := names(t, s, "t/"); len(got) != 1 {
+		t.Errorf("List: %v", got)
+	}
+}
+
+func testAbort(t *testing.T, s store.Store, _ Config) {
+	ctx := context.Background()
+	put(t, s, "t/kept", []byte("old"))
+	o, err := s.Create(ctx, "t/kept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Write([]byte("new but aborted")); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Abort(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Abort(ctx); err != nil {
+		t.Errorf("second Abort: %v", err)
+	}
+	if err := o.Publish(ctx); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("Publish after Abort: %v", err)
+	}
+	if got := read(t, s, "t/kept"); string(got) != "old" {
+		t.Errorf("aborted write changed the object: %q", got)
+	}
+	if got := names(t, s, ""); len(got) != 1 {
+		t.Errorf("List: %v", got)
+	}
+	if n, err := s.Cleanup(ctx, "", nil); err != nil || n != 0 {
+		t.Errorf("Cleanup after Abort found %d leftovers (%v)", n, err)
+	}
+}
+
+func testListPrefix(t *testing.T, s store.Store, _ Config) {
+	all := []string{
+		"clicks/dt=2024-05-01/hr=09/part-0-0.parquet",
+		"clicks/dt=2024-05-01/hr=10/part-0-50.parquet",
+		"clicks/dt=2024-05-01/hr=10/part-1-7.parquet",
+		"clicks/dt=2024-05-02/hr=00/part-0-90.parquet",
+		"clicksx/part-0-0.parquet",
+		"logs/dt=2024-05-01/hr=10/part-0-0.parquet",
+	}
+	for i := len(all) - 1; i >= 0; i-- {
+		put(t, s, all[i], []byte(all[i]))
+	}
+	cases := map[string][]string{
+		"":                                  all,
+		"clicks/":                           all[:4],
+		"clicks":                            all[:5],
+		"clicks/dt=2024-05-01/":             all[:3],
+		"clicks/dt=2024-05-01/hr=1":         all[1:3],
+		"clicks/dt=2024-05-01/hr=10/part-1": all[2:3],
+		"nothing/":                          {},
+		"logs/dt=2024-05-01/hr=10/part-0-0.parquet": all[5:],
+	}
+	for prefix, want := range cases {
+		got := names(t, s, prefix)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("List(%q) = %v, want %v", prefix, got, want)
+		}
+	}
+}
+
+func testRemove(t *testing.T, s store.Store, _ Config) {
+	ctx := context.Background()
+	put(t, s, "r/a", []byte("a"))
+	put(t, s, "r/b", []byte("b"))
+	if err := s.Remove(ctx, "r/a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove(ctx, "r/missing"); err != nil {
+		t.Errorf("removing a missing object: %v", err)
+	}
+	if got := names(t, s, "r/"); fmt.Sprint(got) != "[r/b]" {
+		t.Errorf("List after Remove: %v", got)
+	}
+	if _, err := s.Open(ctx, "r/a"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Open removed: %v", err)
+	}
+}
+
+// testCleanup models a crashed worker: its unpublished objects are cleaned up
+// by the next owner of the partition and can no longer be published, while
+// other partitions' objects in progress are left alone.
+func testCleanup(t *testing.T, s store.Store, _ Config) {
+	ctx := context.Background()
+	put(t, s, "c/dt=2024-05-01/hr=10/part-3-0.parquet", []byte("published"))
+	create := func(name string) store.Object {
+		o, err := s.Create(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := o.Write([]byte("partial " + name)); err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	crashed := []store.Object{
+		create("c/dt=2024-05-01/hr=10/part-3-100.parquet"),
+		create("c/dt=2024-05-01/hr=11/part-3-150.parquet"),
+	}
+	other := create("c/dt=2024-05-01/hr=10/part-4-100.parquet")
+	outside := create("d/part-3-1.parquet")
+
+	partition3 := func(name string) bool { return strings.Contains(name, "/part-3-") }
+	n, err := s.Cleanup(ctx, "c/", partition3)
+	if err != nil || n != 2 {
+		t.Fatalf("Cleanup = %d, %v; want 2", n, err)
+	}
+	if n, err := s.Cleanup(ctx, "c/", partition3); err != nil || n != 0 {
+		t.Errorf("second Cleanup = %d, %v; want 0", n, err)
+	}
+	for _, o := range crashed {
+		if err := o.Publish(ctx); err == nil {
+			t.Errorf("%s published after its leftover was cleaned up", o.Name())
+		}
+		o.Abort(ctx)
+	}
+	for _, o := range []store.Object{other, outside} {
+		if err := o.Publish(ctx); err != nil {
+			t.Errorf("%s: cleanup touched an object it did not match: %v", o.Name(), err)
+		}
+	}
+	want := "[c/dt=2024-05-01/hr=10/part-3-0.parquet c/dt=2024-05-01/hr=10/part-4-100.parquet d/part-3-1.parquet]"
+	if got := names(t, s, ""); fmt.Sprint(got) != want {
+		t.Errorf("List = %v, want %v", got, want)
+	}
+	// A nil match takes everything under the prefix.
+	create("e/x")
+	create("e/y/z")
+	if n, err := s.Cleanup(ctx, "e/", nil); err != nil || n != 2 {
+		t.Errorf("Cleanup(nil match) = %d, %v", n, err)
+	}
+}
+
+func testInvalidNames(t *testing.T, s store.Store, _ Config) {
+	ctx := context.Background()
+	for _, name := range []string{"", "/abs", "a/../../b", "../x", "a//b", "a/", ".", "a/.tmp-x"} {
+		if o, err := s.Create(ctx, name); err == nil {
+			o.Abort(ctx)
+			t.Errorf("Create(%q) accepted", name)
+		}
+	}
+}
+
+func testConcurrentObjects(t *testing.T, s store.Store, _ Config) {
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := fmt.Sprintf("p/part-%d-0.parquet", i)
+			o, err := s.Create(ctx, name)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer o.Abort(ctx)
+			for j := 0; j < 10; j++ {
+				if _, err := o.Write([]byte(name)); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- o.Publish(ctx)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if got := names(t, s, "p/"); len(got) != 8 {
+		t.Fatalf("List: %v", got)
+	}
+	if got := read(t, s, "p/part-5-0.parquet"); string(got) != strings.Repeat("p/part-5-0.parquet", 10) {
+		t.Errorf("content %q", got)
+	}
+}
