@@ -4,7 +4,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,13 +29,6 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// shared is one ZooKeeper server for the whole conformance suite: the suite
-// works under fresh nodes per sub-test, as it would on a shared ensemble.
-var shared struct {
-	once   sync.Once
-	server *zktest.Server
-}
-
 // connectTo opens a store and closes it when the test ends.
 func connectTo(t *testing.T, servers string) *Store {
 	t.Helper()
@@ -48,6 +40,8 @@ func connectTo(t *testing.T, servers string) *Store {
 	return s
 }
 
+// One server serves the whole suite: each sub-test works under fresh nodes,
+// as it would on a shared ensemble.
 func TestConformance(t *testing.T) {
 	server := zktest.Start(t)
 	coordtest.Run(t, func(t *testing.T) coordtest.Connect {
