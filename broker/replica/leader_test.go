@@ -231,20 +231,22 @@ func TestCaughtUpTracksPreviousLeaderEnd(t *testing.T) {
 }
 
 func TestISRExpansionNeedsEpochStart(t *testing.T) {
-	// Leader 1 starts epoch 5 at offset 100 with the high watermark at 90:
-	// follower 3 at 95 has reached the high watermark but may hold a
-	// previous leader's tail between 90 and 100.
+	// Leader 1 starts epoch 5 at offset 100 knowing a high watermark of only
+	// 90 (its follower view was stale); the old leader had committed up to
+	// 100. Follower 3 at 95 has reached the known high watermark but lacks
+	// committed records: admitted to the ISR and then elected, it would lose
+	// them (KAFKA-7128).
 	l, _ := NewLeader(Config{ReplicaLagTimeMax: time.Second, MinInsyncReplicas: 1})
-	d, err := l.BecomeLeader(LeaderState{LocalID: 1, LeaderEpoch: 5, Replicas: []int32{1, 3}, ISR: []int32{1}, LogEndOffset: 100, HighWatermark: 90}, t0)
-	if err != nil || d.HighWatermark != 100 {
-		t.Fatalf("alone in the ISR the high watermark is the log end: %+v %v", d, err)
+	d, err := l.BecomeLeader(LeaderState{LocalID: 1, LeaderEpoch: 5, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}, LogEndOffset: 100, HighWatermark: 90}, t0)
+	if err != nil || d.HighWatermark != 90 {
+		t.Fatalf("%+v %v", d, err)
 	}
 	d, _ = l.FollowerFetch(3, 95, 5, at(1))
 	if d.ProposeISR != nil {
 		t.Fatalf("expanded a follower below the epoch start: %+v", d.ProposeISR)
 	}
 	d, _ = l.FollowerFetch(3, 100, 5, at(2))
-	if d.ProposeISR == nil || !slices.Equal(d.ProposeISR.ISR, []int32{1, 3}) {
+	if d.ProposeISR == nil || !slices.Equal(d.ProposeISR.ISR, []int32{1, 2, 3}) {
 		t.Fatalf("no expansion at the epoch start: %+v", d.ProposeISR)
 	}
 }
