@@ -44,9 +44,8 @@ func ElectOnBrokerChange(view ControllerView) []Election {
 		if !ok {
 			continue
 		}
-		if p.Leader >= 0 && counts[p.Leader] > 0 {
-			counts[p.Leader]--
-		}
+		// The dead leader is not counted (LeaderCounts counts alive
+		// brokers only); the new one now leads one more.
 		if e.New.Leader >= 0 {
 			counts[e.New.Leader]++
 		}
