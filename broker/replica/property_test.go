@@ -216,6 +216,9 @@ func (s *sim) controller(preferred bool) {
 		s.state = e.New
 		s.version++
 		s.elections++
+		if e.Unclean || (e.New.Leader >= 0 && !slices.Contains(e.New.ISR, e.New.Leader)) {
+			s.fatalf("election broke the rules: %+v", e)
+		}
 		if l := e.New.Leader; l >= 0 {
 			nl := s.brokers[l]
 			for off, id := range s.committed {
