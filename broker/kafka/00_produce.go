@@ -135,12 +135,13 @@ func (b *Broker) produceTo(topic string, part kmsg.ProduceRequestTopicPartition,
 		return ledPartition{}, -1
 	}
 	cfg := p.log.Config()
-	headers, err := log.ValidateBatches(part.Records, cfg.MaxMessageBytes)
+	batches, err := log.ValidateProduce(part.Records, cfg.MaxMessageBytes)
 	if err != nil {
 		sp.ErrorCode, _ = logErrorCode(err)
 		sp.ErrorMessage = strp(err.Error())
 		return ledPartition{}, -1
 	}
+	headers := batches.Headers()
 	if len(headers) != 1 {
 		sp.ErrorCode = kerr.InvalidRecord.Code
 		sp.ErrorMessage = strp("a produce request must carry exactly one record batch per partition")
@@ -174,7 +175,7 @@ func (b *Broker) produceTo(topic string, part kmsg.ProduceRequestTopicPartition,
 			return p, dup.lastOffset
 		}
 	}
-	info, err := p.log.Append(part.Records, p.state.LeaderEpoch)
+	info, err := p.log.AppendValidated(batches, p.state.LeaderEpoch)
 	if err != nil {
 		code, serverFault := logErrorCode(err)
 		if serverFault {

@@ -332,11 +332,64 @@ func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
 	if err := l.writableLocked(); err != nil {
 		return AppendInfo{}, err
 	}
-	cfg := l.cfg
-	headers, err := validateBatches(batches, cfg.MaxMessageBytes, true)
+	headers, err := validateBatches(batches, l.cfg.MaxMessageBytes, true)
 	if err != nil {
 		return AppendInfo{}, err
 	}
+	return l.appendFreshLocked(batches, headers, leaderEpoch)
+}
+
+// ValidBatches are producer batches that passed ValidateProduce, ready for
+// AppendValidated: a caller that must look at the headers before appending
+// (the Produce handler's idempotence checks) validates once, not twice.
+type ValidBatches struct {
+	bytes           []byte
+	headers         []BatchHeader
+	maxMessageBytes int // the limit they were checked against
+}
+
+// Headers are the batches' headers. AppendValidated rewrites them (base
+// offset, leader epoch and, for LogAppendTime, timestamp and CRC).
+func (v ValidBatches) Headers() []BatchHeader { return v.headers }
+
+// ValidateProduce runs Append's checks on producer batches (see
+// ValidateBatches) and keeps the result for AppendValidated.
+func ValidateProduce(b []byte, maxMessageBytes int) (ValidBatches, error) {
+	headers, err := validateBatches(b, maxMessageBytes, true)
+	if err != nil {
+		return ValidBatches{}, err
+	}
+	return ValidBatches{bytes: b, headers: headers, maxMessageBytes: maxMessageBytes}, nil
+}
+
+// AppendValidated is Append for batches already validated by
+// ValidateProduce; only max.message.bytes is checked again, in case the
+// configuration has lowered it since.
+func (l *Log) AppendValidated(v ValidBatches, leaderEpoch int32) (AppendInfo, error) {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if err := l.writableLocked(); err != nil {
+		return AppendInfo{}, err
+	}
+	if len(v.headers) == 0 {
+		return AppendInfo{}, &BatchError{Reason: "no record batches", Err: ErrCorruptBatch}
+	}
+	if limit := l.cfg.MaxMessageBytes; v.maxMessageBytes > limit {
+		pos := 0
+		for _, h := range v.headers {
+			if h.Size() > limit {
+				return AppendInfo{}, &BatchError{Position: pos, Reason: fmt.Sprintf("batch of %d bytes exceeds max.message.bytes %d", h.Size(), limit), Err: ErrBatchTooLarge}
+			}
+			pos += h.Size()
+		}
+	}
+	return l.appendFreshLocked(v.bytes, v.headers, leaderEpoch)
+}
+
+// appendFreshLocked appends validated producer batches: offsets from the log
+// end, leaderEpoch stamped, LogAppendTime applied.
+func (l *Log) appendFreshLocked(batches []byte, headers []BatchHeader, leaderEpoch int32) (AppendInfo, error) {
+	cfg := l.cfg
 	if err := checkSegmentFit(headers, cfg.SegmentBytes); err != nil {
 		return AppendInfo{}, err
 	}
