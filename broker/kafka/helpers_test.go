@@ -151,7 +151,7 @@ func (tb *testBroker) stop() {
 
 // rawClient is a hand-driven client connection for framing tests.
 type rawClient struct {
-	t  *testing.T
+	t  testing.TB
 	nc net.Conn
 }
 
