@@ -68,16 +68,14 @@ func runNodes(t *testing.T, newBackend NewBackend) {
 		parent := mustCreate(t, e.a, e.path("queue"), "", coord.Persistent)
 		prev := ""
 		for i := 0; i < 3; i++ {
-			_, before, err := e.a.Get(parent)
-			wantNoErr(t, "Get parent", err)
 			created := mustCreate(t, e.a, parent+"/item-", fmt.Sprint(i), coord.PersistentSequential)
 			prefix, suffix := sequenceSuffix(t, created)
 			if prefix != parent+"/item-" {
 				t.Fatalf("sequential node %q does not start with %q", created, parent+"/item-")
 			}
-			// ZooKeeper's counter is the parent's child version at creation.
-			if want := fmt.Sprintf("%010d", before.ChildVersion); suffix != want {
-				t.Fatalf("sequential suffix %s, want %s (parent's child version)", suffix, want)
+			// ZooKeeper's counter is the number of children ever created.
+			if want := fmt.Sprintf("%010d", i); suffix != want {
+				t.Fatalf("sequential suffix %s, want %s (children created before it)", suffix, want)
 			}
 			if created <= prev {
 				t.Fatalf("sequential names not increasing: %q after %q", created, prev)
@@ -85,14 +83,15 @@ func runNodes(t *testing.T, newBackend NewBackend) {
 			prev = created
 			wantData(t, e.a, created, fmt.Sprint(i))
 		}
-		// Creating and deleting other children moves the counter on: names are
-		// never reused.
+		// Creating another child moves the counter on and deleting it does not
+		// move it back, so names are never reused; deletes do not count
+		// (they do bump the child version).
 		other := mustCreate(t, e.b, parent+"/other", "", coord.Persistent)
 		wantNoErr(t, "Delete", e.b.Delete(other, coord.AnyVersion))
 		ephemeral := mustCreate(t, e.b, parent+"/eph-", "", coord.EphemeralSequential)
 		_, suffix := sequenceSuffix(t, ephemeral)
-		if suffix != "0000000005" {
-			t.Fatalf("after 3 sequential creates and a create+delete, suffix %s, want 0000000005", suffix)
+		if suffix != "0000000004" {
+			t.Fatalf("after 3 sequential creates and a create+delete, suffix %s, want 0000000004", suffix)
 		}
 		_, stat, err := e.a.Get(ephemeral)
 		wantNoErr(t, "Get ephemeral sequential", err)
@@ -101,8 +100,8 @@ func runNodes(t *testing.T, newBackend NewBackend) {
 		}
 		// A trailing slash names the child by its counter alone.
 		bare := mustCreate(t, e.a, parent+"/", "", coord.PersistentSequential)
-		if bare != parent+"/0000000006" {
-			t.Fatalf("Create(%s/) = %s, want %s/0000000006", parent, bare, parent)
+		if bare != parent+"/0000000005" {
+			t.Fatalf("Create(%s/) = %s, want %s/0000000005", parent, bare, parent)
 		}
 	})
 

@@ -48,13 +48,14 @@ const (
 	//	data     bytes
 	//	version  varint
 	//	cversion varint
+	//	seq      varint: children ever created (sequential-name counter)
 	//	ctime    varint: creation time, Unix nanoseconds
 	//	mtime    varint: modification time, Unix nanoseconds
 	//	owner    varint: ephemeral owner's session ID, 0 for persistent
 	// Ephemerals are kept so that later WAL transactions touching them replay;
 	// Open deletes every ephemeral after replay (their sessions died with the
 	// process).
-	snapshotMagic = "MRCSNP01"
+	snapshotMagic = "MRCSNP02"
 
 	// frameHeaderSize is length + crc.
 	frameHeaderSize = 8

@@ -11,8 +11,9 @@ import (
 // primitive (for the WAL), the change (for watches) and its undo (for a failing
 // Multi) in tx. The caller holds the Server's mutex.
 
-// createLocked creates a node; for sequential modes the name gets the parent's
-// child version as a ten-digit suffix, ZooKeeper's counter.
+// createLocked creates a node; for sequential modes the name gets, as a
+// ten-digit suffix, the number of children the parent has ever had created,
+// which is ZooKeeper's counter (deletes do not move it).
 func (s *Server) createLocked(tx *txn, path string, data []byte, mode coord.CreateMode, owner, now int64) (string, error) {
 	if mode < coord.Persistent || mode > coord.EphemeralSequential {
 		return "", fmt.Errorf("%w: unknown create mode %d for %s", coord.ErrBadPath, mode, path)
@@ -26,7 +27,7 @@ func (s *Server) createLocked(tx *txn, path string, data []byte, mode coord.Crea
 		if !ok {
 			return "", fmt.Errorf("%w: %s", coord.ErrNoNode, parentPath)
 		}
-		path = fmt.Sprintf("%s%010d", path, parent.cversion)
+		path = fmt.Sprintf("%s%010d", path, parent.seq)
 	}
 	if mode == coord.Persistent || mode == coord.PersistentSequential {
 		owner = 0

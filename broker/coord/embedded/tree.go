@@ -18,6 +18,9 @@ type node struct {
 	data     []byte
 	version  int32
 	cversion int32
+	// seq counts the children ever created: ZooKeeper's sequential-name
+	// counter. Unlike cversion, deletes do not move it.
+	seq      int32
 	owner    int64 // ephemeral owner's session ID, 0 for persistent
 	ctime    int64 // Unix ns
 	mtime    int64 // Unix ns
@@ -95,11 +98,13 @@ func (t *tree) create(path string, data []byte, owner, now int64) (func(), error
 	t.own(owner, path)
 	parent.children[name] = struct{}{}
 	parent.cversion++
+	parent.seq++
 	return func() {
 		delete(t.nodes, path)
 		t.disown(owner, path)
 		delete(parent.children, name)
 		parent.cversion--
+		parent.seq--
 	}, nil
 }
 
@@ -200,6 +205,7 @@ func (t *tree) encodeSnapshot(zxid, lastSession int64) []byte {
 		payload = appendBytes(payload, n.data)
 		payload = binary.AppendVarint(payload, int64(n.version))
 		payload = binary.AppendVarint(payload, int64(n.cversion))
+		payload = binary.AppendVarint(payload, int64(n.seq))
 		payload = binary.AppendVarint(payload, n.ctime)
 		payload = binary.AppendVarint(payload, n.mtime)
 		payload = binary.AppendVarint(payload, n.owner)
@@ -238,6 +244,7 @@ func decodeSnapshot(content []byte) (t *tree, zxid, lastSession int64, err error
 		n := &node{data: d.bytes(), children: map[string]struct{}{}}
 		n.version = int32(d.varint())
 		n.cversion = int32(d.varint())
+		n.seq = int32(d.varint())
 		n.ctime = d.varint()
 		n.mtime = d.varint()
 		n.owner = d.varint()
