@@ -53,6 +53,7 @@ const (
 	DefaultRateLimit           = 100
 	DefaultRateBurst           = 200
 	DefaultRateLimitClients    = 100_000
+	DefaultMaxConcurrent       = 256
 	DefaultAckTimeout          = 10 * time.Second
 	DefaultRetryAfter          = time.Second
 	DefaultReadHeaderTimeout   = 5 * time.Second
@@ -101,6 +102,10 @@ type Config struct {
 	// request; above it the answer is 413 and nothing is produced.
 	// Default 500.
 	MaxEventsPerRequest int `yaml:"max_events_per_request"`
+	// MaxConcurrentRequests bounds the ingest requests served at once;
+	// more are answered 503. With MaxBodyBytes it bounds the memory held
+	// by request bodies (256 x 1 MiB at the defaults). Default 256.
+	MaxConcurrentRequests int `yaml:"max_concurrent_requests"`
 	// RateLimit is the sustained request rate allowed per client IP, in
 	// requests per second, on the ingest routes. Default 100; negative
 	// turns rate limiting off.
@@ -158,6 +163,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxEventsPerRequest == 0 {
 		c.MaxEventsPerRequest = DefaultMaxEventsPerRequest
+	}
+	if c.MaxConcurrentRequests == 0 {
+		c.MaxConcurrentRequests = DefaultMaxConcurrent
 	}
 	if c.RateLimit == 0 {
 		c.RateLimit = DefaultRateLimit
@@ -218,6 +226,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxEventsPerRequest < 1 {
 		errs = append(errs, errors.New("beacon: max_events_per_request: must be at least 1"))
+	}
+	if c.MaxConcurrentRequests < 1 {
+		errs = append(errs, errors.New("beacon: max_concurrent_requests: must be at least 1"))
 	}
 	if c.RateLimit > 0 && c.RateBurst < 1 {
 		errs = append(errs, errors.New("beacon: rate_burst: must be at least 1, or no request could ever pass"))

@@ -344,6 +344,11 @@ func isInteger(s string) bool {
 
 // handlePixel is GET /b.gif.
 func (s *Server) handlePixel(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodHead {
+		// Link checkers and prefetchers: not a view.
+		writePixel(w, http.StatusOK)
+		return
+	}
 	info := s.info(r)
 	if s.doNotTrack(r) {
 		s.metrics.events.WithLabelValues("click", "dropped").Inc()

@@ -1,6 +1,7 @@
 package beacon
 
 import (
+	"context"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -291,5 +292,74 @@ func TestConfigValidate(t *testing.T) {
 	if d.Topic != "clicks" || d.DLQTopic != "clicks.dlq" || d.MetricsTopic != "ops.metrics" ||
 		d.MaxBodyBytes != 1<<20 || d.MaxEventsPerRequest != 500 || d.RateLimit != 100 || d.RateBurst != 200 {
 		t.Fatalf("defaults %+v", d)
+	}
+}
+
+func TestStartShutdown(t *testing.T) {
+	h := newHarness(t, Config{Listen: "127.0.0.1:0"}, ship.Config{})
+	if err := h.server.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + h.server.Addr().String()
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Post(base+"/v1/events", "application/json", strings.NewReader(`{"type":"started"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.server.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Get(base + "/healthz"); err == nil {
+		t.Fatal("still serving after Shutdown")
+	}
+	// The handler, still mounted elsewhere, reports not ready.
+	if resp, b := h.do(http.MethodGet, "/readyz", "", "", nil); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(b, "shutting down") {
+		t.Fatalf("readyz after Shutdown: %d %q", resp.StatusCode, b)
+	}
+	if err := h.server.Shutdown(ctx); err != nil {
+		t.Fatalf("second Shutdown: %v", err)
+	}
+}
+
+func TestPixelHEADProducesNothing(t *testing.T) {
+	h := newHarness(t, Config{}, ship.Config{})
+	resp, _ := h.do(http.MethodHead, "/b.gif?type=page_view", "", "", nil)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "image/gif" {
+		t.Fatalf("HEAD: %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	if n := h.endOffset(topic); n != 0 {
+		t.Fatalf("HEAD produced %d events", n)
+	}
+}
+
+func TestConcurrentRequestLimit(t *testing.T) {
+	h := newHarness(t, Config{MaxConcurrentRequests: 1, AckTimeout: 2 * time.Second}, ship.Config{})
+	down := brokerSwitch(h)
+	down.Store(true)
+	first := make(chan int, 1)
+	go func() {
+		resp, err := h.http.Client().Post(h.http.URL+"/v1/events", "application/json", strings.NewReader(`{"type":"waits"}`))
+		if err != nil {
+			first <- 0
+			return
+		}
+		resp.Body.Close()
+		first <- resp.StatusCode
+	}()
+	// Once the first request holds the only slot, the next is refused at once.
+	waitFor(t, func() bool { return len(h.server.inFlight) == 1 })
+	resp, res := h.post("/v1/events", "application/json", `{"type":"refused"}`)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(res.Error, "in progress") {
+		t.Fatalf("second request: %d %+v", resp.StatusCode, res)
+	}
+	if code := <-first; code != http.StatusServiceUnavailable {
+		t.Fatalf("first request with the broker down: %d", code)
 	}
 }

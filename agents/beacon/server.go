@@ -48,7 +48,8 @@ type Server struct {
 	metrics  *metrics
 	gatherer prometheus.Gatherer
 	ips      ipResolver
-	limiter  *rateLimiter // nil when rate limiting is off
+	limiter  *rateLimiter  // nil when rate limiting is off
+	inFlight chan struct{} // a slot per ingest request being served
 	anyOrig  bool
 	origins  map[string]bool
 	script   []byte
@@ -87,6 +88,7 @@ func New(cfg Config, producer Producer, reg prometheus.Registerer, logger *slog.
 		origins:  make(map[string]bool),
 		now:      time.Now,
 		gatherer: prometheus.DefaultGatherer,
+		inFlight: make(chan struct{}, cfg.MaxConcurrentRequests),
 	}
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		s.gatherer = g
@@ -130,10 +132,11 @@ const (
 
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
+	// CORS comes first so that a browser can read even a 429 or 503.
 	mux.HandleFunc("GET "+routePixel, s.limited(s.handlePixel))
-	mux.HandleFunc("POST "+routeEvents, s.limited(s.withCORS(s.handleEvents)))
+	mux.HandleFunc("POST "+routeEvents, s.withCORS(s.limited(s.handleEvents)))
 	mux.HandleFunc("OPTIONS "+routeEvents, s.preflight)
-	mux.HandleFunc("POST "+routeMetrics, s.limited(s.withCORS(s.handleMetrics)))
+	mux.HandleFunc("POST "+routeMetrics, s.withCORS(s.limited(s.handleMetrics)))
 	mux.HandleFunc("OPTIONS "+routeMetrics, s.preflight)
 	mux.HandleFunc("GET "+routeScript, s.handleScript)
 	mux.HandleFunc("GET "+routeHealth, func(w http.ResponseWriter, _ *http.Request) {
@@ -185,20 +188,27 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection.
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-// limited applies the per-client-IP rate limit.
+// limited admits an ingest request: at most MaxConcurrentRequests at once
+// (each may hold a body of up to MaxBodyBytes, so this bounds memory; more
+// get 503), and within the per-client-IP rate (429 above it).
 func (s *Server) limited(next http.HandlerFunc) http.HandlerFunc {
-	if s.limiter == nil {
-		return next
-	}
 	return func(w http.ResponseWriter, r *http.Request) {
-		a := s.ips.clientAddr(r)
-		if a.IsValid() {
+		if a := s.ips.clientAddr(r); s.limiter != nil && a.IsValid() {
 			if ok, wait := s.limiter.allow(a); !ok {
 				s.metrics.rateLimited.Inc()
 				w.Header().Set("Retry-After", retryAfterSeconds(wait))
 				s.fail(w, r, http.StatusTooManyRequests, "rate limit exceeded for this client address")
 				return
 			}
+		}
+		select {
+		case s.inFlight <- struct{}{}:
+			defer func() { <-s.inFlight }()
+		default:
+			w.Header().Set("Retry-After", retryAfterSeconds(s.cfg.RetryAfter))
+			s.metrics.unavailable.Inc()
+			s.fail(w, r, http.StatusServiceUnavailable, "too many requests in progress")
+			return
 		}
 		next(w, r)
 	}
