@@ -392,10 +392,10 @@ func (s *Server) Session() (coord.Store, error) {
 		c.closed = true
 		delete(s.sessions, c)
 		s.mu.Unlock()
-		c.events.stop()
+		c.events.Stop()
 		return nil, b.err
 	}
-	c.events.push(coord.SessionConnected)
+	c.events.Push(coord.SessionConnected)
 	return c, nil
 }
 
@@ -426,8 +426,8 @@ func (s *Server) ExpireSession(id int64) {
 	<-b.done
 	deliver(firings)
 	s.logger.Info("session expired", "session", id, "new_session", c.id)
-	c.events.push(coord.SessionExpired)
-	c.events.push(coord.SessionConnected)
+	c.events.Push(coord.SessionExpired)
+	c.events.Push(coord.SessionConnected)
 }
 
 // dropEphemeralsLocked deletes a session's ephemerals from the tree.
@@ -466,7 +466,7 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	deliver(firings)
 	for c := range sessions {
-		c.events.stop()
+		c.events.Stop()
 	}
 	close(s.quit)
 	s.wg.Wait()

@@ -2,10 +2,10 @@ package embedded
 
 import (
 	"fmt"
-	"sync"
 	"time"
 
 	"millrace/broker/coord"
+	"millrace/broker/coord/internal/statequeue"
 )
 
 // session is one client of a Server; it implements coord.Store. Its id and
@@ -13,7 +13,7 @@ import (
 // Server.Close change them together with the tree.
 type session struct {
 	server *Server
-	events *eventQueue
+	events *statequeue.Queue
 	id     int64
 	closed bool
 }
@@ -21,7 +21,7 @@ type session struct {
 var _ coord.Store = (*session)(nil)
 
 func newSession(s *Server, id int64) *session {
-	return &session{server: s, id: id, events: newEventQueue()}
+	return &session{server: s, id: id, events: statequeue.New()}
 }
 
 // txn collects a mutation's primitives as they are applied, so it can be
@@ -250,7 +250,7 @@ func (c *session) SessionID() int64 {
 }
 
 // SessionEvents implements coord.Store.
-func (c *session) SessionEvents() <-chan coord.SessionState { return c.events.out }
+func (c *session) SessionEvents() <-chan coord.SessionState { return c.events.Out() }
 
 // Close implements coord.Store: the session's ephemerals are deleted (their
 // watchers are told), its own watches see EventNotWatching, and its
@@ -280,75 +280,6 @@ func (c *session) Close() error {
 		err = b.err
 	}
 	deliver(firings)
-	c.events.stop()
+	c.events.Stop()
 	return err
-}
-
-// eventQueue delivers session states in order without ever blocking the
-// store: states queue up until the client reads them. Its goroutine is joined
-// by stop.
-type eventQueue struct {
-	out  chan coord.SessionState
-	wake chan struct{} // capacity 1
-	quit chan struct{}
-	done chan struct{}
-	once sync.Once
-
-	mu      sync.Mutex // guards the following
-	pending []coord.SessionState
-}
-
-func newEventQueue() *eventQueue {
-	q := &eventQueue{
-		out:  make(chan coord.SessionState),
-		wake: make(chan struct{}, 1),
-		quit: make(chan struct{}),
-		done: make(chan struct{}),
-	}
-	go q.run()
-	return q
-}
-
-func (q *eventQueue) push(state coord.SessionState) {
-	q.mu.Lock()
-	q.pending = append(q.pending, state)
-	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (q *eventQueue) run() {
-	defer close(q.done)
-	defer close(q.out)
-	for {
-		q.mu.Lock()
-		var next coord.SessionState
-		have := len(q.pending) > 0
-		if have {
-			next = q.pending[0]
-			q.pending = q.pending[1:]
-		}
-		q.mu.Unlock()
-		if !have {
-			select {
-			case <-q.wake:
-				continue
-			case <-q.quit:
-				return
-			}
-		}
-		select {
-		case q.out <- next:
-		case <-q.quit:
-			return
-		}
-	}
-}
-
-// stop ends delivery, closes the channel and waits for the goroutine.
-func (q *eventQueue) stop() {
-	q.once.Do(func() { close(q.quit) })
-	<-q.done
 }

@@ -61,6 +61,7 @@ import (
 	gozk "github.com/go-zookeeper/zk"
 
 	"millrace/broker/coord"
+	"millrace/broker/coord/internal/statequeue"
 )
 
 // ErrConnectionLoss reports that the connection to ZooKeeper was lost or no
@@ -81,7 +82,7 @@ type Store struct {
 	chroot  string // "" or an absolute path without trailing slash
 	timeout time.Duration
 	logger  *slog.Logger
-	events  *stateQueue
+	events  *statequeue.Queue
 	dialer  *sniffingDialer
 
 	connected chan struct{} // closed at the first established session
@@ -119,7 +120,7 @@ func Connect(servers string, sessionTimeout time.Duration, logger *slog.Logger) 
 		hosts:     hosts,
 		timeout:   sessionTimeout,
 		logger:    logger.With("component", "coord/zk"),
-		events:    newStateQueue(),
+		events:    statequeue.New(),
 		dialer:    &sniffingDialer{handshakeTimeout: max(sessionTimeout/time.Duration(len(hosts)), minHandshakeTimeout)},
 		connected: make(chan struct{}),
 		pumpDone:  make(chan struct{}),
@@ -134,7 +135,7 @@ func Connect(servers string, sessionTimeout time.Duration, logger *slog.Logger) 
 		gozk.WithEventCallback(s.onEvent),
 	)
 	if err != nil {
-		s.events.stop()
+		s.events.Stop()
 		return nil, fmt.Errorf("coord/zk: connect %s: %w", servers, err)
 	}
 	s.conn = conn
@@ -249,7 +250,7 @@ func (s *Store) onEvent(ev gozk.Event) {
 	case coord.SessionExpired:
 		s.logger.Warn("ZooKeeper session expired; ephemerals and watches are gone")
 	}
-	s.events.push(state)
+	s.events.Push(state)
 }
 
 // SessionID implements coord.Store: the current session's ID, 0 while a new
@@ -258,7 +259,7 @@ func (s *Store) SessionID() int64 { return s.conn.SessionID() }
 
 // SessionEvents implements coord.Store. The first session's SessionConnected
 // is already queued when Connect returns.
-func (s *Store) SessionEvents() <-chan coord.SessionState { return s.events.out }
+func (s *Store) SessionEvents() <-chan coord.SessionState { return s.events.Out() }
 
 // Close implements coord.Store: it ends the session on the servers (so its
 // ephemerals vanish at once, not after the session timeout), delivers
@@ -285,7 +286,7 @@ func (s *Store) Close() error {
 	if err == nil {
 		s.watches.Wait()
 	}
-	s.events.stop()
+	s.events.Stop()
 	return err
 }
 

@@ -2,7 +2,6 @@ package zk
 
 import (
 	"fmt"
-	"sync"
 
 	gozk "github.com/go-zookeeper/zk"
 
@@ -66,75 +65,4 @@ func eventType(t gozk.EventType) coord.EventType {
 		return coord.EventChildrenChanged
 	}
 	return coord.EventNotWatching
-}
-
-// stateQueue delivers session states in order without ever blocking the
-// client's goroutine: states queue until the owner reads them. Its goroutine
-// is joined by stop, which closes the channel.
-type stateQueue struct {
-	out  chan coord.SessionState
-	wake chan struct{} // capacity 1
-	quit chan struct{}
-	done chan struct{}
-	once sync.Once
-
-	mu      sync.Mutex // guards the following
-	pending []coord.SessionState
-}
-
-func newStateQueue() *stateQueue {
-	q := &stateQueue{
-		out:  make(chan coord.SessionState),
-		wake: make(chan struct{}, 1),
-		quit: make(chan struct{}),
-		done: make(chan struct{}),
-	}
-	go q.run()
-	return q
-}
-
-// push queues a state.
-func (q *stateQueue) push(state coord.SessionState) {
-	q.mu.Lock()
-	q.pending = append(q.pending, state)
-	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (q *stateQueue) run() {
-	defer close(q.done)
-	defer close(q.out)
-	for {
-		q.mu.Lock()
-		var next coord.SessionState
-		have := len(q.pending) > 0
-		if have {
-			next = q.pending[0]
-			q.pending = q.pending[1:]
-		}
-		q.mu.Unlock()
-		if !have {
-			select {
-			case <-q.wake:
-				continue
-			case <-q.quit:
-				return
-			}
-		}
-		select {
-		case q.out <- next:
-		case <-q.quit:
-			return
-		}
-	}
-}
-
-// stop ends delivery (undelivered states are dropped), closes the channel and
-// waits for the goroutine.
-func (q *stateQueue) stop() {
-	q.once.Do(func() { close(q.quit) })
-	<-q.done
 }
