@@ -66,12 +66,19 @@ type Config struct {
 	// PollInterval is how often open files are read when no write event
 	// arrived. Default 250ms.
 	PollInterval time.Duration `yaml:"poll_interval"`
-	// CloseInactive closes a file that produced no new data for this long,
-	// releasing its descriptor (it is reopened by identity when it grows).
-	// Deleted files are released this way too. Default 5m.
+	// CloseInactive closes a file read to its end that produced no new
+	// data for this long, releasing its descriptor (it is reopened by
+	// identity when it grows, or finished by identity if it was renamed
+	// out of the globs meanwhile). Deleted files are released this way
+	// too, once read to their end. Default 5m.
 	CloseInactive time.Duration `yaml:"close_inactive"`
-	// MaxOpenFiles caps descriptors held; the file idle longest is closed
-	// first. Default 1024.
+	// MaxOpenFiles caps descriptors held. Files read to their end are
+	// closed first (idle longest first), then files with bytes unread; a
+	// closed file is reopened by identity and offset, and finished under
+	// its identity if it was renamed meanwhile. A file closed with bytes
+	// unread and deleted before it is reopened loses that unread rest:
+	// without a descriptor nothing can read a deleted file. Keep the cap
+	// above the number of files written at once. Default 1024.
 	MaxOpenFiles int `yaml:"max_open_files"`
 	// MaxLineBytes caps one line (or one multiline event); the rest is
 	// dropped and the record has "truncated": true. Default 256 KiB.

@@ -44,8 +44,20 @@ func fingerprint(f *os.File, n int) (int, string, error) {
 	if err != nil && err != io.EOF {
 		return 0, "", err
 	}
-	sum := sha256.Sum256(buf[:got])
-	return got, hex.EncodeToString(sum[:16]), nil
+	return got, hashHex(buf[:got]), nil
+}
+
+// hashHex is the fingerprint of b: 32 hex characters of SHA-256.
+func hashHex(b []byte) string {
+	var sum [32]byte
+	hashInto(&sum, b)
+	return string(sum[:])
+}
+
+// hashInto writes the fingerprint of b into dst without allocating.
+func hashInto(dst *[32]byte, b []byte) {
+	sum := sha256.Sum256(b)
+	hex.Encode(dst[:], sum[:16])
 }
 
 // lineEvent is one line (or multiline event) ready to encode.

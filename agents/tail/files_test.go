@@ -46,13 +46,17 @@ func TestMaxOpenFiles(t *testing.T) {
 	var peak atomic.Int64
 	done := make(chan struct{})
 	var wg sync.WaitGroup
+	// The test's own writes open files under dir too: never sample then.
+	var writing sync.Mutex
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		for {
+			writing.Lock()
 			if n := int64(openUnder(t, dir)); n > peak.Load() {
 				peak.Store(n)
 			}
+			writing.Unlock()
 			select {
 			case <-done:
 				return
@@ -63,9 +67,11 @@ func TestMaxOpenFiles(t *testing.T) {
 	cons := newConsumer(t, c)
 	got := cons.waitFor(t, files*per)
 	// Files that grow after being closed are reopened by identity and offset.
+	writing.Lock()
 	for i := range files {
 		appendLines(t, filepath.Join(dir, fmt.Sprintf("f%02d.log", i)), fmt.Sprintf("f%02d", i), per, per+5)
 	}
+	writing.Unlock()
 	got = cons.settle(t, files*(per+5))
 	close(done)
 	wg.Wait()

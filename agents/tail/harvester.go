@@ -21,12 +21,13 @@ type harvester struct {
 	source    string // path at discovery: the record's "source" and key
 	sourceJS  []byte // source as a JSON string
 	key       []byte
-	dev, ino  uint64
+	dev, ino  uint64   // written under mu (a drained copy changes them); the loop reads them freely
 	file      *os.File // nil while closed (inactive, or evicted by max_open_files)
 	readPos   int64    // offset of the next byte to read
 	lastData  time.Time
 	atEOF     bool
 	gone      bool       // no longer found at any watched path (renamed away or deleted)
+	drain     bool       // gone, but found outside the globs with bytes unread: read to EOF (finish.go)
 	pred      *harvester // rotated-away file at the same path to finish first
 	wantOpen  bool       // closed, and a scan saw it grow
 	retired   bool       // replaced after a truncation; acks still drain here

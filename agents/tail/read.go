@@ -3,6 +3,7 @@ package tail
 import (
 	"errors"
 	"io"
+	"os"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -28,13 +29,13 @@ func (t *Tailer) readPass() bool {
 		if h.pred != nil {
 			// Finish the rotated-away file first so a path's lines stay in
 			// order; a closed or drained predecessor no longer holds us.
-			if p := h.pred; p.file != nil && !p.atEOF && !p.retired {
+			if p := h.pred; !p.retired && (p.file != nil && !p.atEOF || p.drain && p.wantOpen) {
 				continue
 			}
 			h.pred = nil
 		}
 		if h.file == nil {
-			if !h.wantOpen || h.gone {
+			if !h.wantOpen || h.gone && !h.drain {
 				continue
 			}
 			if !t.openHarvester(h) {
@@ -54,6 +55,13 @@ func (t *Tailer) readFile(h *harvester) bool {
 	for read < readQuota && !t.stopping() {
 		n, err := h.file.Read(t.buf)
 		if n > 0 {
+			// Check the file is still the one h follows before using the
+			// bytes: after a truncation that the writer already refilled
+			// past readPos (easy while reading was paused for the broker)
+			// the size alone cannot tell.
+			if !t.verifyFingerprint(h) {
+				return true
+			}
 			now := time.Now()
 			h.split(t.buf[:n], h.readPos, t.cfg.MaxLineBytes, func(line []byte, start, end int64, truncated bool) {
 				t.metrics.lines.Inc()
@@ -64,11 +72,6 @@ func (t *Tailer) readFile(h *harvester) bool {
 			h.lastData = now
 			h.atEOF = false
 			t.metrics.bytes.Add(float64(n))
-			if h.fpLen < t.cfg.FingerprintBytes && h.readPos > int64(h.fpLen) {
-				if !t.refreshFingerprint(h) {
-					return true
-				}
-			}
 		}
 		if errors.Is(err, io.EOF) || (n == 0 && err == nil) {
 			h.atEOF = true
@@ -94,6 +97,12 @@ func (t *Tailer) checkTruncated(h *harvester) {
 	h.mu.Lock()
 	h.size = fi.Size()
 	h.mu.Unlock()
+	if fi.Size() < h.readPos && h.drain {
+		t.logger.Warn("file truncated before it was finished; its unread rest is lost", "path", h.currentPath(), "offset", h.readPos)
+		t.closeFile(h)
+		h.wantOpen = false
+		return
+	}
 	if fi.Size() < h.readPos {
 		t.logger.Info("file truncated; reading it again from the start", "path", h.currentPath(), "size", fi.Size(), "offset", h.readPos)
 		t.metrics.rotations.WithLabelValues("truncate").Inc()
@@ -101,30 +110,58 @@ func (t *Tailer) checkTruncated(h *harvester) {
 	}
 }
 
-// refreshFingerprint extends h's fingerprint to more of the file's first
-// bytes and reports false if the bytes it had already hashed changed
-// (content replaced under the same inode), after replacing h.
-func (t *Tailer) refreshFingerprint(h *harvester) bool {
-	if h.fpLen > 0 {
-		_, old, err := fingerprint(h.file, h.fpLen)
-		if err != nil {
+// verifyFingerprint reports whether h's file still starts with the bytes
+// h's fingerprint hashed, and extends the fingerprint to more of the
+// file's first bytes while it is shorter than fingerprint_bytes. On a
+// mismatch (content replaced under the same inode) h is replaced and it
+// reports false. One pread per chunk read: cheap beside the chunk.
+func (t *Tailer) verifyFingerprint(h *harvester) bool {
+	if h.fpLen == t.cfg.FingerprintBytes && h.fpLen > 0 {
+		ok, err := t.prefixMatches(h.file, h.fpLen, h.fpHash)
+		if err != nil || ok {
+			return true // a failed pread proves nothing; the read did work
+		}
+	} else {
+		got, err := h.file.ReadAt(t.fpBuf, 0)
+		if err != nil && !errors.Is(err, io.EOF) {
 			return true
 		}
-		if old != h.fpHash {
-			t.logger.Info("file content replaced; reading it again from the start", "path", h.currentPath())
-			t.metrics.rotations.WithLabelValues("replaced").Inc()
-			t.replace(h)
-			return false
+		if h.fpLen > 0 && (got < h.fpLen || hashHex(t.fpBuf[:h.fpLen]) != h.fpHash) {
+			goto replaced
 		}
-	}
-	n, fp, err := fingerprint(h.file, t.cfg.FingerprintBytes)
-	if err != nil {
+		if got > h.fpLen {
+			fp := hashHex(t.fpBuf[:got])
+			h.mu.Lock()
+			h.fpLen, h.fpHash = got, fp
+			h.mu.Unlock()
+		}
 		return true
 	}
-	h.mu.Lock()
-	h.fpLen, h.fpHash = n, fp
-	h.mu.Unlock()
-	return true
+replaced:
+	t.logger.Info("file content replaced; reading it again from the start", "path", h.currentPath(), "offset", h.readPos)
+	t.metrics.rotations.WithLabelValues("replaced").Inc()
+	if h.drain {
+		t.logger.Warn("file changed before it was finished; its unread rest is lost", "path", h.currentPath(), "offset", h.readPos)
+		t.closeFile(h)
+		h.wantOpen = false
+		return false
+	}
+	t.replace(h)
+	return false
+}
+
+// prefixMatches reports whether f's first n bytes hash to want.
+func (t *Tailer) prefixMatches(f *os.File, n int, want string) (bool, error) {
+	got, err := f.ReadAt(t.fpBuf[:n], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, err
+	}
+	if got < n {
+		return false, nil
+	}
+	var sum [32]byte
+	hashInto(&sum, t.fpBuf[:n])
+	return string(sum[:]) == want, nil
 }
 
 // onLine handles one complete line, joining multiline events when set.
@@ -258,15 +295,24 @@ func (t *Tailer) housekeep(now time.Time) {
 		if h.ml != nil && now.Sub(h.ml.at) >= t.cfg.Multiline.Timeout {
 			t.flushPending(h, now)
 		}
-		if h.file != nil && now.Sub(h.lastData) >= t.cfg.CloseInactive {
+		// Only a file read to its end is closed: a deleted or renamed-away
+		// file's unread rest would be lost with its descriptor, and after
+		// a broker outage every file looks idle.
+		if h.file != nil && h.atEOF && now.Sub(h.lastData) >= t.cfg.CloseInactive && !t.grew(h) {
 			t.logger.Debug("closing inactive file", "path", h.currentPath(), "gone", h.gone)
 			t.closeFile(h)
 		}
-		if h.gone && h.file == nil && h.ml == nil && h.inflightCount() == 0 {
+		if h.gone && h.file == nil && !(h.drain && h.wantOpen) && h.ml == nil && h.inflightCount() == 0 {
 			drop = append(drop, h)
 		}
 	}
 	if len(drop) > 0 {
 		t.forget(drop, now)
 	}
+}
+
+// grew reports whether h's open file has bytes after the read position.
+func (t *Tailer) grew(h *harvester) bool {
+	fi, err := h.file.Stat()
+	return err == nil && fi.Size() > h.readPos
 }

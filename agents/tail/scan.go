@@ -76,16 +76,27 @@ func (t *Tailer) scan(initial bool) {
 	t.watchDirs(dirs)
 
 	live := map[fileKey]*harvester{}
+	gone := map[fileKey]*harvester{}
 	byPath := map[string]*harvester{}
 	for _, h := range t.files {
-		if !h.gone {
-			live[fileKey{h.dev, h.ino}] = h
+		switch {
+		case !h.gone:
+			live[h.fileKey()] = h
 			byPath[h.currentPath()] = h
+		case !h.retired:
+			gone[h.fileKey()] = h
 		}
 	}
 	var fresh []found
 	for _, f := range byKey {
 		h := live[f.key]
+		if h == nil {
+			if h = gone[f.key]; h != nil {
+				// Back inside the globs (renamed again, or a copy being
+				// finished is matched): the same identity keeps reading.
+				h.gone, h.drain = false, false
+			}
+		}
 		if h == nil {
 			fresh = append(fresh, f)
 			continue
@@ -105,15 +116,24 @@ func (t *Tailer) scan(initial bool) {
 		delete(live, f.key)
 	}
 	// What is left in live was not found: renamed out of the globs or
-	// deleted. Keep reading what its descriptor still has; close_inactive
-	// releases it.
+	// deleted. An open file keeps being read through its descriptor until
+	// close_inactive releases it; a closed one with bytes unread is looked
+	// up by identity in its directory and finished (finish.go).
+	var busy map[fileKey]bool
 	for _, h := range live {
 		h.gone = true
+		if h.file == nil {
+			if busy == nil {
+				busy = t.busyKeys()
+			}
+			t.findGone(h, busy)
+		}
 	}
 	sort.Slice(fresh, func(i, j int) bool { return fresh[i].path < fresh[j].path })
 	newIDs := false
+	stale := map[string]RegistryEntry{}
 	for _, f := range fresh {
-		h, isNew := t.adopt(f, initial, now)
+		h, isNew := t.adopt(f, initial, now, stale)
 		if p := byPath[f.path]; p != nil && p.fileKey() != f.key {
 			h.pred = p
 		}
@@ -121,6 +141,9 @@ func (t *Tailer) scan(initial bool) {
 		t.mu.Lock()
 		t.files = append(t.files, h)
 		t.mu.Unlock()
+	}
+	if initial {
+		t.resumeDormant(stale, now)
 	}
 	if newIDs {
 		// A new identity must be durable before any of its lines ship, or
@@ -135,16 +158,25 @@ func (h *harvester) fileKey() fileKey { return fileKey{h.dev, h.ino} }
 
 // adopt creates the harvester for a newly found file: resumed from its
 // registry entry when device, inode and fingerprint agree, otherwise new.
-func (t *Tailer) adopt(f found, initial bool, now time.Time) (*harvester, bool) {
+//
+// An entry with the same device and inode that does not match describes
+// content that is gone from this inode (truncated, replaced, or the inode
+// reused). On the first scan it goes into stale, so resumeDormant can look
+// for a copytruncate copy holding its unread rest; later it is dropped.
+func (t *Tailer) adopt(f found, initial bool, now time.Time, stale map[string]RegistryEntry) (*harvester, bool) {
 	t.mu.Lock()
 	var entry *RegistryEntry
+	knownPath := false
 	for id, e := range t.dormant {
+		if e.Path == f.path {
+			knownPath = true
+		}
 		if e.Device == f.key.dev && e.Inode == f.key.ino {
 			if entry == nil && f.size >= e.Offset && t.fingerprintMatches(f.path, e) {
 				entry = &e
+			} else if initial {
+				stale[id] = e
 			}
-			// Either it is this file, or the inode was reused and the
-			// old entry describes a file that no longer exists.
 			delete(t.dormant, id)
 		}
 	}
@@ -156,7 +188,10 @@ func (t *Tailer) adopt(f found, initial bool, now time.Time) (*harvester, bool) 
 		return h, false
 	}
 	var start int64
-	if initial && t.cfg.StartPosition == "end" {
+	// start_position "end" skips the history of files met for the first
+	// time; a new file at a path the registry knew is a rotation's
+	// successor, written while the tailer was down, and is read whole.
+	if initial && t.cfg.StartPosition == "end" && !knownPath {
 		start = f.size
 	}
 	t.logger.Info("following new file", "path", f.path, "offset", start)
@@ -214,25 +249,32 @@ func (t *Tailer) openHarvester(h *harvester) bool {
 		k, ok = statKey(fi)
 	}
 	if !ok || k != h.fileKey() {
-		// The path holds another file now; the next scan will follow it.
+		// The path holds another file now; the next scan will follow it,
+		// and look for this one by identity.
 		f.Close()
 		h.wantOpen = false
 		t.scanDue = true
 		return false
 	}
+	replaced := false
 	if h.fpLen > 0 {
 		n, fp, err := fingerprint(f, h.fpLen)
-		if err != nil || n != h.fpLen || fp != h.fpHash {
-			f.Close()
-			t.metrics.rotations.WithLabelValues("replaced").Inc()
-			t.swapIn(h, path, k, fi.Size())
+		replaced = err != nil || n != h.fpLen || fp != h.fpHash
+	}
+	if replaced || fi.Size() < h.readPos {
+		f.Close()
+		if h.drain {
+			// A file being finished changed under us: nothing left to finish.
+			t.logger.Warn("file changed before it was finished; its unread rest is lost", "path", path, "offset", h.readPos)
+			h.wantOpen = false
 			return false
 		}
-	}
-	if fi.Size() < h.readPos {
-		f.Close()
-		t.metrics.rotations.WithLabelValues("truncate").Inc()
-		t.swapIn(h, path, k, fi.Size())
+		kind := "truncate"
+		if replaced {
+			kind = "replaced"
+		}
+		t.metrics.rotations.WithLabelValues(kind).Inc()
+		t.rotateOver(h, path, k, fi.Size())
 		return false
 	}
 	if _, err := f.Seek(h.readPos, io.SeekStart); err != nil {
@@ -248,15 +290,23 @@ func (t *Tailer) openHarvester(h *harvester) bool {
 	return true
 }
 
-// evict closes the open file idle longest (other than keep) to stay under
-// max_open_files. It is reopened later by identity and offset.
+// evict closes an open file (other than keep) to stay under
+// max_open_files: one read to EOF if any, idle longest first, because a
+// closed file that is deleted before it is reopened loses its unread rest.
+// It is reopened later by identity and offset.
 func (t *Tailer) evict(keep *harvester) bool {
 	var victim *harvester
+	better := func(h, than *harvester) bool {
+		if h.atEOF != than.atEOF {
+			return h.atEOF
+		}
+		return h.lastData.Before(than.lastData)
+	}
 	for _, h := range t.files {
 		if h == keep || h.file == nil {
 			continue
 		}
-		if victim == nil || h.lastData.Before(victim.lastData) {
+		if victim == nil || better(h, victim) {
 			victim = h
 		}
 	}
@@ -265,9 +315,14 @@ func (t *Tailer) evict(keep *harvester) bool {
 	}
 	t.closeFile(victim)
 	// A file with unread data is reopened when a slot frees; one at EOF
-	// waits until a write event or a scan shows it grew.
-	if !victim.gone && !victim.atEOF {
+	// waits until a write event or a scan shows it grew. One that left the
+	// globs is found again by identity.
+	switch {
+	case victim.atEOF:
+	case !victim.gone || victim.drain:
 		victim.wantOpen = true
+	default:
+		t.findGone(victim, t.busyKeys())
 	}
 	return true
 }
@@ -283,7 +338,7 @@ func (t *Tailer) replace(h *harvester) {
 	if err == nil {
 		size = fi.Size()
 	}
-	nh := t.swapIn(h, h.currentPath(), h.fileKey(), size)
+	nh := t.rotateOver(h, h.currentPath(), h.fileKey(), size)
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		f.Close()
 		t.metrics.filesOpen.Set(float64(t.open))
@@ -295,19 +350,29 @@ func (t *Tailer) replace(h *harvester) {
 	t.metrics.filesOpen.Set(float64(t.open))
 }
 
-// swapIn retires h and puts a new identity for the same file in its place,
-// read from offset 0, and persists it before anything ships.
-func (t *Tailer) swapIn(h *harvester, path string, k fileKey, size int64) *harvester {
-	h.retired, h.gone = true, true
-	h.resetLine()
+// rotateOver gives h's file (truncated, or its content replaced) a new
+// identity read from offset 0, and persists it before anything ships. When
+// a copy of the old content with bytes h has not read sits beside it
+// (copytruncate), h finishes that copy first; otherwise h is retired and
+// its unread rest, if any, is lost with the old content.
+func (t *Tailer) rotateOver(h *harvester, path string, k fileKey, size int64) *harvester {
 	nh := t.newHarvester(newFileID(), h.source, found{path: path, key: k, size: size}, 0, time.Now())
-	t.mu.Lock()
-	for i, x := range t.files {
-		if x == h {
-			t.files[i] = nh
+	if t.finishFromCopy(h) {
+		nh.pred = h
+		t.mu.Lock()
+		t.files = append(t.files, nh)
+		t.mu.Unlock()
+	} else {
+		h.resetLine()
+		t.mu.Lock()
+		h.retired, h.gone, h.drain = true, true, false
+		for i, x := range t.files {
+			if x == h {
+				t.files[i] = nh
+			}
 		}
+		t.mu.Unlock()
 	}
-	t.mu.Unlock()
 	if err := t.persist(); err != nil {
 		t.logger.Error("writing registry", "err", err)
 	}

@@ -46,6 +46,7 @@ type Tailer struct {
 	orderSeq uint64
 	open     int
 	buf      []byte
+	fpBuf    []byte // fingerprint_bytes, for checking files' first bytes
 	scanDue  bool
 	lastScan time.Time
 
@@ -102,6 +103,7 @@ func New(cfg Config, producer Producer, reg prometheus.Registerer, logger *slog.
 		enc:      newEncoder(cfg.Host, cfg.Fields),
 		watched:  map[string]bool{},
 		buf:      make([]byte, 256<<10),
+		fpBuf:    make([]byte, cfg.FingerprintBytes),
 		dormant:  map[string]RegistryEntry{},
 		stop:     make(chan struct{}),
 		wakeCh:   make(chan struct{}, 1),
