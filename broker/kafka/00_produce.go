@@ -44,7 +44,10 @@ import (
 	"millrace/broker/log"
 )
 
-func init() { regKey(0, 3, 13, handleProduce) }
+// produceKey is Produce's API key; its request frames are recycled (framepool.go).
+const produceKey = 0
+
+func init() { regKey(produceKey, 3, 13, handleProduce) }
 
 const (
 	// attrTransactional and attrControl are record batch attribute bits.

@@ -142,6 +142,12 @@ func (c *conn) readLoop() string {
 		entry := registry[r.key]
 		if r.unsupportedAPIVersions || !entry.blocking {
 			c.run(s)
+			if r.key == produceKey {
+				// Answered (the response is encoded) and nothing kept
+				// a reference into the request: see framepool.go.
+				r.body = nil
+				recycleFrame(frame)
+			}
 			if s.err != nil {
 				c.closeWith(s.err.Error(), r)
 				return s.err.Error()
@@ -217,14 +223,22 @@ func (c *conn) readFull(buf []byte, boundary bool) error {
 const frameChunk = 64 << 10
 
 func (c *conn) readFrame(size int) ([]byte, error) {
-	frame := make([]byte, 0, min(size, frameChunk))
+	if frame := frameBuffer(size); frame != nil {
+		if err := c.readFull(frame, false); err != nil {
+			return nil, err
+		}
+		return frame, nil
+	}
+	// Capacities are rounded up to a pool class (at most doubling what
+	// arrived), so that a recycled buffer serves the next frame of its size.
+	frame := make([]byte, 0, frameCapacity(min(size, frameChunk)))
 	for len(frame) < size {
 		if len(frame) == cap(frame) {
-			grown := make([]byte, len(frame), min(size, 2*cap(frame)))
+			grown := make([]byte, len(frame), frameCapacity(min(size, 2*cap(frame))))
 			copy(grown, frame)
 			frame = grown
 		}
-		next := cap(frame)
+		next := min(cap(frame), size)
 		if err := c.readFull(frame[len(frame):next], false); err != nil {
 			return nil, err
 		}

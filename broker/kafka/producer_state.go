@@ -41,6 +41,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -203,6 +204,9 @@ func (s *producerStates) lockedPartition(tp log.TopicPartition, l *log.Log) *par
 	s.mu.Lock()
 	pp := s.partitions[l]
 	if pp == nil {
+		// The topic name may point into a request frame that is reused
+		// once the request is answered (framepool.go): keep a copy.
+		tp.Topic = strings.Clone(tp.Topic)
 		pp = &partitionProducers{tp: tp, log: l}
 		s.partitions[l] = pp
 	}

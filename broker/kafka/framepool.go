@@ -1,0 +1,73 @@
+package kafka
+
+import (
+	"math/bits"
+	"sync"
+)
+
+// Produce request frames are the broker's big allocations: a client batching
+// well sends frames of up to a megabyte, hundreds a second, and a fresh
+// buffer for each costs an allocation, zeroing, growth copies, garbage
+// collection and the scavenger returning and re-faulting the pages. Their
+// buffers are recycled instead, once the Produce handler is done with them.
+//
+// Only Produce frames go back: decoded requests alias their frame
+// (UnsafeReadFrom), and the Produce handler is the one whose request keeps
+// nothing after it returns (topic names it stores are cloned; see
+// producerStates.lockedPartition). Every other frame is left to the
+// garbage collector, as before.
+//
+// A pooled buffer is used for a frame only when one big enough is already
+// free; otherwise the frame grows with the bytes that arrive (readFrame), so
+// a size prefix alone still cannot make the broker allocate.
+
+const (
+	// frameClassMin is the capacity of the smallest pooled buffers.
+	frameClassMin = 4 << 10
+	// frameClasses is the number of size classes, doubling from
+	// frameClassMin: 4 KiB to 64 MiB.
+	frameClasses = 15
+)
+
+// frameBuffers holds free buffers by class: class k holds buffers whose
+// capacity is at least frameClassMin<<k.
+var frameBuffers [frameClasses]sync.Pool
+
+// frameBuffer returns a free pooled buffer of length size, or nil when there
+// is none big enough.
+func frameBuffer(size int) []byte {
+	if size <= 0 || size > frameClassMin<<(frameClasses-1) {
+		return nil
+	}
+	k := 0
+	if size > frameClassMin {
+		k = bits.Len(uint(size-1)) - bits.Len(uint(frameClassMin-1))
+	}
+	if p, _ := frameBuffers[k].Get().(*[]byte); p != nil {
+		return (*p)[:size]
+	}
+	return nil
+}
+
+// frameCapacity is the capacity to allocate for a frame buffer that must
+// hold n bytes: n rounded up to a class size, so that the buffer fits its
+// class exactly when it is recycled; small and huge buffers as they are.
+func frameCapacity(n int) int {
+	if n <= frameClassMin || n > frameClassMin<<(frameClasses-1) {
+		return n
+	}
+	return 1 << bits.Len(uint(n-1))
+}
+
+// recycleFrame makes a frame's buffer free for reuse. The caller must hold
+// no reference into it.
+func recycleFrame(frame []byte) {
+	c := cap(frame)
+	if c < frameClassMin {
+		return
+	}
+	// The largest class the buffer satisfies whole.
+	k := min(bits.Len(uint(c))-bits.Len(uint(frameClassMin)), frameClasses-1)
+	frame = frame[:0]
+	frameBuffers[k].Put(&frame)
+}
