@@ -14,12 +14,15 @@ import (
 	"millrace/broker/cluster"
 	"millrace/broker/coord"
 	"millrace/broker/coord/embedded"
+	"millrace/broker/coord/zk"
 	"millrace/broker/group"
 	"millrace/broker/kafka"
 	"millrace/broker/log"
 )
 
-// Broker is a running broker with embedded coordination.
+// Broker is a running broker, with embedded coordination or, when
+// Config.ZooKeeper is set, as one of several brokers sharing a ZooKeeper
+// ensemble (replicated partitions, an elected controller).
 type Broker struct {
 	cfg     Config
 	logger  *slog.Logger
@@ -42,21 +45,22 @@ func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 			b.closeParts()
 		}
 	}()
-	if b.coord, err = embedded.Open(filepath.Join(cfg.DataDir, "coord"), logger); err != nil {
-		return nil, err
-	}
-	if b.store, err = b.coord.Session(); err != nil {
-		return nil, err
+	if cfg.ZooKeeper != "" {
+		if b.store, err = zk.Connect(cfg.ZooKeeper, cfg.Cluster.SessionTimeout, logger.With("component", "zookeeper")); err != nil {
+			return nil, fmt.Errorf("broker: connecting to ZooKeeper at %s: %w", cfg.ZooKeeper, err)
+		}
+	} else {
+		if b.coord, err = embedded.Open(filepath.Join(cfg.DataDir, "coord"), logger); err != nil {
+			return nil, err
+		}
+		if b.store, err = b.coord.Session(); err != nil {
+			return nil, err
+		}
 	}
 	if b.logs, err = log.OpenManager(filepath.Join(cfg.DataDir, "logs"), cfg.Log, logger); err != nil {
 		return nil, err
 	}
-	ccfg := cluster.Config{
-		BrokerID:                 cfg.Kafka.BrokerID,
-		DefaultPartitions:        cfg.Kafka.NumPartitions,
-		DefaultReplicationFactor: cfg.Kafka.DefaultReplicationFactor,
-	}
-	if b.cluster, err = cluster.Open(ccfg, b.store, b.logs, cfg.Log, logger); err != nil {
+	if b.cluster, err = cluster.Open(cfg.clusterConfig(), b.store, b.logs, cfg.Log, logger); err != nil {
 		return nil, err
 	}
 	gcfg := cfg.Group
@@ -70,6 +74,9 @@ func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 		return nil, err
 	}
 	if err = b.server.Listen(); err != nil {
+		return nil, err
+	}
+	if err = b.cluster.Start(); err != nil {
 		return nil, err
 	}
 	b.logs.Start(cfg.RetentionCheckInterval)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"millrace/broker/cluster"
 	"millrace/broker/group"
 	"millrace/broker/kafka"
 	"millrace/broker/log"
@@ -30,6 +31,19 @@ type Config struct {
 	// RetentionCheckInterval (log.retention.check.interval.ms, default 5
 	// minutes) is how often retention and flush.ms are enforced.
 	RetentionCheckInterval time.Duration
+
+	// ZooKeeper (zookeeper.connect) is "host:port[,host:port...][/chroot]".
+	// When set, coordination is that ZooKeeper ensemble instead of the
+	// embedded store, and the broker runs in multi-broker mode: it takes
+	// part in controller elections and replicates partitions. Default empty.
+	ZooKeeper string
+	// Cluster holds the multi-broker settings: the session timeout
+	// (zookeeper.session.timeout.ms, default 18 s), replica.lag.time.max.ms
+	// (30 s), auto.leader.rebalance.enable (true),
+	// leader.imbalance.check.interval.seconds (300) and request.timeout.ms
+	// (30 s, the longest an acks=all produce waits for the ISR). The
+	// broker ID and topic defaults come from Kafka.
+	Cluster cluster.Config
 }
 
 // DefaultConfig returns Kafka's defaults, listening on 127.0.0.1:9092.
@@ -41,6 +55,7 @@ func DefaultConfig() Config {
 		Log:                    log.DefaultConfig(),
 		Group:                  group.DefaultConfig(),
 		RetentionCheckInterval: 5 * time.Minute,
+		Cluster:                cluster.DefaultConfig(),
 	}
 }
 
@@ -54,6 +69,11 @@ func (c Config) Validate() error {
 	}
 	if err := c.Kafka.Validate(); err != nil {
 		return err
+	}
+	if c.ZooKeeper != "" {
+		if err := c.clusterConfig().Validate(); err != nil {
+			return err
+		}
 	}
 	return c.Log.Validate()
 }
@@ -109,6 +129,29 @@ func (c *Config) Set(name, value string) error {
 	case "log.dirs", "log.dir":
 		c.DataDir = value
 		return nil
+	case "zookeeper.connect":
+		c.ZooKeeper = value
+		return nil
+	case "zookeeper.session.timeout.ms":
+		return ms(&c.Cluster.SessionTimeout)
+	case "replica.lag.time.max.ms":
+		return ms(&c.Cluster.ReplicaLagTimeMax)
+	case "request.timeout.ms":
+		return ms(&c.Cluster.ProduceAckTimeout)
+	case "leader.imbalance.check.interval.seconds":
+		n, err := strconv.ParseInt(value, 10, 64)
+		if err != nil {
+			return fmt.Errorf("broker: %s must be an integer number of seconds: %w", name, err)
+		}
+		c.Cluster.LeaderImbalanceCheckInterval = time.Duration(n) * time.Second
+		return nil
+	case "auto.leader.rebalance.enable":
+		b, err := strconv.ParseBool(value)
+		if err != nil {
+			return fmt.Errorf("broker: %s must be true or false: %w", name, err)
+		}
+		c.Cluster.AutoLeaderRebalance = b
+		return nil
 	case "log.retention.check.interval.ms":
 		return ms(&c.RetentionCheckInterval)
 	case "group.min.session.timeout.ms":
@@ -131,6 +174,8 @@ func (c *Config) Set(name, value string) error {
 // Names lists every name Set accepts, sorted.
 func Names() []string {
 	names := []string{"log.dirs", "log.dir", "log.retention.check.interval.ms", "group.min.session.timeout.ms",
+		"zookeeper.connect", "zookeeper.session.timeout.ms", "replica.lag.time.max.ms", "request.timeout.ms",
+		"leader.imbalance.check.interval.seconds", "auto.leader.rebalance.enable",
 		"group.max.session.timeout.ms", "group.initial.rebalance.delay.ms", "offset.metadata.max.bytes"}
 	for n := range brokerLogNames {
 		names = append(names, n)
@@ -162,4 +207,16 @@ func (c *Config) LoadProperties(r io.Reader) error {
 		}
 	}
 	return sc.Err()
+}
+
+// clusterConfig is the metadata layer's configuration: the cluster settings
+// with the broker ID and topic defaults from the Kafka settings, replicated
+// when a ZooKeeper ensemble is configured.
+func (c Config) clusterConfig() cluster.Config {
+	cc := c.Cluster
+	cc.BrokerID = c.Kafka.BrokerID
+	cc.DefaultPartitions = c.Kafka.NumPartitions
+	cc.DefaultReplicationFactor = c.Kafka.DefaultReplicationFactor
+	cc.Replicated = c.ZooKeeper != ""
+	return cc
 }

@@ -141,6 +141,7 @@ func (r *registration) refresh() (<-chan coord.Event, error) {
 	c.mu.Lock()
 	c.brokers = brokers
 	c.mu.Unlock()
+	c.poke()
 	return watch, nil
 }
 

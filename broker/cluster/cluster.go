@@ -11,9 +11,13 @@
 // and opens, reconfigures and deletes the partition logs (broker/log) of the
 // partitions this broker hosts.
 //
-// Today a single broker writes the model and leads every partition it hosts;
-// replication and a controller come later, which is why replicas, leader, ISR
-// and leader epochs are already part of the model.
+// With one broker (Config.Replicated unset) this broker writes the model and
+// leads every partition it hosts. With several brokers sharing a ZooKeeper
+// ensemble (Replicated set), Start also keeps the model in step with the store
+// through watches (sync.go), follows the coordination session so that a broker
+// that lost it stops acting on what it knew (session.go), and takes part in
+// the controller election (controller.go); the kafka package's replication
+// manager reads the model and carries out each broker's part.
 package cluster
 
 import (
@@ -22,6 +26,8 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"millrace/broker/coord"
 	"millrace/broker/log"
@@ -59,11 +65,36 @@ type Config struct {
 	// DefaultReplicationFactor is used when a creation asks for the default
 	// replication factor (Kafka's default.replication.factor). Default 1.
 	DefaultReplicationFactor int16
+
+	// Replicated turns on multi-broker mode (see the package doc): Start
+	// watches the store, elects a controller and partitions are replicated.
+	// Default false (a single broker with embedded coordination).
+	Replicated bool
+	// SessionTimeout is the coordination session timeout
+	// (zookeeper.session.timeout.ms, default 18 s). A broker disconnected
+	// from the store for this long stops leading: by then the ensemble may
+	// have expired its session and elected other leaders.
+	SessionTimeout time.Duration
+	// ReplicaLagTimeMax is replica.lag.time.max.ms (default 30 s): a follower
+	// that has not caught up for this long leaves the ISR.
+	ReplicaLagTimeMax time.Duration
+	// AutoLeaderRebalance is auto.leader.rebalance.enable (default true): the
+	// controller moves leadership back to preferred replicas every
+	// LeaderImbalanceCheckInterval (leader.imbalance.check.interval.seconds,
+	// default 300 s) and whenever a broker registers.
+	AutoLeaderRebalance          bool
+	LeaderImbalanceCheckInterval time.Duration
+	// ProduceAckTimeout bounds how long an acks=all produce waits for the ISR
+	// (Kafka's request.timeout.ms, default 30 s) before REQUEST_TIMED_OUT.
+	ProduceAckTimeout time.Duration
 }
 
 // DefaultConfig returns Kafka's defaults.
 func DefaultConfig() Config {
-	return Config{BrokerID: 0, DefaultPartitions: 1, DefaultReplicationFactor: 1}
+	return Config{BrokerID: 0, DefaultPartitions: 1, DefaultReplicationFactor: 1,
+		SessionTimeout: 18 * time.Second, ReplicaLagTimeMax: 30 * time.Second,
+		AutoLeaderRebalance: true, LeaderImbalanceCheckInterval: 300 * time.Second,
+		ProduceAckTimeout: 30 * time.Second}
 }
 
 // Validate rejects impossible settings.
@@ -75,6 +106,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("cluster: default partition count %d must be at least 1", c.DefaultPartitions)
 	case c.DefaultReplicationFactor < 1:
 		return fmt.Errorf("cluster: default replication factor %d must be at least 1", c.DefaultReplicationFactor)
+	case c.Replicated && (c.SessionTimeout <= 0 || c.ReplicaLagTimeMax <= 0 || c.LeaderImbalanceCheckInterval <= 0 || c.ProduceAckTimeout <= 0):
+		return fmt.Errorf("cluster: with replication the session timeout (%v), replica.lag.time.max.ms (%v), leader.imbalance.check.interval (%v) and the produce ack timeout (%v) must all be positive",
+			c.SessionTimeout, c.ReplicaLagTimeMax, c.LeaderImbalanceCheckInterval, c.ProduceAckTimeout)
 	}
 	return nil
 }
@@ -109,6 +143,16 @@ type Cluster struct {
 	closed    bool
 
 	registration *registration // set by Register; owns the watch goroutine
+	background   *background   // set by Start (replicated mode)
+
+	// changes has room for one signal, sent after every model refresh and
+	// session change; the replication manager waits on it (Changes).
+	changes chan struct{}
+	// sessionOK is false while the coordination session is expired or has
+	// been disconnected for longer than the session timeout.
+	sessionOK atomic.Bool
+	// controllerID is the broker ID in /controller, -1 when none is known.
+	controllerID atomic.Int32
 }
 
 // Open loads the model from the store, creating the base paths and the
@@ -130,6 +174,12 @@ func Open(cfg Config, store coord.Store, logs *log.Manager, defaults log.Config,
 		logger:   logger.With("component", "cluster"),
 		topics:   make(map[string]*topicEntry),
 		byID:     make(map[[16]byte]*topicEntry),
+		changes:  make(chan struct{}, 1),
+	}
+	c.sessionOK.Store(true)
+	c.controllerID.Store(cfg.BrokerID)
+	if cfg.Replicated {
+		c.controllerID.Store(-1)
 	}
 	for _, p := range []string{brokersPath, brokerIDsPath, topicsPath, configPath, topicConfigsPath, clusterPath} {
 		if err := ensureNode(store, p); err != nil {
@@ -178,8 +228,12 @@ func (c *Cluster) load() error {
 }
 
 // readTopic reads one topic's assignment, partition states and overrides.
-func (c *Cluster) readTopic(name string) (*Topic, error) {
-	data, _, err := c.store.Get(topicPath(name))
+func (c *Cluster) readTopic(name string) (*Topic, error) { return c.readTopicFrom(nil, name) }
+
+// readTopicFrom is readTopic, arming watches on what it reads when bg is set
+// (sync.go). A missing topic node is an error wrapping coord.ErrNoNode.
+func (c *Cluster) readTopicFrom(bg *background, name string) (*Topic, error) {
+	data, _, err := c.get(bg, topicPath(name))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: reading topic %q: %w", name, err)
 	}
@@ -188,8 +242,12 @@ func (c *Cluster) readTopic(name string) (*Topic, error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	for _, p := range t.Partitions {
-		state, _, err := c.store.Get(partitionStatePath(name, p.Partition))
+		state, stat, err := c.get(bg, partitionStatePath(name, p.Partition))
 		switch {
+		case errors.Is(err, coord.ErrNoNode) && bg != nil:
+			// With several brokers nobody leads a partition without a
+			// state: guessing could make two leaders.
+			p.Leader, p.StateVersion = -1, -1
 		case errors.Is(err, coord.ErrNoNode):
 			// Kafka's controller writes the state after the assignment; a
 			// crash in between leaves none. Lead with the preferred replica.
@@ -201,10 +259,11 @@ func (c *Cluster) readTopic(name string) (*Topic, error) {
 			if err := decodePartitionState(p, state); err != nil {
 				return nil, fmt.Errorf("cluster: %w", err)
 			}
+			p.StateVersion = stat.Version
 		}
 	}
 	t.Config = map[string]string{}
-	data, _, err = c.store.Get(topicConfigPath(name))
+	data, _, err = c.get(bg, topicConfigPath(name))
 	switch {
 	case errors.Is(err, coord.ErrNoNode):
 	case err != nil:
@@ -261,12 +320,20 @@ func (c *Cluster) Close() error {
 	}
 	c.closed = true
 	reg := c.registration
+	bg := c.background
 	c.mu.Unlock()
-	if reg != nil {
-		return reg.stop()
+	var errs []error
+	if bg != nil {
+		bg.stop()
 	}
-	return nil
+	if reg != nil {
+		errs = append(errs, reg.stop())
+	}
+	return errors.Join(errs...)
 }
+
+// Settings returns the configuration the cluster was opened with.
+func (c *Cluster) Settings() Config { return c.cfg }
 
 // ClusterID is the cluster's ID (from /cluster/id).
 func (c *Cluster) ClusterID() string {
@@ -278,9 +345,9 @@ func (c *Cluster) ClusterID() string {
 // BrokerID is this broker's ID.
 func (c *Cluster) BrokerID() int32 { return c.cfg.BrokerID }
 
-// ControllerID is the ID of the controller. With one broker and no election
-// yet, this broker is the controller.
-func (c *Cluster) ControllerID() int32 { return c.cfg.BrokerID }
+// ControllerID is the ID of the controller: this broker with one broker, the
+// broker named in /controller with several (-1 while there is none).
+func (c *Cluster) ControllerID() int32 { return c.controllerID.Load() }
 
 // Topics returns every topic, sorted by name.
 func (c *Cluster) Topics() []*Topic {

@@ -40,6 +40,9 @@ type PartitionState struct {
 	ISR []int32
 	// ControllerEpoch is the epoch of the controller that wrote this state.
 	ControllerEpoch int32
+	// StateVersion is the version of the state znode this was read from,
+	// the compare-and-set token for the next write (not part of the JSON).
+	StateVersion int32
 }
 
 // BrokerInfo is a live broker's registration at /brokers/ids/<id>.

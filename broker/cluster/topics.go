@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"strings"
 
 	"millrace/broker/coord"
@@ -160,6 +161,13 @@ func (c *Cluster) assign(count int32, rf int16, first int32, brokers []BrokerInf
 	}
 	if int(rf) > len(brokers) {
 		return nil, fmt.Errorf("%w: replication factor %d is larger than the %d available broker(s)", ErrInvalidReplicationFactor, rf, len(brokers))
+	}
+	if c.cfg.Replicated {
+		// Several brokers: Kafka's assignment (assign_replicas.go), starting
+		// at a random broker so that small topics do not all pile their
+		// preferred leaders onto the first one.
+		n := len(brokers)
+		return AssignReplicas(brokers, count, rf, AssignOptions{StartIndex: rand.IntN(n), ReplicaShift: rand.IntN(n), FirstPartition: first})
 	}
 	out := make([][]int32, count)
 	for i := range out {

@@ -10,15 +10,17 @@ import (
 )
 
 func init() {
-	register("broker", "broker --listen HOST:PORT --data DIR [--id N] [--config FILE] [--set name=value]...", runBroker)
+	register("broker", "broker --listen HOST:PORT --data DIR [--id N] [--zookeeper HOST:PORT[,...][/chroot]] [--config FILE] [--set name=value]...", runBroker)
 }
 
-// runBroker runs a broker with embedded coordination until SIGINT/SIGTERM.
+// runBroker runs a broker until SIGINT/SIGTERM: with embedded coordination,
+// or with --zookeeper as one broker of a replicated cluster.
 func runBroker(ctx context.Context, e env, args []string) error {
 	f := newFlags("broker")
 	listen := f.String("listen", "127.0.0.1:9092", "address to serve the Kafka protocol on")
 	data := f.String("data", "", "data directory (partition logs and coordination state)")
 	id := f.Int("id", 1, "broker id")
+	zookeeper := f.String("zookeeper", "", "ZooKeeper connect string host:port[,host:port...][/chroot]; runs the broker as part of a replicated cluster (zookeeper.connect)")
 	configFile := f.String("config", "", "Kafka server.properties-style file of broker settings")
 	sets := keyValues{}
 	f.Var(sets, "set", "broker setting name=value by its Kafka name, after --config (repeatable)")
@@ -59,6 +61,9 @@ func runBroker(ctx context.Context, e env, args []string) error {
 	if explicit["id"] || cfg.Kafka.BrokerID == 0 {
 		cfg.Kafka.BrokerID = int32(*id)
 	}
+	if explicit["zookeeper"] {
+		cfg.ZooKeeper = *zookeeper
+	}
 	if cfg.DataDir == "" {
 		return usageError("--data DIR is required")
 	}
@@ -66,6 +71,10 @@ func runBroker(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stderr, "millrace broker %s serving on %s (id %s, data %s)\n", Version, b.Addr(), strconv.Itoa(int(cfg.Kafka.BrokerID)), cfg.DataDir)
+	coordination := "embedded coordination"
+	if cfg.ZooKeeper != "" {
+		coordination = "ZooKeeper " + cfg.ZooKeeper
+	}
+	fmt.Fprintf(e.stderr, "millrace broker %s serving on %s (id %s, data %s, %s)\n", Version, b.Addr(), strconv.Itoa(int(cfg.Kafka.BrokerID)), cfg.DataDir, coordination)
 	return b.Run(ctx)
 }
