@@ -159,12 +159,43 @@ func TestBrowserTracker(t *testing.T) {
 	if lp["href"] != pages.URL+"/next" || lp["text"] != "Next page" || lp["tag"] != "a" {
 		t.Errorf("link click properties %v", lp)
 	}
+	// Opt-out: once millrace.optOut() ran, nothing is sent, across page
+	// loads (it is kept in localStorage), until millrace.optIn().
+	if err := chromedp.Do(stepCtx, chromedp.Navigate(pages.URL+"/")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return h.endOffset(topic) >= 4 })
+	if _, err := chromedp.Run(stepCtx, chromedp.Evaluate[bool](`millrace.optOut(), true`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(stepCtx,
+		chromedp.Click(chromedp.ID("buy")),
+		chromedp.Click(chromedp.ID("next")),
+		chromedp.WaitVisible(chromedp.ID("done")),
+		chromedp.Navigate(pages.URL+"/"),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(stepCtx, chromedp.Evaluate[bool](`millrace.optIn(), millrace.track('marker'), millrace.flush(), true`)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { _, ok := byType(h.events(topic))["marker"]; return ok })
+	evs = h.events(topic)
+	if len(evs) != 5 {
+		t.Fatalf("%d events, want 5: the opted-out clicks and page view must not be sent: %v", len(evs), evs)
+	}
+	for _, e := range evs {
+		if e["anonymous_id"] != pv["anonymous_id"] {
+			t.Errorf("anonymous_id %v changed across page loads (want %v from localStorage)", e["anonymous_id"], pv["anonymous_id"])
+		}
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	// Two POSTs: the page view at load and the flush at pagehide, both
-	// sendBeacon's text/plain from the page's origin.
-	if len(posts) != 2 {
-		t.Fatalf("POSTs %v, want 2", posts)
+	// Four POSTs: the page view at load, the flush at pagehide, the second
+	// page view and the marker; all sendBeacon's text/plain from the page's
+	// origin.
+	if len(posts) != 4 {
+		t.Fatalf("POSTs %v, want 4", posts)
 	}
 	for _, p := range posts {
 		if p != "text/plain;charset=UTF-8 from "+pages.URL {

@@ -317,9 +317,11 @@ func pixelEvent(q map[string][]string) []byte {
 		}
 		out = appendJSONString(out, k)
 		out = append(out, ':')
+		ms, msErr := strconv.ParseInt(v, 10, 64)
 		switch {
-		case k == "ts" && isInteger(v):
-			out = append(out, v...)
+		case k == "ts" && msErr == nil:
+			// Re-formatted: "00" or "+5" parse but are not JSON numbers.
+			out = strconv.AppendInt(out, ms, 10)
 		case k == "properties" && len(v) > 0 && v[0] == '{' && json.Valid([]byte(v)):
 			out = append(out, v...)
 		default:
@@ -332,14 +334,6 @@ func pixelEvent(q map[string][]string) []byte {
 func appendJSONString(dst []byte, s string) []byte {
 	b, _ := json.Marshal(s) // strings always marshal
 	return append(dst, b...)
-}
-
-func isInteger(s string) bool {
-	if s == "" || len(s) > 19 {
-		return false
-	}
-	_, err := strconv.ParseInt(s, 10, 64)
-	return err == nil
 }
 
 // handlePixel is GET /b.gif.
