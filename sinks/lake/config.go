@@ -1,0 +1,164 @@
+package lake
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"millrace/schemas"
+	"millrace/sinks/parquet"
+)
+
+// Config configures a Worker. The zero value of every field is its default.
+type Config struct {
+	// Brokers are the seed brokers ("host:port"). Required.
+	Brokers []string `yaml:"brokers"`
+	// Group is the consumer group; the workers of one sink share it. Required.
+	Group string `yaml:"group"`
+	// Topics to land; all of them carry events of Schema. Required.
+	Topics []string `yaml:"topics"`
+	// Schema names the event schema: "log", "click" or "metric". Required.
+	Schema string `yaml:"schema"`
+	// RollRows ends a commit window after this many rows. Default 1,000,000.
+	RollRows int64 `yaml:"roll_rows"`
+	// RollBytes ends a window when its files' estimated size reaches this.
+	// Default 256 MiB.
+	RollBytes int64 `yaml:"roll_bytes"`
+	// RollAge ends a window before the first record whose record timestamp is
+	// RollAge after the window's first record (record time, so cut points stay
+	// deterministic). Default 1m.
+	RollAge time.Duration `yaml:"roll_age"`
+	// IdleTimeout ends a window whose partition has delivered no record for
+	// this long (wall clock), so a quiet partition lands promptly. Default 30s.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// PartitionBy is "hour" (default: dt=…/hr=…) or "day" (dt=… only).
+	PartitionBy string `yaml:"partition_by"`
+	// TimestampField is the timestamp field that picks a row's bucket; default
+	// the schema's time field. The record timestamp stands in when it is null.
+	TimestampField string `yaml:"timestamp_field"`
+	// Compression is "zstd" (default) or "snappy".
+	Compression string `yaml:"compression"`
+	// RowGroupRows and RowGroupBytes bound a file's row groups (and so the
+	// memory each open file holds); defaults 1,000,000 rows and 32 MiB.
+	RowGroupRows  int   `yaml:"row_group_rows"`
+	RowGroupBytes int64 `yaml:"row_group_bytes"`
+	// MaxOpenFiles caps the files a worker has open at once, over all its
+	// partitions. Default 64.
+	MaxOpenFiles int `yaml:"max_open_files"`
+	// SuccessGrace is how far past a bucket's end every partition must be
+	// before its _SUCCESS marker is written. Default 10m. Negative disables
+	// markers.
+	SuccessGrace time.Duration `yaml:"success_grace"`
+	// SuccessInterval is how often a worker checks whether markers are due.
+	// Default 30s.
+	SuccessInterval time.Duration `yaml:"success_interval"`
+	// StartAt is where a partition without a committed offset starts:
+	// "earliest" (default) or "latest".
+	StartAt string `yaml:"start_at"`
+
+	// AfterPublish, when set, is called after every published data file with
+	// its name. It is a fault-injection hook for tests (the CLI's hidden
+	// --crash-after-publish exits the process from it); it is not part of the
+	// YAML configuration.
+	AfterPublish func(name string) `yaml:"-"`
+}
+
+// Defaults.
+const (
+	DefaultRollRows        = 1_000_000
+	DefaultRollBytes       = 256 << 20
+	DefaultRollAge         = time.Minute
+	DefaultIdleTimeout     = 30 * time.Second
+	DefaultMaxOpenFiles    = 64
+	DefaultSuccessGrace    = 10 * time.Minute
+	DefaultSuccessInterval = 30 * time.Second
+)
+
+// withDefaults returns a copy with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.RollRows == 0 {
+		c.RollRows = DefaultRollRows
+	}
+	if c.RollBytes == 0 {
+		c.RollBytes = DefaultRollBytes
+	}
+	if c.RollAge == 0 {
+		c.RollAge = DefaultRollAge
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.PartitionBy == "" {
+		c.PartitionBy = "hour"
+	}
+	if c.Compression == "" {
+		c.Compression = "zstd"
+	}
+	if c.MaxOpenFiles == 0 {
+		c.MaxOpenFiles = DefaultMaxOpenFiles
+	}
+	if c.SuccessGrace == 0 {
+		c.SuccessGrace = DefaultSuccessGrace
+	}
+	if c.SuccessInterval == 0 {
+		c.SuccessInterval = DefaultSuccessInterval
+	}
+	if c.StartAt == "" {
+		c.StartAt = "earliest"
+	}
+	return c
+}
+
+// Validate rejects missing settings and impossible combinations, each with a
+// sentence that says why.
+func (c Config) Validate() error {
+	var errs []error
+	if len(c.Brokers) == 0 {
+		errs = append(errs, errors.New("lake: brokers: at least one seed broker is needed"))
+	}
+	if c.Group == "" {
+		errs = append(errs, errors.New("lake: group: the workers of a sink share a consumer group; name it"))
+	}
+	if len(c.Topics) == 0 {
+		errs = append(errs, errors.New("lake: topics: nothing to land"))
+	}
+	seen := map[string]bool{}
+	for _, t := range c.Topics {
+		switch {
+		case t == "" || strings.ContainsAny(t, "/ "):
+			errs = append(errs, fmt.Errorf("lake: topic %q cannot be a directory name", t))
+		case strings.HasSuffix(t, ".dlq"):
+			errs = append(errs, fmt.Errorf("lake: topic %q is a dead-letter topic; landing it would need its own schema", t))
+		case seen[t]:
+			errs = append(errs, fmt.Errorf("lake: topic %q listed twice", t))
+		}
+		seen[t] = true
+	}
+	s, err := schemas.ByName(c.Schema)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("lake: schema: %w", err))
+	} else if c.TimestampField != "" {
+		if f, ok := s.Field(c.TimestampField); !ok || f.Type != schemas.TypeTimestamp {
+			errs = append(errs, fmt.Errorf("lake: timestamp_field %q is not a timestamp field of schema %s", c.TimestampField, s.Name))
+		}
+	}
+	if c.RollRows < 0 || c.RollBytes < 0 || c.RollAge < 0 || c.IdleTimeout < 0 || c.MaxOpenFiles < 0 || c.SuccessInterval < 0 {
+		errs = append(errs, errors.New("lake: roll limits, idle timeout, open-file cap and success interval cannot be negative"))
+	}
+	switch c.PartitionBy {
+	case "", "hour", "day":
+	default:
+		errs = append(errs, fmt.Errorf("lake: partition_by %q: want hour or day", c.PartitionBy))
+	}
+	switch c.StartAt {
+	case "", "earliest", "latest":
+	default:
+		errs = append(errs, fmt.Errorf("lake: start_at %q: want earliest or latest", c.StartAt))
+	}
+	po := parquet.Options{Compression: c.Compression, RowGroupRows: c.RowGroupRows, RowGroupBytes: c.RowGroupBytes}
+	if err := po.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("lake: %w", err))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,101 @@
+// Package lake is millrace's Parquet sink: a consumer-group worker that lands
+// topics as Hive-partitioned Parquet files on a filesystem or S3, exactly once
+// (DESIGN.md §8).
+//
+// # Layout
+//
+// Each row goes to the file of its time bucket, the UTC hour (or day) of its
+// event time — the schema's time field, or Config.TimestampField, with the
+// record's timestamp as the fallback:
+//
+//	<root>/<topic>/dt=YYYY-MM-DD/hr=HH/part-<partition>-<first offset>.parquet
+//	<root>/<topic>/dt=YYYY-MM-DD/part-<partition>-<first offset>.parquet   (partition_by: day)
+//
+// The first offset is zero-padded to 20 digits, so a directory listing sorts
+// files by offset within a partition.
+//
+// # Commit windows and exactly-once output
+//
+// A worker handles each assigned partition as a sequence of commit windows. A
+// window starts at the partition's committed offset (the first record the
+// group hands out after it) and collects records until it ends; each time
+// bucket seen in the window gets one file, named by the offset of the bucket's
+// first record in the window. Files are written under a temporary identity
+// (a hidden temporary file, or an unfinished multipart upload) and published
+// atomically (fsync + rename, or completing the upload). When a window ends,
+// ALL its files are published, any dead-letter records are acknowledged, and
+// only THEN is the group offset committed, to the offset after the window's
+// last record.
+//
+// Why this lands every record exactly once, whatever happens between two
+// steps: after a crash (or a rebalance that discarded unpublished work) the
+// next owner starts again at the committed offset and reads the same records.
+// Take any file published by the lost attempt, named by offset X, the first
+// record of bucket b after the committed offset C. Whatever windows the new
+// attempt cuts, the window that contains X starts at some S with C <= S <= X,
+// and no record in [S, X) is in bucket b, so X is again the first offset of b
+// in that window and the window publishes a file of the same name, replacing
+// the earlier copy, before the committed offset moves past X. No file of the
+// lost attempt survives under a name the new attempt does not rewrite, and no
+// record is in two files of different names. Files of committed windows are
+// never rewritten, because no later window starts before the commit.
+//
+// # Where windows end
+//
+// The argument above holds for any cut points, but the cut points that come
+// from the records alone are deterministic, so a rewrite usually also has the
+// same rows as the lost copy (and a slow former owner that publishes late
+// writes the same file): a window ends
+//   - after RollRows rows;
+//   - when the files' estimated size reaches RollBytes (checked every 1,024
+//     rows, from the writers' own estimate, which depends on the rows only);
+//   - before the first record whose record timestamp is RollAge or more after
+//     the window's first record timestamp (roll-age is measured in record
+//     time, not on the wall clock, so it does not depend on when the worker
+//     happened to read the records);
+//   - before a record that needs a new file when the worker already has
+//     MaxOpenFiles open files (late data for many old hours ends the window
+//     early instead of opening unbounded writers).
+//
+// Four cuts depend on the wall clock or on other partitions, and are exactly
+// once by the naming argument alone: the idle timeout (a window whose
+// partition has delivered nothing for IdleTimeout is ended, so a quiet
+// partition lands promptly — this is the explicit flush DESIGN.md's wall-clock
+// roll-age asked for), the open-file cap when another partition holds the
+// files, a revoke (publish, then commit, in OnPartitionsRevoked), and
+// shutdown. A lost partition (session expired) is discarded without commit.
+//
+// Leftovers of a crashed worker (temporary files, unfinished uploads) are
+// removed when their partition is assigned, by store.Cleanup with a match on
+// the final-name pattern of that partition; whatever they held is rewritten.
+//
+// # _SUCCESS markers
+//
+// Every commit carries the window's largest record timestamp in the offset's
+// commit metadata (`{"wm":<unix ms>}`). Periodically, a worker that published
+// files into an hour (or day) fetches the group's committed offsets and the
+// partitions' end offsets: a partition's position is its committed metadata
+// time, or now when it is fully consumed (committed offset = end offset). Once
+// the minimum position over all partitions of the topic is at or past the end
+// of the bucket plus SuccessGrace, the worker publishes
+// `<bucket dir>/_SUCCESS` (empty). Positions are in record time; an event
+// whose own time is far older than its record time can still land in a bucket
+// after its marker.
+//
+// # Dead letters
+//
+// Records whose value is empty or does not fit the schema are produced to
+// `<topic>.dlq` as a JSON envelope (reason, topic, partition, offset, record
+// timestamp, and the value as a string when it is valid UTF-8, else base64),
+// by the idempotent producer, and acknowledged before the window's commit. A
+// crash before the commit produces them again: the dead-letter topic is at
+// least once, and the envelope's topic/partition/offset identify duplicates.
+//
+// # Failures
+//
+// A failed write, publish or commit stops the worker (Err reports why): the
+// window's unpublished objects are discarded and the records are landed again
+// from the committed offset by the next owner or the next start. Continuing
+// after a failed commit would start a window beyond the committed offset,
+// which breaks the naming argument.
+package lake

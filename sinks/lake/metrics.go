@@ -1,0 +1,45 @@
+package lake
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the worker's Prometheus series.
+type metrics struct {
+	rows          *prometheus.CounterVec // topic
+	files         *prometheus.CounterVec // topic
+	bytes         *prometheus.CounterVec // topic
+	deadLetters   *prometheus.CounterVec // topic
+	windows       *prometheus.CounterVec // topic, reason
+	lag           *prometheus.GaugeVec   // topic, partition
+	commitLatency prometheus.Histogram   //
+	openFiles     prometheus.Gauge       //
+	markers       *prometheus.CounterVec // topic
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		rows: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "millrace", Subsystem: "lake",
+			Name: "rows_total", Help: "Rows landed in published Parquet files."}, []string{"topic"}),
+		files: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "millrace", Subsystem: "lake",
+			Name: "files_total", Help: "Parquet files published."}, []string{"topic"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "millrace", Subsystem: "lake",
+			Name: "bytes_total", Help: "Bytes of Parquet files published."}, []string{"topic"}),
+		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "millrace", Subsystem: "lake",
+			Name: "dead_letters_total", Help: "Records sent to the dead-letter topic."}, []string{"topic"}),
+		windows: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "millrace", Subsystem: "lake",
+			Name: "windows_total", Help: "Commit windows ended, by what ended them."}, []string{"topic", "reason"}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "millrace", Subsystem: "lake",
+			Name: "lag_records", Help: "Records between the last record read and the partition's high watermark."},
+			[]string{"topic", "partition"}),
+		commitLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "millrace", Subsystem: "lake",
+			Name: "commit_seconds", Help: "Time to publish a window's files and commit its offset.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
+		openFiles: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "millrace", Subsystem: "lake",
+			Name: "open_files", Help: "Parquet files being written."}),
+		markers: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "millrace", Subsystem: "lake",
+			Name: "success_markers_total", Help: "_SUCCESS markers written."}, []string{"topic"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.rows, m.files, m.bytes, m.deadLetters, m.windows, m.lag, m.commitLatency, m.openFiles, m.markers)
+	}
+	return m
+}

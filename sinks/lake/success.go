@@ -1,0 +1,164 @@
+package lake
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// encodeWatermark is the commit metadata of a window: its largest record
+// timestamp, in Unix milliseconds.
+func encodeWatermark(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return fmt.Sprintf(`{"wm":%d}`, t.UnixMilli())
+}
+
+// decodeWatermark reads encodeWatermark's output.
+func decodeWatermark(s string) (time.Time, bool) {
+	var v struct {
+		WM *int64 `json:"wm"`
+	}
+	if err := json.Unmarshal([]byte(s), &v); err != nil || v.WM == nil {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(*v.WM).UTC(), true
+}
+
+// progressSource tells how far the whole group has landed each topic.
+type progressSource interface {
+	// positions returns, per topic, the smallest position over its
+	// partitions; a topic missing from the map has a partition whose
+	// position is unknown.
+	positions(ctx context.Context, topics []string, now time.Time) (map[string]time.Time, error)
+}
+
+// kgoProgress reads the group's committed offsets (with their watermark
+// metadata) and the partitions' end offsets.
+type kgoProgress struct {
+	client *kgo.Client
+	group  string
+}
+
+func (k *kgoProgress) positions(ctx context.Context, topics []string, now time.Time) (map[string]time.Time, error) {
+	adm := kadm.NewClient(k.client)
+	committed, err := adm.FetchOffsetsForTopics(ctx, k.group, topics...)
+	if err != nil {
+		return nil, err
+	}
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]time.Time{}
+	for _, topic := range topics {
+		pos, known := time.Time{}, true
+		partitions := 0
+		ends.Each(func(e kadm.ListedOffset) {
+			if e.Topic != topic {
+				return
+			}
+			partitions++
+			t, ok := partitionPosition(e, committed, now)
+			if !ok {
+				known = false
+				return
+			}
+			if pos.IsZero() || t.Before(pos) {
+				pos = t
+			}
+		})
+		if known && partitions > 0 {
+			out[topic] = pos
+		}
+	}
+	return out, nil
+}
+
+// partitionPosition is a partition's position in record time: now when the
+// group has consumed everything in it (any later record is newer), else the
+// watermark of its committed offset.
+func partitionPosition(end kadm.ListedOffset, committed kadm.OffsetResponses, now time.Time) (time.Time, bool) {
+	if end.Err != nil {
+		return time.Time{}, false
+	}
+	c, ok := committed.Lookup(end.Topic, end.Partition)
+	if end.Offset == 0 || (ok && c.Err == nil && c.At >= end.Offset) {
+		return now, true
+	}
+	if !ok || c.Err != nil || c.At < 0 {
+		return time.Time{}, false
+	}
+	return decodeWatermark(c.Metadata)
+}
+
+// addPendingLocked remembers that bucket of topic has files and may need a marker.
+func (w *Worker) addPendingLocked(topic string, bucket time.Time) {
+	if w.cfg.SuccessGrace < 0 {
+		return
+	}
+	m := w.pending[topic]
+	if m == nil {
+		m = map[int64]struct{}{}
+		w.pending[topic] = m
+	}
+	m[bucket.Unix()] = struct{}{}
+}
+
+// maybeWriteMarkersLocked writes the _SUCCESS markers that are due, at most
+// once per SuccessInterval.
+func (w *Worker) maybeWriteMarkersLocked(ctx context.Context) {
+	now := w.now()
+	if len(w.pending) == 0 || w.progress == nil || now.Sub(w.lastSuccessCheck) < w.cfg.SuccessInterval {
+		return
+	}
+	w.lastSuccessCheck = now
+	topics := make([]string, 0, len(w.pending))
+	for t := range w.pending {
+		topics = append(topics, t)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	pos, err := w.progress.positions(cctx, topics, now)
+	if err != nil {
+		w.logger.Warn("reading the group's progress for _SUCCESS markers failed", "err", err)
+		return
+	}
+	for topic, buckets := range w.pending {
+		p, ok := pos[topic]
+		if !ok {
+			continue
+		}
+		for b := range buckets {
+			bucket := time.Unix(b, 0).UTC()
+			if bucket.Add(w.bucketSize() + w.cfg.SuccessGrace).After(p) {
+				continue
+			}
+			name := w.bucketDir(topic, bucket) + "/_SUCCESS"
+			if err := w.writeMarker(cctx, name); err != nil {
+				w.logger.Warn("writing a _SUCCESS marker failed; retried later", "name", name, "err", err)
+				continue
+			}
+			delete(buckets, b)
+			w.metrics.markers.WithLabelValues(topic).Inc()
+			w.logger.Info("bucket complete", "name", name)
+		}
+		if len(buckets) == 0 {
+			delete(w.pending, topic)
+		}
+	}
+}
+
+func (w *Worker) writeMarker(ctx context.Context, name string) error {
+	obj, err := w.store.Create(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer obj.Abort(ctx)
+	return obj.Publish(ctx)
+}

@@ -1,0 +1,409 @@
+package lake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/schemas"
+	"millrace/sinks/store"
+)
+
+// Worker is one member of a sink's consumer group. Create it with New, run it
+// with Start, stop it with Shutdown.
+type Worker struct {
+	cfg       Config
+	schema    *schemas.Schema
+	timeField int // index of Config.TimestampField, or -1 for the schema's time field
+	store     store.Store
+	logger    *slog.Logger
+	metrics   *metrics
+	now       func() time.Time
+
+	// Set by Start (tests set fakes directly).
+	client   *kgo.Client
+	commit   committer
+	dlq      deadLetterSink
+	progress progressSource
+
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the poll loop has returned
+
+	mu               sync.Mutex // guards the following
+	parts            map[topicPartition]*partitionState
+	openFiles        int
+	pending          map[string]map[int64]struct{} // topic -> buckets (Unix seconds) with files but no marker yet
+	lastSuccessCheck time.Time
+	err              error // why the worker stopped on its own
+}
+
+// New checks cfg and returns a worker that lands into st. reg may be nil.
+func New(cfg Config, st store.Store, reg prometheus.Registerer, logger *slog.Logger) (*Worker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if st == nil {
+		return nil, errors.New("lake: no store")
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	cfg = cfg.withDefaults()
+	schema, _ := schemas.ByName(cfg.Schema) // checked by Validate
+	w := &Worker{cfg: cfg, schema: schema, timeField: -1, store: st,
+		logger: logger.With("component", "lake", "group", cfg.Group), metrics: newMetrics(reg), now: time.Now,
+		done: make(chan struct{}), parts: map[topicPartition]*partitionState{}, pending: map[string]map[int64]struct{}{}}
+	if cfg.TimestampField != "" && cfg.TimestampField != schema.TimeField {
+		w.timeField = schema.FieldIndex(cfg.TimestampField)
+	}
+	return w, nil
+}
+
+// Start joins the group and starts landing records in a goroutine of its own,
+// which runs until Shutdown or a failure (see Done and Err). ctx bounds only
+// the start: connecting and creating the dead-letter topics.
+func (w *Worker) Start(ctx context.Context) error {
+	reset := kgo.NewOffset().AtStart()
+	if w.cfg.StartAt == "latest" {
+		reset = kgo.NewOffset().AtEnd()
+	}
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(w.cfg.Brokers...),
+		kgo.ClientID("millrace-sink"),
+		kgo.ConsumerGroup(w.cfg.Group),
+		kgo.ConsumeTopics(w.cfg.Topics...),
+		kgo.ConsumeResetOffset(reset),
+		// Offsets are committed by the worker, after publishing, never by
+		// the client on a timer.
+		kgo.DisableAutoCommit(),
+		// Rebalance callbacks run only between two polls, so a window is
+		// never half-processed when its partition is revoked.
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(w.onAssigned),
+		kgo.OnPartitionsRevoked(w.onRevoked),
+		kgo.OnPartitionsLost(w.onLost),
+	)
+	if err != nil {
+		return fmt.Errorf("lake: %w", err)
+	}
+	if err := cl.Ping(ctx); err != nil {
+		cl.Close()
+		return fmt.Errorf("lake: cannot reach brokers %v: %w", w.cfg.Brokers, err)
+	}
+	w.ensureDeadLetterTopics(ctx, cl)
+	w.client = cl
+	w.commit = &kgoCommitter{client: cl, group: w.cfg.Group}
+	w.dlq = &kgoDeadLetters{client: cl}
+	w.progress = &kgoProgress{client: cl, group: w.cfg.Group}
+	runCtx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
+	go w.run(runCtx)
+	w.logger.Info("sink worker started", "topics", w.cfg.Topics, "schema", w.schema.Name)
+	return nil
+}
+
+// Done is closed when the worker stops landing: after Shutdown began, or on
+// a failure reported by Err.
+func (w *Worker) Done() <-chan struct{} { return w.done }
+
+// Err reports why the worker stopped on its own, or nil.
+func (w *Worker) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// Shutdown stops polling, lands every open window (publish, then commit)
+// within ctx — what cannot be landed in time is discarded and rewritten by the
+// next owner — and leaves the group.
+func (w *Worker) Shutdown(ctx context.Context) error {
+	if w.cancel == nil {
+		return errors.New("lake: Shutdown before Start")
+	}
+	w.cancel()
+	select {
+	case <-w.done:
+	case <-ctx.Done():
+		// The poll loop is still publishing; it holds nothing that the group
+		// needs, so leave anyway. Its unfinished window is rewritten.
+		w.client.Close()
+		<-w.done
+		return fmt.Errorf("lake: shutdown: %w", ctx.Err())
+	}
+	w.mu.Lock()
+	var err error
+	if w.err == nil {
+		for _, p := range w.sortedPartitionsLocked() {
+			if err == nil {
+				err = w.endWindowLocked(ctx, p, "shutdown")
+			} else {
+				w.discardLocked(ctx, p)
+			}
+		}
+	}
+	w.mu.Unlock()
+	w.client.Close() // leaves the group; onRevoked finds nothing left to land
+	return err
+}
+
+// run polls and lands records until ctx ends or landing fails.
+func (w *Worker) run(ctx context.Context) {
+	defer close(w.done)
+	// Publishing and committing run to completion even when ctx ends, so a
+	// shutdown never cuts a window between a publish and its commit.
+	work := context.WithoutCancel(ctx)
+	for {
+		pollCtx, cancel := context.WithTimeout(ctx, w.pollWait())
+		fetches := w.client.PollFetches(pollCtx)
+		cancel()
+		if fetches.IsClientClosed() || ctx.Err() != nil {
+			w.client.AllowRebalance()
+			return
+		}
+		err := w.handle(work, fetches)
+		w.client.AllowRebalance()
+		if err != nil {
+			w.fail(work, err)
+			return
+		}
+	}
+}
+
+// pollWait bounds a poll so idle windows are noticed on time.
+func (w *Worker) pollWait() time.Duration {
+	d := w.cfg.IdleTimeout / 4
+	if d > time.Second {
+		d = time.Second
+	}
+	if d < 10*time.Millisecond {
+		d = 10 * time.Millisecond
+	}
+	return d
+}
+
+// handle lands one poll's records.
+func (w *Worker) handle(ctx context.Context, fetches kgo.Fetches) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	fetches.EachError(func(topic string, partition int32, err error) {
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			w.logger.Warn("fetch failed; retrying", "topic", topic, "partition", partition, "err", err)
+		}
+	})
+	var err error
+	fetches.EachPartition(func(ftp kgo.FetchTopicPartition) {
+		if err != nil || len(ftp.Records) == 0 {
+			return
+		}
+		p := w.partitionLocked(topicPartition{ftp.Topic, ftp.Partition})
+		for _, r := range ftp.Records {
+			if err = w.processLocked(ctx, p, r); err != nil {
+				return
+			}
+		}
+		last := ftp.Records[len(ftp.Records)-1].Offset
+		w.metrics.lag.WithLabelValues(ftp.Topic, strconv.Itoa(int(ftp.Partition))).Set(float64(ftp.HighWatermark - last - 1))
+	})
+	if err != nil {
+		return err
+	}
+	if err := w.flushIdleLocked(ctx); err != nil {
+		return err
+	}
+	w.maybeWriteMarkersLocked(ctx)
+	return nil
+}
+
+// flushIdleLocked lands the windows of partitions that delivered nothing for
+// IdleTimeout.
+func (w *Worker) flushIdleLocked(ctx context.Context) error {
+	now := w.now()
+	for _, p := range w.sortedPartitionsLocked() {
+		if p.win != nil && now.Sub(p.lastRead) >= w.cfg.IdleTimeout {
+			if err := w.endWindowLocked(ctx, p, "idle"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// fail stops the worker after a landing failure: every window is discarded,
+// nothing more is committed.
+func (w *Worker) fail(ctx context.Context, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range w.sortedPartitionsLocked() {
+		w.discardLocked(ctx, p)
+	}
+	w.err = err
+	w.logger.Error("sink worker stopped; unlanded records are landed again from the committed offsets", "err", err)
+}
+
+func (w *Worker) partitionLocked(tp topicPartition) *partitionState {
+	p := w.parts[tp]
+	if p == nil {
+		p = &partitionState{tp: tp, row: w.schema.NewRow()}
+		w.parts[tp] = p
+	}
+	return p
+}
+
+// sortedPartitionsLocked lists the partitions in a fixed order, so whatever
+// lands several windows does so in the same order every time.
+func (w *Worker) sortedPartitionsLocked() []*partitionState {
+	out := make([]*partitionState, 0, len(w.parts))
+	for _, p := range w.parts {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].tp.topic != out[j].tp.topic {
+			return out[i].tp.topic < out[j].tp.topic
+		}
+		return out[i].tp.partition < out[j].tp.partition
+	})
+	return out
+}
+
+// onAssigned removes what earlier owners of the new partitions left
+// unpublished, before any of their records is read.
+func (w *Worker) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for topic, partitions := range assigned {
+		set := map[int32]func(string) bool{}
+		for _, p := range partitions {
+			w.partitionLocked(topicPartition{topic, p})
+			set[p] = finalNameMatcher(p)
+		}
+		match := func(name string) bool {
+			for _, m := range set {
+				if m(name) {
+					return true
+				}
+			}
+			return false
+		}
+		n, err := w.store.Cleanup(ctx, topic+"/", match)
+		if err != nil {
+			w.logger.Warn("cleaning up leftovers failed; they stay hidden and are retried on the next assignment",
+				"topic", topic, "err", err)
+		}
+		w.logger.Info("partitions assigned", "topic", topic, "partitions", partitions, "leftovers_removed", n)
+	}
+}
+
+// onRevoked lands the revoked partitions' windows (publish, then commit with
+// the generation that still owns them) and forgets them.
+func (w *Worker) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	work := context.WithoutCancel(ctx)
+	for topic, partitions := range revoked {
+		for _, id := range partitions {
+			tp := topicPartition{topic, id}
+			p := w.parts[tp]
+			if p == nil {
+				continue
+			}
+			if w.err != nil {
+				w.discardLocked(work, p)
+			} else if err := w.endWindowLocked(work, p, "revoke"); err != nil {
+				w.logger.Warn("landing a revoked partition failed; its next owner rewrites the window",
+					"topic", topic, "partition", id, "err", err)
+			}
+			delete(w.parts, tp)
+			w.metrics.lag.DeleteLabelValues(topic, strconv.Itoa(int(id)))
+		}
+		w.logger.Info("partitions revoked", "topic", topic, "partitions", partitions)
+	}
+}
+
+// onLost discards the lost partitions' windows: another member may own them
+// already, so nothing may be committed for them.
+func (w *Worker) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for topic, partitions := range lost {
+		for _, id := range partitions {
+			tp := topicPartition{topic, id}
+			if p := w.parts[tp]; p != nil {
+				w.discardLocked(context.WithoutCancel(ctx), p)
+				delete(w.parts, tp)
+				w.metrics.lag.DeleteLabelValues(topic, strconv.Itoa(int(id)))
+			}
+		}
+		w.logger.Warn("partitions lost", "topic", topic, "partitions", partitions)
+	}
+}
+
+// ensureDeadLetterTopics creates `<topic>.dlq` (one partition) for every
+// topic that lacks one. A failure is only logged: the broker may create
+// topics on first use.
+func (w *Worker) ensureDeadLetterTopics(ctx context.Context, cl *kgo.Client) {
+	for _, t := range w.cfg.Topics {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t+".dlq", 1, -1
+		req.Topics = append(req.Topics, rt)
+		req.TimeoutMillis = 10000
+		resp, err := req.RequestWith(ctx, cl)
+		if err == nil && len(resp.Topics) == 1 {
+			err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
+		}
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			w.logger.Warn("could not create the dead-letter topic", "topic", t+".dlq", "err", err)
+		}
+	}
+}
+
+// commitTimeout bounds one offset commit.
+const commitTimeout = 30 * time.Second
+
+// kgoCommitter commits through the group coordinator with the member's
+// current generation, so a member that lost its partitions cannot commit for
+// them. It builds the OffsetCommit request itself (rather than
+// CommitOffsetsSync) to carry the window's record-time watermark in the
+// offset's metadata, which the _SUCCESS markers read back.
+type kgoCommitter struct {
+	client *kgo.Client
+	group  string
+}
+
+func (c *kgoCommitter) commit(ctx context.Context, tp topicPartition, offset int64, watermark time.Time) error {
+	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
+	defer cancel()
+	member, generation := c.client.GroupMetadata()
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group, req.Generation, req.MemberID = c.group, generation, member
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic = tp.topic
+	rp := kmsg.NewOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset, rp.LeaderEpoch = tp.partition, offset, -1
+	md := encodeWatermark(watermark)
+	rp.Metadata = &md
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, c.client)
+	if err != nil {
+		return err
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
