@@ -98,6 +98,9 @@ func handleProduce(ctx context.Context, b *Broker, r *request) (kmsg.Response, e
 				sp.ErrorCode = kerr.InvalidRequiredAcks.Code
 			case req.TransactionID != nil:
 				sp.ErrorCode, sp.ErrorMessage = kerr.InvalidRecord.Code, strp(transactionsUnsupported)
+			case req.Acks == -1 && b.refuseAcksAll(name, part.Partition, &sp):
+				// Fewer in-sync replicas than min.insync.replicas: refused
+				// before anything is written (replication_leader.go).
 			default:
 				if p, last := b.produceTo(name, part, states, &sp); sp.ErrorCode == 0 {
 					written = append(written, pending{topic: len(resp.Topics), partition: len(st.Partitions), p: p, last: last})

@@ -134,6 +134,14 @@ func isFollowerFetch(req *kmsg.FetchRequest) bool {
 	return req.ReplicaID >= 0
 }
 
+// fetchReplicaID is the fetching replica's broker ID.
+func fetchReplicaID(req *kmsg.FetchRequest) int32 {
+	if req.Version >= 15 {
+		return req.ReplicaState.ID
+	}
+	return req.ReplicaID
+}
+
 // fetchOnce reads every requested partition once. It returns the response,
 // the record bytes in it, and whether any partition failed.
 func (b *Broker) fetchOnce(req *kmsg.FetchRequest) (f *streamedFetch, bytes int64, failed bool) {
@@ -194,6 +202,14 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, topic string, rp kmsg.Fe
 			sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = p.state.Leader, p.state.LeaderEpoch
 		}
 		return nil
+	}
+	if follower {
+		// The fetch offset is the follower's log end offset for the ISR
+		// and the high watermark (replication_leader.go).
+		if code := b.replicationFollowerFetch(topic, rp.Partition, fetchReplicaID(req), rp.FetchOffset, epoch); code != 0 {
+			sp.ErrorCode = code
+			return nil
+		}
 	}
 	hw := highWatermark(p)
 	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, lastStableOffset(p), p.log.StartOffset()

@@ -26,8 +26,9 @@ const noLeaderEpoch = -1
 
 // ledPartition is a partition this broker leads, found for one request.
 type ledPartition struct {
-	state *cluster.PartitionState
-	log   *log.Log
+	state  *cluster.PartitionState
+	log    *log.Log
+	broker *Broker // for the replication hooks
 }
 
 // leaderPartition finds topic/partition and checks that this broker leads it
@@ -46,7 +47,10 @@ func (b *Broker) leaderPartition(topic string, partition, currentLeaderEpoch int
 	if code := checkLeaderEpoch(currentLeaderEpoch, state.LeaderEpoch); code != 0 {
 		return ledPartition{state: state}, code
 	}
-	return ledPartition{state: state, log: l}, 0
+	if code := b.replicationLeads(topic, partition, state.LeaderEpoch); code != 0 {
+		return ledPartition{state: state}, code
+	}
+	return ledPartition{state: state, log: l, broker: b}, 0
 }
 
 // checkLeaderEpoch compares a client's current leader epoch with ours.
@@ -66,7 +70,16 @@ func checkLeaderEpoch(client, ours int32) int16 {
 // to consumers. With replication it becomes the smallest log end offset in
 // the ISR (DESIGN §5); on a single broker every written record is
 // committed, so it is the log end offset.
-func highWatermark(p ledPartition) int64 { return p.log.EndOffset() }
+//
+// With several brokers it is the replica manager's (replication_leader.go).
+func highWatermark(p ledPartition) int64 {
+	if p.broker != nil {
+		if hw, ok := p.broker.replicationHighWatermark(p); ok {
+			return hw
+		}
+	}
+	return p.log.EndOffset()
+}
 
 // lastStableOffset is the offset below which read_committed consumers may
 // read. Without transactions there is nothing undecided, so it is the high
@@ -80,7 +93,12 @@ func lastStableOffset(p ledPartition) int64 { return highWatermark(p) }
 // the wait outlasts the request's timeout) — replication work; today a lone
 // broker is the whole ISR and the high watermark is its log end, so the
 // answer is immediate success.
-func awaitReplication(_ context.Context, _ *Broker, p ledPartition, acks int16, lastOffset int64) int16 {
+//
+// With several brokers the replica manager decides (replication_leader.go).
+func awaitReplication(ctx context.Context, b *Broker, p ledPartition, acks int16, lastOffset int64) int16 {
+	if code, ok := b.replicationAwait(ctx, p, acks, lastOffset); ok {
+		return code
+	}
 	if acks != -1 {
 		return 0
 	}

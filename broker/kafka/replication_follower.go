@@ -1,0 +1,350 @@
+package kafka
+
+// The follower's half of replication: one fetcher goroutine per followed
+// partition, on its own connection to the leader. It first truncates the
+// log by leader epoch (OffsetForLeaderEpoch, replica.TruncationFor; KIP-101
+// and KIP-279), then copies the leader's log with long-polling Fetch
+// requests that carry this broker's ID as replica ID, appending whole
+// batches verbatim (log.AppendReplicated keeps their offsets and epochs).
+// The leader counts each fetch offset as this replica's log end offset.
+//
+// Appends and truncations happen under the partition's producer-state lock,
+// and keep that state exact (applied batch by batch, rebuilt after a
+// truncation), so a snapshot never describes a different log.
+//
+// Versions are fixed and non-flexible (Fetch v11, OffsetForLeaderEpoch v3):
+// both carry the replica ID and the current leader epoch, and both sides are
+// millrace.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/broker/replica"
+)
+
+const (
+	// followerFetchWait is the follower's Fetch max wait: the leader answers
+	// as soon as there is data, so this only bounds an idle poll.
+	followerFetchWait = 500 * time.Millisecond
+	// followerFetchBytes bounds one fetch's records.
+	followerFetchBytes = 8 << 20
+	// followerBackoff is the pause after an error before trying again.
+	followerBackoff = 100 * time.Millisecond
+	// maxReplicaResponse bounds a response frame from the leader.
+	maxReplicaResponse = 64 << 20
+)
+
+// fetcher copies one partition from its leader at one leader epoch.
+type fetcher struct {
+	rp     *replicaPartition
+	leader int32
+	epoch  int32
+
+	stopping chan struct{}
+	done     chan struct{}
+
+	mu   sync.Mutex // guards the following
+	conn net.Conn
+}
+
+// startFetcherLocked starts following leader at epoch.
+func (rp *replicaPartition) startFetcherLocked(leader, epoch int32) {
+	f := &fetcher{rp: rp, leader: leader, epoch: epoch, stopping: make(chan struct{}), done: make(chan struct{})}
+	rp.fetcher = f
+	rp.m.wg.Add(1)
+	go f.run()
+	rp.m.logger.Info("following", "topic", rp.tp.Topic, "partition", rp.tp.Partition, "leader", leader, "leader_epoch", epoch)
+}
+
+// stopFetcherLocked stops the fetcher and waits for it, so that nothing
+// appends once it returns.
+func (rp *replicaPartition) stopFetcherLocked() {
+	f := rp.fetcher
+	if f == nil {
+		return
+	}
+	rp.fetcher = nil
+	close(f.stopping)
+	f.mu.Lock()
+	if f.conn != nil {
+		f.conn.Close() // unblocks a waiting fetch
+	}
+	f.mu.Unlock()
+	<-f.done
+}
+
+func (f *fetcher) stopped() bool {
+	select {
+	case <-f.stopping:
+		return true
+	default:
+		return false
+	}
+}
+
+func (f *fetcher) pause(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-f.stopping:
+	case <-t.C:
+	}
+}
+
+func (f *fetcher) run() {
+	m := f.rp.m
+	defer m.wg.Done()
+	defer close(f.done)
+	defer f.closeConn()
+	tp := f.rp.tp
+	for !f.stopped() {
+		c, err := f.connect()
+		if err != nil {
+			m.logger.Debug("connecting to the leader", "topic", tp.Topic, "partition", tp.Partition, "leader", f.leader, "err", err)
+			f.pause(followerBackoff)
+			continue
+		}
+		if err := f.truncate(c); err != nil {
+			if !f.stopped() {
+				m.logger.Debug("truncating by leader epoch", "topic", tp.Topic, "partition", tp.Partition, "leader", f.leader, "err", err)
+			}
+			f.closeConn()
+			f.pause(followerBackoff)
+			continue
+		}
+		err = f.fetchLoop(c)
+		f.closeConn()
+		if !f.stopped() && err != nil {
+			m.logger.Debug("fetching from the leader", "topic", tp.Topic, "partition", tp.Partition, "leader", f.leader, "err", err)
+			f.pause(followerBackoff)
+		}
+	}
+}
+
+// connect dials the leader's registered address.
+func (f *fetcher) connect() (*replicaConn, error) {
+	info, ok := f.rp.m.b.cluster.Broker(f.leader)
+	if !ok {
+		return nil, fmt.Errorf("leader %d is not registered", f.leader)
+	}
+	addr := net.JoinHostPort(info.Host, strconv.Itoa(int(info.Port)))
+	conn, err := net.DialTimeout("tcp", addr, 3*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped() {
+		conn.Close()
+		return nil, errors.New("stopped")
+	}
+	f.conn = conn
+	id := f.rp.m.b.cfg.BrokerID
+	return &replicaConn{conn: conn, formatter: kmsg.NewRequestFormatter(kmsg.FormatterClientID("millrace-replica-" + strconv.Itoa(int(id))))}, nil
+}
+
+func (f *fetcher) closeConn() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.conn != nil {
+		f.conn.Close()
+		f.conn = nil
+	}
+}
+
+// errRetry is a leader answer worth retrying after a pause (the leader has
+// not caught up with the new epoch yet, or is moving).
+var errRetry = errors.New("leader not ready")
+
+// truncate cuts the log where its history departs from the leader's.
+func (f *fetcher) truncate(c *replicaConn) error {
+	rp := f.rp
+	l := rp.log
+	answer := replica.EpochEndOffset{LeaderEpoch: replica.UndefinedEpoch, EndOffset: replica.UndefinedEpochOffset}
+	ask := replica.RequestEpoch(l)
+	var cut replica.Truncation
+	for round := 0; ; round++ {
+		if ask != replica.UndefinedEpoch {
+			var err error
+			if answer, err = f.offsetForLeaderEpoch(c, ask); err != nil {
+				return err
+			}
+		}
+		cut = replica.TruncationFor(l, rp.highWatermark.Load(), answer)
+		if !cut.AskAgain {
+			break
+		}
+		if round > 1000 {
+			return errors.New("OffsetForLeaderEpoch did not converge")
+		}
+		ask = cut.Epoch
+	}
+	if cut.Offset >= l.EndOffset() {
+		return nil
+	}
+	states, ok := componentOf[*producerStates](rp.m.b, producerStateComponent)
+	if !ok {
+		return errors.New("no producer state")
+	}
+	pp := states.lockedPartition(rp.tp, l)
+	defer pp.mu.Unlock()
+	from := l.EndOffset()
+	if err := l.TruncateTo(cut.Offset); err != nil {
+		return fmt.Errorf("truncating to %d: %w", cut.Offset, err)
+	}
+	if err := pp.rebuildLocked(states.logger); err != nil {
+		return err
+	}
+	rp.m.logger.Info("truncated the log by leader epoch", "topic", rp.tp.Topic, "partition", rp.tp.Partition,
+		"from", from, "to", l.EndOffset(), "leader", f.leader, "leader_epoch", f.epoch)
+	return nil
+}
+
+// offsetForLeaderEpoch asks the leader where epoch ends.
+func (f *fetcher) offsetForLeaderEpoch(c *replicaConn, epoch int32) (replica.EpochEndOffset, error) {
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.Version = 3
+	req.ReplicaID = f.rp.m.b.cfg.BrokerID
+	rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	rt.Topic = f.rp.tp.Topic
+	rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+	rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = f.rp.tp.Partition, f.epoch, epoch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := kmsg.NewPtrOffsetForLeaderEpochResponse()
+	if err := c.do(req, resp, 10*time.Second); err != nil {
+		return replica.EpochEndOffset{}, err
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return replica.EpochEndOffset{}, errors.New("malformed OffsetForLeaderEpoch response")
+	}
+	p := resp.Topics[0].Partitions[0]
+	if p.ErrorCode != 0 {
+		return replica.EpochEndOffset{}, fmt.Errorf("%w: OffsetForLeaderEpoch: %v", errRetry, kerr.ErrorForCode(p.ErrorCode))
+	}
+	return replica.EpochEndOffset{LeaderEpoch: p.LeaderEpoch, EndOffset: p.EndOffset}, nil
+}
+
+// fetchLoop fetches and appends until an error or stop. An
+// OFFSET_OUT_OF_RANGE answer returns so that truncation runs again.
+func (f *fetcher) fetchLoop(c *replicaConn) error {
+	rp := f.rp
+	me := rp.m.b.cfg.BrokerID
+	states, ok := componentOf[*producerStates](rp.m.b, producerStateComponent)
+	if !ok {
+		return errors.New("no producer state")
+	}
+	for !f.stopped() {
+		req := kmsg.NewPtrFetchRequest()
+		req.Version = 11
+		req.ReplicaID = me
+		req.MaxWaitMillis = int32(followerFetchWait / time.Millisecond)
+		req.MinBytes = 1
+		req.MaxBytes = followerFetchBytes
+		req.SessionEpoch = -1
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = rp.tp.Topic
+		p := kmsg.NewFetchRequestTopicPartition()
+		p.Partition = rp.tp.Partition
+		p.CurrentLeaderEpoch = f.epoch
+		p.FetchOffset = rp.log.EndOffset()
+		p.LogStartOffset = rp.log.StartOffset()
+		p.PartitionMaxBytes = followerFetchBytes
+		rt.Partitions = append(rt.Partitions, p)
+		req.Topics = append(req.Topics, rt)
+		resp := kmsg.NewPtrFetchResponse()
+		if err := c.do(req, resp, followerFetchWait+10*time.Second); err != nil {
+			return err
+		}
+		if resp.ErrorCode != 0 {
+			return fmt.Errorf("fetch: %v", kerr.ErrorForCode(resp.ErrorCode))
+		}
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			return errors.New("malformed fetch response")
+		}
+		sp := resp.Topics[0].Partitions[0]
+		switch sp.ErrorCode {
+		case 0:
+		case kerr.OffsetOutOfRange.Code:
+			return fmt.Errorf("fetch at %d: %v", p.FetchOffset, kerr.ErrorForCode(sp.ErrorCode))
+		default:
+			return fmt.Errorf("%w: fetch: %v", errRetry, kerr.ErrorForCode(sp.ErrorCode))
+		}
+		if len(sp.RecordBatches) > 0 {
+			if err := f.append(states, sp.RecordBatches); err != nil {
+				return err
+			}
+		}
+		rp.highWatermark.Store(replica.FollowerHighWatermark(sp.HighWatermark, rp.log.EndOffset()))
+	}
+	return nil
+}
+
+// append writes fetched batches and records them in the producer state.
+func (f *fetcher) append(states *producerStates, batches []byte) error {
+	rp := f.rp
+	pp := states.lockedPartition(rp.tp, rp.log)
+	defer pp.mu.Unlock()
+	if f.stopped() {
+		return errors.New("stopped")
+	}
+	info, err := rp.log.AppendReplicated(batches)
+	if err != nil {
+		return fmt.Errorf("appending replicated batches: %w", err)
+	}
+	if pp.loaded {
+		for _, h := range info.Batches {
+			pp.applyLocked(h)
+		}
+	}
+	return nil
+}
+
+// replicaConn is a plain Kafka-protocol client connection to a leader: one
+// request at a time, encoded and decoded by kmsg.
+type replicaConn struct {
+	conn        net.Conn
+	formatter   *kmsg.RequestFormatter
+	correlation int32
+	buf         []byte
+}
+
+// do sends req and decodes the answer into resp. Only non-flexible versions
+// are used, so the response header is the correlation ID alone.
+func (c *replicaConn) do(req kmsg.Request, resp kmsg.Response, timeout time.Duration) error {
+	c.correlation++
+	c.buf = c.formatter.AppendRequest(c.buf[:0], req, c.correlation)
+	if err := c.conn.SetDeadline(time.Now().Add(timeout)); err != nil {
+		return err
+	}
+	if _, err := c.conn.Write(c.buf); err != nil {
+		return err
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(c.conn, size[:]); err != nil {
+		return err
+	}
+	n := int32(binary.BigEndian.Uint32(size[:]))
+	if n < 4 || n > maxReplicaResponse {
+		return fmt.Errorf("response of %d bytes", n)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(c.conn, body); err != nil {
+		return err
+	}
+	if got := int32(binary.BigEndian.Uint32(body)); got != c.correlation {
+		return fmt.Errorf("correlation ID %d, expected %d", got, c.correlation)
+	}
+	resp.SetVersion(req.GetVersion())
+	return resp.ReadFrom(body[4:])
+}
