@@ -3,18 +3,13 @@ package beacon
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"math"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"millrace/agents/intake"
 	"millrace/schemas"
 )
 
@@ -38,15 +33,6 @@ import (
 //
 // The request's source is the "source" query parameter, else the
 // X-Millrace-Source header, else Config.MetricsSource, else the client IP.
-
-// metricSample is one sample before it becomes an event.
-type metricSample struct {
-	name   string
-	kind   string
-	value  float64
-	labels map[string]string
-	ts     time.Time
-}
 
 // handleMetrics is POST /v1/metrics.
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
@@ -77,7 +63,7 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 		res, recs = s.jsonSampleRecords(info, source, raws)
 	} else {
 		// The format needs its final newline; the trimmed copy lost it.
-		samples, err := parseExposition(append(trimmed, '\n'), info.receivedAt)
+		samples, err := intake.ParseExposition(append(trimmed, '\n'), info.receivedAt)
 		if err != nil {
 			s.fail(w, r, http.StatusBadRequest, "prometheus text format: "+err.Error())
 			return
@@ -143,119 +129,21 @@ func withDefaults(raw []byte, ts time.Time, source string) []byte {
 }
 
 // sampleRecords turns parsed exposition samples into metric events.
-func (s *Server) sampleRecords(info reqInfo, source string, samples []metricSample) (*result, []*kgo.Record) {
+func (s *Server) sampleRecords(info reqInfo, source string, samples []intake.Sample) (*result, []*kgo.Record) {
 	res := &result{}
 	recs := make([]*kgo.Record, 0, len(samples))
 	row := schemas.Metric.NewRow()
 	for i, m := range samples {
-		row.Reset()
-		err := errors.Join(
-			row.Set("name", m.name),
-			row.Set("kind", m.kind),
-			row.Set("value", m.value),
-			row.Set("labels", m.labels),
-			row.Set("ts", m.ts),
-			row.Set("source", nilIfEmpty(source)),
-		)
+		value, err := m.Encode(nil, row, source)
 		if err != nil {
-			raw, _ := json.Marshal(map[string]any{"name": m.name, "kind": m.kind, "labels": m.labels})
+			raw, _ := json.Marshal(map[string]any{"name": m.Name, "kind": m.Kind, "labels": m.Labels})
 			res.Rejected++
 			res.Errors = append(res.Errors, rejection{Index: i, Reason: err.Error()})
 			recs = append(recs, s.deadLetter(s.cfg.MetricsDLQTopic, "metric", info, raw, err))
 			continue
 		}
 		res.Accepted++
-		recs = append(recs, &kgo.Record{Topic: s.cfg.MetricsTopic, Key: []byte(m.name), Value: row.AppendJSON(nil)})
+		recs = append(recs, &kgo.Record{Topic: s.cfg.MetricsTopic, Key: []byte(m.Name), Value: value})
 	}
 	return res, recs
-}
-
-// parseExposition parses the Prometheus text format and expands every
-// family into its samples, families in name order.
-func parseExposition(body []byte, now time.Time) ([]metricSample, error) {
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	names := make([]string, 0, len(fams))
-	for n := range fams {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	var out []metricSample
-	for _, n := range names {
-		out = appendFamily(out, fams[n], now)
-	}
-	return out, nil
-}
-
-func appendFamily(out []metricSample, mf *dto.MetricFamily, now time.Time) []metricSample {
-	name := mf.GetName()
-	for _, m := range mf.GetMetric() {
-		labels := make(map[string]string, len(m.GetLabel())+1)
-		for _, lp := range m.GetLabel() {
-			labels[lp.GetName()] = lp.GetValue()
-		}
-		ts := now
-		if m.TimestampMs != nil {
-			ts = time.UnixMilli(m.GetTimestampMs()).UTC()
-		}
-		add := func(name, kind string, v float64, extra ...string) {
-			l := labels
-			if len(extra) == 2 {
-				l = make(map[string]string, len(labels)+1)
-				for k, v := range labels {
-					l[k] = v
-				}
-				l[extra[0]] = extra[1]
-			}
-			out = append(out, metricSample{name: name, kind: kind, value: v, labels: l, ts: ts})
-		}
-		switch mf.GetType() {
-		case dto.MetricType_COUNTER:
-			add(name, "counter", m.GetCounter().GetValue())
-		case dto.MetricType_GAUGE:
-			add(name, "gauge", m.GetGauge().GetValue())
-		case dto.MetricType_SUMMARY:
-			sum := m.GetSummary()
-			for _, q := range sum.GetQuantile() {
-				add(name, "summary", q.GetValue(), "quantile", formatBound(q.GetQuantile()))
-			}
-			add(name+"_sum", "summary", sum.GetSampleSum())
-			add(name+"_count", "summary", float64(sum.GetSampleCount()))
-		case dto.MetricType_HISTOGRAM, dto.MetricType_GAUGE_HISTOGRAM:
-			h := m.GetHistogram()
-			sawInf := false
-			for _, b := range h.GetBucket() {
-				sawInf = sawInf || math.IsInf(b.GetUpperBound(), 1)
-				count := float64(b.GetCumulativeCount())
-				if b.CumulativeCountFloat != nil {
-					count = b.GetCumulativeCountFloat()
-				}
-				add(name+"_bucket", "histogram", count, "le", formatBound(b.GetUpperBound()))
-			}
-			count := float64(h.GetSampleCount())
-			if h.SampleCountFloat != nil {
-				count = h.GetSampleCountFloat()
-			}
-			if !sawInf {
-				// The +Inf bucket is the count (Prometheus exposition rule).
-				add(name+"_bucket", "histogram", count, "le", "+Inf")
-			}
-			add(name+"_sum", "histogram", h.GetSampleSum())
-			add(name+"_count", "histogram", count)
-		default: // UNTYPED and anything newer
-			add(name, "untyped", m.GetUntyped().GetValue())
-		}
-	}
-	return out
-}
-
-// formatBound writes an le or quantile label value as Prometheus does.
-func formatBound(v float64) string {
-	if math.IsInf(v, 1) {
-		return "+Inf"
-	}
-	return strconv.FormatFloat(v, 'g', -1, 64)
 }
