@@ -1,0 +1,165 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"millrace/sinks/lake"
+	"millrace/sinks/store"
+)
+
+func init() {
+	register("sink", "sink -b BROKERS --group G --topic T [--topic T2...] --schema log|click|metric "+
+		"--out file:///PATH|s3://BUCKET/PREFIX [--s3-endpoint URL] [--s3-region R] [--roll-rows N] [--roll-bytes N] "+
+		"[--roll-age D] [--idle-timeout D] [--compression zstd|snappy] [--partition-by hour|day] "+
+		"[--timestamp-field F] [--config sink.yaml] [--metrics-listen ADDR]", runSink)
+}
+
+// sinkFile is the YAML layout of `millrace sink --config`.
+type sinkFile struct {
+	// Out is the lake's root: file:///PATH or s3://BUCKET/PREFIX.
+	Out string `yaml:"out"`
+	// S3Endpoint and S3Region configure an s3:// root; credentials come from
+	// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
+	S3Endpoint string `yaml:"s3_endpoint"`
+	S3Region   string `yaml:"s3_region"`
+	// Lake is the worker: group, topics, schema, rolling, layout.
+	Lake lake.Config `yaml:"lake"`
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error {
+	*s = append(*s, v)
+	return nil
+}
+
+// runSink lands topics as Parquet until SIGINT/SIGTERM, then publishes and
+// commits what it has read (up to --shutdown-timeout) and leaves the group.
+func runSink(ctx context.Context, e env, args []string) error {
+	f := newFlags("sink")
+	brokers := f.brokers()
+	group := f.String("group", "", "consumer group shared by the sink's workers")
+	var topics stringList
+	f.Var(&topics, "topic", "topic to land (repeatable)")
+	schema := f.String("schema", "", "event schema: log, click or metric")
+	out := f.String("out", "", "lake root: file:///PATH or s3://BUCKET/PREFIX")
+	s3Endpoint := f.String("s3-endpoint", "", "S3 endpoint URL (default https://s3.amazonaws.com)")
+	s3Region := f.String("s3-region", "", "S3 region (default us-east-1)")
+	rollRows := f.Int64("roll-rows", 0, "end a commit window after N rows (default 1000000)")
+	rollBytes := f.Int64("roll-bytes", 0, "end a commit window at N bytes of Parquet (default 256 MiB)")
+	rollAge := f.Duration("roll-age", 0, "end a commit window at this span of record time (default 1m)")
+	idleTimeout := f.Duration("idle-timeout", 0, "land a partition's window after this long without records (default 30s)")
+	compression := f.String("compression", "", "zstd (default) or snappy")
+	partitionBy := f.String("partition-by", "", "hour (default) or day")
+	timestampField := f.String("timestamp-field", "", "timestamp field that picks the bucket (default the schema's)")
+	configFile := f.String("config", "", "YAML file with out:, s3_endpoint:, s3_region: and lake: (flags override)")
+	metricsAddr := f.String("metrics-listen", "", "serve Prometheus /metrics on this address")
+	shutdownTimeout := f.Duration("shutdown-timeout", time.Minute, "how long to publish and commit on shutdown")
+	logLevel := f.String("log-level", "info", "debug, info, warn or error")
+	// Fault injection for the e2e tests, deliberately left out of the usage
+	// line: after N published data files the process exits at once with
+	// status 3, as a crash between two publishes of one window would.
+	crashAfter := f.Int("crash-after-publish", 0, "")
+	if _, err := f.parse(args, 0); err != nil {
+		return err
+	}
+	logger, err := newLogger(e, *logLevel)
+	if err != nil {
+		return err
+	}
+	var cfg sinkFile
+	if *configFile != "" {
+		if err := loadYAML(*configFile, &cfg); err != nil {
+			return err
+		}
+	}
+	explicit := visited(f)
+	if explicit["brokers"] || explicit["b"] || len(cfg.Lake.Brokers) == 0 {
+		cfg.Lake.Brokers = seeds(*brokers)
+	}
+	setString := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	setString(&cfg.Lake.Group, *group)
+	setString(&cfg.Lake.Schema, *schema)
+	setString(&cfg.Out, *out)
+	setString(&cfg.S3Endpoint, *s3Endpoint)
+	setString(&cfg.S3Region, *s3Region)
+	setString(&cfg.Lake.Compression, *compression)
+	setString(&cfg.Lake.PartitionBy, *partitionBy)
+	setString(&cfg.Lake.TimestampField, *timestampField)
+	if len(topics) > 0 {
+		cfg.Lake.Topics = topics
+	}
+	if explicit["roll-rows"] {
+		cfg.Lake.RollRows = *rollRows
+	}
+	if explicit["roll-bytes"] {
+		cfg.Lake.RollBytes = *rollBytes
+	}
+	if explicit["roll-age"] {
+		cfg.Lake.RollAge = *rollAge
+	}
+	if explicit["idle-timeout"] {
+		cfg.Lake.IdleTimeout = *idleTimeout
+	}
+	if cfg.Out == "" {
+		return usageError("--out file:///PATH or s3://BUCKET/PREFIX (or out: in --config) is required")
+	}
+	if err := cfg.Lake.Validate(); err != nil {
+		return usageError("%v", err)
+	}
+	if *crashAfter > 0 {
+		var published atomic.Int64
+		n := int64(*crashAfter)
+		cfg.Lake.AfterPublish = func(name string) {
+			if published.Add(1) >= n {
+				logger.Warn("crash-after-publish: exiting without committing", "published", name)
+				os.Exit(3)
+			}
+		}
+	}
+
+	st, err := store.Open(ctx, cfg.Out, store.Options{S3Endpoint: cfg.S3Endpoint, S3Region: cfg.S3Region, Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	reg := newRegistry()
+	worker, err := lake.New(cfg.Lake, st, reg, logger)
+	if err != nil {
+		return err
+	}
+	waitMetrics, err := serveMetrics(ctx, *metricsAddr, reg, logger)
+	if err != nil {
+		return err
+	}
+	defer waitMetrics()
+	if err := worker.Start(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case <-worker.Done():
+	}
+	logger.Info("shutting down: landing open windows", "timeout", *shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
+	defer cancel()
+	serr := worker.Shutdown(sctx)
+	if err := worker.Err(); err != nil {
+		return fmt.Errorf("%w (records not landed are landed again from the committed offsets)", err)
+	}
+	if serr != nil {
+		return fmt.Errorf("%w (records not landed are landed again from the committed offsets)", serr)
+	}
+	return nil
+}
