@@ -213,7 +213,12 @@ func (l *Leader) BecomeLeader(s LeaderState, now time.Time) (Decisions, error) {
 		if id == s.LocalID {
 			continue
 		}
-		if f, ok := l.followers[id]; ok && continuing {
+		// A follower the controller just removed from the ISR (its broker
+		// died) starts over: its last fetch position says nothing about
+		// the replica that comes back, and keeping it would re-add the
+		// follower at once, and the controller remove it again, forever.
+		removed := slices.Contains(l.isr, id) && !slices.Contains(s.ISR, id)
+		if f, ok := l.followers[id]; ok && continuing && !removed {
 			followers[id] = f
 			continue
 		}
