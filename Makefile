@@ -20,7 +20,7 @@ build:
 	$(GO) build -o $(BIN) ./pipeline/cmd/millrace
 
 run: deps-run build
-	./$(BIN) up
+	./$(BIN) up --config deployments/demo/millrace.yaml
 
 # Every test. Unit and component tests run with the race detector; the e2e
 # tests drive real processes (built without it) and real clients.

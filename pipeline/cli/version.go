@@ -13,8 +13,4 @@ func init() {
 		fmt.Fprintln(e.stdout, "millrace", Version)
 		return nil
 	})
-	register("up", "up [--config FILE]   run the whole appliance on this machine", func(_ context.Context, e env, _ []string) error {
-		fmt.Fprintln(e.stdout, "millrace up: nothing to run yet — the broker arrives with the next release")
-		return nil
-	})
 }

@@ -1,0 +1,288 @@
+package appliance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/agents/beacon"
+	"millrace/agents/ship"
+	"millrace/agents/tail"
+	"millrace/broker"
+	"millrace/sinks/lake"
+	"millrace/sinks/store"
+)
+
+// Appliance is a running pipeline. Start brings the parts up in dependency
+// order (broker, topics, producer, agents, sinks, web server); Shutdown takes
+// them down in reverse, so agents flush into a broker that is still there
+// and sinks publish what they completed.
+type Appliance struct {
+	cfg      Config
+	logger   *slog.Logger
+	registry *prometheus.Registry
+
+	broker    *broker.Broker
+	brokerErr chan error // Run's result, when the broker is embedded
+	brokers   []string
+	shipper   *ship.Shipper
+	beacon    *beacon.Server
+	tailers   []*tail.Tailer
+	sinks     []*lake.Worker
+	stores    []store.Store
+	http      *http.Server
+	httpAddr  net.Addr
+	bg        sync.WaitGroup // demo writer, ops publisher, HTTP server
+	stopBG    context.CancelFunc
+}
+
+// Start validates cfg and starts every configured part. On error, what was
+// started is shut down again.
+func Start(ctx context.Context, cfg Config, logger *slog.Logger) (a *Appliance, err error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	a = &Appliance{cfg: cfg, logger: logger, registry: reg}
+	defer func() {
+		if err != nil {
+			a.Shutdown(context.Background())
+		}
+	}()
+	bgCtx, stop := context.WithCancel(context.Background())
+	a.stopBG = stop
+
+	if err := a.startBroker(); err != nil {
+		return nil, err
+	}
+	if err := a.createTopics(ctx); err != nil {
+		return nil, err
+	}
+	shipCfg := cfg.Ship
+	shipCfg.Brokers = a.brokers
+	if a.shipper, err = ship.New(shipCfg, reg, logger); err != nil {
+		return nil, err
+	}
+	if err := a.shipper.Start(ctx); err != nil {
+		return nil, err
+	}
+	if cfg.Demo.WriteLog != "" {
+		a.bg.Add(1)
+		go func() {
+			defer a.bg.Done()
+			writeDemoLog(bgCtx, cfg.Demo.WriteLog, cfg.Demo.Interval, logger)
+		}()
+	}
+	for _, tc := range cfg.Tail {
+		t, err := tail.New(tc.Config, a.shipper, prometheus.WrapRegistererWith(prometheus.Labels{"input": tc.Name}, reg), logger.With("input", tc.Name))
+		if err != nil {
+			return nil, fmt.Errorf("tail %s: %w", tc.Name, err)
+		}
+		// The tailer's own context is not ctx: cancelling it means a crash,
+		// and the appliance stops its tailers cleanly through Shutdown.
+		if err := t.Start(context.Background()); err != nil {
+			return nil, fmt.Errorf("tail %s: %w", tc.Name, err)
+		}
+		a.tailers = append(a.tailers, t)
+	}
+	for _, sc := range cfg.Sinks {
+		if err := a.startSink(ctx, sc); err != nil {
+			return nil, fmt.Errorf("sink %s: %w", sc.Name, err)
+		}
+	}
+	if err := a.startHTTP(); err != nil {
+		return nil, err
+	}
+	if cfg.OpsMetrics.Interval > 0 {
+		a.bg.Add(1)
+		go func() {
+			defer a.bg.Done()
+			a.publishOpsMetrics(bgCtx)
+		}()
+	}
+	return a, nil
+}
+
+func (a *Appliance) startBroker() error {
+	if len(a.cfg.Brokers) > 0 {
+		a.brokers = a.cfg.Brokers
+		return nil
+	}
+	bc := broker.DefaultConfig()
+	for name, value := range a.cfg.Broker.Settings {
+		if err := bc.Set(name, value); err != nil {
+			return fmt.Errorf("broker.settings: %w", err)
+		}
+	}
+	bc.Kafka.Listener = a.cfg.Broker.Listen
+	bc.DataDir = filepath.Join(a.cfg.Data, "broker")
+	b, err := broker.Open(bc, a.logger)
+	if err != nil {
+		return err
+	}
+	a.broker = b
+	a.brokerErr = make(chan error, 1)
+	go func() { a.brokerErr <- b.Run(context.Background()) }()
+	a.brokers = []string{b.Addr().String()}
+	return nil
+}
+
+// createTopics creates the configured topics that do not exist yet.
+func (a *Appliance) createTopics(ctx context.Context) error {
+	if len(a.cfg.Topics) == 0 {
+		return nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(a.brokers...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for _, t := range a.cfg.Topics {
+		configs := make(map[string]*string, len(t.Config))
+		for k, v := range t.Config {
+			configs[k] = &v
+		}
+		resp, err := adm.CreateTopic(ctx, t.Partitions, t.ReplicationFactor, configs, t.Name)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("create topic %s: %w", t.Name, err)
+		}
+	}
+	return nil
+}
+
+func (a *Appliance) startSink(ctx context.Context, sc SinkConfig) error {
+	out := sc.Out
+	if !strings.Contains(out, "://") {
+		abs, err := filepath.Abs(out)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(abs, 0o755); err != nil {
+			return err
+		}
+		out = "file://" + abs
+	}
+	st, err := store.Open(ctx, out, store.Options{S3Endpoint: sc.S3Endpoint, S3Region: sc.S3Region, Logger: a.logger})
+	if err != nil {
+		return err
+	}
+	a.stores = append(a.stores, st)
+	lc := sc.Config
+	lc.Brokers = a.brokers
+	w, err := lake.New(lc, st, prometheus.WrapRegistererWith(prometheus.Labels{"sink": sc.Name}, a.registry), a.logger.With("sink", sc.Name))
+	if err != nil {
+		return err
+	}
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	a.sinks = append(a.sinks, w)
+	return nil
+}
+
+// startHTTP serves the demo page at /, Prometheus /metrics, and — when the
+// beacon is on — its routes (/beacon.js, /b.gif, /v1/events, /v1/metrics,
+// /healthz, /readyz).
+func (a *Appliance) startHTTP() error {
+	mux := http.NewServeMux()
+	if a.cfg.Beacon != nil {
+		b, err := beacon.New(*a.cfg.Beacon, a.shipper, a.registry, a.logger)
+		if err != nil {
+			return err
+		}
+		a.beacon = b
+		mux.Handle("/", b.Handler())
+	} else {
+		mux.Handle("/metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}))
+	}
+	mux.HandleFunc("GET /{$}", a.serveDemoPage)
+	ln, err := net.Listen("tcp", a.cfg.HTTP.Listen)
+	if err != nil {
+		return fmt.Errorf("http: %w", err)
+	}
+	a.httpAddr = ln.Addr()
+	a.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	a.bg.Add(1)
+	go func() {
+		defer a.bg.Done()
+		if err := a.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.logger.Error("http server failed", "err", err)
+		}
+	}()
+	return nil
+}
+
+// SinkInfo names a sink and where it lands.
+type SinkInfo struct{ Name, Out string }
+
+// Sinks lists the configured sinks with their resolved outputs.
+func (a *Appliance) Sinks() []SinkInfo {
+	out := make([]SinkInfo, 0, len(a.cfg.Sinks))
+	for _, s := range a.cfg.Sinks {
+		out = append(out, SinkInfo{Name: s.Name, Out: s.Out})
+	}
+	return out
+}
+
+// Brokers are the brokers every part uses.
+func (a *Appliance) Brokers() []string { return a.brokers }
+
+// HTTPAddr is where the web server listens.
+func (a *Appliance) HTTPAddr() net.Addr { return a.httpAddr }
+
+// BrokerDone delivers the embedded broker's exit (nil channel when the
+// brokers are external): a broker that stops on its own ends the appliance.
+func (a *Appliance) BrokerDone() <-chan error { return a.brokerErr }
+
+// Shutdown stops intake first (HTTP, tailers), waits for the broker to
+// acknowledge what they read, lets sinks publish and commit, and stops the
+// broker last. It returns every error met on the way.
+func (a *Appliance) Shutdown(ctx context.Context) error {
+	var errs []error
+	if a.http != nil {
+		errs = append(errs, a.http.Shutdown(ctx))
+	}
+	for _, t := range a.tailers {
+		errs = append(errs, t.Shutdown(ctx))
+	}
+	if a.stopBG != nil {
+		a.stopBG()
+	}
+	a.bg.Wait()
+	if a.shipper != nil {
+		errs = append(errs, a.shipper.Shutdown(ctx))
+	}
+	for _, w := range a.sinks {
+		errs = append(errs, w.Shutdown(ctx))
+	}
+	for _, st := range a.stores {
+		errs = append(errs, st.Close())
+	}
+	if a.broker != nil {
+		errs = append(errs, a.broker.Close(), <-a.brokerErr)
+	}
+	return errors.Join(errs...)
+}

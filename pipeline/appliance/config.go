@@ -1,0 +1,196 @@
+// Package appliance runs the whole millrace pipeline in one process — the
+// broker, the beacon and metrics intake, the log tailers and the Parquet
+// sinks — from one YAML file (`millrace up --config millrace.yaml`).
+//
+// Every section can instead point at an external cluster: with `brokers:`
+// set, no broker is started and every part uses those brokers, so the same
+// file drives one machine or a distributed deployment.
+package appliance
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"millrace/agents/beacon"
+	"millrace/agents/ship"
+	"millrace/agents/tail"
+	"millrace/sinks/lake"
+)
+
+// Config is the appliance's YAML file. Zero values mean the defaults noted.
+type Config struct {
+	// Data is the directory for the embedded broker, agent checkpoints and
+	// relative lake paths. Default ".millrace".
+	Data string `yaml:"data"`
+	// Brokers, when set, are an external cluster: no broker is started.
+	Brokers []string `yaml:"brokers"`
+	// Broker is the embedded broker (used when Brokers is empty).
+	Broker BrokerConfig `yaml:"broker"`
+	// HTTP serves the beacon, the metrics intake, the demo page and /metrics.
+	HTTP HTTPConfig `yaml:"http"`
+	// Topics are created at start when missing.
+	Topics []TopicConfig `yaml:"topics"`
+	// Ship is the producer every agent shares (brokers are filled in).
+	Ship ship.Config `yaml:"ship"`
+	// Beacon is the click and metrics ingest; nil turns it off.
+	Beacon *beacon.Config `yaml:"beacon"`
+	// Tail are the log inputs, each a tailer with its own topic and paths.
+	Tail []TailConfig `yaml:"tail"`
+	// Sinks land topics as Parquet.
+	Sinks []SinkConfig `yaml:"sinks"`
+	// OpsMetrics publishes every component's metrics as metric-sample events.
+	OpsMetrics OpsMetricsConfig `yaml:"ops_metrics"`
+	// Demo writes a synthetic service log for the demo's tail input.
+	Demo DemoConfig `yaml:"demo"`
+}
+
+// BrokerConfig is the embedded broker.
+type BrokerConfig struct {
+	// Listen is the Kafka protocol address. Default 127.0.0.1:9092.
+	Listen string `yaml:"listen"`
+	// Settings are broker settings by Kafka name (num.partitions, ...).
+	Settings map[string]string `yaml:"settings"`
+}
+
+// HTTPConfig is the appliance's web server.
+type HTTPConfig struct {
+	// Listen is the address. Default 127.0.0.1:8090.
+	Listen string `yaml:"listen"`
+}
+
+// TopicConfig is a topic to create at start.
+type TopicConfig struct {
+	Name              string            `yaml:"name"`
+	Partitions        int32             `yaml:"partitions"`         // default 3
+	ReplicationFactor int16             `yaml:"replication_factor"` // default 1
+	Config            map[string]string `yaml:"config"`
+}
+
+// TailConfig is one log input: a name (for its checkpoint directory and
+// metric labels) and the tailer's settings.
+type TailConfig struct {
+	Name string `yaml:"name"`
+	// Inline: paths, topic, multiline and the rest of tail.Config.
+	tail.Config `yaml:",inline"`
+}
+
+// SinkConfig is one Parquet sink: where it lands and the worker's settings.
+type SinkConfig struct {
+	Name string `yaml:"name"`
+	// Out is file:///PATH, a relative path (under Data) or s3://BUCKET/PREFIX.
+	Out string `yaml:"out"`
+	// S3Endpoint and S3Region for s3:// outputs (credentials from
+	// AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY).
+	S3Endpoint string `yaml:"s3_endpoint"`
+	S3Region   string `yaml:"s3_region"`
+	// Inline: group, topics, schema, roll_rows, roll_age, ...
+	lake.Config `yaml:",inline"`
+}
+
+// OpsMetricsConfig is the ops metrics publisher.
+type OpsMetricsConfig struct {
+	// Topic receives the samples. Default _millrace.metrics.
+	Topic string `yaml:"topic"`
+	// Interval between publications. Default 10s; negative turns it off.
+	Interval time.Duration `yaml:"interval"`
+}
+
+// DemoConfig is the demo's synthetic log writer.
+type DemoConfig struct {
+	// WriteLog is a file the appliance appends a service-like log line to
+	// every Interval; empty writes nothing.
+	WriteLog string `yaml:"write_log"`
+	// Interval between lines. Default 1s.
+	Interval time.Duration `yaml:"interval"`
+}
+
+// Defaults.
+const (
+	DefaultData         = ".millrace"
+	DefaultBrokerListen = "127.0.0.1:9092"
+	DefaultHTTPListen   = "127.0.0.1:8090"
+	DefaultOpsTopic     = "_millrace.metrics"
+	DefaultOpsInterval  = 10 * time.Second
+)
+
+// withDefaults fills unset fields and resolves relative paths against Data.
+func (c Config) withDefaults() Config {
+	if c.Data == "" {
+		c.Data = DefaultData
+	}
+	if c.Broker.Listen == "" {
+		c.Broker.Listen = DefaultBrokerListen
+	}
+	if c.HTTP.Listen == "" {
+		c.HTTP.Listen = DefaultHTTPListen
+	}
+	if c.OpsMetrics.Topic == "" {
+		c.OpsMetrics.Topic = DefaultOpsTopic
+	}
+	if c.OpsMetrics.Interval == 0 {
+		c.OpsMetrics.Interval = DefaultOpsInterval
+	}
+	if c.Demo.Interval == 0 {
+		c.Demo.Interval = time.Second
+	}
+	c.Topics = append([]TopicConfig(nil), c.Topics...)
+	for i := range c.Topics {
+		if c.Topics[i].Partitions == 0 {
+			c.Topics[i].Partitions = 3
+		}
+		if c.Topics[i].ReplicationFactor == 0 {
+			c.Topics[i].ReplicationFactor = 1
+		}
+	}
+	c.Tail = append([]TailConfig(nil), c.Tail...)
+	for i := range c.Tail {
+		if c.Tail[i].DataDir == "" {
+			c.Tail[i].DataDir = filepath.Join(c.Data, "tail", c.Tail[i].Name)
+		}
+	}
+	c.Sinks = append([]SinkConfig(nil), c.Sinks...)
+	for i := range c.Sinks {
+		s := &c.Sinks[i]
+		if s.Out != "" && !strings.Contains(s.Out, "://") {
+			s.Out = filepath.Join(c.Data, s.Out)
+		}
+		if s.Group == "" {
+			s.Group = "millrace-sink-" + s.Name
+		}
+	}
+	return c
+}
+
+// Validate rejects what cannot run, with a sentence per problem.
+func (c Config) Validate() error {
+	var errs []error
+	names := map[string]bool{}
+	for i, t := range c.Tail {
+		if t.Name == "" {
+			errs = append(errs, fmt.Errorf("tail[%d]: name is required (it names the checkpoint directory)", i))
+		} else if names["tail/"+t.Name] {
+			errs = append(errs, fmt.Errorf("tail[%d]: name %q is used twice", i, t.Name))
+		}
+		names["tail/"+t.Name] = true
+	}
+	for i, s := range c.Sinks {
+		if s.Name == "" {
+			errs = append(errs, fmt.Errorf("sinks[%d]: name is required", i))
+		} else if names["sink/"+s.Name] {
+			errs = append(errs, fmt.Errorf("sinks[%d]: name %q is used twice", i, s.Name))
+		}
+		names["sink/"+s.Name] = true
+		if s.Out == "" {
+			errs = append(errs, fmt.Errorf("sinks[%d] %q: out is required (file:///path or s3://bucket/prefix)", i, s.Name))
+		}
+	}
+	for i, t := range c.Topics {
+		if t.Name == "" {
+			errs = append(errs, fmt.Errorf("topics[%d]: name is required", i))
+		}
+	}
+	return errors.Join(errs...)
+}
