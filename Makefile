@@ -12,7 +12,7 @@ VERSITYGW := .bin/versitygw
 # Extra flags for `go test`, e.g. make test TESTFLAGS='-run Crash -v'.
 TESTFLAGS ?=
 
-.PHONY: all build run test bench lint fmt deps deps-run clean
+.PHONY: all build run test bench lint fmt deps deps-run clean cluster cluster-down
 
 all: build
 
@@ -54,6 +54,14 @@ deps: deps-run
 	fi
 	@[ -x $(VERSITYGW) ] || { echo "deps: building versitygw (S3 server for tests, ~3 min once)"; \
 		GOBIN=$(CURDIR)/.bin $(GO) install github.com/versity/versitygw/cmd/versitygw@v1.8.0; }
+
+# A local three-broker cluster on loopback with one ZooKeeper
+# (deployments/local/up.sh; the e2e cluster tests use the same script).
+cluster: build
+	CLUSTER_DIR=$(CURDIR)/.cluster MILLRACE=$(CURDIR)/$(BIN) deployments/local/up.sh 3
+
+cluster-down:
+	CLUSTER_DIR=$(CURDIR)/.cluster deployments/local/down.sh
 
 clean:
 	rm -rf bin
