@@ -15,7 +15,7 @@ import (
 func init() {
 	register("sink", "sink -b BROKERS --group G --topic T [--topic T2...] --schema log|click|metric "+
 		"--out file:///PATH|s3://BUCKET/PREFIX [--s3-endpoint URL] [--s3-region R] [--roll-rows N] [--roll-bytes N] "+
-		"[--roll-age D] [--idle-timeout D] [--compression zstd|snappy] [--partition-by hour|day] "+
+		"[--roll-age D] [--idle-timeout D] [--session-timeout D] [--compression zstd|snappy] [--partition-by hour|day] "+
 		"[--timestamp-field F] [--config sink.yaml] [--metrics-listen ADDR]", runSink)
 }
 
@@ -56,6 +56,7 @@ func runSink(ctx context.Context, e env, args []string) error {
 	rollBytes := f.Int64("roll-bytes", 0, "end a commit window at N bytes of Parquet (default 256 MiB)")
 	rollAge := f.Duration("roll-age", 0, "end a commit window at this span of record time (default 1m)")
 	idleTimeout := f.Duration("idle-timeout", 0, "land a partition's window after this long without records (default 30s)")
+	sessionTimeout := f.Duration("session-timeout", 0, "group session timeout: how soon a crashed worker's partitions move (default 45s)")
 	compression := f.String("compression", "", "zstd (default) or snappy")
 	partitionBy := f.String("partition-by", "", "hour (default) or day")
 	timestampField := f.String("timestamp-field", "", "timestamp field that picks the bucket (default the schema's)")
@@ -111,6 +112,9 @@ func runSink(ctx context.Context, e env, args []string) error {
 	}
 	if explicit["idle-timeout"] {
 		cfg.Lake.IdleTimeout = *idleTimeout
+	}
+	if explicit["session-timeout"] {
+		cfg.Lake.SessionTimeout = *sessionTimeout
 	}
 	if cfg.Out == "" {
 		return usageError("--out file:///PATH or s3://BUCKET/PREFIX (or out: in --config) is required")

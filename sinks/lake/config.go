@@ -53,6 +53,10 @@ type Config struct {
 	// SuccessInterval is how often a worker checks whether markers are due.
 	// Default 30s.
 	SuccessInterval time.Duration `yaml:"success_interval"`
+	// SessionTimeout is the group session timeout: how long the group waits
+	// for a member that stopped heartbeating (a crashed worker) before its
+	// partitions move. Default 45s, Kafka's default.
+	SessionTimeout time.Duration `yaml:"session_timeout"`
 	// StartAt is where a partition without a committed offset starts:
 	// "earliest" (default) or "latest".
 	StartAt string `yaml:"start_at"`
@@ -73,6 +77,7 @@ const (
 	DefaultMaxOpenFiles    = 64
 	DefaultSuccessGrace    = 10 * time.Minute
 	DefaultSuccessInterval = 30 * time.Second
+	DefaultSessionTimeout  = 45 * time.Second
 )
 
 // withDefaults returns a copy with every zero field set to its default.
@@ -103,6 +108,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SuccessInterval == 0 {
 		c.SuccessInterval = DefaultSuccessInterval
+	}
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = DefaultSessionTimeout
 	}
 	if c.StartAt == "" {
 		c.StartAt = "earliest"
@@ -143,8 +151,8 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("lake: timestamp_field %q is not a timestamp field of schema %s", c.TimestampField, s.Name))
 		}
 	}
-	if c.RollRows < 0 || c.RollBytes < 0 || c.RollAge < 0 || c.IdleTimeout < 0 || c.MaxOpenFiles < 0 || c.SuccessInterval < 0 {
-		errs = append(errs, errors.New("lake: roll limits, idle timeout, open-file cap and success interval cannot be negative"))
+	if c.RollRows < 0 || c.RollBytes < 0 || c.RollAge < 0 || c.IdleTimeout < 0 || c.MaxOpenFiles < 0 || c.SuccessInterval < 0 || c.SessionTimeout < 0 {
+		errs = append(errs, errors.New("lake: roll limits, timeouts, open-file cap and success interval cannot be negative"))
 	}
 	switch c.PartitionBy {
 	case "", "hour", "day":

@@ -83,6 +83,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		kgo.ConsumerGroup(w.cfg.Group),
 		kgo.ConsumeTopics(w.cfg.Topics...),
 		kgo.ConsumeResetOffset(reset),
+		kgo.SessionTimeout(w.cfg.SessionTimeout),
 		// Offsets are committed by the worker, after publishing, never by
 		// the client on a timer.
 		kgo.DisableAutoCommit(),

@@ -1,0 +1,318 @@
+package e2e
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	_ "github.com/duckdb/duckdb-go/v2"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// clickBase is the first hour of the produced clicks' event times.
+var clickBase = time.Date(2024, 5, 1, 8, 0, 0, 0, time.UTC)
+
+// clickEvent is the JSON of click number i, with an event time in one of
+// hours hours after clickBase. extra, when set, is added as a top-level field.
+func clickEvent(i, hours int, extra string) (value []byte, hour string) {
+	ts := clickBase.Add(time.Duration(i%hours)*time.Hour + time.Duration(i%3600)*time.Second + time.Duration(i%1000)*time.Millisecond)
+	v := fmt.Sprintf(`{"event_id":"ev-%09d","type":"%s","url":"https://shop.example/p/%d","referrer":"https://search.example/","anonymous_id":"anon-%d","session_id":"s-%d","ts":"%s","received_at":"%s","ip":"203.0.113.0","user_agent":"Mozilla/5.0 (X11; Linux x86_64)","properties":{"n":%d}%s}`,
+		i, [...]string{"page_view", "click", "add_to_cart"}[i%3], i%500, i%20000, i%50000,
+		ts.Format(time.RFC3339Nano), ts.Add(150*time.Millisecond).Format(time.RFC3339Nano), i, extra)
+	return []byte(v), ts.Format("2006-01-02 15")
+}
+
+// produceClicks produces clicks [from, to) keyed by event id and returns the
+// count per "YYYY-MM-DD HH".
+func produceClicks(t *testing.T, b *broker, topic string, from, to, hours int, extra string) map[string]int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl := b.client(t, kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(5*time.Millisecond))
+	perHour := map[string]int{}
+	var failed atomic.Value
+	for i := from; i < to; i++ {
+		v, h := clickEvent(i, hours, extra)
+		perHour[h]++
+		cl.Produce(ctx, &kgo.Record{Key: []byte(fmt.Sprintf("ev-%09d", i)), Value: v}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				failed.CompareAndSwap(nil, err)
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err, _ := failed.Load().(error); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	return perHour
+}
+
+// startSink runs `millrace sink` for the click topic.
+func startSink(t *testing.T, b *broker, name, group, topic, out string, extra ...string) *process {
+	t.Helper()
+	args := append([]string{"sink", "-b", b.addr, "--group", group, "--topic", topic, "--schema", "click",
+		"--out", out, "--idle-timeout", "500ms", "--session-timeout", "6s", "--log-level", "warn"}, extra...)
+	return startProcess(t, name, args...)
+}
+
+// groupProgress returns the group's committed offsets summed over the topic's
+// partitions and the sum of the partitions' end offsets.
+func groupProgress(t *testing.T, adm *kadm.Client, group, topic string) (committed, end int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offs, err := adm.FetchOffsetsForTopics(ctx, group, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends.Each(func(o kadm.ListedOffset) {
+		end += o.Offset
+		if c, ok := offs.Lookup(topic, o.Partition); ok && c.At > 0 {
+			committed += c.At
+		}
+	})
+	return committed, end
+}
+
+// waitLanded waits until the group has committed every partition to its end,
+// failing if any of procs exits meanwhile.
+func waitLanded(t *testing.T, b *broker, group, topic string, timeout time.Duration, procs ...*process) {
+	t.Helper()
+	adm := b.admin(t)
+	deadline := time.Now().Add(timeout)
+	for {
+		committed, end := groupProgress(t, adm, group, topic)
+		if end > 0 && committed == end {
+			return
+		}
+		for _, p := range procs {
+			select {
+			case <-p.done:
+				t.Fatalf("%s exited (status %d) before the topic was landed:\n%s", p.name, p.exitCode(), tail([]byte(p.log()), 4096))
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group %s committed %d of %d records after %v", group, committed, end, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// openDuck opens an in-memory DuckDB.
+func openDuck(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// checkLake asserts with DuckDB that the Parquet files under glob hold every
+// produced event exactly once, in the hour directory of its event time.
+func checkLake(t *testing.T, glob string, want map[string]int) {
+	t.Helper()
+	total := 0
+	for _, n := range want {
+		total += n
+	}
+	db := openDuck(t)
+	src := fmt.Sprintf("read_parquet('%s', hive_partitioning=true, union_by_name=true)", glob)
+	var count, distinct, misplaced int64
+	row := db.QueryRow(`SELECT count(*), count(DISTINCT event_id),
+		count(*) FILTER (WHERE CAST(dt AS VARCHAR) || ' ' || lpad(CAST(hr AS VARCHAR), 2, '0') <>
+			strftime(make_timestamp(epoch_us(ts)), '%Y-%m-%d %H')) FROM ` + src)
+	if err := row.Scan(&count, &distinct, &misplaced); err != nil {
+		t.Fatal(err)
+	}
+	if count != int64(total) || distinct != int64(total) || misplaced != 0 {
+		t.Errorf("lake: count(*) = %d, count(DISTINCT event_id) = %d, rows in the wrong hour = %d; want %d, %d, 0",
+			count, distinct, misplaced, total, total)
+	}
+	rows, err := db.Query(`SELECT CAST(dt AS VARCHAR) || ' ' || lpad(CAST(hr AS VARCHAR), 2, '0') AS h, count(*) FROM ` + src + ` GROUP BY h`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	got := map[string]int{}
+	for rows.Next() {
+		var h string
+		var n int
+		if err := rows.Scan(&h, &n); err != nil {
+			t.Fatal(err)
+		}
+		got[h] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(sortedCounts(got)) != fmt.Sprint(sortedCounts(want)) {
+		t.Errorf("per-hour counts:\n got %v\nwant %v", sortedCounts(got), sortedCounts(want))
+	}
+}
+
+func sortedCounts(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, fmt.Sprintf("%s=%d", k, v))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// leftovers lists temporary files under root.
+func leftovers(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasPrefix(d.Name(), ".tmp-") {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
+}
+
+// TestSinkFilesystemExactlyOnce: a million clicks on six partitions, three
+// sink workers, one killed with SIGKILL midway and restarted; DuckDB finds
+// every event exactly once, in the right hour.
+func TestSinkFilesystemExactlyOnce(t *testing.T) {
+	const (
+		total  = 1_000_000
+		topic  = "clicks"
+		group  = "lake"
+		hours  = 5
+		killAt = total / 3
+	)
+	b := startBroker(t)
+	b.createTopic(t, topic, 6, nil)
+	want := produceClicks(t, b, topic, 0, total, hours, "")
+	root := t.TempDir()
+	out := "file://" + root
+	var sinks []*process
+	for i := 0; i < 3; i++ {
+		sinks = append(sinks, startSink(t, b, fmt.Sprintf("sink-%d", i), group, topic, out, "--roll-rows", "40000"))
+	}
+
+	adm := b.admin(t)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		committed, _ := groupProgress(t, adm, group, topic)
+		if committed >= killAt {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d records landed after 2m", committed)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	sinks[1].kill()
+	sinks[1].restartAfter(200 * time.Millisecond)
+
+	waitLanded(t, b, group, topic, 3*time.Minute, sinks...)
+	for _, s := range sinks {
+		if !s.stop(syscall.SIGTERM, 30*time.Second) || s.exitCode() != 0 {
+			t.Errorf("%s: SIGTERM did not end it with status 0 (status %d)", s.name, s.exitCode())
+		}
+	}
+	checkLake(t, root+"/clicks/**/*.parquet", want)
+	if l := leftovers(t, root); len(l) > 0 {
+		t.Errorf("temporary files left behind: %v", l)
+	}
+}
+
+// TestSinkCrashBetweenPublishes: one window holds events of two hours; the
+// worker dies right after publishing the first of its two files, before the
+// commit. After a restart every event is in the lake exactly once.
+func TestSinkCrashBetweenPublishes(t *testing.T) {
+	const (
+		total = 4000
+		topic = "clicks"
+		group = "lake"
+	)
+	b := startBroker(t)
+	b.createTopic(t, topic, 1, nil)
+	want := produceClicks(t, b, topic, 0, total, 2, "")
+	root := t.TempDir()
+	out := "file://" + root
+
+	crasher := startSink(t, b, "sink-crash", group, topic, out, "--crash-after-publish", "1")
+	select {
+	case <-crasher.done:
+	case <-time.After(time.Minute):
+		t.Fatal("the sink did not crash after its first publish")
+	}
+	if code := crasher.exitCode(); code != 3 {
+		t.Fatalf("crashed sink exit status %d, want 3:\n%s", code, crasher.log())
+	}
+	files, _ := filepath.Glob(root + "/clicks/*/*/*.parquet")
+	if len(files) != 1 {
+		t.Fatalf("after the crash: %d published files %v, want 1 (one of the window's two)", len(files), files)
+	}
+	if committed, _ := groupProgress(t, b.admin(t), group, topic); committed != 0 {
+		t.Fatalf("committed %d before the window was fully published", committed)
+	}
+
+	sink := startSink(t, b, "sink", group, topic, out)
+	waitLanded(t, b, group, topic, time.Minute, sink)
+	if !sink.stop(syscall.SIGTERM, 30*time.Second) || sink.exitCode() != 0 {
+		t.Errorf("sink: status %d after SIGTERM", sink.exitCode())
+	}
+	checkLake(t, root+"/clicks/**/*.parquet", want)
+	files, _ = filepath.Glob(root + "/clicks/*/*/*.parquet")
+	if len(files) != 2 {
+		t.Errorf("files after the restart: %v, want the two of the window", files)
+	}
+}
+
+// TestSinkSchemaEvolution: events gain a new top-level field while the sink is
+// stopped; the old and new files load in DuckDB as one table, the new field
+// kept (in the catch-all properties column of the click schema).
+func TestSinkSchemaEvolution(t *testing.T) {
+	const topic, group = "clicks", "lake"
+	b := startBroker(t)
+	b.createTopic(t, topic, 2, nil)
+	root := t.TempDir()
+	out := "file://" + root
+
+	want := produceClicks(t, b, topic, 0, 3000, 2, "")
+	sink := startSink(t, b, "sink-v1", group, topic, out)
+	waitLanded(t, b, group, topic, time.Minute, sink)
+	sink.stop(syscall.SIGTERM, 30*time.Second)
+
+	more := produceClicks(t, b, topic, 3000, 5000, 2, `,"campaign":"spring"`)
+	for h, n := range more {
+		want[h] += n
+	}
+	sink = startSink(t, b, "sink-v2", group, topic, out)
+	waitLanded(t, b, group, topic, time.Minute, sink)
+	sink.stop(syscall.SIGTERM, 30*time.Second)
+
+	checkLake(t, root+"/clicks/**/*.parquet", want)
+	db := openDuck(t)
+	var withCampaign int64
+	if err := db.QueryRow(`SELECT count(*) FROM read_parquet('` + root + `/clicks/**/*.parquet', hive_partitioning=true, union_by_name=true)
+		WHERE json_extract_string(properties, '$.campaign') = 'spring'`).Scan(&withCampaign); err != nil {
+		t.Fatal(err)
+	}
+	if withCampaign != 2000 {
+		t.Errorf("rows with the new field: %d, want 2000", withCampaign)
+	}
+}
