@@ -24,6 +24,7 @@ import (
 	"millrace/agents/ship"
 	"millrace/agents/tail"
 	"millrace/broker"
+	"millrace/pipeline/monitor"
 	"millrace/sinks/lake"
 	"millrace/sinks/store"
 )
@@ -47,6 +48,7 @@ type Appliance struct {
 	stores    []store.Store
 	http      *http.Server
 	httpAddr  net.Addr
+	console   *monitor.Collector // feeds /console
 	bg        sync.WaitGroup // demo writer, ops publisher, HTTP server
 	stopBG    context.CancelFunc
 }
@@ -219,6 +221,14 @@ func (a *Appliance) startHTTP() error {
 		mux.Handle("/metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}))
 	}
 	mux.HandleFunc("GET /{$}", a.serveDemoPage)
+	console, err := monitor.New(monitor.Config{Brokers: a.brokers, MetricsTopic: a.cfg.OpsMetrics.Topic}, a.logger.With("component", "console"))
+	if err != nil {
+		return err
+	}
+	a.console = console
+	console.Start(context.Background())
+	mux.Handle("/console", monitor.Handler(a.console))
+	mux.Handle("/console/", monitor.Handler(a.console))
 	ln, err := net.Listen("tcp", a.cfg.HTTP.Listen)
 	if err != nil {
 		return fmt.Errorf("http: %w", err)
@@ -264,6 +274,9 @@ func (a *Appliance) Shutdown(ctx context.Context) error {
 	var errs []error
 	if a.http != nil {
 		errs = append(errs, a.http.Shutdown(ctx))
+	}
+	if a.console != nil {
+		errs = append(errs, a.console.Shutdown(ctx))
 	}
 	for _, t := range a.tailers {
 		errs = append(errs, t.Shutdown(ctx))

@@ -1,0 +1,158 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"millrace/pipeline/monitor"
+)
+
+func init() {
+	register("top", "top [-b BROKERS] [--interval 2s] [--metrics-topic T] [--once]   live view of rates, lag and component throughput", runTop)
+}
+
+// Terminal control: home the cursor and clear, hide and show the cursor.
+const (
+	termClear      = "\x1b[H\x1b[2J"
+	termHideCursor = "\x1b[?25l"
+	termShowCursor = "\x1b[?25h"
+)
+
+// runTop redraws the monitor's tables every interval until q or Ctrl-C.
+// With --once it waits for two cluster reads one interval apart, so the
+// rates exist, prints the tables once without control codes and exits.
+func runTop(ctx context.Context, e env, args []string) error {
+	f := newFlags("top")
+	brokers := f.brokers()
+	interval := f.Duration("interval", 2*time.Second, "time between cluster reads and redraws")
+	metricsTopic := f.String("metrics-topic", monitor.DefaultMetricsTopic, "ops metrics topic to follow for component throughput")
+	once := f.Bool("once", false, "print one view (rates over one interval) and exit")
+	logLevel := f.String("log-level", "error", "debug, info, warn or error (logs go to stderr)")
+	if _, err := f.parse(args, 0); err != nil {
+		return err
+	}
+	if *interval < 100*time.Millisecond {
+		return usageError("--interval must be at least 100ms")
+	}
+	logger, err := newLogger(e, *logLevel)
+	if err != nil {
+		return err
+	}
+	s := seeds(*brokers)
+	if len(s) == 0 {
+		return usageError("no brokers given")
+	}
+	col, err := monitor.New(monitor.Config{Brokers: s, Interval: *interval, MetricsTopic: *metricsTopic}, logger)
+	if err != nil {
+		return err
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err = col.Ping(pingCtx)
+	cancel()
+	if err != nil {
+		col.Shutdown(context.Background())
+		return fmt.Errorf("cannot reach brokers %s: %w", *brokers, err)
+	}
+	if err := col.Start(ctx); err != nil {
+		return err
+	}
+	defer col.Shutdown(context.Background())
+	if *once {
+		return topOnce(ctx, e, col)
+	}
+	return topLive(ctx, e, col)
+}
+
+func topOnce(ctx context.Context, e env, col *monitor.Collector) error {
+	for {
+		updated := col.Updated()
+		if snap := col.Latest(); snap.Seq >= 2 && len(snap.Errors) == 0 || snap.Seq >= 5 {
+			return monitor.WriteText(e.stdout, snap)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-updated:
+		}
+	}
+}
+
+func topLive(ctx context.Context, e env, col *monitor.Collector) error {
+	ctx, quit := context.WithCancel(ctx)
+	defer quit()
+	var keys sync.WaitGroup
+	if in, ok := e.stdin.(*os.File); ok {
+		restore, err := rawInput(in)
+		if err == nil {
+			defer restore()
+			keys.Add(1)
+			go func() {
+				defer keys.Done()
+				readQuitKey(ctx, in, quit)
+			}()
+		}
+	}
+	defer keys.Wait() // after quit (deferred later, runs first) ends the reader
+	defer quit()
+	fmt.Fprint(e.stdout, termHideCursor)
+	defer fmt.Fprint(e.stdout, termShowCursor)
+	var frame bytes.Buffer
+	for {
+		updated := col.Updated()
+		if snap := col.Latest(); snap.Seq > 0 {
+			frame.Reset()
+			frame.WriteString(termClear)
+			monitor.WriteText(&frame, snap)
+			frame.WriteString("\n(q or Ctrl-C quits)\n")
+			if _, err := e.stdout.Write(frame.Bytes()); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil // q or Ctrl-C: a normal end
+		case <-updated:
+		}
+	}
+}
+
+// rawInput turns off line buffering and echo on a terminal so a single q
+// is read at once. Signals stay on (Ctrl-C still interrupts), and reads
+// return after a tenth of a second without input, so the key reader can
+// notice the end and be joined. It fails on anything but a terminal.
+func rawInput(f *os.File) (restore func(), err error) {
+	fd := int(f.Fd())
+	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return nil, err
+	}
+	raw := *old
+	raw.Lflag &^= unix.ICANON | unix.ECHO
+	raw.Cc[unix.VMIN], raw.Cc[unix.VTIME] = 0, 1
+	if err := unix.IoctlSetTermios(fd, unix.TCSETS, &raw); err != nil {
+		return nil, err
+	}
+	return func() { unix.IoctlSetTermios(fd, unix.TCSETS, old) }, nil
+}
+
+// readQuitKey calls quit when q or Q is typed, or when input ends.
+func readQuitKey(ctx context.Context, in *os.File, quit func()) {
+	buf := make([]byte, 16)
+	for ctx.Err() == nil {
+		n, err := in.Read(buf)
+		if bytes.ContainsAny(buf[:n], "qQ") {
+			quit()
+			return
+		}
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			return // input closed: keep drawing until Ctrl-C
+		}
+	}
+}

@@ -1,0 +1,177 @@
+// millrace console: polls /console/api/snapshot every 2 s, fills the tables
+// and keeps a few minutes of rates in the page for the charts. No library,
+// no build step: the binary serves this file as is. Every value from the
+// cluster (topic names, hosts) goes into the page as text, never as markup.
+"use strict";
+
+const POLL_MS = 2000;
+const WINDOW_MS = 5 * 60 * 1000; // chart history kept in the page
+const COLORS = ["#2e90fa", "#f79009", "#12b76a", "#ee46bc", "#7a5af8", "#f04438", "#06aed4", "#667085", "#84cc16", "#a15c07"];
+const SVGNS = "http://www.w3.org/2000/svg";
+
+// history maps a chart to its series: name -> [[time ms, value], ...].
+const history = { produce: new Map(), components: new Map() };
+const colorOf = new Map();
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  for (const c of children) e.append(c instanceof Node ? c : String(c));
+  return e;
+}
+
+function svg(tag, attrs, text) {
+  const e = document.createElementNS(SVGNS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function num(v, digits) {
+  if (v === null || v === undefined || v < 0) return "-";
+  return digits === undefined ? Number(v).toLocaleString("en-US") : Number(v).toFixed(digits);
+}
+
+function td(v, cls) { return el("td", cls ? { class: cls } : {}, v); }
+
+function fillBody(table, rows, emptyText) {
+  const body = document.querySelector("#" + table + " tbody");
+  body.replaceChildren(...rows);
+  if (rows.length === 0) {
+    const cols = document.querySelectorAll("#" + table + " thead th").length;
+    body.append(el("tr", {}, el("td", { colspan: cols, class: "empty" }, emptyText)));
+  }
+}
+
+function color(name) {
+  if (!colorOf.has(name)) colorOf.set(name, COLORS[colorOf.size % COLORS.length]);
+  return colorOf.get(name);
+}
+
+function record(chart, name, t, v) {
+  const points = history[chart].get(name) || [];
+  points.push([t, v]);
+  while (points.length && points[0][0] < t - WINDOW_MS) points.shift();
+  history[chart].set(name, points);
+}
+
+function render(s) {
+  const rates = s.interval_seconds > 0;
+  document.getElementById("summary").textContent =
+    `${(s.brokers || []).length} broker(s) · controller ${s.controller >= 0 ? s.controller : "-"} · ` +
+    `${(s.topics || []).length} topic(s) · ${s.under_replicated} under-replicated · ${s.offline} offline · ` +
+    `updated ${new Date(s.time).toLocaleTimeString()}`;
+  document.getElementById("errors").replaceChildren(...(s.errors || []).map(e => el("div", {}, e)));
+
+  fillBody("brokers", (s.brokers || []).map(b =>
+    el("tr", {}, td(b.id), td(`${b.host}:${b.port}`), td(b.rack || "-"), td(b.id === s.controller ? "controller" : "broker"))),
+    "no brokers");
+
+  const topics = s.topics || [];
+  fillBody("topics", topics.map(t =>
+    el("tr", { class: t.offline || t.under_replicated ? "bad" : "", "data-topic": t.name },
+      td(t.name), td(t.partitions.length, "num"), td(t.replication_factor, "num"), td(num(t.records), "num"),
+      td(rates ? num(t.produce_rate, 1) : "-", "num"), td(t.under_replicated, "num"), td(t.offline, "num"))),
+    "no topics");
+
+  const partRows = [];
+  for (const t of topics) for (const p of t.partitions) {
+    partRows.push(el("tr", { class: p.leader < 0 || p.under_replicated ? "bad" : "" },
+      td(t.name), td(p.partition, "num"), td(p.leader >= 0 ? p.leader : "offline"), td(p.replicas.join(",")),
+      td(p.isr.join(",")), td(num(p.start_offset), "num"), td(num(p.end_offset), "num")));
+  }
+  fillBody("partitions", partRows, "no partitions");
+
+  const groupRows = [];
+  for (const g of s.groups || []) {
+    const topicsOf = g.topics.length ? g.topics : [{ topic: "-", lag: 0, consume_rate: 0 }];
+    for (const gt of topicsOf) {
+      groupRows.push(el("tr", { "data-group": g.name },
+        td(g.name), td(g.state || "-"), td(g.members, "num"), td(gt.topic),
+        td(num(gt.lag), "num lag"), td(rates ? num(gt.consume_rate, 1) : "-", "num")));
+    }
+  }
+  fillBody("groups", groupRows, "no consumer groups");
+
+  const comps = s.components || [];
+  fillBody("components", comps.map(c =>
+    el("tr", { class: c.stale ? "stale" : "" },
+      td(c.name), td(c.kind), td(c.source), td(c.stale ? "stale" : `${num(c.rate, 1)} ${c.unit}`),
+      td(num(Math.round(c.total)), "num"), td(new Date(c.last_seen).toLocaleTimeString()))),
+    `no samples on ${s.metrics_topic} yet`);
+
+  if (rates) {
+    const t = Date.parse(s.time);
+    for (const tp of topics) record("produce", tp.name, t, tp.produce_rate);
+    for (const c of comps) record("components", `${c.name} (${c.unit})`, t, c.rate);
+  }
+  drawChart("produce");
+  drawChart("components");
+}
+
+// drawChart draws one chart's series as lines over the last WINDOW_MS.
+function drawChart(chart) {
+  const root = document.getElementById("chart-" + chart);
+  const legend = document.getElementById("legend-" + chart);
+  const W = 600, H = 220, L = 48, R = 8, T = 8, B = 22;
+  const now = Date.now(), from = now - WINDOW_MS;
+  let top = 0;
+  for (const points of history[chart].values()) for (const [, v] of points) top = Math.max(top, v);
+  top = niceCeil(top);
+  const x = t => L + (W - L - R) * (t - from) / WINDOW_MS;
+  const y = v => T + (H - T - B) * (1 - v / top);
+  const parts = [];
+  for (let i = 0; i <= 4; i++) {
+    const v = top * i / 4;
+    parts.push(svg("line", { class: "grid", x1: L, x2: W - R, y1: y(v), y2: y(v) }));
+    parts.push(svg("text", { class: "axis", x: L - 4, y: y(v) + 4, "text-anchor": "end" }, shortNum(v)));
+  }
+  for (let m = 0; m <= 5; m++) {
+    const t = from + m * 60000;
+    parts.push(svg("text", { class: "axis", x: x(t), y: H - 6, "text-anchor": "middle" }, m === 5 ? "now" : `-${5 - m}m`));
+  }
+  const keys = [];
+  for (const [name, points] of history[chart]) {
+    if (!points.length) continue;
+    keys.push(name);
+    const d = points.map(([t, v], i) => `${i ? "L" : "M"}${x(t).toFixed(1)},${y(v).toFixed(1)}`).join("");
+    parts.push(svg("path", { class: "series", d, stroke: color(chart + name) }, undefined));
+    const title = svg("title", {}, name);
+    parts[parts.length - 1].append(title);
+  }
+  if (!keys.length) {
+    parts.push(svg("text", { class: "axis", x: W / 2, y: H / 2, "text-anchor": "middle" }, "waiting for two readings…"));
+  }
+  root.replaceChildren(...parts);
+  legend.replaceChildren(...keys.map(k => {
+    const s = el("span", {}, k);
+    s.style.setProperty("--swatch", color(chart + k));
+    return s;
+  }));
+}
+
+function niceCeil(v) {
+  if (v <= 0) return 1;
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  for (const m of [1, 2, 2.5, 5, 10]) if (v <= m * p) return m * p;
+  return 10 * p;
+}
+
+function shortNum(v) {
+  if (v >= 1e6) return (v / 1e6).toFixed(1) + "M";
+  if (v >= 1e3) return (v / 1e3).toFixed(1) + "k";
+  return Number.isInteger(v) ? String(v) : v.toFixed(1);
+}
+
+async function poll() {
+  try {
+    const r = await fetch("/console/api/snapshot", { cache: "no-store" });
+    if (!r.ok) throw new Error(`snapshot: HTTP ${r.status}`);
+    render(await r.json());
+  } catch (e) {
+    document.getElementById("errors").replaceChildren(el("div", {}, `console cannot reach its server: ${e.message}`));
+  }
+  setTimeout(poll, POLL_MS);
+}
+
+poll();

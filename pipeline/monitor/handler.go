@@ -1,0 +1,53 @@
+package monitor
+
+import (
+	"embed"
+	"encoding/json"
+	"net/http"
+)
+
+//go:embed console/index.html console/console.js console/console.css
+var consoleFiles embed.FS
+
+// Source gives the newest snapshot; *Collector is one.
+type Source interface {
+	Latest() Snapshot
+}
+
+// Handler serves the web console under /console: the page (/console and
+// /console/), its script and style sheet, and /console/api/snapshot, the
+// latest snapshot as JSON, which the page polls. Everything is embedded in
+// the binary and the page loads nothing else, so the console works offline.
+// Mount it for both "/console" and "/console/".
+func Handler(src Source) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /console", serveFile("console/index.html", "text/html; charset=utf-8"))
+	mux.HandleFunc("GET /console/{$}", serveFile("console/index.html", "text/html; charset=utf-8"))
+	mux.HandleFunc("GET /console/console.js", serveFile("console/console.js", "text/javascript; charset=utf-8"))
+	mux.HandleFunc("GET /console/console.css", serveFile("console/console.css", "text/css; charset=utf-8"))
+	mux.HandleFunc("GET /console/api/snapshot", func(w http.ResponseWriter, _ *http.Request) {
+		body, err := json.Marshal(src.Latest())
+		if err != nil { // a snapshot is plain data; this is a bug, not input
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.Write(body)
+	})
+	return mux
+}
+
+func serveFile(name, contentType string) http.HandlerFunc {
+	body, err := consoleFiles.ReadFile(name)
+	if err != nil {
+		// The names are the embed list above; a mismatch fails every test.
+		panic("monitor: missing embedded file " + name)
+	}
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", contentType)
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; img-src 'self' data:")
+		w.Write(body)
+	}
+}

@@ -1,0 +1,187 @@
+package monitor
+
+import (
+	"cmp"
+	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// metricSample is the metric-sample event on the ops topics (DESIGN.md §7).
+type metricSample struct {
+	Name   string            `json:"name"`
+	Kind   string            `json:"kind"`
+	Value  float64           `json:"value"`
+	Labels map[string]string `json:"labels"`
+	TS     time.Time         `json:"ts"`
+	Source string            `json:"source"`
+}
+
+// throughputMetric says how one component counter becomes a Component.
+type throughputMetric struct {
+	kind, unit string
+	// name picks the component's name from the sample's labels; false
+	// skips the sample (a series that is no throughput, such as rejected
+	// beacon events).
+	name func(labels map[string]string) (string, bool)
+}
+
+// throughputMetrics are the counters shown as component throughput, by
+// metric name. The appliance labels its tailers input=<name> and its sinks
+// sink=<name> when it registers them.
+var throughputMetrics = map[string]throughputMetric{
+	"millrace_tail_lines_read_total": {kind: "agent", unit: "lines/s", name: func(l map[string]string) (string, bool) {
+		return "tail:" + cmp.Or(l["input"], "default"), true
+	}},
+	"millrace_ship_records_sent_total": {kind: "agent", unit: "records/s", name: func(map[string]string) (string, bool) {
+		return "ship", true
+	}},
+	"millrace_beacon_events_total": {kind: "beacon", unit: "events/s", name: func(l map[string]string) (string, bool) {
+		return cmp.Or(l["stream"], "events"), l["result"] == "accepted"
+	}},
+	"millrace_lake_rows_total": {kind: "sink", unit: "rows/s", name: func(l map[string]string) (string, bool) {
+		return cmp.Or(l["sink"], "lake"), true
+	}},
+}
+
+// counterPoint is one sample of a counter.
+type counterPoint struct {
+	value float64
+	ts    time.Time
+}
+
+// counterSeries keeps the last two samples of one counter, enough for its
+// current rate.
+type counterSeries struct {
+	source, name string
+	labels       map[string]string
+	prev, last   counterPoint
+	hasPrev      bool
+}
+
+// rate is the counter's increase per second between its last two samples.
+// A counter that went down was reset (its process restarted) and counted
+// from zero, as Prometheus's rate() does.
+func (s *counterSeries) rate() float64 {
+	if !s.hasPrev {
+		return 0
+	}
+	dt := s.last.ts.Sub(s.prev.ts).Seconds()
+	if dt <= 0 {
+		return 0
+	}
+	delta := s.last.value - s.prev.value
+	if delta < 0 {
+		delta = s.last.value
+	}
+	return delta / dt
+}
+
+// counters holds the latest values of the ops counters, per (source, name,
+// labels).
+type counters struct {
+	limit int // most series kept, so a flood of label values cannot exhaust memory
+
+	mu     sync.Mutex // guards the following
+	series map[string]*counterSeries
+	// dropped counts samples of new series refused at the limit.
+	dropped int
+}
+
+func newCounters(limit int) *counters {
+	return &counters{limit: limit, series: make(map[string]*counterSeries)}
+}
+
+// add takes one event value off the ops topic. Only counters are kept:
+// gauges and histograms carry no throughput. Samples older than the
+// latest of their series are ignored (the topic's partitions interleave).
+// It reports whether the value was a metric sample.
+func (c *counters) add(value []byte) bool {
+	var s metricSample
+	if err := json.Unmarshal(value, &s); err != nil || s.Name == "" || s.TS.IsZero() {
+		return false
+	}
+	if s.Kind != "counter" {
+		return true
+	}
+	key := seriesKey(s.Source, s.Name, s.Labels)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cs := c.series[key]
+	if cs == nil {
+		if len(c.series) >= c.limit {
+			c.dropped++
+			return true
+		}
+		cs = &counterSeries{source: s.Source, name: s.Name, labels: s.Labels, last: counterPoint{s.Value, s.TS}}
+		c.series[key] = cs
+		return true
+	}
+	switch {
+	case s.TS.After(cs.last.ts):
+		cs.prev, cs.last, cs.hasPrev = cs.last, counterPoint{s.Value, s.TS}, true
+	case s.TS.Equal(cs.last.ts):
+		cs.last.value = s.Value
+	}
+	return true
+}
+
+// seriesKey identifies a series: source, name and labels in key order.
+func seriesKey(source, name string, labels map[string]string) string {
+	var b strings.Builder
+	b.WriteString(source)
+	b.WriteByte(0)
+	b.WriteString(name)
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		b.WriteByte(0)
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(labels[k])
+	}
+	return b.String()
+}
+
+// components sums the throughput counters per (kind, name, source). A
+// component whose last sample is older than staleAfter has stopped
+// publishing: it is kept, marked stale, with a rate of 0.
+func (c *counters) components(now time.Time, staleAfter time.Duration) []Component {
+	type key struct{ kind, name, source, metric string }
+	byKey := make(map[key]*Component)
+	c.mu.Lock()
+	for _, cs := range c.series {
+		tm, ok := throughputMetrics[cs.name]
+		if !ok {
+			continue
+		}
+		name, ok := tm.name(cs.labels)
+		if !ok {
+			continue
+		}
+		k := key{tm.kind, name, cs.source, cs.name}
+		comp := byKey[k]
+		if comp == nil {
+			comp = &Component{Kind: tm.kind, Name: name, Source: cs.source, Metric: cs.name, Unit: tm.unit}
+			byKey[k] = comp
+		}
+		comp.Rate += cs.rate()
+		comp.Total += cs.last.value
+		if cs.last.ts.After(comp.LastSeen) {
+			comp.LastSeen = cs.last.ts
+		}
+	}
+	c.mu.Unlock()
+	out := make([]Component, 0, len(byKey))
+	for _, comp := range byKey {
+		if staleAfter > 0 && now.Sub(comp.LastSeen) > staleAfter {
+			comp.Stale, comp.Rate = true, 0
+		}
+		out = append(out, *comp)
+	}
+	slices.SortFunc(out, func(a, b Component) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Source, b.Source), cmp.Compare(a.Metric, b.Metric))
+	})
+	return out
+}
