@@ -49,7 +49,7 @@ type Appliance struct {
 	http      *http.Server
 	httpAddr  net.Addr
 	console   *monitor.Collector // feeds /console
-	bg        sync.WaitGroup // demo writer, ops publisher, HTTP server
+	bg        sync.WaitGroup     // demo writer, ops publisher, HTTP server
 	stopBG    context.CancelFunc
 }
 
