@@ -214,7 +214,10 @@ func TestSinkFilesystemExactlyOnce(t *testing.T) {
 	adm := b.admin(t)
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		committed, _ := groupProgress(t, adm, group, topic)
+		committed, end := groupProgress(t, adm, group, topic)
+		if committed >= end {
+			t.Fatalf("everything landed before the kill (%d records); the kill must come midway", committed)
+		}
 		if committed >= killAt {
 			break
 		}
