@@ -1,0 +1,352 @@
+package lake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/sinks/parquet"
+	"millrace/sinks/parquet/parquettest"
+	"millrace/sinks/store"
+)
+
+// fakeCommitter records commits; fail makes the next commits fail.
+type fakeCommitter struct {
+	mu      sync.Mutex
+	offsets map[topicPartition]int64
+	log     []string
+	fail    error
+}
+
+func (c *fakeCommitter) commit(_ context.Context, tp topicPartition, offset int64, wm time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fail != nil {
+		return c.fail
+	}
+	if c.offsets == nil {
+		c.offsets = map[topicPartition]int64{}
+	}
+	c.offsets[tp] = offset
+	c.log = append(c.log, fmt.Sprintf("%s/%d@%d", tp.topic, tp.partition, offset))
+	return nil
+}
+
+type fakeDeadLetters struct {
+	sent []DeadLetter
+}
+
+func (d *fakeDeadLetters) send(tp topicPartition, r *kgo.Record, reason string) {
+	d.sent = append(d.sent, newDeadLetter(tp, r, reason))
+}
+func (d *fakeDeadLetters) flush(context.Context) error { return nil }
+
+// testWorker is a worker over a file store with fake Kafka sides.
+func testWorker(t *testing.T, root string, mod func(*Config)) (*Worker, *fakeCommitter, *fakeDeadLetters) {
+	t.Helper()
+	cfg := Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", Topics: []string{"clicks"}, Schema: "click",
+		RollRows: 1000, IdleTimeout: time.Hour}
+	if mod != nil {
+		mod(&cfg)
+	}
+	st, err := store.NewFile(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := New(cfg, st, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, d := &fakeCommitter{}, &fakeDeadLetters{}
+	w.commit, w.dlq = c, d
+	return w, c, d
+}
+
+var base = time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC)
+
+// click returns record offset of partition 0 with an event in hour h after base.
+func click(offset int64, h int) *kgo.Record {
+	ts := base.Add(time.Duration(h)*time.Hour + time.Duration(offset)*time.Millisecond)
+	v := fmt.Sprintf(`{"event_id":"e%d","type":"click","ts":"%s"}`, offset, ts.Format(time.RFC3339Nano))
+	return &kgo.Record{Topic: "clicks", Partition: 0, Offset: offset, Value: []byte(v),
+		Timestamp: base.Add(time.Duration(offset) * time.Second)}
+}
+
+// feed processes records from offset from, as the group would deliver them
+// after a commit at from, stopping at the first error.
+func feed(w *Worker, recs []*kgo.Record, from int64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	p := w.partitionLocked(topicPartition{"clicks", 0})
+	for _, r := range recs[from:] {
+		if err := w.processLocked(context.Background(), p, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func flushAll(w *Worker) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range w.sortedPartitionsLocked() {
+		if err := w.endWindowLocked(context.Background(), p, "test"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// landed reads every row back with xitongsys/parquet-go and returns the
+// event ids by file (relative name).
+func landed(t *testing.T, root string) map[string][]string {
+	t.Helper()
+	files, err := filepath.Glob(root + "/clicks/dt=*/hr=*/*.parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, f := range files {
+		rows, err := parquet.ReadRows[parquettest.ClickRow](f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, _ := filepath.Rel(root, f)
+		for _, r := range rows {
+			out[rel] = append(out[rel], *r.EventID)
+		}
+	}
+	return out
+}
+
+func TestWindowNamesAndCommits(t *testing.T) {
+	root := t.TempDir()
+	w, c, _ := testWorker(t, root, func(c *Config) { c.RollRows = 4 })
+	// Offsets 0..5: hours 0,1,0,1,1,0. Window 1 = 0..3, window 2 = 4..5.
+	hours := []int{0, 1, 0, 1, 1, 0}
+	var recs []*kgo.Record
+	for i, h := range hours {
+		recs = append(recs, click(int64(i), h))
+	}
+	if err := feed(w, recs, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := flushAll(w); err != nil {
+		t.Fatal(err)
+	}
+	got := landed(t, root)
+	want := map[string][]string{
+		"clicks/dt=2024-05-01/hr=10/part-0-00000000000000000000.parquet": {"e0", "e2"},
+		"clicks/dt=2024-05-01/hr=11/part-0-00000000000000000001.parquet": {"e1", "e3"},
+		"clicks/dt=2024-05-01/hr=11/part-0-00000000000000000004.parquet": {"e4"},
+		"clicks/dt=2024-05-01/hr=10/part-0-00000000000000000005.parquet": {"e5"},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("files:\n got %v\nwant %v", got, want)
+	}
+	if strings.Join(c.log, " ") != "clicks/0@4 clicks/0@6" {
+		t.Errorf("commits: %v", c.log)
+	}
+	info, err := parquet.Inspect(filepath.Join(root, "clicks/dt=2024-05-01/hr=11/part-0-00000000000000000001.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Metadata[parquet.MetaFirstOffset] != "1" || info.Metadata[parquet.MetaLastOffset] != "3" {
+		t.Errorf("source metadata: %v", info.Metadata)
+	}
+}
+
+// TestRewriteAfterLostCommit: a window's files are published but its commit
+// is lost (crash); the next owner starts at the committed offset with other
+// cut points, and the lake still holds every record exactly once.
+func TestRewriteAfterLostCommit(t *testing.T) {
+	var recs []*kgo.Record
+	for i := 0; i < 200; i++ {
+		recs = append(recs, click(int64(i), (i/7)%3))
+	}
+	for _, rollRows := range []int64{13, 50, 120, 1000} {
+		t.Run(fmt.Sprint(rollRows), func(t *testing.T) {
+			root := t.TempDir()
+			// First owner: windows of 60 rows; the commit of the second
+			// window is lost after its files were published.
+			w1, c1, _ := testWorker(t, root, func(c *Config) { c.RollRows = 60 })
+			w1.cfg.AfterPublish = func(string) {
+				if len(c1.log) == 1 {
+					c1.fail = errors.New("crash")
+				}
+			}
+			if err := feed(w1, recs, 0); err == nil {
+				t.Fatal("the lost commit was not reported")
+			}
+			committed := c1.offsets[topicPartition{"clicks", 0}]
+			if committed != 60 {
+				t.Fatalf("committed %d, want 60", committed)
+			}
+			// Next owner, from the committed offset, with other cut points.
+			w2, _, _ := testWorker(t, root, func(c *Config) { c.RollRows = rollRows })
+			if err := feed(w2, recs, committed); err != nil {
+				t.Fatal(err)
+			}
+			if err := flushAll(w2); err != nil {
+				t.Fatal(err)
+			}
+			seen := map[string]int{}
+			for _, ids := range landed(t, root) {
+				for _, id := range ids {
+					seen[id]++
+				}
+			}
+			if len(seen) != len(recs) {
+				t.Errorf("%d distinct events landed, want %d", len(seen), len(recs))
+			}
+			for id, n := range seen {
+				if n != 1 {
+					t.Errorf("%s landed %d times", id, n)
+				}
+			}
+		})
+	}
+}
+
+func TestDeadLettersAndRollAge(t *testing.T) {
+	root := t.TempDir()
+	w, c, d := testWorker(t, root, func(c *Config) { c.RollAge = 10 * time.Second })
+	recs := []*kgo.Record{click(0, 0), click(1, 0), click(2, 0)}
+	recs[1].Value = []byte(`{"type":42}`)
+	// Offset 3's record time is 11s after the window's first: it starts a new window.
+	late := click(3, 0)
+	late.Timestamp = base.Add(11 * time.Second)
+	recs = append(recs, late, &kgo.Record{Topic: "clicks", Offset: 4, Timestamp: late.Timestamp})
+	if err := feed(w, recs, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := flushAll(w); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(c.log, " ") != "clicks/0@3 clicks/0@5" {
+		t.Errorf("commits: %v", c.log)
+	}
+	if len(d.sent) != 2 || d.sent[0].Offset != 1 || !strings.Contains(d.sent[0].Reason, "type") ||
+		d.sent[0].Value == nil || *d.sent[0].Value != `{"type":42}` || d.sent[1].Reason != "empty record value" {
+		t.Errorf("dead letters: %+v", d.sent)
+	}
+	if n := len(landed(t, root)); n != 2 {
+		t.Errorf("%d files, want 2", n)
+	}
+}
+
+func TestOpenFileCapEndsWindow(t *testing.T) {
+	root := t.TempDir()
+	w, c, _ := testWorker(t, root, func(c *Config) { c.MaxOpenFiles = 2 })
+	recs := []*kgo.Record{click(0, 0), click(1, 1), click(2, 2), click(3, 0)}
+	if err := feed(w, recs, 0); err != nil {
+		t.Fatal(err)
+	}
+	if w.openFiles > 2 {
+		t.Errorf("%d open files, cap 2", w.openFiles)
+	}
+	if err := flushAll(w); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(c.log, " ") != "clicks/0@2 clicks/0@4" {
+		t.Errorf("commits: %v", c.log)
+	}
+	names := make([]string, 0)
+	for n := range landed(t, root) {
+		names = append(names, filepath.Base(n))
+	}
+	sort.Strings(names)
+	if fmt.Sprint(names) != "[part-0-00000000000000000000.parquet part-0-00000000000000000001.parquet part-0-00000000000000000002.parquet part-0-00000000000000000003.parquet]" {
+		t.Errorf("files: %v", names)
+	}
+}
+
+func TestFailedPublishDiscardsAndDoesNotCommit(t *testing.T) {
+	root := t.TempDir()
+	w, c, _ := testWorker(t, root, nil)
+	c.fail = errors.New("coordinator gone")
+	if err := feed(w, []*kgo.Record{click(0, 0), click(1, 1)}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := flushAll(w); err == nil {
+		t.Fatal("failed commit not reported")
+	}
+	if w.openFiles != 0 {
+		t.Errorf("%d files still open", w.openFiles)
+	}
+	matches, _ := filepath.Glob(root + "/clicks/*/*/.tmp-*")
+	if len(matches) != 0 {
+		t.Errorf("temporary files left: %v", matches)
+	}
+}
+
+type fakeProgress struct{ pos map[string]time.Time }
+
+func (f fakeProgress) positions(context.Context, []string, time.Time) (map[string]time.Time, error) {
+	return f.pos, nil
+}
+
+func TestSuccessMarkers(t *testing.T) {
+	root := t.TempDir()
+	w, _, _ := testWorker(t, root, func(c *Config) { c.SuccessGrace = 5 * time.Minute; c.SuccessInterval = time.Nanosecond })
+	if err := feed(w, []*kgo.Record{click(0, 0), click(1, 1)}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := flushAll(w); err != nil {
+		t.Fatal(err)
+	}
+	// Past hour 10 plus the grace, not past hour 11.
+	w.progress = fakeProgress{map[string]time.Time{"clicks": base.Add(65 * time.Minute)}}
+	w.mu.Lock()
+	w.maybeWriteMarkersLocked(context.Background())
+	w.mu.Unlock()
+	got, _ := filepath.Glob(root + "/clicks/*/*/_SUCCESS")
+	if len(got) != 1 || !strings.Contains(got[0], "hr=10") {
+		t.Errorf("markers: %v", got)
+	}
+}
+
+func TestHelpers(t *testing.T) {
+	m := finalNameMatcher(3)
+	for name, want := range map[string]bool{
+		"clicks/dt=2024-05-01/hr=10/part-3-00000000000000000042.parquet": true,
+		"clicks/dt=2024-05-01/hr=10/part-31-00000000000000000042.parquet": false,
+		"clicks/dt=2024-05-01/hr=10/part-3-42.parquet":                    false,
+		"clicks/dt=2024-05-01/hr=10/_SUCCESS":                             false,
+	} {
+		if m(name) != want {
+			t.Errorf("matcher(%q) = %v", name, !want)
+		}
+	}
+	ts := time.UnixMilli(1714557600123).UTC()
+	if got, ok := decodeWatermark(encodeWatermark(ts)); !ok || !got.Equal(ts) {
+		t.Errorf("watermark round trip: %v %v", got, ok)
+	}
+	if _, ok := decodeWatermark("member-1"); ok {
+		t.Error("foreign metadata decoded as a watermark")
+	}
+	bad := []Config{
+		{},
+		{Brokers: []string{"x"}, Group: "g", Topics: []string{"a.dlq"}, Schema: "click"},
+		{Brokers: []string{"x"}, Group: "g", Topics: []string{"a"}, Schema: "click", TimestampField: "url"},
+		{Brokers: []string{"x"}, Group: "g", Topics: []string{"a"}, Schema: "click", PartitionBy: "minute"},
+		{Brokers: []string{"x"}, Group: "g", Topics: []string{"a"}, Schema: "click", Compression: "lz4"},
+	}
+	for i, c := range bad {
+		if err := c.Validate(); err == nil {
+			t.Errorf("config %d accepted", i)
+		}
+	}
+	good := Config{Brokers: []string{"x"}, Group: "g", Topics: []string{"a"}, Schema: "click", TimestampField: "received_at"}
+	if err := good.Validate(); err != nil {
+		t.Error(err)
+	}
+}
