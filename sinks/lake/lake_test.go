@@ -317,7 +317,7 @@ func TestSuccessMarkers(t *testing.T) {
 func TestHelpers(t *testing.T) {
 	m := finalNameMatcher(3)
 	for name, want := range map[string]bool{
-		"clicks/dt=2024-05-01/hr=10/part-3-00000000000000000042.parquet": true,
+		"clicks/dt=2024-05-01/hr=10/part-3-00000000000000000042.parquet":  true,
 		"clicks/dt=2024-05-01/hr=10/part-31-00000000000000000042.parquet": false,
 		"clicks/dt=2024-05-01/hr=10/part-3-42.parquet":                    false,
 		"clicks/dt=2024-05-01/hr=10/_SUCCESS":                             false,
