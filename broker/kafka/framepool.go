@@ -29,9 +29,22 @@ const (
 	frameClasses = 15
 )
 
-// frameBuffers holds free buffers by class: class k holds buffers whose
-// capacity is at least frameClassMin<<k.
-var frameBuffers [frameClasses]sync.Pool
+// framePoolMaxBytes bounds the capacity of the free buffers kept. A
+// sync.Pool would not do: a garbage collection empties it, and in a broker
+// whose heap is small every pool miss (a fresh frame of megabytes) brings
+// the next collection closer, which empties the pool again.
+const framePoolMaxBytes = 32 << 20
+
+// frameBuffers are the free buffers.
+var frameBuffers framePool
+
+// framePool keeps free frame buffers by class: class k holds buffers whose
+// capacity is at least frameClassMin<<k and less than twice that.
+type framePool struct {
+	mu    sync.Mutex // guards the following
+	free  [frameClasses][][]byte
+	bytes int // total capacity of free
+}
 
 // frameBuffer returns a free pooled buffer of length size, or nil when there
 // is none big enough.
@@ -43,8 +56,20 @@ func frameBuffer(size int) []byte {
 	if size > frameClassMin {
 		k = bits.Len(uint(size-1)) - bits.Len(uint(frameClassMin-1))
 	}
-	if p, _ := frameBuffers[k].Get().(*[]byte); p != nil {
-		return (*p)[:size]
+	p := &frameBuffers
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// A client's frames vary around a size (a batch of up to
+	// batch.max.bytes plus headers straddles a power of two), so a buffer
+	// one class up, at most four times the frame, serves too.
+	for last := min(k+2, frameClasses); k < last; k++ {
+		if n := len(p.free[k]); n > 0 {
+			b := p.free[k][n-1]
+			p.free[k][n-1] = nil
+			p.free[k] = p.free[k][:n-1]
+			p.bytes -= cap(b)
+			return b[:size]
+		}
 	}
 	return nil
 }
@@ -59,8 +84,8 @@ func frameCapacity(n int) int {
 	return 1 << bits.Len(uint(n-1))
 }
 
-// recycleFrame makes a frame's buffer free for reuse. The caller must hold
-// no reference into it.
+// recycleFrame makes a frame's buffer free for reuse, unless the pool is
+// full. The caller must hold no reference into it.
 func recycleFrame(frame []byte) {
 	c := cap(frame)
 	if c < frameClassMin {
@@ -68,6 +93,12 @@ func recycleFrame(frame []byte) {
 	}
 	// The largest class the buffer satisfies whole.
 	k := min(bits.Len(uint(c))-bits.Len(uint(frameClassMin)), frameClasses-1)
-	frame = frame[:0]
-	frameBuffers[k].Put(&frame)
+	p := &frameBuffers
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bytes+c > framePoolMaxBytes {
+		return
+	}
+	p.free[k] = append(p.free[k], frame[:0])
+	p.bytes += c
 }

@@ -9,9 +9,9 @@ import (
 )
 
 // A pooled buffer is never shorter than the frame, and a buffer is
-// recycled into the class it serves whole. sync.Pool may drop buffers (it
-// does so at random under the race detector), so a miss is allowed; a
-// wrong size is not.
+// recycled into the class it serves whole. Other tests share the pool and
+// it drops buffers when full, so a miss is allowed; a wrong size is not,
+// nor holding more than framePoolMaxBytes.
 func TestFrameBufferClasses(t *testing.T) {
 	for _, size := range []int{1, 100, frameClassMin - 1, frameClassMin, frameClassMin + 1, 16 << 10, 1<<20 - 7, 1 << 20, 1<<20 + 1, 5 << 20, 64 << 20} {
 		c := frameCapacity(size)
@@ -27,6 +27,15 @@ func TestFrameBufferClasses(t *testing.T) {
 				t.Fatalf("frameBuffer(%d) after recycling a %d-byte buffer: len %d cap %d", want, c, len(b), cap(b))
 			}
 		}
+	}
+	for range 100 {
+		recycleFrame(make([]byte, 0, 1<<20))
+	}
+	frameBuffers.mu.Lock()
+	held := frameBuffers.bytes
+	frameBuffers.mu.Unlock()
+	if held > framePoolMaxBytes {
+		t.Fatalf("the pool holds %d bytes, more than %d", held, framePoolMaxBytes)
 	}
 	if b := frameBuffer(64<<20 + 1); b != nil {
 		t.Fatalf("a frame above the largest class got a pooled buffer of %d bytes", cap(b))
