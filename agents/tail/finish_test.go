@@ -265,3 +265,31 @@ func mustMetrics(t *testing.T) *metrics {
 	}
 	return m
 }
+
+// TestRestartAfterEmptyFingerprint: a file registered while still empty
+// (no fingerprint yet) and killed before the next checkpoint keeps its
+// identity on restart, so lines read again carry the same event_id.
+func TestRestartAfterEmptyFingerprint(t *testing.T) {
+	c := newCluster(t)
+	dir, data := t.TempDir(), t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	writeFile(t, path, "")
+	cfg := testConfig(dir, data)
+	cfg.CheckpointInterval = time.Hour // only the discovery is persisted
+	h := start(t, c, cfg, ship.Config{})
+	eventually(t, "the empty file to be registered", func() bool { return registryOffset(t, data, path) == 0 })
+	appendLines(t, path, "a", 0, 10)
+	cons := newConsumer(t, c)
+	first := cons.waitFor(t, 10)
+	h.kill()
+	start(t, c, testConfig(dir, data), ship.Config{})
+	got := cons.settle(t, 20)
+	if len(got) != 20 {
+		t.Fatalf("got %d records, want the 10 lines twice", len(got))
+	}
+	for i, l := range got[10:] {
+		if l.Line != first[i].Line || l.EventID != first[i].EventID {
+			t.Fatalf("re-read line %q has event_id %s, first copy %q had %s", l.Line, l.EventID, first[i].Line, first[i].EventID)
+		}
+	}
+}

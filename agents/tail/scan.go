@@ -198,14 +198,12 @@ func (t *Tailer) adopt(f found, initial bool, now time.Time, stale map[string]Re
 	return t.newHarvester(newFileID(), f.path, f, start, now), true
 }
 
+// fingerprintMatches reports whether the file at path starts with the
+// bytes e's fingerprint hashed. An entry stored while its file was still
+// empty has no fingerprint (and offset 0: a line is only shipped after
+// its file's first bytes are fingerprinted) and matches any file.
 func (t *Tailer) fingerprintMatches(path string, e RegistryEntry) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	n, fp, err := fingerprint(f, e.FingerprintLen)
-	return err == nil && n == e.FingerprintLen && fp == e.Fingerprint
+	return fingerprintAt(path, e.FingerprintLen, e.Fingerprint)
 }
 
 func (t *Tailer) newHarvester(id, source string, f found, offset int64, now time.Time) *harvester {

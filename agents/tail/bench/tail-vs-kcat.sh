@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# tail-vs-kcat.sh ships one log file (1 GiB by default, lines of 100–200
+# bytes) to a real `millrace broker` twice — with `millrace tail` and with
+# Debian's `kcat -P -l` (one message per line) — and prints lines/s, MB/s,
+# the ratio tail/kcat, the tailer's peak RSS while shipping, and its RSS
+# while the broker is down. Not part of `make test`; run it by hand:
+#
+#   agents/tail/bench/tail-vs-kcat.sh [SIZE_MIB] [COMPRESSION...]
+#
+# Each run gets its own one-partition topic, so both tools write to one
+# partition (tail keys a file's lines by host:path, which is one partition
+# anyway). kcat runs with librdkafka's defaults (acks=all, no compression,
+# 5 ms linger); tail runs with its defaults (acks=all, idempotent, 5 ms
+# linger) and the compressions given (default: none lz4).
+set -euo pipefail
+
+SIZE_MIB=${1:-1024}
+shift || true
+COMPRESSIONS=("$@")
+[ ${#COMPRESSIONS[@]} -gt 0 ] || COMPRESSIONS=(none lz4)
+
+ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
+WORK=$(mktemp -d /tmp/millrace-tailbench.XXXXXX)
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+command -v kcat >/dev/null || { echo "kcat is needed: apt-get install -y kcat" >&2; exit 1; }
+echo "building millrace" >&2
+(cd "$ROOT" && go build -o "$WORK/millrace" ./pipeline/cmd/millrace)
+BIN=$WORK/millrace
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# The log file: a timestamped line with a counter and 0–99 bytes of padding.
+FILE=$WORK/big.log
+echo "writing a ${SIZE_MIB} MiB log file" >&2
+awk -v size=$((SIZE_MIB * 1024 * 1024)) 'BEGIN {
+	pad = "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuv"
+	while (n < size) {
+		line = sprintf("2026-11-25T10:00:00.%06dZ INFO request id=%d path=/api/v1/items/%d status=200 took=%dms %s", i % 1000000, i, i % 977, i % 250, substr(pad, 1, i % 100))
+		print line
+		n += length(line) + 1
+		i++
+	}
+}' >"$FILE"
+LINES=$(wc -l <"$FILE")
+BYTES=$(stat -c %s "$FILE")
+echo "file: $BYTES bytes, $LINES lines" >&2
+
+BROKER_PORT=$(free_port)
+BROKER=127.0.0.1:$BROKER_PORT
+start_broker() {
+	"$BIN" broker --listen "$BROKER" --data "$WORK/broker" --id 1 >>"$WORK/broker.log" 2>&1 &
+	BROKER_PID=$!
+	PIDS+=("$BROKER_PID")
+	for _ in $(seq 100); do
+		"$BIN" topic list -b "$BROKER" >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	echo "broker did not start" >&2
+	cat "$WORK/broker.log" >&2
+	exit 1
+}
+start_broker
+
+metric() { # metric ADDR NAME -> value (0 if absent)
+	curl -s "http://$1/metrics" | awk -v n="$2" '$1 == n { printf "%d\n", $2; found = 1 } END { if (!found) print 0 }'
+}
+rss_kib() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
+hwm_kib() { awk '/^VmHWM/ { print $2 }' "/proc/$1/status"; }
+
+now() { date +%s.%N; }
+report() { # report NAME SECONDS
+	awk -v name="$1" -v s="$2" -v l="$LINES" -v b="$BYTES" 'BEGIN {
+		printf "%-22s %8.2f s %12.0f lines/s %9.1f MB/s\n", name, s, l / s, b / s / 1e6 }'
+}
+
+# kcat: one message per line, exits once every message is delivered.
+"$BIN" topic create kcat --partitions 1 -b "$BROKER" >/dev/null
+t0=$(now)
+kcat -P -b "$BROKER" -t kcat -l "$FILE"
+t1=$(now)
+KCAT_S=$(echo "$t1 - $t0" | bc -l)
+report "kcat -P -l" "$KCAT_S"
+
+for comp in "${COMPRESSIONS[@]}"; do
+	topic=tail-$comp
+	"$BIN" topic create "$topic" --partitions 1 -b "$BROKER" >/dev/null
+	maddr=127.0.0.1:$(free_port)
+	cat >"$WORK/agent-$comp.yaml" <<EOF
+ship:
+  compression: $comp
+tail:
+  host: bench
+EOF
+	t0=$(now)
+	"$BIN" tail -b "$BROKER" --topic "$topic" --data "$WORK/data-$comp" --config "$WORK/agent-$comp.yaml" \
+		--metrics-listen "$maddr" "$FILE" >>"$WORK/tail-$comp.log" 2>&1 &
+	TAIL_PID=$!
+	PIDS+=("$TAIL_PID")
+	peak=0
+	while :; do
+		r=$(rss_kib "$TAIL_PID")
+		[ "$r" -gt "$peak" ] && peak=$r
+		sent=$(metric "$maddr" millrace_ship_records_sent_total)
+		[ "$sent" -ge "$LINES" ] && break
+		sleep 0.05
+	done
+	t1=$(now)
+	hwm=$(hwm_kib "$TAIL_PID")
+	kill -TERM "$TAIL_PID"
+	wait "$TAIL_PID" || true
+	S=$(echo "$t1 - $t0" | bc -l)
+	report "millrace tail ($comp)" "$S"
+	awk -v k="$KCAT_S" -v s="$S" -v p="$peak" -v h="$hwm" 'BEGIN {
+		printf "  ratio tail/kcat (lines/s): %.2f   peak RSS: %.1f MiB (sampled), %.1f MiB (VmHWM)\n", k / s, p / 1024, h / 1024 }'
+done
+
+# Broker down: the tailer reads until its producer buffer (16 MiB by
+# default) is full, then must hold still.
+echo "broker down: stopping it and tailing the file from the start" >&2
+kill -TERM "$BROKER_PID"
+wait "$BROKER_PID" 2>/dev/null || true
+maddr=127.0.0.1:$(free_port)
+"$BIN" tail -b "$BROKER" --topic down --data "$WORK/data-down" --metrics-listen "$maddr" "$FILE" >>"$WORK/tail-down.log" 2>&1 &
+TAIL_PID=$!
+PIDS+=("$TAIL_PID")
+sleep 20
+read_lines=$(metric "$maddr" millrace_tail_lines_read_total)
+buffered=$(metric "$maddr" millrace_ship_buffered_bytes)
+echo "broker down 20s: RSS $(($(rss_kib "$TAIL_PID") / 1024)) MiB, VmHWM $(($(hwm_kib "$TAIL_PID") / 1024)) MiB," \
+	"buffered $((buffered / 1024 / 1024)) MiB of 16 MiB, lines read $read_lines of $LINES"
+kill -TERM "$TAIL_PID"
+sleep 1
+kill -KILL "$TAIL_PID" 2>/dev/null || true

@@ -1,0 +1,72 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// pid is the process id of p's current run.
+func (p *process) pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd.Process.Pid
+}
+
+// kill stops p at once with SIGKILL, like a crash.
+func (p *process) kill() {
+	p.stop(syscall.SIGKILL, 5*time.Second)
+}
+
+// restartAfter starts p again (same arguments) after pause.
+func (p *process) restartAfter(pause time.Duration) {
+	p.t.Helper()
+	time.Sleep(pause)
+	p.start()
+}
+
+// fdTargets lists what the descriptors of process pid point at (paths,
+// "socket:[…]", "anon_inode:…"); a file deleted while open ends in
+// " (deleted)".
+func fdTargets(t testing.TB, pid int) []string {
+	t.Helper()
+	dir := filepath.Join("/proc", strconv.Itoa(pid), "fd")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatalf("listing descriptors of %d: %v", pid, err)
+	}
+	out := make([]string, 0, len(ents))
+	for _, e := range ents {
+		target, err := os.Readlink(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue // closed since the listing
+		}
+		out = append(out, target)
+	}
+	return out
+}
+
+// countUnder counts targets that are files under dir.
+func countUnder(targets []string, dir string) int {
+	n := 0
+	for _, target := range targets {
+		if strings.HasPrefix(target, dir+"/") {
+			n++
+		}
+	}
+	return n
+}
+
+// stopFor stops the broker with SIGTERM, keeps it down for down, then
+// starts it again on the same address and data and waits until it serves.
+func (b *broker) stopFor(down time.Duration) {
+	b.t.Helper()
+	b.stop(syscall.SIGTERM, 15*time.Second)
+	time.Sleep(down)
+	b.start()
+	b.waitReady()
+}
