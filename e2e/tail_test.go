@@ -531,3 +531,74 @@ tail:
 		time.Sleep(250 * time.Millisecond)
 	}
 }
+
+// TestTailLineShapes ships multiline events, an over-long line and invalid
+// UTF-8 through `millrace tail` and `millrace broker`.
+func TestTailLineShapes(t *testing.T) {
+	const topic = "shapes"
+	b := startBroker(t)
+	b.createTopic(t, topic, 1, nil)
+	logDir, dataDir := t.TempDir(), t.TempDir()
+	cfgPath := filepath.Join(t.TempDir(), "agent.yaml")
+	cfg := `tail:
+  max_line_bytes: 1024
+  multiline:
+    start_pattern: '^\d{4}-'
+    max_lines: 3
+    timeout: 500ms
+`
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	long := "2026-01-01 LONG " + strings.Repeat("x", 5000)
+	content := "2026-01-01 ERROR boom\n" +
+		"java.lang.RuntimeException: boom\n" +
+		"\tat a.b(C.java:1)\n" +
+		"2026-01-01 ERROR deep\nx1\nx2\nx3\nx4\n" +
+		long + "\n" +
+		"2026-01-01 BAD \xff\xfe end\r\n" +
+		"2026-01-01 INFO last\n"
+	if err := os.WriteFile(filepath.Join(logDir, "app.log"), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startProcess(t, "tail", "tail", "-b", b.addr, "--topic", topic, "--data", dataDir, "--config", cfgPath, filepath.Join(logDir, "*.log"))
+	cl := b.client(t, kgo.ConsumeTopics(topic), kgo.FetchMaxWait(200*time.Millisecond))
+	var got []tailRecord
+	deadline := time.Now().Add(30 * time.Second)
+	for len(got) < 5 && time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			var rec tailRecord
+			if err := json.Unmarshal(r.Value, &rec); err != nil {
+				t.Fatalf("record is not JSON: %v: %q", err, r.Value)
+			}
+			got = append(got, rec)
+		})
+		cancel()
+	}
+	want := []tailRecord{
+		{Line: "2026-01-01 ERROR boom\njava.lang.RuntimeException: boom\n\tat a.b(C.java:1)"},
+		{Line: "2026-01-01 ERROR deep\nx1\nx2", Truncated: true},
+		{Line: long[:1024], Truncated: true},
+		{Line: "2026-01-01 BAD \uFFFD\uFFFD end", InvalidUTF8: true},
+		{Line: "2026-01-01 INFO last"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d records, want %d: %+v", len(got), len(want), got)
+	}
+	var offset int64
+	for i, w := range want {
+		g := got[i]
+		if g.Line != w.Line || g.Truncated != w.Truncated || g.InvalidUTF8 != w.InvalidUTF8 {
+			t.Errorf("record %d: line %.80q truncated=%v invalid_utf8=%v, want %.80q truncated=%v invalid_utf8=%v",
+				i, g.Line, g.Truncated, g.InvalidUTF8, w.Line, w.Truncated, w.InvalidUTF8)
+		}
+		if g.Offset < offset || len(g.EventID) != 32 {
+			t.Errorf("record %d: offset %d (previous %d), event_id %q", i, g.Offset, offset, g.EventID)
+		}
+		offset = g.Offset
+	}
+	if want := int64(strings.Index(content, "2026-01-01 INFO last")); got[4].Offset != want {
+		t.Errorf("last event at offset %d, want %d", got[4].Offset, want)
+	}
+}
