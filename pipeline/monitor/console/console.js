@@ -135,9 +135,12 @@ function drawChart(chart) {
     if (!points.length) continue;
     keys.push(name);
     const d = points.map(([t, v], i) => `${i ? "L" : "M"}${x(t).toFixed(1)},${y(v).toFixed(1)}`).join("");
-    parts.push(svg("path", { class: "series", d, stroke: color(chart + name) }, undefined));
-    const title = svg("title", {}, name);
-    parts[parts.length - 1].append(title);
+    const path = svg("path", { class: "series", d, stroke: color(chart + name) });
+    path.append(svg("title", {}, name));
+    parts.push(path);
+    // A dot on the newest value, so a series is visible from its first point.
+    const [lt, lv] = points[points.length - 1];
+    parts.push(svg("circle", { cx: x(lt).toFixed(1), cy: y(lv).toFixed(1), r: 3, fill: color(chart + name) }));
   }
   if (!keys.length) {
     parts.push(svg("text", { class: "axis", x: W / 2, y: H / 2, "text-anchor": "middle" }, "waiting for two readings…"));
