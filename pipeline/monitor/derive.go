@@ -110,7 +110,12 @@ func underReplicated(p partitionRead) bool { return len(p.isr) < len(p.replicas)
 // buildSnapshot derives the cluster part of a snapshot from the current
 // read and the previous one (nil on the first read).
 func buildSnapshot(prev, cur *clusterRead) Snapshot {
-	s := Snapshot{Time: cur.at, ClusterID: cur.clusterID, Controller: cur.controller, Brokers: cur.brokers, Errors: cur.errs}
+	// Empty lists stay [] in JSON, not null, for the page.
+	s := Snapshot{Time: cur.at, ClusterID: cur.clusterID, Controller: cur.controller, Brokers: cur.brokers, Errors: cur.errs,
+		Topics: []Topic{}, Groups: []Group{}}
+	if s.Brokers == nil {
+		s.Brokers = []Broker{}
+	}
 	var dt time.Duration
 	var prevEnds map[topicPartition]int64
 	var prevCommitted map[groupPartition]int64
