@@ -69,7 +69,7 @@ start_broker() {
 start_broker
 
 metric() { # metric ADDR NAME -> value (0 if absent)
-	curl -s "http://$1/metrics" | awk -v n="$2" '$1 == n { printf "%d\n", $2; found = 1 } END { if (!found) print 0 }'
+	{ curl -s "http://$1/metrics" || true; } | awk -v n="$2" '$1 == n { printf "%d\n", $2; found = 1 } END { if (!found) print 0 }'
 }
 rss_kib() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
 hwm_kib() { awk '/^VmHWM/ { print $2 }' "/proc/$1/status"; }
