@@ -50,7 +50,7 @@ func (d *fakeDeadLetters) send(tp topicPartition, r *kgo.Record, reason string) 
 func (d *fakeDeadLetters) flush(context.Context) error { return nil }
 
 // testWorker is a worker over a file store with fake Kafka sides.
-func testWorker(t *testing.T, root string, mod func(*Config)) (*Worker, *fakeCommitter, *fakeDeadLetters) {
+func testWorker(t testing.TB, root string, mod func(*Config)) (*Worker, *fakeCommitter, *fakeDeadLetters) {
 	t.Helper()
 	cfg := Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", Topics: []string{"clicks"}, Schema: "click",
 		RollRows: 1000, IdleTimeout: time.Hour}

@@ -1,0 +1,101 @@
+package lake
+
+import (
+	"bytes"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	_ "github.com/duckdb/duckdb-go/v2"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// benchClicks returns n click records (as the beacon writes them) spread over
+// five hours, and the same events as newline-delimited JSON.
+func benchClicks(n int) ([]*kgo.Record, []byte) {
+	recs := make([]*kgo.Record, n)
+	var ndjson bytes.Buffer
+	for i := range recs {
+		ts := base.Add(time.Duration(i%5)*time.Hour + time.Duration(i%3600)*time.Second + time.Duration(i%1000)*time.Millisecond)
+		v := fmt.Sprintf(`{"event_id":"0190a1b2-c3d4-7e5f-8a9b-%012d","type":"%s","url":"https://shop.example/p/%d","referrer":"https://search.example/","title":"Product %d","anonymous_id":"anon-%d","session_id":"s-%d","ts":"%s","received_at":"%s","ip":"203.0.113.0","user_agent":"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36","properties":{"n":%d,"plan":"pro"}}`,
+			i, [...]string{"page_view", "click", "add_to_cart"}[i%3], i%500, i%500, i%20000, i%50000,
+			ts.Format(time.RFC3339Nano), ts.Add(150*time.Millisecond).Format(time.RFC3339Nano), i)
+		recs[i] = &kgo.Record{Topic: "clicks", Offset: int64(i), Value: []byte(v), Timestamp: ts}
+		ndjson.WriteString(v)
+		ndjson.WriteByte('\n')
+	}
+	return recs, ndjson.Bytes()
+}
+
+// cpuTime is the CPU time the process has used so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkClicksToParquet lands click events (decode, bucket by hour, Arrow,
+// Parquet with zstd, publish to the file store) on one goroutine, and in the
+// same run has DuckDB, limited to one thread, convert the same events from
+// newline-delimited JSON to Parquet. It reports rows per CPU-second (rows/s per
+// core) for both and their ratio (lake / DuckDB), for zstd and snappy.
+func BenchmarkClicksToParquet(b *testing.B) {
+	const n = 200_000
+	recs, ndjson := benchClicks(n)
+	dir := b.TempDir()
+	jsonPath := filepath.Join(dir, "clicks.ndjson")
+	if err := os.WriteFile(jsonPath, ndjson, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec("SET threads = 1"); err != nil {
+		b.Fatal(err)
+	}
+	for _, codec := range []string{"zstd", "snappy"} {
+		b.Run(codec, func(b *testing.B) { benchBoth(b, db, recs, jsonPath, codec) })
+	}
+}
+
+func benchBoth(b *testing.B, db *sql.DB, recs []*kgo.Record, jsonPath, codec string) {
+	n := len(recs)
+	dir := b.TempDir()
+	// CPU time (user + system, all threads of the process), not wall time:
+	// rows per CPU-second is rows/s per core, and it does not move with
+	// the load other processes put on the machine.
+	var lakeTime, duckTime time.Duration
+	for i := 0; i < b.N; i++ {
+		root := filepath.Join(dir, fmt.Sprint("lake-", i))
+		w, _, _ := testWorker(b, root, func(c *Config) { c.RollRows = int64(n); c.Compression = codec })
+		start := cpuTime(b)
+		if err := feed(w, recs, 0); err != nil {
+			b.Fatal(err)
+		}
+		if err := flushAll(w); err != nil {
+			b.Fatal(err)
+		}
+		lakeTime += cpuTime(b) - start
+
+		out := filepath.Join(dir, fmt.Sprint("duck-", i, ".parquet"))
+		start = cpuTime(b)
+		if _, err := db.Exec(fmt.Sprintf(`COPY (SELECT * FROM read_json_auto('%s')) TO '%s' (FORMAT parquet, COMPRESSION %s)`, jsonPath, out, codec)); err != nil {
+			b.Fatal(err)
+		}
+		duckTime += cpuTime(b) - start
+	}
+	lakeRate := float64(n*b.N) / lakeTime.Seconds()
+	duckRate := float64(n*b.N) / duckTime.Seconds()
+	b.ReportMetric(lakeRate, "lake_rows/cpu-s")
+	b.ReportMetric(duckRate, "duckdb_rows/cpu-s")
+	b.ReportMetric(lakeRate/duckRate, "ratio")
+}
