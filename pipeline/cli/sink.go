@@ -57,7 +57,7 @@ func runSink(ctx context.Context, e env, args []string) error {
 	rollAge := f.Duration("roll-age", 0, "end a commit window at this span of record time (default 1m)")
 	idleTimeout := f.Duration("idle-timeout", 0, "land a partition's window after this long without records (default 30s)")
 	sessionTimeout := f.Duration("session-timeout", 0, "group session timeout: how soon a crashed worker's partitions move (default 45s)")
-	compression := f.String("compression", "", "zstd (default) or snappy")
+	compression := f.String("compression", "", "snappy (default) or zstd (smaller files, slower to write)")
 	partitionBy := f.String("partition-by", "", "hour (default) or day")
 	timestampField := f.String("timestamp-field", "", "timestamp field that picks the bucket (default the schema's)")
 	configFile := f.String("config", "", "YAML file with out:, s3_endpoint:, s3_region: and lake: (flags override)")

@@ -37,7 +37,7 @@ type Config struct {
 	// TimestampField is the timestamp field that picks a row's bucket; default
 	// the schema's time field. The record timestamp stands in when it is null.
 	TimestampField string `yaml:"timestamp_field"`
-	// Compression is "zstd" (default) or "snappy".
+	// Compression is "snappy" (default) or "zstd"; see parquet.Options.
 	Compression string `yaml:"compression"`
 	// RowGroupRows and RowGroupBytes bound a file's row groups (and so the
 	// memory each open file holds); defaults 1,000,000 rows and 32 MiB.
@@ -98,7 +98,7 @@ func (c Config) withDefaults() Config {
 		c.PartitionBy = "hour"
 	}
 	if c.Compression == "" {
-		c.Compression = "zstd"
+		c.Compression = "snappy"
 	}
 	if c.MaxOpenFiles == 0 {
 		c.MaxOpenFiles = DefaultMaxOpenFiles

@@ -136,7 +136,7 @@ func TestClickRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Rows != n || len(info.RowGroups) != 4 || info.Codec != "ZSTD" {
+	if info.Rows != n || len(info.RowGroups) != 4 || info.Codec != "SNAPPY" {
 		t.Errorf("inspect: rows %d groups %d codec %s", info.Rows, len(info.RowGroups), info.Codec)
 	}
 	if info.Schema != "click" || info.SchemaVersion != 1 || info.Metadata[MetaTopic] != "clicks" ||
