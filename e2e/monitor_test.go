@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -152,9 +151,9 @@ func TestConsoleInChromium(t *testing.T) {
 	stop := keepProducing(t, cl)
 	defer stop()
 	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	startProcess(t, "console", "console", "-b", b.addr, "--listen", listen, "--interval", "1s")
+	console := startProcess(t, "console", "console", "-b", b.addr, "--listen", listen, "--interval", "1s")
 	url := "http://" + listen + "/console"
-	waitHTTP(t, url)
+	waitHTTP(t, console, url)
 
 	browser := newBrowser(t)
 	if err := chromedp.Do(browser, chromedp.Navigate(url)); err != nil {
@@ -235,21 +234,4 @@ func hasCells(text string, cells ...string) bool {
 		}
 	}
 	return false
-}
-
-// waitHTTP waits until url answers 200.
-func waitHTTP(t *testing.T, url string) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s did not answer within 20s", url)
 }
