@@ -49,6 +49,13 @@ type clusterNode struct {
 // the short timeouts of these tests; down.sh runs at cleanup.
 func startLocalCluster(t *testing.T, n, zkNodes int) *localCluster {
 	t.Helper()
+	return startLocalClusterWith(t, n, zkNodes)
+}
+
+// startLocalClusterWith is startLocalCluster with extra broker settings
+// (name=value, passed as --set).
+func startLocalClusterWith(t *testing.T, n, zkNodes int, settings ...string) *localCluster {
+	t.Helper()
 	if _, err := os.Stat("/usr/share/java/zookeeper.jar"); err != nil {
 		t.Fatalf("ZooKeeper is not installed (apt-get install -y zookeeper): %v", err)
 	}
@@ -57,9 +64,13 @@ func startLocalCluster(t *testing.T, n, zkNodes int) *localCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	up := exec.Command(filepath.Join(scripts, "up.sh"), strconv.Itoa(n), "--zk", strconv.Itoa(zkNodes), "--dir", dir, "--bin", millraceBin,
+	args := []string{strconv.Itoa(n), "--zk", strconv.Itoa(zkNodes), "--dir", dir, "--bin", millraceBin,
 		"--set", "zookeeper.session.timeout.ms=4000", "--set", "replica.lag.time.max.ms=3000",
-		"--set", "leader.imbalance.check.interval.seconds=2", "--set", "request.timeout.ms=10000")
+		"--set", "leader.imbalance.check.interval.seconds=2", "--set", "request.timeout.ms=10000"}
+	for _, s := range settings {
+		args = append(args, "--set", s)
+	}
+	up := exec.Command(filepath.Join(scripts, "up.sh"), args...)
 	out, err := up.CombinedOutput()
 	t.Cleanup(func() {
 		if t.Failed() {
