@@ -315,7 +315,7 @@ func pixelEvent(q map[string][]string) []byte {
 		if len(out) > 1 {
 			out = append(out, ',')
 		}
-		out = appendJSONString(out, k)
+		out = schemas.AppendJSONString(out, k)
 		out = append(out, ':')
 		ms, msErr := strconv.ParseInt(v, 10, 64)
 		switch {
@@ -325,15 +325,10 @@ func pixelEvent(q map[string][]string) []byte {
 		case k == "properties" && len(v) > 0 && v[0] == '{' && json.Valid([]byte(v)):
 			out = append(out, v...)
 		default:
-			out = appendJSONString(out, v)
+			out = schemas.AppendJSONString(out, v)
 		}
 	}
 	return append(out, '}')
-}
-
-func appendJSONString(dst []byte, s string) []byte {
-	b, _ := json.Marshal(s) // strings always marshal
-	return append(dst, b...)
 }
 
 // handlePixel is GET /b.gif.

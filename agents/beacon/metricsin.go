@@ -119,7 +119,7 @@ func withDefaults(raw []byte, ts time.Time, source string) []byte {
 	out = append(out, '"')
 	if source != "" {
 		out = append(out, `,"source":`...)
-		out = appendJSONString(out, source)
+		out = schemas.AppendJSONString(out, source)
 	}
 	rest := bytes.TrimSpace(trimmed[1:])
 	if len(rest) > 0 && rest[0] != '}' {

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"millrace/schemas"
 )
 
 // newFileID returns a fresh random file identity. It is random rather than
@@ -75,7 +77,7 @@ type encoder struct {
 }
 
 func newEncoder(host string, fields map[string]string) *encoder {
-	e := &encoder{host: appendJSONString(nil, host)}
+	e := &encoder{host: schemas.AppendJSONString(nil, host)}
 	if len(fields) > 0 {
 		keys := make([]string, 0, len(fields))
 		for k := range fields {
@@ -87,9 +89,9 @@ func newEncoder(host string, fields map[string]string) *encoder {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, k)
+			b = schemas.AppendJSONString(b, k)
 			b = append(b, ':')
-			b = appendJSONString(b, fields[k])
+			b = schemas.AppendJSONString(b, fields[k])
 		}
 		e.fields = append(b, '}')
 	}
@@ -111,64 +113,11 @@ func (e *encoder) encode(dst []byte, id []byte, source []byte, ts time.Time, ev 
 	dst = append(dst, `,"offset":`...)
 	dst = strconv.AppendInt(dst, ev.offset, 10)
 	dst = append(dst, `,"line":`...)
-	dst = appendJSONString(dst, string(ev.line))
+	dst = schemas.AppendJSONString(dst, string(ev.line))
 	dst = append(dst, `,"truncated":`...)
 	dst = strconv.AppendBool(dst, ev.truncated)
 	dst = append(dst, `,"invalid_utf8":`...)
 	dst = strconv.AppendBool(dst, invalid)
 	dst = append(dst, e.fields...)
 	return append(dst, '}'), invalid
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string. Invalid UTF-8 becomes
-// U+FFFD, so the output is always valid JSON and valid UTF-8.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, "\uFFFD"...)
-			i++
-			start = i
-			continue
-		}
-		// U+2028 and U+2029 are valid JSON but break JavaScript readers.
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/agents/ship"
+
+	"millrace/schemas"
 )
 
 func writeFile(t *testing.T, path, content string) {
@@ -110,7 +112,7 @@ func TestInvalidUTF8IsReplacedAndFlagged(t *testing.T) {
 func TestEncoderAlwaysValidJSON(t *testing.T) {
 	e := newEncoder("h\"ost", map[string]string{"b": "2", "a": "\n"})
 	for _, line := range []string{"", "plain", "\xff", "\u2028x", "\x00\x1f", "é\xc3"} {
-		b, _ := e.encode(nil, []byte("0123"), appendJSONString(nil, "/p"), time.Unix(0, 5), lineEvent{offset: 7, line: []byte(line)})
+		b, _ := e.encode(nil, []byte("0123"), schemas.AppendJSONString(nil, "/p"), time.Unix(0, 5), lineEvent{offset: 7, line: []byte(line)})
 		var m map[string]any
 		if err := json.Unmarshal(b, &m); err != nil {
 			t.Fatalf("line %q: invalid JSON %s: %v", line, b, err)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"millrace/schemas"
 )
 
 // fileKey is a file's device and inode.
@@ -211,7 +213,7 @@ func (t *Tailer) newHarvester(id, source string, f found, offset int64, now time
 	return &harvester{
 		id:       id,
 		source:   source,
-		sourceJS: appendJSONString(nil, source),
+		sourceJS: schemas.AppendJSONString(nil, source),
 		key:      t.recordKey(source),
 		dev:      f.key.dev,
 		ino:      f.key.ino,
