@@ -1,0 +1,142 @@
+package e2e
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// leaderCounts counts the partitions of topic each broker leads.
+func (c *localCluster) leaderCounts(adm *kadm.Client, topic string) (map[int32]int, error) {
+	parts, err := c.partitions(adm, topic)
+	if err != nil {
+		return nil, err
+	}
+	counts := map[int32]int{}
+	for _, id := range c.initial {
+		counts[id] = 0
+	}
+	for _, p := range parts {
+		if p.Leader < 0 {
+			return nil, fmt.Errorf("partition %d has no leader", p.Partition)
+		}
+		counts[p.Leader]++
+	}
+	return counts, nil
+}
+
+func spread(counts map[int32]int) int {
+	lo, hi := -1, 0
+	for _, n := range counts {
+		if lo < 0 || n < lo {
+			lo = n
+		}
+		hi = max(hi, n)
+	}
+	return hi - lo
+}
+
+// clusterStatus runs `millrace cluster status` and returns its output and
+// the leader count it prints for each broker.
+func (c *localCluster) clusterStatus(seeds []string) (string, map[int32]int) {
+	c.t.Helper()
+	out := run(c.t, 30*time.Second, "", millraceBin, "cluster", "status", "--brokers", strings.Join(seeds, ","))
+	row := regexp.MustCompile(`^(\d+)\s+127\.0\.0\.1:\d+\s+\S+\s+(\d+)$`)
+	counts := map[int32]int{}
+	for _, line := range strings.Split(out, "\n") {
+		if m := row.FindStringSubmatch(strings.TrimSpace(line)); m != nil {
+			id, _ := strconv.Atoi(m[1])
+			n, _ := strconv.Atoi(m[2])
+			counts[int32(id)] = n
+		}
+	}
+	return out, counts
+}
+
+// TestClusterPreferredLeadersRestored kills a broker, lets its leaderships
+// move, restarts it and waits for the preferred-leader rebalance: leader
+// counts per broker end differing by at most one. `cluster status` shows
+// the dead broker's absence, the under-replicated partitions while it is
+// down, and the balanced counts afterwards.
+func TestClusterPreferredLeadersRestored(t *testing.T) {
+	const topic, partitions = "balance", 6
+	c := startLocalCluster(t, 3, 1)
+	c.createReplicatedTopic(topic, partitions)
+	adm := c.admin()
+	var counts map[int32]int
+	// Each broker learns of the topic from ZooKeeper on its own; wait
+	// until the one asked knows it.
+	c.waitFor("every broker to know the topic", 10*time.Second, func() bool {
+		var err error
+		counts, err = c.leaderCounts(adm, topic)
+		return err == nil
+	})
+	if spread(counts) > 1 {
+		t.Fatalf("a new topic's leaders are not spread evenly: %v", counts)
+	}
+
+	const victim = int32(1)
+	c.signal(victim, syscall.SIGKILL)
+	rest := c.others(victim)
+	restAdm := kadm.NewClient(c.clientOf(rest))
+	c.waitFor("the killed broker's leaderships to move and it to leave every ISR", 30*time.Second, func() bool {
+		counts, err := c.leaderCounts(restAdm, topic)
+		if err != nil || counts[victim] != 0 {
+			return false
+		}
+		parts, err := c.partitions(restAdm, topic)
+		if err != nil {
+			return false
+		}
+		for _, p := range parts {
+			if slices.Contains(p.ISR, victim) {
+				return false
+			}
+		}
+		return true
+	})
+	var seeds []string
+	for _, id := range rest {
+		seeds = append(seeds, c.nodes[id].addr)
+	}
+	out, _ := c.clusterStatus(seeds)
+	t.Logf("cluster status with broker %d down:\n%s", victim, out)
+	if !strings.Contains(out, "brokers 2\n") || !strings.Contains(out, "offline partitions: 0\n") {
+		t.Errorf("cluster status with one broker down should list 2 brokers and no offline partition:\n%s", out)
+	}
+	if strings.Contains(out, "under-replicated partitions: 0\n") || !strings.Contains(out, fmt.Sprintf("%s/0 (isr", topic)) {
+		t.Errorf("cluster status should list the under-replicated partitions while broker %d is down:\n%s", victim, out)
+	}
+
+	c.restart(victim)
+	c.waitFor("preferred leaders restored", 60*time.Second, func() bool {
+		counts, err := c.leaderCounts(adm, topic)
+		return err == nil && counts[victim] > 0 && spread(counts) <= 1 && c.fullyReplicated(adm, topic)
+	})
+	counts, _ = c.leaderCounts(adm, topic)
+	t.Logf("leaders per broker after broker %d returned: %v", victim, counts)
+
+	out, printed := c.clusterStatus(c.seeds())
+	t.Logf("cluster status after the rebalance:\n%s", out)
+	if !regexp.MustCompile(`controller [1-3]  brokers 3\n`).MatchString(out) {
+		t.Errorf("cluster status should name a controller and 3 brokers:\n%s", out)
+	}
+	if !strings.Contains(out, "under-replicated partitions: 0\n") || !strings.Contains(out, "offline partitions: 0\n") {
+		t.Errorf("cluster status should show no under-replicated or offline partition:\n%s", out)
+	}
+	for _, id := range c.initial {
+		if printed[id] != counts[id] {
+			t.Errorf("cluster status prints %d leaders for broker %d, Metadata says %d:\n%s", printed[id], id, counts[id], out)
+		}
+	}
+	if spread(printed) > 1 || len(printed) != 3 {
+		t.Errorf("cluster status leader counts %v differ by more than one", printed)
+	}
+}
