@@ -11,7 +11,9 @@ package cluster
 //     dead brokers out of the ISR, offline partitions back online;
 //   - PreferredLeaderElections (auto.leader.rebalance.enable): leadership
 //     back to the preferred replica once it is in sync again, so leader
-//     counts stay even after a broker returns.
+//     counts stay even after a broker returns;
+//   - NextReassignmentStep: one step of each pending partition
+//     reassignment (reassign.go).
 //
 // Brokers learn their role by watching their partitions' state znodes
 // (sync.go), as in the seed; there is no LeaderAndIsr request. A write that
@@ -209,5 +211,10 @@ func (c *Cluster) controllerPass(epoch int32) {
 		default:
 			c.logger.Warn("writing a partition state", "topic", e.New.Topic, "partition", e.New.Partition, "err", err)
 		}
+	}
+	if len(elections) == 0 && c.sessionOK.Load() {
+		// Reassignment steps wait for leaderless partitions to be
+		// elected first: they need a leader to copy from.
+		c.reassignPass(epoch)
 	}
 }

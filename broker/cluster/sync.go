@@ -214,6 +214,11 @@ func (c *Cluster) refresh(bg *background) error {
 		}
 		read[name] = t
 	}
+	// Only for its watch: a new reassignment request brings a refresh and
+	// so a controller pass.
+	if _, _, err := c.get(bg, reassignPath); err != nil && !errors.Is(err, coord.ErrNoNode) {
+		return fmt.Errorf("cluster: reading %s: %w", reassignPath, err)
+	}
 	c.applyModelLocked(read)
 	bg.mu.Lock()
 	resume := bg.resumeAfterRefresh

@@ -3,12 +3,85 @@ package cli
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"text/tabwriter"
+	"time"
+
+	"millrace/broker/cluster"
+	"millrace/broker/coord/zk"
 )
 
 func init() {
 	register("cluster status", "cluster status", clusterStatus)
+	register("cluster reassign", "cluster reassign --zookeeper HOST:PORT[/chroot] --topic T --brokers 1,2,4 [--wait]", clusterReassign)
+}
+
+// clusterReassign writes a reassignment request moving every partition of a
+// topic onto the listed brokers to /admin/reassign_partitions; the
+// controller carries it out. Partition p gets the list rotated by p, so the
+// preferred leaders (first replicas) stay spread over the brokers. With
+// --wait it returns once the request is done.
+func clusterReassign(ctx context.Context, e env, args []string) error {
+	f := newFlags("cluster reassign")
+	zkServers := f.String("zookeeper", "127.0.0.1:2181", "ZooKeeper servers, host:port[,host:port...][/chroot]")
+	topic := f.String("topic", "", "the topic to move")
+	list := f.String("brokers", "", "target broker IDs, comma-separated; the first is the preferred leader")
+	wait := f.Bool("wait", false, "wait until the reassignment is complete")
+	if _, err := f.parse(args, 0); err != nil {
+		return err
+	}
+	if *topic == "" || *list == "" {
+		return usageError("--topic and --brokers are required")
+	}
+	var target []int32
+	for _, s := range strings.Split(*list, ",") {
+		id, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
+		if err != nil || id < 0 {
+			return usageError("--brokers: %q is not a broker ID", s)
+		}
+		target = append(target, int32(id))
+	}
+	store, err := zk.Connect(*zkServers, 10*time.Second, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	partitions, err := cluster.TopicPartitionCount(store, *topic)
+	if err != nil {
+		return err
+	}
+	moves := make([]cluster.Reassignment, 0, partitions)
+	for p := int32(0); p < partitions; p++ {
+		k := int(p) % len(target)
+		replicas := append(slices.Clone(target[k:]), target[:k]...)
+		moves = append(moves, cluster.Reassignment{Topic: *topic, Partition: p, Replicas: replicas})
+	}
+	if err := cluster.RequestReassignment(store, moves); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "reassignment of %d partition(s) of %s to brokers %s requested\n", partitions, *topic, ints(target))
+	if !*wait {
+		return nil
+	}
+	for {
+		pending, err := cluster.PendingReassignments(store)
+		if err != nil {
+			return err
+		}
+		if len(pending) == 0 {
+			fmt.Fprintln(e.stdout, "reassignment complete")
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the reassignment (%d partition(s) left): %w", len(pending), ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // clusterStatus prints the live brokers, the controller, the leader count of

@@ -1,0 +1,229 @@
+package cluster
+
+// Partition reassignment at run time. A request is the znode
+// /admin/reassign_partitions in Kafka's shape,
+//
+//	{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2,4]}]}
+//
+// written by `millrace cluster reassign` (RequestReassignment). The
+// controller, on every pass, asks NextReassignmentStep what each listed
+// partition needs now and carries out that one step; the writes it makes
+// fire the watches that bring the next pass. A finished (or impossible)
+// entry is dropped from the request; the znode is deleted when none is left.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"millrace/broker/coord"
+)
+
+const (
+	adminPath    = "/admin"
+	reassignPath = adminPath + "/reassign_partitions"
+)
+
+// Reassignment moves one partition onto a target replica list.
+type Reassignment struct {
+	Topic     string  `json:"topic"`
+	Partition int32   `json:"partition"`
+	Replicas  []int32 `json:"replicas"`
+}
+
+// reassignZnode is /admin/reassign_partitions.
+type reassignZnode struct {
+	Version    int            `json:"version"`
+	Partitions []Reassignment `json:"partitions"`
+}
+
+// ErrReassignmentInProgress: a reassignment request is already pending.
+var ErrReassignmentInProgress = errors.New("a partition reassignment is already in progress")
+
+// RequestReassignment writes a reassignment request for the controller to
+// carry out. It fails with ErrReassignmentInProgress while an earlier one is
+// pending, and with ErrUnknownTopic or ErrInvalidReplicaAssignment when a
+// partition does not exist or a target list is empty, repeats a broker or
+// names one that is not live. It checks against
+// the store only, so a tool can call it with any coord.Store.
+func RequestReassignment(store coord.Store, moves []Reassignment) error {
+	if len(moves) == 0 {
+		return fmt.Errorf("%w: nothing to reassign", ErrInvalidReplicaAssignment)
+	}
+	ids, err := store.Children(brokerIDsPath)
+	if err != nil {
+		return fmt.Errorf("cluster: listing live brokers: %w", err)
+	}
+	counts := map[string]int32{}
+	for _, m := range moves {
+		n, ok := counts[m.Topic]
+		if !ok {
+			var err error
+			if n, err = TopicPartitionCount(store, m.Topic); err != nil {
+				return err
+			}
+			counts[m.Topic] = n
+		}
+		if m.Partition < 0 || m.Partition >= n {
+			return fmt.Errorf("%w: topic %q has no partition %d", ErrUnknownTopic, m.Topic, m.Partition)
+		}
+		if len(m.Replicas) == 0 {
+			return fmt.Errorf("%w: %s/%d: the target replica list is empty", ErrInvalidReplicaAssignment, m.Topic, m.Partition)
+		}
+		for i, id := range m.Replicas {
+			if slices.Contains(m.Replicas[:i], id) {
+				return fmt.Errorf("%w: %s/%d: broker %d is listed twice", ErrInvalidReplicaAssignment, m.Topic, m.Partition, id)
+			}
+			if !slices.Contains(ids, strconv.Itoa(int(id))) {
+				return fmt.Errorf("%w: %s/%d: broker %d is not a live broker", ErrInvalidReplicaAssignment, m.Topic, m.Partition, id)
+			}
+		}
+	}
+	if err := ensureNode(store, adminPath); err != nil {
+		return err
+	}
+	_, err = store.Create(reassignPath, mustJSON(reassignZnode{Version: 1, Partitions: moves}), coord.Persistent)
+	if errors.Is(err, coord.ErrNodeExists) {
+		return ErrReassignmentInProgress
+	}
+	if err != nil {
+		return fmt.Errorf("cluster: writing %s: %w", reassignPath, err)
+	}
+	return nil
+}
+
+// TopicPartitionCount reads a topic's partition count from the store;
+// ErrUnknownTopic when it does not exist.
+func TopicPartitionCount(store coord.Store, topic string) (int32, error) {
+	data, _, err := store.Get(topicPath(topic))
+	if errors.Is(err, coord.ErrNoNode) {
+		return 0, fmt.Errorf("%w: %q", ErrUnknownTopic, topic)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("cluster: reading topic %q: %w", topic, err)
+	}
+	t, err := decodeTopic(topic, data)
+	if err != nil {
+		return 0, fmt.Errorf("cluster: %w", err)
+	}
+	return int32(len(t.Partitions)), nil
+}
+
+// PendingReassignments returns the request in the store (nil when none).
+func PendingReassignments(store coord.Store) ([]Reassignment, error) {
+	data, _, err := store.Get(reassignPath)
+	if errors.Is(err, coord.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster: reading %s: %w", reassignPath, err)
+	}
+	var z reassignZnode
+	if err := json.Unmarshal(data, &z); err != nil {
+		return nil, fmt.Errorf("cluster: decoding %s: %w", reassignPath, err)
+	}
+	return z.Partitions, nil
+}
+
+// reassignPass carries out one step of every pending reassignment.
+func (c *Cluster) reassignPass(epoch int32) {
+	data, stat, err := c.store.Get(reassignPath)
+	if errors.Is(err, coord.ErrNoNode) {
+		return
+	}
+	if err != nil {
+		c.logger.Warn("reading the reassignment request", "err", err)
+		return
+	}
+	var z reassignZnode
+	if err := json.Unmarshal(data, &z); err != nil {
+		c.logger.Error("the reassignment request is unreadable; dropping it", "data", string(data), "err", err)
+		c.finishReassignments(nil, stat.Version)
+		return
+	}
+	alive := AliveSet(c.Brokers())
+	var pending []Reassignment
+	for _, m := range z.Partitions {
+		if c.reassignStep(m, alive, epoch) {
+			pending = append(pending, m)
+		}
+	}
+	if len(pending) < len(z.Partitions) {
+		c.finishReassignments(pending, stat.Version)
+	}
+}
+
+// finishReassignments rewrites the request with what is still pending, or
+// deletes it. A lost compare-and-set means someone changed it: the next pass
+// reads it again.
+func (c *Cluster) finishReassignments(pending []Reassignment, version int32) {
+	var err error
+	if len(pending) == 0 {
+		err = c.store.Delete(reassignPath, version)
+		if err == nil {
+			c.logger.Info("partition reassignment complete")
+		}
+	} else {
+		_, err = c.store.Set(reassignPath, mustJSON(reassignZnode{Version: 1, Partitions: pending}), version)
+	}
+	if err != nil && !errors.Is(err, coord.ErrBadVersion) && !errors.Is(err, coord.ErrNoNode) {
+		c.logger.Warn("updating the reassignment request", "err", err)
+	}
+}
+
+// reassignStep takes the next step of one move and reports whether it is
+// still pending.
+func (c *Cluster) reassignStep(m Reassignment, alive map[int32]bool, epoch int32) bool {
+	t, ok := c.Topic(m.Topic)
+	if !ok || m.Partition < 0 || int(m.Partition) >= len(t.Partitions) {
+		c.logger.Warn("reassignment of a partition that does not exist; dropped", "topic", m.Topic, "partition", m.Partition)
+		return false
+	}
+	p := t.Partitions[m.Partition]
+	if p.StateVersion < 0 {
+		return true // no state yet; the controller elects first
+	}
+	step := NextReassignmentStep(p, m.Replicas, alive, epoch)
+	if step.Kind == StepAddReplicas {
+		if err := CheckReassignmentTarget(m.Replicas, alive); err != nil {
+			c.logger.Error("reassignment target rejected; dropped", "topic", m.Topic, "partition", m.Partition, "err", err)
+			return false
+		}
+	}
+	switch {
+	case step.Kind == StepDone:
+		c.logger.Info("partition reassigned", "topic", m.Topic, "partition", m.Partition, "replicas", m.Replicas)
+		return false
+	case step.State == nil:
+		c.logger.Debug("reassignment waiting", "topic", m.Topic, "partition", m.Partition, "step", step.Kind.String(), "waiting", step.Waiting)
+		return true
+	}
+	ops := []coord.Op{coord.SetOp{Path: partitionStatePath(m.Topic, m.Partition), Data: encodePartitionState(step.State.New), Version: p.StateVersion}}
+	if step.Assignment != nil {
+		// The assignment and the state change together, so no broker sees
+		// a new replica list with the old ISR or the other way round.
+		data, stat, err := c.store.Get(topicPath(m.Topic))
+		if err != nil {
+			c.logger.Warn("reading a topic for reassignment", "topic", m.Topic, "err", err)
+			return true
+		}
+		var z topicZnode
+		if err := json.Unmarshal(data, &z); err != nil {
+			c.logger.Error("topic assignment unreadable", "topic", m.Topic, "err", err)
+			return true
+		}
+		z.Partitions[strconv.Itoa(int(m.Partition))] = step.Assignment
+		ops = append(ops, coord.SetOp{Path: topicPath(m.Topic), Data: mustJSON(z), Version: stat.Version})
+	}
+	if err := c.store.Multi(ops...); err != nil {
+		if !errors.Is(err, coord.ErrBadVersion) {
+			c.logger.Warn("writing a reassignment step", "topic", m.Topic, "partition", m.Partition, "step", step.Kind.String(), "err", err)
+		}
+		return true
+	}
+	c.logger.Info("reassignment step written", "topic", m.Topic, "partition", m.Partition, "step", step.Kind.String(),
+		"replicas", step.State.New.Replicas, "leader", step.State.New.Leader, "isr", step.State.New.ISR, "leader_epoch", step.State.New.LeaderEpoch)
+	return true
+}

@@ -1,0 +1,113 @@
+package cluster
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"millrace/broker/coord"
+)
+
+// TestReassignmentRequestAndSteps writes a reassignment request and drives
+// the controller's passes over it, playing the partition leader's part
+// (adding the new replica to the ISR) in between.
+func TestReassignmentRequestAndSteps(t *testing.T) {
+	e := openEnv(t, t.TempDir())
+	if err := e.c.Register("h0", 9092, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"1", "2"} {
+		s, err := e.server.Session()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if _, err := s.Create("/brokers/ids/"+id, []byte(`{"host":"h`+id+`","port":9092}`), coord.Ephemeral); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.waitBrokers(3)
+	if _, err := e.c.CreateTopic(TopicSpec{Name: "moving", Partitions: -1, ReplicationFactor: -1, Assignment: map[int32][]int32{0: {0, 1}}}, false); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, bad := range []struct {
+		moves []Reassignment
+		want  error
+	}{
+		{nil, ErrInvalidReplicaAssignment},
+		{[]Reassignment{{"nope", 0, []int32{1}}}, ErrUnknownTopic},
+		{[]Reassignment{{"moving", 1, []int32{1}}}, ErrUnknownTopic},
+		{[]Reassignment{{"moving", 0, nil}}, ErrInvalidReplicaAssignment},
+		{[]Reassignment{{"moving", 0, []int32{1, 1}}}, ErrInvalidReplicaAssignment},
+		{[]Reassignment{{"moving", 0, []int32{1, 9}}}, ErrInvalidReplicaAssignment},
+	} {
+		if err := RequestReassignment(e.store, bad.moves); !errors.Is(err, bad.want) {
+			t.Errorf("RequestReassignment(%v) = %v, want %v", bad.moves, err, bad.want)
+		}
+	}
+	if err := RequestReassignment(e.store, []Reassignment{{"moving", 0, []int32{1, 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	data, _, err := e.store.Get(reassignPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"version":1,"partitions":[{"topic":"moving","partition":0,"replicas":[1,2]}]}`; string(data) != want {
+		t.Errorf("request znode %s, want %s", data, want)
+	}
+	if err := RequestReassignment(e.store, []Reassignment{{"moving", 0, []int32{2}}}); !errors.Is(err, ErrReassignmentInProgress) {
+		t.Errorf("a second request: %v, want ErrReassignmentInProgress", err)
+	}
+
+	// reload re-reads the topic the way the sync goroutine does after a
+	// watch fires.
+	reload := func() *PartitionState {
+		t.Helper()
+		topic, err := e.c.readTopic("moving")
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.c.adminMu.Lock()
+		e.c.applyModelLocked(map[string]*Topic{"moving": topic})
+		e.c.adminMu.Unlock()
+		return topic.Partitions[0]
+	}
+	const epoch = 7
+	before := reload()
+
+	e.c.reassignPass(epoch)
+	p := reload()
+	if !slices.Equal(p.Replicas, []int32{1, 2, 0}) || p.LeaderEpoch != before.LeaderEpoch+1 || p.Leader != 0 || p.ControllerEpoch != epoch {
+		t.Fatalf("after adding replicas: %+v", p)
+	}
+	e.c.reassignPass(epoch) // broker 2 is not in the ISR yet: nothing to do
+	if q := reload(); q.StateVersion != p.StateVersion {
+		t.Fatalf("the controller wrote while waiting for the ISR: %+v", q)
+	}
+
+	// The leader adds broker 2 once it caught up.
+	in := p.clone()
+	in.ISR = []int32{0, 1, 2}
+	if _, err := e.store.Set(partitionStatePath("moving", 0), encodePartitionState(in), p.StateVersion); err != nil {
+		t.Fatal(err)
+	}
+	reload()
+	e.c.reassignPass(epoch)
+	p = reload()
+	if p.Leader != 1 || p.LeaderEpoch != before.LeaderEpoch+2 {
+		t.Fatalf("leader not moved into the target: %+v", p)
+	}
+	e.c.reassignPass(epoch)
+	p = reload()
+	if !slices.Equal(p.Replicas, []int32{1, 2}) || !slices.Equal(p.ISR, []int32{1, 2}) || p.Leader != 1 {
+		t.Fatalf("old replica not removed: %+v", p)
+	}
+	if _, l, _ := e.c.Partition("moving", 0); l != nil {
+		t.Errorf("broker 0 still has a log for the partition it no longer hosts")
+	}
+	e.c.reassignPass(epoch)
+	if pending, err := PendingReassignments(e.store); err != nil || pending != nil {
+		t.Fatalf("request still pending after the move: %v %v", pending, err)
+	}
+}

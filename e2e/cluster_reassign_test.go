@@ -1,0 +1,162 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// createAssignedTopic creates a topic with an explicit replica list per
+// partition and min.insync.replicas=2, and waits for full replication.
+func (c *localCluster) createAssignedTopic(topic string, assignment [][]int32) {
+	c.t.Helper()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 10000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, -1, -1
+	for p, replicas := range assignment {
+		ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		ra.Partition, ra.Replicas = int32(p), replicas
+		rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
+	}
+	cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+	two := "2"
+	cfg.Name, cfg.Value = "min.insync.replicas", &two
+	rt.Configs = append(rt.Configs, cfg)
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, c.client())
+	if err != nil {
+		c.t.Fatalf("create topic %s: %v", topic, err)
+	}
+	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
+		c.t.Fatalf("create topic %s: %v", topic, err)
+	}
+	adm := c.admin()
+	c.waitFor("the new topic to be fully replicated", 20*time.Second, func() bool { return c.fullyReplicated(adm, topic) })
+}
+
+// checkIdenticalOn stops every broker and compares each partition's log
+// byte for byte across the given brokers.
+func (c *localCluster) checkIdenticalOn(topic string, partitions int, ids []int32) {
+	c.t.Helper()
+	c.stopAll()
+	for p := int32(0); p < int32(partitions); p++ {
+		first := readLogDirect(c.t, c.nodes[ids[0]].data, topic, p)
+		if len(first) == 0 {
+			c.t.Errorf("partition %d: broker %d's log is empty", p, ids[0])
+		}
+		for _, id := range ids[1:] {
+			if b := readLogDirect(c.t, c.nodes[id].data, topic, p); !bytes.Equal(first, b) {
+				c.t.Errorf("partition %d: broker %d's log (%d bytes) differs from broker %d's (%d bytes)", p, id, len(b), ids[0], len(first))
+			}
+		}
+	}
+}
+
+// hostedPartitions lists the topic's partition directories in a broker's
+// data directory.
+func hostedPartitions(dataDir, topic string) []string {
+	entries, _ := os.ReadDir(filepath.Join(dataDir, "logs"))
+	var out []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), topic+"-") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// TestClusterReassignOntoNewBroker moves a topic from brokers 1,2,3 onto
+// 1,2,4 with `millrace cluster reassign` while an acks=all producer writes:
+// broker 4 ends with the same data as 1 and 2, broker 3 no longer hosts the
+// topic, and nothing acknowledged is lost.
+func TestClusterReassignOntoNewBroker(t *testing.T) {
+	const topic, partitions = "reassign", 3
+	c := startLocalCluster(t, 4, 1)
+	c.createAssignedTopic(topic, [][]int32{{1, 2, 3}, {2, 3, 1}, {3, 1, 2}})
+	adm := c.admin()
+	if got := hostedPartitions(c.nodes[4].data, topic); len(got) != 0 {
+		t.Fatalf("broker 4 hosts %v before the reassignment", got)
+	}
+
+	// The producer's records never outlive a cancelled context here, so
+	// any failure is the reassignment's doing.
+	producer := c.client(kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.RecordDeliveryTimeout(60*time.Second))
+	acks := &ackLog{acked: map[int32][]ackedRecord{}}
+	var failures []error
+	var stop atomic.Bool
+	producerDone := make(chan struct{})
+	go func() {
+		defer close(producerDone)
+		for n := int64(0); !stop.Load(); n++ {
+			if n%20 == 0 {
+				time.Sleep(2 * time.Millisecond)
+			}
+			v := n
+			producer.Produce(context.Background(), &kgo.Record{Value: []byte(strconv.FormatInt(v, 10))}, func(r *kgo.Record, err error) {
+				acks.mu.Lock()
+				defer acks.mu.Unlock()
+				if err != nil {
+					acks.failed++
+					failures = append(failures, err)
+					return
+				}
+				acks.acked[r.Partition] = append(acks.acked[r.Partition], ackedRecord{r.Offset, v})
+			})
+		}
+	}()
+	time.Sleep(2 * time.Second)
+	start := time.Now()
+	out := run(t, 60*time.Second, "", millraceBin, "cluster", "reassign", "--zookeeper", c.zk, "--topic", topic, "--brokers", "1,2,4", "--wait")
+	t.Logf("cluster reassign (%v):\n%s", time.Since(start).Round(time.Millisecond), out)
+	time.Sleep(time.Second)
+	stop.Store(true)
+	<-producerDone
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	if err := producer.Flush(ctx); err != nil {
+		t.Fatalf("flushing the producer: %v", err)
+	}
+	cancel()
+	if len(failures) > 0 {
+		t.Errorf("%d writes failed during the reassignment, first: %v", len(failures), failures[0])
+	}
+
+	c.waitFor("every partition on 1,2,4 and fully replicated", 30*time.Second, func() bool {
+		parts, err := c.partitions(adm, topic)
+		if err != nil || !c.fullyReplicated(adm, topic) {
+			return false
+		}
+		for _, p := range parts {
+			r := slices.Clone(p.Replicas)
+			slices.Sort(r)
+			if !slices.Equal(r, []int32{1, 2, 4}) {
+				return false
+			}
+		}
+		return true
+	})
+	c.waitFor("broker 3 to drop the topic's logs", 20*time.Second, func() bool { return len(hostedPartitions(c.nodes[3].data, topic)) == 0 })
+	if got := hostedPartitions(c.nodes[4].data, topic); len(got) != partitions {
+		t.Errorf("broker 4 hosts %v, want all %d partitions", got, partitions)
+	}
+	t.Logf("records acknowledged: %d (failed: %d)", acks.count(), acks.failed)
+	if acks.count() == 0 {
+		t.Fatal("nothing was acknowledged")
+	}
+	checkAcknowledged(t, acks, readAll(t, c, topic, partitions))
+	c.checkIdenticalOn(topic, partitions, []int32{1, 2, 4})
+}
