@@ -232,14 +232,41 @@ func (c *Cluster) readTopic(name string) (*Topic, error) { return c.readTopicFro
 
 // readTopicFrom is readTopic, arming watches on what it reads when bg is set
 // (sync.go). A missing topic node is an error wrapping coord.ErrNoNode.
+//
+// The assignment and the partition states are separate znodes, read one
+// after the other; a reassignment step changes both at once (a multi). If
+// the assignment changed while the states were read, they are read again,
+// so no broker pairs a new leader epoch with the replica list from before
+// it (a leader keeps its replica list for the whole of an epoch).
 func (c *Cluster) readTopicFrom(bg *background, name string) (*Topic, error) {
-	data, _, err := c.get(bg, topicPath(name))
+	for attempt := 0; ; attempt++ {
+		t, version, err := c.readTopicOnce(bg, name)
+		if err != nil {
+			return nil, err
+		}
+		ok, stat, err := c.store.Exists(topicPath(name))
+		if err != nil {
+			return nil, fmt.Errorf("cluster: reading topic %q: %w", name, err)
+		}
+		if !ok {
+			return nil, fmt.Errorf("cluster: reading topic %q: %w", name, coord.ErrNoNode)
+		}
+		if stat.Version == version || attempt == 9 {
+			return t, nil
+		}
+	}
+}
+
+// readTopicOnce reads the topic and returns it with the version of the
+// assignment read.
+func (c *Cluster) readTopicOnce(bg *background, name string) (*Topic, int32, error) {
+	data, topicStat, err := c.get(bg, topicPath(name))
 	if err != nil {
-		return nil, fmt.Errorf("cluster: reading topic %q: %w", name, err)
+		return nil, 0, fmt.Errorf("cluster: reading topic %q: %w", name, err)
 	}
 	t, err := decodeTopic(name, data)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: %w", err)
+		return nil, 0, fmt.Errorf("cluster: %w", err)
 	}
 	for _, p := range t.Partitions {
 		state, stat, err := c.get(bg, partitionStatePath(name, p.Partition))
@@ -254,10 +281,10 @@ func (c *Cluster) readTopicFrom(bg *background, name string) (*Topic, error) {
 			p.Leader, p.ISR = p.Replicas[0], p.Replicas
 			c.logger.Warn("partition state missing; using the preferred replica as leader", "topic", name, "partition", p.Partition)
 		case err != nil:
-			return nil, fmt.Errorf("cluster: reading topic %q partition %d state: %w", name, p.Partition, err)
+			return nil, 0, fmt.Errorf("cluster: reading topic %q partition %d state: %w", name, p.Partition, err)
 		default:
 			if err := decodePartitionState(p, state); err != nil {
-				return nil, fmt.Errorf("cluster: %w", err)
+				return nil, 0, fmt.Errorf("cluster: %w", err)
 			}
 			p.StateVersion = stat.Version
 		}
@@ -267,13 +294,13 @@ func (c *Cluster) readTopicFrom(bg *background, name string) (*Topic, error) {
 	switch {
 	case errors.Is(err, coord.ErrNoNode):
 	case err != nil:
-		return nil, fmt.Errorf("cluster: reading topic %q config: %w", name, err)
+		return nil, 0, fmt.Errorf("cluster: reading topic %q config: %w", name, err)
 	default:
 		if t.Config, err = decodeConfig(name, data); err != nil {
-			return nil, fmt.Errorf("cluster: %w", err)
+			return nil, 0, fmt.Errorf("cluster: %w", err)
 		}
 	}
-	return t, nil
+	return t, topicStat.Version, nil
 }
 
 // openLogs opens or creates the logs of the partitions this broker hosts.

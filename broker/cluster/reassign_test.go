@@ -1,8 +1,10 @@
 package cluster
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"millrace/broker/coord"
@@ -109,5 +111,66 @@ func TestReassignmentRequestAndSteps(t *testing.T) {
 	e.c.reassignPass(epoch)
 	if pending, err := PendingReassignments(e.store); err != nil || pending != nil {
 		t.Fatalf("request still pending after the move: %v %v", pending, err)
+	}
+}
+
+// interleavingStore runs once before the first read of a partition state,
+// as if another broker's write landed between the topic's reads.
+type interleavingStore struct {
+	coord.Store
+	once func()
+}
+
+func (s *interleavingStore) Get(path string) ([]byte, coord.Stat, error) {
+	if s.once != nil && strings.HasSuffix(path, "/state") {
+		f := s.once
+		s.once = nil
+		f()
+	}
+	return s.Store.Get(path)
+}
+
+// TestReadTopicPairsAssignmentWithState: a reassignment step lands between
+// the read of a topic's assignment and the read of its partition state;
+// the model must not pair the old replica list with the new leader epoch.
+func TestReadTopicPairsAssignmentWithState(t *testing.T) {
+	e := openEnv(t, t.TempDir())
+	if err := e.c.Register("h0", 9092, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.CreateTopic(TopicSpec{Name: "racing", Partitions: 1, ReplicationFactor: 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.c.readTopic("racing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := p.Partitions[0]
+	step := old.next(3)
+	step.Replicas = []int32{0, 5}
+	data, stat, err := e.store.Get(topicPath("racing"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var z topicZnode
+	if err := json.Unmarshal(data, &z); err != nil {
+		t.Fatal(err)
+	}
+	z.Partitions["0"] = step.Replicas
+	e.c.store = &interleavingStore{Store: e.store, once: func() {
+		err := e.store.Multi(
+			coord.SetOp{Path: partitionStatePath("racing", 0), Data: encodePartitionState(step), Version: old.StateVersion},
+			coord.SetOp{Path: topicPath("racing"), Data: mustJSON(z), Version: stat.Version})
+		if err != nil {
+			t.Error(err)
+		}
+	}}
+	defer func() { e.c.store = e.store }()
+	got, err := e.c.readTopic("racing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := got.Partitions[0]; q.LeaderEpoch != step.LeaderEpoch || !slices.Equal(q.Replicas, step.Replicas) {
+		t.Fatalf("read replicas %v with leader epoch %d; want %v with %d", q.Replicas, q.LeaderEpoch, step.Replicas, step.LeaderEpoch)
 	}
 }
