@@ -290,11 +290,6 @@ func (s *Server) deadLetter(topic, schema string, info reqInfo, raw []byte, reas
 	return &kgo.Record{Topic: topic, Value: value}
 }
 
-// knownClickParams are the click fields a pixel query may set directly;
-// every other parameter becomes a string property.
-var knownClickParams = map[string]bool{"type": true, "url": true, "referrer": true, "title": true,
-	"anonymous_id": true, "user_id": true, "session_id": true, "event_id": true}
-
 // pixelEvent builds an event's JSON from /b.gif query parameters: the click
 // fields by name, ts as epoch milliseconds or RFC 3339, "properties" as a
 // JSON object, and any other parameter as a string property (the schema

@@ -280,25 +280,6 @@ func (s *segment) persistIndexesLocked() error {
 	return nil
 }
 
-// syncLocked writes pending index entries and fsyncs the log and indexes.
-func (s *segment) syncLocked() error {
-	if err := s.persistIndexesLocked(); err != nil {
-		return err
-	}
-	if err := s.log.Sync(); err != nil {
-		return err
-	}
-	if s.indexFile != nil {
-		if err := s.indexFile.Sync(); err != nil {
-			return err
-		}
-		if err := s.timeFile.Sync(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // truncateIndexesLocked drops index entries at or above rel.
 func (s *segment) truncateIndexesLocked(rel uint32) error {
 	i := 0

@@ -30,11 +30,6 @@ type simLog struct {
 	ids []uint64
 }
 
-func (s *simLog) truncate(off int64) {
-	s.epochLog.truncate(off)
-	s.ids = s.ids[:off]
-}
-
 type simRequest struct {
 	first, last int64
 	term        int
