@@ -205,56 +205,77 @@ func (t *Tailer) flushPending(h *harvester, now time.Time) {
 	t.ship(h, lineEvent{offset: p.start, line: p.buf, truncated: p.truncated}, p.end, now)
 }
 
+// lineRecord is one shipped line: the record, its header and what its
+// acknowledgement settles, in a single allocation. Per-line allocations
+// were most of the tailer's garbage (a Record, a header slice, an id, a
+// value, a closure each), and garbage is what made the heap grow past the
+// producer buffer it mirrors.
+type lineRecord struct {
+	rec    kgo.Record
+	header [1]kgo.RecordHeader
+	t      *Tailer
+	h      *harvester
+	seq    uint64
+}
+
+// eventIDAt is where the event id sits in an encoded value: right after
+// `{"event_id":"`. The header shares those bytes instead of a copy.
+const eventIDAt = len(`{"event_id":"`)
+
 // ship encodes one event and hands it to the producer; it may block while
 // the producer's buffer is full, which pauses all reading.
 func (t *Tailer) ship(h *harvester, ev lineEvent, end int64, now time.Time) {
-	id := eventID(make([]byte, 0, 32), h.id, ev.offset)
-	value, invalid := t.enc.encode(make([]byte, 0, len(ev.line)+len(h.sourceJS)+224), id, h.sourceJS, now, ev)
+	t.idBuf = eventID(t.idBuf[:0], h.id, ev.offset)
+	var invalid bool
+	t.valueBuf, invalid = t.enc.encode(t.valueBuf[:0], t.idBuf, h.sourceJS, now, ev)
 	if invalid {
 		t.metrics.invalid.Inc()
 	}
 	if ev.truncated {
 		t.metrics.truncated.Inc()
 	}
-	rec := &kgo.Record{
-		Topic:   t.cfg.Topic,
-		Key:     h.key,
-		Value:   value,
-		Headers: []kgo.RecordHeader{{Key: "event_id", Value: id}},
+	// Encoded in a reused buffer, then copied once at its exact size: the
+	// producer holds the value until the broker answers, so its size is
+	// what the buffer's memory costs.
+	value := append([]byte(nil), t.valueBuf...)
+	if cap(t.valueBuf) > 64<<10 {
+		t.valueBuf = nil // one long line must not pin a large buffer
 	}
-	seq := h.track(ev.offset, end)
+	lr := &lineRecord{t: t, h: h}
+	lr.header[0] = kgo.RecordHeader{Key: "event_id", Value: value[eventIDAt : eventIDAt+len(t.idBuf) : eventIDAt+len(t.idBuf)]}
+	lr.rec = kgo.Record{Topic: t.cfg.Topic, Key: h.key, Value: value, Headers: lr.header[:]}
+	lr.seq = h.track(ev.offset, end)
 	t.metrics.inflight.Inc()
-	t.producer.Produce(t.runCtx, rec, t.ackFunc(h, seq))
+	t.producer.Produce(t.runCtx, &lr.rec, lr.ack)
 }
 
-// ackFunc settles line seq of h when the broker answers.
-func (t *Tailer) ackFunc(h *harvester, seq uint64) ship.AckFunc {
-	return func(rec *kgo.Record, err error) {
-		if err == nil {
-			t.metrics.inflight.Dec()
-			h.settle(seq)
-			return
-		}
-		if t.runCtx.Err() != nil || ship.Classify(err) == ship.KindClosed {
-			// Stopping (or the producer is gone): the line stays
-			// unacknowledged and after the checkpoint, so the next start
-			// reads it again.
-			return
-		}
-		if !ship.IsRetryable(err) {
-			// Sending it again would fail the same way; holding the
-			// checkpoint behind it would stall the file forever.
-			t.logger.Error("broker rejected a line permanently; skipping it", "source", h.source, "offset", h.inflightStart(seq), "err", err)
-			t.metrics.dropped.Inc()
-			t.metrics.inflight.Dec()
-			h.settle(seq)
-			return
-		}
-		t.retryMu.Lock()
-		t.retries = append(t.retries, retry{h: h, seq: seq, rec: rec, at: time.Now()})
-		t.retryMu.Unlock()
-		t.wake()
+// ack settles the line when the broker answers.
+func (lr *lineRecord) ack(_ *kgo.Record, err error) {
+	t, h, seq := lr.t, lr.h, lr.seq
+	if err == nil {
+		t.metrics.inflight.Dec()
+		h.settle(seq)
+		return
 	}
+	if t.runCtx.Err() != nil || ship.Classify(err) == ship.KindClosed {
+		// Stopping (or the producer is gone): the line stays
+		// unacknowledged and after the checkpoint, so the next start
+		// reads it again.
+		return
+	}
+	if !ship.IsRetryable(err) {
+		// Sending it again would fail the same way; holding the
+		// checkpoint behind it would stall the file forever.
+		t.logger.Error("broker rejected a line permanently; skipping it", "source", h.source, "offset", h.inflightStart(seq), "err", err)
+		t.metrics.dropped.Inc()
+		t.metrics.inflight.Dec()
+		h.settle(seq)
+		return
+	}
+	t.retryMu.Lock()
+	t.retries = append(t.retries, retry{line: lr, at: time.Now()})
+	t.retryMu.Unlock()
+	t.wake()
 }
 
 func (h *harvester) inflightStart(seq uint64) int64 {
@@ -282,7 +303,7 @@ func (t *Tailer) resend(now time.Time) {
 	t.retryMu.Unlock()
 	for _, r := range due {
 		t.metrics.resent.Inc()
-		t.producer.Produce(t.runCtx, r.rec, t.ackFunc(r.h, r.seq))
+		t.producer.Produce(t.runCtx, &r.line.rec, r.line.ack)
 	}
 }
 

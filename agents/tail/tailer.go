@@ -46,6 +46,8 @@ type Tailer struct {
 	orderSeq uint64
 	open     int
 	buf      []byte
+	idBuf    []byte // event id scratch for ship
+	valueBuf []byte // record value scratch for ship
 	fpBuf    []byte // fingerprint_bytes, for checking files' first bytes
 	scanDue  bool
 	lastScan time.Time
@@ -72,10 +74,8 @@ type Tailer struct {
 
 // retry is a record to produce again after a retryable failure.
 type retry struct {
-	h   *harvester
-	seq uint64
-	rec *kgo.Record
-	at  time.Time
+	line *lineRecord
+	at   time.Time
 }
 
 // New checks cfg (after defaults) and registers metrics with reg (nil
