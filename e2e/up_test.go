@@ -13,10 +13,13 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.yaml.in/yaml/v3"
+
+	"millrace/pipeline/appliance"
 )
 
 // TestUpLandsEventsExactlyOnce runs the appliance as a new user does — one
-// `millrace up` process with the demo config's shape — sends beacon events
+// `millrace up` process with the demo config — sends beacon events
 // and appends log lines, and finds every one of them exactly once in Parquet,
 // read by DuckDB, within the roll age. SIGTERM then restart loses nothing
 // acknowledged and duplicates nothing.
@@ -24,37 +27,40 @@ func TestUpLandsEventsExactlyOnce(t *testing.T) {
 	dir := t.TempDir()
 	kafkaAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	webAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	logFile := filepath.Join(dir, "app", "service.log")
+	logFile := filepath.Join(dir, "app", "service.log") // beside the demo's own log
 	if err := os.MkdirAll(filepath.Dir(logFile), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	config := fmt.Sprintf(`
-data: %[1]s/data
-broker:
-  listen: %[2]s
-  settings: {group.initial.rebalance.delay.ms: "0"}
-http:
-  listen: %[3]s
-topics:
-  - {name: clicks, partitions: 3}
-  - {name: logs, partitions: 3}
-ship:
-  linger: 1ms
-beacon:
-  topic: clicks
-tail:
-  - name: app
-    topic: logs
-    paths: [%[4]s]
-    scan_frequency: 500ms
-sinks:
-  - {name: clicks, out: lake, topics: [clicks], schema: click, roll_age: 10s, idle_timeout: 3s}
-  - {name: logs, out: lake, topics: [logs], schema: log, roll_age: 10s, idle_timeout: 3s}
-ops_metrics:
-  interval: 2s
-`, dir, kafkaAddr, webAddr, logFile)
+	// The demo config a new user runs with `make run`, with its addresses,
+	// data directory and log paths moved into this test's directory, and
+	// shorter roll ages so the test finishes in seconds.
+	var cfg appliance.Config
+	raw, err := os.ReadFile("../deployments/demo/millrace.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+		t.Fatalf("demo config: %v", err)
+	}
+	cfg.Data = filepath.Join(dir, "data")
+	cfg.Broker.Listen = kafkaAddr
+	cfg.HTTP.Listen = webAddr
+	cfg.Demo.WriteLog = filepath.Join(dir, "app", "demo.log")
+	if len(cfg.Tail) != 1 || len(cfg.Sinks) != 3 || cfg.Beacon == nil {
+		t.Fatalf("the demo config changed shape: %d tail inputs, %d sinks, beacon %v", len(cfg.Tail), len(cfg.Sinks), cfg.Beacon != nil)
+	}
+	cfg.Tail[0].Paths = []string{filepath.Join(dir, "app", "*.log")}
+	cfg.Tail[0].ScanFrequency = 500 * time.Millisecond
+	for i := range cfg.Sinks {
+		cfg.Sinks[i].RollAge, cfg.Sinks[i].IdleTimeout = 10*time.Second, 3*time.Second
+	}
+	cfg.OpsMetrics.Interval = 2 * time.Second
+	config, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfgPath := filepath.Join(dir, "millrace.yaml")
-	if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
+	if err := os.WriteFile(cfgPath, config, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	up := startProcess(t, "up", "up", "--config", cfgPath)
@@ -82,7 +88,9 @@ ops_metrics:
 			t.Fatal(err)
 		}
 		for i := from; i < to; i++ {
-			fmt.Fprintf(f, "line %d of the service\n", i)
+			// Lines start with a timestamp: the demo's multiline pattern
+			// joins any other line to the one before it.
+			fmt.Fprintf(f, "%s INFO line %d of the service\n", time.Now().UTC().Format(time.RFC3339Nano), i)
 		}
 		f.Close()
 	}
@@ -91,9 +99,9 @@ ops_metrics:
 
 	lake := filepath.Join(dir, "data", "lake")
 	waitForRows(t, lake+"/clicks/**/*.parquet", 200, 60*time.Second)
-	waitForRows(t, lake+"/logs/**/*.parquet", 300, 60*time.Second)
+	waitForLines(t, lake, logFile, 300, 60*time.Second)
 	checkDistinct(t, lake+"/clicks/**/*.parquet", "title", 200)
-	checkDistinct(t, lake+"/logs/**/*.parquet", "line", 300)
+	checkLines(t, lake, logFile, 300)
 
 	// More events, then SIGTERM right away: what was acknowledged (2xx, or
 	// written to the log file before the stop) must land after a restart,
@@ -109,9 +117,9 @@ ops_metrics:
 	up.start()
 	waitHTTP(t, up, web+"/healthz")
 	waitForRows(t, lake+"/clicks/**/*.parquet", 300, 60*time.Second)
-	waitForRows(t, lake+"/logs/**/*.parquet", 400, 60*time.Second)
+	waitForLines(t, lake, logFile, 400, 60*time.Second)
 	checkDistinct(t, lake+"/clicks/**/*.parquet", "title", 300)
-	checkDistinct(t, lake+"/logs/**/*.parquet", "line", 400)
+	checkLines(t, lake, logFile, 400)
 
 	// The ops metrics topic has the appliance's own metrics, published
 	// every interval.
@@ -174,6 +182,42 @@ func waitForRows(t *testing.T, glob string, n int, timeout time.Duration) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	t.Fatalf("%s: %d rows after %v, want %d", glob, count, timeout, n)
+}
+
+// linesOf counts the rows of one source file in the logs lake (the demo's
+// own log lands there too), and how many distinct lines they hold.
+func linesOf(t *testing.T, lake, source string) (count, distinct int) {
+	t.Helper()
+	q := fmt.Sprintf("SELECT count(*), count(DISTINCT line) FROM read_parquet('%s/logs/**/*.parquet', hive_partitioning=true) WHERE source = '%s'", lake, source)
+	if err := openDuck(t).QueryRow(q).Scan(&count, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	return count, distinct
+}
+
+// waitForLines waits until the logs lake holds at least n rows of source.
+func waitForLines(t *testing.T, lake, source string, n int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if matches, _ := filepath.Glob(lake + "/logs/*/*/*.parquet"); len(matches) > 0 {
+			if count, _ := linesOf(t, lake, source); count >= n {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("logs lake: fewer than %d lines of %s after %v", n, source, timeout)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// checkLines asserts exactly n rows of source, all distinct.
+func checkLines(t *testing.T, lake, source string, n int) {
+	t.Helper()
+	if count, distinct := linesOf(t, lake, source); count != n || distinct != n {
+		t.Errorf("logs lake: %d rows, %d distinct lines of %s; want exactly %d", count, distinct, source, n)
+	}
 }
 
 // checkDistinct asserts exactly want rows with want distinct values of col.
