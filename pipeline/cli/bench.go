@@ -217,7 +217,30 @@ func ensureTopic(ctx context.Context, brokers, topic string, partitions, replica
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return fmt.Errorf("create topic %s: %w", topic, err)
 	}
-	return nil
+	// In a cluster, brokers learn of a new topic a moment after it is
+	// created; producing before every partition has a leader would stall the
+	// client on its metadata refresh and spoil the measurement.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		topics, err := adm.ListTopics(ctx, topic)
+		if err == nil && topics.Error() == nil {
+			ready := len(topics[topic].Partitions) > 0
+			for _, p := range topics[topic].Partitions {
+				ready = ready && p.Leader >= 0 && p.Err == nil
+			}
+			if ready {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("topic %s has partitions without a leader after 30s", topic)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // startProgress draws a progress bar on w until the returned stop is called.
