@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/debug"
 	"time"
 
 	"millrace/agents/ship"
@@ -71,6 +73,10 @@ func runTail(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if limit, ok := tailMemoryLimit(shipper.Config()); ok {
+		debug.SetMemoryLimit(limit)
+		logger.Info("memory limit", "bytes", limit)
+	}
 	tailer, err := tail.New(cfg.Tail, shipper, reg, logger)
 	if err != nil {
 		shipper.Close()
@@ -102,4 +108,20 @@ func runTail(ctx context.Context, e env, args []string) error {
 		return fmt.Errorf("shutdown: tail: %v; ship: %v (unacknowledged lines are read again on the next start)", terr, serr)
 	}
 	return nil
+}
+
+// tailMemoryLimit is the Go memory limit for the tail command, unless
+// GOMEMLIMIT already sets one. The tailer's live memory is mostly the
+// producer's buffer: each buffered line costs its counted bytes (key, value,
+// header) plus about half again in record structs and bookkeeping, and the
+// rest is small and fixed (read buffer, batches being compressed and sent).
+// Without a limit the collector lets the heap grow to twice that before
+// collecting, which is where most of the tailer's RSS went; with it, the
+// heap stays near what the buffer really holds.
+func tailMemoryLimit(cfg ship.Config) (int64, bool) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return 0, false
+	}
+	buffer := int64(cfg.MaxBufferedBytes)
+	return buffer + buffer/2 + 3*int64(cfg.MaxBatchBytes) + 16<<20, true
 }
