@@ -43,8 +43,9 @@ type harvester struct {
 	fpLen    int
 	fpHash   string
 	size     int64          // last known file size, for the lag metric
-	inflight []inflightLine // in offset order; front is the oldest unacknowledged
-	seqBase  uint64         // sequence number of inflight[0]
+	inflight []inflightLine // in offset order; inflight[head] is the oldest unacknowledged
+	head     int            // settled lines before it, kept to reuse their room
+	seqBase  uint64         // sequence number of inflight[head]
 	nextSeq  uint64
 	emitted  int64 // end offset of the last line handed to the producer
 }
@@ -69,11 +70,15 @@ func (h *harvester) checkpoint() int64 {
 }
 
 func (h *harvester) checkpointLocked() int64 {
-	if len(h.inflight) > 0 {
-		return h.inflight[0].start
+	if h.head < len(h.inflight) {
+		return h.inflight[h.head].start
 	}
 	return h.emitted
 }
+
+// keepInflight is the largest in-flight array kept for reuse once every
+// line is settled (16 bytes a line).
+const keepInflight = 1 << 16
 
 // track records a line about to be shipped and returns its sequence number.
 func (h *harvester) track(start, end int64) uint64 {
@@ -81,6 +86,14 @@ func (h *harvester) track(start, end int64) uint64 {
 	defer h.mu.Unlock()
 	seq := h.nextSeq
 	h.nextSeq++
+	if live := len(h.inflight) - h.head; len(h.inflight) == cap(h.inflight) && h.head > 0 && h.head >= live {
+		// Reuse the settled front instead of growing: slicing it off
+		// made append reallocate the whole window every few thousand
+		// lines. Moving the live lines costs no more than the settled
+		// ones that made the room.
+		n := copy(h.inflight, h.inflight[h.head:])
+		h.inflight, h.head = h.inflight[:n], 0
+	}
 	h.inflight = append(h.inflight, inflightLine{start: start})
 	h.emitted = end
 	return seq
@@ -93,19 +106,22 @@ func (h *harvester) settle(seq uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	i := int(seq - h.seqBase)
-	if seq < h.seqBase || i >= len(h.inflight) {
+	if seq < h.seqBase || i >= len(h.inflight)-h.head {
 		return
 	}
-	h.inflight[i].done = true
+	h.inflight[h.head+i].done = true
 	n := 0
-	for n < len(h.inflight) && h.inflight[n].done {
+	for h.head+n < len(h.inflight) && h.inflight[h.head+n].done {
 		n++
 	}
 	if n > 0 {
-		h.inflight = h.inflight[n:]
+		h.head += n
 		h.seqBase += uint64(n)
-		if len(h.inflight) == 0 {
-			h.inflight = nil // let the backing array go
+		if h.head == len(h.inflight) {
+			h.inflight, h.head = h.inflight[:0], 0
+			if cap(h.inflight) > keepInflight {
+				h.inflight = nil // let a large backing array go
+			}
 		}
 	}
 }
@@ -113,7 +129,7 @@ func (h *harvester) settle(seq uint64) {
 func (h *harvester) inflightCount() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.inflight)
+	return len(h.inflight) - h.head
 }
 
 // split cuts read bytes into lines, honouring max_line_bytes. It calls

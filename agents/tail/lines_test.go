@@ -215,3 +215,48 @@ func TestRegistryFollowsOutOfOrderAcks(t *testing.T) {
 }
 
 var errPermanent = kerr.InvalidRecord
+
+// TestInflightWindow settles lines out of order through many reuses of the
+// in-flight array: the checkpoint is always the start of the oldest
+// unsettled line, or the end of the last line once all are settled.
+func TestInflightWindow(t *testing.T) {
+	h := &harvester{}
+	var pending []uint64 // tracked, not settled, oldest first
+	next := int64(0)
+	for round := range 200 {
+		for range 1 + round%37 {
+			pending = append(pending, h.track(next*10, next*10+10))
+			next++
+		}
+		// Settle every other pending line, newest first, then the oldest.
+		for i := len(pending) - 1; i > 0; i -= 2 {
+			h.settle(pending[i])
+			pending = append(pending[:i], pending[i+1:]...)
+		}
+		if round%3 == 0 && len(pending) > 0 {
+			h.settle(pending[0])
+			pending = pending[1:]
+		}
+		want := next * 10
+		if len(pending) > 0 {
+			want = int64(pending[0]) * 10 // line seq starts at offset seq*10
+		}
+		if got := h.checkpoint(); got != want {
+			t.Fatalf("round %d: checkpoint %d, want %d", round, got, want)
+		}
+		// The window runs from the oldest unsettled line to the newest.
+		window := 0
+		if len(pending) > 0 {
+			window = int(next - int64(pending[0]))
+		}
+		if got := h.inflightCount(); got != window {
+			t.Fatalf("round %d: %d in flight, want %d", round, got, window)
+		}
+	}
+	for _, seq := range pending {
+		h.settle(seq)
+	}
+	if got, want := h.checkpoint(), next*10; got != want || h.inflightCount() != 0 {
+		t.Fatalf("all settled: checkpoint %d (want %d), %d in flight", got, want, h.inflightCount())
+	}
+}

@@ -281,8 +281,8 @@ func (lr *lineRecord) ack(_ *kgo.Record, err error) {
 func (h *harvester) inflightStart(seq uint64) int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if i := int(seq - h.seqBase); seq >= h.seqBase && i < len(h.inflight) {
-		return h.inflight[i].start
+	if i := int(seq - h.seqBase); seq >= h.seqBase && i < len(h.inflight)-h.head {
+		return h.inflight[h.head+i].start
 	}
 	return -1
 }
