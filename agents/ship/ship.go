@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,6 +70,9 @@ func New(cfg Config, reg prometheus.Registerer, logger *slog.Logger) (*Shipper, 
 			d := 100 * time.Millisecond << min(tries, 5)
 			return min(d, 2*time.Second)
 		}),
+	}
+	if strings.EqualFold(cfg.Compression, "lz4") {
+		opts = append(opts, kgo.WithCompressor(&lz4Compressor{}))
 	}
 	switch cfg.Acks {
 	case "all":
