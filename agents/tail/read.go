@@ -237,13 +237,17 @@ func (t *Tailer) ship(h *harvester, ev lineEvent, end int64, now time.Time) {
 	// Encoded in a reused buffer, then copied once at its exact size: the
 	// producer holds the value until the broker answers, so its size is
 	// what the buffer's memory costs.
-	value := append([]byte(nil), t.valueBuf...)
+	value := make([]byte, len(t.valueBuf)) // make+copy: no zeroing first
+	copy(value, t.valueBuf)
 	if cap(t.valueBuf) > 64<<10 {
 		t.valueBuf = nil // one long line must not pin a large buffer
 	}
 	lr := &lineRecord{t: t, h: h}
 	lr.header[0] = kgo.RecordHeader{Key: "event_id", Value: value[eventIDAt : eventIDAt+len(t.idBuf) : eventIDAt+len(t.idBuf)]}
-	lr.rec = kgo.Record{Topic: t.cfg.Topic, Key: h.key, Value: value, Headers: lr.header[:]}
+	// The read time, already taken once per chunk, is the record's
+	// timestamp as it is the value's "ts": left zero, kgo would read the
+	// clock again for every record.
+	lr.rec = kgo.Record{Topic: t.cfg.Topic, Key: h.key, Value: value, Headers: lr.header[:], Timestamp: now}
 	lr.seq = h.track(ev.offset, end)
 	t.metrics.inflight.Inc()
 	t.producer.Produce(t.runCtx, &lr.rec, lr.ack)
