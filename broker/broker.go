@@ -69,7 +69,7 @@ func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 		return ok
 	}
 	b.groups = group.New(b.store, gcfg, logger)
-	deps := kafka.Deps{Cluster: b.cluster, Groups: b.groups, Logs: b.logs, Store: b.store}
+	deps := kafka.Deps{Cluster: b.cluster, Groups: b.groups, Logs: b.logs, Store: b.store, Metrics: cfg.Metrics}
 	if b.server, err = kafka.New(cfg.Kafka, deps, logger); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package broker
 import (
 	"bufio"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"io"
 	"sort"
 	"strconv"
@@ -28,6 +29,10 @@ type Config struct {
 	Log log.Config
 	// Group is the group coordinator's configuration.
 	Group group.Config
+	// Metrics, when set, receives the broker's Prometheus metrics. It is not
+	// a setting of the properties file: the process that runs the broker
+	// decides where metrics are served.
+	Metrics prometheus.Registerer
 	// RetentionCheckInterval (log.retention.check.interval.ms, default 5
 	// minutes) is how often retention and flush.ms are enforced.
 	RetentionCheckInterval time.Duration

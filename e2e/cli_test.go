@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"io"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +13,8 @@ import (
 // produce and consume (keys, partitions, formats), groups with lag and a
 // reset, and one-line errors.
 func TestCLICommands(t *testing.T) {
-	b := startBroker(t)
+	metricsAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	b := startBroker(t, "--metrics-listen", metricsAddr)
 	mr := func(stdin string, args ...string) string {
 		t.Helper()
 		return run(t, 60*time.Second, stdin, millraceBin, append(args, "-b", b.addr)...)
@@ -43,6 +47,17 @@ func TestCLICommands(t *testing.T) {
 	}
 	if len(partitionOf) != 3 {
 		t.Fatalf("consumed keys %v, want ka, kb, kc", partitionOf)
+	}
+
+	// The broker's Prometheus metrics count what was produced.
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(page), `millrace_broker_produced_records_total{topic="orders"} 30`) {
+		t.Errorf("broker /metrics does not count the 30 produced records:\n%.3000s", page)
 	}
 
 	desc := mr("", "topic", "describe", "orders")

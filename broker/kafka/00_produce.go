@@ -194,6 +194,7 @@ func (b *Broker) produceTo(topic string, part kmsg.ProduceRequestTopicPartition,
 		pp.applyLocked(info.Batches[0])
 	}
 	sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = info.FirstOffset, info.LogAppendTime, p.log.StartOffset()
+	b.metrics.produced(topic, info.Records, len(part.Records))
 	b.notifyData(topic, part.Partition)
 	return p, info.LastOffset
 }

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"io"
 	"log/slog"
 	"net"
@@ -36,6 +37,8 @@ type Deps struct {
 	Logs *log.Manager
 	// Store is the coordination store session (producer ID blocks, ...).
 	Store coord.Store
+	// Metrics, when set, receives the wire server's Prometheus metrics.
+	Metrics prometheus.Registerer
 }
 
 // Broker serves the Kafka protocol on one listener.
@@ -46,6 +49,7 @@ type Broker struct {
 	logs    *log.Manager
 	store   coord.Store
 	logger  *slog.Logger
+	metrics *brokerMetrics
 
 	// components are the handler files' broker-lifetime state; see
 	// regComponent. Set in New, read-only afterwards.
@@ -92,6 +96,12 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 		cancel:     cancel,
 		conns:      make(map[*conn]struct{}),
 	}
+	metrics, err := newBrokerMetrics(deps.Metrics)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("kafka: registering metrics: %w", err)
+	}
+	b.metrics = metrics
 	names := make([]string, 0, len(components))
 	for name := range components {
 		names = append(names, name)

@@ -260,6 +260,7 @@ func (b *Broker) handle(ctx context.Context, r *request) (out []byte, stream *re
 	if r.unsupportedAPIVersions {
 		return encodeResponse(r, unsupportedAPIVersionsResponse()), nil, nil
 	}
+	defer b.metrics.served(r.key, time.Now())
 	defer func() {
 		if p := recover(); p != nil {
 			b.logger.Error("handler panic", "api_key", r.key, "api_version", r.version, "panic", p, "stack", string(debug.Stack()))

@@ -135,6 +135,7 @@ func (a *Appliance) startBroker() error {
 	}
 	bc.Kafka.Listener = a.cfg.Broker.Listen
 	bc.DataDir = filepath.Join(a.cfg.Data, "broker")
+	bc.Metrics = a.registry
 	b, err := broker.Open(bc, a.logger)
 	if err != nil {
 		return err

@@ -10,7 +10,7 @@ import (
 )
 
 func init() {
-	register("broker", "broker --listen HOST:PORT --data DIR [--id N] [--zookeeper HOST:PORT[,...][/chroot]] [--config FILE] [--set name=value]...", runBroker)
+	register("broker", "broker --listen HOST:PORT --data DIR [--id N] [--metrics-listen ADDR] [--zookeeper HOST:PORT[,...][/chroot]] [--config FILE] [--set name=value]...", runBroker)
 }
 
 // runBroker runs a broker until SIGINT/SIGTERM: with embedded coordination,
@@ -25,6 +25,7 @@ func runBroker(ctx context.Context, e env, args []string) error {
 	sets := keyValues{}
 	f.Var(sets, "set", "broker setting name=value by its Kafka name, after --config (repeatable)")
 	logLevel := f.String("log-level", "info", "debug, info, warn or error")
+	metricsAddr := f.String("metrics-listen", "", "serve Prometheus /metrics on this address")
 	if _, err := f.parse(args, 0); err != nil {
 		return err
 	}
@@ -67,6 +68,13 @@ func runBroker(ctx context.Context, e env, args []string) error {
 	if cfg.DataDir == "" {
 		return usageError("--data DIR is required")
 	}
+	reg := newRegistry()
+	cfg.Metrics = reg
+	waitMetrics, err := serveMetrics(ctx, *metricsAddr, reg, logger)
+	if err != nil {
+		return err
+	}
+	defer waitMetrics()
 	b, err := broker.Open(cfg, logger)
 	if err != nil {
 		return err
