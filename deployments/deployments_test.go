@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +26,7 @@ import (
 	"millrace/agents/beacon"
 	"millrace/agents/ship"
 	"millrace/agents/tail"
+	"millrace/broker"
 	"millrace/sinks/lake"
 	"millrace/sinks/store"
 )
@@ -288,6 +290,16 @@ func TestGrafanaDashboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := lake.New(lake.Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", Topics: []string{"t"}, Schema: "click"}, st, rec, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A broker registers its metrics when it opens.
+	bc := broker.DefaultConfig()
+	bc.DataDir, bc.Kafka.Listener, bc.Metrics = t.TempDir(), "127.0.0.1:0", rec
+	b, err := broker.Open(bc, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
 	metric := regexp.MustCompile(`\bmillrace_[a-z_]+`)
