@@ -56,7 +56,7 @@ func New(cfg Config, st store.Store, reg prometheus.Registerer, logger *slog.Log
 		return nil, errors.New("lake: no store")
 	}
 	if logger == nil {
-		logger = slog.Default()
+		logger = slog.New(slog.DiscardHandler)
 	}
 	cfg = cfg.withDefaults()
 	schema, _ := schemas.ByName(cfg.Schema) // checked by Validate

@@ -29,7 +29,7 @@ type File struct {
 // NewFile returns a store rooted at dir, creating it if needed.
 func NewFile(dir string, logger *slog.Logger) (*File, error) {
 	if logger == nil {
-		logger = slog.Default()
+		logger = slog.New(slog.DiscardHandler)
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {

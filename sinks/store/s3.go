@@ -32,7 +32,7 @@ type S3Config struct {
 	AccessKey, SecretKey string
 	// PartSize is the multipart part size: default 8 MiB, minimum 5 MiB.
 	PartSize int64
-	// Logger defaults to slog.Default().
+	// Logger receives the store's logs; nil discards them.
 	Logger *slog.Logger
 }
 
@@ -71,7 +71,7 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 		return nil, fmt.Errorf("store: s3: part size %d is below S3's minimum of 5 MiB", cfg.PartSize)
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	u, err := url.Parse(cfg.Endpoint)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {

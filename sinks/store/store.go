@@ -91,7 +91,7 @@ type Options struct {
 	// PartSize is the S3 multipart part size; default 8 MiB, minimum 5 MiB
 	// (S3's own minimum for all but the last part).
 	PartSize int64
-	// Logger receives cleanup and publish events; default slog.Default().
+	// Logger receives cleanup and publish events; nil discards them.
 	Logger *slog.Logger
 }
 
@@ -103,7 +103,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (Store, error) {
 		return nil, fmt.Errorf("store: %q: %w", rawURL, err)
 	}
 	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	switch u.Scheme {
 	case "file":

@@ -30,7 +30,7 @@ const DefaultSnapshotBytes = 64 << 20
 
 // Options tune a Server. The zero value of each field selects its default.
 type Options struct {
-	// Logger receives the store's logs; default slog.Default().
+	// Logger receives the store's logs; nil discards them.
 	Logger *slog.Logger
 	// SnapshotBytes is the WAL size that triggers a snapshot; default
 	// DefaultSnapshotBytes.
@@ -91,7 +91,7 @@ func Open(dir string, logger *slog.Logger) (*Server, error) {
 // OpenOptions is Open with tuning options.
 func OpenOptions(dir string, opts Options) (*Server, error) {
 	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.SnapshotBytes <= 0 {
 		opts.SnapshotBytes = DefaultSnapshotBytes
