@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -46,10 +47,14 @@ func TestClusterZooKeeperNodeLossChangesNothing(t *testing.T) {
 	c := startLocalCluster(t, 3, 3)
 	c.createReplicatedTopic(topic, partitions)
 	adm := c.admin()
-	before, err := c.partitions(adm, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Brokers learn of the new topic from their own ZooKeeper watches a
+	// moment apart; the admin client may ask one that has not yet.
+	var before kadm.PartitionDetails
+	c.waitFor("every broker to know the new topic", 20*time.Second, func() bool {
+		var err error
+		before, err = c.partitions(adm, topic)
+		return err == nil
+	})
 
 	producer := c.client(kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
