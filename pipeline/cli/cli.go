@@ -199,6 +199,21 @@ func newClient(brokers string, opts ...kgo.Opt) (*kgo.Client, error) {
 	return kgo.NewClient(opts...)
 }
 
+// adminCommand parses the arguments of a client command whose only flag is
+// -b/--brokers, wanting want positional arguments, and connects an admin
+// client; done closes it.
+func adminCommand(ctx context.Context, name string, args []string, want int) (pos []string, adm *kadm.Client, done func(), err error) {
+	f := newFlags(name)
+	brokers := f.brokers()
+	if pos, err = f.parse(args, want); err != nil {
+		return nil, nil, nil, err
+	}
+	if adm, done, err = newAdmin(ctx, *brokers); err != nil {
+		return nil, nil, nil, err
+	}
+	return pos, adm, done, nil
+}
+
 // newAdmin makes an admin client and checks that a broker answers, so a wrong
 // address fails fast with one clear line instead of retrying forever.
 func newAdmin(ctx context.Context, brokers string) (*kadm.Client, func(), error) {

@@ -88,12 +88,7 @@ func clusterReassign(ctx context.Context, e env, args []string) error {
 // each broker, and the partitions that are under-replicated (ISR smaller
 // than the replicas) or offline (no leader), from Metadata.
 func clusterStatus(ctx context.Context, e env, args []string) error {
-	f := newFlags("cluster status")
-	brokers := f.brokers()
-	if _, err := f.parse(args, 0); err != nil {
-		return err
-	}
-	adm, done, err := newAdmin(ctx, *brokers)
+	_, adm, done, err := adminCommand(ctx, "cluster status", args, 0)
 	if err != nil {
 		return err
 	}

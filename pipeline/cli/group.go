@@ -15,12 +15,7 @@ func init() {
 }
 
 func groupList(ctx context.Context, e env, args []string) error {
-	f := newFlags("group list")
-	brokers := f.brokers()
-	if _, err := f.parse(args, 0); err != nil {
-		return err
-	}
-	adm, done, err := newAdmin(ctx, *brokers)
+	_, adm, done, err := adminCommand(ctx, "group list", args, 0)
 	if err != nil {
 		return err
 	}
@@ -40,13 +35,7 @@ func groupList(ctx context.Context, e env, args []string) error {
 // groupDescribe prints a group's members and, per partition, the committed
 // offset, the end offset and the lag.
 func groupDescribe(ctx context.Context, e env, args []string) error {
-	f := newFlags("group describe")
-	brokers := f.brokers()
-	pos, err := f.parse(args, 1)
-	if err != nil {
-		return err
-	}
-	adm, done, err := newAdmin(ctx, *brokers)
+	pos, adm, done, err := adminCommand(ctx, "group describe", args, 1)
 	if err != nil {
 		return err
 	}

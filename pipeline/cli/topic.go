@@ -51,12 +51,7 @@ func topicCreate(ctx context.Context, e env, args []string) error {
 }
 
 func topicList(ctx context.Context, e env, args []string) error {
-	f := newFlags("topic list")
-	brokers := f.brokers()
-	if _, err := f.parse(args, 0); err != nil {
-		return err
-	}
-	adm, done, err := newAdmin(ctx, *brokers)
+	_, adm, done, err := adminCommand(ctx, "topic list", args, 0)
 	if err != nil {
 		return err
 	}
@@ -74,13 +69,7 @@ func topicList(ctx context.Context, e env, args []string) error {
 }
 
 func topicDescribe(ctx context.Context, e env, args []string) error {
-	f := newFlags("topic describe")
-	brokers := f.brokers()
-	pos, err := f.parse(args, 1)
-	if err != nil {
-		return err
-	}
-	adm, done, err := newAdmin(ctx, *brokers)
+	pos, adm, done, err := adminCommand(ctx, "topic describe", args, 1)
 	if err != nil {
 		return err
 	}
@@ -130,13 +119,7 @@ func topicDescribe(ctx context.Context, e env, args []string) error {
 }
 
 func topicDelete(ctx context.Context, e env, args []string) error {
-	f := newFlags("topic delete")
-	brokers := f.brokers()
-	pos, err := f.parse(args, 1)
-	if err != nil {
-		return err
-	}
-	adm, done, err := newAdmin(ctx, *brokers)
+	pos, adm, done, err := adminCommand(ctx, "topic delete", args, 1)
 	if err != nil {
 		return err
 	}
