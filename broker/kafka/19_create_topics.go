@@ -30,10 +30,7 @@ func handleCreateTopics(_ context.Context, b *Broker, r *request) (kmsg.Response
 	req := r.body.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 
-	counts := make(map[string]int, len(req.Topics))
-	for _, rt := range req.Topics {
-		counts[rt.Topic]++
-	}
+	twice := listedTwice(req.Topics, func(rt kmsg.CreateTopicsRequestTopic) string { return rt.Topic })
 	answered := make(map[string]bool, len(req.Topics))
 	for _, rt := range req.Topics {
 		if answered[rt.Topic] {
@@ -43,7 +40,7 @@ func handleCreateTopics(_ context.Context, b *Broker, r *request) (kmsg.Response
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
 		st.NumPartitions, st.ReplicationFactor = -1, -1
-		if counts[rt.Topic] > 1 {
+		if twice[rt.Topic] {
 			st.ErrorCode = kerr.InvalidRequest.Code
 			st.ErrorMessage = strp("the topic is listed more than once in the request")
 			resp.Topics = append(resp.Topics, st)

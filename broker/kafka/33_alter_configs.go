@@ -31,29 +31,21 @@ type configResource struct {
 func handleAlterConfigs(_ context.Context, b *Broker, r *request) (kmsg.Response, error) {
 	req := r.body.(*kmsg.AlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
-	counts := make(map[configResource]int)
-	for _, rr := range req.Resources {
-		counts[configResource{rr.ResourceType, rr.ResourceName}]++
-	}
+	repeated := listedTwice(req.Resources, func(rr kmsg.AlterConfigsRequestResource) configResource {
+		return configResource{rr.ResourceType, rr.ResourceName}
+	})
 	for _, rr := range req.Resources {
 		sr := kmsg.NewAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		sr.ErrorCode, sr.ErrorMessage = b.alterConfigs(rr, counts[configResource{rr.ResourceType, rr.ResourceName}] > 1, req.ValidateOnly)
+		sr.ErrorCode, sr.ErrorMessage = b.alterConfigs(rr, repeated[configResource{rr.ResourceType, rr.ResourceName}], req.ValidateOnly)
 		resp.Resources = append(resp.Resources, sr)
 	}
 	return resp, nil
 }
 
 func (b *Broker) alterConfigs(rr kmsg.AlterConfigsRequestResource, duplicate, validateOnly bool) (int16, *string) {
-	if duplicate {
-		return kerr.InvalidRequest.Code, strp("the resource is listed more than once in the request")
-	}
-	switch rr.ResourceType {
-	case kmsg.ConfigResourceTypeTopic:
-	case kmsg.ConfigResourceTypeBroker:
-		return kerr.InvalidRequest.Code, strp("broker configs are static in millrace; change the config file and restart")
-	default:
-		return kerr.InvalidRequest.Code, strp("only topic config resources can be altered")
+	if code, msg := checkTopicResource(rr.ResourceType, duplicate); code != 0 {
+		return code, msg
 	}
 	overrides := make(map[string]string, len(rr.Configs))
 	for _, c := range rr.Configs {
@@ -62,9 +54,30 @@ func (b *Broker) alterConfigs(rr kmsg.AlterConfigsRequestResource, duplicate, va
 		}
 		overrides[c.Name] = *c.Value
 	}
-	if err := b.cluster.AlterConfig(rr.ResourceName, overrides, validateOnly); err != nil {
+	return b.storeTopicConfig(rr.ResourceName, overrides, validateOnly)
+}
+
+// checkTopicResource returns the error for a resource that cannot be altered
+// (listed twice, or not a topic), or 0 for one that can.
+func checkTopicResource(kind kmsg.ConfigResourceType, duplicate bool) (int16, *string) {
+	if duplicate {
+		return kerr.InvalidRequest.Code, strp("the resource is listed more than once in the request")
+	}
+	switch kind {
+	case kmsg.ConfigResourceTypeTopic:
+		return 0, nil
+	case kmsg.ConfigResourceTypeBroker:
+		return kerr.InvalidRequest.Code, strp("broker configs are static in millrace; change the config file and restart")
+	default:
+		return kerr.InvalidRequest.Code, strp("only topic config resources can be altered")
+	}
+}
+
+// storeTopicConfig replaces a topic's overrides (or only validates them).
+func (b *Broker) storeTopicConfig(topic string, overrides map[string]string, validateOnly bool) (int16, *string) {
+	if err := b.cluster.AlterConfig(topic, overrides, validateOnly); err != nil {
 		if !isClientError(err) {
-			b.logger.Error("altering a topic config", "topic", rr.ResourceName, "err", err)
+			b.logger.Error("altering a topic config", "topic", topic, "err", err)
 		}
 		return clusterErrorCode(err)
 	}

@@ -24,10 +24,7 @@ func handleCreatePartitions(_ context.Context, b *Broker, r *request) (kmsg.Resp
 	req := r.body.(*kmsg.CreatePartitionsRequest)
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 
-	counts := make(map[string]int, len(req.Topics))
-	for _, rt := range req.Topics {
-		counts[rt.Topic]++
-	}
+	twice := listedTwice(req.Topics, func(rt kmsg.CreatePartitionsRequestTopic) string { return rt.Topic })
 	answered := make(map[string]bool, len(req.Topics))
 	for _, rt := range req.Topics {
 		if answered[rt.Topic] {
@@ -36,7 +33,7 @@ func handleCreatePartitions(_ context.Context, b *Broker, r *request) (kmsg.Resp
 		answered[rt.Topic] = true
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = rt.Topic
-		if counts[rt.Topic] > 1 {
+		if twice[rt.Topic] {
 			st.ErrorCode = kerr.InvalidRequest.Code
 			st.ErrorMessage = strp("the topic is listed more than once in the request")
 			resp.Topics = append(resp.Topics, st)

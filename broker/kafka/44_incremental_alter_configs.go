@@ -29,29 +29,21 @@ func init() { regKey(44, 0, 1, handleIncrementalAlterConfigs) }
 func handleIncrementalAlterConfigs(_ context.Context, b *Broker, r *request) (kmsg.Response, error) {
 	req := r.body.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
-	counts := make(map[configResource]int)
-	for _, rr := range req.Resources {
-		counts[configResource{rr.ResourceType, rr.ResourceName}]++
-	}
+	repeated := listedTwice(req.Resources, func(rr kmsg.IncrementalAlterConfigsRequestResource) configResource {
+		return configResource{rr.ResourceType, rr.ResourceName}
+	})
 	for _, rr := range req.Resources {
 		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		sr.ErrorCode, sr.ErrorMessage = b.incrementalAlterConfigs(rr, counts[configResource{rr.ResourceType, rr.ResourceName}] > 1, req.ValidateOnly)
+		sr.ErrorCode, sr.ErrorMessage = b.incrementalAlterConfigs(rr, repeated[configResource{rr.ResourceType, rr.ResourceName}], req.ValidateOnly)
 		resp.Resources = append(resp.Resources, sr)
 	}
 	return resp, nil
 }
 
 func (b *Broker) incrementalAlterConfigs(rr kmsg.IncrementalAlterConfigsRequestResource, duplicate, validateOnly bool) (int16, *string) {
-	if duplicate {
-		return kerr.InvalidRequest.Code, strp("the resource is listed more than once in the request")
-	}
-	switch rr.ResourceType {
-	case kmsg.ConfigResourceTypeTopic:
-	case kmsg.ConfigResourceTypeBroker:
-		return kerr.InvalidRequest.Code, strp("broker configs are static in millrace; change the config file and restart")
-	default:
-		return kerr.InvalidRequest.Code, strp("only topic config resources can be altered")
+	if code, msg := checkTopicResource(rr.ResourceType, duplicate); code != 0 {
+		return code, msg
 	}
 	values, overrides, err := b.cluster.TopicConfigValues(rr.ResourceName)
 	if err != nil {
@@ -90,11 +82,5 @@ func (b *Broker) incrementalAlterConfigs(rr kmsg.IncrementalAlterConfigsRequestR
 			return kerr.InvalidRequest.Code, strp("unknown operation " + c.Op.String())
 		}
 	}
-	if err := b.cluster.AlterConfig(rr.ResourceName, overrides, validateOnly); err != nil {
-		if !isClientError(err) {
-			b.logger.Error("altering a topic config", "topic", rr.ResourceName, "err", err)
-		}
-		return clusterErrorCode(err)
-	}
-	return 0, nil
+	return b.storeTopicConfig(rr.ResourceName, overrides, validateOnly)
 }

@@ -409,3 +409,65 @@ func TestRestartKeepsTopics(t *testing.T) {
 		t.Fatalf("log of kept-1 after restart: %v", ok)
 	}
 }
+
+// TestListedTwice: a topic or config resource a request lists twice gets
+// INVALID_REQUEST, once, and the request's other entries still go through.
+func TestListedTwice(t *testing.T) {
+	tb := startBroker(t)
+	_, cl := newAdmin(t, tb.addr)
+	ctx := testContext(t)
+
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	for _, name := range []string{"dup", "dup", "single"} {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 1, 1
+		ct.Topics = append(ct.Topics, rt)
+	}
+	ctResp, err := ct.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int16{}
+	for _, st := range ctResp.Topics {
+		got[st.Topic] = st.ErrorCode
+	}
+	if len(ctResp.Topics) != 2 || got["dup"] != kerr.InvalidRequest.Code || got["single"] != 0 {
+		t.Fatalf("create topics: %+v", ctResp.Topics)
+	}
+
+	for _, incremental := range []bool{false, true} {
+		var codes []int16
+		if incremental {
+			req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+			for range 2 {
+				rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+				rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, "single"
+				req.Resources = append(req.Resources, rr)
+			}
+			resp, err := req.RequestWith(ctx, cl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range resp.Resources {
+				codes = append(codes, r.ErrorCode)
+			}
+		} else {
+			req := kmsg.NewPtrAlterConfigsRequest()
+			for range 2 {
+				rr := kmsg.NewAlterConfigsRequestResource()
+				rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, "single"
+				req.Resources = append(req.Resources, rr)
+			}
+			resp, err := req.RequestWith(ctx, cl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range resp.Resources {
+				codes = append(codes, r.ErrorCode)
+			}
+		}
+		if len(codes) != 2 || codes[0] != kerr.InvalidRequest.Code || codes[1] != kerr.InvalidRequest.Code {
+			t.Fatalf("alter configs (incremental %v): %v", incremental, codes)
+		}
+	}
+}

@@ -46,3 +46,16 @@ func isClientError(err error) bool {
 }
 
 func strp(s string) *string { return &s }
+
+// listedTwice reports the items a request lists more than once, by key;
+// Kafka answers each of those with INVALID_REQUEST.
+func listedTwice[K comparable, R any](items []R, key func(R) K) map[K]bool {
+	seen := make(map[K]bool, len(items))
+	twice := make(map[K]bool)
+	for _, it := range items {
+		k := key(it)
+		twice[k] = twice[k] || seen[k]
+		seen[k] = true
+	}
+	return twice
+}
