@@ -6,6 +6,7 @@
 //	/brokers/topics/<topic>                        replica assignment and topic ID
 //	/brokers/topics/<topic>/partitions/<p>/state   leader, leader epoch, ISR
 //	/config/topics/<topic>                         per-topic config overrides
+//	/admin/delete_topics/<topic>                   a topic being deleted (delete.go)
 //	/cluster/id                                    the cluster ID
 //
 // and opens, reconfigures and deletes the partition logs (broker/log) of the
@@ -141,6 +142,9 @@ type Cluster struct {
 	clusterID string
 	brokers   []BrokerInfo // live brokers, sorted by ID
 	closed    bool
+	// deleting are the topics marked for deletion (delete.go); they are
+	// not in topics.
+	deleting map[string]*pendingDeletion
 
 	registration *registration // set by Register; owns the watch goroutine
 	background   *background   // set by Start (replicated mode)
@@ -174,6 +178,7 @@ func Open(cfg Config, store coord.Store, logs *log.Manager, defaults log.Config,
 		logger:   logger.With("component", "cluster"),
 		topics:   make(map[string]*topicEntry),
 		byID:     make(map[[16]byte]*topicEntry),
+		deleting: make(map[string]*pendingDeletion),
 		changes:  make(chan struct{}, 1),
 	}
 	c.sessionOK.Store(true)
@@ -181,7 +186,7 @@ func Open(cfg Config, store coord.Store, logs *log.Manager, defaults log.Config,
 	if cfg.Replicated {
 		c.controllerID.Store(-1)
 	}
-	for _, p := range []string{brokersPath, brokerIDsPath, topicsPath, configPath, topicConfigsPath, clusterPath} {
+	for _, p := range []string{brokersPath, brokerIDsPath, topicsPath, configPath, topicConfigsPath, clusterPath, adminPath, deleteTopicsPath} {
 		if err := ensureNode(store, p); err != nil {
 			return nil, err
 		}
@@ -205,17 +210,17 @@ func ensureNode(store coord.Store, path string) error {
 	return nil
 }
 
-// load reads every topic from the store and opens its logs.
+// load reads every topic from the store and opens its logs. Logs of topics
+// that are gone or pending deletion are deleted rather than served, and
+// this broker confirms its part of each pending deletion (delete.go).
 func (c *Cluster) load() error {
-	names, err := c.store.Children(topicsPath)
+	c.adminMu.Lock()
+	defer c.adminMu.Unlock()
+	read, pending, err := c.readModel(nil)
 	if err != nil {
-		return fmt.Errorf("cluster: listing topics: %w", err)
+		return err
 	}
-	for _, name := range names {
-		t, err := c.readTopic(name)
-		if err != nil {
-			return err
-		}
+	for name, t := range read {
 		entry, err := c.openLogs(t)
 		if err != nil {
 			return err
@@ -223,7 +228,9 @@ func (c *Cluster) load() error {
 		c.topics[name] = entry
 		c.byID[t.ID] = entry
 	}
-	c.logger.Info("metadata loaded", "topics", len(names), "cluster_id", c.clusterID)
+	c.removeStrayLogs()
+	c.applyDeletionsLocked(pending)
+	c.logger.Info("metadata loaded", "topics", len(c.topics), "pending_deletion", len(pending), "cluster_id", c.clusterID)
 	return nil
 }
 

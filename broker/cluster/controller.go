@@ -13,7 +13,9 @@ package cluster
 //     back to the preferred replica once it is in sync again, so leader
 //     counts stay even after a broker returns;
 //   - NextReassignmentStep: one step of each pending partition
-//     reassignment (reassign.go).
+//     reassignment (reassign.go);
+//   - NextDeletionStep: one step of each pending topic deletion
+//     (delete.go).
 //
 // Brokers learn their role by watching their partitions' state znodes
 // (sync.go), as in the seed; there is no LeaderAndIsr request. A write that
@@ -216,5 +218,8 @@ func (c *Cluster) controllerPass(epoch int32) {
 		// Reassignment steps wait for leaderless partitions to be
 		// elected first: they need a leader to copy from.
 		c.reassignPass(epoch)
+	}
+	if c.sessionOK.Load() {
+		c.deletionPass(epoch)
 	}
 }

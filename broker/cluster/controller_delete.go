@@ -8,12 +8,14 @@ package cluster
 //  1. DeletionFenceLeaders: write every partition state with no leader and
 //     a new epoch, so the old leaders stop accepting writes (their next ISR
 //     compare-and-set fails) and clients see the topic go away.
-//  2. DeletionStopReplicas: tell each alive broker in StopReplicas to stop
-//     and delete its replicas of the topic; report confirmations back in
-//     the stopped set. Brokers that are dead are listed in WaitingFor: the
-//     deletion stays pending until they return, so no broker comes back
-//     holding a topic that the store has forgotten.
-//  3. DeletionRemoveNodes: delete Paths in order (children before parents).
+//  2. DeletionStopReplicas: wait for each alive broker in StopReplicas to
+//     stop and delete its replicas of the topic (each does so when it sees
+//     the deletion marker, and confirms in the store; delete.go); report
+//     confirmations back in the stopped set. Brokers that are dead are
+//     listed in WaitingFor: the deletion stays pending until they return,
+//     so no broker comes back holding a topic that the store has forgotten.
+//  3. DeletionRemoveNodes: delete Paths in order (children before parents),
+//     with the deletion marker.
 //  4. DeletionDone.
 
 import "slices"

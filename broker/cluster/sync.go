@@ -192,6 +192,40 @@ func (c *Cluster) children(bg *background, path string) ([]string, error) {
 	return names, nil
 }
 
+// readModel reads every topic from the store, arming watches when bg is
+// set. Topics marked for deletion are returned apart, in pending (nil for
+// a marked topic whose nodes are gone).
+func (c *Cluster) readModel(bg *background) (read, pending map[string]*Topic, err error) {
+	names, err := c.children(bg, topicsPath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cluster: listing topics: %w", err)
+	}
+	marked, err := c.readPendingDeletions(bg)
+	if err != nil {
+		return nil, nil, err
+	}
+	read = make(map[string]*Topic, len(names))
+	pending = make(map[string]*Topic, len(marked))
+	for name := range marked {
+		pending[name] = nil
+	}
+	for _, name := range names {
+		t, err := c.readTopicFrom(bg, name)
+		if errors.Is(err, coord.ErrNoNode) {
+			continue // deleted while we read; the children watch fires
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if marked[name] {
+			pending[name] = t
+			continue
+		}
+		read[name] = t
+	}
+	return read, pending, nil
+}
+
 // refresh re-reads every topic and applies the result to the model.
 func (c *Cluster) refresh(bg *background) error {
 	c.adminMu.Lock()
@@ -199,20 +233,9 @@ func (c *Cluster) refresh(bg *background) error {
 	if err := c.checkOpen(); err != nil {
 		return nil
 	}
-	names, err := c.children(bg, topicsPath)
+	read, pending, err := c.readModel(bg)
 	if err != nil {
-		return fmt.Errorf("cluster: listing topics: %w", err)
-	}
-	read := make(map[string]*Topic, len(names))
-	for _, name := range names {
-		t, err := c.readTopicFrom(bg, name)
-		if errors.Is(err, coord.ErrNoNode) {
-			continue // deleted while we read; the children watch fires
-		}
-		if err != nil {
-			return err
-		}
-		read[name] = t
+		return err
 	}
 	// Only for its watch: a new reassignment request brings a refresh and
 	// so a controller pass.
@@ -220,6 +243,7 @@ func (c *Cluster) refresh(bg *background) error {
 		return fmt.Errorf("cluster: reading %s: %w", reassignPath, err)
 	}
 	c.applyModelLocked(read)
+	c.applyDeletionsLocked(pending)
 	bg.mu.Lock()
 	resume := bg.resumeAfterRefresh
 	bg.resumeAfterRefresh = false
@@ -246,7 +270,7 @@ func (c *Cluster) applyModelLocked(read map[string]*Topic) {
 		if t, ok := read[name]; !ok || t.ID != prev.topic.ID {
 			c.removeLogs(prev)
 			delete(old, name)
-			c.logger.Info("topic gone from the store; its logs are removed", "topic", name)
+			c.logger.Info("topic deleted or re-created; its logs are removed", "topic", name)
 		}
 	}
 	topics := make(map[string]*topicEntry, len(read))

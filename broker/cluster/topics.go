@@ -90,6 +90,7 @@ func (c *Cluster) planTopicLocked(spec TopicSpec) (*Topic, log.Config, error) {
 	}
 	c.mu.RLock()
 	_, exists := c.topics[spec.Name]
+	_, deleting := c.deleting[spec.Name]
 	var collides string
 	if !exists {
 		// Kafka rejects names that differ only in '.' versus '_', because
@@ -106,6 +107,10 @@ func (c *Cluster) planTopicLocked(spec TopicSpec) (*Topic, log.Config, error) {
 	c.mu.RUnlock()
 	if exists {
 		return nil, log.Config{}, fmt.Errorf("%w: %q", ErrTopicExists, spec.Name)
+	}
+	if deleting {
+		// As Kafka: the name is taken until every replica deleted its data.
+		return nil, log.Config{}, fmt.Errorf("%w: %q is marked for deletion", ErrTopicExists, spec.Name)
 	}
 	if collides != "" {
 		return nil, log.Config{}, fmt.Errorf("%w: %q collides with the existing topic %q ('.' and '_' are the same in metric names)", ErrInvalidTopic, spec.Name, collides)
@@ -255,9 +260,12 @@ func partitionCreateOps(states []*PartitionState) []coord.Op {
 	return ops
 }
 
-// DeleteTopic deletes a topic: its store nodes in one atomic operation, then
-// its partition logs and their data. Errors wrap ErrUnknownTopic when there
-// is no such topic.
+// DeleteTopic deletes a topic. With one broker it deletes the store nodes in
+// one atomic operation, then the partition logs and their data. With
+// several it marks the topic for deletion and returns; the topic is gone
+// for clients at once and the controller finishes the deletion once every
+// replica has deleted its data (delete.go). Errors wrap ErrUnknownTopic
+// when there is no such topic.
 func (c *Cluster) DeleteTopic(name string) error {
 	c.adminMu.Lock()
 	defer c.adminMu.Unlock()
@@ -269,6 +277,9 @@ func (c *Cluster) DeleteTopic(name string) error {
 	c.mu.RUnlock()
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownTopic, name)
+	}
+	if c.cfg.Replicated {
+		return c.markForDeletionLocked(entry.topic)
 	}
 	if err := c.deleteTopicNodes(name); err != nil {
 		return err

@@ -23,6 +23,7 @@ package kafka
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -147,6 +148,9 @@ func (b *Broker) metadataLookup(name string, autoCreate bool) (*cluster.Topic, e
 		if t, ok := b.cluster.Topic(name); ok {
 			return t, nil
 		}
+		// Created elsewhere and not yet in this broker's model, or still
+		// being deleted: for the client the topic is not there yet.
+		return nil, fmt.Errorf("%w: %v", cluster.ErrUnknownTopic, err)
 	}
 	if err != nil {
 		if !isClientError(err) {

@@ -2,11 +2,13 @@ package kafka
 
 // DeleteTopics (key 20), versions 0–6.
 //
-// Deletes each topic through broker/cluster: its store nodes, then its
-// partition logs and their data. Topics are named by name, or from v6 by
-// name or topic ID. An unknown name gets UNKNOWN_TOPIC_OR_PARTITION, an
-// unknown ID UNKNOWN_TOPIC_ID. Deletion is synchronous; timeout_ms is not
-// used.
+// Deletes each topic through broker/cluster. Topics are named by name, or
+// from v6 by name or topic ID. An unknown name gets
+// UNKNOWN_TOPIC_OR_PARTITION, an unknown ID UNKNOWN_TOPIC_ID. With one broker
+// deletion is synchronous (store nodes, then the partition logs); with
+// several the topic is marked for deletion and is gone for clients at once,
+// while the controller finishes it once every replica deleted its data
+// (possibly long after, when a replica is down). timeout_ms is not used.
 
 import (
 	"context"
