@@ -88,7 +88,7 @@ func TestSinkS3ExactlyOnce(t *testing.T) {
 
 	b := startBroker(t)
 	b.createTopic(t, topic, 6, nil)
-	want := produceClicks(t, b, topic, 0, total, 3, "")
+	want := produceClicks(t, b, topic, 0, total, 3, nil)
 	// The config file sets what has no flag; flags still override it.
 	cfgPath := filepath.Join(t.TempDir(), "sink.yaml")
 	if err := os.WriteFile(cfgPath, []byte("out: s3://warehouse/lake\ns3_endpoint: "+endpoint+

@@ -36,6 +36,12 @@
 // the new column as null in old files), an old producer's events still decode
 // (the new field is simply null), and a new producer's events still decode on
 // an old sink (the new field lands in the catch-all column).
+//
+// Users add fields without recompiling: [ParseFieldDecl] reads a declaration
+// such as "campaign:string" and [Schema.Extend] appends the fields as optional
+// columns, a version each. Every file also carries the schema's
+// [Schema.Fingerprint], since the version alone does not say which fields a
+// sink added.
 package schemas
 
 import (
@@ -126,10 +132,11 @@ type Schema struct {
 	// Fields lists the fields in column order.
 	Fields []Field
 
-	index    map[string]int
-	catchAll int // index of the catch-all field, or -1
-	time     int // index of TimeField
-	arrow    *arrow.Schema
+	index       map[string]int
+	catchAll    int // index of the catch-all field, or -1
+	time        int // index of TimeField
+	arrow       *arrow.Schema
+	fingerprint string
 }
 
 // Parquet key-value metadata keys written by the sinks (values are strings).
@@ -138,6 +145,9 @@ const (
 	MetaSchemaName = "millrace.schema"
 	// MetaSchemaVersion holds the schema's version in decimal.
 	MetaSchemaVersion = "millrace.schema_version"
+	// MetaSchemaFingerprint holds the schema's Fingerprint, which tells apart
+	// schemas of one version that added different fields (see Extend).
+	MetaSchemaFingerprint = "millrace.schema_fingerprint"
 )
 
 // New checks the field list and returns the schema. It is used for the
@@ -174,6 +184,7 @@ func New(name string, version int, timeField string, fields []Field) (*Schema, e
 		return nil, fmt.Errorf("schemas: %s: time field %q must be a timestamp field", name, timeField)
 	}
 	s.time = i
+	s.fingerprint = s.computeFingerprint()
 	s.arrow = s.buildArrow()
 	return s, nil
 }
@@ -211,7 +222,8 @@ func (s *Schema) CatchAll() string {
 	return s.Fields[s.catchAll].Name
 }
 
-// Arrow returns the Arrow schema; its metadata carries the schema name and version.
+// Arrow returns the Arrow schema; its metadata carries the schema's name,
+// version and fingerprint.
 func (s *Schema) Arrow() *arrow.Schema { return s.arrow }
 
 // TimestampType is the Arrow type of every timestamp column.
@@ -245,8 +257,8 @@ func (s *Schema) buildArrow() *arrow.Schema {
 		fields[i] = arrow.Field{Name: f.Name, Type: f.ArrowType(), Nullable: !f.Required}
 	}
 	md := arrow.NewMetadata(
-		[]string{MetaSchemaName, MetaSchemaVersion},
-		[]string{s.Name, strconv.Itoa(s.Version)})
+		[]string{MetaSchemaName, MetaSchemaVersion, MetaSchemaFingerprint},
+		[]string{s.Name, strconv.Itoa(s.Version), s.fingerprint})
 	return arrow.NewSchema(fields, &md)
 }
 

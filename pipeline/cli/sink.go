@@ -14,7 +14,7 @@ import (
 
 func init() {
 	register("sink", "sink -b BROKERS --group G --topic T [--topic T2...] --schema log|click|metric "+
-		"--out file:///PATH|s3://BUCKET/PREFIX [--s3-endpoint URL] [--s3-region R] [--roll-rows N] [--roll-bytes N] "+
+		"[--field NAME:TYPE...] --out file:///PATH|s3://BUCKET/PREFIX [--s3-endpoint URL] [--s3-region R] [--roll-rows N] [--roll-bytes N] "+
 		"[--roll-age D] [--idle-timeout D] [--session-timeout D] [--compression zstd|snappy] [--partition-by hour|day] "+
 		"[--timestamp-field F] [--config sink.yaml] [--metrics-listen ADDR]", runSink)
 }
@@ -49,6 +49,9 @@ func runSink(ctx context.Context, e env, args []string) error {
 	var topics stringList
 	f.Var(&topics, "topic", "topic to land (repeatable)")
 	schema := f.String("schema", "", "event schema: log, click or metric")
+	var fields stringList
+	f.Var(&fields, "field", "declare an optional typed column NAME:TYPE, TYPE string|int64|double|bool|timestamp "+
+		"(repeatable; replaces fields: of --config; only ever append)")
 	out := f.String("out", "", "lake root: file:///PATH or s3://BUCKET/PREFIX")
 	s3Endpoint := f.String("s3-endpoint", "", "S3 endpoint URL (default https://s3.amazonaws.com)")
 	s3Region := f.String("s3-region", "", "S3 region (default us-east-1)")
@@ -100,6 +103,9 @@ func runSink(ctx context.Context, e env, args []string) error {
 	setString(&cfg.Lake.TimestampField, *timestampField)
 	if len(topics) > 0 {
 		cfg.Lake.Topics = topics
+	}
+	if len(fields) > 0 {
+		cfg.Lake.Fields = fields
 	}
 	if explicit["roll-rows"] {
 		cfg.Lake.RollRows = *rollRows

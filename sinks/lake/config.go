@@ -20,6 +20,13 @@ type Config struct {
 	Topics []string `yaml:"topics"`
 	// Schema names the event schema: "log", "click" or "metric". Required.
 	Schema string `yaml:"schema"`
+	// Fields declares optional typed columns beyond the schema's own, each
+	// "name:type" with type string, int64, double, bool or timestamp (see
+	// schemas.ParseFieldDecl): top-level event members of that name land in
+	// the column instead of the catch-all one. Only ever append to the list;
+	// each field raises the schema version by one (schemas.Schema.Extend).
+	// Default none.
+	Fields []string `yaml:"fields"`
 	// RollRows ends a commit window after this many rows. Default 1,000,000.
 	RollRows int64 `yaml:"roll_rows"`
 	// RollBytes ends a window when its files' estimated size reaches this.
@@ -143,7 +150,7 @@ func (c Config) Validate() error {
 		}
 		seen[t] = true
 	}
-	s, err := schemas.ByName(c.Schema)
+	s, err := c.eventSchema()
 	if err != nil {
 		errs = append(errs, fmt.Errorf("lake: schema: %w", err))
 	} else if c.TimestampField != "" {
@@ -169,4 +176,21 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("lake: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// eventSchema is the built-in schema named by Schema, extended with Fields.
+func (c Config) eventSchema() (*schemas.Schema, error) {
+	s, err := schemas.ByName(c.Schema)
+	if err != nil {
+		return nil, err
+	}
+	fields := make([]schemas.Field, 0, len(c.Fields))
+	for _, d := range c.Fields {
+		f, err := schemas.ParseFieldDecl(d)
+		if err != nil {
+			return nil, err
+		}
+		fields = append(fields, f)
+	}
+	return s.Extend(fields...)
 }

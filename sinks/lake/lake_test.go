@@ -342,6 +342,9 @@ func TestHelpers(t *testing.T) {
 		{Brokers: []string{"x"}, Group: "g", Topics: []string{"a"}, Schema: "click", TimestampField: "url"},
 		{Brokers: []string{"x"}, Group: "g", Topics: []string{"a"}, Schema: "click", PartitionBy: "minute"},
 		{Brokers: []string{"x"}, Group: "g", Topics: []string{"a"}, Schema: "click", Compression: "lz4"},
+		{Brokers: []string{"x"}, Group: "g", Topics: []string{"a"}, Schema: "click", Fields: []string{"campaign"}},
+		{Brokers: []string{"x"}, Group: "g", Topics: []string{"a"}, Schema: "click", Fields: []string{"url:string"}},
+		{Brokers: []string{"x"}, Group: "g", Topics: []string{"a"}, Schema: "click", Fields: []string{"n:int64"}, TimestampField: "n"},
 	}
 	for i, c := range bad {
 		if err := c.Validate(); err == nil {
@@ -349,6 +352,11 @@ func TestHelpers(t *testing.T) {
 		}
 	}
 	good := Config{Brokers: []string{"x"}, Group: "g", Topics: []string{"a"}, Schema: "click", TimestampField: "received_at"}
+	if err := good.Validate(); err != nil {
+		t.Error(err)
+	}
+	// A declared timestamp field can pick the bucket.
+	good.Fields, good.TimestampField = []string{"shipped_at:timestamp"}, "shipped_at"
 	if err := good.Validate(); err != nil {
 		t.Error(err)
 	}

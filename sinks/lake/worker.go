@@ -59,7 +59,7 @@ func New(cfg Config, st store.Store, reg prometheus.Registerer, logger *slog.Log
 		logger = slog.New(slog.DiscardHandler)
 	}
 	cfg = cfg.withDefaults()
-	schema, _ := schemas.ByName(cfg.Schema) // checked by Validate
+	schema, _ := cfg.eventSchema() // checked by Validate
 	w := &Worker{cfg: cfg, schema: schema, timeField: -1, store: st,
 		logger: logger.With("component", "lake", "group", cfg.Group), metrics: newMetrics(reg), now: time.Now,
 		done: make(chan struct{}), parts: map[topicPartition]*partitionState{}, pending: map[string]map[int64]struct{}{}}

@@ -26,11 +26,14 @@ type clickV2Row struct {
 }
 
 // TestSchemaEvolution writes a file with click v1, then one with a v2 that adds
-// an optional field, from events of old and new producers, and reads both back.
+// an optional field (declared as a user would, "screen:string"), from events
+// of old and new producers, and reads both back.
 func TestSchemaEvolution(t *testing.T) {
-	fields := append(append([]schemas.Field(nil), schemas.Click.Fields...),
-		schemas.Field{Name: "screen", Type: schemas.TypeString, Since: 2, Doc: "screen size"})
-	v2, err := schemas.New("click", 2, "ts", fields)
+	screen, err := schemas.ParseFieldDecl("screen:string")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, err := schemas.Click.Extend(screen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,6 +76,11 @@ func TestSchemaEvolution(t *testing.T) {
 	}
 	if oldInfo.SchemaVersion != 1 || newInfo.SchemaVersion != 2 {
 		t.Errorf("versions %d and %d", oldInfo.SchemaVersion, newInfo.SchemaVersion)
+	}
+	if oldInfo.SchemaFingerprint != schemas.Click.Fingerprint() || newInfo.SchemaFingerprint != v2.Fingerprint() ||
+		oldInfo.SchemaFingerprint == newInfo.SchemaFingerprint {
+		t.Errorf("fingerprints %q and %q, want %q and %q", oldInfo.SchemaFingerprint, newInfo.SchemaFingerprint,
+			schemas.Click.Fingerprint(), v2.Fingerprint())
 	}
 	if len(newInfo.Columns) != len(oldInfo.Columns)+1 {
 		t.Fatalf("columns %d vs %d", len(newInfo.Columns), len(oldInfo.Columns))

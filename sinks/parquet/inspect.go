@@ -31,9 +31,11 @@ type FileInfo struct {
 	Codec string
 	// Metadata is the footer's key-value metadata.
 	Metadata map[string]string
-	// Schema and SchemaVersion come from the metadata ("" and 0 when absent).
-	Schema        string
-	SchemaVersion int
+	// Schema, SchemaVersion and SchemaFingerprint come from the metadata
+	// ("", 0 and "" when absent).
+	Schema            string
+	SchemaVersion     int
+	SchemaFingerprint string
 	// TimeColumn is the event-time column (the schema's TimeField, else "ts");
 	// MinTime and MaxTime come from its column statistics, when HasTime.
 	TimeColumn       string
@@ -119,6 +121,7 @@ func describe(path string, size int64, footer *xparquet.FileMetaData) *FileInfo 
 	}
 	info.Schema = info.Metadata[schemas.MetaSchemaName]
 	info.SchemaVersion, _ = strconv.Atoi(info.Metadata[schemas.MetaSchemaVersion])
+	info.SchemaFingerprint = info.Metadata[schemas.MetaSchemaFingerprint]
 	info.TimeColumn = "ts"
 	if s, err := schemas.ByName(info.Schema); err == nil {
 		info.TimeColumn = s.TimeField
@@ -263,7 +266,11 @@ func (info *FileInfo) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "file: %s (%d bytes)\n", info.Path, info.Size)
 	if info.Schema != "" {
-		fmt.Fprintf(&b, "schema: %s v%d\n", info.Schema, info.SchemaVersion)
+		fmt.Fprintf(&b, "schema: %s v%d", info.Schema, info.SchemaVersion)
+		if info.SchemaFingerprint != "" {
+			fmt.Fprintf(&b, " (fingerprint %s)", info.SchemaFingerprint)
+		}
+		b.WriteString("\n")
 	}
 	fmt.Fprintf(&b, "rows: %d\nrow groups: %d\ncodec: %s\n", info.Rows, len(info.RowGroups), info.Codec)
 	for i, rg := range info.RowGroups {

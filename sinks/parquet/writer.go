@@ -20,8 +20,9 @@ import (
 	"millrace/schemas"
 )
 
-// Key-value metadata written to every file besides the schema name and version
-// (schemas.MetaSchemaName, schemas.MetaSchemaVersion).
+// Key-value metadata written to every file besides the schema's name, version
+// and fingerprint (schemas.MetaSchemaName, MetaSchemaVersion,
+// MetaSchemaFingerprint).
 const (
 	// MetaTopic is the Kafka topic the rows came from.
 	MetaTopic = "millrace.topic"
@@ -154,6 +155,7 @@ func NewWriter(w io.Writer, schema *schemas.Schema, opts Options) (*Writer, erro
 		builder: schema.NewBuilder(mem), row: schema.NewRow(), meta: map[string]string{}}
 	wr.SetMetadata(schemas.MetaSchemaName, schema.Name)
 	wr.SetMetadata(schemas.MetaSchemaVersion, strconv.Itoa(schema.Version))
+	wr.SetMetadata(schemas.MetaSchemaFingerprint, schema.Fingerprint())
 	return wr, nil
 }
 
