@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# append-vs-dd.sh compares the partition log's append throughput with dd
+# writing the same bytes, in a way that survives a noisy shared machine:
+# for each case (100-byte and 1 KiB records, 16 KiB and 1 MiB batches) and
+# each round, it runs BenchmarkAppend for that case (the log and its
+# in-process pwrite baseline) and `dd if=/dev/zero` of the same number of
+# bytes with the batch size as block size, to a new file in the directory
+# the benchmark writes to. Runs of one case are back to back and their
+# order alternates between rounds, so drifting load hits both sides. It
+# then runs BenchmarkRead for each case. It prints per-case medians and the
+# median of the per-round ratios. Not part of `make test`; run it by hand,
+# under the shared benchmark lock:
+#
+#   flock /tmp/millrace-bench.lock broker/log/bench/append-vs-dd.sh [ROUNDS] [MIB]
+#
+# ROUNDS defaults to 5, MIB (bytes written per run) to 256. The directory is
+# $TMPDIR, default /tmp: tmpfs and a disk filesystem give different numbers,
+# so both sides always use the same one.
+set -euo pipefail
+
+ROUNDS=${1:-5}
+MIB=${2:-256}
+export TMPDIR=${TMPDIR:-/tmp}
+export LC_ALL=C
+
+ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
+WORK=$(mktemp -d "$TMPDIR/millrace-append-vs-dd.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+
+echo "building the broker/log test binary" >&2
+(cd "$ROOT" && go test -c -o "$WORK/log.test" ./broker/log)
+# The benchmarks run in the package directory, as `go test` runs them.
+cd "$ROOT/broker/log"
+
+echo "dir $TMPDIR ($(df -T "$TMPDIR" | awk 'NR == 2 { print $2 }')), $(nproc) cores, load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# bench PATTERN N: runs the benchmarks matching PATTERN for N iterations
+# and prints "name MB/s B/batch" per result line.
+bench() {
+	"$WORK/log.test" -test.run '^$' -test.bench "$1" -test.benchtime "$2x" |
+		awk '/^Benchmark/ { mbs = 0; bb = 0
+			for (i = 2; i <= NF; i++) { if ($i == "MB/s") mbs = $(i-1); if ($i == "B/batch") bb = $(i-1) }
+			sub(/-[0-9]+$/, "", $1); print $1, mbs, bb }'
+}
+
+# dd_mbs BS COUNT: dd's own rate for COUNT blocks of BS bytes to a new
+# file, in MB/s (dd's timing leaves out starting the process).
+dd_mbs() {
+	local out
+	out=$(dd if=/dev/zero of="$WORK/dd.out" bs="$1" count="$2" 2>&1 | tail -1)
+	rm -f "$WORK/dd.out"
+	awk -v line="$out" 'BEGIN { split(line, f, " "); for (i = 1; i <= length(f); i++) if (f[i] == "copied,") { printf "%.1f\n", f[1] / f[i+1] / 1e6; exit } }'
+}
+
+RESULTS=$WORK/results # lines: case kind round MB/s
+: >"$RESULTS"
+CASES="record=100/batch=16KiB record=100/batch=1024KiB record=1024/batch=16KiB record=1024/batch=1024KiB"
+
+# The batch size of each case, for N and dd's block size.
+declare -A BATCH
+while read -r name _ bb; do
+	BATCH[${name#BenchmarkAppend/}]=${bb%.*}
+done < <(bench '^BenchmarkAppend$/^record=(100|1024)$/^batch=(16|1024)KiB$/^pwrite$' 1)
+
+for round in $(seq "$ROUNDS"); do
+	for c in $CASES; do
+		bs=${BATCH[$c/pwrite]}
+		n=$(((MIB << 20) / bs))
+		rec=${c%%/*}
+		batch=${c#*/}
+		run_go() {
+			bench "^BenchmarkAppend\$/^${rec}\$/^${batch}\$" "$n" | while read -r name mbs _; do
+				case $name in
+				*/pwrite) echo "$c pwrite $round $mbs" ;;
+				*) echo "$c append $round $mbs" ;;
+				esac
+			done >>"$RESULTS"
+		}
+		run_dd() { echo "$c dd $round $(dd_mbs "$bs" "$n")" >>"$RESULTS"; }
+		if ((round % 2)); then run_go; run_dd; else run_dd; run_go; fi
+	done
+	echo "round $round/$ROUNDS done, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+done
+
+for round in $(seq "$ROUNDS"); do
+	for c in $CASES; do
+		bench "^BenchmarkRead\$/^${c%%/*}\$/^${c#*/}\$" 2000 | while read -r _ mbs _; do
+			echo "$c read $round $mbs"
+		done >>"$RESULTS"
+	done
+done
+
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+# Medians per case and kind, and the median of the per-round ratios
+# append/dd and append/pwrite.
+awk -v rounds="$ROUNDS" -v cases="$CASES" '
+function median(a, n,    i, j, t) {
+	for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
+	return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
+}
+function med(c, kind,    r, a, n) {
+	n = 0
+	for (r = 1; r <= rounds; r++) if ((c, kind, r) in v) a[++n] = v[c, kind, r]
+	return n ? median(a, n) : 0
+}
+function medratio(c, kind,    r, a, n) {
+	n = 0
+	for (r = 1; r <= rounds; r++) if (v[c, kind, r] > 0) a[++n] = v[c, "append", r] / v[c, kind, r]
+	return n ? median(a, n) : 0
+}
+{ v[$1, $2, $3] = $4 }
+END {
+	printf "%-26s %10s %10s %10s %9s %9s %10s\n", "case (median MB/s)", "append", "pwrite", "dd", "app/dd", "app/pw", "read"
+	split(cases, cs, " ")
+	for (i = 1; i in cs; i++) {
+		c = cs[i]
+		printf "%-26s %10.0f %10.0f %10.0f %9.2f %9.2f %10.0f\n", c, med(c, "append"), med(c, "pwrite"), med(c, "dd"), medratio(c, "dd"), medratio(c, "pwrite"), med(c, "read")
+	}
+}' "$RESULTS"
+echo
+echo "per round (case kind round MB/s):"
+sort -k1,1 -k2,2 -k3,3n "$RESULTS"
