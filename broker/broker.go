@@ -40,9 +40,11 @@ func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 		return nil, err
 	}
 	b = &Broker{cfg: cfg, logger: logger}
+	// The error returns set b to nil; close what was opened through a copy.
+	opened := b
 	defer func() {
 		if err != nil {
-			b.closeParts()
+			opened.closeParts()
 		}
 	}()
 	if cfg.ZooKeeper != "" {
