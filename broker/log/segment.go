@@ -69,7 +69,7 @@ func newEmptySegment(dir string, base int64, openFile openFileFunc) (*segment, e
 	defer s.mu.Unlock()
 	err = s.openIndexFilesLocked()
 	if err == nil {
-		err = errors.Join(s.log.Truncate(0), s.indexFile.Truncate(0), s.timeFile.Truncate(0))
+		err = errors.Join(truncateIfNotEmpty(s.log), truncateIfNotEmpty(s.indexFile), truncateIfNotEmpty(s.timeFile))
 	}
 	if err != nil {
 		s.mu.Unlock()
@@ -79,6 +79,19 @@ func newEmptySegment(dir string, base int64, openFile openFileFunc) (*segment, e
 	}
 	s.loaded = true
 	return s, nil
+}
+
+// truncateIfNotEmpty empties a stale file. A file that is already empty,
+// as a new segment's are, is left alone: ext4 (auto_da_alloc) starts
+// writeback, when it is closed, of any file that was truncated to zero, so
+// truncating new segments would make closing or deleting a log write out
+// its active segment's data only to throw it away.
+func truncateIfNotEmpty(f file) error {
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return err
+	}
+	return f.Truncate(0)
 }
 
 // acquire adds a reference; the caller must already know the segment is
