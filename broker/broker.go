@@ -59,6 +59,8 @@ func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 			return nil, err
 		}
 	}
+	// The partition directories, and the high-watermark checkpoint beside
+	// them as in Kafka's log directories.
 	if b.logs, err = log.OpenManager(filepath.Join(cfg.DataDir, "logs"), cfg.Log, logger); err != nil {
 		return nil, err
 	}
@@ -71,7 +73,8 @@ func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 		return ok
 	}
 	b.groups = group.New(b.store, gcfg, logger)
-	deps := kafka.Deps{Cluster: b.cluster, Groups: b.groups, Logs: b.logs, Store: b.store, Metrics: cfg.Metrics}
+	deps := kafka.Deps{Cluster: b.cluster, Groups: b.groups, Logs: b.logs, Store: b.store, Metrics: cfg.Metrics,
+		HighWatermarkCheckpoint: filepath.Join(cfg.DataDir, "logs", kafka.HighWatermarkCheckpointFile)}
 	if b.server, err = kafka.New(cfg.Kafka, deps, logger); err != nil {
 		return nil, err
 	}

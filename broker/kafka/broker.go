@@ -39,6 +39,10 @@ type Deps struct {
 	Store coord.Store
 	// Metrics, when set, receives the wire server's Prometheus metrics.
 	Metrics prometheus.Registerer
+	// HighWatermarkCheckpoint is the path of the high-watermark checkpoint
+	// (replication_checkpoint.go), kept in multi-broker mode; empty keeps
+	// none.
+	HighWatermarkCheckpoint string
 }
 
 // Broker serves the Kafka protocol on one listener.
@@ -50,6 +54,8 @@ type Broker struct {
 	store   coord.Store
 	logger  *slog.Logger
 	metrics *brokerMetrics
+	// hwCheckpoint is Deps.HighWatermarkCheckpoint.
+	hwCheckpoint string
 
 	// components are the handler files' broker-lifetime state; see
 	// regComponent. Set in New, read-only afterwards.
@@ -85,16 +91,17 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Broker{
-		cfg:        cfg,
-		cluster:    deps.Cluster,
-		groups:     deps.Groups,
-		logs:       deps.Logs,
-		store:      deps.Store,
-		logger:     logger.With("component", "kafka"),
-		components: make(map[string]io.Closer, len(components)),
-		ctx:        ctx,
-		cancel:     cancel,
-		conns:      make(map[*conn]struct{}),
+		cfg:          cfg,
+		cluster:      deps.Cluster,
+		groups:       deps.Groups,
+		logs:         deps.Logs,
+		store:        deps.Store,
+		hwCheckpoint: deps.HighWatermarkCheckpoint,
+		logger:       logger.With("component", "kafka"),
+		components:   make(map[string]io.Closer, len(components)),
+		ctx:          ctx,
+		cancel:       cancel,
+		conns:        make(map[*conn]struct{}),
 	}
 	metrics, err := newBrokerMetrics(deps.Metrics)
 	if err != nil {
@@ -115,6 +122,11 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 			return nil, fmt.Errorf("kafka: opening %s: %w", name, err)
 		}
 		b.components[name] = c
+	}
+	for _, name := range names {
+		if s, ok := b.components[name].(starter); ok {
+			s.start()
+		}
 	}
 	return b, nil
 }

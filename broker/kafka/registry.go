@@ -116,6 +116,10 @@ type noResponseT struct{ kmsg.Response }
 // componentOf.
 type componentOpener func(b *Broker) (io.Closer, error)
 
+// starter is a component with background work. New calls start once every
+// component is open, so the work may use componentOf from its first step.
+type starter interface{ start() }
+
 // components are opened in name order, closed in reverse.
 var components = map[string]componentOpener{}
 

@@ -27,6 +27,7 @@ package kafka
 import (
 	"io"
 	"log/slog"
+	"maps"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -52,14 +53,22 @@ type replicationManager struct {
 	stopping chan struct{}
 	stopOnce sync.Once
 	again    chan struct{} // room for one signal: reconcile again soon
+	started  bool          // set by start, within New, before any Close
 	loopDone chan struct{}
 	wg       sync.WaitGroup // fetchers and ISR writers
 
 	nextRequest atomic.Uint64
 
+	// written is the checkpoint last written; only the loop, then Close
+	// after it, touch it.
+	written map[log.TopicPartition]int64
+
 	mu         sync.Mutex // guards the following
 	partitions map[log.TopicPartition]*replicaPartition
 	closed     bool
+	// checkpointed holds the high watermarks read from the checkpoint at
+	// startup, for the first reconciliation; nil afterwards.
+	checkpointed map[log.TopicPartition]int64
 }
 
 // replicaPartition is one hosted partition's replication state.
@@ -97,12 +106,56 @@ func newReplicationManager(b *Broker) *replicationManager {
 		again:      make(chan struct{}, 1),
 		partitions: map[log.TopicPartition]*replicaPartition{},
 	}
-	if !m.cfg.Replicated {
-		close(m.loopDone)
-		return m
+	if m.cfg.Replicated {
+		m.checkpointed = m.readCheckpoint()
+		m.written = m.checkpointed
 	}
-	go m.run()
 	return m
+}
+
+// start runs the reconciliation loop (multi-broker mode only).
+func (m *replicationManager) start() {
+	if m.cfg.Replicated {
+		m.started = true
+		go m.run()
+	}
+}
+
+// readCheckpoint reads the high-watermark checkpoint; one that cannot be
+// read is reported and treated as none.
+func (m *replicationManager) readCheckpoint() map[log.TopicPartition]int64 {
+	if m.b.hwCheckpoint == "" {
+		return nil
+	}
+	hws, err := readHighWatermarks(m.b.hwCheckpoint)
+	if err != nil {
+		m.logger.Warn("ignoring the high-watermark checkpoint; partitions start from high watermark 0", "err", err)
+		return nil
+	}
+	m.logger.Info("high-watermark checkpoint read", "path", m.b.hwCheckpoint, "partitions", len(hws))
+	return hws
+}
+
+// writeCheckpoint writes every replicated partition's high watermark, when
+// any changed since the last write.
+func (m *replicationManager) writeCheckpoint() {
+	if m.b.hwCheckpoint == "" {
+		return
+	}
+	m.mu.Lock()
+	hws := make(map[log.TopicPartition]int64, len(m.partitions))
+	for tp, rp := range m.partitions {
+		hws[tp] = rp.highWatermark.Load()
+	}
+	m.mu.Unlock()
+	if maps.Equal(hws, m.written) {
+		return
+	}
+	if err := writeHighWatermarks(m.b.hwCheckpoint, hws); err != nil {
+		m.logger.Warn("writing the high-watermark checkpoint", "path", m.b.hwCheckpoint, "err", err)
+		return
+	}
+	m.written = hws
 }
 
 // replication returns the replica manager, or nil without multi-broker mode.
@@ -117,7 +170,10 @@ func (b *Broker) replication() *replicationManager {
 // Close stops reconciling, fences every leadership and stops the fetchers.
 func (m *replicationManager) Close() error {
 	m.stopOnce.Do(func() { close(m.stopping) })
-	<-m.loopDone
+	if m.started {
+		<-m.loopDone
+		m.writeCheckpoint()
+	}
 	m.mu.Lock()
 	m.closed = true
 	parts := m.partitions
@@ -139,6 +195,8 @@ func (m *replicationManager) run() {
 	defer close(m.loopDone)
 	ticker := time.NewTicker(m.tickInterval())
 	defer ticker.Stop()
+	checkpoint := time.NewTicker(highWatermarkCheckpointInterval)
+	defer checkpoint.Stop()
 	changes := m.b.cluster.Changes()
 	m.reconcile()
 	for {
@@ -151,6 +209,8 @@ func (m *replicationManager) run() {
 			m.reconcile()
 		case now := <-ticker.C:
 			m.tick(now)
+		case <-checkpoint.C:
+			m.writeCheckpoint()
 		}
 	}
 }
@@ -199,6 +259,9 @@ func (m *replicationManager) reconcile() {
 				}
 				rp = &replicaPartition{m: m, tp: tp, log: l, waiters: map[replica.RequestID]chan int16{}, fencedAt: -1}
 				rp.leadingEpoch.Store(-1)
+				// Committed before the restart, so known to be committed
+				// now; a checkpoint ahead of a log cut short is clamped.
+				rp.highWatermark.Store(min(m.checkpointed[tp], l.EndOffset()))
 				m.partitions[tp] = rp
 			}
 			m.mu.Unlock()
@@ -206,6 +269,9 @@ func (m *replicationManager) reconcile() {
 		}
 	}
 	m.mu.Lock()
+	// The checkpoint describes the logs as they were at startup: a
+	// partition deleted and re-created later must not inherit it.
+	m.checkpointed = nil
 	var gone []*replicaPartition
 	for tp, rp := range m.partitions {
 		if !seen[tp] {
