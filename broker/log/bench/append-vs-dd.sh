@@ -8,8 +8,11 @@
 # the benchmark writes to. Runs of one case are back to back and their
 # order alternates between rounds, so drifting load hits both sides. It
 # then runs BenchmarkRead for each case. It prints per-case medians and the
-# median of the per-round ratios. Not part of `make test`; run it by hand,
-# under the shared benchmark lock:
+# median of the per-round ratios, twice: by wall-clock time and by CPU time
+# (user + system) per byte, which time spent waiting for a CPU on a busy
+# machine does not inflate; dd's CPU time includes starting the process
+# (about a millisecond). Not part of `make test`; run it by hand, under the
+# shared benchmark lock:
 #
 #   flock /tmp/millrace-bench.lock broker/log/bench/append-vs-dd.sh [ROUNDS] [MIB]
 #
@@ -35,30 +38,38 @@ cd "$ROOT/broker/log"
 echo "dir $TMPDIR ($(df -T "$TMPDIR" | awk 'NR == 2 { print $2 }')), $(nproc) cores, load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # bench PATTERN N: runs the benchmarks matching PATTERN for N iterations
-# and prints "name MB/s B/batch" per result line.
+# and prints "name MB/s cpu-MB/s B/batch" per result line.
 bench() {
 	"$WORK/log.test" -test.run '^$' -test.bench "$1" -test.benchtime "$2x" |
-		awk '/^Benchmark/ { mbs = 0; bb = 0
-			for (i = 2; i <= NF; i++) { if ($i == "MB/s") mbs = $(i-1); if ($i == "B/batch") bb = $(i-1) }
-			sub(/-[0-9]+$/, "", $1); print $1, mbs, bb }'
+		awk '/^Benchmark/ { mbs = 0; cpu = 0; bb = 0
+			for (i = 2; i <= NF; i++) {
+				if ($i == "MB/s") mbs = $(i-1)
+				if ($i == "cpu-MB/s") cpu = $(i-1)
+				if ($i == "B/batch") bb = $(i-1)
+			}
+			sub(/-[0-9]+$/, "", $1); print $1, mbs, cpu, bb }'
 }
 
-# dd_mbs BS COUNT: dd's own rate for COUNT blocks of BS bytes to a new
-# file, in MB/s (dd's timing leaves out starting the process).
+# dd_mbs BS COUNT: writes COUNT blocks of BS bytes to a new file and prints
+# dd's own rate (its timing leaves out starting the process) and the rate
+# per CPU second, in MB/s.
 dd_mbs() {
-	local out
-	out=$(dd if=/dev/zero of="$WORK/dd.out" bs="$1" count="$2" 2>&1 | tail -1)
+	local TIMEFORMAT='%3U %3S' cpu
+	cpu=$({ time dd if=/dev/zero of="$WORK/dd.out" bs="$1" count="$2" 2>"$WORK/dd.err"; } 2>&1)
 	rm -f "$WORK/dd.out"
-	awk -v line="$out" 'BEGIN { split(line, f, " "); for (i = 1; i <= length(f); i++) if (f[i] == "copied,") { printf "%.1f\n", f[1] / f[i+1] / 1e6; exit } }'
+	awk -v line="$(tail -1 "$WORK/dd.err")" -v cpu="$cpu" 'BEGIN {
+		split(line, f, " "); split(cpu, c, " ")
+		for (i = 1; i <= length(f); i++) if (f[i] == "copied,") { printf "%.1f %.1f\n", f[1] / f[i+1] / 1e6, f[1] / (c[1] + c[2]) / 1e6; exit }
+	}'
 }
 
-RESULTS=$WORK/results # lines: case kind round MB/s
+RESULTS=$WORK/results # lines: case kind round MB/s cpu-MB/s
 : >"$RESULTS"
 CASES="record=100/batch=16KiB record=100/batch=1024KiB record=1024/batch=16KiB record=1024/batch=1024KiB"
 
 # The batch size of each case, for N and dd's block size.
 declare -A BATCH
-while read -r name _ bb; do
+while read -r name _ _ bb; do
 	BATCH[${name#BenchmarkAppend/}]=${bb%.*}
 done < <(bench '^BenchmarkAppend$/^record=(100|1024)$/^batch=(16|1024)KiB$/^pwrite$' 1)
 
@@ -69,10 +80,10 @@ for round in $(seq "$ROUNDS"); do
 		rec=${c%%/*}
 		batch=${c#*/}
 		run_go() {
-			bench "^BenchmarkAppend\$/^${rec}\$/^${batch}\$" "$n" | while read -r name mbs _; do
+			bench "^BenchmarkAppend\$/^${rec}\$/^${batch}\$" "$n" | while read -r name mbs cpu _; do
 				case $name in
-				*/pwrite) echo "$c pwrite $round $mbs" ;;
-				*) echo "$c append $round $mbs" ;;
+				*/pwrite) echo "$c pwrite $round $mbs $cpu" ;;
+				*) echo "$c append $round $mbs $cpu" ;;
 				esac
 			done >>"$RESULTS"
 		}
@@ -84,8 +95,8 @@ done
 
 for round in $(seq "$ROUNDS"); do
 	for c in $CASES; do
-		bench "^BenchmarkRead\$/^${c%%/*}\$/^${c#*/}\$" 2000 | while read -r _ mbs _; do
-			echo "$c read $round $mbs"
+		bench "^BenchmarkRead\$/^${c%%/*}\$/^${c#*/}\$" 2000 | while read -r _ mbs cpu _; do
+			echo "$c read $round $mbs $cpu"
 		done >>"$RESULTS"
 	done
 done
@@ -93,31 +104,38 @@ done
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 # Medians per case and kind, and the median of the per-round ratios
-# append/dd and append/pwrite.
-awk -v rounds="$ROUNDS" -v cases="$CASES" '
-function median(a, n,    i, j, t) {
-	for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
-	return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
-}
-function med(c, kind,    r, a, n) {
-	n = 0
-	for (r = 1; r <= rounds; r++) if ((c, kind, r) in v) a[++n] = v[c, kind, r]
-	return n ? median(a, n) : 0
-}
-function medratio(c, kind,    r, a, n) {
-	n = 0
-	for (r = 1; r <= rounds; r++) if (v[c, kind, r] > 0) a[++n] = v[c, "append", r] / v[c, kind, r]
-	return n ? median(a, n) : 0
-}
-{ v[$1, $2, $3] = $4 }
-END {
-	printf "%-26s %10s %10s %10s %9s %9s %10s\n", "case (median MB/s)", "append", "pwrite", "dd", "app/dd", "app/pw", "read"
-	split(cases, cs, " ")
-	for (i = 1; i in cs; i++) {
-		c = cs[i]
-		printf "%-26s %10.0f %10.0f %10.0f %9.2f %9.2f %10.0f\n", c, med(c, "append"), med(c, "pwrite"), med(c, "dd"), medratio(c, "dd"), medratio(c, "pwrite"), med(c, "read")
+# append/dd and append/pwrite; column 4 is wall clock, column 5 CPU time.
+summary() {
+	awk -v col="$1" -v rounds="$ROUNDS" -v cases="$CASES" '
+	function median(a, n,    i, j, t) {
+		for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
+		return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
 	}
-}' "$RESULTS"
+	function med(c, kind,    r, a, n) {
+		n = 0
+		for (r = 1; r <= rounds; r++) if ((c, kind, r) in v) a[++n] = v[c, kind, r]
+		return n ? median(a, n) : 0
+	}
+	function medratio(c, kind,    r, a, n) {
+		n = 0
+		for (r = 1; r <= rounds; r++) if (v[c, kind, r] > 0) a[++n] = v[c, "append", r] / v[c, kind, r]
+		return n ? median(a, n) : 0
+	}
+	{ v[$1, $2, $3] = $col }
+	END {
+		printf "%-26s %10s %10s %10s %9s %9s %10s\n", "case", "append", "pwrite", "dd", "app/dd", "app/pw", "read"
+		split(cases, cs, " ")
+		for (i = 1; i in cs; i++) {
+			c = cs[i]
+			printf "%-26s %10.0f %10.0f %10.0f %9.2f %9.2f %10.0f\n", c, med(c, "append"), med(c, "pwrite"), med(c, "dd"), medratio(c, "dd"), medratio(c, "pwrite"), med(c, "read")
+		}
+	}' "$RESULTS"
+}
+echo "wall clock: median MB/s, median of per-round ratios"
+summary 4
 echo
-echo "per round (case kind round MB/s):"
+echo "CPU time: median MB per CPU second, median of per-round ratios"
+summary 5
+echo
+echo "per round (case kind round MB/s cpu-MB/s):"
 sort -k1,1 -k2,2 -k3,3n "$RESULTS"
