@@ -64,8 +64,22 @@ func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 	if b.logs, err = log.OpenManager(filepath.Join(cfg.DataDir, "logs"), cfg.Log, logger); err != nil {
 		return nil, err
 	}
-	if b.cluster, err = cluster.Open(cfg.clusterConfig(), b.store, b.logs, cfg.Log, logger); err != nil {
+	meta, known, err := readMeta(cfg.DataDir)
+	if err != nil {
 		return nil, err
+	}
+	if known && meta.BrokerID != cfg.Kafka.BrokerID {
+		return nil, fmt.Errorf("broker: the data directory %s belongs to broker %d, not %d", cfg.DataDir, meta.BrokerID, cfg.Kafka.BrokerID)
+	}
+	ccfg := cfg.clusterConfig()
+	ccfg.ExpectedClusterID = meta.ClusterID
+	if b.cluster, err = cluster.Open(ccfg, b.store, b.logs, cfg.Log, logger); err != nil {
+		return nil, err
+	}
+	if !known {
+		if err = writeMeta(cfg.DataDir, dataMeta{BrokerID: cfg.Kafka.BrokerID, ClusterID: b.cluster.ClusterID()}); err != nil {
+			return nil, fmt.Errorf("broker: writing %s: %w", metaFile, err)
+		}
 	}
 	gcfg := cfg.Group
 	gcfg.PartitionExists = func(topic string, partition int32) bool {

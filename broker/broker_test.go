@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"millrace/broker/cluster"
 	"millrace/broker/coord"
 	"millrace/broker/coord/zk"
 	"millrace/broker/kafka"
@@ -229,4 +230,45 @@ func TestRestartedLeaderServesCheckpointedHighWatermark(t *testing.T) {
 		t.Error("the torn checkpoint was not reported")
 	}
 	stop()
+}
+
+// TestDataDirectoryIdentity: a data directory is refused by another broker
+// ID and by a coordination store of another cluster, with its partition
+// logs untouched, rather than opened and emptied as strays.
+func TestDataDirectoryIdentity(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Kafka.Listener = "127.0.0.1:0"
+	cfg.Kafka.BrokerID = 1
+	b, err := Open(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.cluster.CreateTopic(cluster.TopicSpec{Name: "kept", Partitions: 1, ReplicationFactor: 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	clusterID := b.cluster.ClusterID()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	meta, ok, err := readMeta(cfg.DataDir)
+	if err != nil || !ok || meta != (dataMeta{BrokerID: 1, ClusterID: clusterID}) {
+		t.Fatalf("meta.properties: %+v %v %v", meta, ok, err)
+	}
+
+	other := cfg
+	other.Kafka.BrokerID = 2
+	if _, err := Open(other, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "belongs to broker 1") {
+		t.Fatalf("another broker ID: %v", err)
+	}
+	// The embedded store is lost: a new one is a new cluster.
+	if err := os.RemoveAll(filepath.Join(cfg.DataDir, "coord")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), clusterID) {
+		t.Fatalf("another cluster's store: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, "logs", "kept-0")); err != nil {
+		t.Fatalf("the partition log was touched: %v", err)
+	}
 }

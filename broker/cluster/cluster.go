@@ -88,6 +88,11 @@ type Config struct {
 	// ProduceAckTimeout bounds how long an acks=all produce waits for the ISR
 	// (Kafka's request.timeout.ms, default 30 s) before REQUEST_TIMED_OUT.
 	ProduceAckTimeout time.Duration
+	// ExpectedClusterID is the cluster the partition logs were written for
+	// (the data directory's meta.properties); Open refuses a store of
+	// another cluster, which would not know the logs' topics and so have
+	// them deleted as strays. Default empty: any cluster.
+	ExpectedClusterID string
 }
 
 // DefaultConfig returns Kafka's defaults.
@@ -194,6 +199,9 @@ func Open(cfg Config, store coord.Store, logs *log.Manager, defaults log.Config,
 	id, err := loadClusterID(store)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.ExpectedClusterID != "" && id != cfg.ExpectedClusterID {
+		return nil, fmt.Errorf("cluster: the data directory belongs to cluster %s but the coordination store is cluster %s's (wrong ZooKeeper address or chroot?); refusing to start rather than delete its partition logs", cfg.ExpectedClusterID, id)
 	}
 	c.clusterID = id
 	if err := c.load(); err != nil {
