@@ -23,13 +23,15 @@ func (h *harvester) entry() RegistryEntry {
 }
 
 // snapshot collects the registry entries of followed and dormant files,
-// and the checkpoint lag in bytes.
-func (t *Tailer) snapshot() ([]RegistryEntry, int64) {
+// the checkpoint lag in bytes and the lines in flight.
+func (t *Tailer) snapshot() ([]RegistryEntry, int64, int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	entries := make([]RegistryEntry, 0, len(t.files)+len(t.dormant))
 	var lag int64
+	inflight := 0
 	for _, h := range t.files {
+		inflight += h.inflightCount()
 		if h.retired {
 			continue
 		}
@@ -44,13 +46,16 @@ func (t *Tailer) snapshot() ([]RegistryEntry, int64) {
 	for _, e := range t.dormant {
 		entries = append(entries, e)
 	}
-	return entries, lag
+	return entries, lag, inflight
 }
 
 // persist writes the registry if it changed since the last write.
 func (t *Tailer) persist() error {
-	entries, lag := t.snapshot()
+	entries, lag, inflight := t.snapshot()
 	t.metrics.lag.Set(float64(lag))
+	// Set here rather than counted per line: two goroutines adding to one
+	// gauge for every line cost more than the line's bookkeeping.
+	t.metrics.inflight.Set(float64(inflight))
 	t.regMu.Lock()
 	defer t.regMu.Unlock()
 	sortEntries(entries)

@@ -27,16 +27,26 @@ func newFileID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// eventID is the stable id of the line starting at offset in file id: 32
-// hex characters of SHA-256(id, offset).
-func eventID(dst []byte, fileID string, offset int64) []byte {
-	h := sha256.New()
-	h.Write([]byte(fileID))
+// eventIDPrefix is the first half of the event ids of file id's lines: 16
+// hex characters of SHA-256(id), computed once per file.
+func eventIDPrefix(fileID string) [16]byte {
+	sum := sha256.Sum256([]byte(fileID))
+	var p [16]byte
+	hex.Encode(p[:], sum[:8])
+	return p
+}
+
+// eventID is the stable id of the line starting at offset in the file
+// whose prefix is given: 32 hex characters, the prefix then the offset as
+// 16 hex digits. The same file and offset give the same id across re-reads
+// and restarts (the file identity is persisted), and no two lines of one
+// file share an offset. It replaced SHA-256 of identity and offset per
+// line, which cost the tailer's loop about a tenth of its time.
+func eventID(dst []byte, prefix *[16]byte, offset int64) []byte {
+	dst = append(dst, prefix[:]...)
 	var o [8]byte
 	binary.BigEndian.PutUint64(o[:], uint64(offset))
-	h.Write(o[:])
-	var sum [sha256.Size]byte
-	return hex.AppendEncode(dst, h.Sum(sum[:0])[:16])
+	return hex.AppendEncode(dst, o[:])
 }
 
 // fingerprint hashes the first n bytes of f. It returns the hash of fewer

@@ -17,9 +17,10 @@ type inflightLine struct {
 // tailer's loop goroutine; the acknowledgement state under mu is shared
 // with the producer's callbacks.
 type harvester struct {
-	id        string // persisted identity, fixed for the harvester's life; event ids derive from it
-	source    string // path at discovery: the record's "source" and key
-	sourceJS  []byte // source as a JSON string
+	id        string   // persisted identity, fixed for the harvester's life; event ids derive from it
+	idPrefix  [16]byte // eventIDPrefix(id)
+	source    string   // path at discovery: the record's "source" and key
+	sourceJS  []byte   // source as a JSON string
 	key       []byte
 	dev, ino  uint64   // written under mu (a drained copy changes them); the loop reads them freely
 	file      *os.File // nil while closed (inactive, or evicted by max_open_files)

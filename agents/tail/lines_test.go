@@ -123,6 +123,31 @@ func TestEncoderAlwaysValidJSON(t *testing.T) {
 	}
 }
 
+func TestEventIDStableAndDistinct(t *testing.T) {
+	a, b := eventIDPrefix(newFileID()), eventIDPrefix(newFileID())
+	seen := map[string]string{}
+	for _, c := range []struct {
+		name   string
+		prefix *[16]byte
+		offset int64
+	}{{"a@0", &a, 0}, {"a@1", &a, 1}, {"a@4096", &a, 4096}, {"a@max", &a, 1<<63 - 1}, {"b@0", &b, 0}, {"b@1", &b, 1}} {
+		id := string(eventID(nil, c.prefix, c.offset))
+		if len(id) != 32 || strings.Trim(id, "0123456789abcdef") != "" {
+			t.Fatalf("%s: event_id %q is not 32 hex chars", c.name, id)
+		}
+		if again := string(eventID([]byte("x"), c.prefix, c.offset)); again != "x"+id {
+			t.Fatalf("%s: %q then %q", c.name, id, again)
+		}
+		if other, dup := seen[id]; dup {
+			t.Fatalf("%s and %s share event_id %s", other, c.name, id)
+		}
+		seen[id] = c.name
+	}
+	if eventIDPrefix("same") != eventIDPrefix("same") {
+		t.Fatal("the prefix of one file identity changed")
+	}
+}
+
 func TestCheckpointWaitsForOldestUnacknowledged(t *testing.T) {
 	h := &harvester{}
 	starts := []int64{0, 10, 20, 30, 40}

@@ -46,7 +46,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "millrace_tail_checkpoint_lag_bytes", Help: "Bytes in followed files after their checkpoints (not yet acknowledged).",
 		}),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "millrace_tail_records_inflight", Help: "Records shipped and not yet acknowledged.",
+			Name: "millrace_tail_records_inflight", Help: "Records shipped and not yet acknowledged, as of the last checkpoint.",
 		}),
 	}
 	if reg == nil {

@@ -63,10 +63,12 @@ func (t *Tailer) readFile(h *harvester) bool {
 				return true
 			}
 			now := time.Now()
+			lines := 0 // counted once per chunk: the metric is shared with scrapes
 			h.split(t.buf[:n], h.readPos, t.cfg.MaxLineBytes, func(line []byte, start, end int64, truncated bool) {
-				t.metrics.lines.Inc()
+				lines++
 				t.onLine(h, line, start, end, truncated, now)
 			})
+			t.metrics.lines.Add(float64(lines))
 			h.readPos += int64(n)
 			read += n
 			h.lastData = now
@@ -205,17 +207,16 @@ func (t *Tailer) flushPending(h *harvester, now time.Time) {
 	t.ship(h, lineEvent{offset: p.start, line: p.buf, truncated: p.truncated}, p.end, now)
 }
 
-// lineRecord is one shipped line: the record, its header and what its
-// acknowledgement settles, in a single allocation. Per-line allocations
-// were most of the tailer's garbage (a Record, a header slice, an id, a
-// value, a closure each), and garbage is what made the heap grow past the
-// producer buffer it mirrors.
+// lineRecord is one shipped line: the record, its header, its value and
+// what its acknowledgement settles. Reused once acknowledged (reuse.go).
 type lineRecord struct {
 	rec    kgo.Record
 	header [1]kgo.RecordHeader
+	chunk  *valueChunk // holds rec.Value, or nil
 	t      *Tailer
 	h      *harvester
 	seq    uint64
+	ackFn  ship.AckFunc // lr.ack, taken once: a method value allocates each time
 }
 
 // eventIDAt is where the event id sits in an encoded value: right after
@@ -225,7 +226,7 @@ const eventIDAt = len(`{"event_id":"`)
 // ship encodes one event and hands it to the producer; it may block while
 // the producer's buffer is full, which pauses all reading.
 func (t *Tailer) ship(h *harvester, ev lineEvent, end int64, now time.Time) {
-	t.idBuf = eventID(t.idBuf[:0], h.id, ev.offset)
+	t.idBuf = eventID(t.idBuf[:0], &h.idPrefix, ev.offset)
 	var invalid bool
 	t.valueBuf, invalid = t.enc.encode(t.valueBuf[:0], t.idBuf, h.sourceJS, now, ev)
 	if invalid {
@@ -234,31 +235,31 @@ func (t *Tailer) ship(h *harvester, ev lineEvent, end int64, now time.Time) {
 	if ev.truncated {
 		t.metrics.truncated.Inc()
 	}
-	// Encoded in a reused buffer, then copied once at its exact size: the
-	// producer holds the value until the broker answers, so its size is
-	// what the buffer's memory costs.
-	value := make([]byte, len(t.valueBuf)) // make+copy: no zeroing first
+	// Encoded in scratch, then copied into value space that lives until
+	// the broker answers.
+	lr := t.newLine()
+	var value []byte
+	value, lr.chunk = t.valueSpace(len(t.valueBuf))
 	copy(value, t.valueBuf)
-	if cap(t.valueBuf) > 64<<10 {
+	if cap(t.valueBuf) > maxChunkedValue {
 		t.valueBuf = nil // one long line must not pin a large buffer
 	}
-	lr := &lineRecord{t: t, h: h}
+	lr.h = h
 	lr.header[0] = kgo.RecordHeader{Key: "event_id", Value: value[eventIDAt : eventIDAt+len(t.idBuf) : eventIDAt+len(t.idBuf)]}
 	// The read time, already taken once per chunk, is the record's
 	// timestamp as it is the value's "ts": left zero, kgo would read the
 	// clock again for every record.
 	lr.rec = kgo.Record{Topic: t.cfg.Topic, Key: h.key, Value: value, Headers: lr.header[:], Timestamp: now}
 	lr.seq = h.track(ev.offset, end)
-	t.metrics.inflight.Inc()
-	t.producer.Produce(t.runCtx, &lr.rec, lr.ack)
+	t.producer.Produce(t.runCtx, &lr.rec, lr.ackFn)
 }
 
 // ack settles the line when the broker answers.
 func (lr *lineRecord) ack(_ *kgo.Record, err error) {
 	t, h, seq := lr.t, lr.h, lr.seq
 	if err == nil {
-		t.metrics.inflight.Dec()
 		h.settle(seq)
+		lr.release()
 		return
 	}
 	if t.runCtx.Err() != nil || ship.Classify(err) == ship.KindClosed {
@@ -272,8 +273,8 @@ func (lr *lineRecord) ack(_ *kgo.Record, err error) {
 		// checkpoint behind it would stall the file forever.
 		t.logger.Error("broker rejected a line permanently; skipping it", "source", h.source, "offset", h.inflightStart(seq), "err", err)
 		t.metrics.dropped.Inc()
-		t.metrics.inflight.Dec()
 		h.settle(seq)
+		lr.release()
 		return
 	}
 	t.retryMu.Lock()
@@ -307,7 +308,7 @@ func (t *Tailer) resend(now time.Time) {
 	t.retryMu.Unlock()
 	for _, r := range due {
 		t.metrics.resent.Inc()
-		t.producer.Produce(t.runCtx, &r.line.rec, r.line.ack)
+		t.producer.Produce(t.runCtx, &r.line.rec, r.line.ackFn)
 	}
 }
 

@@ -212,6 +212,7 @@ func (t *Tailer) newHarvester(id, source string, f found, offset int64, now time
 	t.orderSeq++
 	return &harvester{
 		id:       id,
+		idPrefix: eventIDPrefix(id),
 		source:   source,
 		sourceJS: schemas.AppendJSONString(nil, source),
 		key:      t.recordKey(source),

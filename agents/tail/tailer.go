@@ -46,15 +46,19 @@ type Tailer struct {
 	orderSeq uint64
 	open     int
 	buf      []byte
-	idBuf    []byte // event id scratch for ship
-	valueBuf []byte // record value scratch for ship
-	fpBuf    []byte // fingerprint_bytes, for checking files' first bytes
+	idBuf    []byte      // event id scratch for ship
+	valueBuf []byte      // record value scratch for ship
+	chunk    *valueChunk // where ship puts values now
+	fpBuf    []byte      // fingerprint_bytes, for checking files' first bytes
 	scanDue  bool
 	lastScan time.Time
 
 	mu      sync.Mutex // guards the following
 	files   []*harvester
 	dormant map[string]RegistryEntry // registry entries not matched to a followed file
+
+	lines  recycler[lineRecord] // acknowledged lines for ship to reuse
+	chunks recycler[valueChunk] // value chunks whose lines were all acknowledged
 
 	retryMu sync.Mutex // guards the following
 	retries []retry
@@ -234,6 +238,9 @@ func (t *Tailer) loop() {
 		if t.readPass() {
 			continue
 		}
+		// Nothing to read: let what is kept for reuse go.
+		t.lines.drop()
+		t.chunks.drop()
 		wait := t.cfg.PollInterval
 		if t.scanDue {
 			wait = 50 * time.Millisecond
