@@ -73,6 +73,8 @@ metric() { # metric ADDR NAME -> value (0 if absent)
 }
 rss_kib() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
 hwm_kib() { awk '/^VmHWM/ { print $2 }' "/proc/$1/status"; }
+# cpu_s PID: user+system CPU seconds the process has used so far.
+cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%.2f\n", ($12 + $13) / hz }' "/proc/$1/stat"; }
 
 now() { date +%s.%N; }
 report() { # report NAME SECONDS
@@ -82,11 +84,14 @@ report() { # report NAME SECONDS
 
 # kcat: one message per line, exits once every message is delivered.
 "$BIN" topic create kcat --partitions 1 -b "$BROKER" >/dev/null
+b0=$(cpu_s "$BROKER_PID")
 t0=$(now)
 kcat -P -b "$BROKER" -t kcat -l "$FILE"
 t1=$(now)
+b1=$(cpu_s "$BROKER_PID")
 KCAT_S=$(echo "$t1 - $t0" | bc -l)
 report "kcat -P -l" "$KCAT_S"
+echo "  CPU seconds: broker $(echo "$b1 - $b0" | bc -l)"
 
 for comp in "${COMPRESSIONS[@]}"; do
 	topic=tail-$comp
@@ -98,6 +103,7 @@ ship:
 tail:
   host: bench
 EOF
+	b0=$(cpu_s "$BROKER_PID")
 	t0=$(now)
 	"$BIN" tail -b "$BROKER" --topic "$topic" --data "$WORK/data-$comp" --config "$WORK/agent-$comp.yaml" \
 		--metrics-listen "$maddr" "$FILE" >>"$WORK/tail-$comp.log" 2>&1 &
@@ -112,6 +118,8 @@ EOF
 		sleep 0.05
 	done
 	t1=$(now)
+	b1=$(cpu_s "$BROKER_PID")
+	tcpu=$(cpu_s "$TAIL_PID")
 	hwm=$(hwm_kib "$TAIL_PID")
 	kill -TERM "$TAIL_PID"
 	wait "$TAIL_PID" || true
@@ -119,22 +127,33 @@ EOF
 	report "millrace tail ($comp)" "$S"
 	awk -v k="$KCAT_S" -v s="$S" -v p="$peak" -v h="$hwm" 'BEGIN {
 		printf "  ratio tail/kcat (lines/s): %.2f   peak RSS: %.1f MiB (sampled), %.1f MiB (VmHWM)\n", k / s, p / 1024, h / 1024 }'
+	echo "  CPU seconds: tail $tcpu, broker $(echo "$b1 - $b0" | bc -l)"
 done
 
-# Broker down: the tailer reads until its producer buffer (16 MiB by
-# default) is full, then must hold still.
+# Broker down: the tailer reads until its producer buffer is full, then
+# must hold still. Once with the tail command's default buffer (4 MiB) and
+# once with each size in DOWN_BUFFERS_MIB (default 16, the producer's
+# general default).
 echo "broker down: stopping it and tailing the file from the start" >&2
 kill -TERM "$BROKER_PID"
 wait "$BROKER_PID" 2>/dev/null || true
-maddr=127.0.0.1:$(free_port)
-"$BIN" tail -b "$BROKER" --topic down --data "$WORK/data-down" --metrics-listen "$maddr" "$FILE" >>"$WORK/tail-down.log" 2>&1 &
-TAIL_PID=$!
-PIDS+=("$TAIL_PID")
-sleep 20
-read_lines=$(metric "$maddr" millrace_tail_lines_read_total)
-buffered=$(metric "$maddr" millrace_ship_buffered_bytes)
-echo "broker down 20s: RSS $(($(rss_kib "$TAIL_PID") / 1024)) MiB, VmHWM $(($(hwm_kib "$TAIL_PID") / 1024)) MiB," \
-	"buffered $((buffered / 1024 / 1024)) MiB of 16 MiB, lines read $read_lines of $LINES"
-kill -TERM "$TAIL_PID"
-sleep 1
-kill -KILL "$TAIL_PID" 2>/dev/null || true
+for buf in default ${DOWN_BUFFERS_MIB-16}; do
+	cfg=()
+	if [ "$buf" != default ]; then
+		printf 'ship:\n  max_buffered_bytes: %d\n' $((buf * 1024 * 1024)) >"$WORK/down-$buf.yaml"
+		cfg=(--config "$WORK/down-$buf.yaml")
+	fi
+	maddr=127.0.0.1:$(free_port)
+	"$BIN" tail -b "$BROKER" --topic down --data "$WORK/data-down-$buf" --metrics-listen "$maddr" "${cfg[@]}" "$FILE" >>"$WORK/tail-down.log" 2>&1 &
+	TAIL_PID=$!
+	PIDS+=("$TAIL_PID")
+	sleep 20
+	read_lines=$(metric "$maddr" millrace_tail_lines_read_total)
+	buffered=$(metric "$maddr" millrace_ship_buffered_bytes)
+	echo "broker down 20s, buffer $buf: RSS $(($(rss_kib "$TAIL_PID") / 1024)) MiB, VmHWM $(($(hwm_kib "$TAIL_PID") / 1024)) MiB," \
+		"RssFile $(awk '/^RssFile/ { print int($2 / 1024) }' "/proc/$TAIL_PID/status") MiB," \
+		"buffered $((buffered / 1024 / 1024)) MiB, lines read $read_lines of $LINES"
+	kill -TERM "$TAIL_PID"
+	sleep 1
+	kill -KILL "$TAIL_PID" 2>/dev/null || true
+done
