@@ -4,25 +4,24 @@
 # for each case (100-byte and 1 KiB records, 16 KiB and 1 MiB batches) and
 # each round, it runs BenchmarkAppend for that case (the log and its
 # in-process pwrite baseline) and `dd if=/dev/zero` of the same number of
-# bytes with the batch size as block size, to a new file in the directory
-# the benchmark writes to. Runs of one case are back to back and their
+# bytes with the batch size as block size, to new files of 64 MiB (the
+# benchmark's round) in the directory the benchmark writes to. Runs of one case are back to back and their
 # order alternates between rounds, so drifting load hits both sides. It
 # then runs BenchmarkRead for each case. It prints per-case medians and the
 # median of the per-round ratios, twice: by wall-clock time and by CPU time
 # (user + system) per byte, which time spent waiting for a CPU on a busy
-# machine does not inflate; dd's CPU time includes starting the process
-# (about a millisecond). Not part of `make test`; run it by hand, under the
+# machine does not inflate. Not part of `make test`; run it by hand, under the
 # shared benchmark lock:
 #
 #   flock /tmp/millrace-bench.lock broker/log/bench/append-vs-dd.sh [ROUNDS] [MIB]
 #
-# ROUNDS defaults to 5, MIB (bytes written per run) to 256. The directory is
+# ROUNDS defaults to 5, MIB (bytes written per run) to 1024. The directory is
 # $TMPDIR, default /tmp: tmpfs and a disk filesystem give different numbers,
 # so both sides always use the same one.
 set -euo pipefail
 
 ROUNDS=${1:-5}
-MIB=${2:-256}
+MIB=${2:-1024}
 export TMPDIR=${TMPDIR:-/tmp}
 export LC_ALL=C
 
@@ -50,17 +49,37 @@ bench() {
 			sub(/-[0-9]+$/, "", $1); print $1, mbs, cpu, bb }'
 }
 
-# dd_mbs BS COUNT: writes COUNT blocks of BS bytes to a new file and prints
-# dd's own rate (its timing leaves out starting the process) and the rate
-# per CPU second, in MB/s.
+# cpu_of ERRFILE CMD...: the CPU time (user + system, seconds) CMD takes;
+# CMD's standard error goes to ERRFILE.
+cpu_of() {
+	local TIMEFORMAT='%3U %3S' err=$1 t
+	shift
+	t=$({ time "$@" 2>"$err"; } 2>&1)
+	awk -v t="$t" 'BEGIN { split(t, c, " "); print c[1] + c[2] }'
+}
+
+# dd_mbs BS COUNT: writes COUNT blocks of BS bytes with dd, a new file per
+# 64 MiB as the benchmark starts a new log or file per appendRound (64 MiB:
+# on this machine a single file of a GiB costs dd several times the CPU per
+# byte, as dirty pages pile up), and prints dd's own rate (its timing leaves
+# out starting the process) and the rate per CPU second, in MB/s. For the
+# latter, the CPU time of a dd that writes nothing (about 10 ms of starting
+# the process here) is taken off each run.
 dd_mbs() {
-	local TIMEFORMAT='%3U %3S' cpu
-	cpu=$({ time dd if=/dev/zero of="$WORK/dd.out" bs="$1" count="$2" 2>"$WORK/dd.err"; } 2>&1)
-	rm -f "$WORK/dd.out"
-	awk -v line="$(tail -1 "$WORK/dd.err")" -v cpu="$cpu" 'BEGIN {
-		split(line, f, " "); split(cpu, c, " ")
-		for (i = 1; i <= length(f); i++) if (f[i] == "copied,") { printf "%.1f %.1f\n", f[1] / f[i+1] / 1e6, f[1] / (c[1] + c[2]) / 1e6; exit }
-	}'
+	local per=$(((64 << 20) / $1)) left=$2 c idle busy
+	: >"$WORK/dd.runs"
+	while ((left > 0)); do
+		c=$((left < per ? left : per))
+		idle=$(cpu_of "$WORK/dd.err" dd if=/dev/zero of="$WORK/dd.out" bs="$1" count=0)
+		rm -f "$WORK/dd.out"
+		busy=$(cpu_of "$WORK/dd.err" dd if=/dev/zero of="$WORK/dd.out" bs="$1" count="$c")
+		rm -f "$WORK/dd.out"
+		echo "$(tail -1 "$WORK/dd.err") cpu $busy $idle" >>"$WORK/dd.runs"
+		left=$((left - c))
+	done
+	# Lines: "<bytes> bytes (...) copied, <seconds> s, <rate> cpu <busy> <idle>".
+	awk '{ for (i = 1; i <= NF; i++) { if ($i == "copied,") s += $(i+1); if ($i == "cpu") c += $(i+1) - $(i+2) }; b += $1 }
+		END { printf "%.1f %.1f\n", b / s / 1e6, b / c / 1e6 }' "$WORK/dd.runs"
 }
 
 RESULTS=$WORK/results # lines: case kind round MB/s cpu-MB/s
