@@ -1,9 +1,9 @@
 package schemas
 
 import (
-	"github.com/apache/arrow/go/v15/arrow"
-	"github.com/apache/arrow/go/v15/arrow/array"
-	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // Builder accumulates rows of one schema in Arrow builders and hands them out as
@@ -12,6 +12,7 @@ type Builder struct {
 	schema  *Schema
 	rb      *array.RecordBuilder
 	columns []columnAppender
+	strings []*array.StringBuilder // the string and JSON columns' builders
 	rows    int
 	bytes   int64
 }
@@ -26,8 +27,11 @@ func (s *Schema) NewBuilder(mem memory.Allocator) *Builder {
 	}
 	b := &Builder{schema: s, rb: array.NewRecordBuilder(mem, s.arrow)}
 	b.columns = make([]columnAppender, len(s.Fields))
-	for i := range s.Fields {
+	for i, f := range s.Fields {
 		b.columns[i] = b.appenderFor(i)
+		if f.Type == TypeString || f.Type == TypeJSON {
+			b.strings = append(b.strings, b.rb.Field(i).(*array.StringBuilder))
+		}
 	}
 	return b
 }
@@ -118,8 +122,25 @@ func (b *Builder) Bytes() int64 { return b.bytes }
 // NewRecord returns the rows appended so far as a record batch (the caller
 // releases it) and starts a new, empty one.
 func (b *Builder) NewRecord() arrow.Record {
+	// NewRecord hands the builders' buffers to the record and leaves them
+	// empty; growing them again by doubling, batch after batch, cost more
+	// than the appends (copying and clearing). The next batch is sized like
+	// this one, so reserve that much at once.
+	rows := b.rows
+	var data [16]int
+	dataLens := data[:0]
+	for _, sb := range b.strings {
+		dataLens = append(dataLens, sb.DataLen())
+	}
+	rec := b.rb.NewRecord()
 	b.rows, b.bytes = 0, 0
-	return b.rb.NewRecord()
+	for _, fb := range b.rb.Fields() {
+		fb.Reserve(rows)
+	}
+	for i, sb := range b.strings {
+		sb.ReserveData(dataLens[i])
+	}
+	return rec
 }
 
 // Release frees the builders' memory.

@@ -75,8 +75,7 @@ func (r *Row) Decode(data []byte) error {
 				return r.malformed(err, &s)
 			}
 			s.skipWS()
-			// The map lookup with a converted []byte key does not allocate.
-			if i, ok := r.schema.index[string(r.key)]; ok {
+			if i, ok := r.schema.lookup(r.key); ok {
 				if err := r.decodeField(i, &s); err != nil {
 					return err
 				}
@@ -341,7 +340,7 @@ func (r *Row) addUnknown(key, raw []byte) {
 // finish checks required fields and enums and folds unknown members into the
 // catch-all column.
 func (r *Row) finish() error {
-	for i := range r.schema.Fields {
+	for _, i := range r.schema.checked {
 		f := &r.schema.Fields[i]
 		v := &r.vals[i]
 		if f.Required && !v.set {

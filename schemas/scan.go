@@ -1,8 +1,10 @@
 package schemas
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
+	"math/bits"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -31,6 +33,11 @@ var (
 )
 
 func (s *scanner) skipWS() {
+	// Fast path: compact JSON has no whitespace between tokens, and no byte
+	// above the space character is whitespace.
+	if s.pos < len(s.data) && s.data[s.pos] > ' ' {
+		return
+	}
 	for s.pos < len(s.data) {
 		switch s.data[s.pos] {
 		case ' ', '\t', '\n', '\r':
@@ -66,17 +73,37 @@ func (s *scanner) expect(c byte) error {
 func (s *scanner) readString(dst []byte) ([]byte, error) {
 	s.pos++ // opening quote
 	start := len(dst)
+	// ascii stays true while every raw byte copied is below 0x80; such a
+	// string needs no UTF-8 check. Escapes only ever append valid UTF-8.
+	ascii := true
 	for {
-		// Copy the run of plain bytes in one go: the common case has no escapes.
+		// Copy the run of plain bytes in one go: the common case has no
+		// escapes. Eight bytes are checked at a time until one of them ends
+		// the run.
+		d := s.data
 		i := s.pos
-		for i < len(s.data) {
-			c := s.data[i]
+		for i < len(d) {
+			if i+8 <= len(d) {
+				w := binary.LittleEndian.Uint64(d[i:])
+				ascii = ascii && w&highBits == 0
+				stop := runEnd(w)
+				if stop == 0 {
+					i += 8
+					continue
+				}
+				// The lowest flagged byte is a true match (a false flag can
+				// only sit above one), so this is the run's exact end.
+				i += bits.TrailingZeros64(stop) / 8
+				break
+			}
+			c := d[i]
 			if c == '"' || c == '\\' || c < 0x20 {
 				break
 			}
+			ascii = ascii && c < utf8.RuneSelf
 			i++
 		}
-		dst = append(dst, s.data[s.pos:i]...)
+		dst = append(dst, d[s.pos:i]...)
 		s.pos = i
 		if s.pos >= len(s.data) {
 			return dst, errEOF
@@ -85,7 +112,7 @@ func (s *scanner) readString(dst []byte) ([]byte, error) {
 		switch {
 		case c == '"':
 			s.pos++
-			if !utf8.Valid(dst[start:]) {
+			if !ascii && !utf8.Valid(dst[start:]) {
 				fixed := []byte(string([]rune(string(dst[start:]))))
 				dst = append(dst[:start], fixed...)
 			}
@@ -144,6 +171,25 @@ func (s *scanner) readString(dst []byte) ([]byte, error) {
 			return dst, errBadEsc
 		}
 	}
+}
+
+// Word-at-a-time byte tests (eight bytes in a uint64, little-endian). For
+// each byte, hasZero sets its high bit if the byte is zero and hasLess if it
+// is below n (n <= 0x80); a borrow can also flag a byte above a true match,
+// never below one, so the lowest flagged byte is always exact.
+const (
+	lowBits  = 0x0101010101010101
+	highBits = 0x8080808080808080
+)
+
+func hasZero(w uint64) uint64 { return (w - lowBits) & ^w & highBits }
+
+func hasLess(w uint64, n byte) uint64 { return (w - lowBits*uint64(n)) & ^w & highBits }
+
+// runEnd flags the bytes of w that end a run of plain string bytes: a quote,
+// a backslash or a control character.
+func runEnd(w uint64) uint64 {
+	return hasZero(w^(lowBits*'"')) | hasZero(w^(lowBits*'\\')) | hasLess(w, 0x20)
 }
 
 func (s *scanner) hex4() (rune, bool) {

@@ -48,7 +48,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow-go/v18/arrow"
 )
 
 // Type is the logical type of a field.
@@ -133,8 +133,10 @@ type Schema struct {
 	Fields []Field
 
 	index       map[string]int
-	catchAll    int // index of the catch-all field, or -1
-	time        int // index of TimeField
+	byLength    [][]int // field indices by name length, for the decoder's lookup
+	checked     []int   // indices of the fields that are required or have an enum
+	catchAll    int     // index of the catch-all field, or -1
+	time        int     // index of TimeField
 	arrow       *arrow.Schema
 	fingerprint string
 }
@@ -169,6 +171,13 @@ func New(name string, version int, timeField string, fields []Field) (*Schema, e
 			return nil, fmt.Errorf("schemas: %s: field %q: Since must be between 1 and the schema version", name, f.Name)
 		}
 		s.index[f.Name] = i
+		if f.Required || len(f.Enum) > 0 {
+			s.checked = append(s.checked, i)
+		}
+		for len(s.byLength) <= len(f.Name) {
+			s.byLength = append(s.byLength, nil)
+		}
+		s.byLength[len(f.Name)] = append(s.byLength[len(f.Name)], i)
 		if f.CatchAll {
 			if f.Type != TypeJSON || f.Required || s.catchAll >= 0 {
 				return nil, fmt.Errorf("schemas: %s: the catch-all field must be a single optional JSON field", name)
@@ -204,6 +213,19 @@ func (s *Schema) Field(name string) (Field, bool) {
 		return Field{}, false
 	}
 	return s.Fields[i], true
+}
+
+// lookup is index[string(name)] for the decoder: comparing the few names of
+// the same length costs less than hashing every member name.
+func (s *Schema) lookup(name []byte) (int, bool) {
+	if len(name) < len(s.byLength) {
+		for _, i := range s.byLength[len(name)] {
+			if string(name) == s.Fields[i].Name {
+				return i, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // FieldIndex returns the column index of the field named name, or -1.

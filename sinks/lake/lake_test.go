@@ -53,10 +53,7 @@ func (d *fakeDeadLetters) flush(context.Context) error { return nil }
 func testWorker(t testing.TB, root string, mod func(*Config)) (*Worker, *fakeCommitter, *fakeDeadLetters) {
 	t.Helper()
 	cfg := Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", Topics: []string{"clicks"}, Schema: "click",
-		RollRows: 1000, IdleTimeout: time.Hour,
-		// Arrow v15 builds a zstd encoder per page, which makes the many
-		// small files of these tests slow under -race; snappy keeps them fast.
-		Compression: "snappy"}
+		RollRows: 1000, IdleTimeout: time.Hour, Compression: "snappy"}
 	if mod != nil {
 		mod(&cfg)
 	}
