@@ -20,6 +20,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/broker/log"
 )
@@ -102,7 +103,35 @@ func startLocalClusterWith(t *testing.T, n, zkNodes int, settings ...string) *lo
 	for _, node := range c.nodes {
 		c.waitReady(node)
 	}
+	// Each broker learns of the others through its own ZooKeeper watch, a
+	// moment apart (more so on an ensemble, whose servers lag each other):
+	// wait until every broker lists all n, so that a topic created next can
+	// be placed on all of them.
+	c.waitFor("every broker to see all the brokers", 30*time.Second, func() bool {
+		for _, node := range c.nodes {
+			if c.brokersSeenBy(node) != n {
+				return false
+			}
+		}
+		return true
+	})
 	return c
+}
+
+// brokersSeenBy asks one broker how many live brokers it knows.
+func (c *localCluster) brokersSeenBy(node *clusterNode) int {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(node.addr))
+	if err != nil {
+		return 0
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+	if err != nil {
+		return 0
+	}
+	return len(resp.Brokers)
 }
 
 func readState(t *testing.T, path string) map[string]string {
