@@ -153,7 +153,7 @@ for buf in default ${DOWN_BUFFERS_MIB-16}; do
 	echo "broker down 20s, buffer $buf: RSS $(($(rss_kib "$TAIL_PID") / 1024)) MiB, VmHWM $(($(hwm_kib "$TAIL_PID") / 1024)) MiB," \
 		"RssFile $(awk '/^RssFile/ { print int($2 / 1024) }' "/proc/$TAIL_PID/status") MiB," \
 		"buffered $((buffered / 1024 / 1024)) MiB, lines read $read_lines of $LINES"
-	kill -TERM "$TAIL_PID"
-	sleep 1
-	kill -KILL "$TAIL_PID" 2>/dev/null || true
+	# It waits for acknowledgements that cannot come: do not wait for it.
+	kill -KILL "$TAIL_PID"
+	wait "$TAIL_PID" 2>/dev/null || true
 done
