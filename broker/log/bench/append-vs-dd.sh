@@ -5,13 +5,13 @@
 # each round, it runs BenchmarkAppend for that case (the log and its
 # in-process pwrite baseline) and `dd if=/dev/zero` of the same number of
 # bytes with the batch size as block size, to new files of 64 MiB (the
-# benchmark's round) in the directory the benchmark writes to. Runs of one case are back to back and their
-# order alternates between rounds, so drifting load hits both sides. It
-# then runs BenchmarkRead for each case. It prints per-case medians and the
-# median of the per-round ratios, twice: by wall-clock time and by CPU time
-# (user + system) per byte, which time spent waiting for a CPU on a busy
-# machine does not inflate. Not part of `make test`; run it by hand, under the
-# shared benchmark lock:
+# benchmark's round) in the directory the benchmark writes to. The runs of
+# a case are back to back and their order alternates between rounds, so
+# drifting load hits both sides. It then runs BenchmarkRead for each case.
+# It prints per-case medians and the median of the per-round ratios, twice:
+# by wall-clock time and by CPU time (user + system) per byte, which time
+# spent waiting for a CPU on a busy machine does not inflate. Not part of
+# `make test`; run it by hand, under the shared benchmark lock:
 #
 #   flock /tmp/millrace-bench.lock broker/log/bench/append-vs-dd.sh [ROUNDS] [MIB]
 #
