@@ -9,7 +9,7 @@ import (
 
 // The shipping path reuses its memory: every shipped line used to cost a
 // record struct and a value of its own, so the tailer allocated about
-// twice what it read, and under the memory limit (pipeline/cli) a full
+// four times what it read, and under the memory limit (pipeline/cli) a full
 // producer buffer meant a collection every few MiB read, with the runtime
 // handing pages back to the kernel and faulting them in again. Records and
 // value space now come back once the broker has acknowledged their line.
