@@ -48,7 +48,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow/go/v15/arrow"
 )
 
 // Type is the logical type of a field.
