@@ -9,7 +9,7 @@ var (
 	// Log is a line read by `millrace tail`.
 	Log = mustNew("log", 1, "ts", []Field{
 		{Name: "event_id", Type: TypeString, Required: true, Since: 1,
-			Doc: "32 hex chars: the file identity and byte offset hashed; stable across re-reads"},
+			Doc: "32 hex chars: a hash of the file identity, then the byte offset; stable across re-reads"},
 		{Name: "ts", Type: TypeTimestamp, Required: true, Since: 1,
 			Doc: "read time, or the time parsed from the line when a pattern is configured"},
 		{Name: "host", Type: TypeString, Dictionary: true, Since: 1, Doc: "host the line was read on"},
