@@ -22,6 +22,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"millrace/internal/durable"
 )
 
 const metaFile = "meta.properties"
@@ -59,25 +61,9 @@ func readMeta(dir string) (m dataMeta, ok bool, err error) {
 	return dataMeta{BrokerID: int32(id), ClusterID: values["cluster.id"]}, true, nil
 }
 
-// writeMeta writes dir's meta.properties through a synced temp file and a
-// rename.
+// writeMeta writes dir's meta.properties.
 func writeMeta(dir string, m dataMeta) error {
 	path := filepath.Join(dir, metaFile)
 	data := fmt.Sprintf("version=0\nbroker.id=%d\ncluster.id=%s\n", m.BrokerID, m.ClusterID)
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return durable.WriteFile(path, []byte(data))
 }

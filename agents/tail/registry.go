@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sort"
 	"time"
+
+	"millrace/internal/durable"
 )
 
 // RegistryEntry is one file's checkpoint as stored in the registry.
@@ -70,38 +72,8 @@ func writeRegistry(dataDir string, entries []RegistryEntry) error {
 	if err != nil {
 		return err
 	}
-	final := filepath.Join(dataDir, registryFileName)
-	tmp, err := os.CreateTemp(dataDir, registryFileName+".tmp*")
-	if err != nil {
+	if err := durable.WriteFile(filepath.Join(dataDir, registryFileName), b); err != nil {
 		return fmt.Errorf("tail: writing registry: %w", err)
-	}
-	cleanup := func() { _ = os.Remove(tmp.Name()) } // best effort: a stray temp file is harmless
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		cleanup()
-		return fmt.Errorf("tail: writing registry: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		cleanup()
-		return fmt.Errorf("tail: syncing registry: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		cleanup()
-		return fmt.Errorf("tail: closing registry: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), final); err != nil {
-		cleanup()
-		return fmt.Errorf("tail: publishing registry: %w", err)
-	}
-	// The rename is only durable once the directory entry is.
-	d, err := os.Open(dataDir)
-	if err != nil {
-		return fmt.Errorf("tail: syncing registry directory: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("tail: syncing registry directory: %w", err)
 	}
 	return nil
 }

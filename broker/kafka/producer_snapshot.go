@@ -31,6 +31,8 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+
+	"millrace/internal/durable"
 )
 
 const (
@@ -156,33 +158,5 @@ func readProducerSnapshot(dir string) (*producerSnapshot, error) {
 // writeProducerSnapshot atomically replaces the snapshot in dir.
 func writeProducerSnapshot(dir string, s producerSnapshot) error {
 	path := filepath.Join(dir, producerSnapshotFile)
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(encodeProducerSnapshot(s)); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return durable.WriteFile(path, encodeProducerSnapshot(s))
 }

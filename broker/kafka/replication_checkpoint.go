@@ -28,13 +28,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"millrace/broker/cluster"
 	"millrace/broker/log"
+	"millrace/internal/durable"
 )
 
 const (
@@ -55,33 +55,7 @@ func writeHighWatermarks(path string, hws map[log.TopicPartition]int64) error {
 	for tp, hw := range hws {
 		fmt.Fprintf(&b, "%s %d %d\n", tp.Topic, tp.Partition, hw)
 	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b.Bytes())
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	dir, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	err = dir.Sync()
-	if cerr := dir.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return durable.WriteFile(path, b.Bytes())
 }
 
 // errBadCheckpoint wraps every reason a checkpoint does not parse.

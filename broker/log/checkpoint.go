@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
+
+	"millrace/internal/durable"
 )
 
 // Checkpoint files are text, as Kafka's are:
@@ -31,43 +32,7 @@ func writeCheckpoint(path string, entries [][]int64) error {
 		}
 		b.WriteByte('\n')
 	}
-	return writeFileAtomic(path, b.Bytes())
-}
-
-// writeFileAtomic writes data to path through a fsynced temp file and rename.
-func writeFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return durable.WriteFile(path, b.Bytes())
 }
 
 // readCheckpoint reads a checkpoint whose entries have width integers each.

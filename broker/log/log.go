@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"millrace/internal/durable"
 )
 
 // Log is one partition's log. One writer at a time (Append, AppendReplicated,
@@ -132,7 +134,7 @@ func (l *Log) load() error {
 		if err := os.Remove(markerPath); err != nil {
 			return err
 		}
-		if err := syncDir(l.dir); err != nil {
+		if err := durable.SyncDir(l.dir); err != nil {
 			return err
 		}
 	}
@@ -742,7 +744,7 @@ func (l *Log) Close() error {
 		active.dirty = true
 		err := l.flushLocked()
 		if err == nil {
-			err = writeFileAtomic(filepath.Join(l.dir, cleanShutdownFile), nil)
+			err = durable.WriteFile(filepath.Join(l.dir, cleanShutdownFile), nil)
 		}
 		errs = append(errs, err)
 	}

@@ -25,8 +25,8 @@ import (
 const (
 	// walFile is the write-ahead log's file name.
 	walFile = "wal"
-	// snapshotFile is the snapshot's file name; it is replaced atomically by
-	// writing snapshotFile+".tmp", fsyncing it, renaming, and fsyncing dir.
+	// snapshotFile is the snapshot's file name; it is replaced atomically
+	// (durable.WriteFile).
 	snapshotFile = "snapshot"
 	// lockFile is held with flock so two processes never share a directory.
 	lockFile = "LOCK"

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"millrace/broker/coord"
+	"millrace/internal/durable"
 )
 
 // DefaultSnapshotBytes is the WAL size past which the tree is snapshotted and
@@ -225,25 +226,7 @@ func (s *Server) replayWAL(snapshotZxid int64) (int, error) {
 // writeSnapshot publishes a snapshot atomically: temp file, fsync, rename,
 // fsync the directory.
 func (s *Server) writeSnapshot(content []byte) error {
-	tmp := filepath.Join(s.dir, snapshotFile+".tmp")
-	f, err := os.Create(tmp)
-	if err != nil {
-		return fmt.Errorf("embedded: snapshot: %w", err)
-	}
-	_, err = f.Write(content)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(s.dir, snapshotFile))
-	}
-	if err == nil {
-		err = syncDir(s.dir)
-	}
-	if err != nil {
+	if err := durable.WriteFile(filepath.Join(s.dir, snapshotFile), content); err != nil {
 		return fmt.Errorf("embedded: snapshot: %w", err)
 	}
 	return nil
@@ -264,25 +247,13 @@ func (s *Server) resetWAL() error {
 		err = s.wal.Sync()
 	}
 	if err == nil {
-		err = syncDir(s.dir)
+		err = durable.SyncDir(s.dir)
 	}
 	if err != nil {
 		return fmt.Errorf("embedded: reset wal: %w", err)
 	}
 	s.walSize = int64(len(walMagic))
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // commitLoop is the group committer: it takes whatever transactions are
