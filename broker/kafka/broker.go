@@ -103,7 +103,7 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 		cancel:       cancel,
 		conns:        make(map[*conn]struct{}),
 	}
-	metrics, err := newBrokerMetrics(deps.Metrics)
+	metrics, err := newBrokerMetrics(deps.Metrics, deps.Cluster)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("kafka: registering metrics: %w", err)

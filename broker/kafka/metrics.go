@@ -2,23 +2,31 @@ package kafka
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/broker/cluster"
+	"millrace/broker/replica"
 )
 
 // brokerMetrics are the wire server's Prometheus metrics: requests and their
-// latency by API, and records and bytes produced per topic. Fetched record
-// bytes are counted where they are written (sendfile or copy).
+// latency by API, records and bytes produced per topic, and the leader's ISR
+// changes. Fetched record bytes are counted where they are written (sendfile
+// or copy); the partition gauges are read from the model at scrape time
+// (replicationCollector).
 type brokerMetrics struct {
 	requests      *prometheus.CounterVec
 	latency       *prometheus.HistogramVec
 	producedRecs  *prometheus.CounterVec
 	producedBytes *prometheus.CounterVec
+	isrShrinks    prometheus.Counter
+	isrExpands    prometheus.Counter
 }
 
-func newBrokerMetrics(reg prometheus.Registerer) (*brokerMetrics, error) {
+func newBrokerMetrics(reg prometheus.Registerer, model *cluster.Cluster) (*brokerMetrics, error) {
 	m := &brokerMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "millrace_broker_requests_total", Help: "Kafka requests served, by API.",
@@ -33,6 +41,14 @@ func newBrokerMetrics(reg prometheus.Registerer) (*brokerMetrics, error) {
 		producedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "millrace_broker_produced_bytes_total", Help: "Record-batch bytes appended by produce requests, by topic.",
 		}, []string{"topic"}),
+		// Kafka's IsrShrinksPerSec and IsrExpandsPerSec, as counters so
+		// Prometheus takes the rate.
+		isrShrinks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "millrace_broker_isr_shrinks_total", Help: "ISR shrinks this broker wrote as a partition leader (lagging followers removed).",
+		}),
+		isrExpands: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "millrace_broker_isr_expands_total", Help: "ISR expansions this broker wrote as a partition leader (caught-up followers added back).",
+		}),
 	}
 	if reg == nil {
 		return m, nil
@@ -40,7 +56,7 @@ func newBrokerMetrics(reg prometheus.Registerer) (*brokerMetrics, error) {
 	fetched := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "millrace_broker_fetched_record_bytes_total", Help: "Record bytes sent to consumers and followers.",
 	}, func() float64 { return float64(streamedRecordBytes.Load()) })
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.producedRecs, m.producedBytes, fetched} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.producedRecs, m.producedBytes, m.isrShrinks, m.isrExpands, fetched, newReplicationCollector(model)} {
 		if err := reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 			return nil, err
 		}
@@ -59,4 +75,106 @@ func (m *brokerMetrics) served(key int16, start time.Time) {
 func (m *brokerMetrics) produced(topic string, records, bytes int) {
 	m.producedRecs.WithLabelValues(topic).Add(float64(records))
 	m.producedBytes.WithLabelValues(topic).Add(float64(bytes))
+}
+
+// isrChanged records an ISR change the leader wrote. A change either
+// removes or adds followers (replica.Leader proposes one kind at a time).
+func (m *brokerMetrics) isrChanged(change replica.ISRChange) {
+	if len(change.Removed) > 0 {
+		m.isrShrinks.Inc()
+	}
+	if len(change.Added) > 0 {
+		m.isrExpands.Inc()
+	}
+}
+
+// replicationCollector reports the partition gauges operators watch first
+// (Kafka's UnderReplicatedPartitions, LeaderCount, PartitionCount,
+// ActiveControllerCount, OfflinePartitionsCount), counted from the cluster
+// model when scraped: the model already follows every state znode, so
+// nothing has to be updated on each change and the numbers cannot drift.
+type replicationCollector struct {
+	model            *cluster.Cluster
+	underReplicated  *prometheus.Desc
+	leaders          *prometheus.Desc
+	partitions       *prometheus.Desc
+	activeController *prometheus.Desc
+	offline          *prometheus.Desc
+}
+
+func newReplicationCollector(model *cluster.Cluster) *replicationCollector {
+	desc := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
+	return &replicationCollector{
+		model:            model,
+		underReplicated:  desc("millrace_broker_under_replicated_partitions", "Partitions this broker leads whose ISR is smaller than their replica set."),
+		leaders:          desc("millrace_broker_leader_partitions", "Partitions this broker leads."),
+		partitions:       desc("millrace_broker_partitions", "Partitions this broker hosts a replica of."),
+		activeController: desc("millrace_broker_active_controller", "1 on the broker that is the controller, 0 on the others."),
+		offline:          desc("millrace_broker_offline_partitions", "Partitions without a live leader, counted by the controller (0 on the other brokers)."),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *replicationCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.underReplicated, c.leaders, c.partitions, c.activeController, c.offline} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *replicationCollector) Collect(ch chan<- prometheus.Metric) {
+	me := c.model.BrokerID()
+	controller := c.model.ControllerID() == me
+	var alive map[int32]bool
+	if controller {
+		alive = cluster.AliveSet(c.model.Brokers())
+	}
+	counts := countPartitions(c.model.Topics(), me, alive)
+	active := 0.0
+	if controller {
+		active = 1
+	}
+	for _, g := range []struct {
+		desc  *prometheus.Desc
+		value float64
+	}{
+		{c.underReplicated, float64(counts.underReplicated)},
+		{c.leaders, float64(counts.leaders)},
+		{c.partitions, float64(counts.hosted)},
+		{c.activeController, active},
+		{c.offline, float64(counts.offline)},
+	} {
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, g.value)
+	}
+}
+
+// partitionCounts are the partition gauges' values.
+type partitionCounts struct {
+	hosted, leaders, underReplicated, offline int
+}
+
+// countPartitions counts the partitions of topics that broker me hosts and
+// leads, those it leads with an ISR smaller than the replica set, and, when
+// alive (the live brokers) is given, those whose leader is none or dead.
+// A dead leader counts as offline because no one serves the partition
+// until the controller elects another.
+func countPartitions(topics []*cluster.Topic, me int32, alive map[int32]bool) partitionCounts {
+	var n partitionCounts
+	for _, t := range topics {
+		for _, p := range t.Partitions {
+			if slices.Contains(p.Replicas, me) {
+				n.hosted++
+			}
+			if p.Leader == me {
+				n.leaders++
+				if len(p.ISR) < len(p.Replicas) {
+					n.underReplicated++
+				}
+			}
+			if alive != nil && (p.Leader < 0 || !alive[p.Leader]) {
+				n.offline++
+			}
+		}
+	}
+	return n
 }

@@ -499,6 +499,9 @@ func (rp *replicaPartition) writeISR(change replica.ISRChange, next *cluster.Par
 	}
 	switch {
 	case err == nil:
+		// Counted only here, where the leader saw its write succeed (as
+		// Kafka counts them); a write whose answer was lost is not.
+		rp.m.b.metrics.isrChanged(change)
 		rp.applyLocked(rp.leader.ISRWritten(change.ID, version))
 	case observed == nil:
 		rp.fenceLocked("the ISR write's outcome is unknown")
