@@ -303,17 +303,28 @@ func TestGrafanaDashboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	metric := regexp.MustCompile(`\bmillrace_[a-z_]+`)
+	queried := map[string]bool{}
 	for _, p := range dash.Panels {
 		if len(p.Targets) == 0 {
 			t.Errorf("panel %q has no queries", p.Title)
 		}
 		for _, target := range p.Targets {
 			for _, name := range metric.FindAllString(target.Expr, -1) {
+				queried[name] = true
 				base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_sum"), "_count")
 				if !rec.names[name] && !rec.names[base] {
 					t.Errorf("panel %q queries %s, which no component registers", p.Title, name)
 				}
 			}
+		}
+	}
+	// What Kafka operators watch first must stay on the dashboard.
+	for _, name := range []string{
+		"millrace_broker_under_replicated_partitions", "millrace_broker_isr_shrinks_total", "millrace_broker_isr_expands_total",
+		"millrace_broker_leader_partitions", "millrace_broker_active_controller",
+	} {
+		if !queried[name] {
+			t.Errorf("no panel queries %s", name)
 		}
 	}
 }
