@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"math"
 	"sync"
-	"time"
 )
 
 // Row is one decoded event: a typed value per schema field. A Row is reused
@@ -252,12 +251,12 @@ func (r *Row) decodeTime(i int, s *scanner, c byte) error {
 		if v.buf, err = s.readString(v.buf); err != nil {
 			return r.malformed(err, s)
 		}
-		t, err := time.Parse(time.RFC3339Nano, string(v.buf))
-		if err != nil {
+		us, ok := parseTimestamp(v.buf)
+		if !ok {
 			return r.fieldErr(i, ErrBadTimestamp, "want RFC 3339 or epoch milliseconds, got "+quoteDetail(v.buf))
 		}
 		v.buf = v.buf[:0]
-		v.num = t.UnixMicro()
+		v.num = us
 	case c == '-' || (c >= '0' && c <= '9'):
 		raw, integer, err := s.readNumber()
 		if err != nil {
