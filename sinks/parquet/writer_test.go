@@ -164,6 +164,44 @@ func TestClickRoundTrip(t *testing.T) {
 	}
 }
 
+// TestManyPagesRoundTrip reads back, with the independent reader, column
+// chunks of many data pages (snappy's pages are 64 KiB), with both codecs.
+func TestManyPagesRoundTrip(t *testing.T) {
+	const n = 30_000
+	events := make([]string, n)
+	for i := range events {
+		events[i] = clickEvent(i)
+	}
+	for _, codec := range []string{"snappy", "zstd"} {
+		path, _ := writeFile(t, schemas.Click, Options{Compression: codec}, events)
+		rows, err := ReadRows[parquettest.ClickRow](path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != n {
+			t.Fatalf("%s: read %d rows, want %d", codec, len(rows), n)
+		}
+		r := schemas.Click.NewRow()
+		for i, got := range rows {
+			if err := r.Decode([]byte(events[i])); err != nil {
+				t.Fatal(err)
+			}
+			if *got.EventID != *strp(r, "event_id") || !reflect.DeepEqual(got.Properties, strp(r, "properties")) ||
+				!reflect.DeepEqual(got.TS, microsp(r, "ts")) {
+				t.Fatalf("%s: row %d: %s", codec, i, show(got))
+			}
+		}
+		info, err := Inspect(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantMax := base.Add(time.Duration(n-1) * 1500 * time.Millisecond)
+		if info.Rows != n || !info.MinTime.Equal(base) || !info.MaxTime.Equal(wantMax) {
+			t.Errorf("%s: inspect rows %d time %v..%v", codec, info.Rows, info.MinTime, info.MaxTime)
+		}
+	}
+}
+
 func show(v any) string {
 	rv := reflect.ValueOf(v)
 	var b strings.Builder
