@@ -10,11 +10,61 @@ import (
 // record batches. Not safe for concurrent use.
 type Builder struct {
 	schema  *Schema
-	rb      *array.RecordBuilder
+	rb      *array.RecordBuilder // the columns that are not strings
 	columns []columnAppender
-	strings []*array.StringBuilder // the string and JSON columns' builders
+	strings []*stringColumn // per field; nil where the field is not a string or JSON column
 	rows    int
 	bytes   int64
+}
+
+// stringColumn accumulates a string or JSON column as the Arrow layout itself
+// (value offsets, the values' bytes, a validity bitmap) in Go slices. Arrow's
+// StringBuilder cost more than the decoding of the strings: a call chain per
+// value, and buffers cleared twice when reserved (by the allocator and again
+// by the builder). The slices are handed to the record and never reused: the
+// Parquet writer's statistics keep references into a record's values until its
+// row group is written.
+type stringColumn struct {
+	offsets []int32 // offsets[i], offsets[i+1] delimit value i; starts with 0
+	data    []byte
+	valid   []byte // bit i set: value i is not null; in step with offsets
+	nulls   int
+}
+
+// reset starts an empty column with room for rows values and dataLen bytes.
+func (c *stringColumn) reset(rows, dataLen int) {
+	c.offsets = make([]int32, 1, rows+1)
+	c.data = make([]byte, 0, dataLen)
+	c.valid = make([]byte, 0, (rows+7)/8)
+	c.nulls = 0
+}
+
+func (c *stringColumn) append(v *value) {
+	i := len(c.offsets) - 1
+	if i%8 == 0 {
+		c.valid = append(c.valid, 0)
+	}
+	if v.set {
+		c.data = append(c.data, v.buf...)
+		c.valid[i/8] |= 1 << (i % 8)
+	} else {
+		c.nulls++
+	}
+	c.offsets = append(c.offsets, int32(len(c.data)))
+}
+
+// newArray returns the column as an Arrow array of typ.
+func (c *stringColumn) newArray(typ arrow.DataType) arrow.Array {
+	rows := len(c.offsets) - 1
+	var valid *memory.Buffer
+	if c.nulls > 0 {
+		valid = memory.NewBufferBytes(c.valid)
+	}
+	data := array.NewData(typ, rows, []*memory.Buffer{valid,
+		memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(c.offsets)),
+		memory.NewBufferBytes(c.data)}, nil, c.nulls, 0)
+	defer data.Release()
+	return array.MakeFromData(data)
 }
 
 // columnAppender appends one field's value (or a null) to its column builder.
@@ -27,11 +77,9 @@ func (s *Schema) NewBuilder(mem memory.Allocator) *Builder {
 	}
 	b := &Builder{schema: s, rb: array.NewRecordBuilder(mem, s.arrow)}
 	b.columns = make([]columnAppender, len(s.Fields))
-	for i, f := range s.Fields {
+	b.strings = make([]*stringColumn, len(s.Fields))
+	for i := range s.Fields {
 		b.columns[i] = b.appenderFor(i)
-		if f.Type == TypeString || f.Type == TypeJSON {
-			b.strings = append(b.strings, b.rb.Field(i).(*array.StringBuilder))
-		}
 	}
 	return b
 }
@@ -91,14 +139,10 @@ func (b *Builder) appenderFor(i int) columnAppender {
 			}
 		}
 	default: // TypeString, TypeJSON
-		sb := fb.(*array.StringBuilder)
-		return func(v *value) {
-			if !v.set {
-				sb.AppendNull()
-				return
-			}
-			sb.BinaryBuilder.Append(v.buf)
-		}
+		c := &stringColumn{}
+		c.reset(0, 0)
+		b.strings[i] = c
+		return c.append
 	}
 }
 
@@ -127,19 +171,22 @@ func (b *Builder) NewRecord() arrow.Record {
 	// than the appends (copying and clearing). The next batch is sized like
 	// this one, so reserve that much at once.
 	rows := b.rows
-	var data [16]int
-	dataLens := data[:0]
-	for _, sb := range b.strings {
-		dataLens = append(dataLens, sb.DataLen())
-	}
-	rec := b.rb.NewRecord()
-	b.rows, b.bytes = 0, 0
-	for _, fb := range b.rb.Fields() {
+	fields := b.rb.Fields()
+	columns := make([]arrow.Array, len(fields))
+	for i, fb := range fields {
+		if c := b.strings[i]; c != nil {
+			columns[i] = c.newArray(b.schema.arrow.Field(i).Type)
+			c.reset(rows, len(c.data))
+			continue
+		}
+		columns[i] = fb.NewArray()
 		fb.Reserve(rows)
 	}
-	for i, sb := range b.strings {
-		sb.ReserveData(dataLens[i])
+	rec := array.NewRecord(b.schema.arrow, columns, int64(rows))
+	for _, col := range columns {
+		col.Release()
 	}
+	b.rows, b.bytes = 0, 0
 	return rec
 }
 

@@ -48,7 +48,9 @@ type Options struct {
 	// uncompressed size reaches it. It bounds the memory a writer holds.
 	// Default 32 MiB.
 	RowGroupBytes int64
-	// Allocator for Arrow buffers; default memory.DefaultAllocator.
+	// Allocator for the Parquet encoder's buffers and the Arrow buffers of
+	// the columns that are not strings (string and JSON columns are built in
+	// Go slices); default memory.DefaultAllocator.
 	Allocator memory.Allocator
 }
 
