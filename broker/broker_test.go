@@ -62,17 +62,7 @@ func TestRestartedLeaderServesCheckpointedHighWatermark(t *testing.T) {
 	cfg.Cluster.ProduceAckTimeout = 10 * time.Second
 	checkpoint := filepath.Join(cfg.DataDir, "logs", kafka.HighWatermarkCheckpointFile)
 
-	peer, err := zk.Connect(server.Connect(), 10*time.Second, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
-	if err := coord.EnsurePath(peer, "/brokers/ids"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := peer.Create("/brokers/ids/2", []byte(`{"version":4,"host":"127.0.0.1","port":1}`), coord.Ephemeral); err != nil {
-		t.Fatal(err)
-	}
+	peer := registerSilentBroker(t, server.Connect(), 2)
 	statePath := "/brokers/topics/" + topic + "/partitions/0/state"
 	setState := func(epoch int32, isr string) {
 		t.Helper()
@@ -271,4 +261,23 @@ func TestDataDirectoryIdentity(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, "logs", "kept-0")); err != nil {
 		t.Fatalf("the partition log was touched: %v", err)
 	}
+}
+
+// registerSilentBroker registers broker id through its own ZooKeeper session,
+// as a broker that is alive but never fetches: the leader sees a replica
+// that does not catch up. The session ends with the test.
+func registerSilentBroker(t *testing.T, connect string, id int) *zk.Store {
+	t.Helper()
+	peer, err := zk.Connect(connect, 10*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { peer.Close() })
+	if err := coord.EnsurePath(peer, "/brokers/ids"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := peer.Create(fmt.Sprintf("/brokers/ids/%d", id), []byte(`{"version":4,"host":"127.0.0.1","port":1}`), coord.Ephemeral); err != nil {
+		t.Fatal(err)
+	}
+	return peer
 }

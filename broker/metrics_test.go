@@ -14,7 +14,6 @@ import (
 
 	"millrace/broker/cluster"
 	"millrace/broker/coord"
-	"millrace/broker/coord/zk"
 	"millrace/internal/zktest"
 )
 
@@ -81,17 +80,7 @@ func TestReplicationHealthMetrics(t *testing.T) {
 		}
 	}
 
-	peer, err := zk.Connect(server.Connect(), 10*time.Second, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
-	if err := coord.EnsurePath(peer, "/brokers/ids"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := peer.Create("/brokers/ids/2", []byte(`{"version":4,"host":"127.0.0.1","port":1}`), coord.Ephemeral); err != nil {
-		t.Fatal(err)
-	}
+	peer := registerSilentBroker(t, server.Connect(), 2)
 	b1, reg1 := start(1)
 	if _, err := b1.cluster.CreateTopic(cluster.TopicSpec{Name: topic, Partitions: -1, ReplicationFactor: -1,
 		Assignment: map[int32][]int32{0: {1, 2}}}, false); err != nil {
