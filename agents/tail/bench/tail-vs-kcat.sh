@@ -77,6 +77,32 @@ hwm_kib() { awk '/^VmHWM/ { print $2 }' "/proc/$1/status"; }
 cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%.2f\n", ($12 + $13) / hz }' "/proc/$1/stat"; }
 
 now() { date +%s.%N; }
+
+# poll_tail METRICS_ADDR PID sets SENT (records the broker acknowledged) and
+# RSS (KiB) with bash builtins alone. The loop runs 20 times a second beside
+# the tailer, and kcat's run has no such observer: starting curl, awk and
+# sleep each time took CPU from the two cores the tailer runs on.
+exec {NAP}<> <(:) # never readable: read -t on it is a sleep without a process
+poll_tail() {
+	local line host=${1%:*} port=${1##*:}
+	SENT=0 RSS=0
+	if { exec {fd}<>"/dev/tcp/$host/$port"; } 2>/dev/null; then
+		printf 'GET /metrics HTTP/1.0\r\n\r\n' >&"$fd"
+		while IFS= read -r line <&"$fd"; do
+			if [[ $line == "millrace_ship_records_sent_total "* ]]; then
+				printf -v SENT '%.0f' "${line#* }"
+			fi
+		done
+		exec {fd}<&-
+	fi
+	while read -r line; do
+		if [[ $line == VmRSS:* ]]; then
+			line=${line#VmRSS:}
+			RSS=${line% kB}
+			RSS=${RSS//[[:space:]]/}
+		fi
+	done <"/proc/$2/status"
+}
 report() { # report NAME SECONDS
 	awk -v name="$1" -v s="$2" -v l="$LINES" -v b="$BYTES" 'BEGIN {
 		printf "%-22s %8.2f s %12.0f lines/s %9.1f MB/s\n", name, s, l / s, b / s / 1e6 }'
@@ -111,11 +137,11 @@ EOF
 	PIDS+=("$TAIL_PID")
 	peak=0
 	while :; do
-		r=$(rss_kib "$TAIL_PID")
-		[ "$r" -gt "$peak" ] && peak=$r
-		sent=$(metric "$maddr" millrace_ship_records_sent_total)
-		[ "$sent" -ge "$LINES" ] && break
-		sleep 0.05
+		kill -0 "$TAIL_PID" || { echo "millrace tail exited early:" >&2; cat "$WORK/tail-$comp.log" >&2; exit 1; }
+		poll_tail "$maddr" "$TAIL_PID"
+		[ "$RSS" -gt "$peak" ] && peak=$RSS
+		[ "$SENT" -ge "$LINES" ] && break
+		read -rt 0.05 -u "$NAP" || true
 	done
 	t1=$(now)
 	b1=$(cpu_s "$BROKER_PID")
