@@ -225,15 +225,8 @@ func (c *localCluster) waitReady(node *clusterNode) {
 	c.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(node.addr))
-		if err == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			err = cl.Ping(ctx)
-			cancel()
-			cl.Close()
-			if err == nil {
-				return
-			}
+		if answers(node.addr) {
+			return
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -175,19 +175,24 @@ func (b *broker) restart(sig syscall.Signal) {
 	b.waitReady()
 }
 
+// answers reports whether the broker at addr answers a request within a second.
+func answers(addr string) bool {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		return false
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return cl.Ping(ctx) == nil
+}
+
 func (b *broker) waitReady() {
 	b.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr))
-		if err == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			err = cl.Ping(ctx)
-			cancel()
-			cl.Close()
-			if err == nil {
-				return
-			}
+		if answers(b.addr) {
+			return
 		}
 		select {
 		case <-b.done:
