@@ -34,7 +34,7 @@ func newMetrics(reg prometheus.Registerer, s *Shipper) (*metrics, error) {
 		}, []string{"kind"}),
 		ackLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "millrace_ship_ack_latency_seconds",
-			Help:    "Time from Produce to the broker's acknowledgement.",
+			Help:    "Time from a record's timestamp (when it was produced, unless the producer set it) to the broker's acknowledgement.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 14),
 		}),
 	}

@@ -128,12 +128,18 @@ func (s *Shipper) Start(_ context.Context) error {
 // and not yet sent, so pass a context that lives as long as the record
 // should keep being retried.
 func (s *Shipper) Produce(ctx context.Context, rec *kgo.Record, ack AckFunc) {
+	s.ProduceWrapped(ctx, rec, s.Wrap(ack))
+}
+
+// ProduceWrapped is Produce with an acknowledgement function already wrapped
+// by Wrap, for callers that send many records through one function.
+func (s *Shipper) ProduceWrapped(ctx context.Context, rec *kgo.Record, p Promise) {
 	cl := s.client.Load()
 	if cl == nil {
-		s.fail(rec, ack, s.notRunningErr())
+		p(rec, s.notRunningErr())
 		return
 	}
-	cl.Produce(ctx, rec, s.wrap(ack, time.Now()))
+	cl.Produce(ctx, rec, p)
 }
 
 // TryProduce is Produce that never waits: when the buffer is full it returns
@@ -154,12 +160,22 @@ func (s *Shipper) TryProduce(ctx context.Context, rec *kgo.Record, ack AckFunc) 
 		s.metrics.errors.WithLabelValues(string(KindBufferFull)).Inc()
 		return ErrBufferFull
 	}
-	cl.TryProduce(ctx, rec, s.wrap(ack, time.Now()))
+	cl.TryProduce(ctx, rec, s.Wrap(ack))
 	return nil
 }
 
-// wrap turns ack into a kgo promise that also keeps the metrics.
-func (s *Shipper) wrap(ack AckFunc, start time.Time) func(*kgo.Record, error) {
+// Promise is an acknowledgement function with the shipper's metrics added
+// (see Wrap), ready to hand to kgo.
+type Promise func(rec *kgo.Record, err error)
+
+// Wrap adds the shipper's metrics to ack: records, bytes and acknowledgement
+// latency on success, errors by kind on failure. A caller that sends many
+// records through one function wraps it once and uses ProduceWrapped: a
+// wrapper made per record cost an allocation and two clock reads each, about
+// a sixth of the tailer's CPU per line. The latency runs from the record's
+// timestamp, which kgo sets when the record is produced unless the caller
+// set it (the tailer sets the time the line was read).
+func (s *Shipper) Wrap(ack AckFunc) Promise {
 	return func(r *kgo.Record, err error) {
 		if err != nil {
 			if errors.Is(err, kgo.ErrMaxBuffered) {
@@ -173,18 +189,11 @@ func (s *Shipper) wrap(ack AckFunc, start time.Time) func(*kgo.Record, error) {
 				size += len(h.Key) + len(h.Value)
 			}
 			s.metrics.bytes.Add(float64(size))
-			s.metrics.ackLatency.Observe(time.Since(start).Seconds())
+			s.metrics.ackLatency.Observe(time.Since(r.Timestamp).Seconds())
 		}
 		if ack != nil {
 			ack(r, err)
 		}
-	}
-}
-
-func (s *Shipper) fail(rec *kgo.Record, ack AckFunc, err error) {
-	s.metrics.errors.WithLabelValues(string(Classify(err))).Inc()
-	if ack != nil {
-		ack(rec, err)
 	}
 }
 

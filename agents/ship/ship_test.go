@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -246,5 +248,61 @@ func TestShutdownDeadlineFailsUnacknowledged(t *testing.T) {
 	}
 	if err := <-errCh; err == nil {
 		t.Fatal("record acknowledged although the broker never answered")
+	}
+}
+
+// TestProduceWrappedKeepsMetrics sends records through one wrapped promise:
+// every acknowledgement reaches the caller and the metrics, and the latency
+// runs from each record's timestamp (kgo's produce time when it is zero).
+func TestProduceWrappedKeepsMetrics(t *testing.T) {
+	c := newCluster(t)
+	reg := prometheus.NewRegistry()
+	s, err := New(Config{Brokers: c.ListenAddrs()}, reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	const n, old = 200, 50 // the first old records were read 2s ago
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	p := s.Wrap(func(_ *kgo.Record, err error) {
+		if err != nil {
+			failed.Add(1)
+		}
+		wg.Done()
+	})
+	wg.Add(n)
+	readAt := time.Now().Add(-2 * time.Second)
+	for i := range n {
+		r := &kgo.Record{Topic: "t", Value: fmt.Appendf(nil, "v%d", i)}
+		if i < old {
+			r.Timestamp = readAt
+		}
+		s.ProduceWrapped(context.Background(), r, p)
+	}
+	wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if failed.Load() > 0 {
+		t.Fatalf("%d records failed", failed.Load())
+	}
+	if got := testutil.ToFloat64(s.metrics.records); got != n {
+		t.Fatalf("records metric %v, want %d", got, n)
+	}
+	var m dto.Metric
+	if err := s.metrics.ackLatency.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	h := m.GetHistogram()
+	// The old records alone account for 2s each (measured from the produce
+	// call, the sum would be a fraction of a second); the others for far less
+	// than 30s together on a loopback fake broker.
+	if h.GetSampleCount() != n || h.GetSampleSum() < 2*old || h.GetSampleSum() > 2*old+30 {
+		t.Fatalf("ack latency: %d samples, sum %.2fs; want %d samples, sum just over %ds", h.GetSampleCount(), h.GetSampleSum(), n, 2*old)
 	}
 }

@@ -164,7 +164,9 @@ func newGate(s *ship.Shipper) *gateProducer {
 	return g
 }
 
-func (g *gateProducer) Produce(ctx context.Context, r *kgo.Record, ack ship.AckFunc) {
+func (g *gateProducer) Wrap(ack ship.AckFunc) ship.Promise { return g.next.Wrap(ack) }
+
+func (g *gateProducer) ProduceWrapped(ctx context.Context, r *kgo.Record, p ship.Promise) {
 	g.mu.Lock()
 	for g.shut && ctx.Err() == nil {
 		g.held++
@@ -172,7 +174,7 @@ func (g *gateProducer) Produce(ctx context.Context, r *kgo.Record, ack ship.AckF
 		g.held--
 	}
 	g.mu.Unlock()
-	g.next.Produce(ctx, r, ack)
+	g.next.ProduceWrapped(ctx, r, p)
 }
 
 func (g *gateProducer) set(shut bool) {

@@ -178,10 +178,12 @@ func TestCheckpointWaitsForOldestUnacknowledged(t *testing.T) {
 type heldProducer struct {
 	mu   sync.Mutex
 	recs []*kgo.Record
-	acks []ship.AckFunc
+	acks []ship.Promise
 }
 
-func (p *heldProducer) Produce(_ context.Context, r *kgo.Record, ack ship.AckFunc) {
+func (p *heldProducer) Wrap(ack ship.AckFunc) ship.Promise { return ship.Promise(ack) }
+
+func (p *heldProducer) ProduceWrapped(_ context.Context, r *kgo.Record, ack ship.Promise) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.recs = append(p.recs, r)

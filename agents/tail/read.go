@@ -216,7 +216,7 @@ type lineRecord struct {
 	t      *Tailer
 	h      *harvester
 	seq    uint64
-	ackFn  ship.AckFunc // lr.ack, taken once: a method value allocates each time
+	ack    ship.Promise // lr.settled wrapped by the producer, made once per lineRecord
 }
 
 // eventIDAt is where the event id sits in an encoded value: right after
@@ -251,11 +251,11 @@ func (t *Tailer) ship(h *harvester, ev lineEvent, end int64, now time.Time) {
 	// clock again for every record.
 	lr.rec = kgo.Record{Topic: t.cfg.Topic, Key: h.key, Value: value, Headers: lr.header[:], Timestamp: now}
 	lr.seq = h.track(ev.offset, end)
-	t.producer.Produce(t.runCtx, &lr.rec, lr.ackFn)
+	t.producer.ProduceWrapped(t.runCtx, &lr.rec, lr.ack)
 }
 
-// ack settles the line when the broker answers.
-func (lr *lineRecord) ack(_ *kgo.Record, err error) {
+// settled settles the line when the broker answers.
+func (lr *lineRecord) settled(_ *kgo.Record, err error) {
 	t, h, seq := lr.t, lr.h, lr.seq
 	if err == nil {
 		h.settle(seq)
@@ -308,7 +308,7 @@ func (t *Tailer) resend(now time.Time) {
 	t.retryMu.Unlock()
 	for _, r := range due {
 		t.metrics.resent.Inc()
-		t.producer.Produce(t.runCtx, &r.line.rec, r.line.ackFn)
+		t.producer.ProduceWrapped(t.runCtx, &r.line.rec, r.line.ack)
 	}
 }
 

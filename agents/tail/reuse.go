@@ -115,7 +115,7 @@ func (t *Tailer) newLine() *lineRecord {
 		return lr
 	}
 	lr := &lineRecord{t: t}
-	lr.ackFn = lr.ack
+	lr.ack = t.producer.Wrap(lr.settled)
 	return lr
 }
 

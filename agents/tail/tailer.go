@@ -19,10 +19,12 @@ import (
 )
 
 // Producer is what the tailer ships through; *ship.Shipper implements it.
-// Produce may block while the producer's buffer is full: that is how the
-// tailer stops reading while the broker is down.
+// Each reused line record wraps its acknowledgement once (Wrap) and sends
+// with ProduceWrapped, which may block while the producer's buffer is full:
+// that is how the tailer stops reading while the broker is down.
 type Producer interface {
-	Produce(ctx context.Context, rec *kgo.Record, ack ship.AckFunc)
+	Wrap(ack ship.AckFunc) ship.Promise
+	ProduceWrapped(ctx context.Context, rec *kgo.Record, p ship.Promise)
 }
 
 // ErrUnacknowledged is returned by Shutdown when its deadline passed with
