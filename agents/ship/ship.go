@@ -171,8 +171,8 @@ type Promise func(rec *kgo.Record, err error)
 // Wrap adds the shipper's metrics to ack: records, bytes and acknowledgement
 // latency on success, errors by kind on failure. A caller that sends many
 // records through one function wraps it once and uses ProduceWrapped: a
-// wrapper made per record cost an allocation and two clock reads each, about
-// a sixth of the tailer's CPU per line. The latency runs from the record's
+// wrapper made per record cost an allocation and a clock read each, about a
+// sixth of the tailer's CPU per line. The latency runs from the record's
 // timestamp, which kgo sets when the record is produced unless the caller
 // set it (the tailer sets the time the line was read).
 func (s *Shipper) Wrap(ack AckFunc) Promise {
