@@ -79,13 +79,7 @@ func TestRestartedLeaderServesCheckpointedHighWatermark(t *testing.T) {
 	// start runs broker 1 and returns an admin client and a stop function.
 	start := func() (*kgo.Client, func()) {
 		t.Helper()
-		b, err := Open(cfg, logger)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- b.Run(ctx) }()
+		b, stop := runBroker(t, cfg, logger)
 		cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr().String()), kgo.RequiredAcks(kgo.AllISRAcks()),
 			kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 		if err != nil {
@@ -93,10 +87,7 @@ func TestRestartedLeaderServesCheckpointedHighWatermark(t *testing.T) {
 		}
 		return cl, func() {
 			cl.Close()
-			cancel()
-			if err := <-done; err != nil {
-				t.Error(err)
-			}
+			stop()
 		}
 	}
 	// waitLeading waits until Metadata shows broker 1 leading at epoch.
@@ -260,6 +251,25 @@ func TestDataDirectoryIdentity(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, "logs", "kept-0")); err != nil {
 		t.Fatalf("the partition log was touched: %v", err)
+	}
+}
+
+// runBroker opens a broker with cfg and runs it until stop is called; stop
+// reports an error Run returned.
+func runBroker(t *testing.T, cfg Config, logger *slog.Logger) (b *Broker, stop func()) {
+	t.Helper()
+	b, err := Open(cfg, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	return b, func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
 	}
 }
 

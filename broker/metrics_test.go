@@ -43,19 +43,8 @@ func TestReplicationHealthMetrics(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		cfg := config(id)
 		cfg.Metrics = reg
-		b, err := Open(cfg, logger)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- b.Run(ctx) }()
-		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Error(err)
-			}
-		})
+		b, stop := runBroker(t, cfg, logger)
+		t.Cleanup(stop)
 		return b, reg
 	}
 	// waitMetrics waits until reg reports exactly want (exposition text
