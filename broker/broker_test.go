@@ -156,14 +156,7 @@ func TestRestartedLeaderServesCheckpointedHighWatermark(t *testing.T) {
 	}
 	setState(1, "[1]")
 	waitLeading(cl, 1)
-	for i := range records {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(fmt.Sprint(i))}).FirstErr()
-		cancel()
-		if err != nil {
-			t.Fatalf("write %d: %v", i, err)
-		}
-	}
+	produceN(t, cl, topic, records)
 	if got := consume(cl, records, 20*time.Second); got != records {
 		t.Fatalf("read %d records before the restart, want %d", got, records)
 	}
@@ -251,6 +244,19 @@ func TestDataDirectoryIdentity(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, "logs", "kept-0")); err != nil {
 		t.Fatalf("the partition log was touched: %v", err)
+	}
+}
+
+// produceN writes records 0 to n-1 to topic, each acknowledged before the next.
+func produceN(t *testing.T, cl *kgo.Client, topic string, n int) {
+	t.Helper()
+	for i := range n {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(fmt.Sprint(i))}).FirstErr()
+		cancel()
+		if err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
 	}
 }
 

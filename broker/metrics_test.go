@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -91,14 +90,7 @@ millrace_broker_offline_partitions 0
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	for i := range records {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(fmt.Sprint(i))}).FirstErr()
-		cancel()
-		if err != nil {
-			t.Fatalf("write %d: %v", i, err)
-		}
-	}
+	produceN(t, cl, topic, records)
 
 	// 2. A real broker 2 replaces the registration, copies the records and
 	// is added back.
