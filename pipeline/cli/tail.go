@@ -113,9 +113,11 @@ func runTail(ctx context.Context, e env, args []string) error {
 // tailBufferedBytes is the tail command's default ship.max_buffered_bytes,
 // a quarter of the producer's general default. A tailer needs no large
 // buffer: while the broker is slow or down it stops reading and its files
-// keep the lines, and a buffer only has to cover the batches in flight
-// (measured: 4 MiB ships as fast as 16 MiB). A beacon has no file behind
-// it, so it keeps the larger default.
+// keep the lines, and a buffer only has to cover the batches in flight.
+// Larger buffers wait less for acknowledgements (on a 256 MiB file 8 and
+// 16 MiB shipped 10-20% faster, on a 1 GiB file 8 MiB no faster) but cost
+// their size again in memory while the broker is down. A beacon has no
+// file behind it, so it keeps the larger default.
 const tailBufferedBytes = 4 << 20
 
 // tailShipDefaults applies the tail command's own producer defaults.
