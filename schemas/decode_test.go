@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"math"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func mustDecode(t *testing.T, s *Schema, in string) *Row {
@@ -288,4 +290,45 @@ func FuzzDecodeClick(f *testing.F) {
 			t.Fatalf("re-decode %q: %v", out, err)
 		}
 	})
+}
+
+// TestAppendJSONStringEveryByte puts every byte value, and runes that need
+// care, at every position of a string longer than the 8-byte fast path, so
+// each lands in every lane of it and in the byte-at-a-time tail.
+func TestAppendJSONStringEveryByte(t *testing.T) {
+	const filler = "abcdefghijklmnopqrstu"
+	var specials []string
+	for b := 0; b < 256; b++ {
+		specials = append(specials, string([]byte{byte(b)}))
+	}
+	specials = append(specials, "é", "\u2028", "\u2029", "\xe2\x80", "😀", `\"`, "\x00\xff")
+	for _, sp := range specials {
+		for pos := 0; pos <= len(filler); pos++ {
+			in := filler[:pos] + sp + filler[pos:]
+			out := AppendJSONString(nil, in)
+			if !json.Valid(out) || !utf8.Valid(out) {
+				t.Fatalf("%q: invalid output %q", in, out)
+			}
+			if bytes.Contains(out, []byte("\u2028")) || bytes.Contains(out, []byte("\u2029")) {
+				t.Fatalf("%q: line separator left raw in %q", in, out)
+			}
+			var got string
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatalf("%q: %v", in, err)
+			}
+			// Each invalid byte becomes one U+FFFD, as converting to runes does.
+			if want := string([]rune(in)); got != want {
+				t.Fatalf("%q encoded as %q, decodes to %q, want %q", in, out, got, want)
+			}
+		}
+	}
+}
+
+func BenchmarkAppendJSONString(b *testing.B) {
+	line := "2026-11-25T10:00:00.000123Z INFO request id=123456 path=/api/v1/items/17 status=200 took=12ms abcdefghijklmnopqrstuvwxyzabcdefghijklmn"
+	var dst []byte
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		dst = AppendJSONString(dst[:0], line)
+	}
 }
