@@ -601,4 +601,18 @@ func TestTailLineShapes(t *testing.T) {
 	if want := int64(strings.Index(content, "2026-01-01 INFO last")); got[4].Offset != want {
 		t.Errorf("last event at offset %d, want %d", got[4].Offset, want)
 	}
+
+	// librdkafka reads the tailer's batches too (lz4 frames, the default,
+	// written without the optional content checksum).
+	out := run(t, 30*time.Second, "", "kcat", "-b", b.addr, "-C", "-t", topic, "-o", "beginning", "-e", "-q", "-f", "%s\n")
+	values := strings.Split(strings.TrimSpace(out), "\n")
+	if len(values) != len(want) {
+		t.Fatalf("kcat -C read %d records, want %d:\n%s", len(values), len(want), out)
+	}
+	for i, v := range values {
+		var rec tailRecord
+		if err := json.Unmarshal([]byte(v), &rec); err != nil || rec != got[i] {
+			t.Errorf("kcat -C record %d: %q (%v), want the record kgo read: %+v", i, v, err, got[i])
+		}
+	}
 }

@@ -24,6 +24,11 @@ func TestLZ4CompressorRoundTrip(t *testing.T) {
 		if codec != kgo.CodecLz4 {
 			t.Fatalf("size %d: codec %v, want lz4", size, codec)
 		}
+		// The frame descriptor's flag byte follows the 4-byte magic;
+		// bit 2 announces a content checksum.
+		if len(out) < 5 || out[4]&0x04 != 0 {
+			t.Fatalf("size %d: frame flags %08b, want no content checksum", size, out[4])
+		}
 		back, err := io.ReadAll(lz4.NewReader(bytes.NewReader(out)))
 		if err != nil {
 			t.Fatalf("size %d: reading the frame: %v", size, err)
