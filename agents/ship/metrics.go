@@ -1,9 +1,18 @@
 package ship
 
 import (
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
+
+// latencySampling is how many acknowledged records share one observation
+// of the acknowledgement latency. Reading the clock and updating the
+// histogram for every record cost about 50 of the 80 ns Wrap adds per
+// record (BenchmarkPromise); at the tailer's million lines a second one in
+// eight still gives quantiles plenty of samples.
+const latencySampling = 8
 
 // metrics are the Shipper's Prometheus collectors.
 type metrics struct {
@@ -12,6 +21,7 @@ type metrics struct {
 	wireBytes  prometheus.Counter
 	errors     *prometheus.CounterVec
 	ackLatency prometheus.Histogram
+	acked      atomic.Uint64 // acknowledged records, for sampling ackLatency
 }
 
 func newMetrics(reg prometheus.Registerer, s *Shipper) (*metrics, error) {
@@ -34,7 +44,7 @@ func newMetrics(reg prometheus.Registerer, s *Shipper) (*metrics, error) {
 		}, []string{"kind"}),
 		ackLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "millrace_ship_ack_latency_seconds",
-			Help:    "Time from a record's timestamp (when it was produced, unless the producer set it) to the broker's acknowledgement.",
+			Help:    "Time from a record's timestamp (when it was produced, unless the producer set it) to the broker's acknowledgement, observed for one acknowledged record in 8.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 14),
 		}),
 	}

@@ -174,7 +174,8 @@ type Promise func(rec *kgo.Record, err error)
 // wrapper made per record cost an allocation and a clock read each, about a
 // sixth of the tailer's CPU per line. The latency runs from the record's
 // timestamp, which kgo sets when the record is produced unless the caller
-// set it (the tailer sets the time the line was read).
+// set it (the tailer sets the time the line was read); it is observed for
+// one acknowledged record in latencySampling.
 func (s *Shipper) Wrap(ack AckFunc) Promise {
 	return func(r *kgo.Record, err error) {
 		if err != nil {
@@ -189,7 +190,9 @@ func (s *Shipper) Wrap(ack AckFunc) Promise {
 				size += len(h.Key) + len(h.Value)
 			}
 			s.metrics.bytes.Add(float64(size))
-			s.metrics.ackLatency.Observe(time.Since(r.Timestamp).Seconds())
+			if s.metrics.acked.Add(1)%latencySampling == 0 {
+				s.metrics.ackLatency.Observe(time.Since(r.Timestamp).Seconds())
+			}
 		}
 		if ack != nil {
 			ack(r, err)

@@ -264,7 +264,8 @@ func TestProduceWrappedKeepsMetrics(t *testing.T) {
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	const n, old = 200, 50 // the first old records were read 2s ago
+	// n records read 2s ago, then n whose timestamp kgo sets at produce.
+	const n = 200
 	var wg sync.WaitGroup
 	var failed atomic.Int64
 	p := s.Wrap(func(_ *kgo.Record, err error) {
@@ -273,16 +274,37 @@ func TestProduceWrappedKeepsMetrics(t *testing.T) {
 		}
 		wg.Done()
 	})
-	wg.Add(n)
-	readAt := time.Now().Add(-2 * time.Second)
-	for i := range n {
-		r := &kgo.Record{Topic: "t", Value: fmt.Appendf(nil, "v%d", i)}
-		if i < old {
-			r.Timestamp = readAt
+	latency := func() (uint64, float64) {
+		var m dto.Metric
+		if err := s.metrics.ackLatency.Write(&m); err != nil {
+			t.Fatal(err)
 		}
-		s.ProduceWrapped(context.Background(), r, p)
+		return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
 	}
-	wg.Wait()
+	readAt := time.Now().Add(-2 * time.Second)
+	for phase := range 2 {
+		wg.Add(n)
+		for i := range n {
+			r := &kgo.Record{Topic: "t", Value: fmt.Appendf(nil, "v%d", i)}
+			if phase == 0 {
+				r.Timestamp = readAt
+			}
+			s.ProduceWrapped(context.Background(), r, p)
+		}
+		wg.Wait()
+		// Measured from the produce call, the first phase's samples would
+		// sum to a fraction of a second; from a zero timestamp, the second
+		// phase's to decades. Each phase has far less than 30s on a
+		// loopback fake broker.
+		count, sum := latency()
+		const samples = n / latencySampling
+		switch {
+		case phase == 0 && (count != samples || sum < 2*samples || sum > 2*samples+30):
+			t.Fatalf("ack latency of records read 2s ago: %d samples, sum %.2fs; want %d, just over %ds", count, sum, samples, 2*samples)
+		case phase == 1 && (count != 2*samples || sum > 2*samples+30):
+			t.Fatalf("ack latency after records stamped at produce: %d samples, sum %.2fs; want %d, less than %ds", count, sum, 2*samples, 2*samples+30)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := s.Shutdown(ctx); err != nil {
@@ -291,18 +313,19 @@ func TestProduceWrappedKeepsMetrics(t *testing.T) {
 	if failed.Load() > 0 {
 		t.Fatalf("%d records failed", failed.Load())
 	}
-	if got := testutil.ToFloat64(s.metrics.records); got != n {
-		t.Fatalf("records metric %v, want %d", got, n)
+	if got := testutil.ToFloat64(s.metrics.records); got != 2*n {
+		t.Fatalf("records metric %v, want %d", got, 2*n)
 	}
-	var m dto.Metric
-	if err := s.metrics.ackLatency.Write(&m); err != nil {
-		t.Fatal(err)
+}
+
+func BenchmarkPromise(b *testing.B) {
+	s, err := New(Config{Brokers: []string{"127.0.0.1:1"}}, prometheus.NewRegistry(), nil)
+	if err != nil {
+		b.Fatal(err)
 	}
-	h := m.GetHistogram()
-	// The old records alone account for 2s each (measured from the produce
-	// call, the sum would be a fraction of a second); the others for far less
-	// than 30s together on a loopback fake broker.
-	if h.GetSampleCount() != n || h.GetSampleSum() < 2*old || h.GetSampleSum() > 2*old+30 {
-		t.Fatalf("ack latency: %d samples, sum %.2fs; want %d samples, sum just over %ds", h.GetSampleCount(), h.GetSampleSum(), n, 2*old)
+	p := s.Wrap(func(*kgo.Record, error) {})
+	r := &kgo.Record{Key: []byte("host:/var/log/app.log"), Value: make([]byte, 300), Timestamp: time.Now()}
+	for b.Loop() {
+		p(r, nil)
 	}
 }
