@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # tail-vs-kcat.sh ships one log file (1 GiB by default, lines of 100–200
-# bytes) to a real `millrace broker` twice — with `millrace tail` and with
-# Debian's `kcat -P -l` (one message per line) — and prints lines/s, MB/s,
-# the ratio tail/kcat, the tailer's peak RSS while shipping, and its RSS
-# while the broker is down. Not part of `make test`; run it by hand:
+# bytes) to a real `millrace broker` with `millrace tail` and with Debian's
+# `kcat -P -l` (one message per line), alternating, ROUNDS times (default
+# 3), and prints lines/s, MB/s, the ratio tail/kcat of each round and the
+# medians, the tailer's peak RSS while shipping, and its RSS while the
+# broker is down. Rounds alternate because this machine's speed drifts by
+# a third between minutes: a ratio is only fair between neighbouring runs.
+# Not part of `make test`; run it by hand:
 #
-#   agents/tail/bench/tail-vs-kcat.sh [SIZE_MIB] [COMPRESSION...]
+#   [ROUNDS=N] agents/tail/bench/tail-vs-kcat.sh [SIZE_MIB] [COMPRESSION...]
 #
 # Each run gets its own one-partition topic, so both tools write to one
 # partition (tail keys a file's lines by host:path, which is one partition
@@ -15,6 +18,7 @@
 set -euo pipefail
 
 SIZE_MIB=${1:-1024}
+ROUNDS=${ROUNDS:-3}
 shift || true
 COMPRESSIONS=("$@")
 [ ${#COMPRESSIONS[@]} -gt 0 ] || COMPRESSIONS=(none lz4)
@@ -108,30 +112,32 @@ report() { # report NAME SECONDS
 		printf "%-22s %8.2f s %12.0f lines/s %9.1f MB/s\n", name, s, l / s, b / s / 1e6 }'
 }
 
-# kcat: one message per line, exits once every message is delivered.
-"$BIN" topic create kcat --partitions 1 -b "$BROKER" >/dev/null
-b0=$(cpu_s "$BROKER_PID")
-t0=$(now)
-kcat -P -b "$BROKER" -t kcat -l "$FILE"
-t1=$(now)
-b1=$(cpu_s "$BROKER_PID")
-KCAT_S=$(echo "$t1 - $t0" | bc -l)
-report "kcat -P -l" "$KCAT_S"
-echo "  CPU seconds: broker $(echo "$b1 - $b0" | bc -l)"
+# median: the middle of the numbers on stdin (the upper one of an even count).
+median() { sort -g | awk '{ v[NR] = $1 } END { print v[int(NR / 2) + 1] }'; }
 
-for comp in "${COMPRESSIONS[@]}"; do
-	topic=tail-$comp
+# kcat: one message per line, exits once every message is delivered.
+run_kcat() { # run_kcat ROUND
+	local topic=kcat-$1
 	"$BIN" topic create "$topic" --partitions 1 -b "$BROKER" >/dev/null
-	maddr=127.0.0.1:$(free_port)
-	cat >"$WORK/agent-$comp.yaml" <<EOF
-ship:
-  compression: $comp
-tail:
-  host: bench
-EOF
 	b0=$(cpu_s "$BROKER_PID")
 	t0=$(now)
-	"$BIN" tail -b "$BROKER" --topic "$topic" --data "$WORK/data-$comp" --config "$WORK/agent-$comp.yaml" \
+	kcat -P -b "$BROKER" -t "$topic" -l "$FILE"
+	t1=$(now)
+	b1=$(cpu_s "$BROKER_PID")
+	KCAT_S=$(echo "$t1 - $t0" | bc -l)
+	echo "$KCAT_S" >>"$WORK/kcat.s"
+	report "kcat -P -l" "$KCAT_S"
+	echo "  CPU seconds: broker $(echo "$b1 - $b0" | bc -l)"
+}
+
+run_tail() { # run_tail ROUND COMPRESSION
+	local comp=$2 topic=tail-$2-$1
+	"$BIN" topic create "$topic" --partitions 1 -b "$BROKER" >/dev/null
+	maddr=127.0.0.1:$(free_port)
+	printf 'ship:\n  compression: %s\ntail:\n  host: bench\n' "$comp" >"$WORK/agent-$comp.yaml"
+	b0=$(cpu_s "$BROKER_PID")
+	t0=$(now)
+	"$BIN" tail -b "$BROKER" --topic "$topic" --data "$WORK/data-$topic" --config "$WORK/agent-$comp.yaml" \
 		--metrics-listen "$maddr" "$FILE" >>"$WORK/tail-$comp.log" 2>&1 &
 	TAIL_PID=$!
 	PIDS+=("$TAIL_PID")
@@ -150,10 +156,28 @@ EOF
 	kill -TERM "$TAIL_PID"
 	wait "$TAIL_PID" || true
 	S=$(echo "$t1 - $t0" | bc -l)
+	echo "$S" >>"$WORK/tail-$comp.s"
+	echo "$KCAT_S / $S" | bc -l >>"$WORK/ratio-$comp"
+	echo "$hwm" >>"$WORK/hwm-$comp"
+	awk -v c="$tcpu" -v l="$LINES" 'BEGIN { printf "%.3f\n", c / l * 1e6 }' >>"$WORK/cpu-$comp"
 	report "millrace tail ($comp)" "$S"
 	awk -v k="$KCAT_S" -v s="$S" -v p="$peak" -v h="$hwm" 'BEGIN {
 		printf "  ratio tail/kcat (lines/s): %.2f   peak RSS: %.1f MiB (sampled), %.1f MiB (VmHWM)\n", k / s, p / 1024, h / 1024 }'
 	echo "  CPU seconds: tail $tcpu, broker $(echo "$b1 - $b0" | bc -l)"
+}
+
+for round in $(seq "$ROUNDS"); do
+	echo "round $round of $ROUNDS" >&2
+	run_kcat "$round"
+	for comp in "${COMPRESSIONS[@]}"; do run_tail "$round" "$comp"; done
+done
+echo "medians of $ROUNDS rounds:"
+report "kcat -P -l" "$(median <"$WORK/kcat.s")"
+for comp in "${COMPRESSIONS[@]}"; do
+	report "millrace tail ($comp)" "$(median <"$WORK/tail-$comp.s")"
+	printf "  ratio tail/kcat %.2f (rounds: %s), tailer CPU %.2f µs per line, VmHWM %.1f MiB\n" \
+		"$(median <"$WORK/ratio-$comp")" "$(awk '{ printf "%s%.2f", (NR > 1 ? " " : ""), $1 }' "$WORK/ratio-$comp")" \
+		"$(median <"$WORK/cpu-$comp")" "$(median <"$WORK/hwm-$comp" | awk '{ print $1 / 1024 }')"
 done
 
 # Broker down: the tailer reads until its producer buffer is full, then
