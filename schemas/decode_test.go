@@ -305,7 +305,10 @@ func TestAppendJSONStringEveryByte(t *testing.T) {
 	for _, sp := range specials {
 		for pos := 0; pos <= len(filler); pos++ {
 			in := filler[:pos] + sp + filler[pos:]
-			out := AppendJSONString(nil, in)
+			out, valid := AppendJSONStringValid(nil, in)
+			if valid != utf8.ValidString(in) {
+				t.Fatalf("%q: reported valid=%v", in, valid)
+			}
 			if !json.Valid(out) || !utf8.Valid(out) {
 				t.Fatalf("%q: invalid output %q", in, out)
 			}

@@ -348,6 +348,15 @@ func utf8Valid(b []byte) bool { return utf8.Valid(b) }
 // U+FFFD, so the output is always valid JSON and valid UTF-8; U+2028 and
 // U+2029 are escaped for JavaScript readers. Agents encode events with it.
 func AppendJSONString(dst []byte, s string) []byte {
+	dst, _ = AppendJSONStringValid(dst, s)
+	return dst
+}
+
+// AppendJSONStringValid is AppendJSONString that also reports whether s
+// was valid UTF-8 (nothing replaced), saving a caller that flags invalid
+// input a second pass over it.
+func AppendJSONStringValid(dst []byte, s string) ([]byte, bool) {
+	valid := true
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -370,6 +379,7 @@ func AppendJSONString(dst []byte, s string) []byte {
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		if r == utf8.RuneError && size == 1 {
+			valid = false
 			dst = append(dst, s[start:i]...)
 			dst = append(dst, "\uFFFD"...)
 			i++
@@ -387,5 +397,5 @@ func AppendJSONString(dst []byte, s string) []byte {
 		i += size
 	}
 	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return append(dst, '"'), valid
 }

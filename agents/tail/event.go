@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strconv"
 	"time"
-	"unicode/utf8"
 	"unsafe"
 
 	"millrace/schemas"
@@ -118,7 +117,6 @@ func newEncoder(host string, fields map[string]string) *encoder {
 // encode appends the record value for ev and reports whether the line held
 // invalid UTF-8 (replaced by U+FFFD in the output).
 func (e *encoder) encode(dst []byte, id []byte, source []byte, ts time.Time, ev lineEvent) ([]byte, bool) {
-	invalid := !utf8.Valid(ev.line)
 	dst = append(dst, `{"event_id":"`...)
 	dst = append(dst, id...)
 	dst = append(dst, `","ts":"`...)
@@ -134,14 +132,14 @@ func (e *encoder) encode(dst []byte, id []byte, source []byte, ts time.Time, ev 
 	dst = append(dst, `,"offset":`...)
 	dst = strconv.AppendInt(dst, ev.offset, 10)
 	dst = append(dst, `,"line":`...)
-	// A string view of the line, not a copy: AppendJSONString only reads
+	// A string view of the line, not a copy: AppendJSONStringValid only reads
 	// it, and the bytes do not change during the call. string(ev.line)
 	// allocated a copy of every line.
-	dst = schemas.AppendJSONString(dst, unsafe.String(unsafe.SliceData(ev.line), len(ev.line)))
+	dst, valid := schemas.AppendJSONStringValid(dst, unsafe.String(unsafe.SliceData(ev.line), len(ev.line)))
 	dst = append(dst, `,"truncated":`...)
 	dst = strconv.AppendBool(dst, ev.truncated)
 	dst = append(dst, `,"invalid_utf8":`...)
-	dst = strconv.AppendBool(dst, invalid)
+	dst = strconv.AppendBool(dst, !valid)
 	dst = append(dst, e.fields...)
-	return append(dst, '}'), invalid
+	return append(dst, '}'), !valid
 }
