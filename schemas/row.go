@@ -311,17 +311,6 @@ func appendEscape(dst []byte, c byte) []byte {
 	}
 }
 
-// plain8 reports whether none of the 8 bytes in x needs attention in a
-// JSON string: no control byte, quote, backslash or non-ASCII byte. Each
-// subtraction sets a byte's high bit when that byte is below the constant
-// (a borrow can only carry into the byte above one that is, so the answer
-// is exact); non-ASCII bytes have the high bit set already.
-func plain8(x uint64) bool {
-	const ones, high = 0x0101010101010101, 0x8080808080808080
-	quote, backslash := x^(ones*'"'), x^(ones*'\\')
-	return (x|(x-ones*0x20)|(quote-ones)|(backslash-ones))&high == 0
-}
-
 // le64 reads the first 8 bytes of s as one little-endian word.
 func le64(s string) uint64 {
 	_ = s[7] // one bounds check, then a single load

@@ -192,6 +192,16 @@ func runEnd(w uint64) uint64 {
 	return hasZero(w^(lowBits*'"')) | hasZero(w^(lowBits*'\\')) | hasLess(w, 0x20)
 }
 
+// plain8 reports whether none of the 8 bytes of w ends a run of plain
+// string bytes or is non-ASCII. Only the answer for the whole word is
+// needed, so it skips runEnd's masks by ^w, which only keep a borrow from
+// flagging a byte above a true match (with runEnd, AppendJSONString took
+// a third longer).
+func plain8(w uint64) bool {
+	quote, backslash := w^(lowBits*'"'), w^(lowBits*'\\')
+	return (w|(w-lowBits*0x20)|(quote-lowBits)|(backslash-lowBits))&highBits == 0
+}
+
 func (s *scanner) hex4() (rune, bool) {
 	if s.pos+4 > len(s.data) {
 		return 0, false
