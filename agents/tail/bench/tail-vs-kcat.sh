@@ -181,7 +181,7 @@ for comp in "${COMPRESSIONS[@]}"; do
 done
 
 # Broker down: the tailer reads until its producer buffer is full, then
-# must hold still. Once with the tail command's default buffer (4 MiB) and
+# must hold still. Once with the tail command's default buffer (5 MiB) and
 # once with each size in DOWN_BUFFERS_MIB (default 16, the producer's
 # general default).
 echo "broker down: stopping it and tailing the file from the start" >&2
