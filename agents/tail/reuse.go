@@ -24,7 +24,7 @@ type recycler[T any] struct {
 	spare []*T // owned by the loop; refilled from free all at once
 	// The pads keep spare, which the loop changes on every get, off the
 	// cache line put locks: sharing one made each put's lock a cache miss,
-	// and put the tailer's costliest function after lz4.
+	// which made put the tailer's costliest function after lz4.
 	_ [64]byte
 
 	mu   sync.Mutex // guards the following
