@@ -32,6 +32,21 @@ func newCluster(t *testing.T) *kfake.Cluster {
 	return c
 }
 
+// startShipper creates a Shipper with cfg (brokers set to c's) and
+// metrics registered with reg (nil registers nothing), and starts it.
+func startShipper(t *testing.T, c *kfake.Cluster, cfg Config, reg prometheus.Registerer) *Shipper {
+	t.Helper()
+	cfg.Brokers = c.ListenAddrs()
+	s, err := New(cfg, reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func TestValidate(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -90,13 +105,7 @@ func TestProduceAcknowledgesEveryRecord(t *testing.T) {
 		t.Run(comp, func(t *testing.T) {
 			c := newCluster(t)
 			reg := prometheus.NewRegistry()
-			s, err := New(Config{Brokers: c.ListenAddrs(), Compression: comp}, reg, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Start(context.Background()); err != nil {
-				t.Fatal(err)
-			}
+			s := startShipper(t, c, Config{Compression: comp}, reg)
 			const n = 500
 			var wg sync.WaitGroup
 			var mu sync.Mutex
@@ -174,13 +183,7 @@ func TestTryProduceAnswersBufferFull(t *testing.T) {
 	c := newCluster(t)
 	release := make(chan struct{})
 	stallProduce(c, release)
-	s, err := New(Config{Brokers: c.ListenAddrs(), MaxBatchBytes: 1024, MaxBufferedBytes: 4096, MaxBufferedRecords: 1000}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s := startShipper(t, c, Config{MaxBatchBytes: 1024, MaxBufferedBytes: 4096, MaxBufferedRecords: 1000}, nil)
 	var acked sync.WaitGroup
 	var full bool
 	value := make([]byte, 200)
@@ -232,13 +235,7 @@ func TestShutdownDeadlineFailsUnacknowledged(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	stallProduce(c, release)
-	s, err := New(Config{Brokers: c.ListenAddrs()}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s := startShipper(t, c, Config{}, nil)
 	errCh := make(chan error, 1)
 	s.Produce(context.Background(), &kgo.Record{Topic: "t", Value: []byte("x")}, func(_ *kgo.Record, err error) { errCh <- err })
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
@@ -257,13 +254,7 @@ func TestShutdownDeadlineFailsUnacknowledged(t *testing.T) {
 func TestProduceWrappedKeepsMetrics(t *testing.T) {
 	c := newCluster(t)
 	reg := prometheus.NewRegistry()
-	s, err := New(Config{Brokers: c.ListenAddrs()}, reg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s := startShipper(t, c, Config{}, reg)
 	// n records read 2s ago, then n whose timestamp kgo sets at produce.
 	const n = 200
 	var wg sync.WaitGroup
