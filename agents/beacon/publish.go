@@ -95,10 +95,7 @@ func (s *Server) publish(ctx context.Context, recs []*kgo.Record) error {
 	}
 	var size int64
 	for _, r := range recs {
-		size += int64(len(r.Key) + len(r.Value))
-		for _, h := range r.Headers {
-			size += int64(len(h.Key) + len(h.Value))
-		}
+		size += ship.RecordCost(r)
 	}
 	pc := s.producer.Config()
 	if s.producer.BufferedRecords()+int64(len(recs)) > int64(pc.MaxBufferedRecords) ||

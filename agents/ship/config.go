@@ -56,9 +56,10 @@ type Config struct {
 	// Compression is one of zstd, lz4, snappy, gzip or none. Default lz4:
 	// log text compresses well with it at a small CPU cost.
 	Compression string `yaml:"compression"`
-	// MaxBufferedBytes bounds the bytes (key+value+headers) held for
-	// records not yet acknowledged. When full, Produce waits and TryProduce
-	// answers ErrBufferFull. Default 16 MiB.
+	// MaxBufferedBytes bounds the memory held by records not yet
+	// acknowledged, each counted as its key, value and headers plus
+	// RecordOverhead. When full, Produce waits and TryProduce answers
+	// ErrBufferFull. Default 16 MiB.
 	MaxBufferedBytes int `yaml:"max_buffered_bytes"`
 	// MaxBufferedRecords bounds the number of records not yet acknowledged.
 	// Default 100000.

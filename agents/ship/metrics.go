@@ -54,7 +54,7 @@ func newMetrics(reg prometheus.Registerer, s *Shipper) (*metrics, error) {
 	}, func() float64 { return float64(s.BufferedRecords()) })
 	bufBytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "millrace_ship_buffered_bytes",
-		Help: "Bytes of records produced but not yet acknowledged.",
+		Help: "Buffer room held by records produced but not yet acknowledged: their key, value and headers plus a fixed overhead each (see max_buffered_bytes).",
 	}, func() float64 { return float64(s.BufferedBytes()) })
 	bufFill := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "millrace_ship_buffer_fill_ratio",

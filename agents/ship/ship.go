@@ -27,6 +27,7 @@ type Shipper struct {
 	logger  *slog.Logger
 	metrics *metrics
 	opts    []kgo.Opt
+	room    *room
 
 	client atomic.Pointer[kgo.Client] // nil before Start and after Close
 
@@ -44,7 +45,7 @@ func New(cfg Config, reg prometheus.Registerer, logger *slog.Logger) (*Shipper, 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Shipper{cfg: cfg, logger: logger.With("component", "ship")}
+	s := &Shipper{cfg: cfg, logger: logger.With("component", "ship"), room: newRoom(cfg.MaxBufferedBytes)}
 	m, err := newMetrics(reg, s)
 	if err != nil {
 		return nil, fmt.Errorf("ship: registering metrics: %w", err)
@@ -57,7 +58,8 @@ func New(cfg Config, reg prometheus.Registerer, logger *slog.Logger) (*Shipper, 
 		kgo.ProducerLinger(cfg.Linger),
 		kgo.ProducerBatchMaxBytes(cfg.MaxBatchBytes),
 		kgo.ProducerBatchCompression(c),
-		kgo.MaxBufferedBytes(cfg.MaxBufferedBytes),
+		// The bytes bound is the Shipper's own (room), which counts
+		// what records hold in memory, not only what they send.
 		kgo.MaxBufferedRecords(cfg.MaxBufferedRecords),
 		kgo.ProduceRequestTimeout(cfg.RequestTimeout),
 		kgo.DialTimeout(cfg.DialTimeout),
@@ -136,27 +138,32 @@ func (s *Shipper) Produce(ctx context.Context, rec *kgo.Record, ack AckFunc) {
 func (s *Shipper) ProduceWrapped(ctx context.Context, rec *kgo.Record, p Promise) {
 	cl := s.client.Load()
 	if cl == nil {
-		p(rec, s.notRunningErr())
+		s.fail(rec, p, s.notRunningErr())
+		return
+	}
+	if err := s.room.take(ctx, RecordCost(rec)); err != nil {
+		s.fail(rec, p, err)
 		return
 	}
 	cl.Produce(ctx, rec, p)
 }
 
+// fail settles a record that never reached the client. The promise gives
+// back the record's room, so the record holds it first.
+func (s *Shipper) fail(rec *kgo.Record, p Promise, err error) {
+	s.room.hold(RecordCost(rec))
+	p(rec, err)
+}
+
 // TryProduce is Produce that never waits: when the buffer is full it returns
-// ErrBufferFull at once and ack is not called. Under a race with other
-// producers kgo may still find the buffer full; ack then receives
-// ErrBufferFull. Any other failure is reported through ack.
+// ErrBufferFull at once and ack is not called. Any other failure is
+// reported through ack.
 func (s *Shipper) TryProduce(ctx context.Context, rec *kgo.Record, ack AckFunc) error {
 	cl := s.client.Load()
 	if cl == nil {
 		return s.notRunningErr()
 	}
-	size := int64(len(rec.Key) + len(rec.Value))
-	for _, h := range rec.Headers {
-		size += int64(len(h.Key) + len(h.Value))
-	}
-	if cl.BufferedProduceRecords() >= int64(s.cfg.MaxBufferedRecords) ||
-		cl.BufferedProduceBytes()+size > int64(s.cfg.MaxBufferedBytes) {
+	if cl.BufferedProduceRecords() >= int64(s.cfg.MaxBufferedRecords) || !s.room.tryTake(RecordCost(rec)) {
 		s.metrics.errors.WithLabelValues(string(KindBufferFull)).Inc()
 		return ErrBufferFull
 	}
@@ -168,8 +175,9 @@ func (s *Shipper) TryProduce(ctx context.Context, rec *kgo.Record, ack AckFunc) 
 // (see Wrap), ready to hand to kgo.
 type Promise func(rec *kgo.Record, err error)
 
-// Wrap adds the shipper's metrics to ack: records, bytes and acknowledgement
-// latency on success, errors by kind on failure. A caller that sends many
+// Wrap adds the shipper's bookkeeping to ack: it gives back the record's
+// room in the buffer, and counts records, bytes and acknowledgement latency
+// on success, errors by kind on failure. A caller that sends many
 // records through one function wraps it once and uses ProduceWrapped: a
 // wrapper made per record cost an allocation and a clock read each, about a
 // sixth of the tailer's CPU per line. The latency runs from the record's
@@ -178,6 +186,8 @@ type Promise func(rec *kgo.Record, err error)
 // one acknowledged record in latencySampling.
 func (s *Shipper) Wrap(ack AckFunc) Promise {
 	return func(r *kgo.Record, err error) {
+		size := recordBytes(r)
+		s.room.give(size + RecordOverhead)
 		if err != nil {
 			if errors.Is(err, kgo.ErrMaxBuffered) {
 				err = fmt.Errorf("%w: %w", ErrBufferFull, err)
@@ -185,10 +195,6 @@ func (s *Shipper) Wrap(ack AckFunc) Promise {
 			s.metrics.errors.WithLabelValues(string(Classify(err))).Inc()
 		} else {
 			s.metrics.records.Inc()
-			size := len(r.Key) + len(r.Value)
-			for _, h := range r.Headers {
-				size += len(h.Key) + len(h.Value)
-			}
 			s.metrics.bytes.Add(float64(size))
 			if s.metrics.acked.Add(1)%latencySampling == 0 {
 				s.metrics.ackLatency.Observe(time.Since(r.Timestamp).Seconds())
@@ -251,12 +257,10 @@ func (s *Shipper) BufferedRecords() int64 {
 	return 0
 }
 
-// BufferedBytes is the size of records produced and not yet acknowledged.
+// BufferedBytes is the room in the buffer held by records produced and not
+// yet acknowledged: their bytes plus RecordOverhead each.
 func (s *Shipper) BufferedBytes() int64 {
-	if cl := s.client.Load(); cl != nil {
-		return cl.BufferedProduceBytes()
-	}
-	return 0
+	return s.room.used.Load()
 }
 
 // fill is the buffer use as a fraction of its limit.

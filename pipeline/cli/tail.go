@@ -111,18 +111,23 @@ func runTail(ctx context.Context, e env, args []string) error {
 }
 
 // tailBufferedBytes is the tail command's default ship.max_buffered_bytes,
-// under a third of the producer's general default. A tailer needs no large
-// buffer: while the broker is slow or down it stops reading and its files
-// keep the lines, and a buffer only has to cover the batches in flight:
-// one being filled, one being compressed and sent, one whose
-// acknowledgements are being processed (kgo frees a batch's room only once
-// all of them are), and room to spare. With four 1 MiB batches the reader
-// waited for room about a quarter of the time; five shipped a 1 GiB file
-// about 5% faster (median of 8 alternating pairs, peak RSS 2 MiB higher),
-// and 6 or 8 MiB faster still but with peak RSS at 58 and 62 MiB. Each
-// MiB costs about twice its size while the broker is down. A beacon has no
-// file behind it, so it keeps the larger default.
-const tailBufferedBytes = 5 << 20
+// under the producer's general default. A tailer needs no large buffer:
+// while the broker is slow or down it stops reading and its files keep the
+// lines, and a buffer only has to cover the batches in flight: one being
+// filled, one being compressed and sent, one whose acknowledgements are
+// being processed (kgo frees a batch's room only once all of them are),
+// and room to spare. The buffer counts each line's memory, about 900 bytes
+// for a 150-byte log line (ship.RecordOverhead), so 12 MiB holds about
+// five 1 MiB batches of such lines: with four the reader waited for room
+// about a quarter of the time; five shipped a 1 GiB file about 5% faster
+// (median of 8 alternating pairs, peak RSS 2 MiB higher), six or eight
+// faster still but with peak RSS at 58 and 62 MiB. A beacon has no file
+// behind it, so it keeps the larger default.
+const tailBufferedBytes = 12 << 20
+
+// tailHeapRoom is what tailMemoryLimit leaves the heap above a full buffer
+// and its batches in flight.
+const tailHeapRoom = 16 << 20
 
 // tailShipDefaults applies the tail command's own producer defaults.
 func tailShipDefaults(c ship.Config) ship.Config {
@@ -136,17 +141,16 @@ func tailShipDefaults(c ship.Config) ship.Config {
 // tailMemoryLimit is the Go memory limit for the tail command, unless
 // GOMEMLIMIT already sets one. The tailer's live memory is mostly the
 // producer's buffer when it is full, which it is whenever reading is
-// faster than shipping: each buffered line costs its counted bytes (key,
-// value, header) plus about three quarters again in record structs and
-// bookkeeping. The rest is the requests being built, compressed and sent
-// (a few batches) and the runtime's own. Without a limit the collector
-// lets the heap grow to twice the live memory; a limit at the live memory
-// itself makes it collect without pause (measured: 43 MiB for a full
-// 16 MiB buffer tripled the CPU per line), so the limit leaves the heap
-// about a buffer's worth of room above it.
+// faster than shipping, and the buffer counts what its lines hold. The rest
+// is the requests being built, compressed and sent (a few batches) and the
+// runtime's own. Without a limit the collector lets the heap grow to twice
+// the live memory; a limit at the live memory itself makes it collect
+// without pause (measured before records were reused: 12 MiB of room above
+// a full 16 MiB buffer nearly tripled the CPU per line), so the limit
+// leaves tailHeapRoom above them.
 func tailMemoryLimit(cfg ship.Config) (int64, bool) {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return 0, false
 	}
-	return 2*int64(cfg.MaxBufferedBytes) + 4*int64(cfg.MaxBatchBytes) + 16<<20, true
+	return int64(cfg.MaxBufferedBytes) + 4*int64(cfg.MaxBatchBytes) + tailHeapRoom, true
 }

@@ -31,9 +31,11 @@ func TestTailMemoryLimitLeavesRoomAboveAFullBuffer(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "")
 	cfg := tailShipDefaults(ship.Config{}).WithDefaults()
 	limit, ok := tailMemoryLimit(cfg)
-	// A full buffer costs about 1.75x its counted bytes on the heap; the
-	// limit must leave room above that or the collector never rests.
-	if live := int64(cfg.MaxBufferedBytes) * 7 / 4; !ok || limit < live+int64(cfg.MaxBufferedBytes) {
+	// The buffer counts its records' memory; above it and the batches
+	// being sent the collector needs room or it never rests, but not so
+	// much that the heap can outgrow the tailer's memory targets.
+	busy := int64(cfg.MaxBufferedBytes) + 4*int64(cfg.MaxBatchBytes)
+	if !ok || limit < busy+16<<20 || limit > busy+32<<20 {
 		t.Fatalf("limit %d (set %v) for a %d-byte buffer", limit, ok, cfg.MaxBufferedBytes)
 	}
 	t.Setenv("GOMEMLIMIT", "1GiB")
