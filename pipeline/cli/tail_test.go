@@ -35,7 +35,7 @@ func TestTailMemoryLimitLeavesRoomAboveAFullBuffer(t *testing.T) {
 	// being sent the collector needs room or it never rests, but not so
 	// much that the heap can outgrow the tailer's memory targets.
 	busy := int64(cfg.MaxBufferedBytes) + 4*int64(cfg.MaxBatchBytes)
-	if !ok || limit < busy+16<<20 || limit > busy+32<<20 {
+	if !ok || limit < busy+12<<20 || limit > busy+32<<20 {
 		t.Fatalf("limit %d (set %v) for a %d-byte buffer", limit, ok, cfg.MaxBufferedBytes)
 	}
 	t.Setenv("GOMEMLIMIT", "1GiB")

@@ -75,6 +75,16 @@ start_broker
 metric() { # metric ADDR NAME -> value (0 if absent)
 	{ curl -s "http://$1/metrics" || true; } | awk -v n="$2" '$1 == n { printf "%d\n", $2; found = 1 } END { if (!found) print 0 }'
 }
+# from_disk drops the millrace binary from the page cache. A binary just
+# built is cached whole, and the kernel maps the cached pages around each
+# page a program touches (fault-around), so the file-backed part of the
+# tailer's RSS would depend on how recently the binary was written: 30 MiB
+# right after a build, 26 MiB when started from disk, as after a reboot.
+# Every tailer here starts from disk (written back first: the page cache
+# keeps dirty pages).
+from_disk() {
+	python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' "$BIN"
+}
 rss_kib() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
 hwm_kib() { awk '/^VmHWM/ { print $2 }' "/proc/$1/status"; }
 # cpu_s PID: user+system CPU seconds the process has used so far.
@@ -135,6 +145,7 @@ run_tail() { # run_tail ROUND COMPRESSION
 	"$BIN" topic create "$topic" --partitions 1 -b "$BROKER" >/dev/null
 	maddr=127.0.0.1:$(free_port)
 	printf 'ship:\n  compression: %s\ntail:\n  host: bench\n' "$comp" >"$WORK/agent-$comp.yaml"
+	from_disk
 	b0=$(cpu_s "$BROKER_PID")
 	t0=$(now)
 	"$BIN" tail -b "$BROKER" --topic "$topic" --data "$WORK/data-$topic" --config "$WORK/agent-$comp.yaml" \
@@ -181,7 +192,7 @@ for comp in "${COMPRESSIONS[@]}"; do
 done
 
 # Broker down: the tailer reads until its producer buffer is full, then
-# must hold still. Once with the tail command's default buffer (5 MiB) and
+# must hold still. Once with the tail command's default buffer (12 MiB) and
 # once with each size in DOWN_BUFFERS_MIB (default 16, the producer's
 # general default).
 echo "broker down: stopping it and tailing the file from the start" >&2
@@ -194,6 +205,7 @@ for buf in default ${DOWN_BUFFERS_MIB-16}; do
 		cfg=(--config "$WORK/down-$buf.yaml")
 	fi
 	maddr=127.0.0.1:$(free_port)
+	from_disk
 	"$BIN" tail -b "$BROKER" --topic down --data "$WORK/data-down-$buf" --metrics-listen "$maddr" "${cfg[@]}" "$FILE" >>"$WORK/tail-down.log" 2>&1 &
 	TAIL_PID=$!
 	PIDS+=("$TAIL_PID")
