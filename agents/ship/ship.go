@@ -156,8 +156,9 @@ func (s *Shipper) fail(rec *kgo.Record, p Promise, err error) {
 }
 
 // TryProduce is Produce that never waits: when the buffer is full it returns
-// ErrBufferFull at once and ack is not called. Any other failure is
-// reported through ack.
+// ErrBufferFull at once and ack is not called. Under a race with other
+// producers kgo may still find its record bound reached; ack then receives
+// ErrBufferFull. Any other failure is reported through ack.
 func (s *Shipper) TryProduce(ctx context.Context, rec *kgo.Record, ack AckFunc) error {
 	cl := s.client.Load()
 	if cl == nil {
