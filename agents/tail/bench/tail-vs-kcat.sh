@@ -75,13 +75,13 @@ start_broker
 metric() { # metric ADDR NAME -> value (0 if absent)
 	{ curl -s "http://$1/metrics" || true; } | awk -v n="$2" '$1 == n { printf "%d\n", $2; found = 1 } END { if (!found) print 0 }'
 }
-# from_disk drops the millrace binary from the page cache. A binary just
-# built is cached whole, and the kernel maps the cached pages around each
-# page a program touches (fault-around), so the file-backed part of the
-# tailer's RSS would depend on how recently the binary was written: 30 MiB
-# right after a build, 26 MiB when started from disk, as after a reboot.
-# Every tailer here starts from disk (written back first: the page cache
-# keeps dirty pages).
+# from_disk drops the millrace binary from the page cache. The Go linker
+# writes its output through a memory map, and a binary it has just written
+# showed 30 MiB of file-backed RSS in the tailer where the same binary
+# copied into place, or read back from disk, showed 26 MiB: the kernel maps
+# the cached pages around each page a program touches, and how many depends
+# on how the file came into the cache. Every tailer here starts from disk
+# (written back first: the page cache keeps dirty pages).
 from_disk() {
 	python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' "$BIN"
 }
