@@ -18,6 +18,8 @@ type Row struct {
 	unknownSpans []int
 	key          []byte // scratch for the member name being read
 	catchAllBuf  []byte // scratch for building the folded catch-all object
+	foldNames    []byte // scratch: the folded object's member names, end to end
+	foldEnds     []int  // where each of foldNames ends
 }
 
 // value holds one field's decoded value.

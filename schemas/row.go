@@ -12,66 +12,85 @@ import (
 
 // foldUnknown rewrites the catch-all value as one JSON object holding its own
 // members followed by the unknown top-level members. A folded name that is
-// already taken gets leading underscores until it is unique.
+// already taken gets leading underscores until it is unique. The names in
+// use are kept end to end in the row's scratch, so folding allocates nothing
+// once the row has seen an event like it.
 func (r *Row) foldUnknown() {
 	ca := &r.vals[r.schema.catchAll]
 	out := append(r.catchAllBuf[:0], '{')
-	var taken [][]byte
+	names, ends := r.foldNames[:0], r.foldEnds[:0]
 	if ca.set {
 		inner := bytes.TrimSpace(ca.buf)
 		inner = bytes.TrimSpace(inner[1 : len(inner)-1])
 		out = append(out, inner...)
-		taken = objectKeys(ca.buf)
+		names, ends = appendObjectKeys(names, ends, ca.buf)
 	}
-	var key []byte
 	for j := 0; j < len(r.unknownSpans); j += 4 {
 		sp := r.unknownSpans[j : j+4]
-		key = append(key[:0], r.unknownBuf[sp[0]:sp[1]]...)
-		for containsKey(taken, key) {
-			key = append([]byte{'_'}, key...)
+		key := r.unknownBuf[sp[0]:sp[1]]
+		under := 0
+		for nameTaken(names, ends, under, key) {
+			under++
 		}
-		taken = append(taken, append([]byte(nil), key...))
+		start := len(names)
+		for range under {
+			names = append(names, '_')
+		}
+		names = append(names, key...)
+		ends = append(ends, len(names))
 		if len(out) > 1 {
 			out = append(out, ',')
 		}
-		out = appendQuoted(out, key)
+		out = appendQuoted(out, names[start:])
 		out = append(out, ':')
 		out = append(out, r.unknownBuf[sp[2]:sp[3]]...)
 	}
 	out = append(out, '}')
+	r.foldNames, r.foldEnds = names, ends
 	r.catchAllBuf = ca.buf[:0]
 	ca.buf = out
 	ca.set = true
 }
 
-// objectKeys returns the member names of a JSON object already checked by the
-// scanner (rare path: only when unknown fields must be folded in).
-func objectKeys(obj []byte) [][]byte {
+// appendObjectKeys appends the member names of a JSON object already checked
+// by the scanner to names, unescaped, and each one's end to ends.
+func appendObjectKeys(names []byte, ends []int, obj []byte) ([]byte, []int) {
 	s := scanner{data: obj}
-	var keys [][]byte
 	if s.expect('{') != nil || s.peek() == '}' {
-		return nil
+		return names, ends
 	}
 	for s.peek() == '"' {
-		k, err := s.readString(nil)
-		if err != nil || s.expect(':') != nil {
-			return keys
+		var err error
+		if names, err = s.readString(names); err != nil || s.expect(':') != nil {
+			return names[:lastEnd(ends)], ends
 		}
-		keys = append(keys, k)
-		if _, err := s.skipValue(1); err != nil {
-			return keys
-		}
-		if s.peek() != ',' {
-			return keys
+		ends = append(ends, len(names))
+		if _, err := s.skipValue(1); err != nil || s.peek() != ',' {
+			return names, ends
 		}
 		s.pos++
 	}
-	return keys
+	return names, ends
 }
 
-func containsKey(keys [][]byte, k []byte) bool {
-	for _, t := range keys {
-		if bytes.Equal(t, k) {
+func lastEnd(ends []int) int {
+	if len(ends) == 0 {
+		return 0
+	}
+	return ends[len(ends)-1]
+}
+
+// nameTaken reports whether under underscores followed by key is one of the
+// names (kept end to end in names, ending at ends).
+func nameTaken(names []byte, ends []int, under int, key []byte) bool {
+	start := 0
+	for _, end := range ends {
+		n := names[start:end]
+		start = end
+		if len(n) != under+len(key) || !bytes.Equal(n[under:], key) {
+			continue
+		}
+		if bytes.Count(n[:under], []byte{'_'}) == under {
 			return true
 		}
 	}
