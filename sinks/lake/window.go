@@ -24,7 +24,7 @@ type partitionState struct {
 	tp       topicPartition
 	row      *schemas.Row // reused for every record
 	win      *window      // nil between windows
-	lastRead time.Time    // wall clock of the last record read, for the idle timeout
+	lastRead time.Time    // wall clock of the last fetch with records, for the idle timeout
 }
 
 // window is one commit window of a partition: the records from start up to
@@ -115,7 +115,6 @@ func (w *Worker) processLocked(ctx context.Context, p *partitionState, r *kgo.Re
 	if p.win != nil && r.Offset < p.win.next {
 		return nil // already in this window (a re-delivered fetch)
 	}
-	p.lastRead = w.now()
 	if p.win == nil {
 		p.win = newWindow(r)
 	}
