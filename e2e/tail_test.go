@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	tailagent "millrace/agents/tail"
@@ -361,6 +362,67 @@ func (lw *logWriter) run(ctx context.Context, total int, w *tailWatcher) {
 	}
 }
 
+// missingLines are the lines of one stream that never arrived, as "lo-hi"
+// ranges of sequence numbers.
+type missingLines struct {
+	stream int
+	ranges []string
+}
+
+// countIn counts the missing lines that are in found.
+func (m missingLines) countIn(found map[string]bool) int {
+	n := 0
+	for _, r := range m.ranges {
+		var lo, hi int
+		if _, err := fmt.Sscanf(r, "%d-%d", &lo, &hi); err != nil {
+			continue
+		}
+		for seq := lo; seq <= hi; seq++ {
+			if found[testLine(m.stream, seq)] {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// rereadTopic reads topic from the start to its end offsets with a new
+// consumer and returns the lines it holds.
+func rereadTopic(t *testing.T, b *broker, topic string) map[string]bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ends, err := b.admin(t).ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Logf("re-reading %s: %v", topic, err)
+		return nil
+	}
+	left := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			left[o.Partition] = o.Offset
+		}
+	})
+	cl := b.client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	found := map[string]bool{}
+	for len(left) > 0 && ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		fs.EachRecord(func(r *kgo.Record) {
+			var rec tailRecord
+			if json.Unmarshal(r.Value, &rec) == nil {
+				found[rec.Line] = true
+			}
+			if end, ok := left[r.Partition]; ok && r.Offset+1 >= end {
+				delete(left, r.Partition)
+			}
+		})
+	}
+	if len(left) > 0 {
+		t.Logf("re-reading %s: partitions %v not read to their end", topic, left)
+	}
+	return found
+}
+
 // scrapeCounter reads one counter from a Prometheus text endpoint.
 func scrapeCounter(t *testing.T, url, name string) float64 {
 	t.Helper()
@@ -490,6 +552,7 @@ tail:
 
 	watcher.mu.Lock()
 	t.Logf("lines written %d, records read %d, unique lines %d, duplicates %d", written, watcher.records, len(watcher.first), watcher.dups)
+	var lost []missingLines
 	for _, s := range lw.streams {
 		missing := 0
 		var ranges []string
@@ -509,12 +572,20 @@ tail:
 		}
 		if missing > 0 {
 			t.Errorf("stream %d: %d of %d lines never arrived: %s", s.id, missing, s.seq, strings.Join(ranges[:min(8, len(ranges))], " "))
+			lost = append(lost, missingLines{stream: s.id, ranges: ranges})
 		}
 	}
 	for _, m := range append(watcher.badIDs, watcher.bad...)[:min(10, len(watcher.badIDs)+len(watcher.bad))] {
 		t.Error(m)
 	}
 	watcher.mu.Unlock()
+	if len(lost) > 0 {
+		// Tell a line the agent never shipped from one the watcher missed.
+		found := rereadTopic(t, b, topic)
+		for _, l := range lost {
+			t.Logf("stream %d: re-reading the topic from the start finds %d of the missing lines", l.stream, l.countIn(found))
+		}
+	}
 
 	// Every rotated and deleted file is released within close_inactive
 	// (2s) plus a scan; allow for a loaded machine.
