@@ -74,6 +74,9 @@ func startProcess(t testing.TB, name string, args ...string) *process {
 		p.stop(syscall.SIGTERM, 15*time.Second)
 		if t.Failed() {
 			if b, err := os.ReadFile(p.logPath); err == nil {
+				if w := warnings(b, 40); len(w) > 0 {
+					t.Logf("--- %s log: warnings and errors ---\n%s", name, w)
+				}
 				t.Logf("--- %s log (last 4 KiB) ---\n%s", name, tail(b, 4096))
 			}
 		}
@@ -138,6 +141,22 @@ func (p *process) exitCode() int {
 func (p *process) log() string {
 	b, _ := os.ReadFile(p.logPath)
 	return string(b)
+}
+
+// warnings returns the first n lines of a process log at level WARN or
+// ERROR: what went wrong may be long before the log's last bytes.
+func warnings(b []byte, n int) []byte {
+	var out []byte
+	for line := range bytes.Lines(b) {
+		if n == 0 {
+			break
+		}
+		if bytes.Contains(line, []byte("level=WARN")) || bytes.Contains(line, []byte("level=ERROR")) {
+			out = append(out, line...)
+			n--
+		}
+	}
+	return out
 }
 
 func tail(b []byte, n int) []byte {
