@@ -62,7 +62,7 @@ type identity struct {
 	key    fileKey
 	fpLen  int
 	fpHash string
-	offset int64 // bytes already read (or acknowledged); the file must have more
+	offset int64 // bytes already read or acknowledged; the file must have more
 }
 
 // locate finds id among files (a listing of its directory), skipping files
@@ -142,19 +142,24 @@ func (t *Tailer) findGone(h *harvester, busy map[fileKey]bool) bool {
 }
 
 // finishFromCopy handles h's file being truncated or replaced: when a copy
-// of the old content sits in the directory (copytruncate) with bytes h has
-// not read, h moves onto the copy to finish them. It reports whether it
-// did; h's descriptor, if any, is closed either way by the caller's swap.
+// of the old content sits in the directory (copytruncate) with bytes after
+// h's checkpoint, h moves onto the copy to finish them. It reports whether
+// it did; h's descriptor, if any, is closed either way by the caller's swap.
+//
+// The checkpoint, not the read position: a copy holding nothing unread
+// still holds the lines not yet acknowledged. Following it keeps h in the
+// registry until they are, so a crash meanwhile ships them again from the
+// copy instead of losing them.
 func (t *Tailer) finishFromCopy(h *harvester) bool {
 	h.mu.Lock()
-	dir, fpLen, fpHash := filepath.Dir(h.path), h.fpLen, h.fpHash
+	dir, fpLen, fpHash, checkpoint := filepath.Dir(h.path), h.fpLen, h.fpHash, h.checkpointLocked()
 	h.mu.Unlock()
 	if fpLen == 0 {
 		return false
 	}
 	busy := t.busyKeys()
 	busy[h.fileKey()] = true // the truncated original is not a copy of itself
-	f, ok := locate(listDir(dir), identity{key: fileKey{}, fpLen: fpLen, fpHash: fpHash, offset: h.readPos}, busy)
+	f, ok := locate(listDir(dir), identity{key: fileKey{}, fpLen: fpLen, fpHash: fpHash, offset: checkpoint}, busy)
 	if !ok {
 		return false
 	}

@@ -295,3 +295,60 @@ func TestRestartAfterEmptyFingerprint(t *testing.T) {
 		}
 	}
 }
+
+// ackHolder stands in for a broker that never answers: it keeps what it is
+// given and sends nothing, so every line stays in flight.
+type ackHolder struct {
+	mu   sync.Mutex
+	held int
+}
+
+func (a *ackHolder) Wrap(ack ship.AckFunc) ship.Promise { return ship.Promise(ack) }
+
+func (a *ackHolder) ProduceWrapped(context.Context, *kgo.Record, ship.Promise) {
+	a.mu.Lock()
+	a.held++
+	a.mu.Unlock()
+}
+
+func (a *ackHolder) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.held
+}
+
+// TestCopyTruncateWithLinesInFlight: a file read to its end is
+// copytruncated before its last lines are acknowledged, and the tailer
+// crashes before they are. The copy holds no unread byte, but the
+// registry must keep the old content's entry until its lines are
+// acknowledged, so the restarted tailer ships them from the copy.
+func TestCopyTruncateWithLinesInFlight(t *testing.T) {
+	c := newCluster(t)
+	dir, data := t.TempDir(), t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	cfg := testConfig(dir, data)
+	cfg.Exclude = []string{"*.ct"}
+	appendLines(t, path, "old", 0, 100)
+	holder := &ackHolder{}
+	tl, err := New(cfg, holder, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := tl.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the old lines to be shipped", func() bool { return holder.count() == 100 })
+	copyTruncate(t, path, path+".ct")
+	appendLines(t, path, "new", 0, 10)
+	eventually(t, "the new lines to be shipped", func() bool { return holder.count() == 110 })
+	// The registry as the crash leaves it: written after the truncation
+	// was noticed (the new identity is persisted before its lines ship).
+	cancel()
+	if err := tl.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	start(t, c, cfg, ship.Config{})
+	got := newConsumer(t, c).settle(t, 110)
+	wantExactly(t, got, map[string][2]int{"old": {0, 100}, "new": {0, 10}})
+}

@@ -353,7 +353,7 @@ func (t *Tailer) replace(h *harvester) {
 
 // rotateOver gives h's file (truncated, or its content replaced) a new
 // identity read from offset 0, and persists it before anything ships. When
-// a copy of the old content with bytes h has not read sits beside it
+// a copy of the old content with bytes after h's checkpoint sits beside it
 // (copytruncate), h finishes that copy first; otherwise h is retired and
 // its unread rest, if any, is lost with the old content.
 func (t *Tailer) rotateOver(h *harvester, path string, k fileKey, size int64) *harvester {
