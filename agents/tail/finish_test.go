@@ -317,38 +317,50 @@ func (a *ackHolder) count() int {
 	return a.held
 }
 
-// TestCopyTruncateWithLinesInFlight: a file read to its end is
-// copytruncated before its last lines are acknowledged, and the tailer
-// crashes before they are. The copy holds no unread byte, but the
-// registry must keep the old content's entry until its lines are
-// acknowledged, so the restarted tailer ships them from the copy.
-func TestCopyTruncateWithLinesInFlight(t *testing.T) {
-	c := newCluster(t)
-	dir, data := t.TempDir(), t.TempDir()
-	path := filepath.Join(dir, "app.log")
-	cfg := testConfig(dir, data)
-	cfg.Exclude = []string{"*.ct"}
-	appendLines(t, path, "old", 0, 100)
-	holder := &ackHolder{}
-	tl, err := New(cfg, holder, nil, nil)
-	if err != nil {
-		t.Fatal(err)
+// TestRotationWithLinesInFlight: a file read to its end is rotated away
+// before its last lines are acknowledged, and the tailer crashes before
+// they are. Nothing of the old file is unread, but the registry must keep
+// its entry until its lines are acknowledged, so the restarted tailer
+// ships them from where the rotation left them.
+func TestRotationWithLinesInFlight(t *testing.T) {
+	for name, rotate := range map[string]func(t *testing.T, path string){
+		"copytruncate": func(t *testing.T, path string) { copyTruncate(t, path, path+".ct") },
+		"rename out of the globs": func(t *testing.T, path string) {
+			if err := os.Rename(path, path+".1"); err != nil {
+				t.Fatal(err)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := newCluster(t)
+			dir, data := t.TempDir(), t.TempDir()
+			path := filepath.Join(dir, "app.log")
+			cfg := testConfig(dir, data)
+			cfg.Exclude = []string{"*.ct"}
+			appendLines(t, path, "old", 0, 100)
+			holder := &ackHolder{}
+			tl, err := New(cfg, holder, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			if err := tl.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "the old lines to be shipped", func() bool { return holder.count() == 100 })
+			rotate(t, path)
+			appendLines(t, path, "new", 0, 10)
+			// The new file's identity is persisted before its lines ship,
+			// so the registry the crash leaves is one written after the
+			// rotation was noticed.
+			eventually(t, "the new lines to be shipped", func() bool { return holder.count() == 110 })
+			cancel()
+			if err := tl.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			start(t, c, cfg, ship.Config{})
+			got := newConsumer(t, c).settle(t, 110)
+			wantExactly(t, got, map[string][2]int{"old": {0, 100}, "new": {0, 10}})
+		})
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := tl.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the old lines to be shipped", func() bool { return holder.count() == 100 })
-	copyTruncate(t, path, path+".ct")
-	appendLines(t, path, "new", 0, 10)
-	eventually(t, "the new lines to be shipped", func() bool { return holder.count() == 110 })
-	// The registry as the crash leaves it: written after the truncation
-	// was noticed (the new identity is persisted before its lines ship).
-	cancel()
-	if err := tl.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	start(t, c, cfg, ship.Config{})
-	got := newConsumer(t, c).settle(t, 110)
-	wantExactly(t, got, map[string][2]int{"old": {0, 100}, "new": {0, 10}})
 }
