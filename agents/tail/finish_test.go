@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -327,6 +328,11 @@ func TestRotationWithLinesInFlight(t *testing.T) {
 		"copytruncate": func(t *testing.T, path string) { copyTruncate(t, path, path+".ct") },
 		"rename out of the globs": func(t *testing.T, path string) {
 			if err := os.Rename(path, path+".1"); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"rename within the globs": func(t *testing.T, path string) {
+			if err := os.Rename(path, strings.TrimSuffix(path, ".log")+"-1.log"); err != nil {
 				t.Fatal(err)
 			}
 		},
