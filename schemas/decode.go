@@ -17,9 +17,12 @@ type Row struct {
 	unknownBuf   []byte
 	unknownSpans []int
 	key          []byte // scratch for the member name being read
-	catchAllBuf  []byte // scratch for building the folded catch-all object
-	foldNames    []byte // scratch: the folded object's member names, end to end
-	foldEnds     []int  // where each of foldNames ends
+	// follows[i+1] is the field whose member came after field i's (after
+	// none, for i = -1) when last seen, or -1; see guessKey.
+	follows     []int
+	catchAllBuf []byte // scratch for building the folded catch-all object
+	foldNames   []byte // scratch: the folded object's member names, end to end
+	foldEnds    []int  // where each of foldNames ends
 }
 
 // value holds one field's decoded value.
@@ -34,7 +37,11 @@ type value struct {
 
 // NewRow returns an empty row for the schema.
 func (s *Schema) NewRow() *Row {
-	return &Row{schema: s, vals: make([]value, len(s.Fields))}
+	r := &Row{schema: s, vals: make([]value, len(s.Fields)), follows: make([]int, len(s.Fields)+1)}
+	for i := range r.follows {
+		r.follows[i] = -1
+	}
+	return r
 }
 
 // Schema returns the row's schema.
@@ -63,23 +70,31 @@ func (r *Row) Decode(data []byte) error {
 	if s.peek() == '}' {
 		s.pos++
 	} else {
+		prev := -1 // the last known field read, -1 before the first
 		for {
 			if s.peek() != '"' {
 				return r.malformed(errSyntax, &s)
 			}
-			var err error
-			r.key, err = s.readString(r.key[:0])
-			if err != nil {
-				return r.malformed(err, &s)
+			i, ok := r.guessKey(&s, prev)
+			if !ok {
+				var err error
+				r.key, err = s.readString(r.key[:0])
+				if err != nil {
+					return r.malformed(err, &s)
+				}
+				if i, ok = r.schema.lookup(r.key); ok && r.schema.plainName[i] {
+					r.follows[prev+1] = i
+				}
 			}
 			if err := s.expect(':'); err != nil {
 				return r.malformed(err, &s)
 			}
 			s.skipWS()
-			if i, ok := r.schema.lookup(r.key); ok {
+			if ok {
 				if err := r.decodeField(i, &s); err != nil {
 					return err
 				}
+				prev = i
 			} else {
 				raw, err := s.skipValue(1)
 				if err != nil {
@@ -101,6 +116,26 @@ func (r *Row) Decode(data []byte) error {
 		return &ValidationError{Schema: r.schema.Name, Err: ErrMalformed, Detail: "data after the object"}
 	}
 	return r.finish()
+}
+
+// guessKey consumes the member name at the cursor (on its opening quote) if
+// it is, byte for byte, the name of the field that followed field prev in an
+// earlier event, and returns that field. Events from one producer repeat one
+// key order, so this usually replaces unescaping the name and looking it up.
+// Only names without quotes, backslashes or control characters are guessed:
+// for them the raw bytes are the name.
+func (r *Row) guessKey(s *scanner, prev int) (int, bool) {
+	i := r.follows[prev+1]
+	if i < 0 {
+		return 0, false
+	}
+	name := r.schema.Fields[i].Name
+	end := s.pos + 1 + len(name)
+	if end >= len(s.data) || s.data[end] != '"' || string(s.data[s.pos+1:end]) != name {
+		return 0, false
+	}
+	s.pos = end + 1
+	return i, true
 }
 
 func (r *Row) malformed(err error, s *scanner) error {

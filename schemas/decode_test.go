@@ -220,6 +220,72 @@ func TestRowReuse(t *testing.T) {
 	}
 }
 
+// TestKeyOrderChanges decodes events whose members come in changing orders
+// with one row, so the decoder's guess of the next member name (learned from
+// the previous event) is wrong as often as right.
+func TestKeyOrderChanges(t *testing.T) {
+	r := Click.NewRow()
+	events := []struct {
+		in        string
+		typ, url  string
+		urlIsNull bool
+	}{
+		{in: `{"type":"a","url":"u1","title":"t"}`, typ: "a", url: "u1"},
+		{in: `{"type":"b","url":"u2","title":"t"}`, typ: "b", url: "u2"},
+		{in: `{"url":"u3","type":"c"}`, typ: "c", url: "u3"},
+		// A name the guess is a prefix of, and an escaped name: neither may
+		// be taken for the guessed field.
+		{in: `{"url":"u4","types":"x","type":"d"}`, typ: "d", url: "u4"},
+		{in: `{"url":"u5","t\u0079pe":"e"}`, typ: "e", url: "u5"},
+		{in: `{"type":"f","urlx":"u6"}`, typ: "f", urlIsNull: true},
+		{in: `{"type":"g","url":"u7"}`, typ: "g", url: "u7"},
+	}
+	for _, e := range events {
+		if err := r.Decode([]byte(e.in)); err != nil {
+			t.Fatalf("%s: %v", e.in, err)
+		}
+		if got := r.Get("type"); got != e.typ {
+			t.Errorf("%s: type %v, want %q", e.in, got, e.typ)
+		}
+		if got := r.Get("url"); (e.urlIsNull && got != nil) || (!e.urlIsNull && got != e.url) {
+			t.Errorf("%s: url %v, want %q (null %v)", e.in, got, e.url, e.urlIsNull)
+		}
+		if p := r.Get("properties"); e.urlIsNull && p != `{"urlx":"u6"}` {
+			t.Errorf("%s: properties %v", e.in, p)
+		}
+	}
+}
+
+// TestEscapedFieldNames checks that a field whose name needs escaping in
+// JSON is only matched by its escaped spelling, also once the decoder has
+// seen it: its raw bytes in the input spell another name.
+func TestEscapedFieldNames(t *testing.T) {
+	s, err := New("x", 1, "ts", []Field{
+		{Name: "ts", Type: TypeTimestamp, Since: 1},
+		{Name: `a\b`, Type: TypeString, Since: 1},
+		{Name: "extra", Type: TypeJSON, CatchAll: true, Since: 1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := s.NewRow()
+	for range 2 {
+		if err := r.Decode([]byte(`{"ts":1,"a\\b":"field"}`)); err != nil {
+			t.Fatal(err)
+		}
+		if got := r.Get(`a\b`); got != "field" {
+			t.Fatalf(`a\b = %v`, got)
+		}
+	}
+	// "a\b" in JSON is an a and a backspace: not the field.
+	if err := r.Decode([]byte(`{"ts":1,"a\b":"other"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got, extra := r.Get(`a\b`), r.Get("extra"); got != nil || extra != `{"a\u0008":"other"}` {
+		t.Errorf(`a\b = %v, extra = %v`, got, extra)
+	}
+}
+
 func TestAppendJSONRoundTrip(t *testing.T) {
 	inputs := []struct {
 		schema *Schema

@@ -128,7 +128,7 @@ func randomString(rng *rand.Rand) string {
 func randomEvent(rng *rand.Rand) []byte {
 	var b bytes.Buffer
 	b.WriteString(`{"type":"` + randomString(rng) + `"`)
-	for _, k := range []string{"url", "title", "user_agent", "session_id", "plan", "type", "n\\u0061me", "ip"} {
+	for _, k := range []string{"url", "title", "user_agent", "session_id", "plan", "type", "n\\u0061me", "ip", "t\\u0079pe", "urls"} {
 		if rng.Intn(3) == 0 {
 			continue
 		}

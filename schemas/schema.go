@@ -47,6 +47,8 @@ package schemas
 import (
 	"fmt"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/apache/arrow/go/v15/arrow"
 )
@@ -134,6 +136,7 @@ type Schema struct {
 
 	index       map[string]int
 	byLength    [][]int // field indices by name length, for the decoder's lookup
+	plainName   []bool  // by field: the name needs no escaping in JSON (see guessKey)
 	checked     []int   // indices of the fields that are required or have an enum
 	catchAll    int     // index of the catch-all field, or -1
 	time        int     // index of TimeField
@@ -178,6 +181,7 @@ func New(name string, version int, timeField string, fields []Field) (*Schema, e
 			s.byLength = append(s.byLength, nil)
 		}
 		s.byLength[len(f.Name)] = append(s.byLength[len(f.Name)], i)
+		s.plainName = append(s.plainName, isPlainJSON(f.Name))
 		if f.CatchAll {
 			if f.Type != TypeJSON || f.Required || s.catchAll >= 0 {
 				return nil, fmt.Errorf("schemas: %s: the catch-all field must be a single optional JSON field", name)
@@ -196,6 +200,12 @@ func New(name string, version int, timeField string, fields []Field) (*Schema, e
 	s.fingerprint = s.computeFingerprint()
 	s.arrow = s.buildArrow()
 	return s, nil
+}
+
+// isPlainJSON reports whether name is written in a JSON string as its own
+// bytes: valid UTF-8 without quotes, backslashes or control characters.
+func isPlainJSON(name string) bool {
+	return utf8.ValidString(name) && !strings.ContainsFunc(name, func(c rune) bool { return c == '"' || c == '\\' || c < ' ' })
 }
 
 func mustNew(name string, version int, timeField string, fields []Field) *Schema {
