@@ -42,20 +42,29 @@ func benchClicks(n int) ([]*kgo.Record, []byte) {
 	return recs, ndjson.Bytes()
 }
 
-// cpuTime is the CPU time the process has used so far.
-func cpuTime(b *testing.B) time.Duration {
+// usage is the process's resource use so far.
+type usage struct {
+	user, sys time.Duration
+	faults    int64 // minor page faults
+}
+
+func getUsage(b *testing.B) usage {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		b.Fatal(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return usage{time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano()), ru.Minflt}
 }
+
+// cpu is the CPU time, user and system, between u and the later v.
+func (u usage) cpu(v usage) time.Duration { return v.user - u.user + v.sys - u.sys }
 
 // BenchmarkClicksToParquet lands click events (decode, bucket by hour, Arrow,
 // Parquet with zstd, publish to the file store) on one goroutine, and in the
 // same run has DuckDB, limited to one thread, convert the same events from
 // newline-delimited JSON to Parquet. It reports rows per CPU-second (rows/s per
-// core) for both and their ratio (lake / DuckDB), for zstd and snappy.
+// core) for both and their ratio (lake / DuckDB), for zstd and snappy, and
+// the sink's minor page faults per run and the kernel's share of its CPU.
 func BenchmarkClicksToParquet(b *testing.B) {
 	const n = 200_000
 	recs, ndjson := benchClicks(n)
@@ -89,14 +98,13 @@ func benchBoth(b *testing.B, db *sql.DB, recs []*kgo.Record, jsonPath, codec str
 	// continuously, and a pause between its runs (DuckDB's turn) lets the Go
 	// runtime hand its idle heap back to the kernel, so each run would pay
 	// the page faults of growing it again.
-	var lakeTime, duckTime time.Duration
 	workers := make([]*Worker, b.N)
 	for i := range workers {
 		root := filepath.Join(dir, fmt.Sprint("lake-", i))
 		workers[i], _, _ = testWorker(b, root, func(c *Config) { c.RollRows = int64(n); c.Compression = codec })
 	}
 	runtime.GC()
-	start := cpuTime(b)
+	start := getUsage(b)
 	for _, w := range workers {
 		if err := feed(w, recs, 0); err != nil {
 			b.Fatal(err)
@@ -105,17 +113,23 @@ func benchBoth(b *testing.B, db *sql.DB, recs []*kgo.Record, jsonPath, codec str
 			b.Fatal(err)
 		}
 	}
-	lakeTime = cpuTime(b) - start
+	end := getUsage(b)
+	lakeTime := start.cpu(end)
+	// The kernel's share of the sink's CPU is mostly page faults: the Go
+	// runtime gives freed heap pages back and the next batches fault them
+	// in again (see README, Benchmarks, Sinks).
+	b.ReportMetric(float64(end.sys-start.sys)/float64(lakeTime), "lake_sys_share")
+	b.ReportMetric(float64(end.faults-start.faults)/float64(b.N), "lake_faults/op")
 	// DuckDB starts with no collection pending from the sink's garbage.
 	runtime.GC()
-	start = cpuTime(b)
+	start = getUsage(b)
 	for i := 0; i < b.N; i++ {
 		out := filepath.Join(dir, fmt.Sprint("duck-", i, ".parquet"))
 		if _, err := db.Exec(fmt.Sprintf(`COPY (SELECT * FROM read_json_auto('%s')) TO '%s' (FORMAT parquet, COMPRESSION %s)`, jsonPath, out, codec)); err != nil {
 			b.Fatal(err)
 		}
 	}
-	duckTime = cpuTime(b) - start
+	duckTime := start.cpu(getUsage(b))
 	lakeRate := float64(n*b.N) / lakeTime.Seconds()
 	duckRate := float64(n*b.N) / duckTime.Seconds()
 	b.ReportMetric(lakeRate, "lake_rows/cpu-s")
