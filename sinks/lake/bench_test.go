@@ -64,7 +64,7 @@ func (u usage) cpu(v usage) time.Duration { return v.user - u.user + v.sys - u.s
 // same run has DuckDB, limited to one thread, convert the same events from
 // newline-delimited JSON to Parquet. It reports rows per CPU-second (rows/s per
 // core) for both and their ratio (lake / DuckDB), for zstd and snappy, and
-// the sink's minor page faults per run and the kernel's share of its CPU.
+// the minor page faults per run and the kernel's share of the CPU of each.
 func BenchmarkClicksToParquet(b *testing.B) {
 	const n = 200_000
 	recs, ndjson := benchClicks(n)
@@ -129,7 +129,10 @@ func benchBoth(b *testing.B, db *sql.DB, recs []*kgo.Record, jsonPath, codec str
 			b.Fatal(err)
 		}
 	}
-	duckTime := start.cpu(getUsage(b))
+	end = getUsage(b)
+	duckTime := start.cpu(end)
+	b.ReportMetric(float64(end.sys-start.sys)/float64(duckTime), "duckdb_sys_share")
+	b.ReportMetric(float64(end.faults-start.faults)/float64(b.N), "duckdb_faults/op")
 	lakeRate := float64(n*b.N) / lakeTime.Seconds()
 	duckRate := float64(n*b.N) / duckTime.Seconds()
 	b.ReportMetric(lakeRate, "lake_rows/cpu-s")
