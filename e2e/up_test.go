@@ -3,9 +3,11 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,44 +27,16 @@ import (
 // acknowledged and duplicates nothing.
 func TestUpLandsEventsExactlyOnce(t *testing.T) {
 	dir := t.TempDir()
-	kafkaAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	webAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	logFile := filepath.Join(dir, "app", "service.log") // beside the demo's own log
 	if err := os.MkdirAll(filepath.Dir(logFile), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// The demo config a new user runs with `make run`, with its addresses,
-	// data directory and log paths moved into this test's directory, and
-	// shorter roll ages so the test finishes in seconds.
-	var cfg appliance.Config
-	raw, err := os.ReadFile("../deployments/demo/millrace.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(raw, &cfg); err != nil {
-		t.Fatalf("demo config: %v", err)
-	}
-	cfg.Data = filepath.Join(dir, "data")
-	cfg.Broker.Listen = kafkaAddr
-	cfg.HTTP.Listen = webAddr
-	cfg.Demo.WriteLog = filepath.Join(dir, "app", "demo.log")
-	if len(cfg.Tail) != 1 || len(cfg.Sinks) != 3 || cfg.Beacon == nil {
-		t.Fatalf("the demo config changed shape: %d tail inputs, %d sinks, beacon %v", len(cfg.Tail), len(cfg.Sinks), cfg.Beacon != nil)
-	}
-	cfg.Tail[0].Paths = []string{filepath.Join(dir, "app", "*.log")}
-	cfg.Tail[0].ScanFrequency = 500 * time.Millisecond
-	for i := range cfg.Sinks {
-		cfg.Sinks[i].RollAge, cfg.Sinks[i].IdleTimeout = 10*time.Second, 3*time.Second
-	}
-	cfg.OpsMetrics.Interval = 2 * time.Second
-	config, err := yaml.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgPath := filepath.Join(dir, "millrace.yaml")
-	if err := os.WriteFile(cfgPath, config, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath, kafkaAddr, webAddr := writeDemoConfig(t, dir, func(cfg *appliance.Config) {
+		cfg.Demo.WriteLog = filepath.Join(dir, "app", "demo.log")
+		cfg.Tail[0].Paths = []string{filepath.Join(dir, "app", "*.log")}
+		cfg.Tail[0].ScanFrequency = 500 * time.Millisecond
+		cfg.OpsMetrics.Interval = 2 * time.Second
+	})
 	up := startProcess(t, "up", "up", "--config", cfgPath)
 	web := "http://" + webAddr
 	waitHTTP(t, up, web+"/healthz")
@@ -70,18 +44,7 @@ func TestUpLandsEventsExactlyOnce(t *testing.T) {
 		t.Fatalf("startup banner missing:\n%s", up.log())
 	}
 
-	sendClicks := func(from, to int) {
-		for i := from; i < to; i += 10 {
-			var batch []string
-			for j := i; j < i+10 && j < to; j++ {
-				batch = append(batch, fmt.Sprintf(`{"type":"click","title":"c-%d","event_id":"%s"}`, j, fakeUUID(j)))
-			}
-			a := request(t, "POST", web+"/v1/events", "application/json", "["+strings.Join(batch, ",")+"]", nil)
-			if a.status != http.StatusOK {
-				t.Fatalf("POST clicks %d..: %d %v", i, a.status, a.body)
-			}
-		}
-	}
+	sendClicks := func(from, to int) { postClicks(t, web, from, to) }
 	appendLines := func(from, to int) {
 		f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
@@ -139,6 +102,121 @@ func TestUpLandsEventsExactlyOnce(t *testing.T) {
 	}
 	if !found {
 		t.Error("_millrace.metrics has no millrace_ship_records_sent_total sample after 30s")
+	}
+}
+
+// TestUpReplacesAStoppedSink makes the appliance's click sink fail to land
+// (a regular file stands where its topic directory must go), which stops its
+// worker, and checks that the appliance keeps running and starts a new worker
+// until the store works again; then every event lands exactly once.
+func TestUpReplacesAStoppedSink(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath, _, webAddr := writeDemoConfig(t, dir, func(cfg *appliance.Config) {
+		cfg.Demo.WriteLog, cfg.Tail = "", nil
+		cfg.Sinks = cfg.Sinks[:1]
+		if cfg.Sinks[0].Name != "clicks" {
+			t.Fatalf("the demo's first sink is %q, not clicks", cfg.Sinks[0].Name)
+		}
+	})
+	lake := filepath.Join(dir, "data", "lake")
+	if err := os.MkdirAll(lake, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	blocker := filepath.Join(lake, "clicks")
+	if err := os.WriteFile(blocker, []byte("not a directory"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	up := startProcess(t, "up", "up", "--config", cfgPath)
+	web := "http://" + webAddr
+	waitHTTP(t, up, web+"/healthz")
+	postClicks(t, web, 0, 100)
+
+	const stopped = "sink worker stopped; starting a new one"
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(up.log(), stopped) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in the log after 60s:\n%s", stopped, tail([]byte(up.log()), 4096))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := os.Remove(blocker); err != nil {
+		t.Fatal(err)
+	}
+	waitForRows(t, lake+"/clicks/**/*.parquet", 100, 90*time.Second)
+	checkDistinct(t, lake+"/clicks/**/*.parquet", "title", 100)
+
+	// The new worker registered its own series in place of the stopped one's.
+	resp, err := http.Get(web + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarts := regexp.MustCompile(`(?m)^millrace_lake_worker_restarts_total\{sink="clicks"\} ([1-9][0-9]*)$`)
+	if !restarts.Match(metrics) {
+		t.Errorf("/metrics counts no restart of the clicks sink's worker")
+	}
+	if rows := `millrace_lake_rows_total{sink="clicks",topic="clicks"} 100`; !strings.Contains(string(metrics), rows) {
+		t.Errorf("/metrics has no %s", rows)
+	}
+	if !up.stop(syscall.SIGTERM, 60*time.Second) || up.exitCode() != 0 {
+		t.Fatalf("millrace up did not stop cleanly on SIGTERM:\n%s", tail([]byte(up.log()), 4096))
+	}
+}
+
+// writeDemoConfig writes the demo config a new user runs with `make run`,
+// with its addresses and data directory moved into dir, shorter roll ages so
+// tests finish in seconds, and then mod's changes; it returns the file and
+// the broker's and the web server's addresses.
+func writeDemoConfig(t *testing.T, dir string, mod func(*appliance.Config)) (path, kafkaAddr, webAddr string) {
+	t.Helper()
+	var cfg appliance.Config
+	raw, err := os.ReadFile("../deployments/demo/millrace.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+		t.Fatalf("demo config: %v", err)
+	}
+	if len(cfg.Tail) != 1 || len(cfg.Sinks) != 3 || cfg.Beacon == nil {
+		t.Fatalf("the demo config changed shape: %d tail inputs, %d sinks, beacon %v", len(cfg.Tail), len(cfg.Sinks), cfg.Beacon != nil)
+	}
+	kafkaAddr = "127.0.0.1:" + strconv.Itoa(freePort(t))
+	webAddr = "127.0.0.1:" + strconv.Itoa(freePort(t))
+	cfg.Data = filepath.Join(dir, "data")
+	cfg.Broker.Listen = kafkaAddr
+	cfg.HTTP.Listen = webAddr
+	for i := range cfg.Sinks {
+		cfg.Sinks[i].RollAge, cfg.Sinks[i].IdleTimeout = 10*time.Second, 3*time.Second
+	}
+	mod(&cfg)
+	config, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path = filepath.Join(dir, "millrace.yaml")
+	if err := os.WriteFile(path, config, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, kafkaAddr, webAddr
+}
+
+// postClicks sends click events from..to-1 to the beacon at web, ten to a
+// request, each with title c-<i> and a distinct event id.
+func postClicks(t *testing.T, web string, from, to int) {
+	t.Helper()
+	for i := from; i < to; i += 10 {
+		var batch []string
+		for j := i; j < i+10 && j < to; j++ {
+			batch = append(batch, fmt.Sprintf(`{"type":"click","title":"c-%d","event_id":"%s"}`, j, fakeUUID(j)))
+		}
+		a := request(t, "POST", web+"/v1/events", "application/json", "["+strings.Join(batch, ",")+"]", nil)
+		if a.status != http.StatusOK {
+			t.Fatalf("POST clicks %d..: %d %v", i, a.status, a.body)
+		}
 	}
 }
 

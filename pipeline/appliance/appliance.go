@@ -44,7 +44,7 @@ type Appliance struct {
 	shipper   *ship.Shipper
 	beacon    *beacon.Server
 	tailers   []*tail.Tailer
-	sinks     []*lake.Worker
+	sinks     []*sinkRunner
 	stores    []store.Store
 	http      *http.Server
 	httpAddr  net.Addr
@@ -195,14 +195,23 @@ func (a *Appliance) startSink(ctx context.Context, sc SinkConfig) error {
 	a.stores = append(a.stores, st)
 	lc := sc.Config
 	lc.Brokers = a.brokers
-	w, err := lake.New(lc, st, prometheus.WrapRegistererWith(prometheus.Labels{"sink": sc.Name}, a.registry), a.logger.With("sink", sc.Name))
+	reg := prometheus.WrapRegistererWith(prometheus.Labels{"sink": sc.Name}, a.registry)
+	logger := a.logger.With("sink", sc.Name)
+	start := func(ctx context.Context) (*lake.Worker, error) {
+		w, err := lake.New(lc, st, reg, logger)
+		if err != nil {
+			return nil, err
+		}
+		if err := w.Start(ctx); err != nil {
+			return nil, err
+		}
+		return w, nil
+	}
+	r, err := newSinkRunner(ctx, start, reg, logger)
 	if err != nil {
 		return err
 	}
-	if err := w.Start(ctx); err != nil {
-		return err
-	}
-	a.sinks = append(a.sinks, w)
+	a.sinks = append(a.sinks, r)
 	return nil
 }
 
@@ -289,8 +298,8 @@ func (a *Appliance) Shutdown(ctx context.Context) error {
 	if a.shipper != nil {
 		errs = append(errs, a.shipper.Shutdown(ctx))
 	}
-	for _, w := range a.sinks {
-		errs = append(errs, w.Shutdown(ctx))
+	for _, r := range a.sinks {
+		errs = append(errs, r.shutdown(ctx))
 	}
 	for _, st := range a.stores {
 		errs = append(errs, st.Close())

@@ -13,6 +13,8 @@ type metrics struct {
 	commitLatency prometheus.Histogram   //
 	openFiles     prometheus.Gauge       //
 	markers       *prometheus.CounterVec // topic
+
+	reg prometheus.Registerer // where they are registered, or nil
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -39,7 +41,23 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "success_markers_total", Help: "_SUCCESS markers written."}, []string{"topic"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.rows, m.files, m.bytes, m.deadLetters, m.windows, m.lag, m.commitLatency, m.openFiles, m.markers)
+		reg.MustRegister(m.all()...)
+		m.reg = reg
 	}
 	return m
+}
+
+func (m *metrics) all() []prometheus.Collector {
+	return []prometheus.Collector{m.rows, m.files, m.bytes, m.deadLetters, m.windows, m.lag, m.commitLatency, m.openFiles, m.markers}
+}
+
+// unregister removes the series, so a worker that replaces this one (see
+// the appliance's sink restarts) can register its own.
+func (m *metrics) unregister() {
+	if m.reg == nil {
+		return
+	}
+	for _, c := range m.all() {
+		m.reg.Unregister(c)
+	}
 }

@@ -71,8 +71,14 @@ func New(cfg Config, st store.Store, reg prometheus.Registerer, logger *slog.Log
 
 // Start joins the group and starts landing records in a goroutine of its own,
 // which runs until Shutdown or a failure (see Done and Err). ctx bounds only
-// the start: connecting and creating the dead-letter topics.
-func (w *Worker) Start(ctx context.Context) error {
+// the start: connecting and creating the dead-letter topics. A worker that
+// fails to start has unregistered its metrics and needs no Shutdown.
+func (w *Worker) Start(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			w.metrics.unregister()
+		}
+	}()
 	reset := kgo.NewOffset().AtStart()
 	if w.cfg.StartAt == "latest" {
 		reset = kgo.NewOffset().AtEnd()
@@ -126,11 +132,13 @@ func (w *Worker) Err() error {
 
 // Shutdown stops polling, lands every open window (publish, then commit)
 // within ctx — what cannot be landed in time is discarded and rewritten by the
-// next owner — and leaves the group.
+// next owner — leaves the group and unregisters the worker's metrics. It is
+// also how a worker that stopped on its own (Err) leaves the group.
 func (w *Worker) Shutdown(ctx context.Context) error {
 	if w.cancel == nil {
 		return errors.New("lake: Shutdown before Start")
 	}
+	defer w.metrics.unregister()
 	w.cancel()
 	select {
 	case <-w.done:
