@@ -108,7 +108,8 @@ func TestUpLandsEventsExactlyOnce(t *testing.T) {
 // TestUpReplacesAStoppedSink makes the appliance's click sink fail to land
 // (a regular file stands where its topic directory must go), which stops its
 // worker, and checks that the appliance keeps running and starts a new worker
-// until the store works again; then every event lands exactly once.
+// until the store works again; then every event, also those sent meanwhile,
+// lands exactly once.
 func TestUpReplacesAStoppedSink(t *testing.T) {
 	dir := t.TempDir()
 	cfgPath, _, webAddr := writeDemoConfig(t, dir, func(cfg *appliance.Config) {
@@ -139,11 +140,13 @@ func TestUpReplacesAStoppedSink(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	// The rest of the appliance goes on meanwhile.
+	postClicks(t, web, 100, 150)
 	if err := os.Remove(blocker); err != nil {
 		t.Fatal(err)
 	}
-	waitForRows(t, lake+"/clicks/**/*.parquet", 100, 90*time.Second)
-	checkDistinct(t, lake+"/clicks/**/*.parquet", "title", 100)
+	waitForRows(t, lake+"/clicks/**/*.parquet", 150, 90*time.Second)
+	checkDistinct(t, lake+"/clicks/**/*.parquet", "title", 150)
 
 	// The new worker registered its own series in place of the stopped one's.
 	resp, err := http.Get(web + "/metrics")
@@ -159,7 +162,7 @@ func TestUpReplacesAStoppedSink(t *testing.T) {
 	if !restarts.Match(metrics) {
 		t.Errorf("/metrics counts no restart of the clicks sink's worker")
 	}
-	if rows := `millrace_lake_rows_total{sink="clicks",topic="clicks"} 100`; !strings.Contains(string(metrics), rows) {
+	if rows := `millrace_lake_rows_total{sink="clicks",topic="clicks"} 150`; !strings.Contains(string(metrics), rows) {
 		t.Errorf("/metrics has no %s", rows)
 	}
 	if !up.stop(syscall.SIGTERM, 60*time.Second) || up.exitCode() != 0 {
