@@ -290,3 +290,46 @@ func TestSinkCrashBetweenPublishes(t *testing.T) {
 		t.Errorf("files after the restart: %v, want the two of the window", files)
 	}
 }
+
+// TestSinkReplacesAStoppedWorker: a regular file where the topic's directory
+// must go makes landing fail, which stops the worker; `millrace sink` keeps
+// running and starts new workers until the store works again, and then every
+// event lands exactly once.
+func TestSinkReplacesAStoppedWorker(t *testing.T) {
+	const (
+		total = 4000
+		topic = "clicks"
+		group = "lake"
+	)
+	b := startBroker(t)
+	b.createTopic(t, topic, 2, nil)
+	want := produceClicks(t, b, topic, 0, total, 2, nil)
+	root := t.TempDir()
+	blocker := filepath.Join(root, topic)
+	if err := os.WriteFile(blocker, []byte("not a directory"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sink := startSink(t, b, "sink", group, topic, "file://"+root)
+
+	const stopped = "sink worker stopped; starting a new one"
+	deadline := time.Now().Add(time.Minute)
+	for strings.Count(sink.log(), stopped) < 2 {
+		select {
+		case <-sink.done:
+			t.Fatalf("the sink exited (status %d) instead of starting a new worker:\n%s", sink.exitCode(), tail([]byte(sink.log()), 4096))
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fewer than two %q in the log after 1m:\n%s", stopped, tail([]byte(sink.log()), 4096))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := os.Remove(blocker); err != nil {
+		t.Fatal(err)
+	}
+	waitLanded(t, b, group, topic, 2*time.Minute, sink)
+	if !sink.stop(syscall.SIGTERM, 30*time.Second) || sink.exitCode() != 0 {
+		t.Errorf("sink: status %d after SIGTERM", sink.exitCode())
+	}
+	checkLake(t, root+"/clicks/**/*.parquet", want)
+}

@@ -44,7 +44,7 @@ type Appliance struct {
 	shipper   *ship.Shipper
 	beacon    *beacon.Server
 	tailers   []*tail.Tailer
-	sinks     []*sinkRunner
+	sinks     []*lake.Runner
 	stores    []store.Store
 	http      *http.Server
 	httpAddr  net.Addr
@@ -195,19 +195,7 @@ func (a *Appliance) startSink(ctx context.Context, sc SinkConfig) error {
 	a.stores = append(a.stores, st)
 	lc := sc.Config
 	lc.Brokers = a.brokers
-	reg := prometheus.WrapRegistererWith(prometheus.Labels{"sink": sc.Name}, a.registry)
-	logger := a.logger.With("sink", sc.Name)
-	start := func(ctx context.Context) (*lake.Worker, error) {
-		w, err := lake.New(lc, st, reg, logger)
-		if err != nil {
-			return nil, err
-		}
-		if err := w.Start(ctx); err != nil {
-			return nil, err
-		}
-		return w, nil
-	}
-	r, err := newSinkRunner(ctx, start, reg, logger)
+	r, err := lake.NewRunner(ctx, lc, st, prometheus.WrapRegistererWith(prometheus.Labels{"sink": sc.Name}, a.registry), a.logger.With("sink", sc.Name))
 	if err != nil {
 		return err
 	}
@@ -299,7 +287,7 @@ func (a *Appliance) Shutdown(ctx context.Context) error {
 		errs = append(errs, a.shipper.Shutdown(ctx))
 	}
 	for _, r := range a.sinks {
-		errs = append(errs, r.shutdown(ctx))
+		errs = append(errs, r.Shutdown(ctx))
 	}
 	for _, st := range a.stores {
 		errs = append(errs, st.Close())

@@ -145,31 +145,21 @@ func runSink(ctx context.Context, e env, args []string) error {
 	}
 	defer st.Close()
 	reg := newRegistry()
-	worker, err := lake.New(cfg.Lake, st, reg, logger)
-	if err != nil {
-		return err
-	}
 	waitMetrics, err := serveMetrics(ctx, *metricsAddr, reg, logger)
 	if err != nil {
 		return err
 	}
 	defer waitMetrics()
-	if err := worker.Start(ctx); err != nil {
+	runner, err := lake.NewRunner(ctx, cfg.Lake, st, reg, logger)
+	if err != nil {
 		return err
 	}
-	select {
-	case <-ctx.Done():
-	case <-worker.Done():
-	}
+	<-ctx.Done()
 	logger.Info("shutting down: landing open windows", "timeout", *shutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
 	defer cancel()
-	serr := worker.Shutdown(sctx)
-	if err := worker.Err(); err != nil {
+	if err := runner.Shutdown(sctx); err != nil {
 		return fmt.Errorf("%w (records not landed are landed again from the committed offsets)", err)
-	}
-	if serr != nil {
-		return fmt.Errorf("%w (records not landed are landed again from the committed offsets)", serr)
 	}
 	return nil
 }
