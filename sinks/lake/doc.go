@@ -97,5 +97,7 @@
 // window's unpublished objects are discarded and the records are landed again
 // from the committed offset by the next owner or the next start. Continuing
 // after a failed commit would start a window beyond the committed offset,
-// which breaks the naming argument.
+// which breaks the naming argument. A Runner makes that next start: it shuts
+// the stopped worker down, which leaves the group, and starts a new one after
+// a backoff of 1 s doubling to 1 min.
 package lake
