@@ -143,6 +143,24 @@ func (p *process) log() string {
 	return string(b)
 }
 
+// waitLog waits until p's log holds text at least n times, failing if p
+// exits first or timeout passes.
+func (p *process) waitLog(text string, n int, timeout time.Duration) {
+	p.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for strings.Count(p.log(), text) < n {
+		select {
+		case <-p.done:
+			p.t.Fatalf("%s exited (status %d) before logging %q %d times:\n%s", p.name, p.exitCode(), text, n, tail([]byte(p.log()), 4096))
+		default:
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s logged %q fewer than %d times in %v:\n%s", p.name, text, n, timeout, tail([]byte(p.log()), 4096))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // warnings returns the first n lines of a process log at level WARN or
 // ERROR: what went wrong may be long before the log's last bytes.
 func warnings(b []byte, n int) []byte {

@@ -132,14 +132,7 @@ func TestUpReplacesAStoppedSink(t *testing.T) {
 	waitHTTP(t, up, web+"/healthz")
 	postClicks(t, web, 0, 100)
 
-	const stopped = "sink worker stopped; starting a new one"
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(up.log(), stopped) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q in the log after 60s:\n%s", stopped, tail([]byte(up.log()), 4096))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	up.waitLog("sink worker stopped; starting a new one", 1, time.Minute)
 	// The rest of the appliance goes on meanwhile.
 	postClicks(t, web, 100, 150)
 	if err := os.Remove(blocker); err != nil {
