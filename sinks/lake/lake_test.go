@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -290,7 +292,7 @@ func TestFailedPublishDiscardsAndDoesNotCommit(t *testing.T) {
 
 type fakeProgress struct{ pos map[string]time.Time }
 
-func (f fakeProgress) positions(context.Context, []string, time.Time) (map[string]time.Time, error) {
+func (f *fakeProgress) positions(context.Context, []string, time.Time) (map[string]time.Time, error) {
 	return f.pos, nil
 }
 
@@ -304,13 +306,61 @@ func TestSuccessMarkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Past hour 10 plus the grace, not past hour 11.
-	w.progress = fakeProgress{map[string]time.Time{"clicks": base.Add(65 * time.Minute)}}
+	w.progress = &fakeProgress{map[string]time.Time{"clicks": base.Add(65 * time.Minute)}}
 	w.mu.Lock()
 	w.maybeWriteMarkersLocked(context.Background())
 	w.mu.Unlock()
 	got, _ := filepath.Glob(root + "/clicks/*/*/_SUCCESS")
 	if len(got) != 1 || !strings.Contains(got[0], "hr=10") {
 		t.Errorf("markers: %v", got)
+	}
+}
+
+// TestSuccessMarkersAfterRestart: a worker lands hours 10 and 11 and stops
+// before either marker is due; the worker that is assigned the partition next
+// lands nothing more in those hours, and still writes both markers when they
+// come due.
+func TestSuccessMarkersAfterRestart(t *testing.T) {
+	root := t.TempDir()
+	config := func(c *Config) { c.SuccessGrace = 5 * time.Minute; c.SuccessInterval = time.Nanosecond }
+	first, _, _ := testWorker(t, root, config)
+	if err := feed(first, []*kgo.Record{click(0, 0), click(1, 1)}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := flushAll(first); err != nil {
+		t.Fatal(err)
+	}
+	// An hour 9 that already has its marker stays as it is.
+	if err := os.MkdirAll(root+"/clicks/dt=2024-05-01/hr=09", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"part-0-00000000000000000000.parquet", "_SUCCESS"} {
+		if err := os.WriteFile(root+"/clicks/dt=2024-05-01/hr=09/"+name, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	next, _, _ := testWorker(t, root, config)
+	progress := &fakeProgress{map[string]time.Time{"clicks": base.Add(65 * time.Minute)}}
+	next.progress = progress
+	next.onAssigned(context.Background(), nil, map[string][]int32{"clicks": {0}})
+	markers := func() []string {
+		next.mu.Lock()
+		next.maybeWriteMarkersLocked(context.Background())
+		next.mu.Unlock()
+		got, _ := filepath.Glob(root + "/clicks/*/*/_SUCCESS")
+		sort.Strings(got)
+		for i := range got {
+			got[i], _ = filepath.Rel(root, got[i])
+		}
+		return got
+	}
+	if got := markers(); !slices.Equal(got, []string{"clicks/dt=2024-05-01/hr=09/_SUCCESS", "clicks/dt=2024-05-01/hr=10/_SUCCESS"}) {
+		t.Errorf("markers past hour 10 and the grace: %v", got)
+	}
+	progress.pos["clicks"] = base.Add(2*time.Hour + 5*time.Minute)
+	if got := markers(); len(got) != 3 || got[2] != "clicks/dt=2024-05-01/hr=11/_SUCCESS" {
+		t.Errorf("markers past hour 11 and the grace: %v", got)
 	}
 }
 

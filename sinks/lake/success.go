@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -108,6 +110,65 @@ func (w *Worker) addPendingLocked(topic string, bucket time.Time) {
 		w.pending[topic] = m
 	}
 	m[bucket.Unix()] = struct{}{}
+}
+
+// recoverPendingLocked adds to the pending set the buckets of topic near the
+// group's position that have files but no _SUCCESS marker. The worker that
+// landed them may have stopped before their markers were due, and no later
+// window names them again, so without this their markers would never come.
+// It lists the days from a day (plus the grace) before the position to a day
+// after it: further back, markers were due long before the stop.
+func (w *Worker) recoverPendingLocked(ctx context.Context, topic string) {
+	if w.cfg.SuccessGrace < 0 || w.progress == nil {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	pos, err := w.progress.positions(cctx, []string{topic}, w.now())
+	if err != nil {
+		w.logger.Warn("reading the group's progress to recover due _SUCCESS markers failed", "topic", topic, "err", err)
+		return
+	}
+	p, ok := pos[topic]
+	if !ok {
+		return // some partition has no position yet: nothing was landed before
+	}
+	const day = 24 * time.Hour
+	for d := p.Add(-day - w.cfg.SuccessGrace).UTC().Truncate(day); !d.After(p.Add(day)); d = d.Add(day) {
+		objs, err := w.store.List(cctx, topic+"/dt="+d.Format("2006-01-02")+"/")
+		if err != nil {
+			w.logger.Warn("listing the lake to recover due _SUCCESS markers failed", "topic", topic, "err", err)
+			return
+		}
+		files, marked := map[string]bool{}, map[string]bool{}
+		for _, o := range objs {
+			dir, base := path.Split(o.Name)
+			if base == "_SUCCESS" {
+				marked[dir] = true
+			} else if strings.HasSuffix(base, ".parquet") {
+				files[dir] = true
+			}
+		}
+		for dir := range files {
+			if b, ok := w.parseBucketDir(topic, strings.TrimSuffix(dir, "/")); ok && !marked[dir] {
+				w.addPendingLocked(topic, b)
+			}
+		}
+	}
+}
+
+// parseBucketDir is the inverse of bucketDir.
+func (w *Worker) parseBucketDir(topic, dir string) (time.Time, bool) {
+	rest, ok := strings.CutPrefix(dir, topic+"/dt=")
+	if !ok {
+		return time.Time{}, false
+	}
+	layout := "2006-01-02/hr=15"
+	if w.cfg.PartitionBy == "day" {
+		layout = "2006-01-02"
+	}
+	b, err := time.Parse(layout, rest)
+	return b, err == nil
 }
 
 // maybeWriteMarkersLocked writes the _SUCCESS markers that are due, at most

@@ -288,7 +288,8 @@ func (w *Worker) sortedPartitionsLocked() []*partitionState {
 }
 
 // onAssigned removes what earlier owners of the new partitions left
-// unpublished, before any of their records is read.
+// unpublished, before any of their records is read, and picks up the
+// _SUCCESS markers they left due.
 func (w *Worker) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -311,6 +312,7 @@ func (w *Worker) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[str
 			w.logger.Warn("cleaning up leftovers failed; they stay hidden and are retried on the next assignment",
 				"topic", topic, "err", err)
 		}
+		w.recoverPendingLocked(ctx, topic)
 		w.logger.Info("partitions assigned", "topic", topic, "partitions", partitions, "leftovers_removed", n)
 	}
 }
