@@ -73,7 +73,9 @@
 //
 // Every commit carries the window's largest record timestamp in the offset's
 // commit metadata (`{"wm":<unix ms>}`). Periodically, a worker that published
-// files into an hour (or day) fetches the group's committed offsets and the
+// files into an hour (or day) — or, when it was assigned the topic, found one
+// with files and no marker within a day of the group's position, as a worker
+// that stopped leaves them — fetches the group's committed offsets and the
 // partitions' end offsets: a partition's position is its committed metadata
 // time, or now when it is fully consumed (committed offset = end offset). Once
 // the minimum position over all partitions of the topic is at or past the end
