@@ -60,11 +60,12 @@ func getUsage(b *testing.B) usage {
 func (u usage) cpu(v usage) time.Duration { return v.user - u.user + v.sys - u.sys }
 
 // BenchmarkClicksToParquet lands click events (decode, bucket by hour, Arrow,
-// Parquet with zstd, publish to the file store) on one goroutine, and in the
-// same run has DuckDB, limited to one thread, convert the same events from
+// Parquet, publish to the file store) on one goroutine, and in the same run
+// has DuckDB, limited to one thread, convert the same events from
 // newline-delimited JSON to Parquet. It reports rows per CPU-second (rows/s per
-// core) for both and their ratio (lake / DuckDB), for zstd and snappy, and
-// the minor page faults per run and the kernel's share of the CPU of each.
+// core) for both, after one warm-up run each, and their ratio (lake / DuckDB),
+// for zstd and snappy, and the minor page faults per run and the kernel's
+// share of the CPU of each.
 func BenchmarkClicksToParquet(b *testing.B) {
 	const n = 200_000
 	recs, ndjson := benchClicks(n)
@@ -94,24 +95,28 @@ func benchBoth(b *testing.B, db *sql.DB, recs []*kgo.Record, jsonPath, codec str
 	// rows per CPU-second is rows/s per core, and it does not move with
 	// the load other processes put on the machine.
 	//
-	// The sink's runs go back to back, then DuckDB's: a sink runs
-	// continuously, and a pause between its runs (DuckDB's turn) lets the Go
-	// runtime hand its idle heap back to the kernel, so each run would pay
-	// the page faults of growing it again.
-	workers := make([]*Worker, b.N)
+	// Each side is measured in its steady state: one unmeasured run right
+	// before its measured runs, which go back to back. A sink runs
+	// continuously; after a pause (the setup, or DuckDB's turn) the Go
+	// runtime has handed its idle heap back to the kernel, and the first
+	// run after it pays the page faults of growing the heap again.
+	workers := make([]*Worker, b.N+1)
 	for i := range workers {
 		root := filepath.Join(dir, fmt.Sprint("lake-", i))
 		workers[i], _, _ = testWorker(b, root, func(c *Config) { c.RollRows = int64(n); c.Compression = codec })
 	}
-	runtime.GC()
-	start := getUsage(b)
-	for _, w := range workers {
+	land := func(w *Worker) {
 		if err := feed(w, recs, 0); err != nil {
 			b.Fatal(err)
 		}
 		if err := flushAll(w); err != nil {
 			b.Fatal(err)
 		}
+	}
+	land(workers[b.N])
+	start := getUsage(b)
+	for _, w := range workers[:b.N] {
+		land(w)
 	}
 	end := getUsage(b)
 	lakeTime := start.cpu(end)
@@ -120,14 +125,18 @@ func benchBoth(b *testing.B, db *sql.DB, recs []*kgo.Record, jsonPath, codec str
 	// in again (see README, Benchmarks, Sinks).
 	b.ReportMetric(float64(end.sys-start.sys)/float64(lakeTime), "lake_sys_share")
 	b.ReportMetric(float64(end.faults-start.faults)/float64(b.N), "lake_faults/op")
-	// DuckDB starts with no collection pending from the sink's garbage.
-	runtime.GC()
-	start = getUsage(b)
-	for i := 0; i < b.N; i++ {
+	convert := func(i int) {
 		out := filepath.Join(dir, fmt.Sprint("duck-", i, ".parquet"))
 		if _, err := db.Exec(fmt.Sprintf(`COPY (SELECT * FROM read_json_auto('%s')) TO '%s' (FORMAT parquet, COMPRESSION %s)`, jsonPath, out, codec)); err != nil {
 			b.Fatal(err)
 		}
+	}
+	// DuckDB starts with no collection pending from the sink's garbage.
+	runtime.GC()
+	convert(b.N)
+	start = getUsage(b)
+	for i := 0; i < b.N; i++ {
+		convert(i)
 	}
 	end = getUsage(b)
 	duckTime := start.cpu(end)
