@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,6 +19,8 @@ import (
 	_ "github.com/duckdb/duckdb-go/v2"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/sinks/lake"
 )
 
 // clickBase is the first hour of the produced clicks' event times.
@@ -321,4 +326,72 @@ func TestSinkReplacesAStoppedWorker(t *testing.T) {
 		t.Errorf("sink: status %d after SIGTERM", sink.exitCode())
 	}
 	checkLake(t, root+"/clicks/**/*.parquet", want)
+}
+
+// TestSinkDeadLetters: records that do not fit the click schema go to
+// `clicks.dlq` with the reason while the clicks around them land, among them
+// records whose envelope would outgrow the producer's limit (900 KiB of
+// binary, base64 in the envelope; 600 KiB of control characters, escaped six
+// bytes each): their dead letters carry the first 128 KiB, and the sink
+// neither stops nor loses the clicks after them.
+func TestSinkDeadLetters(t *testing.T) {
+	const (
+		topic = "clicks"
+		group = "lake"
+	)
+	b := startBroker(t)
+	b.createTopic(t, topic, 1, nil)
+	want := produceClicks(t, b, topic, 0, 1000, 2, nil)
+	bad := [][]byte{
+		[]byte("not json"),
+		[]byte(`{"event_id":"no-type","ts":"2024-05-01T08:00:00Z"}`),
+		bytes.Repeat([]byte{0xff}, 900<<10),
+		bytes.Repeat([]byte{0x01}, 600<<10),
+	}
+	cl := b.client(t, kgo.DefaultProduceTopic(topic))
+	for i, v := range bad {
+		if err := cl.ProduceSync(context.Background(), &kgo.Record{Key: []byte(fmt.Sprint("bad-", i)), Value: v}).FirstErr(); err != nil {
+			t.Fatalf("produce bad record %d: %v", i, err)
+		}
+	}
+	for h, n := range produceClicks(t, b, topic, 1000, 2000, 2, nil) {
+		want[h] += n
+	}
+	root := t.TempDir()
+	sink := startSink(t, b, "sink", group, topic, "file://"+root)
+	waitLanded(t, b, group, topic, time.Minute, sink)
+	if strings.Contains(sink.log(), "sink worker stopped") {
+		t.Errorf("the sink's worker stopped:\n%s", tail([]byte(sink.log()), 4096))
+	}
+	checkLake(t, root+"/clicks/**/*.parquet", want)
+
+	letters := map[int64]lake.DeadLetter{}
+	for _, v := range consumeAll(t, b, topic+".dlq", len(bad), 10*time.Second) {
+		var d lake.DeadLetter
+		if err := json.Unmarshal(v, &d); err != nil {
+			t.Fatalf("dead letter %.200q: %v", v, err)
+		}
+		letters[d.Offset] = d
+	}
+	for i, v := range bad {
+		d, ok := letters[int64(1000+i)]
+		if !ok {
+			t.Errorf("no dead letter for offset %d (have %d letters)", 1000+i, len(letters))
+			continue
+		}
+		kept := []byte(nil)
+		if d.Value != nil {
+			kept = []byte(*d.Value)
+		} else if kept, _ = base64.StdEncoding.DecodeString(d.ValueBase64); kept == nil {
+			t.Errorf("offset %d: no value in the dead letter", d.Offset)
+		}
+		cut := min(len(v), 128<<10)
+		if d.Reason == "" || d.ValueBytes != len(v) || d.Truncated != (cut < len(v)) || !bytes.Equal(kept, v[:cut]) {
+			t.Errorf("offset %d: reason %q, value_bytes %d, truncated %v, %d bytes kept; want a reason, %d, %v, the first %d",
+				d.Offset, d.Reason, d.ValueBytes, d.Truncated, len(kept), len(v), cut < len(v), cut)
+		}
+	}
+	if !sink.stop(syscall.SIGTERM, 30*time.Second) || sink.exitCode() != 0 {
+		t.Errorf("sink: status %d after SIGTERM", sink.exitCode())
+	}
 }

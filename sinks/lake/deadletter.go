@@ -27,19 +27,52 @@ type DeadLetter struct {
 	// ValueBase64 holds it.
 	Value       *string `json:"value,omitempty"`
 	ValueBase64 string  `json:"value_base64,omitempty"`
+	// ValueBytes is the original value's length. A value longer than
+	// maxDeadLetterValue is cut to its first maxDeadLetterValue bytes (at a
+	// character boundary when it is UTF-8) and Truncated is set; the whole
+	// record stays in its topic at Offset.
+	ValueBytes int  `json:"value_bytes"`
+	Truncated  bool `json:"truncated,omitempty"`
 }
+
+// maxDeadLetterValue bounds the value (and key) a dead letter carries. A
+// record the broker took can be refused as a dead letter: escaping (up to 6
+// bytes per byte) or base64 grows it past the producer's batch limit
+// (franz-go's default 1,000,012 bytes) or the topic's max.message.bytes, the
+// window could never be committed, and its worker would stop on the same
+// record again and again. 128 KiB stays within 1 MB in the worst case.
+const maxDeadLetterValue = 128 << 10
 
 // newDeadLetter builds the envelope for r.
 func newDeadLetter(tp topicPartition, r *kgo.Record, reason string) DeadLetter {
 	d := DeadLetter{Reason: reason, Topic: tp.topic, Partition: tp.partition, Offset: r.Offset,
-		Timestamp: r.Timestamp.UTC().Format(time.RFC3339Nano)}
-	if utf8.Valid(r.Value) {
-		s := string(r.Value)
+		Timestamp: r.Timestamp.UTC().Format(time.RFC3339Nano), ValueBytes: len(r.Value)}
+	v := r.Value
+	if len(v) > maxDeadLetterValue {
+		cut := maxDeadLetterValue
+		if utf8.Valid(v) {
+			for !utf8.RuneStart(v[cut]) { // not inside a character: the cut stays text
+				cut--
+			}
+		}
+		v, d.Truncated = v[:cut], true
+	}
+	if utf8.Valid(v) {
+		s := string(v)
 		d.Value = &s
 	} else {
-		d.ValueBase64 = base64.StdEncoding.EncodeToString(r.Value)
+		d.ValueBase64 = base64.StdEncoding.EncodeToString(v)
 	}
 	return d
+}
+
+// deadLetterKey is the key a dead letter of r carries: r's own, unless it is
+// longer than maxDeadLetterValue (the envelope locates the record anyway).
+func deadLetterKey(r *kgo.Record) []byte {
+	if len(r.Key) > maxDeadLetterValue {
+		return nil
+	}
+	return r.Key
 }
 
 // kgoDeadLetters produces dead letters with the worker's client (idempotent
@@ -53,7 +86,7 @@ type kgoDeadLetters struct {
 
 func (d *kgoDeadLetters) send(tp topicPartition, r *kgo.Record, reason string) {
 	value, _ := json.Marshal(newDeadLetter(tp, r, reason)) // plain strings and numbers: cannot fail
-	d.client.Produce(context.Background(), &kgo.Record{Topic: tp.topic + ".dlq", Key: r.Key, Value: value},
+	d.client.Produce(context.Background(), &kgo.Record{Topic: tp.topic + ".dlq", Key: deadLetterKey(r), Value: value},
 		func(_ *kgo.Record, err error) {
 			if err != nil {
 				d.mu.Lock()

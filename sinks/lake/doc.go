@@ -88,8 +88,11 @@
 //
 // Records whose value is empty or does not fit the schema are produced to
 // `<topic>.dlq` as a JSON envelope (reason, topic, partition, offset, record
-// timestamp, and the value as a string when it is valid UTF-8, else base64),
-// by the idempotent producer, and acknowledged before the window's commit. A
+// timestamp, the value's length, and the value as a string when it is valid
+// UTF-8, else base64), by the idempotent producer, and acknowledged before
+// the window's commit. The envelope carries at most the value's first 128
+// KiB (marked truncated), so that escaping or base64 cannot grow it past the
+// producer's or the broker's size limit and stall the partition. A
 // crash before the commit produces them again: the dead-letter topic is at
 // least once, and the envelope's topic/partition/offset identify duplicates.
 //

@@ -1,7 +1,10 @@
 package lake
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +15,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -242,6 +246,48 @@ func TestDeadLettersAndRollAge(t *testing.T) {
 	}
 	if n := len(landed(t, root)); n != 2 {
 		t.Errorf("%d files, want 2", n)
+	}
+}
+
+// A dead letter carries at most maxDeadLetterValue bytes of the value, so
+// that its envelope fits the producer's and the broker's limits: text is cut
+// at a character boundary, other bytes are cut and base64-encoded.
+func TestDeadLetterBounds(t *testing.T) {
+	tp := topicPartition{"clicks", 0}
+	euro := strings.Repeat("€", maxDeadLetterValue/3+10) // 3 bytes each; the limit falls inside one
+	binary := bytes.Repeat([]byte{0xff}, 900<<10)
+	for _, c := range []struct {
+		name  string
+		value []byte
+		cut   int // bytes of the value kept
+	}{
+		{"short", []byte(`{"type":42}`), 11},
+		{"long text", []byte(euro), maxDeadLetterValue - maxDeadLetterValue%3},
+		{"long binary", binary, maxDeadLetterValue},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := &kgo.Record{Offset: 7, Key: bytes.Repeat([]byte("k"), len(c.value)), Value: c.value}
+			d := newDeadLetter(tp, r, "bad")
+			if d.ValueBytes != len(c.value) || d.Truncated != (c.cut < len(c.value)) {
+				t.Errorf("value_bytes %d, truncated %v; want %d, %v", d.ValueBytes, d.Truncated, len(c.value), c.cut < len(c.value))
+			}
+			kept := []byte(nil)
+			if d.Value != nil {
+				kept = []byte(*d.Value)
+			} else if b, err := base64.StdEncoding.DecodeString(d.ValueBase64); err == nil {
+				kept = b
+			}
+			if !bytes.Equal(kept, c.value[:c.cut]) {
+				t.Errorf("kept %d bytes (text %v), want the first %d", len(kept), d.Value != nil, c.cut)
+			}
+			if utf8.Valid(c.value) != (d.Value != nil) {
+				t.Errorf("text value as base64 or binary as text")
+			}
+			env, err := json.Marshal(d)
+			if err != nil || len(env)+len(deadLetterKey(r)) > 1_000_000 {
+				t.Errorf("envelope of %d bytes and a key of %d (%v): over the producer's limit", len(env), len(deadLetterKey(r)), err)
+			}
+		})
 	}
 }
 
