@@ -65,14 +65,14 @@ func TestMaxOpenFiles(t *testing.T) {
 		}
 	}()
 	cons := newConsumer(t, c)
-	got := cons.waitFor(t, files*per)
+	cons.waitFor(t, files*per)
 	// Files that grow after being closed are reopened by identity and offset.
 	writing.Lock()
 	for i := range files {
 		appendLines(t, filepath.Join(dir, fmt.Sprintf("f%02d.log", i)), fmt.Sprintf("f%02d", i), per, per+5)
 	}
 	writing.Unlock()
-	got = cons.settle(t, files*(per+5))
+	got := cons.settle(t, files*(per+5))
 	close(done)
 	wg.Wait()
 	for i := range files {

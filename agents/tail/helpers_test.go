@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -129,7 +128,6 @@ func (h *harness) kill() {
 // consumer reads the topic from the start, accumulating records.
 type consumer struct {
 	cl  *kgo.Client
-	mu  sync.Mutex
 	got []logLine
 }
 

@@ -206,7 +206,7 @@ func TestAssignmentOverBrokers(t *testing.T) {
 	}
 
 	// An explicit assignment that leaves this broker out opens no log here.
-	topic, err = e.c.CreateTopic(TopicSpec{Name: "elsewhere", Partitions: -1, ReplicationFactor: -1, Assignment: map[int32][]int32{0: {1}, 1: {0}}}, false)
+	_, err = e.c.CreateTopic(TopicSpec{Name: "elsewhere", Partitions: -1, ReplicationFactor: -1, Assignment: map[int32][]int32{0: {1}, 1: {0}}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

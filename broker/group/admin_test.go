@@ -62,7 +62,7 @@ func TestDeleteGroups(t *testing.T) {
 
 func TestListAndDescribeGroups(t *testing.T) {
 	e := newEnv(t, testConfig())
-	id := stableGroup(t, e, "stable", 10*time.Second)
+	stableGroup(t, e, "stable", 10*time.Second)
 	joinMember(t, e.c, "completing", "b", 10*time.Second, "t")
 	e.c.OffsetCommit(context.Background(), commitReq("offsets-only", "", -1, "t", map[int32]int64{0: 1}))
 	fetchOffset(t, e.c, "looked-up", "t", 0) // a lookup does not create a group
@@ -124,7 +124,7 @@ func TestListAndDescribeGroups(t *testing.T) {
 	if d := describe(t, e.c, "stable"); d.State != "Dead" {
 		t.Fatalf("membership-only group after restart: %s", d.State)
 	}
-	id = stableGroup(t, e, "stable", 10*time.Second)
+	id := stableGroup(t, e, "stable", 10*time.Second)
 	d := describe(t, e.c, "stable")
 	if d.State != "Stable" || d.ProtocolType != "consumer" || d.Protocol != "range" || len(d.Members) != 1 {
 		t.Fatalf("describe: %+v", d)

@@ -29,12 +29,10 @@ func buildCrashLog(t *testing.T, cfg Config) (dir string, activeBase int64, ends
 	active := segs[len(segs)-1]
 	// Batch boundaries of the active segment.
 	var pos int64
-	off := active.BaseOffset
 	for _, h := range readAllBatches(t, l, active.BaseOffset) {
 		pos += int64(h.Size())
-		off = h.NextOffset()
 		ends = append(ends, pos)
-		nexts = append(nexts, off)
+		nexts = append(nexts, h.NextOffset())
 	}
 	// Persist indexes so the copy looks like a crashed broker's directory,
 	// but do not Close: there is no clean-shutdown marker.
