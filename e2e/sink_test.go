@@ -125,6 +125,26 @@ func waitLanded(t *testing.T, b *broker, group, topic string, timeout time.Durat
 	}
 }
 
+// waitMidway waits until the group has committed at least n records of the
+// topic, failing if it committed everything first (what the test does next
+// must come midway) or timeout passes.
+func waitMidway(t *testing.T, b *broker, group, topic string, n int64, timeout time.Duration) {
+	t.Helper()
+	adm := b.admin(t)
+	for deadline := time.Now().Add(timeout); ; time.Sleep(20 * time.Millisecond) {
+		committed, end := groupProgress(t, adm, group, topic)
+		if committed >= end {
+			t.Fatalf("everything landed (%d records) before the test's midway step", committed)
+		}
+		if committed >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d records landed after %v", committed, timeout)
+		}
+	}
+}
+
 // openDuck opens an in-memory DuckDB.
 func openDuck(t *testing.T) *sql.DB {
 	t.Helper()
@@ -222,21 +242,7 @@ func TestSinkFilesystemExactlyOnce(t *testing.T) {
 		sinks = append(sinks, startSink(t, b, fmt.Sprintf("sink-%d", i), group, topic, out, "--roll-rows", "40000"))
 	}
 
-	adm := b.admin(t)
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		committed, end := groupProgress(t, adm, group, topic)
-		if committed >= end {
-			t.Fatalf("everything landed before the kill (%d records); the kill must come midway", committed)
-		}
-		if committed >= killAt {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d records landed after 2m", committed)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitMidway(t, b, group, topic, killAt, 2*time.Minute)
 	sinks[1].kill()
 	sinks[1].restartAfter(200 * time.Millisecond)
 
