@@ -280,11 +280,17 @@ func (w *Worker) discardLocked(ctx context.Context, p *partitionState) {
 }
 
 // releaseLocked aborts the window's objects that were not published (Abort
-// after Publish does nothing) and gives back their open-file slots.
+// after Publish does nothing) and gives back their open-file slots. The
+// aborts share one deadline: they are best effort (leftovers are removed
+// when the partition is next assigned), and with the store down each would
+// otherwise spend the S3 client's whole retry policy (about 5 s), one after
+// another, before a failed worker could stop.
 func (w *Worker) releaseLocked(ctx context.Context, win *window) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
+	defer cancel()
 	for _, f := range win.order {
 		f.w.Close() // frees the builders; a no-op for a closed writer
-		if err := f.obj.Abort(context.WithoutCancel(ctx)); err != nil {
+		if err := f.obj.Abort(actx); err != nil {
 			w.logger.Warn("discarding an unpublished file failed; it is removed when its partition is next assigned",
 				"name", f.name, "err", err)
 		}
@@ -292,6 +298,9 @@ func (w *Worker) releaseLocked(ctx context.Context, win *window) {
 	w.openFiles -= len(win.order)
 	w.metrics.openFiles.Set(float64(w.openFiles))
 }
+
+// abortTimeout bounds the discarding of one window's unpublished objects.
+const abortTimeout = 10 * time.Second
 
 // finalNameMatcher matches the final names of one partition's data files, so
 // a newly assigned partition's leftovers can be found.
