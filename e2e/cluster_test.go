@@ -159,12 +159,7 @@ func (c *localCluster) seeds() []string {
 
 func (c *localCluster) client(opts ...kgo.Opt) *kgo.Client {
 	c.t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.seeds()...)}, opts...)...)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	c.t.Cleanup(cl.Close)
-	return cl
+	return kafkaClient(c.t, c, opts...)
 }
 
 func (c *localCluster) admin() *kadm.Client { return kadm.NewClient(c.client()) }

@@ -240,15 +240,27 @@ func (b *broker) waitReady() {
 	b.t.Fatalf("broker at %s not ready after 20s:\n%s", b.addr, tail([]byte(b.log()), 4096))
 }
 
-// client returns a franz-go client for b, closed with the test.
-func (b *broker) client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
+// kafka is a single broker or a cluster, for helpers that need only its
+// bootstrap addresses.
+type kafka interface{ seeds() []string }
+
+func (b *broker) seeds() []string { return []string{b.addr} }
+
+// kafkaClient returns a franz-go client of k, closed with the test.
+func kafkaClient(t testing.TB, k kafka, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.addr)}, opts...)...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(k.seeds()...)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
 	return cl
+}
+
+// client returns a franz-go client for b, closed with the test.
+func (b *broker) client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	return kafkaClient(t, b, opts...)
 }
 
 func (b *broker) admin(t testing.TB) *kadm.Client {

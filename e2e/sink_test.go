@@ -40,11 +40,11 @@ func clickEvent(i, hours int, extra string) (value []byte, hour string) {
 // produceClicks produces clicks [from, to) keyed by event id and returns the
 // count per "YYYY-MM-DD HH". extra, when not nil, gives each click's added
 // top-level members (see clickEvent).
-func produceClicks(t *testing.T, b *broker, topic string, from, to, hours int, extra func(i int) string) map[string]int {
+func produceClicks(t *testing.T, k kafka, topic string, from, to, hours int, extra func(i int) string) map[string]int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl := b.client(t, kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(5*time.Millisecond))
+	cl := kafkaClient(t, k, kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(5*time.Millisecond))
 	perHour := map[string]int{}
 	var failed atomic.Value
 	for i := from; i < to; i++ {
@@ -70,9 +70,9 @@ func produceClicks(t *testing.T, b *broker, topic string, from, to, hours int, e
 }
 
 // startSink runs `millrace sink` for the click topic.
-func startSink(t *testing.T, b *broker, name, group, topic, out string, extra ...string) *process {
+func startSink(t *testing.T, k kafka, name, group, topic, out string, extra ...string) *process {
 	t.Helper()
-	args := append([]string{"sink", "-b", b.addr, "--group", group, "--topic", topic, "--schema", "click",
+	args := append([]string{"sink", "-b", strings.Join(k.seeds(), ","), "--group", group, "--topic", topic, "--schema", "click",
 		"--out", out, "--idle-timeout", "500ms", "--session-timeout", "6s", "--log-level", "warn"}, extra...)
 	return startProcess(t, name, args...)
 }
@@ -102,9 +102,9 @@ func groupProgress(t *testing.T, adm *kadm.Client, group, topic string) (committ
 
 // waitLanded waits until the group has committed every partition to its end,
 // failing if any of procs exits meanwhile.
-func waitLanded(t *testing.T, b *broker, group, topic string, timeout time.Duration, procs ...*process) {
+func waitLanded(t *testing.T, k kafka, group, topic string, timeout time.Duration, procs ...*process) {
 	t.Helper()
-	adm := b.admin(t)
+	adm := kadm.NewClient(kafkaClient(t, k))
 	deadline := time.Now().Add(timeout)
 	for {
 		committed, end := groupProgress(t, adm, group, topic)
@@ -128,9 +128,9 @@ func waitLanded(t *testing.T, b *broker, group, topic string, timeout time.Durat
 // waitMidway waits until the group has committed at least n records of the
 // topic, failing if it committed everything first (what the test does next
 // must come midway) or timeout passes.
-func waitMidway(t *testing.T, b *broker, group, topic string, n int64, timeout time.Duration) {
+func waitMidway(t *testing.T, k kafka, group, topic string, n int64, timeout time.Duration) {
 	t.Helper()
-	adm := b.admin(t)
+	adm := kadm.NewClient(kafkaClient(t, k))
 	for deadline := time.Now().Add(timeout); ; time.Sleep(20 * time.Millisecond) {
 		committed, end := groupProgress(t, adm, group, topic)
 		if committed >= end {
