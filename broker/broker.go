@@ -86,6 +86,10 @@ func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 		_, _, ok := b.cluster.Partition(topic, partition)
 		return ok
 	}
+	gcfg.Owner = func(id string) (bool, uint64) {
+		c, gen, ok := b.cluster.GroupCoordinator(id)
+		return ok && c.ID == cfg.Kafka.BrokerID, gen
+	}
 	b.groups = group.New(b.store, gcfg, logger)
 	deps := kafka.Deps{Cluster: b.cluster, Groups: b.groups, Logs: b.logs, Store: b.store, Metrics: cfg.Metrics,
 		HighWatermarkCheckpoint: filepath.Join(cfg.DataDir, "logs", kafka.HighWatermarkCheckpointFile)}

@@ -140,6 +140,7 @@ func (r *registration) refresh() (<-chan coord.Event, error) {
 	slices.SortFunc(brokers, func(a, b BrokerInfo) int { return cmp.Compare(a.ID, b.ID) })
 	c.mu.Lock()
 	c.brokers = brokers
+	c.brokerGen++
 	c.mu.Unlock()
 	c.poke()
 	return watch, nil

@@ -24,6 +24,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"sort"
 	"sync"
@@ -146,6 +147,7 @@ type Cluster struct {
 	byID      map[[16]byte]*topicEntry
 	clusterID string
 	brokers   []BrokerInfo // live brokers, sorted by ID
+	brokerGen uint64       // counts the changes of brokers
 	closed    bool
 	// deleting are the topics marked for deletion (delete.go); they are
 	// not in topics.
@@ -442,6 +444,45 @@ func (c *Cluster) Brokers() []BrokerInfo {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return append([]BrokerInfo(nil), c.brokers...)
+}
+
+// GroupCoordinator returns the live broker that coordinates consumer group
+// id, and the generation of the live set it was chosen from (which changes
+// whenever a broker comes or goes). Every broker chooses alike from its view
+// of /brokers/ids: the broker with the highest hash of (group, broker ID),
+// so a broker's death moves only the groups it coordinated, and they come
+// back when it returns. ok is false while no broker is known.
+func (c *Cluster) GroupCoordinator(id string) (coordinator BrokerInfo, generation uint64, ok bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	coordinator, ok = groupCoordinator(id, c.brokers)
+	return coordinator, c.brokerGen, ok
+}
+
+// groupCoordinator is the broker of brokers with the highest hash of (group
+// id, broker ID): rendezvous hashing.
+func groupCoordinator(id string, brokers []BrokerInfo) (coordinator BrokerInfo, ok bool) {
+	var best uint64
+	for _, b := range brokers {
+		h := fnv.New64a()
+		h.Write([]byte(id))
+		h.Write([]byte{0, byte(b.ID >> 24), byte(b.ID >> 16), byte(b.ID >> 8), byte(b.ID)})
+		if score := mix64(h.Sum64()); !ok || score > best {
+			coordinator, best, ok = b, score, true
+		}
+	}
+	return coordinator, ok
+}
+
+// mix64 scrambles FNV's output (splitmix64's finaliser): FNV-1a of keys that
+// differ only in their last bytes differs mostly in the low bits, which
+// would let one broker win nearly every group.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
 }
 
 // Broker returns one live broker.

@@ -92,7 +92,7 @@ func errorMessage(code int16, group string) string {
 	case errCoordinatorNotAvailable:
 		return "the coordination store is unavailable"
 	case errNotCoordinator:
-		return "the group coordinator is shut down"
+		return "this broker does not coordinate group " + group + " (or is shutting down); find its coordinator again"
 	case errUnsupportedVersion:
 		return "unsupported request version"
 	default:
@@ -100,10 +100,12 @@ func errorMessage(code int16, group string) string {
 	}
 }
 
-// ListGroups serves ListGroups v0–v5: every group with members or committed
-// offsets, including groups known only from the store (their protocol type is
-// then unknown and reported empty, as for simple consumer groups). v4 filters
-// by state and v5 by type ("classic"; case-insensitive, as Kafka).
+// ListGroups serves ListGroups v0–v5: every group this broker coordinates
+// (Config.Owner; clients ask every broker, as in Kafka) with members or
+// committed offsets, including groups known only from the store (their
+// protocol type is then unknown and reported empty, as for simple consumer
+// groups). v4 filters by state and v5 by type ("classic"; case-insensitive,
+// as Kafka).
 func (c *Coordinator) ListGroups(ctx context.Context, req *kmsg.ListGroupsRequest) *kmsg.ListGroupsResponse {
 	resp := kmsg.NewPtrListGroupsResponse()
 	resp.Version = req.Version
@@ -175,7 +177,7 @@ func (c *Coordinator) ListGroups(ctx context.Context, req *kmsg.ListGroupsReques
 	sort.Strings(ids)
 	for _, id := range ids {
 		l := listed[id]
-		if len(states) > 0 && !states[lower(l.State)] {
+		if owned, _ := c.owner(id); !owned || (len(states) > 0 && !states[lower(l.State)]) {
 			continue
 		}
 		rg := kmsg.NewListGroupsResponseGroup()

@@ -35,6 +35,14 @@ type Config struct {
 	// coordinator consuming the store's session events, which the broker
 	// reads. Default 30s.
 	MirrorResync time.Duration
+	// Owner reports whether this broker coordinates a group, and the
+	// generation of the view it decided from, which changes whenever the
+	// group may have been coordinated elsewhere meanwhile. A group this
+	// broker does not coordinate gets NOT_COORDINATOR, so clients look up
+	// its coordinator again; cached offsets are read from the store again
+	// when the generation changes. Nil: this broker coordinates every group
+	// (a single broker).
+	Owner func(group string) (owned bool, generation uint64)
 }
 
 // Defaults of Config, as Kafka's.

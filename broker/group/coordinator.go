@@ -14,9 +14,15 @@
 //
 // JoinGroup and SyncGroup block; every other method answers at once.
 //
+// In a cluster each group is coordinated by one broker (Config.Owner, which
+// the broker answers from cluster.GroupCoordinator); requests for a group
+// this broker does not coordinate get NOT_COORDINATOR, so the client finds
+// the coordinator again.
+//
 // Committed offsets live in the coordination store at
 // /consumers/<group>/offsets/<topic>/<partition> (the store is the truth; a
-// per-group cache is loaded lazily). Membership is mirrored, best effort, to
+// per-group cache is loaded lazily, and again after the coordinator's view
+// of the live brokers changed). Membership is mirrored, best effort, to
 // ephemeral /consumers/<group>/ids/<member> and
 // /consumers/<group>/owners/<topic>/<partition> nodes for operators and tools.
 //
@@ -185,7 +191,7 @@ func (c *Coordinator) lockGroup(id string, create bool) *group {
 
 // getGroup returns the named group without locking it.
 func (c *Coordinator) getGroup(id string, create bool) *group {
-	if c.closed.Load() {
+	if !c.coordinates(id) {
 		return nil
 	}
 	c.mu.Lock()
@@ -196,6 +202,22 @@ func (c *Coordinator) getGroup(id string, create bool) *group {
 		c.groups[id] = g
 	}
 	return g
+}
+
+// coordinates reports whether this coordinator serves group id now: it is
+// open, and this broker coordinates the group (Config.Owner). Requests for a
+// group it does not serve get NOT_COORDINATOR.
+func (c *Coordinator) coordinates(id string) bool {
+	owned, _ := c.owner(id)
+	return owned && !c.closed.Load()
+}
+
+// owner reports whether this broker coordinates group id (Config.Owner).
+func (c *Coordinator) owner(id string) (bool, uint64) {
+	if c.cfg.Owner == nil {
+		return true, 0
+	}
+	return c.cfg.Owner(id)
 }
 
 // forgetGroup removes g from the map if it is still the group under its ID.

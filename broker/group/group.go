@@ -123,6 +123,7 @@ type group struct {
 
 	offsetMu      sync.Mutex // guards the following; held across offset store writes
 	offsetsLoaded bool
+	offsetsGen    uint64 // Config.Owner's generation when the offsets were loaded
 	offsets       map[topicPartition]offsetEntry
 
 	mu             sync.Mutex // guards the following

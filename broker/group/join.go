@@ -47,7 +47,7 @@ func (c *Coordinator) JoinGroup(ctx context.Context, req *kmsg.JoinGroupRequest)
 
 	g := c.lockGroup(req.Group, req.MemberID == "")
 	if g == nil {
-		if c.closed.Load() {
+		if !c.coordinates(req.Group) {
 			return fail(errNotCoordinator, req.MemberID)
 		}
 		return fail(errUnknownMemberID, req.MemberID)

@@ -25,7 +25,7 @@ func (c *Coordinator) SyncGroup(ctx context.Context, req *kmsg.SyncGroupRequest)
 	}
 	g := c.lockGroup(req.Group, false)
 	if g == nil {
-		if c.closed.Load() {
+		if !c.coordinates(req.Group) {
 			return fail(errNotCoordinator)
 		}
 		return fail(errUnknownMemberID)
@@ -151,7 +151,7 @@ func (c *Coordinator) heartbeat(req *kmsg.HeartbeatRequest) int16 {
 	}
 	g := c.lockGroup(req.Group, false)
 	if g == nil {
-		if c.closed.Load() {
+		if !c.coordinates(req.Group) {
 			return errNotCoordinator
 		}
 		return errUnknownMemberID
@@ -203,7 +203,7 @@ func (c *Coordinator) LeaveGroup(ctx context.Context, req *kmsg.LeaveGroupReques
 	g := c.lockGroup(req.Group, false)
 	if g == nil {
 		resp.ErrorCode = errUnknownMemberID
-		if c.closed.Load() {
+		if !c.coordinates(req.Group) {
 			resp.ErrorCode = errNotCoordinator
 		}
 		return resp

@@ -53,11 +53,14 @@ func (c *Coordinator) lockGroupOffsets(id string) (*group, int16) {
 	}
 }
 
-// loadOffsetsLocked reads g's committed offsets from the store once; the
-// caller holds g.offsetMu. The store is the truth: the cache starts from it
-// after every coordinator start.
+// loadOffsetsLocked reads g's committed offsets from the store once, and
+// again after the coordinator's view changed (another broker may have
+// coordinated the group and taken commits meanwhile); the caller holds
+// g.offsetMu. The store is the truth: the cache starts from it after every
+// coordinator start.
 func (c *Coordinator) loadOffsetsLocked(g *group) error {
-	if g.offsetsLoaded {
+	_, gen := c.owner(g.id)
+	if g.offsetsLoaded && g.offsetsGen == gen {
 		return nil
 	}
 	offsets := make(map[topicPartition]offsetEntry)
@@ -99,7 +102,7 @@ func (c *Coordinator) loadOffsetsLocked(g *group) error {
 			offsets[topicPartition{topic, int32(p)}] = e
 		}
 	}
-	g.offsets = offsets
+	g.offsets, g.offsetsGen = offsets, gen
 	g.offsetsLoaded = true
 	return nil
 }
@@ -170,7 +173,7 @@ func (c *Coordinator) commit(req *kmsg.OffsetCommitRequest, codes [][]int16) {
 		// from an older generation (or another coordinator): reject it
 		// before creating anything.
 		if g := c.getGroup(req.Group, false); g == nil {
-			if c.closed.Load() {
+			if !c.coordinates(req.Group) {
 				setAll(errNotCoordinator)
 			} else {
 				setAll(errIllegalGeneration)

@@ -228,3 +228,53 @@ func FuzzEscapeName(f *testing.F) {
 		unescapeName(s) // must not panic on arbitrary input
 	})
 }
+
+// In a cluster each group has one coordinating broker (Config.Owner): the
+// others answer NOT_COORDINATOR, and a broker that coordinates the group
+// again after another did reads the offsets committed meanwhile from the
+// store, not from its cache.
+func TestOwnerMovesTheGroup(t *testing.T) {
+	var owner string // "a" or "b"
+	var gen uint64
+	cfgFor := func(name string) Config {
+		cfg := testConfig()
+		cfg.Owner = func(string) (bool, uint64) { return owner == name, gen }
+		return cfg
+	}
+	owner = "a"
+	e := newEnv(t, cfgFor("a"))
+	b := New(e.store, cfgFor("b"), testLogger())
+	t.Cleanup(func() { b.Close() })
+	ctx := context.Background()
+
+	if codes := commitCodes(e.c.OffsetCommit(ctx, commitReq("g", "", -1, "t", map[int32]int64{0: 5}))); codes[0] != errNone {
+		t.Fatalf("commit at the coordinator: %v", codes)
+	}
+	if codes := commitCodes(b.OffsetCommit(ctx, commitReq("g", "", -1, "t", map[int32]int64{0: 6}))); codes[0] != errNotCoordinator {
+		t.Errorf("commit at another broker: %v, want NOT_COORDINATOR", codes)
+	}
+	if code := b.JoinGroup(clientCtx("c"), joinReq(5, "g", "", 10*time.Second, "t")).ErrorCode; code != errNotCoordinator {
+		t.Errorf("join at another broker: %d, want NOT_COORDINATOR", code)
+	}
+	fetch := kmsg.NewPtrOffsetFetchRequest()
+	fetch.Version, fetch.Group = 5, "g"
+	if code := b.OffsetFetch(ctx, fetch).ErrorCode; code != errNotCoordinator {
+		t.Errorf("fetch at another broker: %d, want NOT_COORDINATOR", code)
+	}
+	if got := fetchOffset(t, e.c, "g", "t", 0); got != 5 {
+		t.Fatalf("fetch at the coordinator: %d, want 5", got)
+	}
+
+	owner, gen = "b", gen+1 // broker a's view changed: the group moved to b
+	if codes := commitCodes(b.OffsetCommit(ctx, commitReq("g", "", -1, "t", map[int32]int64{0: 9}))); codes[0] != errNone {
+		t.Fatalf("commit at the new coordinator: %v", codes)
+	}
+	if code := e.c.OffsetFetch(ctx, fetch).ErrorCode; code != errNotCoordinator {
+		t.Errorf("fetch at the old coordinator: %d, want NOT_COORDINATOR", code)
+	}
+
+	owner, gen = "a", gen+1 // and back
+	if got := fetchOffset(t, e.c, "g", "t", 0); got != 9 {
+		t.Errorf("fetch after the group came back: %d, want 9 (committed at b meanwhile)", got)
+	}
+}

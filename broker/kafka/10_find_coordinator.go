@@ -2,9 +2,12 @@ package kafka
 
 // FindCoordinator (key 10), versions 0–4 (v4: batched keys, KIP-699).
 //
-// In single-broker mode this broker coordinates every consumer group, so a
-// group key (type 0, or any key before v1) gets this broker's advertised
-// address. Transaction coordinators (type 1) are refused with
+// A group key (type 0, or any key before v1) gets the live broker that
+// coordinates the group (cluster.GroupCoordinator: every broker answers
+// alike; a single broker coordinates every group), or
+// COORDINATOR_NOT_AVAILABLE while no broker is known. The other brokers
+// answer that group's requests with NOT_COORDINATOR, so clients look it up
+// again when it moves. Transaction coordinators (type 1) are refused with
 // INVALID_REQUEST: millrace does not support transactions (idempotent
 // producers do not need a coordinator). Other key types get INVALID_REQUEST
 // too.
@@ -21,31 +24,28 @@ func init() { regKey(10, 0, 4, handleFindCoordinator) }
 func handleFindCoordinator(_ context.Context, b *Broker, r *request) (kmsg.Response, error) {
 	req := r.body.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	host, port := b.advertised()
-
-	var code int16
-	var msg *string
-	switch req.CoordinatorType {
-	case 0:
-	case 1:
-		code, msg = kerr.InvalidRequest.Code, strp("millrace does not support transactions")
-	default:
-		code, msg = kerr.InvalidRequest.Code, strp("unknown coordinator key type")
+	find := func(key string) (code int16, msg *string, nodeID int32, host string, port int32) {
+		switch req.CoordinatorType {
+		case 0:
+		case 1:
+			return kerr.InvalidRequest.Code, strp("millrace does not support transactions"), -1, "", -1
+		default:
+			return kerr.InvalidRequest.Code, strp("unknown coordinator key type"), -1, "", -1
+		}
+		c, _, ok := b.cluster.GroupCoordinator(key)
+		if !ok {
+			return kerr.CoordinatorNotAvailable.Code, strp("no live broker is known"), -1, "", -1
+		}
+		return 0, nil, c.ID, c.Host, c.Port
 	}
-	nodeID := b.cfg.BrokerID
-	if code != 0 {
-		nodeID, host, port = -1, "", -1
-	}
-
 	if req.Version < 4 {
-		resp.ErrorCode, resp.ErrorMessage = code, msg
-		resp.NodeID, resp.Host, resp.Port = nodeID, host, port
+		resp.ErrorCode, resp.ErrorMessage, resp.NodeID, resp.Host, resp.Port = find(req.CoordinatorKey)
 		return resp, nil
 	}
 	for _, key := range req.CoordinatorKeys {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
-		c.Key, c.ErrorCode, c.ErrorMessage = key, code, msg
-		c.NodeID, c.Host, c.Port = nodeID, host, port
+		c.Key = key
+		c.ErrorCode, c.ErrorMessage, c.NodeID, c.Host, c.Port = find(key)
 		resp.Coordinators = append(resp.Coordinators, c)
 	}
 	return resp, nil

@@ -70,8 +70,6 @@ type Broker struct {
 
 	mu             sync.Mutex // guards the following
 	listener       net.Listener
-	advertisedHost string
-	advertisedPort int32
 	conns          map[*conn]struct{}
 	closed         bool
 	closeErr       error
@@ -159,7 +157,7 @@ func (b *Broker) Listen() error {
 		ln.Close()
 		return errors.New("kafka: Listen after Close or twice")
 	}
-	b.listener, b.advertisedHost, b.advertisedPort = ln, advHost, advPort
+	b.listener = ln
 	b.mu.Unlock()
 	if err := b.cluster.Register(advHost, advPort, b.cfg.Rack); err != nil {
 		return err
@@ -176,13 +174,6 @@ func (b *Broker) Addr() net.Addr {
 		return nil
 	}
 	return b.listener.Addr()
-}
-
-// advertised returns the address given to clients.
-func (b *Broker) advertised() (string, int32) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.advertisedHost, b.advertisedPort
 }
 
 // Serve accepts connections until ctx is done or Close is called, then
