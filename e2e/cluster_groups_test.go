@@ -30,22 +30,18 @@ func TestClusterGroupMembersShareThroughAnyBroker(t *testing.T) {
 		name string
 		seed int32
 	}{{"a", c.initial[0]}, {"b", c.initial[2]}} {
+		drop := func(_ context.Context, _ *kgo.Client, gone map[string][]int32) {
+			mu.Lock()
+			defer mu.Unlock()
+			owned[m.name] = slices.DeleteFunc(owned[m.name], func(p int32) bool { return slices.Contains(gone[topic], p) })
+		}
 		cl, err := kgo.NewClient(kgo.SeedBrokers(c.nodes[m.seed].addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, added map[string][]int32) {
 				mu.Lock()
 				defer mu.Unlock()
 				owned[m.name] = append(owned[m.name], added[topic]...)
 			}),
-			kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
-				mu.Lock()
-				defer mu.Unlock()
-				owned[m.name] = slices.DeleteFunc(owned[m.name], func(p int32) bool { return slices.Contains(lost[topic], p) })
-			}),
-			kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
-				mu.Lock()
-				defer mu.Unlock()
-				owned[m.name] = slices.DeleteFunc(owned[m.name], func(p int32) bool { return slices.Contains(lost[topic], p) })
-			}))
+			kgo.OnPartitionsRevoked(drop), kgo.OnPartitionsLost(drop))
 		if err != nil {
 			t.Fatal(err)
 		}
