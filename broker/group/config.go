@@ -36,12 +36,13 @@ type Config struct {
 	// reads. Default 30s.
 	MirrorResync time.Duration
 	// Owner reports whether this broker coordinates a group, and the
-	// generation of the view it decided from, which changes whenever the
-	// group may have been coordinated elsewhere meanwhile. A group this
-	// broker does not coordinate gets NOT_COORDINATOR, so clients look up
-	// its coordinator again; cached offsets are read from the store again
-	// when the generation changes. Nil: this broker coordinates every group
-	// (a single broker).
+	// generation of the view it decided from: one counter for every group,
+	// which changes whenever any group may have moved. A group this broker
+	// does not coordinate gets NOT_COORDINATOR, so clients look up its
+	// coordinator again; a group that moved away is abandoned here soon
+	// after the generation changes (members, pending joins, mirrors), and
+	// cached offsets are read from the store again. Nil: this broker
+	// coordinates every group (a single broker).
 	Owner func(group string) (owned bool, generation uint64)
 }
 

@@ -17,7 +17,9 @@
 // In a cluster each group is coordinated by one broker (Config.Owner, which
 // the broker answers from cluster.GroupCoordinator); requests for a group
 // this broker does not coordinate get NOT_COORDINATOR, so the client finds
-// the coordinator again.
+// the coordinator again. A group that moved away is abandoned: its members
+// and mirrors are the new coordinator's business, and if the group comes
+// back it starts afresh.
 //
 // Committed offsets live in the coordination store at
 // /consumers/<group>/offsets/<topic>/<partition> (the store is the truth; a
@@ -60,6 +62,7 @@ type Coordinator struct {
 	closed    atomic.Bool
 	done      chan struct{}  // closed by Close; ends waiting JoinGroup/SyncGroup calls
 	timers    sync.WaitGroup // one count per armed timer whose callback may still run
+	watcher   sync.WaitGroup // watchOwnership, when Config.Owner is set
 	closeOnce sync.Once
 
 	mu     sync.Mutex // guards the following
@@ -88,6 +91,10 @@ func New(store coord.Store, cfg Config, logger *slog.Logger) *Coordinator {
 		groups: make(map[string]*group),
 	}
 	c.mirror = newMirror(store, c.cfg.MirrorResync, logger)
+	if c.cfg.Owner != nil {
+		c.watcher.Add(1)
+		go c.watchOwnership()
+	}
 	return c
 }
 
@@ -99,6 +106,7 @@ func (c *Coordinator) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
 		close(c.done)
+		c.watcher.Wait()
 		c.mu.Lock()
 		groups := make([]*group, 0, len(c.groups))
 		for _, g := range c.groups {
@@ -218,6 +226,70 @@ func (c *Coordinator) owner(id string) (bool, uint64) {
 		return true, 0
 	}
 	return c.cfg.Owner(id)
+}
+
+// ownershipCheck is how often the coordinator looks whether its view of the
+// live brokers changed, and with it which groups it coordinates.
+const ownershipCheck = 250 * time.Millisecond
+
+// watchOwnership abandons the groups that moved to another broker, soon after
+// this broker's view of the live brokers changed. Otherwise a group coming
+// back (its new coordinator died) would find the members and generation it
+// had before it left, and its rebalance would wait for members long gone;
+// and the old membership would keep being written to the store's mirror
+// nodes, which the new coordinator now keeps.
+func (c *Coordinator) watchOwnership() {
+	defer c.watcher.Done()
+	tick := time.NewTicker(ownershipCheck)
+	defer tick.Stop()
+	_, seen := c.owner("")
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-tick.C:
+		}
+		if _, gen := c.owner(""); gen != seen {
+			seen = gen
+			c.abandonMovedGroups()
+		}
+	}
+}
+
+// abandonMovedGroups drops every group this broker no longer coordinates:
+// waiting JoinGroup and SyncGroup calls get NOT_COORDINATOR, timers stop, and
+// the mirror forgets the group without touching the store. A group that
+// comes back later starts afresh, its offsets read from the store.
+func (c *Coordinator) abandonMovedGroups() {
+	c.mu.Lock()
+	var moved []*group
+	for id, g := range c.groups {
+		if owned, _ := c.owner(id); !owned {
+			moved = append(moved, g)
+		}
+	}
+	c.mu.Unlock()
+	for _, g := range moved {
+		g.mu.Lock()
+		if g.state != stateDead {
+			c.log.Info("group moved to another coordinator; abandoning it here", "group", g.id, "members", len(g.members))
+			g.state = stateDead
+			c.stopTimersLocked(g)
+			for _, m := range g.members {
+				if m.joinWaiter != nil {
+					m.joinWaiter <- joinError(m.joinVersion, errNotCoordinator)
+					m.joinWaiter = nil
+				}
+				if m.syncWaiter != nil {
+					m.syncWaiter <- syncResult{errorCode: errNotCoordinator}
+					m.syncWaiter = nil
+				}
+			}
+			c.forgetGroup(g)
+			c.mirror.forget(g.id)
+		}
+		g.mu.Unlock()
+	}
 }
 
 // forgetGroup removes g from the map if it is still the group under its ID.

@@ -104,7 +104,8 @@ func newMirror(store coord.Store, resync time.Duration, logger *slog.Logger) *mi
 	return m
 }
 
-// publish records the desired state of a group for the writer.
+// publish records the desired state of a group for the writer; nil forgets
+// the group (see forget).
 func (m *mirror) publish(group string, st *mirrorState) {
 	m.mu.Lock()
 	if !m.closed {
@@ -116,6 +117,10 @@ func (m *mirror) publish(group string, st *mirrorState) {
 	default:
 	}
 }
+
+// forget drops group from the writer's states without touching the store:
+// another coordinator keeps its nodes now.
+func (m *mirror) forget(group string) { m.publish(group, nil) }
 
 // close stops the writer and waits for it. Pending states are dropped: the
 // ephemeral nodes end with the store session anyway.
@@ -147,6 +152,10 @@ func (m *mirror) run() {
 			sort.Strings(groups)
 			for _, g := range groups {
 				st := batch[g]
+				if st == nil { // forget
+					delete(m.desired, g)
+					continue
+				}
 				if st.empty() {
 					delete(m.desired, g)
 				} else {

@@ -234,16 +234,10 @@ func FuzzEscapeName(f *testing.F) {
 // again after another did reads the offsets committed meanwhile from the
 // store, not from its cache.
 func TestOwnerMovesTheGroup(t *testing.T) {
-	var owner string // "a" or "b"
-	var gen uint64
-	cfgFor := func(name string) Config {
-		cfg := testConfig()
-		cfg.Owner = func(string) (bool, uint64) { return owner == name, gen }
-		return cfg
-	}
-	owner = "a"
-	e := newEnv(t, cfgFor("a"))
-	b := New(e.store, cfgFor("b"), testLogger())
+	var own ownership
+	own.moveTo("a")
+	e := newEnv(t, own.configFor("a"))
+	b := New(e.store, own.configFor("b"), testLogger())
 	t.Cleanup(func() { b.Close() })
 	ctx := context.Background()
 
@@ -265,7 +259,7 @@ func TestOwnerMovesTheGroup(t *testing.T) {
 		t.Fatalf("fetch at the coordinator: %d, want 5", got)
 	}
 
-	owner, gen = "b", gen+1 // broker a's view changed: the group moved to b
+	own.moveTo("b") // broker a's view changed: the group moved to b
 	if codes := commitCodes(b.OffsetCommit(ctx, commitReq("g", "", -1, "t", map[int32]int64{0: 9}))); codes[0] != errNone {
 		t.Fatalf("commit at the new coordinator: %v", codes)
 	}
@@ -273,7 +267,7 @@ func TestOwnerMovesTheGroup(t *testing.T) {
 		t.Errorf("fetch at the old coordinator: %d, want NOT_COORDINATOR", code)
 	}
 
-	owner, gen = "a", gen+1 // and back
+	own.moveTo("a") // and back
 	if got := fetchOffset(t, e.c, "g", "t", 0); got != 9 {
 		t.Errorf("fetch after the group came back: %d, want 9 (committed at b meanwhile)", got)
 	}

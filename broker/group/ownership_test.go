@@ -1,0 +1,100 @@
+package group
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// ownership stands in for the cluster's choice of coordinator: which broker
+// coordinates every group, and the generation of that view.
+type ownership struct {
+	mu    sync.Mutex
+	owner string
+	gen   uint64
+}
+
+// moveTo makes broker the coordinator of every group, in a new generation.
+func (o *ownership) moveTo(broker string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.owner = broker
+	o.gen++
+}
+
+// configFor returns a test Config for the named broker.
+func (o *ownership) configFor(broker string) Config {
+	cfg := testConfig()
+	cfg.Owner = func(string) (bool, uint64) {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		return o.owner == broker, o.gen
+	}
+	return cfg
+}
+
+// TestMovedGroupIsAbandoned: a group that moves to another broker is dropped
+// by its old coordinator (waiting joins answered NOT_COORDINATOR, its mirror
+// nodes left to the new coordinator), so when it comes back it starts afresh
+// instead of waiting for members that left with it.
+func TestMovedGroupIsAbandoned(t *testing.T) {
+	var own ownership
+	own.moveTo("a")
+	cfgA, cfgB := own.configFor("a"), own.configFor("b")
+	// A fast resync: a forgotten group's old state would be rewritten at once.
+	cfgA.MirrorResync, cfgB.MirrorResync = 20*time.Millisecond, 20*time.Millisecond
+	e := newEnv(t, cfgA)
+	b := New(e.store, cfgB, testLogger())
+	t.Cleanup(func() { b.Close() })
+	ids := func() []string {
+		names, _ := e.store.Children(idsPath("g"))
+		slices.Sort(names)
+		return names
+	}
+
+	first := joinMember(t, e.c, "g", "first", time.Minute, "t")
+	if code := e.c.SyncGroup(clientCtx("first"), syncReq("g", first.MemberID, first.Generation,
+		map[string][]byte{first.MemberID: consumerAssignment("t", 0)})).ErrorCode; code != errNone {
+		t.Fatalf("sync: %d", code)
+	}
+	eventually(t, "the first member's mirror node", func() bool { return slices.Equal(ids(), []string{escapeName(first.MemberID)}) })
+	// A second member's join waits for the first to rejoin.
+	ctx := clientCtx("second")
+	resp := e.c.JoinGroup(ctx, joinReq(9, "g", "", time.Minute, "t"))
+	waiting := asyncJoin(e.c, ctx, joinReq(9, "g", resp.MemberID, time.Minute, "t"))
+	eventually(t, "the second member to wait in JoinGroup", func() bool {
+		g := e.c.lockGroup("g", false)
+		defer g.mu.Unlock()
+		return len(g.members) == 2
+	})
+
+	own.moveTo("b")
+	if code := recv(t, waiting).ErrorCode; code != errNotCoordinator {
+		t.Fatalf("join waiting when the group moved: %d, want NOT_COORDINATOR", code)
+	}
+	if code := heartbeat(e.c, "g", first.MemberID, first.Generation); code != errNotCoordinator {
+		t.Errorf("heartbeat at the old coordinator: %d, want NOT_COORDINATOR", code)
+	}
+	third := joinMember(t, b, "g", "third", time.Minute, "t")
+	if third.Generation != 1 {
+		t.Errorf("generation at the new coordinator: %d, want 1", third.Generation)
+	}
+	eventually(t, "the new coordinator's mirror", func() bool { return slices.Equal(ids(), []string{escapeName(third.MemberID)}) })
+	time.Sleep(10 * cfgA.MirrorResync)
+	if got := ids(); !slices.Equal(got, []string{escapeName(third.MemberID)}) {
+		t.Errorf("mirror after the old coordinator's resyncs: %v, want only %s", got, third.MemberID)
+	}
+
+	// Back to a, with the first member's session still running there before
+	// the move: a lone new member joins at once, in a fresh group.
+	own.moveTo("a")
+	ctx = clientCtx("fourth")
+	resp = e.c.JoinGroup(ctx, joinReq(9, "g", "", time.Minute, "t"))
+	fourth := recv(t, asyncJoin(e.c, ctx, joinReq(9, "g", resp.MemberID, time.Minute, "t")))
+	if fourth.ErrorCode != errNone || fourth.Generation != 1 || len(fourth.Members) != 1 {
+		t.Fatalf("join after the group came back: error %d, generation %d, %d members; want a fresh group of one",
+			fourth.ErrorCode, fourth.Generation, len(fourth.Members))
+	}
+	eventually(t, "the mirror of the group back at a", func() bool { return slices.Equal(ids(), []string{escapeName(fourth.MemberID)}) })
+}
