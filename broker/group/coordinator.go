@@ -258,8 +258,9 @@ func (c *Coordinator) watchOwnership() {
 
 // abandonMovedGroups drops every group this broker no longer coordinates:
 // waiting JoinGroup and SyncGroup calls get NOT_COORDINATOR, timers stop, and
-// the mirror forgets the group without touching the store. A group that
-// comes back later starts afresh, its offsets read from the store.
+// the mirror removes the nodes of its members (the new coordinator writes its
+// own). A group that comes back later starts afresh, its offsets read from
+// the store.
 func (c *Coordinator) abandonMovedGroups() {
 	c.mu.Lock()
 	var moved []*group
@@ -275,7 +276,9 @@ func (c *Coordinator) abandonMovedGroups() {
 			c.log.Info("group moved to another coordinator; abandoning it here", "group", g.id, "members", len(g.members))
 			g.state = stateDead
 			c.stopTimersLocked(g)
+			members := make([]string, 0, len(g.members))
 			for _, m := range g.members {
+				members = append(members, m.id)
 				if m.joinWaiter != nil {
 					m.joinWaiter <- joinError(m.joinVersion, errNotCoordinator)
 					m.joinWaiter = nil
@@ -286,7 +289,7 @@ func (c *Coordinator) abandonMovedGroups() {
 				}
 			}
 			c.forgetGroup(g)
-			c.mirror.forget(g.id)
+			c.mirror.retract(g.id, members)
 		}
 		g.mu.Unlock()
 	}

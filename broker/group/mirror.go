@@ -28,6 +28,9 @@ type memberNode struct {
 type mirrorState struct {
 	ids    map[string][]byte
 	owners map[topicPartition]string
+	// moved: the group moved to another coordinator; only the nodes of the
+	// members in ids are removed.
+	moved bool
 }
 
 func (s *mirrorState) empty() bool { return len(s.ids) == 0 && len(s.owners) == 0 }
@@ -104,8 +107,7 @@ func newMirror(store coord.Store, resync time.Duration, logger *slog.Logger) *mi
 	return m
 }
 
-// publish records the desired state of a group for the writer; nil forgets
-// the group (see forget).
+// publish records the desired state of a group for the writer.
 func (m *mirror) publish(group string, st *mirrorState) {
 	m.mu.Lock()
 	if !m.closed {
@@ -118,9 +120,16 @@ func (m *mirror) publish(group string, st *mirrorState) {
 	}
 }
 
-// forget drops group from the writer's states without touching the store:
-// another coordinator keeps its nodes now.
-func (m *mirror) forget(group string) { m.publish(group, nil) }
+// retract drops group from the writer's states and removes the nodes that
+// still name one of members (ids, and owners whose data is such a member),
+// leaving the rest alone: another coordinator keeps the group's nodes now.
+func (m *mirror) retract(group string, members []string) {
+	st := &mirrorState{ids: make(map[string][]byte, len(members)), moved: true}
+	for _, id := range members {
+		st.ids[id] = nil
+	}
+	m.publish(group, st)
+}
 
 // close stops the writer and waits for it. Pending states are dropped: the
 // ephemeral nodes end with the store session anyway.
@@ -152,8 +161,9 @@ func (m *mirror) run() {
 			sort.Strings(groups)
 			for _, g := range groups {
 				st := batch[g]
-				if st == nil { // forget
+				if st.moved {
 					delete(m.desired, g)
+					m.removeMembers(g, st.ids)
 					continue
 				}
 				if st.empty() {
@@ -250,6 +260,37 @@ func (m *mirror) apply(group string, st *mirrorState) {
 			}
 		}
 		m.put(log, topicPath+"/"+strconv.Itoa(int(tp.partition)), []byte(owner), owned[tp])
+	}
+}
+
+// removeMembers deletes group's ids nodes of members and the owners nodes
+// that name one of them. An owners node is deleted at the version read, so
+// one the new coordinator rewrote meanwhile stays.
+func (m *mirror) removeMembers(group string, members map[string][]byte) {
+	log := m.log.With("group", group)
+	for id := range members {
+		m.remove(log, idsPath(group)+"/"+escapeName(id))
+	}
+	topics, err := m.store.Children(ownersPath(group))
+	if err != nil {
+		return // none, or the next coordinator's resync reconciles them
+	}
+	for _, topic := range topics {
+		topicPath := ownersPath(group) + "/" + topic
+		parts, err := m.store.Children(topicPath)
+		if err != nil {
+			continue
+		}
+		for _, p := range parts {
+			data, stat, err := m.store.Get(topicPath + "/" + p)
+			if _, ours := members[string(data)]; err != nil || !ours {
+				continue
+			}
+			if err := m.store.Delete(topicPath+"/"+p, stat.Version); err != nil &&
+				!errors.Is(err, coord.ErrNoNode) && !errors.Is(err, coord.ErrBadVersion) {
+				log.Warn("mirror: removing node", "path", topicPath+"/"+p, "err", err)
+			}
+		}
 	}
 }
 

@@ -35,8 +35,8 @@ func (o *ownership) configFor(broker string) Config {
 }
 
 // TestMovedGroupIsAbandoned: a group that moves to another broker is dropped
-// by its old coordinator (waiting joins answered NOT_COORDINATOR, its mirror
-// nodes left to the new coordinator), so when it comes back it starts afresh
+// by its old coordinator (waiting joins answered NOT_COORDINATOR, its
+// members' mirror nodes removed, the rest left to the new coordinator), so when it comes back it starts afresh
 // instead of waiting for members that left with it.
 func TestMovedGroupIsAbandoned(t *testing.T) {
 	var own ownership
@@ -76,14 +76,24 @@ func TestMovedGroupIsAbandoned(t *testing.T) {
 	if code := heartbeat(e.c, "g", first.MemberID, first.Generation); code != errNotCoordinator {
 		t.Errorf("heartbeat at the old coordinator: %d, want NOT_COORDINATOR", code)
 	}
+	owner := ownersPath("g") + "/" + escapeName("t") + "/0"
+	eventually(t, "the old coordinator to remove its members' mirror nodes", func() bool {
+		return len(ids()) == 0 && !e.nodeExists(owner)
+	})
 	third := joinMember(t, b, "g", "third", time.Minute, "t")
 	if third.Generation != 1 {
 		t.Errorf("generation at the new coordinator: %d, want 1", third.Generation)
 	}
-	eventually(t, "the new coordinator's mirror", func() bool { return slices.Equal(ids(), []string{escapeName(third.MemberID)}) })
+	if code := b.SyncGroup(clientCtx("third"), syncReq("g", third.MemberID, third.Generation,
+		map[string][]byte{third.MemberID: consumerAssignment("t", 0)})).ErrorCode; code != errNone {
+		t.Fatalf("sync at the new coordinator: %d", code)
+	}
+	eventually(t, "the new coordinator's mirror", func() bool {
+		return slices.Equal(ids(), []string{escapeName(third.MemberID)}) && e.nodeData(owner) == third.MemberID
+	})
 	time.Sleep(10 * cfgA.MirrorResync)
-	if got := ids(); !slices.Equal(got, []string{escapeName(third.MemberID)}) {
-		t.Errorf("mirror after the old coordinator's resyncs: %v, want only %s", got, third.MemberID)
+	if got := ids(); !slices.Equal(got, []string{escapeName(third.MemberID)}) || e.nodeData(owner) != third.MemberID {
+		t.Errorf("mirror after the old coordinator's resyncs: ids %v, owner of t/0 %q; want only %s", got, e.nodeData(owner), third.MemberID)
 	}
 
 	// Back to a, with the first member's session still running there before
