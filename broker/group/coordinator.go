@@ -279,14 +279,7 @@ func (c *Coordinator) abandonMovedGroups() {
 			members := make([]string, 0, len(g.members))
 			for _, m := range g.members {
 				members = append(members, m.id)
-				if m.joinWaiter != nil {
-					m.joinWaiter <- joinError(m.joinVersion, errNotCoordinator)
-					m.joinWaiter = nil
-				}
-				if m.syncWaiter != nil {
-					m.syncWaiter <- syncResult{errorCode: errNotCoordinator}
-					m.syncWaiter = nil
-				}
+				m.failWaitersLocked(errNotCoordinator)
 			}
 			c.forgetGroup(g)
 			c.mirror.retract(g.id, members)

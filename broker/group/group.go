@@ -73,6 +73,19 @@ type member struct {
 	expiry   *timer    // fires at deadline
 }
 
+// failWaitersLocked answers the member's waiting JoinGroup or SyncGroup, if
+// any, with the error code. The caller holds the group's lock.
+func (m *member) failWaitersLocked(code int16) {
+	if m.joinWaiter != nil {
+		m.joinWaiter <- joinError(m.joinVersion, code)
+		m.joinWaiter = nil
+	}
+	if m.syncWaiter != nil {
+		m.syncWaiter <- syncResult{errorCode: code}
+		m.syncWaiter = nil
+	}
+}
+
 // syncResult is what a waiting SyncGroup receives.
 type syncResult struct {
 	errorCode  int16

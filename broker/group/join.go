@@ -231,14 +231,7 @@ func (c *Coordinator) replaceStaticMemberLocked(g *group, oldID, newID string, j
 		return nil, c.addMemberAndRebalanceLocked(g, newID, j)
 	}
 	// Fence whatever the old member ID was waiting for.
-	if m.joinWaiter != nil {
-		m.joinWaiter <- joinError(m.joinVersion, errFencedInstanceID)
-		m.joinWaiter = nil
-	}
-	if m.syncWaiter != nil {
-		m.syncWaiter <- syncResult{errorCode: errFencedInstanceID}
-		m.syncWaiter = nil
-	}
+	m.failWaitersLocked(errFencedInstanceID)
 	delete(g.members, oldID)
 	if g.pendingSync[oldID] {
 		delete(g.pendingSync, oldID)
@@ -441,14 +434,7 @@ func (c *Coordinator) syncExpiredLocked(g *group) {
 // removeMemberLocked drops m from g without starting a rebalance.
 func (c *Coordinator) removeMemberLocked(g *group, m *member) {
 	c.stopTimer(m.expiry)
-	if m.joinWaiter != nil {
-		m.joinWaiter <- joinError(m.joinVersion, errUnknownMemberID)
-		m.joinWaiter = nil
-	}
-	if m.syncWaiter != nil {
-		m.syncWaiter <- syncResult{errorCode: errUnknownMemberID}
-		m.syncWaiter = nil
-	}
+	m.failWaitersLocked(errUnknownMemberID)
 	delete(g.members, m.id)
 	delete(g.pendingSync, m.id)
 	if m.instanceID != nil && g.instances[*m.instanceID] == m.id {
