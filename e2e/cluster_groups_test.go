@@ -6,10 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -70,6 +72,108 @@ func TestClusterGroupMembersShareThroughAnyBroker(t *testing.T) {
 	})
 }
 
+// clientProc is a Kafka client program run by a test (kafka-python, kcat),
+// its standard output and error in one file.
+type clientProc struct {
+	t    *testing.T
+	name string
+	out  string
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited; err is set then
+	err  error
+}
+
+func startClient(t *testing.T, name string, argv ...string) *clientProc {
+	t.Helper()
+	p := &clientProc{t: t, name: name, out: filepath.Join(t.TempDir(), name+".out"), done: make(chan struct{})}
+	f, err := os.Create(p.out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.Command(argv[0], argv[1:]...)
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("--- %s ---\n%s", name, tail([]byte(p.output()), 4096))
+		}
+	})
+	return p
+}
+
+func (p *clientProc) output() string {
+	b, _ := os.ReadFile(p.out)
+	return string(b)
+}
+
+// running fails the test if the program has exited.
+func (p *clientProc) running() {
+	p.t.Helper()
+	select {
+	case <-p.done:
+		p.t.Fatalf("%s exited: %v", p.name, p.err)
+	default:
+	}
+}
+
+// waitExit waits for the program to exit on its own, successfully.
+func (p *clientProc) waitExit(timeout time.Duration) {
+	p.t.Helper()
+	select {
+	case <-p.done:
+		if p.err != nil {
+			p.t.Fatalf("%s: %v", p.name, p.err)
+		}
+	case <-time.After(timeout):
+		p.t.Fatalf("%s did not exit in %v", p.name, timeout)
+	}
+}
+
+// produceSpread writes perPartition records to each of the topic's six
+// partitions, gzip-compressed (Debian's kafka-python has no snappy library).
+func produceSpread(t *testing.T, c *localCluster, topic string, perPartition int) {
+	t.Helper()
+	cl := c.client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.GzipCompression()))
+	var recs []*kgo.Record
+	for i := range 6 * perPartition {
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i % 6), Value: []byte(strconv.Itoa(i))})
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// splitThreeThree reports whether two assignments (sorted partition lists)
+// hold three partitions each and all six between them.
+func splitThreeThree(a, b []int) bool {
+	all := slices.Sorted(slices.Values(append(slices.Clone(a), b...)))
+	return len(a) == 3 && len(b) == 3 && slices.Equal(all, []int{0, 1, 2, 3, 4, 5})
+}
+
+// checkCommitted fails the test unless the group's committed offsets add up
+// to want.
+func checkCommitted(t *testing.T, c *localCluster, group string, want int64) {
+	t.Helper()
+	committed, err := c.admin().FetchOffsets(context.Background(), group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	committed.Each(func(o kadm.OffsetResponse) { sum += o.At })
+	if sum != want {
+		t.Errorf("%s committed %d in all, want %d", group, sum, want)
+	}
+}
+
 // pythonGroupMember is a kafka-python group consumer that reports on stdout
 // its assignment ("assigned 0,3,4") and how many records it has consumed
 // ("consumed N") whenever they change, until the file named by its last
@@ -95,6 +199,28 @@ c.close()
 print('closed', flush=True)
 `
 
+// lastReport returns the value of the latest "kind value" line in out.
+func lastReport(out, kind string) string {
+	v := ""
+	for _, line := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(line, kind+" "); ok {
+			v = rest
+		}
+	}
+	return v
+}
+
+// partitionList parses "0,3,4".
+func partitionList(s string) []int {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if p, err := strconv.Atoi(f); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // TestClusterKafkaPythonGroupShares: two kafka-python consumers of one group,
 // each bootstrapped from a different broker, find the same coordinator,
 // split the six partitions three and three, consume every record once
@@ -103,110 +229,124 @@ func TestClusterKafkaPythonGroupShares(t *testing.T) {
 	const topic, group, perPartition = "pyshared", "pysharers", 500
 	c := startLocalCluster(t, 3, 1)
 	c.createReplicatedTopic(topic, 6)
-	dir := t.TempDir()
-	stop := filepath.Join(dir, "stop")
-	var outs []string
-	var exits []chan struct{}
-	errs := make([]error, 2)
+	stop := filepath.Join(t.TempDir(), "stop")
+	var members []*clientProc
 	for i, seed := range []int32{c.initial[0], c.initial[2]} {
-		out := filepath.Join(dir, fmt.Sprint("member-", i, ".out"))
-		f, err := os.Create(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command("/usr/bin/python3", "-c", pythonGroupMember, c.nodes[seed].addr, topic, group, stop)
-		cmd.Stdout, cmd.Stderr = f, f
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exit := make(chan struct{})
-		go func() {
-			errs[i] = cmd.Wait()
-			f.Close()
-			close(exit)
-		}()
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			<-exit
-			if t.Failed() {
-				b, _ := os.ReadFile(out)
-				t.Logf("--- kafka-python member %d ---\n%s", i, tail(b, 4096))
-			}
-		})
-		outs, exits = append(outs, out), append(exits, exit)
+		members = append(members, startClient(t, fmt.Sprint("kafka-python-", i),
+			"/usr/bin/python3", "-c", pythonGroupMember, c.nodes[seed].addr, topic, group, stop))
 	}
-	// running fails the test when a member has exited.
-	running := func() {
-		for i, exit := range exits {
-			select {
-			case <-exit:
-				t.Fatalf("kafka-python member %d exited: %v", i, errs[i])
-			default:
-			}
-		}
-	}
-	// last returns the value of the member's latest report of kind.
-	last := func(member int, kind string) string {
-		b, _ := os.ReadFile(outs[member])
-		v := ""
-		for _, line := range strings.Split(string(b), "\n") {
-			if rest, ok := strings.CutPrefix(line, kind+" "); ok {
-				v = rest
-			}
-		}
-		return v
-	}
+	assigned := func(i int) string { return lastReport(members[i].output(), "assigned") }
 	c.waitFor("the members to share the partitions", 90*time.Second, func() bool {
-		running()
-		a, b := last(0, "assigned"), last(1, "assigned")
-		all := slices.Sorted(slices.Values(strings.Split(a+","+b, ",")))
-		return len(a) == len("0,1,2") && len(b) == len("0,1,2") && slices.Equal(all, []string{"0", "1", "2", "3", "4", "5"})
+		members[0].running()
+		members[1].running()
+		return splitThreeThree(partitionList(assigned(0)), partitionList(assigned(1)))
 	})
-	assigned := []string{last(0, "assigned"), last(1, "assigned")}
+	before := []string{assigned(0), assigned(1)}
 
-	// gzip: Debian's kafka-python has no snappy library.
-	cl := c.client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.GzipCompression()))
-	var recs []*kgo.Record
-	for i := range 6 * perPartition {
-		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i % 6), Value: []byte(strconv.Itoa(i))})
-	}
-	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-		t.Fatal(err)
+	produceSpread(t, c, topic, perPartition)
+	consumed := func(i int) int {
+		n, _ := strconv.Atoi(lastReport(members[i].output(), "consumed"))
+		return n
 	}
 	c.waitFor("every record consumed", 90*time.Second, func() bool {
-		running()
-		a, _ := strconv.Atoi(last(0, "consumed"))
-		b, _ := strconv.Atoi(last(1, "consumed"))
-		return a+b >= 6*perPartition
+		members[0].running()
+		members[1].running()
+		return consumed(0)+consumed(1) >= 6*perPartition
 	})
 	if err := os.WriteFile(stop, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for i, exit := range exits {
-		select {
-		case <-exit:
-			if errs[i] != nil {
-				t.Fatalf("kafka-python member %d: %v", i, errs[i])
+	for i, m := range members {
+		m.waitExit(30 * time.Second)
+		if got := assigned(i); got != before[i] {
+			t.Errorf("member %d: assigned %s while consuming, %s before", i, got, before[i])
+		}
+		if got := consumed(i); got != 3*perPartition {
+			t.Errorf("member %d consumed %d records, want %d (three partitions, each record once)", i, got, 3*perPartition)
+		}
+	}
+	checkCommitted(t, c, group, 6*perPartition)
+}
+
+// kcatRebalance matches kcat's report of a rebalance and its partitions.
+var (
+	kcatRebalance = regexp.MustCompile(`rebalanced \(memberid [^)]*\): (assigned|revoked): (.*)`)
+	kcatPartition = regexp.MustCompile(`\[(\d+)\]`)
+)
+
+// kcatAssignment is a kcat group member's current assignment, from the
+// latest rebalance it reported (none after a revocation).
+func kcatAssignment(out string) []int {
+	ms := kcatRebalance.FindAllStringSubmatch(out, -1)
+	if len(ms) == 0 || ms[len(ms)-1][1] != "assigned" {
+		return nil
+	}
+	var ps []int
+	for _, m := range kcatPartition.FindAllStringSubmatch(ms[len(ms)-1][2], -1) {
+		p, _ := strconv.Atoi(m[1])
+		ps = append(ps, p)
+	}
+	slices.Sort(ps)
+	return ps
+}
+
+// TestClusterKcatGroupShares: the same with librdkafka, two `kcat -G`
+// members bootstrapped from different brokers: three partitions each, every
+// record consumed once, from its member's own partitions, and committed when
+// they stop.
+func TestClusterKcatGroupShares(t *testing.T) {
+	const topic, group, perPartition = "kcshared", "kcsharers", 500
+	c := startLocalCluster(t, 3, 1)
+	c.createReplicatedTopic(topic, 6)
+	var members []*clientProc
+	for i, seed := range []int32{c.initial[0], c.initial[2]} {
+		// -u: unbuffered, so the records show as they are consumed.
+		members = append(members, startClient(t, fmt.Sprint("kcat-", i), "kcat", "-b", c.nodes[seed].addr,
+			"-u", "-G", group, "-X", "auto.offset.reset=earliest", "-f", "record %p %o\n", topic))
+	}
+	c.waitFor("the members to share the partitions", 90*time.Second, func() bool {
+		members[0].running()
+		members[1].running()
+		return splitThreeThree(kcatAssignment(members[0].output()), kcatAssignment(members[1].output()))
+	})
+	before := [][]int{kcatAssignment(members[0].output()), kcatAssignment(members[1].output())}
+
+	produceSpread(t, c, topic, perPartition)
+	records := func(i int) []string {
+		var out []string
+		for _, line := range strings.Split(members[i].output(), "\n") {
+			if rec, ok := strings.CutPrefix(line, "record "); ok {
+				out = append(out, rec)
 			}
-		case <-time.After(30 * time.Second):
-			t.Fatalf("kafka-python member %d did not close", i)
+		}
+		return out
+	}
+	c.waitFor("every record consumed", 90*time.Second, func() bool {
+		members[0].running()
+		members[1].running()
+		return len(records(0))+len(records(1)) >= 6*perPartition
+	})
+	for i, m := range members {
+		if got := kcatAssignment(m.output()); !slices.Equal(got, before[i]) {
+			t.Errorf("member %d: assigned %v while consuming, %v before", i, got, before[i])
 		}
 	}
-	for i := range outs {
-		if got := last(i, "assigned"); got != assigned[i] {
-			t.Errorf("member %d: assigned %s while consuming, %s before", i, got, assigned[i])
+	seen := map[string]bool{}
+	for i, m := range members {
+		// kcat leaves the group and commits what it consumed on SIGTERM.
+		m.cmd.Process.Signal(syscall.SIGTERM)
+		m.waitExit(30 * time.Second)
+		recs := records(i)
+		if len(recs) != 3*perPartition {
+			t.Errorf("member %d consumed %d records, want %d", i, len(recs), 3*perPartition)
 		}
-		if got := last(i, "consumed"); got != strconv.Itoa(3*perPartition) {
-			t.Errorf("member %d consumed %s records, want %d (three partitions, each record once)", i, got, 3*perPartition)
+		for _, rec := range recs {
+			var p, o int
+			if _, err := fmt.Sscan(rec, &p, &o); err != nil || !slices.Contains(before[i], p) || seen[rec] {
+				t.Fatalf("member %d: record %q is not from its own partitions %v, or was seen before", i, rec, before[i])
+			}
+			seen[rec] = true
 		}
 	}
-	committed, err := c.admin().FetchOffsets(context.Background(), group)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum int64
-	committed.Each(func(o kadm.OffsetResponse) { sum += o.At })
-	if sum != 6*perPartition {
-		t.Errorf("%s committed %d in all, want %d", group, sum, 6*perPartition)
-	}
+	checkCommitted(t, c, group, 6*perPartition)
 }
