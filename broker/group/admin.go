@@ -48,7 +48,7 @@ func (c *Coordinator) DescribeGroups(ctx context.Context, req *kmsg.DescribeGrou
 
 // describe fills rg for one group and returns its error code.
 func (c *Coordinator) describe(id string, rg *kmsg.DescribeGroupsResponseGroup) int16 {
-	g, code := c.lockGroupOffsets(id)
+	g, code := c.lockGroupOffsets(id, false)
 	if code != errNone {
 		return code
 	}
@@ -231,7 +231,7 @@ func (c *Coordinator) DeleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRe
 }
 
 func (c *Coordinator) deleteGroup(id string) int16 {
-	g, code := c.lockGroupOffsets(id)
+	g, code := c.lockGroupOffsets(id, false)
 	if code != errNone {
 		return code
 	}

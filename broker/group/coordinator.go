@@ -24,7 +24,9 @@
 // Committed offsets live in the coordination store at
 // /consumers/<group>/offsets/<topic>/<partition> (the store is the truth; a
 // per-group cache is loaded lazily, and again after the coordinator's view
-// of the live brokers changed). Membership is mirrored, best effort, to
+// of the live brokers changed). In a cluster, offset writes are fenced by
+// the version of /consumers/<group>/coordinator, which a broker bumps when
+// it takes the group up (see coordinatorPath). Membership is mirrored, best effort, to
 // ephemeral /consumers/<group>/ids/<member> and
 // /consumers/<group>/owners/<topic>/<partition> nodes for operators and tools.
 //

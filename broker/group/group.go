@@ -137,6 +137,7 @@ type group struct {
 	offsetMu      sync.Mutex // guards the following; held across offset store writes
 	offsetsLoaded bool
 	offsetsGen    uint64 // Config.Owner's generation when the offsets were loaded
+	fence         int32  // version this broker set on coordinatorPath, or unfenced
 	offsets       map[topicPartition]offsetEntry
 
 	mu             sync.Mutex // guards the following
@@ -160,6 +161,7 @@ type group struct {
 func newGroup(id string) *group {
 	return &group{
 		id:        id,
+		fence:     unfenced,
 		offsets:   make(map[topicPartition]offsetEntry),
 		members:   make(map[string]*member),
 		instances: make(map[string]string),

@@ -26,8 +26,10 @@ type offsetEntry struct {
 // loaded from the store, or nil (with the Kafka error code) when the
 // coordinator is closed or loading failed. Groups are created on demand: an
 // offsets-only group (simple consumers, or any group after a restart) exists
-// in the store but not yet in memory.
-func (c *Coordinator) lockGroupOffsets(id string) (*group, int16) {
+// in the store but not yet in memory. With fresh set, in a cluster, the
+// cached offsets are read again if another broker claimed the group since
+// this one did (see coordinatorPath).
+func (c *Coordinator) lockGroupOffsets(id string, fresh bool) (*group, int16) {
 	for {
 		g := c.getGroup(id, true)
 		if g == nil {
@@ -44,7 +46,7 @@ func (c *Coordinator) lockGroupOffsets(id string) (*group, int16) {
 			c.forgetGroup(g)
 			continue
 		}
-		if err := c.loadOffsetsLocked(g); err != nil {
+		if err := c.loadOffsetsLocked(g, fresh); err != nil {
 			g.offsetMu.Unlock()
 			c.log.Error("loading committed offsets", "group", id, "err", err)
 			return nil, errCoordinatorNotAvailable
@@ -55,13 +57,17 @@ func (c *Coordinator) lockGroupOffsets(id string) (*group, int16) {
 
 // loadOffsetsLocked reads g's committed offsets from the store once, and
 // again after the coordinator's view changed (another broker may have
-// coordinated the group and taken commits meanwhile); the caller holds
-// g.offsetMu. The store is the truth: the cache starts from it after every
-// coordinator start.
-func (c *Coordinator) loadOffsetsLocked(g *group) error {
+// coordinated the group and taken commits meanwhile) or, with fresh set,
+// after another broker claimed the group; the caller holds g.offsetMu. The
+// store is the truth: the cache starts from it after every coordinator
+// start. In a cluster the group is claimed before the offsets are read.
+func (c *Coordinator) loadOffsetsLocked(g *group, fresh bool) error {
 	_, gen := c.owner(g.id)
-	if g.offsetsLoaded && g.offsetsGen == gen {
+	if g.offsetsLoaded && g.offsetsGen == gen && !(fresh && c.claimedElsewhere(g)) {
 		return nil
+	}
+	if err := c.claimLocked(g, false); err != nil {
+		return err
 	}
 	offsets := make(map[topicPartition]offsetEntry)
 	topics, err := c.store.Children(offsetsPath(g.id))
@@ -181,7 +187,7 @@ func (c *Coordinator) commit(req *kmsg.OffsetCommitRequest, codes [][]int16) {
 			return
 		}
 	}
-	g, code := c.lockGroupOffsets(req.Group)
+	g, code := c.lockGroupOffsets(req.Group, false)
 	if code != errNone {
 		setAll(code)
 		return
@@ -224,6 +230,11 @@ func (c *Coordinator) commit(req *kmsg.OffsetCommitRequest, codes [][]int16) {
 		return
 	}
 	if err := c.writeOffsetsLocked(g, updates); err != nil {
+		if errors.Is(err, errClaimedElsewhere) {
+			c.log.Info("commit refused: another broker took up the group", "group", g.id)
+			setAll(errNotCoordinator)
+			return
+		}
 		c.log.Error("writing committed offsets", "group", g.id, "err", err)
 		setAll(errCoordinatorNotAvailable)
 		return
@@ -271,8 +282,14 @@ func (c *Coordinator) writeOffsetsLocked(g *group, updates map[topicPartition]of
 			return err
 		}
 	}
+	if c.cfg.Owner != nil && g.fence == unfenced {
+		// The group's first offsets in the store: claim it first.
+		if err := c.claimLocked(g, true); err != nil {
+			return err
+		}
+	}
 	for attempt := 0; ; attempt++ {
-		ops := make([]coord.Op, 0, len(updates))
+		ops := make([]coord.Op, 0, len(updates)+1)
 		for tp, e := range updates {
 			data, err := json.Marshal(e)
 			if err != nil {
@@ -285,13 +302,14 @@ func (c *Coordinator) writeOffsetsLocked(g *group, updates map[topicPartition]of
 				ops = append(ops, coord.CreateOp{Path: path, Data: data, Mode: coord.Persistent})
 			}
 		}
-		err := c.store.Multi(ops...)
+		err := c.fencedMultiLocked(g, ops)
 		if err == nil {
 			break
 		}
-		if attempt == 0 && (errors.Is(err, coord.ErrNodeExists) || errors.Is(err, coord.ErrNoNode)) {
+		if attempt == 0 && !errors.Is(err, errClaimedElsewhere) &&
+			(errors.Is(err, coord.ErrNodeExists) || errors.Is(err, coord.ErrNoNode)) {
 			g.offsetsLoaded = false
-			if lerr := c.loadOffsetsLocked(g); lerr != nil {
+			if lerr := c.loadOffsetsLocked(g, false); lerr != nil {
 				return fmt.Errorf("%w (reload: %v)", err, lerr)
 			}
 			continue
@@ -302,6 +320,85 @@ func (c *Coordinator) writeOffsetsLocked(g *group, updates map[topicPartition]of
 		g.offsets[tp] = e
 	}
 	return nil
+}
+
+// unfenced is group.fence while this broker has not claimed the group:
+// always on a single broker, and in a cluster for a group with nothing in
+// the store yet.
+const unfenced = -1
+
+// errClaimedElsewhere fails an offset write that another broker's claim on
+// the group fenced out.
+var errClaimedElsewhere = errors.New("group: another broker took up the group")
+
+// claimLocked makes this broker the group's fenced coordinator in a cluster
+// (see coordinatorPath): it sets the group's coordinator node and keeps the
+// new version. A group with no node in the store stays unfenced unless
+// create is set (its first write). The caller holds g.offsetMu.
+func (c *Coordinator) claimLocked(g *group, create bool) error {
+	g.fence = unfenced
+	if c.cfg.Owner == nil {
+		return nil
+	}
+	path := coordinatorPath(g.id)
+	for range 3 {
+		st, err := c.store.Set(path, nil, coord.AnyVersion)
+		if err == nil {
+			g.fence = st.Version
+			return nil
+		}
+		if !errors.Is(err, coord.ErrNoNode) {
+			return fmt.Errorf("claiming the group: %w", err)
+		}
+		if create {
+			if err := coord.EnsurePath(c.store, groupPath(g.id)); err != nil {
+				return fmt.Errorf("claiming the group: %w", err)
+			}
+		}
+		switch _, err := c.store.Create(path, nil, coord.Persistent); {
+		case err == nil:
+			g.fence = 0
+			return nil
+		case errors.Is(err, coord.ErrNoNode):
+			return nil // the group has nothing in the store
+		case !errors.Is(err, coord.ErrNodeExists):
+			return fmt.Errorf("claiming the group: %w", err)
+		}
+		// Another broker created it meanwhile: set it in turn.
+	}
+	return errors.New("claiming the group: its coordinator node keeps changing")
+}
+
+// claimedElsewhere reports whether the group's coordinator node is not as
+// this broker's claim left it (a store error counts: read again).
+func (c *Coordinator) claimedElsewhere(g *group) bool {
+	if c.cfg.Owner == nil {
+		return false
+	}
+	ok, st, err := c.store.Exists(coordinatorPath(g.id))
+	if err != nil {
+		return true
+	}
+	if !ok {
+		return g.fence != unfenced
+	}
+	return st.Version != g.fence
+}
+
+// fencedMultiLocked applies ops to the store, in a cluster only while this
+// broker's claim on the group holds; a broken claim is errClaimedElsewhere
+// and the cached offsets are read again before the next use.
+func (c *Coordinator) fencedMultiLocked(g *group, ops []coord.Op) error {
+	if g.fence != unfenced {
+		ops = append(ops, coord.CheckOp{Path: coordinatorPath(g.id), Version: g.fence})
+	}
+	err := c.store.Multi(ops...)
+	var me *coord.MultiError
+	if g.fence != unfenced && errors.As(err, &me) && me.Index == len(ops)-1 {
+		g.offsetsLoaded = false
+		return fmt.Errorf("%w: %w", errClaimedElsewhere, err)
+	}
+	return err
 }
 
 // OffsetFetch serves OffsetFetch v0–v9 (v8+ for several groups at once).
@@ -370,7 +467,7 @@ func (c *Coordinator) fetchOffsets(version int16, groupID string, order []string
 	case groupID == "":
 		code = errInvalidGroupID
 	default:
-		g, lcode := c.lockGroupOffsets(groupID)
+		g, lcode := c.lockGroupOffsets(groupID, true)
 		if lcode != errNone {
 			code = lcode
 			break
@@ -455,7 +552,7 @@ func (c *Coordinator) deleteOffsets(req *kmsg.OffsetDeleteRequest, codes map[top
 	if req.Group == "" {
 		return errInvalidGroupID
 	}
-	g, code := c.lockGroupOffsets(req.Group)
+	g, code := c.lockGroupOffsets(req.Group, false)
 	if code != errNone {
 		return code
 	}
@@ -492,10 +589,15 @@ func (c *Coordinator) deleteOffsets(req *kmsg.OffsetDeleteRequest, codes map[top
 	if len(ops) == 0 {
 		return errNone
 	}
-	if err := c.store.Multi(ops...); err != nil {
-		c.log.Error("deleting committed offsets", "group", g.id, "err", err)
+	if err := c.fencedMultiLocked(g, ops); err != nil {
+		code := errCoordinatorNotAvailable
+		if errors.Is(err, errClaimedElsewhere) {
+			code = errNotCoordinator
+		} else {
+			c.log.Error("deleting committed offsets", "group", g.id, "err", err)
+		}
 		for _, tp := range deleted {
-			codes[tp] = errCoordinatorNotAvailable
+			codes[tp] = code
 		}
 		// The cache may now disagree with the store; read it again next time.
 		g.offsetsLoaded = false

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"testing"
@@ -107,4 +108,42 @@ func TestMovedGroupIsAbandoned(t *testing.T) {
 			fourth.ErrorCode, fourth.Generation, len(fourth.Members))
 	}
 	eventually(t, "the mirror of the group back at a", func() bool { return slices.Equal(ids(), []string{escapeName(fourth.MemberID)}) })
+}
+
+// TestFormerCoordinatorsLateCommitIsFenced: while brokers' views differ, the
+// former coordinator's commit fails once the new one has taken the group up,
+// so the offsets the new one read stay the committed ones; and a broker that
+// still believes it coordinates reads the offsets again when it sees the
+// group taken up elsewhere.
+func TestFormerCoordinatorsLateCommitIsFenced(t *testing.T) {
+	var viewA, viewB ownership // each broker's own view of who coordinates
+	viewA.moveTo("a")
+	viewB.moveTo("a")
+	e := newEnv(t, viewA.configFor("a"))
+	b := New(e.store, viewB.configFor("b"), testLogger())
+	t.Cleanup(func() { b.Close() })
+	ctx := context.Background()
+	commit := func(c *Coordinator, offset int64) int16 {
+		return commitCodes(c.OffsetCommit(ctx, commitReq("g", "", -1, "t", map[int32]int64{0: offset})))[0]
+	}
+
+	if code := commit(e.c, 5); code != errNone {
+		t.Fatalf("commit at a: %d", code)
+	}
+	viewB.moveTo("b") // b's view changed; a's has not yet
+	if got := fetchOffset(t, b, "g", "t", 0); got != 5 {
+		t.Fatalf("fetch at b: %d, want 5", got)
+	}
+	if code := commit(e.c, 9); code != errNotCoordinator {
+		t.Errorf("late commit at a: %d, want NOT_COORDINATOR", code)
+	}
+	if got := fetchOffset(t, b, "g", "t", 0); got != 5 {
+		t.Errorf("fetch at b after a's late commit: %d, want 5", got)
+	}
+	if code := commit(b, 7); code != errNone {
+		t.Fatalf("commit at b: %d", code)
+	}
+	if got := fetchOffset(t, e.c, "g", "t", 0); got != 7 {
+		t.Errorf("fetch at a, which still believes it coordinates: %d, want 7", got)
+	}
 }
