@@ -289,7 +289,7 @@ func (c *Coordinator) writeOffsetsLocked(g *group, updates map[topicPartition]of
 		}
 	}
 	for attempt := 0; ; attempt++ {
-		ops := make([]coord.Op, 0, len(updates)+1)
+		ops := make([]coord.Op, 0, len(updates))
 		for tp, e := range updates {
 			data, err := json.Marshal(e)
 			if err != nil {
@@ -390,11 +390,13 @@ func (c *Coordinator) claimedElsewhere(g *group) bool {
 // and the cached offsets are read again before the next use.
 func (c *Coordinator) fencedMultiLocked(g *group, ops []coord.Op) error {
 	if g.fence != unfenced {
-		ops = append(ops, coord.CheckOp{Path: coordinatorPath(g.id), Version: g.fence})
+		// First: a Multi reports its first failing op, and a broken claim
+		// must not pass for a stale cache (which is read again, claiming).
+		ops = append([]coord.Op{coord.CheckOp{Path: coordinatorPath(g.id), Version: g.fence}}, ops...)
 	}
 	err := c.store.Multi(ops...)
 	var me *coord.MultiError
-	if g.fence != unfenced && errors.As(err, &me) && me.Index == len(ops)-1 {
+	if g.fence != unfenced && errors.As(err, &me) && me.Index == 0 {
 		g.offsetsLoaded = false
 		return fmt.Errorf("%w: %w", errClaimedElsewhere, err)
 	}
