@@ -179,7 +179,7 @@ func checkCommitted(t *testing.T, c *localCluster, group string, want int64) {
 // ("consumed N") whenever they change, until the file named by its last
 // argument exists; then it closes (committing) and prints "closed".
 const pythonGroupMember = `
-import os, sys, time
+import os, sys
 from kafka import KafkaConsumer
 addr, topic, group, stop = sys.argv[1:5]
 c = KafkaConsumer(topic, bootstrap_servers=addr, group_id=group, auto_offset_reset='earliest',
