@@ -26,9 +26,9 @@ type offsetEntry struct {
 // loaded from the store, or nil (with the Kafka error code) when the
 // coordinator is closed or loading failed. Groups are created on demand: an
 // offsets-only group (simple consumers, or any group after a restart) exists
-// in the store but not yet in memory. With fresh set, in a cluster, the
-// cached offsets are read again if another broker claimed the group since
-// this one did (see coordinatorPath).
+// in the store but not yet in memory. With fresh set, the cached offsets are
+// read again if another broker claimed the group since this one did (see
+// coordinatorPath).
 func (c *Coordinator) lockGroupOffsets(id string, fresh bool) (*group, int16) {
 	for {
 		g := c.getGroup(id, true)
@@ -60,7 +60,7 @@ func (c *Coordinator) lockGroupOffsets(id string, fresh bool) (*group, int16) {
 // coordinated the group and taken commits meanwhile) or, with fresh set,
 // after another broker claimed the group; the caller holds g.offsetMu. The
 // store is the truth: the cache starts from it after every coordinator
-// start. In a cluster the group is claimed before the offsets are read.
+// start. The group is claimed (Config.Owner) before the offsets are read.
 func (c *Coordinator) loadOffsetsLocked(g *group, fresh bool) error {
 	_, gen := c.owner(g.id)
 	if g.offsetsLoaded && g.offsetsGen == gen && !(fresh && c.claimedElsewhere(g)) {
@@ -323,16 +323,16 @@ func (c *Coordinator) writeOffsetsLocked(g *group, updates map[topicPartition]of
 }
 
 // unfenced is group.fence while this broker has not claimed the group:
-// always on a single broker, and in a cluster for a group with nothing in
-// the store yet.
+// always without Config.Owner, and otherwise while the group has nothing in
+// the store.
 const unfenced = -1
 
 // errClaimedElsewhere fails an offset write that another broker's claim on
 // the group fenced out.
 var errClaimedElsewhere = errors.New("group: another broker took up the group")
 
-// claimLocked makes this broker the group's fenced coordinator in a cluster
-// (see coordinatorPath): it sets the group's coordinator node and keeps the
+// claimLocked makes this broker the group's fenced coordinator when
+// Config.Owner is set (see coordinatorPath): it sets the group's coordinator node and keeps the
 // new version. A group with no node in the store stays unfenced unless
 // create is set (its first write). The caller holds g.offsetMu.
 func (c *Coordinator) claimLocked(g *group, create bool) error {
@@ -385,8 +385,8 @@ func (c *Coordinator) claimedElsewhere(g *group) bool {
 	return st.Version != g.fence
 }
 
-// fencedMultiLocked applies ops to the store, in a cluster only while this
-// broker's claim on the group holds; a broken claim is errClaimedElsewhere
+// fencedMultiLocked applies ops to the store, with Config.Owner only while
+// this broker's claim on the group holds; a broken claim is errClaimedElsewhere
 // and the cached offsets are read again before the next use.
 func (c *Coordinator) fencedMultiLocked(g *group, ops []coord.Op) error {
 	if g.fence != unfenced {

@@ -16,7 +16,7 @@ import (
 //	/consumers/<group>/offsets/<topic>/<partition>    persistent: committed offset (offsetEntry JSON)
 //	/consumers/<group>/ids/<member>                   ephemeral: member mirror (memberNode JSON)
 //	/consumers/<group>/owners/<topic>/<partition>     ephemeral: owning member ID
-//	/consumers/<group>/coordinator                    persistent, empty: its version fences offset writes (clusters)
+//	/consumers/<group>/coordinator                    persistent, empty: its version fences offset writes (with Config.Owner)
 //
 // Group IDs are arbitrary strings, so group and topic names are escaped into
 // single path components (see escapeName).
@@ -94,7 +94,8 @@ func offsetPath(group, topic string, partition int32) string {
 
 func idsPath(group string) string { return groupPath(group) + "/ids" }
 
-// coordinatorPath is a group's fence in a cluster: a broker that takes up
+// coordinatorPath is a group's fence when groups can move between brokers
+// (Config.Owner set, as every broker process does): a broker that takes up
 // the group's coordination sets the node (bumping its version) before it
 // reads the offsets, and its offset writes check that version. So a former
 // coordinator's late write fails instead of landing after its successor read
