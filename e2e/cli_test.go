@@ -70,8 +70,8 @@ func TestCLICommands(t *testing.T) {
 	// A group reads 10 records and commits exactly those: lag 20.
 	mr("", "consume", "orders", "--group", "billing", "--from-beginning", "--max", "10")
 	gd := mr("", "group", "describe", "billing")
-	if !strings.Contains(gd, "total lag 20") {
-		t.Errorf("group describe after reading 10 of 30:\n%s", gd)
+	if !strings.Contains(gd, "total lag 20") || !strings.Contains(gd, "coordinator 1 ("+b.addr+")") {
+		t.Errorf("group describe after reading 10 of 30 (lag 20, coordinator 1 at %s):\n%s", b.addr, gd)
 	}
 	if gl := mr("", "group", "list"); !strings.Contains(gl, "billing") {
 		t.Errorf("group list: %q", gl)

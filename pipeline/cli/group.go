@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"net"
+	"strconv"
 	"text/tabwriter"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -68,7 +70,8 @@ func groupDescribe(ctx context.Context, e env, args []string) error {
 	}
 	lag := kadm.CalculateGroupLag(g, committed, ends)
 
-	fmt.Fprintf(e.stdout, "group %s  state %s  protocol %s/%s  members %d\n", g.Group, g.State, g.ProtocolType, g.Protocol, len(g.Members))
+	fmt.Fprintf(e.stdout, "group %s  state %s  protocol %s/%s  members %d  coordinator %d (%s)\n", g.Group, g.State, g.ProtocolType, g.Protocol,
+		len(g.Members), g.Coordinator.NodeID, net.JoinHostPort(g.Coordinator.Host, strconv.Itoa(int(g.Coordinator.Port))))
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "MEMBER\tCLIENT\tHOST\tASSIGNED")
 	for _, m := range g.Members {
