@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -159,7 +158,7 @@ func syncDir(dir string) error {
 }
 
 // Open implements Store.
-func (s *File) Open(ctx context.Context, name string) (io.ReadCloser, error) {
+func (s *File) Open(ctx context.Context, name string) (Reader, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
@@ -167,8 +166,25 @@ func (s *File) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
 	}
-	return f, err
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return fileReader{f, st.Size()}, nil
 }
+
+// fileReader is a published file and its size when opened (a published
+// name is replaced by rename, never written in place).
+type fileReader struct {
+	*os.File
+	size int64
+}
+
+func (r fileReader) Size() int64 { return r.size }
 
 // walk calls fn for every regular file whose slash name starts with prefix.
 func (s *File) walk(prefix string, fn func(name string, d fs.DirEntry) error) error {

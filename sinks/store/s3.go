@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -213,22 +212,36 @@ func isNoSuchUpload(err error) bool {
 }
 
 // Open implements Store.
-func (s *S3) Open(ctx context.Context, name string) (io.ReadCloser, error) {
+func (s *S3) Open(ctx context.Context, name string) (Reader, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
-	// Core.GetObject issues the request now, so a missing object is reported
-	// here rather than on the first Read.
-	body, _, _, err := s.core.GetObject(ctx, s.bucket, s.key(name), minio.GetObjectOptions{})
+	// GetObject is lazy; Stat makes the first request, so a missing object
+	// is reported here rather than on the first Read. Reads at an offset
+	// are ranged GETs.
+	obj, err := s.client.GetObject(ctx, s.bucket, s.key(name), minio.GetObjectOptions{})
 	if err != nil {
+		return nil, fmt.Errorf("store: s3: get %s: %w", name, err)
+	}
+	info, err := obj.Stat()
+	if err != nil {
+		obj.Close()
 		resp := minio.ToErrorResponse(err)
 		if resp.Code == "NoSuchKey" || resp.StatusCode == http.StatusNotFound {
 			return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
 		}
 		return nil, fmt.Errorf("store: s3: get %s: %w", name, err)
 	}
-	return body, nil
+	return s3Reader{obj, info.Size}, nil
 }
+
+// s3Reader is an object being read and its size.
+type s3Reader struct {
+	*minio.Object
+	size int64
+}
+
+func (r s3Reader) Size() int64 { return r.size }
 
 // List implements Store.
 func (s *S3) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {

@@ -36,7 +36,7 @@ type Store interface {
 	// Create starts an object that becomes visible as name only when published.
 	Create(ctx context.Context, name string) (Object, error)
 	// Open reads a published object.
-	Open(ctx context.Context, name string) (io.ReadCloser, error)
+	Open(ctx context.Context, name string) (Reader, error)
 	// List returns the published objects whose names start with prefix, sorted
 	// by name. Temporary objects are never listed.
 	List(ctx context.Context, prefix string) ([]ObjectInfo, error)
@@ -63,6 +63,16 @@ type Object interface {
 	// Abort discards the object. It is safe to call after Publish or another
 	// Abort (it then does nothing), so `defer obj.Abort(ctx)` is the idiom.
 	Abort(ctx context.Context) error
+}
+
+// Reader reads a published object, in order or at any offset (a Parquet
+// reader starts at the footer, at the end).
+type Reader interface {
+	io.Reader
+	io.ReaderAt
+	io.Closer
+	// Size is the object's length in bytes.
+	Size() int64
 }
 
 // ObjectInfo describes a published object.

@@ -81,6 +81,9 @@ func read(t *testing.T, s store.Store, name string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if r.Size() != int64(len(data)) {
+		t.Errorf("%s: Size() = %d, read %d bytes", name, r.Size(), len(data))
+	}
 	return data
 }
 
@@ -164,6 +167,32 @@ func testLargeObject(t *testing.T, s store.Store, cfg Config) {
 	}
 	if got := read(t, s, "big/object.bin"); !bytes.Equal(got, data) {
 		t.Fatalf("read back %d bytes, differ from the %d written", len(got), len(data))
+	}
+
+	// Reads at an offset, as a Parquet reader makes them: the tail first,
+	// then ranges across a write's end and the end of a 5 MiB part (S3's
+	// smallest), the start, and past the end.
+	r, err := s.Open(ctx, "big/object.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	end := int64(len(data))
+	spans := [][2]int64{{end - 8, end}, {777_000, 778_500}, {0, 4}}
+	if part := int64(5 << 20); end > part+500 {
+		spans = append(spans, [2]int64{part - 500, part + 500})
+	}
+	for _, span := range spans {
+		buf := make([]byte, span[1]-span[0])
+		if n, err := r.ReadAt(buf, span[0]); n != len(buf) || (err != nil && err != io.EOF) {
+			t.Fatalf("ReadAt(%d bytes at %d) = %d, %v", len(buf), span[0], n, err)
+		}
+		if !bytes.Equal(buf, data[span[0]:span[1]]) {
+			t.Errorf("ReadAt at %d: bytes differ from those written", span[0])
+		}
+	}
+	if n, err := r.ReadAt(make([]byte, 16), end-8); n != 8 || err != io.EOF {
+		t.Errorf("ReadAt across the end = %d, %v; want 8, EOF", n, err)
 	}
 }
 
