@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -166,15 +167,32 @@ func TestSinkS3ExactlyOnce(t *testing.T) {
 		}
 	}
 
-	checkS3Lake(t, ctx, s3, bucket, want)
+	keys := checkS3Lake(t, ctx, s3, bucket, want)
+
+	// `lake inspect` reads the footers in place (ranged GETs): every object
+	// under a prefix, one named object, and a prefix with nothing under it.
+	inspect := run(t, time.Minute, "", millraceBin, "lake", "inspect", "s3://"+bucket+"/lake/clicks", "--s3-endpoint", endpoint)
+	if !strings.Contains(inspect, fmt.Sprintf("\ntotal: %d files, %d rows\n", len(keys), total)) {
+		t.Errorf("lake inspect of the prefix: want %d files, %d rows:\n%s", len(keys), total, tail([]byte(inspect), 1024))
+	}
+	one := run(t, time.Minute, "", millraceBin, "lake", "inspect", "--s3-endpoint", endpoint, "s3://"+bucket+"/"+keys[0])
+	for _, line := range []string{"file: s3://" + bucket + "/" + keys[0] + " (", "schema: click v1 ", "codec: SNAPPY\n", "millrace.topic = clicks\n"} {
+		if !strings.Contains(one, line) {
+			t.Errorf("lake inspect of %s does not show %q:\n%s", keys[0], line, one)
+		}
+	}
+	if _, errOut, err := runErr(time.Minute, "", millraceBin, "lake", "inspect", "--s3-endpoint", endpoint, "s3://"+bucket+"/lake/click"); err == nil || !strings.Contains(errOut, "no .parquet objects under s3://"+bucket+"/lake/click") {
+		t.Errorf("lake inspect of a prefix with no objects under it as a directory: %v\n%s", err, errOut)
+	}
 }
 
 // checkS3Lake downloads the Parquet objects under lake/ with minio-go, checks
-// them with checkLake, and checks that no multipart upload is left unfinished.
-func checkS3Lake(t *testing.T, ctx context.Context, s3 *minio.Client, bucket string, want map[string]int) {
+// them with checkLake, checks that no multipart upload is left unfinished,
+// and returns the objects' keys.
+func checkS3Lake(t *testing.T, ctx context.Context, s3 *minio.Client, bucket string, want map[string]int) []string {
 	t.Helper()
 	local := t.TempDir()
-	n := 0
+	var keys []string
 	for obj := range s3.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: "lake/", Recursive: true}) {
 		if obj.Err != nil {
 			t.Fatal(obj.Err)
@@ -185,9 +203,9 @@ func checkS3Lake(t *testing.T, ctx context.Context, s3 *minio.Client, bucket str
 		if err := s3.FGetObject(ctx, bucket, obj.Key, filepath.Join(local, obj.Key), minio.GetObjectOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		n++
+		keys = append(keys, obj.Key)
 	}
-	if n == 0 {
+	if len(keys) == 0 {
 		t.Fatal("no Parquet objects in the bucket")
 	}
 	checkLake(t, local+"/lake/clicks/**/*.parquet", want)
@@ -197,6 +215,7 @@ func checkS3Lake(t *testing.T, ctx context.Context, s3 *minio.Client, bucket str
 		}
 		t.Errorf("unfinished multipart upload left behind: %s", u.Key)
 	}
+	return keys
 }
 
 // TestSinkS3Outage: the S3 server is killed while the sink is landing and

@@ -2,11 +2,17 @@ package cli
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/schemas"
+	"millrace/sinks/parquet"
 )
 
 func TestFlagsAcceptPositionalBetweenFlags(t *testing.T) {
@@ -130,5 +136,45 @@ func TestLatencyHistogramQuantiles(t *testing.T) {
 	var empty latencyHistogram
 	if empty.quantile(0.5) != 0 {
 		t.Error("empty histogram has a median")
+	}
+}
+
+func TestLakeInspectLocalPaths(t *testing.T) {
+	dir := t.TempDir()
+	for i, name := range []string{"a.parquet", "b.parquet"} {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := parquet.NewWriter(f, schemas.Click, parquet.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := 0; j <= i; j++ {
+			if err := w.Append([]byte(`{"type":"page_view","ts":"2024-05-01T10:00:0`+strconv.Itoa(j)+`Z"}`), time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for target, want := range map[string]string{
+		dir:                             "\ntotal: 2 files, 3 rows\n",
+		"file://" + dir:                 "\ntotal: 2 files, 3 rows\n",
+		"file://" + dir + "/b.parquet":  "rows: 2\n",
+		filepath.Join(dir, "a.parquet"): "ts: min 2024-05-01T10:00:00Z max 2024-05-01T10:00:00Z\n",
+	} {
+		var out, errOut bytes.Buffer
+		if code := Main([]string{"lake", "inspect", target}, strings.NewReader(""), &out, &errOut); code != 0 || !strings.Contains(out.String(), want) {
+			t.Errorf("lake inspect %s: exit %d, want %q in:\n%s%s", target, code, want, out.String(), errOut.String())
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := Main([]string{"lake", "inspect", t.TempDir()}, strings.NewReader(""), &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "no .parquet files under") {
+		t.Errorf("empty directory: exit %d, stderr %q", code, errOut.String())
 	}
 }

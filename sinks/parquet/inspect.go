@@ -60,28 +60,45 @@ type ColumnInfo struct {
 }
 
 // Inspect reads the footer of the Parquet file at path.
-func Inspect(path string) (info *FileInfo, err error) {
-	f, err := openLocal(path)
+func Inspect(path string) (*FileInfo, error) {
+	f, size, err := openFile(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	return InspectReader(path, f, size)
+}
+
+// openFile opens a local file and returns its size.
+func openFile(path string) (*os.File, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
 	st, err := f.Stat()
 	if err != nil {
-		return nil, err
+		f.Close()
+		return nil, 0, err
 	}
+	return f, st.Size(), nil
+}
+
+// InspectReader reads the footer of a Parquet file of size bytes read from r
+// (a local file, an object in S3); name is the file's name in the result and
+// in errors.
+func InspectReader(name string, r io.ReaderAt, size int64) (info *FileInfo, err error) {
 	// xitongsys/parquet-go panics on some malformed footers instead of
 	// returning an error; a bad file must not take the CLI or a test down.
 	defer func() {
 		if r := recover(); r != nil {
-			info, err = nil, fmt.Errorf("parquet: %s: unreadable footer: %v", path, r)
+			info, err = nil, fmt.Errorf("parquet: %s: unreadable footer: %v", name, r)
 		}
 	}()
-	pr := &reader.ParquetReader{PFile: f}
+	pr := &reader.ParquetReader{PFile: newAtFile(name, r, size)}
 	if err := pr.ReadFooter(); err != nil {
-		return nil, fmt.Errorf("parquet: %s: %w", path, err)
+		return nil, fmt.Errorf("parquet: %s: %w", name, err)
 	}
-	return describe(path, st.Size(), pr.Footer), nil
+	return describe(name, size, pr.Footer), nil
 }
 
 // InspectDir inspects every *.parquet file under dir, in path order, skipping
@@ -314,7 +331,7 @@ func (info *FileInfo) WriteText(w io.Writer) error {
 // repetitiontype=OPTIONAL); a mismatch, which the library would panic on, is
 // returned as an error.
 func ReadRows[T any](path string) (rows []T, err error) {
-	f, err := openLocal(path)
+	f, size, err := openFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -324,7 +341,7 @@ func ReadRows[T any](path string) (rows []T, err error) {
 			rows, err = nil, fmt.Errorf("parquet: read %s: %v (struct tags must match the file's schema)", path, r)
 		}
 	}()
-	pr, err := reader.NewParquetReader(f, new(T), 1)
+	pr, err := reader.NewParquetReader(newAtFile(path, f, size), new(T), 1)
 	if err != nil {
 		return nil, fmt.Errorf("parquet: read %s: %w", path, err)
 	}
@@ -339,25 +356,41 @@ func ReadRows[T any](path string) (rows []T, err error) {
 	return rows, nil
 }
 
-// localFile adapts *os.File to xitongsys/parquet-go's source.ParquetFile
-// without pulling in parquet-go-source and its cloud SDKs.
-type localFile struct{ *os.File }
-
-func openLocal(path string) (localFile, error) {
-	f, err := os.Open(path)
-	return localFile{f}, err
+// atFile adapts an io.ReaderAt of known size to xitongsys/parquet-go's
+// source.ParquetFile, without pulling in parquet-go-source and its cloud
+// SDKs. Each handle has its own position; closing one closes nothing (the
+// caller owns r).
+type atFile struct {
+	*io.SectionReader
+	name string
+	r    io.ReaderAt
+	size int64
 }
 
-// Open opens another handle: the reader opens one per column. An empty name
-// means the same file.
-func (f localFile) Open(name string) (source.ParquetFile, error) {
-	if name == "" {
-		name = f.Name()
+func newAtFile(name string, r io.ReaderAt, size int64) *atFile {
+	return &atFile{SectionReader: io.NewSectionReader(r, 0, size), name: name, r: r, size: size}
+}
+
+// Open returns another handle on the same bytes: the reader opens one per
+// column. Column chunks stored in other files (a path in the footer) are
+// refused: the lake never writes them, and a footer must not make the
+// reader open arbitrary paths.
+func (f *atFile) Open(name string) (source.ParquetFile, error) {
+	if name != "" {
+		return nil, fmt.Errorf("parquet: %s: column chunk in another file (%s) is not supported", f.name, name)
 	}
-	return openLocal(name)
+	return newAtFile(f.name, f.r, f.size), nil
 }
 
 // Create is part of the interface; this adapter only reads.
-func (f localFile) Create(string) (source.ParquetFile, error) {
-	return nil, fmt.Errorf("parquet: %s: read-only", f.Name())
+func (f *atFile) Create(string) (source.ParquetFile, error) {
+	return nil, fmt.Errorf("parquet: %s: read-only", f.name)
 }
+
+// Write is part of the interface; this adapter only reads.
+func (f *atFile) Write([]byte) (int, error) {
+	return 0, fmt.Errorf("parquet: %s: read-only", f.name)
+}
+
+// Close is a no-op: the caller closes the underlying reader.
+func (f *atFile) Close() error { return nil }
