@@ -471,3 +471,75 @@ func TestListedTwice(t *testing.T) {
 		}
 	}
 }
+
+func TestDescribeLogDirs(t *testing.T) {
+	tb := startBroker(t)
+	adm, _ := newAdmin(t, tb.addr)
+	ctx := testContext(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(tb.addr), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for _, topic := range []string{"sized", "other", "gone"} {
+		if _, err := adm.CreateTopic(ctx, 2, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 50; i++ {
+		r := &kgo.Record{Topic: "sized", Partition: int32(i % 2), Value: make([]byte, 1000)}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := adm.DeleteTopics(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+
+	dirs, err := adm.DescribeBrokerLogDirs(ctx, tb.broker.cfg.BrokerID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dirs) != 1 {
+		t.Fatalf("%d log dirs, want the data directory alone: %v", len(dirs), dirs)
+	}
+	for path, d := range dirs {
+		if d.Err != nil || !filepath.IsAbs(path) || path != d.Dir {
+			t.Fatalf("dir %q: %+v", path, d)
+		}
+		if d.TotalBytes <= 0 || d.UsableBytes <= 0 || d.UsableBytes > d.TotalBytes {
+			t.Errorf("volume: total %d usable %d", d.TotalBytes, d.UsableBytes)
+		}
+		if _, ok := d.Topics["gone"]; ok {
+			t.Error("a deleted topic is listed")
+		}
+		for p := int32(0); p < 2; p++ {
+			l, _ := tb.logs.Get("sized", p)
+			got, ok := d.Topics.Lookup("sized", p)
+			if !ok || got.Size != l.Size() || got.Size < 25*1000 || got.OffsetLag != 0 || got.IsFuture {
+				t.Errorf("sized/%d: %+v (found %v), log size %d", p, got, ok, l.Size())
+			}
+			if got, ok := d.Topics.Lookup("other", p); !ok || got.Size != 0 {
+				t.Errorf("other/%d: %+v (found %v)", p, got, ok)
+			}
+		}
+	}
+
+	// Asked for some partitions: those held, and nothing else.
+	ask := kadm.TopicsSet{}
+	ask.Add("sized", 1)
+	ask.Add("nosuch", 0)
+	dirs, err = adm.DescribeBrokerLogDirs(ctx, tb.broker.cfg.BrokerID, ask)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if len(d.Topics) != 1 || len(d.Topics["sized"]) != 1 {
+			t.Errorf("asked for sized/1 and nosuch/0, got %v", d.Topics)
+		}
+		if _, ok := d.Topics.Lookup("sized", 1); !ok {
+			t.Errorf("sized/1 missing: %v", d.Topics)
+		}
+	}
+}

@@ -43,6 +43,7 @@ func FuzzRequest(f *testing.F) {
 	seed(kmsg.NewPtrIncrementalAlterConfigsRequest(), 1)
 	seed(kmsg.NewPtrAlterConfigsRequest(), 2)
 	seed(kmsg.NewPtrDescribeClusterRequest(), 1)
+	seed(kmsg.NewPtrDescribeLogDirsRequest(), 4)
 	fc := kmsg.NewPtrFindCoordinatorRequest()
 	fc.CoordinatorKeys = []string{"g"}
 	seed(fc, 4)

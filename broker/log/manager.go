@@ -153,6 +153,9 @@ func (m *Manager) Remove(topic string, partition int32) error {
 	return l.Delete()
 }
 
+// DataDir is the directory holding the partition logs.
+func (m *Manager) DataDir() string { return m.dataDir }
+
 // All returns a snapshot of every log.
 func (m *Manager) All() map[TopicPartition]*Log {
 	m.mu.Lock()

@@ -1,0 +1,78 @@
+package kafka
+
+// DescribeLogDirs (key 35), versions 0–4.
+//
+// A broker has one log directory, its data directory (reported as an
+// absolute path). The response lists the partitions it holds there, leader
+// or follower replicas, with their size on disk: every partition when
+// topics is null, else the requested ones this broker holds (others are
+// left out, as Kafka does). offset_lag is 0: it measures a future replica
+// (a move between directories) against the current one, and millrace never
+// has future replicas. Version 4 adds the volume's total and usable bytes.
+// Partitions of a topic being deleted are not listed, though their files
+// may still be on disk.
+
+import (
+	"context"
+	"path/filepath"
+	"sort"
+	"syscall"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/broker/log"
+)
+
+func init() { regKey(35, 0, 4, handleDescribeLogDirs) }
+
+func handleDescribeLogDirs(_ context.Context, b *Broker, r *request) (kmsg.Response, error) {
+	req := r.body.(*kmsg.DescribeLogDirsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
+	dir := kmsg.NewDescribeLogDirsResponseDir()
+	dir.Dir = b.logs.DataDir()
+	if abs, err := filepath.Abs(dir.Dir); err == nil {
+		dir.Dir = abs
+	}
+	dir.TotalBytes, dir.UsableBytes = -1, -1
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(dir.Dir, &fs); err == nil {
+		dir.TotalBytes = int64(fs.Blocks) * int64(fs.Bsize)
+		dir.UsableBytes = int64(fs.Bavail) * int64(fs.Bsize)
+	}
+
+	held := b.logs.All()
+	var want map[log.TopicPartition]bool
+	if req.Topics != nil {
+		want = map[log.TopicPartition]bool{}
+		for _, t := range req.Topics {
+			for _, p := range t.Partitions {
+				want[log.TopicPartition{Topic: t.Topic, Partition: p}] = true
+			}
+		}
+	}
+	byTopic := map[string][]kmsg.DescribeLogDirsResponseDirTopicPartition{}
+	for tp, l := range held {
+		if want != nil && !want[tp] {
+			continue
+		}
+		if _, _, ok := b.cluster.Partition(tp.Topic, tp.Partition); !ok {
+			continue // deleted, its files not yet removed
+		}
+		p := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
+		p.Partition, p.Size = tp.Partition, l.Size()
+		byTopic[tp.Topic] = append(byTopic[tp.Topic], p)
+	}
+	topics := make([]string, 0, len(byTopic))
+	for t := range byTopic {
+		topics = append(topics, t)
+	}
+	sort.Strings(topics)
+	for _, name := range topics {
+		t := kmsg.NewDescribeLogDirsResponseDirTopic()
+		t.Topic, t.Partitions = name, byTopic[name]
+		sort.Slice(t.Partitions, func(i, j int) bool { return t.Partitions[i].Partition < t.Partitions[j].Partition })
+		dir.Topics = append(dir.Topics, t)
+	}
+	resp.Dirs = []kmsg.DescribeLogDirsResponseDir{dir}
+	return resp, nil
+}
