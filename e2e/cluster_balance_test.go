@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"regexp"
 	"slices"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // leaderCounts counts the partitions of topic each broker leads.
@@ -43,21 +46,39 @@ func spread(counts map[int32]int) int {
 	return hi - lo
 }
 
+// statusRow is one broker's row of `millrace cluster status`.
+type statusRow struct {
+	leaders, replicas int
+	data, free        string
+}
+
 // clusterStatus runs `millrace cluster status` and returns its output and
-// the leader count it prints for each broker.
-func (c *localCluster) clusterStatus(seeds []string) (string, map[int32]int) {
+// the row it prints for each broker.
+func (c *localCluster) clusterStatus(seeds []string) (string, map[int32]statusRow) {
 	c.t.Helper()
 	out := run(c.t, 30*time.Second, "", millraceBin, "cluster", "status", "--brokers", strings.Join(seeds, ","))
-	row := regexp.MustCompile(`^(\d+)\s+127\.0\.0\.1:\d+\s+\S+\s+(\d+)$`)
-	counts := map[int32]int{}
+	row := regexp.MustCompile(`^(\d+)\s+127\.0\.0\.1:\d+\s+\S+\s+(\d+)\s+(\d+)\s+(\S+)\s+(\S+)$`)
+	rows := map[int32]statusRow{}
 	for _, line := range strings.Split(out, "\n") {
 		if m := row.FindStringSubmatch(strings.TrimSpace(line)); m != nil {
 			id, _ := strconv.Atoi(m[1])
-			n, _ := strconv.Atoi(m[2])
-			counts[int32(id)] = n
+			leaders, _ := strconv.Atoi(m[2])
+			replicas, _ := strconv.Atoi(m[3])
+			rows[int32(id)] = statusRow{leaders, replicas, m[4], m[5]}
 		}
 	}
-	return out, counts
+	return out, rows
+}
+
+// iecBytes reads a size as `cluster status` prints it (0B, 6.1KiB, 1.2GiB).
+func iecBytes(s string) (int64, bool) {
+	m := regexp.MustCompile(`^(\d+(?:\.\d)?)(B|KiB|MiB|GiB|TiB)$`).FindStringSubmatch(s)
+	if m == nil {
+		return 0, false
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	shift := map[string]int{"B": 0, "KiB": 10, "MiB": 20, "GiB": 30, "TiB": 40}[m[2]]
+	return int64(v * float64(int64(1)<<shift)), true
 }
 
 // TestClusterPreferredLeadersRestored kills a broker, lets its leaderships
@@ -123,8 +144,42 @@ func TestClusterPreferredLeadersRestored(t *testing.T) {
 	counts, _ = c.leaderCounts(adm, topic)
 	t.Logf("leaders per broker after broker %d returned: %v", victim, counts)
 
-	out, printed := c.clusterStatus(c.seeds())
+	// Data for the disk columns: every broker holds a replica of every
+	// partition, and acks=all has it on each of them when acknowledged.
+	producer := c.clientOf(c.initial, kgo.ProducerBatchCompression(kgo.NoCompression()))
+	value := bytes.Repeat([]byte("0123456789abcdef"), 64)
+	for i := 0; i < 200; i++ {
+		if err := producer.ProduceSync(context.Background(), &kgo.Record{Topic: topic, Value: value}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, rows := c.clusterStatus(c.seeds())
 	t.Logf("cluster status after the rebalance:\n%s", out)
+	md, err := adm.Metadata(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[int32]int{}
+	for _, td := range md.Topics {
+		for _, p := range td.Partitions {
+			for _, r := range p.Replicas {
+				held[r]++
+			}
+		}
+	}
+	printed := map[int32]int{}
+	for id, row := range rows {
+		printed[id] = row.leaders
+		if row.replicas != held[id] {
+			t.Errorf("cluster status prints %d replicas on broker %d, Metadata assigns it %d", row.replicas, id, held[id])
+		}
+		if n, ok := iecBytes(row.data); !ok || n < 200*1024 {
+			t.Errorf("broker %d: data %q, want at least the 200 KiB of records it holds", id, row.data)
+		}
+		if free, total, ok := strings.Cut(row.free, "/"); !ok || free == "" || total == "" {
+			t.Errorf("broker %d: free %q, want usable/total", id, row.free)
+		}
+	}
 	if !regexp.MustCompile(`controller [1-3]  brokers 3\n`).MatchString(out) {
 		t.Errorf("cluster status should name a controller and 3 brokers:\n%s", out)
 	}

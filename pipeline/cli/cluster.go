@@ -11,6 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+
 	"millrace/broker/cluster"
 	"millrace/broker/coord/zk"
 )
@@ -18,6 +20,47 @@ import (
 func init() {
 	register("cluster status", "cluster status", clusterStatus)
 	register("cluster reassign", "cluster reassign --zookeeper HOST:PORT[/chroot] --topic T --brokers 1,2,4 [--wait]", clusterReassign)
+}
+
+// diskColumns formats a broker's log directories for cluster status:
+// replicas held, their bytes on disk, and the volume's usable and total
+// bytes ("-" where the broker did not say).
+func diskColumns(dirs kadm.DescribedLogDirs) string {
+	replicas, size := 0, int64(0)
+	free := "-"
+	ok := false
+	for _, d := range dirs {
+		if d.Err != nil {
+			continue
+		}
+		ok = true
+		for _, parts := range d.Topics {
+			replicas += len(parts)
+		}
+		size += d.Size()
+		if d.TotalBytes >= 0 {
+			free = iecBytes(d.UsableBytes) + "/" + iecBytes(d.TotalBytes)
+		}
+	}
+	if !ok {
+		return "-\t-\t-"
+	}
+	return strconv.Itoa(replicas) + "\t" + iecBytes(size) + "\t" + free
+}
+
+// iecBytes writes n bytes in binary units, one decimal: 0B, 512B, 6.1KiB,
+// 1.2GiB.
+func iecBytes(n int64) string {
+	const units = "KMGTPE"
+	if n < 1024 {
+		return strconv.FormatInt(n, 10) + "B"
+	}
+	v, i := float64(n)/1024, 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64) + units[i:i+1] + "iB"
 }
 
 // clusterReassign writes a reassignment request moving every partition of a
@@ -113,9 +156,13 @@ func clusterStatus(ctx context.Context, e env, args []string) error {
 			}
 		}
 	}
+	// What each broker holds on disk. The error is not the command's: a
+	// broker that did not answer (down since the metadata was read) shows
+	// "-" in those columns.
+	disks, _ := adm.DescribeAllLogDirs(ctx, nil)
 	fmt.Fprintf(e.stdout, "cluster %s  controller %d  brokers %d\n", md.Cluster, md.Controller, len(md.Brokers))
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "BROKER\tADDRESS\tRACK\tLEADERS")
+	fmt.Fprintln(w, "BROKER\tADDRESS\tRACK\tLEADERS\tREPLICAS\tDATA\tFREE")
 	ids := make([]int, 0, len(md.Brokers))
 	for _, b := range md.Brokers {
 		ids = append(ids, int(b.NodeID))
@@ -130,7 +177,7 @@ func clusterStatus(ctx context.Context, e env, args []string) error {
 			if b.Rack != nil {
 				rack = *b.Rack
 			}
-			fmt.Fprintf(w, "%d\t%s:%d\t%s\t%d\n", b.NodeID, b.Host, b.Port, rack, leaders[b.NodeID])
+			fmt.Fprintf(w, "%d\t%s:%d\t%s\t%d\t%s\n", b.NodeID, b.Host, b.Port, rack, leaders[b.NodeID], diskColumns(disks[b.NodeID]))
 		}
 	}
 	if err := w.Flush(); err != nil {
