@@ -3,12 +3,15 @@ package cluster
 // Partition reassignment at run time. A request is the znode
 // /admin/reassign_partitions in Kafka's shape,
 //
-//	{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2,4]}]}
+//	{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2,4],"original":[1,2,3]}]}
 //
-// written by `millrace cluster reassign` (RequestReassignment). The
-// controller, on every pass, asks NextReassignmentStep what each listed
-// partition needs now and carries out that one step; the writes it makes
-// fire the watches that bring the next pass. A finished (or impossible)
+// written by `millrace cluster reassign` (RequestReassignment) or by the
+// AlterPartitionReassignments API (AlterReassignments), which also adds
+// moves to a pending request and cancels them. "original" is millrace's
+// own: the replicas before the move. The controller, on every pass, asks
+// NextReassignmentStep what each listed partition needs now and carries out
+// that one step; the writes it makes fire the watches that bring the next
+// pass. A finished (or impossible)
 // entry is dropped from the request; the znode is deleted when none is left.
 
 import (
@@ -31,6 +34,11 @@ type Reassignment struct {
 	Topic     string  `json:"topic"`
 	Partition int32   `json:"partition"`
 	Replicas  []int32 `json:"replicas"`
+	// Original is the partition's replica list when its move was first
+	// requested (absent from requests other tools write): cancelling the
+	// move goes back to it, and it tells the replicas being added from
+	// those being removed.
+	Original []int32 `json:"original,omitempty"`
 }
 
 // reassignZnode is /admin/reassign_partitions.
@@ -42,6 +50,9 @@ type reassignZnode struct {
 // ErrReassignmentInProgress: a reassignment request is already pending.
 var ErrReassignmentInProgress = errors.New("a partition reassignment is already in progress")
 
+// ErrNoReassignmentInProgress: a cancelled move was not pending.
+var ErrNoReassignmentInProgress = errors.New("no reassignment of the partition is in progress")
+
 // RequestReassignment writes a reassignment request for the controller to
 // carry out. It fails with ErrReassignmentInProgress while an earlier one is
 // pending, and with ErrUnknownTopic or ErrInvalidReplicaAssignment when a
@@ -52,33 +63,14 @@ func RequestReassignment(store coord.Store, moves []Reassignment) error {
 	if len(moves) == 0 {
 		return fmt.Errorf("%w: nothing to reassign", ErrInvalidReplicaAssignment)
 	}
-	ids, err := store.Children(brokerIDsPath)
+	check, err := newMoveChecker(store)
 	if err != nil {
-		return fmt.Errorf("cluster: listing live brokers: %w", err)
+		return err
 	}
-	counts := map[string]int32{}
-	for _, m := range moves {
-		n, ok := counts[m.Topic]
-		if !ok {
-			var err error
-			if n, err = TopicPartitionCount(store, m.Topic); err != nil {
-				return err
-			}
-			counts[m.Topic] = n
-		}
-		if m.Partition < 0 || m.Partition >= n {
-			return fmt.Errorf("%w: topic %q has no partition %d", ErrUnknownTopic, m.Topic, m.Partition)
-		}
-		if len(m.Replicas) == 0 {
-			return fmt.Errorf("%w: %s/%d: the target replica list is empty", ErrInvalidReplicaAssignment, m.Topic, m.Partition)
-		}
-		for i, id := range m.Replicas {
-			if slices.Contains(m.Replicas[:i], id) {
-				return fmt.Errorf("%w: %s/%d: broker %d is listed twice", ErrInvalidReplicaAssignment, m.Topic, m.Partition, id)
-			}
-			if !slices.Contains(ids, strconv.Itoa(int(id))) {
-				return fmt.Errorf("%w: %s/%d: broker %d is not a live broker", ErrInvalidReplicaAssignment, m.Topic, m.Partition, id)
-			}
+	moves = slices.Clone(moves)
+	for i, m := range moves {
+		if moves[i].Original, err = check.move(m); err != nil {
+			return err
 		}
 	}
 	if err := ensureNode(store, adminPath); err != nil {
@@ -92,6 +84,157 @@ func RequestReassignment(store coord.Store, moves []Reassignment) error {
 		return fmt.Errorf("cluster: writing %s: %w", reassignPath, err)
 	}
 	return nil
+}
+
+// AlterReassignments merges moves into the pending request, as Kafka's
+// AlterPartitionReassignments does: a partition that is not moving starts
+// moving to its target, one that is gets the new target (and keeps its
+// original replicas), and a move whose target is nil is cancelled: the
+// partition goes back to the replicas it had before. It returns an error per
+// move, nil where the move was accepted (ErrUnknownTopic,
+// ErrInvalidReplicaAssignment, ErrNoReassignmentInProgress; the others still
+// go ahead), or a store failure for the whole call.
+func AlterReassignments(store coord.Store, moves []Reassignment) ([]error, error) {
+	if err := ensureNode(store, adminPath); err != nil {
+		return nil, err
+	}
+	// Compare-and-set against the controller, which rewrites the request as
+	// moves finish: on a lost race, read it again.
+	for {
+		data, stat, err := store.Get(reassignPath)
+		exists := err == nil
+		if err != nil && !errors.Is(err, coord.ErrNoNode) {
+			return nil, fmt.Errorf("cluster: reading %s: %w", reassignPath, err)
+		}
+		var z reassignZnode
+		if exists {
+			if err := json.Unmarshal(data, &z); err != nil {
+				return nil, fmt.Errorf("cluster: decoding %s: %w", reassignPath, err)
+			}
+		}
+		errs, err := mergeMoves(store, &z, moves)
+		if err != nil {
+			return nil, err
+		}
+		z.Version = 1
+		switch {
+		case exists && len(z.Partitions) == 0:
+			err = store.Delete(reassignPath, stat.Version)
+		case exists:
+			_, err = store.Set(reassignPath, mustJSON(z), stat.Version)
+		case len(z.Partitions) == 0:
+			return errs, nil
+		default:
+			_, err = store.Create(reassignPath, mustJSON(z), coord.Persistent)
+		}
+		if errors.Is(err, coord.ErrBadVersion) || errors.Is(err, coord.ErrNoNode) || errors.Is(err, coord.ErrNodeExists) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cluster: writing %s: %w", reassignPath, err)
+		}
+		return errs, nil
+	}
+}
+
+// AlterReassignments records moves for the controller (the package
+// function). A single broker has no controller and nothing to move: a valid
+// target can only be the list a partition already has, so the moves are
+// checked and nothing is written.
+func (c *Cluster) AlterReassignments(moves []Reassignment) ([]error, error) {
+	if !c.cfg.Replicated {
+		return mergeMoves(c.store, &reassignZnode{}, moves)
+	}
+	return AlterReassignments(c.store, moves)
+}
+
+// mergeMoves applies moves to the request z; see AlterReassignments.
+func mergeMoves(store coord.Store, z *reassignZnode, moves []Reassignment) ([]error, error) {
+	check, err := newMoveChecker(store)
+	if err != nil {
+		return nil, err
+	}
+	errs := make([]error, len(moves))
+	for i, m := range moves {
+		at := slices.IndexFunc(z.Partitions, func(p Reassignment) bool { return p.Topic == m.Topic && p.Partition == m.Partition })
+		if m.Replicas == nil {
+			switch {
+			case at < 0:
+				errs[i] = fmt.Errorf("%w: %s/%d", ErrNoReassignmentInProgress, m.Topic, m.Partition)
+			case z.Partitions[at].Original == nil:
+				errs[i] = fmt.Errorf("%w: %s/%d: the move was requested without its original replicas; reassign it explicitly",
+					ErrInvalidReplicaAssignment, m.Topic, m.Partition)
+			default:
+				z.Partitions[at].Replicas = z.Partitions[at].Original
+			}
+			continue
+		}
+		original, err := check.move(m)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		if at >= 0 {
+			z.Partitions[at].Replicas = m.Replicas
+			continue
+		}
+		m.Original = original
+		z.Partitions = append(z.Partitions, m)
+	}
+	return errs, nil
+}
+
+// moveChecker validates moves against the store: live brokers and topic
+// assignments, each read once.
+type moveChecker struct {
+	store       coord.Store
+	live        []string
+	assignments map[string]map[string][]int32 // topic -> partition -> replicas
+}
+
+func newMoveChecker(store coord.Store) (*moveChecker, error) {
+	ids, err := store.Children(brokerIDsPath)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: listing live brokers: %w", err)
+	}
+	return &moveChecker{store: store, live: ids, assignments: map[string]map[string][]int32{}}, nil
+}
+
+// move checks that m's partition exists and its target is a list of distinct
+// live brokers, and returns the partition's replicas now.
+func (c *moveChecker) move(m Reassignment) ([]int32, error) {
+	parts, ok := c.assignments[m.Topic]
+	if !ok {
+		data, _, err := c.store.Get(topicPath(m.Topic))
+		if errors.Is(err, coord.ErrNoNode) {
+			return nil, fmt.Errorf("%w: %q", ErrUnknownTopic, m.Topic)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cluster: reading topic %q: %w", m.Topic, err)
+		}
+		var z topicZnode
+		if err := json.Unmarshal(data, &z); err != nil {
+			return nil, fmt.Errorf("cluster: topic %q: decoding the assignment: %w", m.Topic, err)
+		}
+		parts = z.Partitions
+		c.assignments[m.Topic] = parts
+	}
+	current, ok := parts[strconv.Itoa(int(m.Partition))]
+	if !ok {
+		return nil, fmt.Errorf("%w: topic %q has no partition %d", ErrUnknownTopic, m.Topic, m.Partition)
+	}
+	if len(m.Replicas) == 0 {
+		return nil, fmt.Errorf("%w: %s/%d: the target replica list is empty", ErrInvalidReplicaAssignment, m.Topic, m.Partition)
+	}
+	for i, id := range m.Replicas {
+		if slices.Contains(m.Replicas[:i], id) {
+			return nil, fmt.Errorf("%w: %s/%d: broker %d is listed twice", ErrInvalidReplicaAssignment, m.Topic, m.Partition, id)
+		}
+		if !slices.Contains(c.live, strconv.Itoa(int(id))) {
+			return nil, fmt.Errorf("%w: %s/%d: broker %d is not a live broker", ErrInvalidReplicaAssignment, m.Topic, m.Partition, id)
+		}
+	}
+	return current, nil
 }
 
 // TopicPartitionCount reads a topic's partition count from the store;

@@ -10,10 +10,10 @@ import (
 	"millrace/broker/coord"
 )
 
-// TestReassignmentRequestAndSteps writes a reassignment request and drives
-// the controller's passes over it, playing the partition leader's part
-// (adding the new replica to the ISR) in between.
-func TestReassignmentRequestAndSteps(t *testing.T) {
+// openThreeBrokers opens a cluster as broker 0 with brokers 1 and 2
+// registered beside it.
+func openThreeBrokers(t *testing.T) *env {
+	t.Helper()
 	e := openEnv(t, t.TempDir())
 	if err := e.c.Register("h0", 9092, ""); err != nil {
 		t.Fatal(err)
@@ -23,12 +23,84 @@ func TestReassignmentRequestAndSteps(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer s.Close()
+		t.Cleanup(func() { s.Close() })
 		if _, err := s.Create("/brokers/ids/"+id, []byte(`{"host":"h`+id+`","port":9092}`), coord.Ephemeral); err != nil {
 			t.Fatal(err)
 		}
 	}
 	e.waitBrokers(3)
+	return e
+}
+
+// TestAlterReassignmentsMergesAndCancels: moves join a pending request,
+// a new target replaces a pending one and keeps the original replicas, a
+// cancel goes back to them, and bad moves fail alone.
+func TestAlterReassignmentsMergesAndCancels(t *testing.T) {
+	e := openThreeBrokers(t)
+	if _, err := e.c.CreateTopic(TopicSpec{Name: "moving", Partitions: -1, ReplicationFactor: -1,
+		Assignment: map[int32][]int32{0: {0, 1}, 1: {1, 2}}}, false); err != nil {
+		t.Fatal(err)
+	}
+	request := func() string {
+		t.Helper()
+		data, _, err := e.store.Get(reassignPath)
+		if errors.Is(err, coord.ErrNoNode) {
+			return "none"
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	alter := func(want []error, moves ...Reassignment) {
+		t.Helper()
+		errs, err := AlterReassignments(e.store, moves)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range moves {
+			if !errors.Is(errs[i], want[i]) || (want[i] == nil) != (errs[i] == nil) {
+				t.Errorf("move %+v: %v, want %v", moves[i], errs[i], want[i])
+			}
+		}
+	}
+
+	alter([]error{ErrNoReassignmentInProgress, ErrInvalidReplicaAssignment},
+		Reassignment{Topic: "moving", Partition: 0}, Reassignment{Topic: "moving", Partition: 1, Replicas: []int32{1, 9}})
+	if got := request(); got != "none" {
+		t.Fatalf("rejected moves wrote a request: %s", got)
+	}
+	alter([]error{nil}, Reassignment{Topic: "moving", Partition: 0, Replicas: []int32{1, 2}})
+	alter([]error{nil, nil, ErrUnknownTopic},
+		Reassignment{Topic: "moving", Partition: 1, Replicas: []int32{0, 2}},
+		Reassignment{Topic: "moving", Partition: 0, Replicas: []int32{2, 0}},
+		Reassignment{Topic: "moving", Partition: 2, Replicas: []int32{0}})
+	if got, want := request(), `{"version":1,"partitions":[`+
+		`{"topic":"moving","partition":0,"replicas":[2,0],"original":[0,1]},`+
+		`{"topic":"moving","partition":1,"replicas":[0,2],"original":[1,2]}]}`; got != want {
+		t.Fatalf("request %s\nwant    %s", got, want)
+	}
+	alter([]error{nil}, Reassignment{Topic: "moving", Partition: 0})
+	pending, err := PendingReassignments(e.store)
+	if err != nil || len(pending) != 2 || !slices.Equal(pending[0].Replicas, []int32{0, 1}) {
+		t.Fatalf("after cancelling partition 0: %+v %v; want it moving back to [0 1]", pending, err)
+	}
+
+	// A move another tool wrote has no original replicas to go back to.
+	if err := e.store.Delete(reassignPath, -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.Create(reassignPath, []byte(`{"version":1,"partitions":[{"topic":"moving","partition":1,"replicas":[0,1]}]}`), coord.Persistent); err != nil {
+		t.Fatal(err)
+	}
+	alter([]error{ErrInvalidReplicaAssignment}, Reassignment{Topic: "moving", Partition: 1})
+}
+
+// TestReassignmentRequestAndSteps writes a reassignment request and drives
+// the controller's passes over it, playing the partition leader's part
+// (adding the new replica to the ISR) in between.
+func TestReassignmentRequestAndSteps(t *testing.T) {
+	e := openThreeBrokers(t)
 	if _, err := e.c.CreateTopic(TopicSpec{Name: "moving", Partitions: -1, ReplicationFactor: -1, Assignment: map[int32][]int32{0: {0, 1}}}, false); err != nil {
 		t.Fatal(err)
 	}
@@ -38,27 +110,27 @@ func TestReassignmentRequestAndSteps(t *testing.T) {
 		want  error
 	}{
 		{nil, ErrInvalidReplicaAssignment},
-		{[]Reassignment{{"nope", 0, []int32{1}}}, ErrUnknownTopic},
-		{[]Reassignment{{"moving", 1, []int32{1}}}, ErrUnknownTopic},
-		{[]Reassignment{{"moving", 0, nil}}, ErrInvalidReplicaAssignment},
-		{[]Reassignment{{"moving", 0, []int32{1, 1}}}, ErrInvalidReplicaAssignment},
-		{[]Reassignment{{"moving", 0, []int32{1, 9}}}, ErrInvalidReplicaAssignment},
+		{[]Reassignment{{Topic: "nope", Partition: 0, Replicas: []int32{1}}}, ErrUnknownTopic},
+		{[]Reassignment{{Topic: "moving", Partition: 1, Replicas: []int32{1}}}, ErrUnknownTopic},
+		{[]Reassignment{{Topic: "moving", Partition: 0, Replicas: nil}}, ErrInvalidReplicaAssignment},
+		{[]Reassignment{{Topic: "moving", Partition: 0, Replicas: []int32{1, 1}}}, ErrInvalidReplicaAssignment},
+		{[]Reassignment{{Topic: "moving", Partition: 0, Replicas: []int32{1, 9}}}, ErrInvalidReplicaAssignment},
 	} {
 		if err := RequestReassignment(e.store, bad.moves); !errors.Is(err, bad.want) {
 			t.Errorf("RequestReassignment(%v) = %v, want %v", bad.moves, err, bad.want)
 		}
 	}
-	if err := RequestReassignment(e.store, []Reassignment{{"moving", 0, []int32{1, 2}}}); err != nil {
+	if err := RequestReassignment(e.store, []Reassignment{{Topic: "moving", Partition: 0, Replicas: []int32{1, 2}}}); err != nil {
 		t.Fatal(err)
 	}
 	data, _, err := e.store.Get(reassignPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"version":1,"partitions":[{"topic":"moving","partition":0,"replicas":[1,2]}]}`; string(data) != want {
+	if want := `{"version":1,"partitions":[{"topic":"moving","partition":0,"replicas":[1,2],"original":[0,1]}]}`; string(data) != want {
 		t.Errorf("request znode %s, want %s", data, want)
 	}
-	if err := RequestReassignment(e.store, []Reassignment{{"moving", 0, []int32{2}}}); !errors.Is(err, ErrReassignmentInProgress) {
+	if err := RequestReassignment(e.store, []Reassignment{{Topic: "moving", Partition: 0, Replicas: []int32{2}}}); !errors.Is(err, ErrReassignmentInProgress) {
 		t.Errorf("a second request: %v, want ErrReassignmentInProgress", err)
 	}
 
