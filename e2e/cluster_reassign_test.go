@@ -9,9 +9,11 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -159,4 +161,118 @@ func TestClusterReassignOntoNewBroker(t *testing.T) {
 	}
 	checkAcknowledged(t, acks, readAll(t, c, topic, partitions))
 	c.checkIdenticalOn(topic, partitions, []int32{1, 2, 4})
+}
+
+// TestClusterReassignThroughKafkaAPI drives reassignments the way Kafka's
+// tools do, with AlterPartitionReassignments and ListPartitionReassignments
+// (franz-go's kadm): a move onto a stopped broker is listed while it waits
+// for that broker and is cancelled back to its original replicas; a move
+// onto a live broker completes, and every acknowledged record is still
+// there.
+func TestClusterReassignThroughKafkaAPI(t *testing.T) {
+	const topic = "apimove"
+	c := startLocalCluster(t, 3, 1)
+	adm := c.admin()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// The broker to stop is not the controller, which answers the
+	// reassignment requests; the topic starts on the other two.
+	md, err := adm.Metadata(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stopped int32
+	var others []int32
+	for _, id := range []int32{1, 2, 3} {
+		if id != md.Controller && stopped == 0 {
+			stopped = id
+		} else {
+			others = append(others, id)
+		}
+	}
+	c.createAssignedTopic(topic, [][]int32{others, {others[1], others[0]}})
+	producer := c.client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
+	for i := 0; i < 200; i++ {
+		r := &kgo.Record{Topic: topic, Partition: int32(i % 2), Value: []byte(strconv.Itoa(i))}
+		if err := producer.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alter := func(assign func(*kadm.AlterPartitionAssignmentsReq)) {
+		t.Helper()
+		var req kadm.AlterPartitionAssignmentsReq
+		assign(&req)
+		resp, err := adm.AlterPartitionAssignments(ctx, req)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil {
+			t.Fatalf("AlterPartitionReassignments: %v", err)
+		}
+	}
+	listed := func(p int32) (kadm.ListPartitionReassignmentsResponse, bool) {
+		t.Helper()
+		s := kadm.TopicsSet{}
+		s.Add(topic, p)
+		l, err := adm.ListPartitionReassignments(ctx, s)
+		if err != nil {
+			t.Fatalf("ListPartitionReassignments: %v", err)
+		}
+		r, ok := l[topic][p]
+		return r, ok
+	}
+	sorted := func(ids ...int32) []int32 {
+		out := slices.Clone(ids)
+		slices.Sort(out)
+		return out
+	}
+	replicasOf := func(p int32) []int32 {
+		parts, err := c.partitions(adm, topic)
+		if err != nil || int(p) >= len(parts) {
+			return nil
+		}
+		return sorted(parts[p].Replicas...)
+	}
+	target := []int32{stopped, others[0]}
+
+	// The stopped broker stays registered (for the 4 s session timeout)
+	// but cannot catch up, so the move waits with it added and others[1]
+	// not yet removed. Only the controller is asked meanwhile: the client
+	// knows it from the listing before the stop.
+	if _, moving := listed(0); moving {
+		t.Fatal("partition 0 is moving before any request")
+	}
+	c.signal(stopped, syscall.SIGSTOP)
+	alter(func(r *kadm.AlterPartitionAssignmentsReq) { r.Assign(topic, 0, target) })
+	var waiting kadm.ListPartitionReassignmentsResponse
+	c.waitFor("the waiting move to list the stopped broker among the replicas", 3*time.Second, func() bool {
+		r, ok := listed(0)
+		waiting = r
+		return ok && slices.Equal(sorted(r.Replicas...), sorted(stopped, others[0], others[1])) &&
+			slices.Equal(r.AddingReplicas, []int32{stopped}) && slices.Equal(r.RemovingReplicas, []int32{others[1]})
+	})
+	t.Logf("listed while waiting: %+v", waiting)
+	alter(func(r *kadm.AlterPartitionAssignmentsReq) { r.CancelAssign(topic, 0) })
+	c.signal(stopped, syscall.SIGCONT)
+	c.waitFor("the cancelled move to go back to its original replicas", 30*time.Second, func() bool {
+		_, moving := listed(0)
+		return !moving && slices.Equal(replicasOf(0), sorted(others...)) && c.fullyReplicated(adm, topic)
+	})
+	c.waitFor("the stopped broker to drop its copy of partition 0", 20*time.Second, func() bool {
+		return len(hostedPartitions(c.nodes[stopped].data, topic)) == 0
+	})
+
+	alter(func(r *kadm.AlterPartitionAssignmentsReq) { r.Assign(topic, 1, target) })
+	c.waitFor("partition 1 to move onto the target", 30*time.Second, func() bool {
+		_, moving := listed(1)
+		return !moving && slices.Equal(replicasOf(1), sorted(target...)) && c.fullyReplicated(adm, topic)
+	})
+	c.waitFor("the replaced broker to drop its copy of partition 1", 20*time.Second, func() bool {
+		return !slices.Contains(hostedPartitions(c.nodes[others[1]].data, topic), topic+"-1")
+	})
+	for p, recs := range readAll(t, c, topic, 2) {
+		if len(recs) != 100 {
+			t.Errorf("partition %d: %d records after the moves, want the 100 acknowledged", p, len(recs))
+		}
+	}
 }

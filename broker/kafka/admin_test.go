@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/broker/cluster"
 )
 
 func newAdmin(t *testing.T, addr string) (*kadm.Client, *kgo.Client) {
@@ -541,5 +543,75 @@ func TestDescribeLogDirs(t *testing.T) {
 		if _, ok := d.Topics.Lookup("sized", 1); !ok {
 			t.Errorf("sized/1 missing: %v", d.Topics)
 		}
+	}
+}
+
+func TestPartitionReassignmentRequests(t *testing.T) {
+	tb := startBroker(t)
+	adm, cl := newAdmin(t, tb.addr)
+	ctx := testContext(t)
+	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "ra"); err != nil {
+		t.Fatal(err)
+	}
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign("ra", 0, []int32{9})
+	req.CancelAssign("ra", 1)
+	req.Assign("nosuch", 0, []int32{0})
+	resp, err := adm.AlterPartitionAssignments(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []struct {
+		topic     string
+		partition int32
+		err       error
+	}{{"ra", 0, kerr.InvalidReplicaAssignment}, {"ra", 1, kerr.NoReassignmentInProgress}, {"nosuch", 0, kerr.UnknownTopicOrPartition}} {
+		if got := resp[want.topic][want.partition]; !errors.Is(got.Err, want.err) {
+			t.Errorf("%s/%d: %v, want %v", want.topic, want.partition, got.Err, want.err)
+		}
+	}
+	// kadm sends allow_replication_factor_change false under ForbidAlterRf.
+	req = nil
+	req.Assign("ra", 0, []int32{0, 1})
+	if resp, err := adm.AlterPartitionAssignments(kadm.ForbidAlterRf(ctx), req); err != nil || !errors.Is(resp["ra"][0].Err, kerr.InvalidReplicationFactor) {
+		t.Errorf("a replication factor change under ForbidAlterRf: %v %+v", err, resp)
+	}
+	// A partition listed twice.
+	raw := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+	rt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+	rt.Topic = "ra"
+	for range 2 {
+		rp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+		rp.Partition, rp.Replicas = 0, []int32{0}
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	raw.Topics = append(raw.Topics, rt)
+	rawResp, err := raw.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range rawResp.Topics[0].Partitions {
+		if p.ErrorCode != kerr.InvalidRequest.Code {
+			t.Errorf("a partition listed twice: error %d, want INVALID_REQUEST", p.ErrorCode)
+		}
+	}
+	if pending, err := cluster.PendingReassignments(tb.store); err != nil || pending != nil {
+		t.Fatalf("rejected moves left a request: %+v %v", pending, err)
+	}
+
+	// A single broker has nothing to move: a move onto the replicas the
+	// partition has is accepted, and there is nothing to list.
+	req = nil
+	req.Assign("ra", 1, []int32{0})
+	if resp, err := adm.AlterPartitionAssignments(ctx, req); err != nil || resp.Error() != nil {
+		t.Fatalf("a move onto the same broker: %v %v", err, resp.Error())
+	}
+	if pending, err := cluster.PendingReassignments(tb.store); err != nil || pending != nil {
+		t.Fatalf("a single broker recorded a move no controller will carry out: %+v %v", pending, err)
+	}
+	all := kadm.TopicsSet{}
+	all.Add("ra", 0, 1)
+	if listed, err := adm.ListPartitionReassignments(ctx, all); err != nil || len(listed) != 0 {
+		t.Errorf("list after the move: %v %v", listed, err)
 	}
 }

@@ -32,6 +32,8 @@ func clusterErrorCode(err error) (int16, *string) {
 		code = kerr.InvalidReplicaAssignment.Code
 	case errors.Is(err, cluster.ErrInvalidConfig):
 		code = kerr.InvalidConfig.Code
+	case errors.Is(err, cluster.ErrNoReassignmentInProgress):
+		code = kerr.NoReassignmentInProgress.Code
 	default:
 		code = kerr.UnknownServerError.Code
 	}

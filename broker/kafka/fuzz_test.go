@@ -44,6 +44,8 @@ func FuzzRequest(f *testing.F) {
 	seed(kmsg.NewPtrAlterConfigsRequest(), 2)
 	seed(kmsg.NewPtrDescribeClusterRequest(), 1)
 	seed(kmsg.NewPtrDescribeLogDirsRequest(), 4)
+	seed(kmsg.NewPtrAlterPartitionAssignmentsRequest(), 1)
+	seed(kmsg.NewPtrListPartitionReassignmentsRequest(), 0)
 	fc := kmsg.NewPtrFindCoordinatorRequest()
 	fc.CoordinatorKeys = []string{"g"}
 	seed(fc, 4)
