@@ -164,6 +164,9 @@ type Cluster struct {
 	sessionOK atomic.Bool
 	// controllerID is the broker ID in /controller, -1 when none is known.
 	controllerID atomic.Int32
+	// controllerEpoch is this broker's epoch while it acts as the
+	// controller, 0 otherwise (epochs start at 1).
+	controllerEpoch atomic.Int32
 }
 
 // Open loads the model from the store, creating the base paths and the

@@ -73,7 +73,9 @@ func (c *Cluster) runController(bg *background) {
 			}
 		default:
 			c.logger.Info("elected controller", "broker_id", c.cfg.BrokerID, "controller_epoch", epoch)
+			c.controllerEpoch.Store(epoch)
 			c.actAsController(bg, epoch)
+			c.controllerEpoch.Store(0)
 			c.controllerID.Store(-1)
 		}
 	}
