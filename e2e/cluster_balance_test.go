@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -193,5 +195,77 @@ func TestClusterPreferredLeadersRestored(t *testing.T) {
 	}
 	if spread(printed) > 1 || len(printed) != 3 {
 		t.Errorf("cluster status leader counts %v differ by more than one", printed)
+	}
+}
+
+// TestClusterElectLeaders asks for leader elections through the Kafka
+// protocol (kadm.ElectLeaders, as kafka-leader-election.sh does) on a
+// cluster that does not restore preferred leaders by itself: a preferred
+// election gives a returned broker its leaderships back, and an unclean one
+// brings back a partition whose only in-sync replica is gone, on the
+// out-of-sync replica that is left.
+func TestClusterElectLeaders(t *testing.T) {
+	c := startLocalClusterWith(t, 3, 1, "auto.leader.rebalance.enable=false")
+	c.createAssignedTopic("pref", [][]int32{{1, 2, 3}, {2, 3, 1}, {3, 1, 2}})
+	c.createAssignedTopic("lonely", [][]int32{{2, 3}})
+	adm := c.admin()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	leaderOf := func(topic string, p int32) int32 {
+		parts, err := c.partitions(adm, topic)
+		if err != nil || int(p) >= len(parts) {
+			return -2
+		}
+		return parts[p].Leader
+	}
+
+	c.signal(1, syscall.SIGKILL)
+	c.waitFor("pref/0 to get another leader", 30*time.Second, func() bool {
+		l := leaderOf("pref", 0)
+		return l == 2 || l == 3
+	})
+	c.restart(1)
+	c.waitFor("broker 1 back in sync", 30*time.Second, func() bool { return c.fullyReplicated(adm, "pref") })
+	if l := leaderOf("pref", 0); l == 1 {
+		t.Fatal("broker 1 leads pref/0 again without an election: is auto.leader.rebalance.enable=false honoured?")
+	}
+	res, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res["pref"][0].Err; err != nil {
+		t.Errorf("preferred election of pref/0: %v", err)
+	}
+	for p := int32(1); p < 3; p++ {
+		if err := res["pref"][p].Err; !errors.Is(err, kerr.ElectionNotNeeded) {
+			t.Errorf("preferred election of pref/%d, led by its preferred replica: %v, want ELECTION_NOT_NEEDED", p, err)
+		}
+	}
+	c.waitFor("broker 1 to lead pref/0 again", 10*time.Second, func() bool { return leaderOf("pref", 0) == 1 })
+
+	// lonely/0 on 2 and 3: 3 dies (2 alone in sync), then 2 (offline), then 3
+	// returns, out of sync: it may not lead but by an unclean election.
+	c.signal(3, syscall.SIGKILL)
+	c.waitFor("lonely/0's ISR to shrink to broker 2", 30*time.Second, func() bool {
+		parts, err := c.partitions(adm, "lonely")
+		return err == nil && slices.Equal(parts[0].ISR, []int32{2})
+	})
+	c.signal(2, syscall.SIGKILL)
+	c.restart(3)
+	lonely := kadm.TopicsSet{}
+	lonely.Add("lonely", 0)
+	c.waitFor("lonely/0 offline with broker 3 back", 30*time.Second, func() bool {
+		md, err := adm.Metadata(ctx)
+		return err == nil && len(md.Brokers) == 2 && leaderOf("lonely", 0) == -1
+	})
+	if res, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, lonely); err != nil || !errors.Is(res["lonely"][0].Err, kerr.PreferredLeaderNotAvailable) {
+		t.Errorf("preferred election with the preferred replica dead: %v %v", err, res)
+	}
+	if res, err := adm.ElectLeaders(ctx, kadm.ElectLiveReplica, lonely); err != nil || res["lonely"][0].Err != nil {
+		t.Fatalf("unclean election: %v %v", err, res)
+	}
+	c.waitFor("broker 3 to lead lonely/0", 10*time.Second, func() bool { return leaderOf("lonely", 0) == 3 })
+	if res, err := adm.ElectLeaders(ctx, kadm.ElectLiveReplica, lonely); err != nil || !errors.Is(res["lonely"][0].Err, kerr.ElectionNotNeeded) {
+		t.Errorf("unclean election with a live leader: %v %v", err, res)
 	}
 }

@@ -615,3 +615,47 @@ func TestPartitionReassignmentRequests(t *testing.T) {
 		t.Errorf("list after the move: %v %v", listed, err)
 	}
 }
+
+func TestElectLeadersOnOneBroker(t *testing.T) {
+	tb := startBroker(t)
+	adm, cl := newAdmin(t, tb.addr)
+	ctx := testContext(t)
+	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "el"); err != nil {
+		t.Fatal(err)
+	}
+	s := kadm.TopicsSet{}
+	s.Add("el", 0)
+	s.Add("nosuch", 0)
+	for _, how := range []kadm.ElectLeadersHow{kadm.ElectPreferredReplica, kadm.ElectLiveReplica} {
+		res, err := adm.ElectLeaders(ctx, how, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := res["el"][0].Err; !errors.Is(err, kerr.ElectionNotNeeded) {
+			t.Errorf("%v el/0: %v, want ELECTION_NOT_NEEDED (the one broker leads)", how, err)
+		}
+		if err := res["nosuch"][0].Err; !errors.Is(err, kerr.UnknownTopicOrPartition) {
+			t.Errorf("%v nosuch/0: %v", how, err)
+		}
+	}
+	// Null topics: every partition.
+	all, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all["el"]) != 2 {
+		t.Errorf("electing every partition answered %v", all)
+	}
+	raw := kmsg.NewPtrElectLeadersRequest()
+	raw.ElectionType = 5
+	rt := kmsg.NewElectLeadersRequestTopic()
+	rt.Topic, rt.Partitions = "el", []int32{1}
+	raw.Topics = append(raw.Topics, rt)
+	resp, err := raw.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.InvalidRequest.Code {
+		t.Errorf("election type 5: error %d, want INVALID_REQUEST", code)
+	}
+}

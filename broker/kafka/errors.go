@@ -34,6 +34,12 @@ func clusterErrorCode(err error) (int16, *string) {
 		code = kerr.InvalidConfig.Code
 	case errors.Is(err, cluster.ErrNoReassignmentInProgress):
 		code = kerr.NoReassignmentInProgress.Code
+	case errors.Is(err, cluster.ErrElectionNotNeeded):
+		code = kerr.ElectionNotNeeded.Code
+	case errors.Is(err, cluster.ErrPreferredLeaderNotAvailable):
+		code = kerr.PreferredLeaderNotAvailable.Code
+	case errors.Is(err, cluster.ErrEligibleLeadersNotAvailable):
+		code = kerr.EligibleLeadersNotAvailable.Code
 	default:
 		code = kerr.UnknownServerError.Code
 	}

@@ -46,6 +46,7 @@ func FuzzRequest(f *testing.F) {
 	seed(kmsg.NewPtrDescribeLogDirsRequest(), 4)
 	seed(kmsg.NewPtrAlterPartitionAssignmentsRequest(), 1)
 	seed(kmsg.NewPtrListPartitionReassignmentsRequest(), 0)
+	seed(kmsg.NewPtrElectLeadersRequest(), 2)
 	fc := kmsg.NewPtrFindCoordinatorRequest()
 	fc.CoordinatorKeys = []string{"g"}
 	seed(fc, 4)
