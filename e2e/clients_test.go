@@ -146,6 +146,30 @@ print(len(seen))
 	}
 }
 
+// kafka-python's admin client on ACLs: millrace has no authorizer and says
+// so (SECURITY_DISABLED), as Kafka does without one.
+func TestKafkaPythonACLs(t *testing.T) {
+	b := startBroker(t)
+	script := `
+import sys
+from kafka.admin import KafkaAdminClient, ACLFilter, ACLOperation, ACLPermissionType, ResourcePatternFilter, ResourceType, ACLResourcePatternType
+from kafka.errors import SecurityDisabledError
+admin = KafkaAdminClient(bootstrap_servers=sys.argv[1])
+f = ACLFilter(principal=None, host="*", operation=ACLOperation.ANY, permission_type=ACLPermissionType.ANY,
+              resource_pattern=ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY))
+try:
+    admin.describe_acls(f)
+    print("no error")
+except SecurityDisabledError as e:
+    print("SecurityDisabledError")
+admin.close()
+`
+	out := run(t, time.Minute, "", "/usr/bin/python3", "-c", script, b.addr)
+	if strings.TrimSpace(out) != "SecurityDisabledError" {
+		t.Errorf("kafka-python describe_acls: %q, want SecurityDisabledError", strings.TrimSpace(out))
+	}
+}
+
 func firstDiff(a, b []string) int {
 	for i := range a {
 		if i >= len(b) || a[i] != b[i] {

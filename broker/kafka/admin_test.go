@@ -659,3 +659,28 @@ func TestElectLeadersOnOneBroker(t *testing.T) {
 		t.Errorf("election type 5: error %d, want INVALID_REQUEST", code)
 	}
 }
+
+func TestACLRequestsSaySecurityDisabled(t *testing.T) {
+	tb := startBroker(t)
+	adm, _ := newAdmin(t, tb.addr)
+	ctx := testContext(t)
+	b := kadm.NewACLs().AnyResource().Allow().AllowHosts().Operations(kadm.OpAny)
+	desc, err := adm.DescribeACLs(ctx, b)
+	if err != nil || len(desc) == 0 {
+		t.Fatalf("DescribeACLs: %v %+v", err, desc)
+	}
+	for _, d := range desc {
+		if !errors.Is(d.Err, kerr.SecurityDisabled) || len(d.Described) != 0 {
+			t.Errorf("DescribeACLs: %+v, want SECURITY_DISABLED", d)
+		}
+	}
+	b = kadm.NewACLs().Topics("t").Allow("User:alice").AllowHosts().Operations(kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral)
+	res, err := adm.CreateACLs(ctx, b)
+	if err != nil || len(res) != 1 || !errors.Is(res[0].Err, kerr.SecurityDisabled) {
+		t.Errorf("CreateACLs: %v %+v, want one SECURITY_DISABLED result", err, res)
+	}
+	del, err := adm.DeleteACLs(ctx, kadm.NewACLs().AnyResource().Allow().AllowHosts().Operations(kadm.OpAny))
+	if err != nil || len(del) != 1 || !errors.Is(del[0].Err, kerr.SecurityDisabled) {
+		t.Errorf("DeleteACLs: %v %+v, want one SECURITY_DISABLED result", err, del)
+	}
+}

@@ -47,6 +47,7 @@ func FuzzRequest(f *testing.F) {
 	seed(kmsg.NewPtrAlterPartitionAssignmentsRequest(), 1)
 	seed(kmsg.NewPtrListPartitionReassignmentsRequest(), 0)
 	seed(kmsg.NewPtrElectLeadersRequest(), 2)
+	seed(kmsg.NewPtrDescribeACLsRequest(), 3)
 	fc := kmsg.NewPtrFindCoordinatorRequest()
 	fc.CoordinatorKeys = []string{"g"}
 	seed(fc, 4)
