@@ -44,8 +44,8 @@ func handleListPartitionReassignments(_ context.Context, b *Broker, r *request) 
 	}
 	for _, m := range pending {
 		state, _, ok := b.cluster.Partition(m.Topic, m.Partition)
-		if !ok || !asked(m.Topic, m.Partition) {
-			continue
+		if !ok || !asked(m.Topic, m.Partition) || sameMembers(state.Replicas, m.Replicas) {
+			continue // gone, not asked for, or done (the controller drops it next)
 		}
 		before := m.Original
 		if before == nil {
@@ -66,6 +66,11 @@ func handleListPartitionReassignments(_ context.Context, b *Broker, r *request) 
 		resp.Topics[at].Partitions = append(resp.Topics[at].Partitions, sp)
 	}
 	return resp, nil
+}
+
+// sameMembers reports whether a and b hold the same brokers, in any order.
+func sameMembers(a, b []int32) bool {
+	return len(a) == len(b) && len(missingFrom(a, b)) == 0
 }
 
 // missingFrom returns the members of a that b lacks, in a's order (never
