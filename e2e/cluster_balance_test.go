@@ -258,11 +258,15 @@ func TestClusterElectLeaders(t *testing.T) {
 		md, err := adm.Metadata(ctx)
 		return err == nil && len(md.Brokers) == 2 && leaderOf("lonely", 0) == -1
 	})
-	if res, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, lonely); err != nil || !errors.Is(res["lonely"][0].Err, kerr.PreferredLeaderNotAvailable) {
-		t.Errorf("preferred election with the preferred replica dead: %v %v", err, res)
+	// Through `millrace cluster elect` this time.
+	live := c.nodes[1].addr + "," + c.nodes[3].addr
+	out, errOut, err := runErr(time.Minute, "", millraceBin, "cluster", "elect", "--brokers", live, "--topic", "lonely")
+	if err == nil || !strings.Contains(out, "lonely/0: PREFERRED_LEADER_NOT_AVAILABLE") || !strings.Contains(out, "0 elected, 0 not needed, 1 failed\n") {
+		t.Errorf("cluster elect with the preferred replica dead: %v\n%s%s", err, out, errOut)
 	}
-	if res, err := adm.ElectLeaders(ctx, kadm.ElectLiveReplica, lonely); err != nil || res["lonely"][0].Err != nil {
-		t.Fatalf("unclean election: %v %v", err, res)
+	out = run(t, time.Minute, "", millraceBin, "cluster", "elect", "--brokers", live, "--unclean", "--topic", "lonely", "--partition", "0")
+	if !strings.Contains(out, "lonely/0: new leader elected\n") || !strings.Contains(out, "1 elected, 0 not needed, 0 failed\n") {
+		t.Fatalf("cluster elect --unclean:\n%s", out)
 	}
 	c.waitFor("broker 3 to lead lonely/0", 10*time.Second, func() bool { return leaderOf("lonely", 0) == 3 })
 	if res, err := adm.ElectLeaders(ctx, kadm.ElectLiveReplica, lonely); err != nil || !errors.Is(res["lonely"][0].Err, kerr.ElectionNotNeeded) {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"millrace/broker/cluster"
 	"millrace/broker/coord/zk"
@@ -20,6 +22,84 @@ import (
 func init() {
 	register("cluster status", "cluster status", clusterStatus)
 	register("cluster reassign", "cluster reassign --zookeeper HOST:PORT[/chroot] --topic T --brokers 1,2,4 [--wait]", clusterReassign)
+	register("cluster elect", "cluster elect [--unclean] [--topic T [--partition P]]", clusterElect)
+}
+
+// clusterElect asks the controller for leader elections (ElectLeaders):
+// the preferred replica, or with --unclean any alive replica for
+// partitions whose leader is gone; every partition, or those of --topic.
+// It prints the partitions that got a new leader and those that could not,
+// and fails if any could not.
+func clusterElect(ctx context.Context, e env, args []string) error {
+	f := newFlags("cluster elect")
+	brokers := f.brokers()
+	unclean := f.Bool("unclean", false, "elect an alive replica for partitions whose leader is gone, out of sync if need be (records may be lost)")
+	topic := f.String("topic", "", "only this topic's partitions")
+	partition := f.Int("partition", -1, "only this partition of --topic")
+	if _, err := f.parse(args, 0); err != nil {
+		return err
+	}
+	if *partition >= 0 && *topic == "" {
+		return usageError("--partition needs --topic")
+	}
+	adm, done, err := newAdmin(ctx, *brokers)
+	if err != nil {
+		return err
+	}
+	defer done()
+	var which kadm.TopicsSet // nil: every partition
+	if *topic != "" {
+		which = kadm.TopicsSet{}
+		if *partition >= 0 {
+			which.Add(*topic, int32(*partition))
+		} else {
+			md, err := adm.Metadata(ctx, *topic)
+			if err != nil {
+				return err
+			}
+			if err := md.Topics[*topic].Err; err != nil {
+				return fmt.Errorf("topic %s: %w", *topic, err)
+			}
+			for _, p := range md.Topics[*topic].Partitions {
+				which.Add(*topic, p.Partition)
+			}
+		}
+	}
+	how := kadm.ElectPreferredReplica
+	if *unclean {
+		how = kadm.ElectLiveReplica
+	}
+	results, err := adm.ElectLeaders(ctx, how, which)
+	if err != nil {
+		return err
+	}
+	var all []kadm.ElectLeadersResult
+	for _, ps := range results {
+		for _, r := range ps {
+			all = append(all, r)
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		return all[i].Topic < all[j].Topic || all[i].Topic == all[j].Topic && all[i].Partition < all[j].Partition
+	})
+	var elected, notNeeded, failed int
+	for _, r := range all {
+		switch {
+		case r.Err == nil:
+			elected++
+			fmt.Fprintf(e.stdout, "%s/%d: new leader elected\n", r.Topic, r.Partition)
+		case errors.Is(r.Err, kerr.ElectionNotNeeded):
+			notNeeded++
+		default:
+			failed++
+			fmt.Fprintf(e.stdout, "%s/%d: %v\n", r.Topic, r.Partition, r.Err)
+		}
+	}
+	fmt.Fprintf(e.stdout, "%d elected, %d not needed, %d failed\n", elected, notNeeded, failed)
+	if failed > 0 {
+		return fmt.Errorf("%d partition(s) got no new leader", failed)
+	}
+	return nil
 }
 
 // diskColumns formats a broker's log directories for cluster status:
