@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -66,6 +67,15 @@ func (c *localCluster) checkIdenticalOn(topic string, partitions int, ids []int3
 			}
 		}
 	}
+}
+
+// joinIDs writes broker IDs as the CLI does: 1,2,3.
+func joinIDs(ids []int32) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.Itoa(int(id))
+	}
+	return strings.Join(s, ",")
 }
 
 // hostedPartitions lists the topic's partition directories in a broker's
@@ -252,6 +262,14 @@ func TestClusterReassignThroughKafkaAPI(t *testing.T) {
 			slices.Equal(r.AddingReplicas, []int32{stopped}) && slices.Equal(r.RemovingReplicas, []int32{others[1]})
 	})
 	t.Logf("listed while waiting: %+v", waiting)
+	// `cluster status` lists the move too, and does not hang on the
+	// stopped broker's disk columns.
+	status := run(t, 60*time.Second, "", millraceBin, "cluster", "status", "--brokers", c.nodes[md.Controller].addr)
+	t.Logf("cluster status while the move waits:\n%s", status)
+	if want := fmt.Sprintf("reassignments in progress: 1\n  %s/0 (replicas %s, adding %d, removing %d)\n", topic,
+		joinIDs(waiting.Replicas), stopped, others[1]); !strings.Contains(status, want) {
+		t.Errorf("cluster status does not show %q", want)
+	}
 	alter(func(r *kadm.AlterPartitionAssignmentsReq) { r.CancelAssign(topic, 0) })
 	c.signal(stopped, syscall.SIGCONT)
 	c.waitFor("the cancelled move to go back to its original replicas", 30*time.Second, func() bool {

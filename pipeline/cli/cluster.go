@@ -222,8 +222,10 @@ func clusterStatus(ctx context.Context, e env, args []string) error {
 	}
 	leaders := map[int32]int{}
 	var under, offline []string
+	every := kadm.TopicsSet{}
 	for _, t := range md.Topics.Sorted() {
 		for _, p := range t.Partitions.Sorted() {
+			every.Add(t.Topic, p.Partition)
 			name := fmt.Sprintf("%s/%d", t.Topic, p.Partition)
 			switch {
 			case p.Leader < 0:
@@ -237,9 +239,12 @@ func clusterStatus(ctx context.Context, e env, args []string) error {
 		}
 	}
 	// What each broker holds on disk. The error is not the command's: a
-	// broker that did not answer (down since the metadata was read) shows
-	// "-" in those columns.
-	disks, _ := adm.DescribeAllLogDirs(ctx, nil)
+	// broker that did not answer in time (down since the metadata was read,
+	// or hung) shows "-" in those columns.
+	diskCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	disks, _ := adm.DescribeAllLogDirs(diskCtx, nil)
+	cancel()
+	moves, movesErr := adm.ListPartitionReassignments(ctx, every)
 	fmt.Fprintf(e.stdout, "cluster %s  controller %d  brokers %d\n", md.Cluster, md.Controller, len(md.Brokers))
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "BROKER\tADDRESS\tRACK\tLEADERS\tREPLICAS\tDATA\tFREE")
@@ -271,5 +276,23 @@ func clusterStatus(ctx context.Context, e env, args []string) error {
 	for _, p := range offline {
 		fmt.Fprintf(e.stdout, "  %s\n", p)
 	}
+	if movesErr != nil {
+		fmt.Fprintf(e.stdout, "reassignments in progress: unknown (%v)\n", movesErr)
+		return nil
+	}
+	moving := moves.Sorted()
+	fmt.Fprintf(e.stdout, "reassignments in progress: %d\n", len(moving))
+	for _, m := range moving {
+		fmt.Fprintf(e.stdout, "  %s/%d (replicas %s, adding %s, removing %s)\n", m.Topic, m.Partition,
+			idsOrDash(m.Replicas), idsOrDash(m.AddingReplicas), idsOrDash(m.RemovingReplicas))
+	}
 	return nil
+}
+
+// idsOrDash lists broker IDs, or "-" for none.
+func idsOrDash(ids []int32) string {
+	if len(ids) == 0 {
+		return "-"
+	}
+	return ints(ids)
 }
