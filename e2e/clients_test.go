@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -168,6 +169,44 @@ admin.close()
 	if strings.TrimSpace(out) != "SecurityDisabledError" {
 		t.Errorf("kafka-python describe_acls: %q, want SecurityDisabledError", strings.TrimSpace(out))
 	}
+}
+
+// franz-go's kadm.DescribeProducers against a broker process: the
+// idempotent producer a partition remembers, before and after a crash
+// (the state is rebuilt from the snapshot and the log).
+func TestDescribeProducersAcrossRestart(t *testing.T) {
+	b := startBroker(t)
+	b.createTopic(t, "idem", 2, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	producer := b.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for i := 0; i < 7; i++ {
+		if err := producer.ProduceSync(ctx, &kgo.Record{Topic: "idem", Partition: 1, Value: []byte("v")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id, epoch, err := producer.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	producer.Close()
+	check := func(when string) {
+		t.Helper()
+		s := kadm.TopicsSet{}
+		s.Add("idem", 1)
+		described, err := b.admin(t).DescribeProducers(ctx, s)
+		if err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		p := described["idem"].Partitions[1]
+		got, ok := p.ActiveProducers[id]
+		if p.Err != nil || len(p.ActiveProducers) != 1 || !ok || got.ProducerEpoch != epoch || got.LastSequence != 6 {
+			t.Errorf("%s: idem/1 %+v; want producer %d (epoch %d) alone, last sequence 6", when, p, id, epoch)
+		}
+	}
+	check("before the crash")
+	b.restart(syscall.SIGKILL)
+	check("after the crash")
 }
 
 func firstDiff(a, b []string) int {

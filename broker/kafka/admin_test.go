@@ -684,3 +684,44 @@ func TestACLRequestsSaySecurityDisabled(t *testing.T) {
 		t.Errorf("DeleteACLs: %v %+v, want one SECURITY_DISABLED result", err, del)
 	}
 }
+
+func TestDescribeProducers(t *testing.T) {
+	tb := startBroker(t)
+	adm, _ := newAdmin(t, tb.addr)
+	ctx := testContext(t)
+	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "idem"); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(tb.addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	before := time.Now().UnixMilli()
+	for i := 0; i < 5; i++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "idem", Partition: 0, Value: []byte("v")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id, epoch, err := cl.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := kadm.TopicsSet{}
+	s.Add("idem", 0, 1)
+	described, err := adm.DescribeProducers(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p0 := described["idem"].Partitions[0]
+	got, ok := p0.ActiveProducers[id]
+	if p0.Err != nil || len(p0.ActiveProducers) != 1 || !ok {
+		t.Fatalf("idem/0: %+v, want producer %d alone", p0, id)
+	}
+	if got.ProducerEpoch != epoch || got.LastSequence != 4 || got.LastTimestamp < before || got.CoordinatorEpoch != -1 || got.CurrentTxnStartOffset != -1 {
+		t.Errorf("producer %d: %+v; want epoch %d, last sequence 4 (five one-record batches), its last timestamp, no transaction", id, got, epoch)
+	}
+	if p1 := described["idem"].Partitions[1]; p1.Err != nil || len(p1.ActiveProducers) != 0 {
+		t.Errorf("idem/1, never written: %+v", p1)
+	}
+}

@@ -48,6 +48,7 @@ func FuzzRequest(f *testing.F) {
 	seed(kmsg.NewPtrListPartitionReassignmentsRequest(), 0)
 	seed(kmsg.NewPtrElectLeadersRequest(), 2)
 	seed(kmsg.NewPtrDescribeACLsRequest(), 3)
+	seed(kmsg.NewPtrDescribeProducersRequest(), 0)
 	fc := kmsg.NewPtrFindCoordinatorRequest()
 	fc.CoordinatorKeys = []string{"g"}
 	seed(fc, 4)

@@ -41,11 +41,13 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/broker/coord"
 	"millrace/broker/log"
@@ -213,6 +215,28 @@ func (s *producerStates) lockedPartition(tp log.TopicPartition, l *log.Log) *par
 	s.mu.Unlock()
 	pp.mu.Lock()
 	return pp
+}
+
+// describe lists a partition's producers by ID; the code is
+// KAFKA_STORAGE_ERROR when the state cannot be loaded from the log.
+func (s *producerStates) describe(tp log.TopicPartition, l *log.Log) ([]kmsg.DescribeProducersResponseTopicPartitionActiveProducer, int16) {
+	pp := s.lockedPartition(tp, l)
+	defer pp.mu.Unlock()
+	if err := pp.ensureLoadedLocked(s.logger); err != nil {
+		s.logger.Error("loading producer state", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+		return nil, kerr.KafkaStorageError.Code
+	}
+	out := make([]kmsg.DescribeProducersResponseTopicPartitionActiveProducer, 0, len(pp.producers))
+	for id, e := range pp.producers {
+		ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+		ap.ProducerID, ap.ProducerEpoch = id, int32(e.epoch)
+		ap.LastSequence = e.batches[len(e.batches)-1].lastSeq
+		ap.LastTimestamp = e.lastTimestamp
+		ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = -1, -1
+		out = append(out, ap)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ProducerID < out[j].ProducerID })
+	return out, 0
 }
 
 // rebuild rebuilds a partition's producer state after its log was
