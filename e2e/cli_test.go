@@ -3,6 +3,7 @@ package e2e
 import (
 	"io"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -61,9 +62,20 @@ func TestCLICommands(t *testing.T) {
 	}
 
 	desc := mr("", "topic", "describe", "orders")
-	for _, want := range []string{"partitions 3", "retention.ms=3600000", "segment.bytes=1048576", "LEADER", "ISR", "LATEST"} {
+	for _, want := range []string{"partitions 3", "retention.ms=3600000", "segment.bytes=1048576", "LEADER", "ISR", "LATEST", "SIZE"} {
 		if !strings.Contains(desc, want) {
 			t.Errorf("topic describe lacks %q:\n%s", want, desc)
+		}
+	}
+	// The SIZE column: the partitions that got records (murmur2 spreads
+	// the three keys) have some bytes, the others none.
+	rows := regexp.MustCompile(`(?m)^([0-2])\s+1\s+\d+\s+1\s+1\s+0\s+(\d+)\s+(\d+)B$`).FindAllStringSubmatch(desc, -1)
+	if len(rows) != 3 {
+		t.Errorf("topic describe: want 3 partition rows with their size in bytes:\n%s", desc)
+	}
+	for _, r := range rows {
+		if (r[2] == "0") != (r[3] == "0") {
+			t.Errorf("partition %s: latest offset %s, size %sB", r[1], r[2], r[3])
 		}
 	}
 

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"text/tabwriter"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -107,13 +108,28 @@ func topicDescribe(ctx context.Context, e env, args []string) error {
 			fmt.Fprintf(e.stdout, "configs %v\n", set)
 		}
 	}
+	// SIZE is the leader's copy on disk; "-" when the leader did not say
+	// within 3 s (as in cluster status).
+	diskCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	held := kadm.TopicsSet{}
+	held.Add(t.Topic, t.Partitions.Numbers()...)
+	dirs, _ := adm.DescribeAllLogDirs(diskCtx, held)
+	cancel()
+	size := func(leader, partition int32) string {
+		for _, d := range dirs[leader] {
+			if p, ok := d.Topics.Lookup(t.Topic, partition); ok && d.Err == nil {
+				return iecBytes(p.Size)
+			}
+		}
+		return "-"
+	}
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tEARLIEST\tLATEST")
+	fmt.Fprintln(w, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tEARLIEST\tLATEST\tSIZE")
 	for _, p := range t.Partitions.Sorted() {
 		s, _ := starts.Lookup(t.Topic, p.Partition)
 		l, _ := ends.Lookup(t.Topic, p.Partition)
-		fmt.Fprintf(w, "%d\t%d\t%d\t%s\t%s\t%s\t%s\n", p.Partition, p.Leader, p.LeaderEpoch,
-			ints(p.Replicas), ints(p.ISR), offsetString(s), offsetString(l))
+		fmt.Fprintf(w, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", p.Partition, p.Leader, p.LeaderEpoch,
+			ints(p.Replicas), ints(p.ISR), offsetString(s), offsetString(l), size(p.Leader, p.Partition))
 	}
 	return w.Flush()
 }
