@@ -321,7 +321,7 @@ func TestGrafanaDashboard(t *testing.T) {
 	// What Kafka operators watch first must stay on the dashboard.
 	for _, name := range []string{
 		"millrace_broker_under_replicated_partitions", "millrace_broker_isr_shrinks_total", "millrace_broker_isr_expands_total",
-		"millrace_broker_leader_partitions", "millrace_broker_active_controller",
+		"millrace_broker_leader_partitions", "millrace_broker_active_controller", "millrace_broker_log_dir_usable_bytes",
 	} {
 		if !queried[name] {
 			t.Errorf("no panel queries %s", name)

@@ -60,6 +60,10 @@ func TestCLICommands(t *testing.T) {
 	if !strings.Contains(string(page), `millrace_broker_produced_records_total{topic="orders"} 30`) {
 		t.Errorf("broker /metrics does not count the 30 produced records:\n%.3000s", page)
 	}
+	if !regexp.MustCompile(`(?m)^millrace_broker_log_size_bytes\{topic="orders"\} [1-9]\d*$`).Match(page) ||
+		!regexp.MustCompile(`(?m)^millrace_broker_log_dir_usable_bytes [1-9]`).Match(page) {
+		t.Errorf("broker /metrics lacks the orders log size or the data volume's free bytes:\n%.3000s", page)
+	}
 
 	desc := mr("", "topic", "describe", "orders")
 	for _, want := range []string{"partitions 3", "retention.ms=3600000", "segment.bytes=1048576", "LEADER", "ISR", "LATEST", "SIZE"} {

@@ -34,10 +34,8 @@ func handleDescribeLogDirs(_ context.Context, b *Broker, r *request) (kmsg.Respo
 		dir.Dir = abs
 	}
 	dir.TotalBytes, dir.UsableBytes = -1, -1
-	var fs syscall.Statfs_t
-	if err := syscall.Statfs(dir.Dir, &fs); err == nil {
-		dir.TotalBytes = int64(fs.Blocks) * int64(fs.Bsize)
-		dir.UsableBytes = int64(fs.Bavail) * int64(fs.Bsize)
+	if total, usable, ok := volumeBytes(dir.Dir); ok {
+		dir.TotalBytes, dir.UsableBytes = total, usable
 	}
 
 	held := b.logs.All()
@@ -75,4 +73,14 @@ func handleDescribeLogDirs(_ context.Context, b *Broker, r *request) (kmsg.Respo
 	}
 	resp.Dirs = []kmsg.DescribeLogDirsResponseDir{dir}
 	return resp, nil
+}
+
+// volumeBytes returns the size of the volume holding dir and the bytes free
+// for an unprivileged writer on it.
+func volumeBytes(dir string) (total, usable int64, ok bool) {
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(dir, &fs); err != nil {
+		return 0, 0, false
+	}
+	return int64(fs.Blocks) * int64(fs.Bsize), int64(fs.Bavail) * int64(fs.Bsize), true
 }

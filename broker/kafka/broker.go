@@ -101,7 +101,7 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 		cancel:       cancel,
 		conns:        make(map[*conn]struct{}),
 	}
-	metrics, err := newBrokerMetrics(deps.Metrics, deps.Cluster)
+	metrics, err := newBrokerMetrics(deps.Metrics, deps.Cluster, deps.Logs)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("kafka: registering metrics: %w", err)

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/broker/cluster"
+	"millrace/broker/log"
 	"millrace/broker/replica"
 )
 
@@ -26,7 +27,7 @@ type brokerMetrics struct {
 	isrExpands    prometheus.Counter
 }
 
-func newBrokerMetrics(reg prometheus.Registerer, model *cluster.Cluster) (*brokerMetrics, error) {
+func newBrokerMetrics(reg prometheus.Registerer, model *cluster.Cluster, logs *log.Manager) (*brokerMetrics, error) {
 	m := &brokerMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "millrace_broker_requests_total", Help: "Kafka requests served, by API.",
@@ -56,7 +57,7 @@ func newBrokerMetrics(reg prometheus.Registerer, model *cluster.Cluster) (*broke
 	fetched := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "millrace_broker_fetched_record_bytes_total", Help: "Record bytes sent to consumers and followers.",
 	}, func() float64 { return float64(streamedRecordBytes.Load()) })
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.producedRecs, m.producedBytes, m.isrShrinks, m.isrExpands, fetched, newReplicationCollector(model)} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.producedRecs, m.producedBytes, m.isrShrinks, m.isrExpands, fetched, newReplicationCollector(model), newDiskCollector(logs)} {
 		if err := reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 			return nil, err
 		}
@@ -177,4 +178,48 @@ func countPartitions(topics []*cluster.Topic, me int32, alive map[int32]bool) pa
 		}
 	}
 	return n
+}
+
+// diskCollector reports what the broker's logs take on disk, per topic, and
+// the data volume's usable and total bytes (Kafka's Log Size and the log
+// directory's free space, which DescribeLogDirs reports too), read when
+// scraped.
+type diskCollector struct {
+	logs          *log.Manager
+	size          *prometheus.Desc
+	usable, total *prometheus.Desc
+}
+
+func newDiskCollector(logs *log.Manager) *diskCollector {
+	return &diskCollector{
+		logs:   logs,
+		size:   prometheus.NewDesc("millrace_broker_log_size_bytes", "Bytes of the topic's partition logs this broker holds (leader and follower replicas).", []string{"topic"}, nil),
+		usable: prometheus.NewDesc("millrace_broker_log_dir_usable_bytes", "Bytes free for the broker on its data directory's volume.", nil, nil),
+		total:  prometheus.NewDesc("millrace_broker_log_dir_total_bytes", "Size of the broker's data directory's volume.", nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *diskCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.size
+	ch <- c.usable
+	ch <- c.total
+}
+
+// Collect implements prometheus.Collector.
+func (c *diskCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.logs == nil {
+		return
+	}
+	sizes := map[string]int64{}
+	for tp, l := range c.logs.All() {
+		sizes[tp.Topic] += l.Size()
+	}
+	for topic, n := range sizes {
+		ch <- prometheus.MustNewConstMetric(c.size, prometheus.GaugeValue, float64(n), topic)
+	}
+	if total, usable, ok := volumeBytes(c.logs.DataDir()); ok {
+		ch <- prometheus.MustNewConstMetric(c.usable, prometheus.GaugeValue, float64(usable))
+		ch <- prometheus.MustNewConstMetric(c.total, prometheus.GaugeValue, float64(total))
+	}
 }

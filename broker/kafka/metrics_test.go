@@ -3,6 +3,9 @@ package kafka
 import (
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"millrace/broker/cluster"
 )
 
@@ -39,5 +42,53 @@ func TestCountPartitions(t *testing.T) {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestDiskCollector: the log size per topic is the sum of the partition
+// logs this broker holds, and the volume gauges are reported.
+func TestDiskCollector(t *testing.T) {
+	tb := startBroker(t)
+	adm, _ := newAdmin(t, tb.addr)
+	ctx := testContext(t)
+	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "sized"); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(tb.addr), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i := 0; i < 20; i++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "sized", Value: make([]byte, 500)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var want int64
+	for p := int32(0); p < 2; p++ {
+		l, _ := tb.logs.Get("sized", p)
+		want += l.Size()
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(newDiskCollector(tb.logs))
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			name := f.GetName()
+			for _, l := range m.GetLabel() {
+				name += "{" + l.GetName() + "=" + l.GetValue() + "}"
+			}
+			got[name] = m.GetGauge().GetValue()
+		}
+	}
+	if got["millrace_broker_log_size_bytes{topic=sized}"] != float64(want) || want < 20*500 {
+		t.Errorf("log size of sized: %v, want the logs' %d bytes", got["millrace_broker_log_size_bytes{topic=sized}"], want)
+	}
+	if u, total := got["millrace_broker_log_dir_usable_bytes"], got["millrace_broker_log_dir_total_bytes"]; u <= 0 || total < u {
+		t.Errorf("volume gauges: usable %v, total %v", u, total)
 	}
 }
