@@ -280,6 +280,12 @@ func TestClusterReassignThroughKafkaAPI(t *testing.T) {
 		return len(hostedPartitions(c.nodes[stopped].data, topic)) == 0
 	})
 
+	// The stopped broker's session may have expired meanwhile (status can
+	// wait on it): a move onto it needs it registered again.
+	c.waitFor("the stopped broker to be registered again", 30*time.Second, func() bool {
+		md, err := adm.Metadata(ctx)
+		return err == nil && slices.Contains(md.Brokers.NodeIDs(), stopped)
+	})
 	alter(func(r *kadm.AlterPartitionAssignmentsReq) { r.Assign(topic, 1, target) })
 	c.waitFor("partition 1 to move onto the target", 30*time.Second, func() bool {
 		_, moving := listed(1)
