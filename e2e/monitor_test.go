@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -103,6 +104,12 @@ func TestTopOnceShowsTopicsRatesAndLag(t *testing.T) {
 			events = row
 		}
 	}
+	// BROKER ADDRESS RACK DATA FREE: the broker's logs hold the records.
+	brokers := rowsAfter(out, "BROKER")
+	size := regexp.MustCompile(`^[1-9][0-9.]*([KMGTPE]i)?B$`)
+	if len(brokers) == 0 || len(brokers[0]) != 5 || !size.MatchString(brokers[0][3]) || !strings.Contains(brokers[0][4], "/") {
+		t.Fatalf("broker rows %q, want DATA above 0 bytes and FREE as usable/total:\n%s", brokers, out)
+	}
 	// TOPIC PARTITIONS RF RECORDS PRODUCE/S UNDER-REPL OFFLINE
 	if len(events) != 7 || events[1] != "3" || events[2] != "1" || events[5] != "0" || events[6] != "0" {
 		t.Fatalf("events row %q in:\n%s", events, out)
@@ -159,7 +166,7 @@ func TestConsoleInChromium(t *testing.T) {
 	if err := chromedp.Do(browser, chromedp.Navigate(url)); err != nil {
 		t.Fatalf("loading the console: %v", err)
 	}
-	var topics, groups, components string
+	var topics, groups, components, brokers string
 	for {
 		step, cancelStep := context.WithTimeout(browser, 10*time.Second)
 		text := func(id string) string {
@@ -170,13 +177,15 @@ func TestConsoleInChromium(t *testing.T) {
 			return s
 		}
 		topics, groups, components = text("topics"), text("groups"), text("components")
+		brokers = text("brokers")
 		cancelStep()
-		if hasCells(topics, "events", "3") && hasCells(groups, "audit", "events") && lagAtLeast(groups, "audit", 45) && hasCells(components, "clicks", "sink", "30.0 rows/s") {
+		if hasCells(topics, "events", "3") && hasCells(groups, "audit", "events") && lagAtLeast(groups, "audit", 45) && hasCells(components, "clicks", "sink", "30.0 rows/s") &&
+			strings.Contains(brokers, "iB of ") {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("the console never showed the topic, the lag and the sink:\ntopics:\n%s\ngroups:\n%s\ncomponents:\n%s", topics, groups, components)
+			t.Fatalf("the console never showed the topic, the lag, the sink and the broker's disk:\ntopics:\n%s\ngroups:\n%s\ncomponents:\n%s\nbrokers:\n%s", topics, groups, components, brokers)
 		case <-time.After(300 * time.Millisecond):
 		}
 	}

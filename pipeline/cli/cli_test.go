@@ -178,12 +178,3 @@ func TestLakeInspectLocalPaths(t *testing.T) {
 		t.Errorf("empty directory: exit %d, stderr %q", code, errOut.String())
 	}
 }
-
-func TestIECBytes(t *testing.T) {
-	for n, want := range map[int64]string{0: "0B", 1023: "1023B", 1024: "1.0KiB", 6246: "6.1KiB",
-		5 << 30: "5.0GiB", 1<<62 + 1<<61: "6.0EiB"} {
-		if got := iecBytes(n); got != want {
-			t.Errorf("iecBytes(%d) = %q, want %q", n, got, want)
-		}
-	}
-}

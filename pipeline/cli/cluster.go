@@ -17,6 +17,7 @@ import (
 
 	"millrace/broker/cluster"
 	"millrace/broker/coord/zk"
+	"millrace/pipeline/monitor"
 )
 
 func init() {
@@ -119,28 +120,13 @@ func diskColumns(dirs kadm.DescribedLogDirs) string {
 		}
 		size += d.Size()
 		if d.TotalBytes >= 0 {
-			free = iecBytes(d.UsableBytes) + "/" + iecBytes(d.TotalBytes)
+			free = monitor.IECBytes(d.UsableBytes) + "/" + monitor.IECBytes(d.TotalBytes)
 		}
 	}
 	if !ok {
 		return "-\t-\t-"
 	}
-	return strconv.Itoa(replicas) + "\t" + iecBytes(size) + "\t" + free
-}
-
-// iecBytes writes n bytes in binary units, one decimal: 0B, 512B, 6.1KiB,
-// 1.2GiB.
-func iecBytes(n int64) string {
-	const units = "KMGTPE"
-	if n < 1024 {
-		return strconv.FormatInt(n, 10) + "B"
-	}
-	v, i := float64(n)/1024, 0
-	for v >= 1024 && i < len(units)-1 {
-		v /= 1024
-		i++
-	}
-	return strconv.FormatFloat(v, 'f', 1, 64) + units[i:i+1] + "iB"
+	return strconv.Itoa(replicas) + "\t" + monitor.IECBytes(size) + "\t" + free
 }
 
 // clusterReassign writes a reassignment request moving every partition of a

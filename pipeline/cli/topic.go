@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/pipeline/monitor"
 )
 
 func init() {
@@ -118,7 +120,7 @@ func topicDescribe(ctx context.Context, e env, args []string) error {
 	size := func(leader, partition int32) string {
 		for _, d := range dirs[leader] {
 			if p, ok := d.Topics.Lookup(t.Topic, partition); ok && d.Err == nil {
-				return iecBytes(p.Size)
+				return monitor.IECBytes(p.Size)
 			}
 		}
 		return "-"

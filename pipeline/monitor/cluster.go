@@ -32,6 +32,7 @@ func readCluster(ctx context.Context, adm *kadm.Client, now time.Time) (*cluster
 		}
 		r.brokers = append(r.brokers, br)
 	}
+	r.readDisks(ctx, adm)
 	var names []string
 	for _, td := range meta.Topics.Sorted() {
 		if td.Err != nil {
@@ -55,6 +56,38 @@ func readCluster(ctx context.Context, adm *kadm.Client, now time.Time) (*cluster
 	}
 	r.readGroups(ctx, adm)
 	return r, nil
+}
+
+// diskTimeout bounds the log directory read: a hung broker shows no disk
+// figures rather than holding up the whole view.
+const diskTimeout = 3 * time.Second
+
+// readDisks fills in each broker's log directory from DescribeLogDirs.
+func (r *clusterRead) readDisks(ctx context.Context, adm *kadm.Client) {
+	ctx, cancel := context.WithTimeout(ctx, diskTimeout)
+	defer cancel()
+	dirs, err := adm.DescribeAllLogDirs(ctx, nil)
+	if err != nil {
+		// A shard error still returns what the other brokers answered.
+		r.errs = append(r.errs, fmt.Sprintf("log dirs: %v", err))
+	}
+	for i, b := range r.brokers {
+		answered := false
+		disk := Disk{UsableBytes: -1, TotalBytes: -1}
+		for _, d := range dirs[b.ID] {
+			if d.Err != nil {
+				continue
+			}
+			answered = true
+			disk.LogBytes += d.Size()
+			if d.TotalBytes >= 0 {
+				disk.UsableBytes, disk.TotalBytes = d.UsableBytes, d.TotalBytes
+			}
+		}
+		if answered {
+			r.brokers[i].Disk = &disk
+		}
+	}
 }
 
 func (r *clusterRead) readOffsets(ctx context.Context, adm *kadm.Client, names []string) {

@@ -17,7 +17,8 @@ func (f fixedSource) Latest() Snapshot { return Snapshot(f) }
 func testSnapshot() Snapshot {
 	return Snapshot{
 		Seq: 3, Time: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC), IntervalSeconds: 2, Controller: 1,
-		Brokers: []Broker{{ID: 1, Host: "127.0.0.1", Port: 9092}},
+		Brokers: []Broker{{ID: 1, Host: "127.0.0.1", Port: 9092, Disk: &Disk{LogBytes: 1536, UsableBytes: 2 << 30, TotalBytes: 4 << 30}},
+			{ID: 2, Host: "127.0.0.1", Port: 9093}},
 		Topics: []Topic{{Name: "clicks", ReplicationFactor: 1, Records: 500, ProduceRate: 12.5,
 			Partitions: []Partition{{Partition: 0, Leader: 1, Replicas: []int32{1}, ISR: []int32{1}, EndOffset: 300}, {Partition: 1, Leader: 1, Replicas: []int32{1}, ISR: []int32{1}, EndOffset: 200}}}},
 		Groups: []Group{{Name: "lake-clicks", State: "Stable", Members: 1, Lag: 42, ConsumeRate: 10,
@@ -104,7 +105,8 @@ func TestWriteText(t *testing.T) {
 		{"clicks", "2", "1", "500", "12.5", "0", "0"},
 		{"lake-clicks", "Stable", "1", "clicks", "42", "10.0"},
 		{"clicks", "sink", "h:up", "3.0", "rows/s", "90"},
-		{"1*", "127.0.0.1:9092", "-"},
+		{"1*", "127.0.0.1:9092", "-", "1.5KiB", "2.0GiB/4.0GiB"},
+		{"2", "127.0.0.1:9093", "-", "-", "-"}, // did not answer DescribeLogDirs
 	} {
 		if !hasRow(out, want) {
 			t.Fatalf("no row %q in:\n%s", want, out)
@@ -131,4 +133,13 @@ func hasRow(out string, fields []string) bool {
 		}
 	}
 	return false
+}
+
+func TestIECBytes(t *testing.T) {
+	for n, want := range map[int64]string{0: "0B", 1023: "1023B", 1024: "1.0KiB", 6246: "6.1KiB",
+		5 << 30: "5.0GiB", 1<<62 + 1<<61: "6.0EiB"} {
+		if got := IECBytes(n); got != want {
+			t.Errorf("IECBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
 }

@@ -44,6 +44,17 @@ type Broker struct {
 	Host string `json:"host"`
 	Port int32  `json:"port"`
 	Rack string `json:"rack,omitempty"`
+	// Disk is what the broker reported of its log directory
+	// (DescribeLogDirs); nil when it did not answer in time.
+	Disk *Disk `json:"disk,omitempty"`
+}
+
+// Disk is a broker's log directory: the bytes of the partition logs it
+// holds, and its volume's usable and total bytes (-1 when not reported).
+type Disk struct {
+	LogBytes    int64 `json:"log_bytes"`
+	UsableBytes int64 `json:"usable_bytes"`
+	TotalBytes  int64 `json:"total_bytes"`
 }
 
 // Topic is a topic with its partitions and its produce rate.

@@ -20,13 +20,20 @@ func WriteText(w io.Writer, s Snapshot) error {
 		fmt.Fprintf(w, "! %s\n", e)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nBROKER\tADDRESS\tRACK\t")
+	fmt.Fprintln(tw, "\nBROKER\tADDRESS\tRACK\tDATA\tFREE\t")
 	for _, b := range s.Brokers {
 		id := strconv.Itoa(int(b.ID))
 		if b.ID == s.Controller {
 			id += "*" // the controller, as the header says
 		}
-		fmt.Fprintf(tw, "%s\t%s:%d\t%s\t\n", id, b.Host, b.Port, dash(b.Rack))
+		data, free := "-", "-"
+		if d := b.Disk; d != nil {
+			data = IECBytes(d.LogBytes)
+			if d.TotalBytes >= 0 {
+				free = IECBytes(d.UsableBytes) + "/" + IECBytes(d.TotalBytes)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s:%d\t%s\t%s\t%s\t\n", id, b.Host, b.Port, dash(b.Rack), data, free)
 	}
 
 	fmt.Fprintln(tw, "\nTOPIC\tPARTITIONS\tRF\tRECORDS\tPRODUCE/S\tUNDER-REPL\tOFFLINE\t")
@@ -78,4 +85,19 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// IECBytes writes n bytes in binary units with one decimal (0B, 512B,
+// 6.1KiB, 1.2GiB), as `millrace top` and the CLI's disk columns show them.
+func IECBytes(n int64) string {
+	const units = "KMGTPE"
+	if n < 1024 {
+		return strconv.FormatInt(n, 10) + "B"
+	}
+	v, i := float64(n)/1024, 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64) + units[i:i+1] + "iB"
 }

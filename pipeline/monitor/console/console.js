@@ -32,6 +32,16 @@ function num(v, digits) {
   return digits === undefined ? Number(v).toLocaleString("en-US") : Number(v).toFixed(digits);
 }
 
+// bytes writes a size as `millrace top` does (monitor.IECBytes): 0B, 6.1KiB.
+function bytes(n) {
+  if (n === null || n === undefined || n < 0) return "-";
+  if (n < 1024) return n + "B";
+  const units = "KMGTPE";
+  let v = n / 1024, i = 0;
+  while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+  return v.toFixed(1) + units[i] + "iB";
+}
+
 function td(v, cls) { return el("td", cls ? { class: cls } : {}, v); }
 
 function fillBody(table, rows, emptyText) {
@@ -64,7 +74,9 @@ function render(s) {
   document.getElementById("errors").replaceChildren(...(s.errors || []).map(e => el("div", {}, e)));
 
   fillBody("brokers", (s.brokers || []).map(b =>
-    el("tr", {}, td(b.id), td(`${b.host}:${b.port}`), td(b.rack || "-"), td(b.id === s.controller ? "controller" : "broker"))),
+    el("tr", {}, td(b.id), td(`${b.host}:${b.port}`), td(b.rack || "-"), td(b.id === s.controller ? "controller" : "broker"),
+      td(b.disk ? bytes(b.disk.log_bytes) : "-", "num"),
+      td(b.disk && b.disk.total_bytes >= 0 ? `${bytes(b.disk.usable_bytes)} of ${bytes(b.disk.total_bytes)}` : "-", "num"))),
     "no brokers");
 
   const topics = s.topics || [];
