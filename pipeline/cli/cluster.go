@@ -107,26 +107,11 @@ func clusterElect(ctx context.Context, e env, args []string) error {
 // replicas held, their bytes on disk, and the volume's usable and total
 // bytes ("-" where the broker did not say).
 func diskColumns(dirs kadm.DescribedLogDirs) string {
-	replicas, size := 0, int64(0)
-	free := "-"
-	ok := false
-	for _, d := range dirs {
-		if d.Err != nil {
-			continue
-		}
-		ok = true
-		for _, parts := range d.Topics {
-			replicas += len(parts)
-		}
-		size += d.Size()
-		if d.TotalBytes >= 0 {
-			free = monitor.IECBytes(d.UsableBytes) + "/" + monitor.IECBytes(d.TotalBytes)
-		}
-	}
-	if !ok {
+	d := monitor.DiskOf(dirs)
+	if d == nil {
 		return "-\t-\t-"
 	}
-	return strconv.Itoa(replicas) + "\t" + monitor.IECBytes(size) + "\t" + free
+	return strconv.Itoa(d.Replicas) + "\t" + monitor.IECBytes(d.LogBytes) + "\t" + d.Free()
 }
 
 // clusterReassign writes a reassignment request moving every partition of a
@@ -227,7 +212,7 @@ func clusterStatus(ctx context.Context, e env, args []string) error {
 	// What each broker holds on disk. The error is not the command's: a
 	// broker that did not answer in time (down since the metadata was read,
 	// or hung) shows "-" in those columns.
-	diskCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	diskCtx, cancel := context.WithTimeout(ctx, monitor.DiskTimeout)
 	disks, _ := adm.DescribeAllLogDirs(diskCtx, nil)
 	cancel()
 	moves, movesErr := adm.ListPartitionReassignments(ctx, every)

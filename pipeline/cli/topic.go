@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strconv"
 	"text/tabwriter"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -111,8 +110,8 @@ func topicDescribe(ctx context.Context, e env, args []string) error {
 		}
 	}
 	// SIZE is the leader's copy on disk; "-" when the leader did not say
-	// within 3 s (as in cluster status).
-	diskCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	// within monitor.DiskTimeout (as in cluster status).
+	diskCtx, cancel := context.WithTimeout(ctx, monitor.DiskTimeout)
 	held := kadm.TopicsSet{}
 	held.Add(t.Topic, t.Partitions.Numbers()...)
 	dirs, _ := adm.DescribeAllLogDirs(diskCtx, held)

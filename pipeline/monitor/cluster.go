@@ -58,13 +58,9 @@ func readCluster(ctx context.Context, adm *kadm.Client, now time.Time) (*cluster
 	return r, nil
 }
 
-// diskTimeout bounds the log directory read: a hung broker shows no disk
-// figures rather than holding up the whole view.
-const diskTimeout = 3 * time.Second
-
 // readDisks fills in each broker's log directory from DescribeLogDirs.
 func (r *clusterRead) readDisks(ctx context.Context, adm *kadm.Client) {
-	ctx, cancel := context.WithTimeout(ctx, diskTimeout)
+	ctx, cancel := context.WithTimeout(ctx, DiskTimeout)
 	defer cancel()
 	dirs, err := adm.DescribeAllLogDirs(ctx, nil)
 	if err != nil {
@@ -72,21 +68,7 @@ func (r *clusterRead) readDisks(ctx context.Context, adm *kadm.Client) {
 		r.errs = append(r.errs, fmt.Sprintf("log dirs: %v", err))
 	}
 	for i, b := range r.brokers {
-		answered := false
-		disk := Disk{UsableBytes: -1, TotalBytes: -1}
-		for _, d := range dirs[b.ID] {
-			if d.Err != nil {
-				continue
-			}
-			answered = true
-			disk.LogBytes += d.Size()
-			if d.TotalBytes >= 0 {
-				disk.UsableBytes, disk.TotalBytes = d.UsableBytes, d.TotalBytes
-			}
-		}
-		if answered {
-			r.brokers[i].Disk = &disk
-		}
+		r.brokers[i].Disk = DiskOf(dirs[b.ID])
 	}
 }
 

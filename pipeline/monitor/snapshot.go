@@ -7,7 +7,11 @@
 // JSON to a page that draws its own charts.
 package monitor
 
-import "time"
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
 
 // Snapshot is one view of the cluster and its components. It is plain data
 // and encodes to the JSON the console reads.
@@ -49,12 +53,48 @@ type Broker struct {
 	Disk *Disk `json:"disk,omitempty"`
 }
 
-// Disk is a broker's log directory: the bytes of the partition logs it
-// holds, and its volume's usable and total bytes (-1 when not reported).
+// Disk is a broker's log directory: the replicas it holds, their bytes, and
+// its volume's usable and total bytes (-1 when not reported).
 type Disk struct {
+	Replicas    int   `json:"replicas"`
 	LogBytes    int64 `json:"log_bytes"`
 	UsableBytes int64 `json:"usable_bytes"`
 	TotalBytes  int64 `json:"total_bytes"`
+}
+
+// DiskTimeout bounds a log directory read (DescribeLogDirs): a hung broker
+// shows no disk figures rather than holding up the whole view.
+const DiskTimeout = 3 * time.Second
+
+// DiskOf sums a broker's DescribeLogDirs answer; nil when no directory was
+// described.
+func DiskOf(dirs kadm.DescribedLogDirs) *Disk {
+	var disk *Disk
+	for _, d := range dirs {
+		if d.Err != nil {
+			continue
+		}
+		if disk == nil {
+			disk = &Disk{UsableBytes: -1, TotalBytes: -1}
+		}
+		for _, parts := range d.Topics {
+			disk.Replicas += len(parts)
+		}
+		disk.LogBytes += d.Size()
+		if d.TotalBytes >= 0 {
+			disk.UsableBytes, disk.TotalBytes = d.UsableBytes, d.TotalBytes
+		}
+	}
+	return disk
+}
+
+// Free writes the volume's usable and total bytes as usable/total, "-"
+// when not reported.
+func (d *Disk) Free() string {
+	if d == nil || d.TotalBytes < 0 {
+		return "-"
+	}
+	return IECBytes(d.UsableBytes) + "/" + IECBytes(d.TotalBytes)
 }
 
 // Topic is a topic with its partitions and its produce rate.

@@ -26,14 +26,11 @@ func WriteText(w io.Writer, s Snapshot) error {
 		if b.ID == s.Controller {
 			id += "*" // the controller, as the header says
 		}
-		data, free := "-", "-"
-		if d := b.Disk; d != nil {
-			data = IECBytes(d.LogBytes)
-			if d.TotalBytes >= 0 {
-				free = IECBytes(d.UsableBytes) + "/" + IECBytes(d.TotalBytes)
-			}
+		data := "-"
+		if b.Disk != nil {
+			data = IECBytes(b.Disk.LogBytes)
 		}
-		fmt.Fprintf(tw, "%s\t%s:%d\t%s\t%s\t%s\t\n", id, b.Host, b.Port, dash(b.Rack), data, free)
+		fmt.Fprintf(tw, "%s\t%s:%d\t%s\t%s\t%s\t\n", id, b.Host, b.Port, dash(b.Rack), data, b.Disk.Free())
 	}
 
 	fmt.Fprintln(tw, "\nTOPIC\tPARTITIONS\tRF\tRECORDS\tPRODUCE/S\tUNDER-REPL\tOFFLINE\t")
