@@ -48,7 +48,8 @@ func spread(counts map[int32]int) int {
 	return hi - lo
 }
 
-// statusRow is one broker's row of `millrace cluster status`.
+// statusRow is one broker's row of `millrace cluster status` (replicas -1
+// for "-").
 type statusRow struct {
 	leaders, replicas int
 	data, free        string
@@ -59,13 +60,16 @@ type statusRow struct {
 func (c *localCluster) clusterStatus(seeds []string) (string, map[int32]statusRow) {
 	c.t.Helper()
 	out := run(c.t, 30*time.Second, "", millraceBin, "cluster", "status", "--brokers", strings.Join(seeds, ","))
-	row := regexp.MustCompile(`^(\d+)\s+127\.0\.0\.1:\d+\s+\S+\s+(\d+)\s+(\d+)\s+(\S+)\s+(\S+)$`)
+	row := regexp.MustCompile(`^(\d+)\s+127\.0\.0\.1:\d+\s+\S+\s+(\d+)\s+(\d+|-)\s+(\S+)\s+(\S+)$`)
 	rows := map[int32]statusRow{}
 	for _, line := range strings.Split(out, "\n") {
 		if m := row.FindStringSubmatch(strings.TrimSpace(line)); m != nil {
 			id, _ := strconv.Atoi(m[1])
 			leaders, _ := strconv.Atoi(m[2])
-			replicas, _ := strconv.Atoi(m[3])
+			replicas, err := strconv.Atoi(m[3])
+			if err != nil {
+				replicas = -1 // "-": the broker did not describe its log directories
+			}
 			rows[int32(id)] = statusRow{leaders, replicas, m[4], m[5]}
 		}
 	}

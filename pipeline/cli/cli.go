@@ -18,6 +18,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/pipeline/monitor"
 )
 
 // env carries the process's standard streams so commands can be tested
@@ -195,7 +197,7 @@ func newClient(brokers string, opts ...kgo.Opt) (*kgo.Client, error) {
 	if len(s) == 0 {
 		return nil, usageError("no brokers given")
 	}
-	opts = append([]kgo.Opt{kgo.SeedBrokers(s...), kgo.ClientID("millrace-cli")}, opts...)
+	opts = append(append(monitor.ClientOpts(), kgo.SeedBrokers(s...), kgo.ClientID("millrace-cli")), opts...)
 	return kgo.NewClient(opts...)
 }
 
@@ -223,7 +225,7 @@ func newAdmin(ctx context.Context, brokers string) (*kadm.Client, func(), error)
 	}
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := cl.Ping(pingCtx); err != nil {
+	if err := monitor.Ping(pingCtx, cl); err != nil {
 		cl.Close()
 		return nil, nil, fmt.Errorf("cannot reach brokers %s: %w", brokers, err)
 	}

@@ -212,10 +212,10 @@ func clusterStatus(ctx context.Context, e env, args []string) error {
 	// What each broker holds on disk. The error is not the command's: a
 	// broker that did not answer in time (down since the metadata was read,
 	// or hung) shows "-" in those columns.
-	diskCtx, cancel := context.WithTimeout(ctx, monitor.DiskTimeout)
-	disks, _ := adm.DescribeAllLogDirs(diskCtx, nil)
+	disks, _ := monitor.ReadLogDirs(ctx, adm, md.Brokers.NodeIDs(), nil)
+	movesCtx, cancel := context.WithTimeout(ctx, monitor.ReadTimeout)
+	moves, movesErr := adm.ListPartitionReassignments(movesCtx, every)
 	cancel()
-	moves, movesErr := adm.ListPartitionReassignments(ctx, every)
 	fmt.Fprintf(e.stdout, "cluster %s  controller %d  brokers %d\n", md.Cluster, md.Controller, len(md.Brokers))
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "BROKER\tADDRESS\tRACK\tLEADERS\tREPLICAS\tDATA\tFREE")

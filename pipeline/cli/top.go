@@ -73,7 +73,10 @@ func runTop(ctx context.Context, e env, args []string) error {
 func topOnce(ctx context.Context, e env, col *monitor.Collector) error {
 	for {
 		updated := col.Updated()
-		if snap := col.Latest(); snap.Seq >= 2 && len(snap.Errors) == 0 || snap.Seq >= 5 {
+		// A third read gives errors of a starting cluster (a coordinator
+		// still loading) a chance to clear; past it they are the cluster's
+		// state (a broker down or hung) and are printed with the view.
+		if snap := col.Latest(); snap.Seq >= 2 && len(snap.Errors) == 0 || snap.Seq >= 3 {
 			return monitor.WriteText(e.stdout, snap)
 		}
 		select {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"sync"
 	"text/tabwriter"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -84,17 +85,34 @@ func topicDescribe(ctx context.Context, e env, args []string) error {
 	if !ok || t.Err != nil {
 		return fmt.Errorf("describe %s: %w", pos[0], errOr(t.Err, "no such topic"))
 	}
-	starts, err := adm.ListStartOffsets(ctx, pos[0])
-	if err != nil {
-		return err
+	// The offsets and sizes come from each partition's leader, the configs
+	// from any broker; all are read at once, and a partition whose leader
+	// does not answer in time (hung, or down since the listing) shows "?"
+	// and "-" rather than holding up the rest.
+	held := kadm.TopicsSet{}
+	held.Add(t.Topic, t.Partitions.Numbers()...)
+	var leaders []int32
+	for _, p := range t.Partitions {
+		if p.Leader >= 0 {
+			leaders = append(leaders, p.Leader)
+		}
 	}
-	ends, err := adm.ListEndOffsets(ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	configs, err := adm.DescribeTopicConfigs(ctx, pos[0])
-	if err != nil {
-		return err
+	offsetsCtx, cancel := context.WithTimeout(ctx, monitor.ReadTimeout)
+	defer cancel()
+	var (
+		reads        sync.WaitGroup
+		starts, ends kadm.ListedOffsets
+		dirs         kadm.DescribedAllLogDirs
+		configs      kadm.ResourceConfigs
+		configsErr   error
+	)
+	reads.Go(func() { starts, _ = adm.ListStartOffsets(offsetsCtx, pos[0]) })
+	reads.Go(func() { ends, _ = adm.ListEndOffsets(offsetsCtx, pos[0]) })
+	reads.Go(func() { dirs, _ = monitor.ReadLogDirs(ctx, adm, leaders, held) })
+	reads.Go(func() { configs, configsErr = adm.DescribeTopicConfigs(ctx, pos[0]) })
+	reads.Wait()
+	if configsErr != nil {
+		return configsErr
 	}
 	fmt.Fprintf(e.stdout, "topic %s  id %s  partitions %d  replication %d\n", t.Topic, t.ID, len(t.Partitions), t.Partitions.NumReplicas())
 	if rc, err := configs.On(pos[0], nil); err == nil {
@@ -109,13 +127,6 @@ func topicDescribe(ctx context.Context, e env, args []string) error {
 			fmt.Fprintf(e.stdout, "configs %v\n", set)
 		}
 	}
-	// SIZE is the leader's copy on disk; "-" when the leader did not say
-	// within monitor.DiskTimeout (as in cluster status).
-	diskCtx, cancel := context.WithTimeout(ctx, monitor.DiskTimeout)
-	held := kadm.TopicsSet{}
-	held.Add(t.Topic, t.Partitions.Numbers()...)
-	dirs, _ := adm.DescribeAllLogDirs(diskCtx, held)
-	cancel()
 	size := func(leader, partition int32) string {
 		for _, d := range dirs[leader] {
 			if p, ok := d.Topics.Lookup(t.Topic, partition); ok && d.Err == nil {
@@ -127,10 +138,9 @@ func topicDescribe(ctx context.Context, e env, args []string) error {
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tEARLIEST\tLATEST\tSIZE")
 	for _, p := range t.Partitions.Sorted() {
-		s, _ := starts.Lookup(t.Topic, p.Partition)
-		l, _ := ends.Lookup(t.Topic, p.Partition)
 		fmt.Fprintf(w, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", p.Partition, p.Leader, p.LeaderEpoch,
-			ints(p.Replicas), ints(p.ISR), offsetString(s), offsetString(l), size(p.Leader, p.Partition))
+			ints(p.Replicas), ints(p.ISR), offsetString(starts, t.Topic, p.Partition),
+			offsetString(ends, t.Topic, p.Partition), size(p.Leader, p.Partition))
 	}
 	return w.Flush()
 }
@@ -201,8 +211,10 @@ func ints(v []int32) string {
 	return s
 }
 
-func offsetString(o kadm.ListedOffset) string {
-	if o.Err != nil {
+// offsetString is a partition's listed offset, "?" when it was not listed.
+func offsetString(list kadm.ListedOffsets, topic string, partition int32) string {
+	o, ok := list.Lookup(topic, partition)
+	if !ok || o.Err != nil {
 		return "?"
 	}
 	return strconv.FormatInt(o.Offset, 10)

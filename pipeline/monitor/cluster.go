@@ -3,6 +3,8 @@ package monitor
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -32,7 +34,6 @@ func readCluster(ctx context.Context, adm *kadm.Client, now time.Time) (*cluster
 		}
 		r.brokers = append(r.brokers, br)
 	}
-	r.readDisks(ctx, adm)
 	var names []string
 	for _, td := range meta.Topics.Sorted() {
 		if td.Err != nil {
@@ -50,43 +51,74 @@ func readCluster(ctx context.Context, adm *kadm.Client, now time.Time) (*cluster
 		}
 		r.topics = append(r.topics, tr)
 	}
+	// The other reads go to different brokers (each broker for its log
+	// directories, the partition leaders, the group coordinators) and run
+	// at once, each bounded by ReadTimeout, so a hung broker costs one
+	// bound, not three.
+	var (
+		reads                           sync.WaitGroup
+		diskErrs, offsetErrs, groupErrs []string
+	)
+	reads.Go(func() { diskErrs = r.readDisks(ctx, adm) })
 	// With no topic named kadm would list every topic: with none, skip.
 	if len(names) > 0 {
-		r.readOffsets(ctx, adm, names)
+		reads.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, ReadTimeout)
+			defer cancel()
+			offsetErrs = r.readOffsets(ctx, adm, names)
+		})
 	}
-	r.readGroups(ctx, adm)
+	reads.Go(func() {
+		ctx, cancel := context.WithTimeout(ctx, ReadTimeout)
+		defer cancel()
+		groupErrs = r.readGroups(ctx, adm)
+	})
+	reads.Wait()
+	r.errs = slices.Concat(r.errs, diskErrs, offsetErrs, groupErrs)
 	return r, nil
 }
 
-// readDisks fills in each broker's log directory from DescribeLogDirs.
-func (r *clusterRead) readDisks(ctx context.Context, adm *kadm.Client) {
-	ctx, cancel := context.WithTimeout(ctx, DiskTimeout)
-	defer cancel()
-	dirs, err := adm.DescribeAllLogDirs(ctx, nil)
+// readDisks fills in each broker's log directory from DescribeLogDirs and
+// returns what failed.
+func (r *clusterRead) readDisks(ctx context.Context, adm *kadm.Client) (errs []string) {
+	ids := make([]int32, len(r.brokers))
+	for i, b := range r.brokers {
+		ids[i] = b.ID
+	}
+	dirs, err := ReadLogDirs(ctx, adm, ids, nil)
 	if err != nil {
-		// A shard error still returns what the other brokers answered.
-		r.errs = append(r.errs, fmt.Sprintf("log dirs: %v", err))
+		errs = append(errs, fmt.Sprintf("log dirs: %v", err))
 	}
 	for i, b := range r.brokers {
 		r.brokers[i].Disk = DiskOf(dirs[b.ID])
 	}
+	return errs
 }
 
-func (r *clusterRead) readOffsets(ctx context.Context, adm *kadm.Client, names []string) {
-	for _, side := range []struct {
-		what string
-		list func(context.Context, ...string) (kadm.ListedOffsets, error)
-		into map[topicPartition]int64
+// readOffsets lists the partitions' start and end offsets and returns what
+// failed.
+func (r *clusterRead) readOffsets(ctx context.Context, adm *kadm.Client, names []string) (errs []string) {
+	sides := []struct {
+		what   string
+		list   func(context.Context, ...string) (kadm.ListedOffsets, error)
+		into   map[topicPartition]int64
+		listed kadm.ListedOffsets
+		err    error
 	}{
-		{"start offsets", adm.ListStartOffsets, r.starts},
-		{"end offsets", adm.ListEndOffsets, r.ends},
-	} {
-		listed, err := side.list(ctx, names...)
-		if err != nil {
+		{what: "start offsets", list: adm.ListStartOffsets, into: r.starts},
+		{what: "end offsets", list: adm.ListEndOffsets, into: r.ends},
+	}
+	var listing sync.WaitGroup
+	for i := range sides {
+		listing.Go(func() { sides[i].listed, sides[i].err = sides[i].list(ctx, names...) })
+	}
+	listing.Wait()
+	for _, side := range sides {
+		if side.err != nil {
 			// A shard error still returns what the other brokers answered.
-			r.errs = append(r.errs, fmt.Sprintf("%s: %v", side.what, err))
+			errs = append(errs, fmt.Sprintf("%s: %v", side.what, side.err))
 		}
-		listed.Each(func(o kadm.ListedOffset) {
+		side.listed.Each(func(o kadm.ListedOffset) {
 			tp := topicPartition{o.Topic, o.Partition}
 			if o.Err != nil {
 				r.offsetErrs[tp] = o.Err.Error()
@@ -95,23 +127,26 @@ func (r *clusterRead) readOffsets(ctx context.Context, adm *kadm.Client, names [
 			side.into[tp] = o.Offset
 		})
 	}
+	return errs
 }
 
-func (r *clusterRead) readGroups(ctx context.Context, adm *kadm.Client) {
+// readGroups reads the consumer groups, their members and committed
+// offsets, and returns what failed.
+func (r *clusterRead) readGroups(ctx context.Context, adm *kadm.Client) (errs []string) {
 	listed, err := adm.ListGroups(ctx)
 	if err != nil {
-		r.errs = append(r.errs, fmt.Sprintf("list groups: %v", err))
+		errs = append(errs, fmt.Sprintf("list groups: %v", err))
 		if len(listed) == 0 {
-			return
+			return errs
 		}
 	}
 	names := listed.Groups()
 	if len(names) == 0 {
-		return
+		return errs
 	}
 	described, err := adm.DescribeGroups(ctx, names...)
 	if err != nil {
-		r.errs = append(r.errs, fmt.Sprintf("describe groups: %v", err))
+		errs = append(errs, fmt.Sprintf("describe groups: %v", err))
 	}
 	fetched := adm.FetchManyOffsets(ctx, names...)
 	for _, lg := range listed.Sorted() {
@@ -145,4 +180,5 @@ func (r *clusterRead) readGroups(ctx context.Context, adm *kadm.Client) {
 		}
 		r.groups = append(r.groups, g)
 	}
+	return errs
 }

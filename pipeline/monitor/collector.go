@@ -94,15 +94,16 @@ func New(cfg Config, logger *slog.Logger) (*Collector, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	admin, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.ClientID("millrace-monitor"))
+	opts := append(ClientOpts(), kgo.SeedBrokers(cfg.Brokers...), kgo.ClientID("millrace-monitor"))
+	admin, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, err
 	}
 	// Reading from a timestamp needs no group: the follower lists offsets
 	// by time (ListOffsets) and fetches from there.
-	follower, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.ClientID("millrace-monitor"),
+	follower, err := kgo.NewClient(append(opts,
 		kgo.ConsumeTopics(cfg.MetricsTopic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(time.Now().Add(-cfg.Lookback).UnixMilli())))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(time.Now().Add(-cfg.Lookback).UnixMilli())))...)
 	if err != nil {
 		admin.Close()
 		return nil, err
@@ -115,8 +116,8 @@ func New(cfg Config, logger *slog.Logger) (*Collector, error) {
 	}, nil
 }
 
-// Ping checks that a broker answers.
-func (c *Collector) Ping(ctx context.Context) error { return c.admin.Ping(ctx) }
+// Ping checks that a seed broker answers.
+func (c *Collector) Ping(ctx context.Context) error { return Ping(ctx, c.admin) }
 
 // Interval is the time between cluster reads.
 func (c *Collector) Interval() time.Duration { return c.cfg.Interval }
@@ -193,7 +194,9 @@ func (c *Collector) loop(ctx context.Context) {
 // refresh reads the cluster once and publishes the new snapshot. A failed
 // read keeps the last cluster view, with the failure in Errors.
 func (c *Collector) refresh(ctx context.Context) {
-	readCtx, cancel := context.WithTimeout(ctx, max(5*time.Second, c.cfg.Interval))
+	// The metadata may wait AnswerTimeout on a hung broker before another
+	// broker answers; the other reads take up to ReadTimeout.
+	readCtx, cancel := context.WithTimeout(ctx, max(2*AnswerTimeout+ReadTimeout, c.cfg.Interval))
 	defer cancel()
 	read, err := readCluster(readCtx, c.adm, time.Now())
 	if ctx.Err() != nil {

@@ -62,10 +62,6 @@ type Disk struct {
 	TotalBytes  int64 `json:"total_bytes"`
 }
 
-// DiskTimeout bounds a log directory read (DescribeLogDirs): a hung broker
-// shows no disk figures rather than holding up the whole view.
-const DiskTimeout = 3 * time.Second
-
 // DiskOf sums a broker's DescribeLogDirs answer; nil when no directory was
 // described.
 func DiskOf(dirs kadm.DescribedLogDirs) *Disk {
