@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +19,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/broker/cluster"
+	"millrace/broker/coord"
+	"millrace/broker/coord/zk"
 )
 
 // createAssignedTopic creates a topic with an explicit replica list per
@@ -299,4 +304,84 @@ func TestClusterReassignThroughKafkaAPI(t *testing.T) {
 			t.Errorf("partition %d: %d records after the moves, want the 100 acknowledged", p, len(recs))
 		}
 	}
+}
+
+// TestClusterReassignWrittenByAnotherTool writes a reassignment request the
+// way Kafka's ZooKeeper-era tools do (/admin/reassign_partitions without
+// millrace's "original" replicas), moving a partition onto a stopped broker
+// (registered: a 60 s session here), where it waits. The controller records
+// the replicas before the move, so the Kafka API lists what the move adds
+// and removes, and a cancel through it goes back to them.
+func TestClusterReassignWrittenByAnotherTool(t *testing.T) {
+	const topic = "toolmove"
+	c := startLocalClusterWith(t, 3, 1, "zookeeper.session.timeout.ms=60000")
+	adm := c.admin()
+	ctx := t.Context()
+	md, err := adm.Metadata(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stopped int32
+	var others []int32
+	for _, id := range []int32{1, 2, 3} {
+		if id != md.Controller && stopped == 0 {
+			stopped = id
+		} else {
+			others = append(others, id)
+		}
+	}
+	c.createAssignedTopic(topic, [][]int32{others})
+	c.signal(stopped, syscall.SIGSTOP)
+	continued := false
+	t.Cleanup(func() {
+		if !continued {
+			c.signal(stopped, syscall.SIGCONT)
+		}
+	})
+	store, err := zk.Connect(c.zk, 10*time.Second, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	request := fmt.Sprintf(`{"version":1,"partitions":[{"topic":%q,"partition":0,"replicas":[%d,%d]}]}`, topic, stopped, others[0])
+	if _, err := store.Create("/admin/reassign_partitions", []byte(request), coord.Persistent); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("the controller to record the replicas before the move", 15*time.Second, func() bool {
+		pending, err := cluster.PendingReassignments(store)
+		return err == nil && len(pending) == 1 && slices.Equal(pending[0].Original, others)
+	})
+	which := kadm.TopicsSet{}
+	which.Add(topic, 0)
+	var listed kadm.ListPartitionReassignmentsResponse
+	c.waitFor("the move to be listed with the replicas it adds and removes", 15*time.Second, func() bool {
+		l, err := adm.ListPartitionReassignments(ctx, which)
+		r, ok := l[topic][0]
+		listed = r
+		return err == nil && ok && slices.Equal(r.AddingReplicas, []int32{stopped}) && slices.Equal(r.RemovingReplicas, []int32{others[1]})
+	})
+	t.Logf("listed: %+v", listed)
+	var cancelReq kadm.AlterPartitionAssignmentsReq
+	cancelReq.CancelAssign(topic, 0)
+	resp, err := adm.AlterPartitionAssignments(ctx, cancelReq)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatalf("cancelling the other tool's move: %v", err)
+	}
+	c.signal(stopped, syscall.SIGCONT)
+	continued = true
+	c.waitFor("the cancelled move to go back to the replicas before it", 30*time.Second, func() bool {
+		pending, err := cluster.PendingReassignments(store)
+		parts, perr := c.partitions(adm, topic)
+		if err != nil || perr != nil || len(pending) > 0 || len(parts) != 1 {
+			return false
+		}
+		r := slices.Sorted(slices.Values(parts[0].Replicas))
+		return slices.Equal(r, slices.Sorted(slices.Values(others))) && c.fullyReplicated(adm, topic)
+	})
+	c.waitFor("the stopped broker to drop its copy", 20*time.Second, func() bool {
+		return len(hostedPartitions(c.nodes[stopped].data, topic)) == 0
+	})
 }

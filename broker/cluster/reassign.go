@@ -8,7 +8,8 @@ package cluster
 // written by `millrace cluster reassign` (RequestReassignment) or by the
 // AlterPartitionReassignments API (AlterReassignments), which also adds
 // moves to a pending request and cancels them. "original" is millrace's
-// own: the replicas before the move. The controller, on every pass, asks
+// own: the replicas before the move (the controller fills it in where
+// another tool left it out). The controller, on every pass, asks
 // NextReassignmentStep what each listed partition needs now and carries out
 // that one step; the writes it makes fire the watches that bring the next
 // pass. A finished (or impossible)
@@ -35,9 +36,9 @@ type Reassignment struct {
 	Partition int32   `json:"partition"`
 	Replicas  []int32 `json:"replicas"`
 	// Original is the partition's replica list when its move was first
-	// requested (absent from requests other tools write): cancelling the
-	// move goes back to it, and it tells the replicas being added from
-	// those being removed.
+	// requested (the controller records it for requests other tools write
+	// without it): cancelling the move goes back to it, and it tells the
+	// replicas being added from those being removed.
 	Original []int32 `json:"original,omitempty"`
 }
 
@@ -162,8 +163,8 @@ func mergeMoves(store coord.Store, z *reassignZnode, moves []Reassignment) ([]er
 			case at < 0:
 				errs[i] = fmt.Errorf("%w: %s/%d", ErrNoReassignmentInProgress, m.Topic, m.Partition)
 			case z.Partitions[at].Original == nil:
-				errs[i] = fmt.Errorf("%w: %s/%d: the move was requested without its original replicas; reassign it explicitly",
-					ErrInvalidReplicaAssignment, m.Topic, m.Partition)
+				errs[i] = fmt.Errorf("%w: %s/%d: the move was requested without its original replicas, and the controller has not recorded them yet; "+
+					"try again, or reassign it explicitly", ErrInvalidReplicaAssignment, m.Topic, m.Partition)
 			default:
 				z.Partitions[at].Replicas = z.Partitions[at].Original
 			}
@@ -286,6 +287,9 @@ func (c *Cluster) reassignPass(epoch int32) {
 		c.finishReassignments(nil, stat.Version)
 		return
 	}
+	if c.recordOriginals(&z, stat.Version) {
+		return
+	}
 	alive := AliveSet(c.Brokers())
 	var pending []Reassignment
 	for _, m := range z.Partitions {
@@ -296,6 +300,39 @@ func (c *Cluster) reassignPass(epoch int32) {
 	if len(pending) < len(z.Partitions) {
 		c.finishReassignments(pending, stat.Version)
 	}
+}
+
+// recordOriginals fills in the replicas before the move for entries that
+// lack them (requests other tools write to the znode), from the
+// partitions' assignments, and writes the request back. The controller
+// takes no step of a move before its original is recorded, so the
+// assignment is still the one before the move, and a cancel can go back to
+// it. It reports whether it wrote (or lost the compare-and-set): the write
+// brings the next pass, which steps the moves.
+func (c *Cluster) recordOriginals(z *reassignZnode, version int32) bool {
+	recorded := false
+	for i, m := range z.Partitions {
+		if m.Original != nil {
+			continue
+		}
+		t, ok := c.Topic(m.Topic)
+		if !ok || m.Partition < 0 || int(m.Partition) >= len(t.Partitions) || len(t.Partitions[m.Partition].Replicas) == 0 {
+			continue // reassignStep drops or waits for it
+		}
+		z.Partitions[i].Original = slices.Clone(t.Partitions[m.Partition].Replicas)
+		recorded = true
+	}
+	if !recorded {
+		return false
+	}
+	_, err := c.store.Set(reassignPath, mustJSON(z), version)
+	switch {
+	case err == nil:
+		c.logger.Info("recorded the replicas before the moves of a reassignment request")
+	case !errors.Is(err, coord.ErrBadVersion) && !errors.Is(err, coord.ErrNoNode):
+		c.logger.Warn("recording the replicas before the moves", "err", err)
+	}
+	return true
 }
 
 // finishReassignments rewrites the request with what is still pending, or

@@ -86,14 +86,23 @@ func TestAlterReassignmentsMergesAndCancels(t *testing.T) {
 		t.Fatalf("after cancelling partition 0: %+v %v; want it moving back to [0 1]", pending, err)
 	}
 
-	// A move another tool wrote has no original replicas to go back to.
+	// A move another tool wrote has no original replicas; the controller
+	// records them before its first step, and a cancel goes back to them.
 	if err := e.store.Delete(reassignPath, -1); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.store.Create(reassignPath, []byte(`{"version":1,"partitions":[{"topic":"moving","partition":1,"replicas":[0,1]}]}`), coord.Persistent); err != nil {
 		t.Fatal(err)
 	}
-	alter([]error{ErrInvalidReplicaAssignment}, Reassignment{Topic: "moving", Partition: 1})
+	e.c.reassignPass(1)
+	if got, want := request(), `{"version":1,"partitions":[{"topic":"moving","partition":1,"replicas":[0,1],"original":[1,2]}]}`; got != want {
+		t.Fatalf("after a controller pass: request %s\nwant    %s", got, want)
+	}
+	alter([]error{nil}, Reassignment{Topic: "moving", Partition: 1})
+	pending, err = PendingReassignments(e.store)
+	if err != nil || len(pending) != 1 || !slices.Equal(pending[0].Replicas, []int32{1, 2}) {
+		t.Fatalf("after cancelling the other tool's move: %+v %v; want it moving back to [1 2]", pending, err)
+	}
 }
 
 // TestReassignmentRequestAndSteps writes a reassignment request and drives
