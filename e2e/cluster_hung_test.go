@@ -19,20 +19,10 @@ func TestClientCommandsWithHungBroker(t *testing.T) {
 	c := startLocalClusterWith(t, 3, 1, "zookeeper.session.timeout.ms=60000")
 	c.createReplicatedTopic(topic, 3)
 	adm := c.admin()
-	md, err := adm.Metadata(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var hung int32
-	for _, id := range c.initial {
-		if id != md.Controller {
-			hung = id
-			break
-		}
-	}
+	hung, others := c.notController(adm)
 	c.signal(hung, syscall.SIGSTOP)
 	t.Cleanup(func() { c.signal(hung, syscall.SIGCONT) })
-	seeds := []string{c.nodes[hung].addr, c.nodes[md.Controller].addr}
+	seeds := []string{c.nodes[hung].addr, c.nodes[others[0]].addr}
 
 	start := time.Now()
 	status, rows := c.clusterStatus(seeds)

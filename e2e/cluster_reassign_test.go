@@ -25,6 +25,26 @@ import (
 	"millrace/broker/coord/zk"
 )
 
+// notController returns a broker that is not the controller (the one a test
+// stops while the controller goes on) and the others, in ID order.
+func (c *localCluster) notController(adm *kadm.Client) (int32, []int32) {
+	c.t.Helper()
+	md, err := adm.Metadata(c.t.Context())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var pick int32 = -1
+	var others []int32
+	for _, id := range c.initial {
+		if id != md.Controller && pick < 0 {
+			pick = id
+		} else {
+			others = append(others, id)
+		}
+	}
+	return pick, others
+}
+
 // createAssignedTopic creates a topic with an explicit replica list per
 // partition and min.insync.replicas=2, and waits for full replication.
 func (c *localCluster) createAssignedTopic(topic string, assignment [][]int32) {
@@ -192,19 +212,7 @@ func TestClusterReassignThroughKafkaAPI(t *testing.T) {
 	defer cancel()
 	// The broker to stop is not the controller, which answers the
 	// reassignment requests; the topic starts on the other two.
-	md, err := adm.Metadata(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stopped int32
-	var others []int32
-	for _, id := range []int32{1, 2, 3} {
-		if id != md.Controller && stopped == 0 {
-			stopped = id
-		} else {
-			others = append(others, id)
-		}
-	}
+	stopped, others := c.notController(adm)
 	c.createAssignedTopic(topic, [][]int32{others, {others[1], others[0]}})
 	producer := c.client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
 	for i := 0; i < 200; i++ {
@@ -269,7 +277,7 @@ func TestClusterReassignThroughKafkaAPI(t *testing.T) {
 	t.Logf("listed while waiting: %+v", waiting)
 	// `cluster status` lists the move too, and does not hang on the
 	// stopped broker's disk columns.
-	status := run(t, 60*time.Second, "", millraceBin, "cluster", "status", "--brokers", c.nodes[md.Controller].addr)
+	status := run(t, 60*time.Second, "", millraceBin, "cluster", "status", "--brokers", c.nodes[others[0]].addr)
 	t.Logf("cluster status while the move waits:\n%s", status)
 	if want := fmt.Sprintf("reassignments in progress: 1\n  %s/0 (replicas %s, adding %d, removing %d)\n", topic,
 		joinIDs(waiting.Replicas), stopped, others[1]); !strings.Contains(status, want) {
@@ -317,19 +325,7 @@ func TestClusterReassignWrittenByAnotherTool(t *testing.T) {
 	c := startLocalClusterWith(t, 3, 1, "zookeeper.session.timeout.ms=60000")
 	adm := c.admin()
 	ctx := t.Context()
-	md, err := adm.Metadata(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stopped int32
-	var others []int32
-	for _, id := range []int32{1, 2, 3} {
-		if id != md.Controller && stopped == 0 {
-			stopped = id
-		} else {
-			others = append(others, id)
-		}
-	}
+	stopped, others := c.notController(adm)
 	c.createAssignedTopic(topic, [][]int32{others})
 	c.signal(stopped, syscall.SIGSTOP)
 	continued := false
