@@ -324,6 +324,15 @@ func TestSinkReplacesAStoppedWorker(t *testing.T) {
 
 	// Twice: the second worker, started in place of the first, stops too.
 	sink.waitLog("sink worker stopped; starting a new one", 2, time.Minute)
+	// The sink re-executed itself to return freed memory lazily (see
+	// internal/lazyfree): the running image has the setting, once.
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", sink.pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(environ), "\x00GODEBUG=madvdontneed=0\x00"); n != 1 {
+		t.Errorf("the sink's environment has GODEBUG=madvdontneed=0 %d times, want once: %q", n, environ)
+	}
 	if err := os.Remove(blocker); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"millrace/internal/lazyfree"
 	"millrace/sinks/lake"
 	"millrace/sinks/store"
 )
@@ -127,6 +128,11 @@ func runSink(ctx context.Context, e env, args []string) error {
 	}
 	if err := cfg.Lake.Validate(); err != nil {
 		return usageError("%v", err)
+	}
+	// Once the arguments are known to be good, so that a usage error is
+	// reported by the first run; on success this does not return.
+	if err := lazyfree.Reexec(); err != nil {
+		logger.Warn("freed memory goes back to the kernel at once (slower)", "err", err)
 	}
 	if *crashAfter > 0 {
 		var published atomic.Int64

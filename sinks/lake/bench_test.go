@@ -13,6 +13,8 @@ import (
 
 	_ "github.com/duckdb/duckdb-go/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/lazyfree"
 )
 
 // benchClicks returns n click records (as the beacon writes them) whose event
@@ -147,4 +149,13 @@ func benchBoth(b *testing.B, db *sql.DB, recs []*kgo.Record, jsonPath, codec str
 	b.ReportMetric(lakeRate, "lake_rows/cpu-s")
 	b.ReportMetric(duckRate, "duckdb_rows/cpu-s")
 	b.ReportMetric(lakeRate/duckRate, "ratio")
+}
+
+// TestMain runs the package's tests and benchmarks as `millrace sink` runs:
+// with freed memory going back to the kernel lazily (internal/lazyfree).
+func TestMain(m *testing.M) {
+	if err := lazyfree.Reexec(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	os.Exit(m.Run())
 }
