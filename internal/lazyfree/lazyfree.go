@@ -39,12 +39,10 @@ func Reexec() error {
 	if !ok || runtime.GOOS != "linux" {
 		return nil
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("lazyfree: find own executable: %w", err)
-	}
-	if err := syscall.Exec(exe, os.Args, env); err != nil {
-		return fmt.Errorf("lazyfree: re-execute %s: %w", exe, err)
+	// /proc/self/exe is the very file this process runs, even if its path
+	// has since been replaced (an upgrade in place) or removed.
+	if err := syscall.Exec("/proc/self/exe", os.Args, env); err != nil {
+		return fmt.Errorf("lazyfree: re-execute self: %w", err)
 	}
 	return nil // not reached: Exec does not return on success
 }
