@@ -25,20 +25,13 @@ import (
 // file's lines may be finished. Such a file is "drained": read to EOF,
 // closed after close_inactive, and forgotten.
 
-// dirEntryInfo is one regular file of a directory listing.
-type dirEntryInfo struct {
-	path string
-	key  fileKey
-	size int64
-}
-
 // listDir returns the regular files directly in dir, sorted by name.
-func listDir(dir string) []dirEntryInfo {
+func listDir(dir string) []found {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil
 	}
-	var out []dirEntryInfo
+	var out []found
 	for _, e := range ents {
 		if !e.Type().IsRegular() {
 			continue
@@ -51,7 +44,7 @@ func listDir(dir string) []dirEntryInfo {
 		if !ok {
 			continue
 		}
-		out = append(out, dirEntryInfo{path: filepath.Join(dir, e.Name()), key: k, size: fi.Size()})
+		out = append(out, found{path: filepath.Join(dir, e.Name()), key: k, size: fi.Size()})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].path < out[j].path })
 	return out
@@ -68,7 +61,7 @@ type identity struct {
 // locate finds id among files (a listing of its directory), skipping files
 // in busy (followed under other identities). It returns the file and
 // whether it has bytes after id.offset. A same-inode match wins over a copy.
-func locate(files []dirEntryInfo, id identity, busy map[fileKey]bool) (dirEntryInfo, bool) {
+func locate(files []found, id identity, busy map[fileKey]bool) (found, bool) {
 	for _, f := range files {
 		if f.key == id.key && fingerprintAt(f.path, id.fpLen, id.fpHash) {
 			// The file itself: it has more to read, or nothing does.
@@ -77,7 +70,7 @@ func locate(files []dirEntryInfo, id identity, busy map[fileKey]bool) (dirEntryI
 	}
 	if id.fpLen == 0 {
 		// An empty prefix matches every file: no way to recognise a copy.
-		return dirEntryInfo{}, false
+		return found{}, false
 	}
 	for _, f := range files {
 		if f.key == id.key || busy[f.key] || f.size <= id.offset || f.size < int64(id.fpLen) {
@@ -87,7 +80,7 @@ func locate(files []dirEntryInfo, id identity, busy map[fileKey]bool) (dirEntryI
 			return f, true
 		}
 	}
-	return dirEntryInfo{}, false
+	return found{}, false
 }
 
 // fingerprintAt reports whether the first n bytes of the file at path hash
@@ -118,7 +111,7 @@ func (t *Tailer) busyKeys() map[fileKey]bool {
 
 // drainAt points h at f, out of the globs, to be read to EOF from its
 // position and then forgotten.
-func (t *Tailer) drainAt(h *harvester, f dirEntryInfo, why string) {
+func (t *Tailer) drainAt(h *harvester, f found, why string) {
 	t.logger.Info("finishing file outside the globs", "source", h.source, "path", f.path, "offset", h.readPos, "size", f.size, "why", why)
 	h.mu.Lock()
 	h.path, h.dev, h.ino, h.size = f.path, f.key.dev, f.key.ino, f.size
@@ -196,7 +189,7 @@ func (t *Tailer) resumeDormant(stale map[string]RegistryEntry, now time.Time) {
 				continue
 			}
 			busy[f.key] = true
-			h := t.newHarvester(e.ID, e.Source, found{path: f.path, key: f.key, size: f.size}, e.Offset, now)
+			h := t.newHarvester(e.ID, e.Source, f, e.Offset, now)
 			h.fpLen, h.fpHash = e.FingerprintLen, e.Fingerprint
 			t.drainAt(h, f, "left the globs while stopped")
 			resumed = append(resumed, h)

@@ -15,7 +15,7 @@ import (
 // fileKey is a file's device and inode.
 type fileKey struct{ dev, ino uint64 }
 
-// found is one file a scan matched.
+// found is one regular file a scan matched or a directory listing holds.
 type found struct {
 	path string
 	key  fileKey

@@ -269,8 +269,8 @@ func TestConfigOverrides(t *testing.T) {
 		t.Fatalf("values %v overrides %v err %v", values, overrides, err)
 	}
 	_, l, _ := e.c.Partition("c", 0)
-	if l.Config().SegmentMs != time.Second {
-		t.Fatalf("open log not reconfigured: %v", l.Config().SegmentMs)
+	if l.Config().SegmentAge != time.Second {
+		t.Fatalf("open log not reconfigured: %v", l.Config().SegmentAge)
 	}
 	for _, bad := range []map[string]string{{"segment.ms": "x"}, {"nope": "1"}, {"min.insync.replicas": "0"}, {"cleanup.policy": "compact"}} {
 		if err := e.c.AlterConfig("c", bad, false); !errors.Is(err, ErrInvalidConfig) {

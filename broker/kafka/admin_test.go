@@ -213,7 +213,7 @@ func TestAdminConfigs(t *testing.T) {
 		t.Fatalf("retention.ms after delete: %+v", c)
 	}
 	l, _ := tb.logs.Get("cfg", 0)
-	if got := l.Config().SegmentMs; got != time.Hour {
+	if got := l.Config().SegmentAge; got != time.Hour {
 		t.Fatalf("the open log's segment.ms is %v after the alter, want 1h", got)
 	}
 
@@ -407,7 +407,7 @@ func TestRestartKeepsTopics(t *testing.T) {
 		t.Fatal("a deleted topic came back")
 	}
 	l, ok := tb.logs.Get("kept", 1)
-	if !ok || l.Config().RetentionMs != 5*time.Second {
+	if !ok || l.Config().Retention != 5*time.Second {
 		t.Fatalf("log of kept-1 after restart: %v", ok)
 	}
 }

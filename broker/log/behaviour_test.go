@@ -143,7 +143,7 @@ func TestRollBySizeAndAge(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1000, 0)}
 	cfg := DefaultConfig()
 	cfg.SegmentBytes = 1000
-	cfg.SegmentMs = time.Hour
+	cfg.SegmentAge = time.Hour
 	l := openTest(t, t.TempDir(), cfg, options{now: clock.now})
 	defer l.Close()
 	b := makeBatch(1, 300, 1, 1) // ~380 bytes

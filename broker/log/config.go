@@ -23,9 +23,9 @@ type Config struct {
 	// SegmentBytes (segment.bytes, default 1 GiB): roll to a new segment
 	// before an append that would make the active one larger than this.
 	SegmentBytes int64
-	// SegmentMs (segment.ms, default 7 days): roll when the active segment's
+	// SegmentAge (segment.ms, default 7 days): roll when the active segment's
 	// first append is older than this.
-	SegmentMs time.Duration
+	SegmentAge time.Duration
 	// SegmentIndexBytes (segment.index.bytes, default 10 MiB): roll when the
 	// offset or time index of the active segment would grow beyond this.
 	SegmentIndexBytes int
@@ -35,12 +35,12 @@ type Config struct {
 	// FlushMessages (flush.messages, default MaxInt64): fsync after this many
 	// records since the last flush.
 	FlushMessages int64
-	// FlushMs (flush.ms, default never): fsync when the last flush is older
+	// FlushInterval (flush.ms, default never): fsync when the last flush is older
 	// than this (checked by FlushIfDue).
-	FlushMs time.Duration
-	// RetentionMs (retention.ms, default 7 days; <0 unlimited): delete a
+	FlushInterval time.Duration
+	// Retention (retention.ms, default 7 days; <0 unlimited): delete a
 	// segment whose largest timestamp is older than this.
-	RetentionMs time.Duration
+	Retention time.Duration
 	// RetentionBytes (retention.bytes, default -1 = unlimited): delete the
 	// oldest segments while the log is larger than this.
 	RetentionBytes int64
@@ -59,12 +59,12 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		SegmentBytes:         1 << 30,
-		SegmentMs:            7 * 24 * time.Hour,
+		SegmentAge:           7 * 24 * time.Hour,
 		SegmentIndexBytes:    10 << 20,
 		IndexIntervalBytes:   4096,
 		FlushMessages:        math.MaxInt64,
-		FlushMs:              never,
-		RetentionMs:          7 * 24 * time.Hour,
+		FlushInterval:        never,
+		Retention:            7 * 24 * time.Hour,
 		RetentionBytes:       -1,
 		MaxMessageBytes:      1048588,
 		FileDeleteDelay:      time.Minute,
@@ -78,8 +78,8 @@ func (c Config) Validate() error {
 	if c.SegmentBytes < batchHeaderSize || c.SegmentBytes > math.MaxInt32 {
 		errs = append(errs, fmt.Errorf("segment.bytes %d must be between %d (one batch header) and %d (file positions are 32-bit)", c.SegmentBytes, batchHeaderSize, math.MaxInt32))
 	}
-	if c.SegmentMs < time.Millisecond {
-		errs = append(errs, fmt.Errorf("segment.ms %v must be at least 1 ms", c.SegmentMs))
+	if c.SegmentAge < time.Millisecond {
+		errs = append(errs, fmt.Errorf("segment.ms %v must be at least 1 ms", c.SegmentAge))
 	}
 	if c.SegmentIndexBytes < timeIndexEntrySize {
 		errs = append(errs, fmt.Errorf("segment.index.bytes %d must hold at least one index entry (%d bytes)", c.SegmentIndexBytes, timeIndexEntrySize))
@@ -90,8 +90,8 @@ func (c Config) Validate() error {
 	if c.FlushMessages < 1 {
 		errs = append(errs, fmt.Errorf("flush.messages %d must be at least 1", c.FlushMessages))
 	}
-	if c.FlushMs < 0 {
-		errs = append(errs, fmt.Errorf("flush.ms %v must not be negative", c.FlushMs))
+	if c.FlushInterval < 0 {
+		errs = append(errs, fmt.Errorf("flush.ms %v must not be negative", c.FlushInterval))
 	}
 	if c.MaxMessageBytes < batchHeaderSize {
 		errs = append(errs, fmt.Errorf("max.message.bytes %d cannot hold even a batch header (%d bytes)", c.MaxMessageBytes, batchHeaderSize))
@@ -140,7 +140,7 @@ func (c *Config) Set(name, value string) error {
 	case "segment.bytes":
 		c.SegmentBytes = v
 	case "segment.ms":
-		c.SegmentMs = msToDuration(v)
+		c.SegmentAge = msToDuration(v)
 	case "segment.index.bytes":
 		c.SegmentIndexBytes, err = toInt(name, v)
 	case "index.interval.bytes":
@@ -148,9 +148,9 @@ func (c *Config) Set(name, value string) error {
 	case "flush.messages":
 		c.FlushMessages = v
 	case "flush.ms":
-		c.FlushMs = msToDuration(v)
+		c.FlushInterval = msToDuration(v)
 	case "retention.ms":
-		c.RetentionMs = msToDuration(v)
+		c.Retention = msToDuration(v)
 	case "retention.bytes":
 		c.RetentionBytes = v
 	case "max.message.bytes":
@@ -167,12 +167,12 @@ func (c *Config) Set(name, value string) error {
 func (c Config) Values() map[string]string {
 	return map[string]string{
 		"segment.bytes":          strconv.FormatInt(c.SegmentBytes, 10),
-		"segment.ms":             durationToMs(c.SegmentMs),
+		"segment.ms":             durationToMs(c.SegmentAge),
 		"segment.index.bytes":    strconv.Itoa(c.SegmentIndexBytes),
 		"index.interval.bytes":   strconv.Itoa(c.IndexIntervalBytes),
 		"flush.messages":         strconv.FormatInt(c.FlushMessages, 10),
-		"flush.ms":               durationToMs(c.FlushMs),
-		"retention.ms":           durationToMs(c.RetentionMs),
+		"flush.ms":               durationToMs(c.FlushInterval),
+		"retention.ms":           durationToMs(c.Retention),
 		"retention.bytes":        strconv.FormatInt(c.RetentionBytes, 10),
 		"max.message.bytes":      strconv.Itoa(c.MaxMessageBytes),
 		"file.delete.delay.ms":   durationToMs(c.FileDeleteDelay),

@@ -550,7 +550,7 @@ func (l *Log) shouldRollLocked(s *segment, cfg Config, n int64, next int64, now 
 	indexFull := (len(s.index)+1)*offsetIndexEntrySize > cfg.SegmentIndexBytes || (len(s.times)+1)*timeIndexEntrySize > cfg.SegmentIndexBytes
 	s.mu.Unlock()
 	return s.size+n > cfg.SegmentBytes ||
-		now.Sub(s.firstAppend) >= cfg.SegmentMs ||
+		now.Sub(s.firstAppend) >= cfg.SegmentAge ||
 		indexFull ||
 		next-1-s.baseOffset > maxRelativeOffset
 }
@@ -608,7 +608,7 @@ func (l *Log) Flush() error {
 func (l *Log) FlushIfDue(now time.Time) error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
-	if l.closed || l.unflushed == 0 || l.cfg.FlushMs == never || now.Sub(l.lastFlush) < l.cfg.FlushMs {
+	if l.closed || l.unflushed == 0 || l.cfg.FlushInterval == never || now.Sub(l.lastFlush) < l.cfg.FlushInterval {
 		return nil
 	}
 	if l.writeErr != nil {

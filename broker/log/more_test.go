@@ -198,7 +198,7 @@ func TestRetentionWhileReading(t *testing.T) {
 func TestRetentionByTimeKeepsActive(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.SegmentBytes = 500
-	cfg.RetentionMs = time.Hour
+	cfg.Retention = time.Hour
 	l := openTest(t, t.TempDir(), cfg, options{})
 	defer l.Close()
 	for i := 0; i < 10; i++ {
@@ -300,7 +300,7 @@ func TestConfig(t *testing.T) {
 	if d != c {
 		t.Fatalf("round trip: %+v", d)
 	}
-	if err := d.Set("retention.ms", "-1"); err != nil || d.RetentionMs >= 0 {
+	if err := d.Set("retention.ms", "-1"); err != nil || d.Retention >= 0 {
 		t.Fatalf("unlimited retention: %v", err)
 	}
 	if err := d.Set("no.such", "1"); err == nil {
@@ -326,7 +326,7 @@ func TestManager(t *testing.T) {
 	}
 	cfg := DefaultConfig()
 	cfg.SegmentBytes = 500
-	cfg.RetentionMs = time.Hour
+	cfg.Retention = time.Hour
 	l, err := m.Create("clicks", 3, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -25,8 +25,8 @@ func (l *Log) EnforceRetention(now time.Time) (deleted int, err error) {
 	for n < last && segs[n+1].baseOffset <= l.startOffset {
 		n++
 	}
-	if cfg.RetentionMs >= 0 {
-		cutoff := now.Add(-cfg.RetentionMs).UnixMilli()
+	if cfg.Retention >= 0 {
+		cutoff := now.Add(-cfg.Retention).UnixMilli()
 		for n < last && segs[n].maxTimestamp < cutoff {
 			n++
 		}

@@ -22,7 +22,7 @@ import (
 // Reply header:     xid int32, zxid int64, err int32.
 const (
 	opCloseSession int32 = -11
-	closeXid             = 1
+	closeXid       int32 = 1
 	// maxHandshake bounds the connect response this file will buffer; a real
 	// one is about 40 bytes.
 	maxHandshake = 1024
@@ -192,7 +192,7 @@ func closeSession(host string, id int64, passwd []byte, timeout time.Duration) e
 	connect = append(connect, 0) // not read-only
 	out = binary.BigEndian.AppendUint32(out, uint32(len(connect)))
 	out = append(out, connect...)
-	closeReq := binary.BigEndian.AppendUint32(nil, closeXid)
+	closeReq := binary.BigEndian.AppendUint32(nil, uint32(closeXid))
 	closeReq = binary.BigEndian.AppendUint32(closeReq, closeType())
 	out = binary.BigEndian.AppendUint32(out, uint32(len(closeReq)))
 	out = append(out, closeReq...)
