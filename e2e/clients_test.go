@@ -61,17 +61,17 @@ func TestKcat(t *testing.T) {
 	}
 	sort.Strings(want)
 
-	got := strings.Split(strings.TrimSpace(run(t, 30*time.Second, "", "kcat", "-b", b.addr, "-C", "-t", "kc", "-o", "beginning", "-e", "-q", "-f", "%s\n")), "\n")
+	got := outputLines(run(t, 30*time.Second, "", "kcat", "-b", b.addr, "-C", "-t", "kc", "-o", "beginning", "-e", "-q", "-f", "%s\n"))
 	sort.Strings(got)
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("kcat -C read %d lines, want the %d produced (first difference at %d)", len(got), len(want), firstDiff(got, want))
+		t.Fatalf("kcat -C read %d lines, want the %d produced; %s", len(got), len(want), lineDiff(got, want))
 	}
 
-	got = strings.Split(strings.TrimSpace(run(t, 60*time.Second, "", "kcat", "-b", b.addr, "-G", "kcat-group", "kc",
-		"-X", "auto.offset.reset=earliest", "-c", fmt.Sprint(len(want)), "-q", "-f", "%s\n")), "\n")
+	got = outputLines(run(t, 60*time.Second, "", "kcat", "-b", b.addr, "-G", "kcat-group", "kc",
+		"-X", "auto.offset.reset=earliest", "-c", fmt.Sprint(len(want)), "-q", "-f", "%s\n"))
 	sort.Strings(got)
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("kcat -G read %d lines, want %d (first difference at %d)", len(got), len(want), firstDiff(got, want))
+		t.Fatalf("kcat -G read %d lines, want %d; %s", len(got), len(want), lineDiff(got, want))
 	}
 	committed, err := b.admin(t).FetchOffsets(context.Background(), "kcat-group")
 	if err != nil || committed.Error() != nil {
@@ -209,11 +209,36 @@ func TestDescribeProducersAcrossRestart(t *testing.T) {
 	check("after the crash")
 }
 
-func firstDiff(a, b []string) int {
-	for i := range a {
-		if i >= len(b) || a[i] != b[i] {
-			return i
+// outputLines splits a command's output into its lines. Only the final
+// newline goes: the records end in spaces, which are part of the data.
+func outputLines(out string) []string {
+	return strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+}
+
+// lineDiff names the lines missing from got and the extra ones (duplicates
+// included), a few of each.
+func lineDiff(got, want []string) string {
+	count := map[string]int{}
+	for _, l := range want {
+		count[l]++
+	}
+	for _, l := range got {
+		count[l]--
+	}
+	var missing, extra []string
+	for l, n := range count {
+		for ; n > 0; n-- {
+			missing = append(missing, l)
+		}
+		for ; n < 0; n++ {
+			extra = append(extra, l)
 		}
 	}
-	return len(a)
+	sort.Strings(missing)
+	sort.Strings(extra)
+	return fmt.Sprintf("missing %d %q, extra %d %q", len(missing), head(missing, 5), len(extra), head(extra, 5))
+}
+
+func head(s []string, n int) []string {
+	return s[:min(n, len(s))]
 }
