@@ -118,20 +118,47 @@ func startLocalClusterWith(t *testing.T, n, zkNodes int, settings ...string) *lo
 	return c
 }
 
-// brokersSeenBy asks one broker how many live brokers it knows.
-func (c *localCluster) brokersSeenBy(node *clusterNode) int {
+// metadataFrom asks one broker itself (not any broker of the cluster) for
+// its metadata of topics, or of every topic when none is named.
+func metadataFrom(node *clusterNode, topics ...string) (*kmsg.MetadataResponse, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(node.addr))
 	if err != nil {
-		return 0
+		return nil, err
 	}
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+	req := kmsg.NewPtrMetadataRequest()
+	for _, topic := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+	}
+	return req.RequestWith(ctx, cl)
+}
+
+// brokersSeenBy asks one broker how many live brokers it knows.
+func (c *localCluster) brokersSeenBy(node *clusterNode) int {
+	resp, err := metadataFrom(node)
 	if err != nil {
 		return 0
 	}
 	return len(resp.Brokers)
+}
+
+// topicLedFor reports whether one broker knows the topic with all its
+// partitions, each with a leader.
+func topicLedFor(node *clusterNode, topic string, partitions int) bool {
+	resp, err := metadataFrom(node, topic)
+	if err != nil || len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 || len(resp.Topics[0].Partitions) != partitions {
+		return false
+	}
+	for _, p := range resp.Topics[0].Partitions {
+		if p.ErrorCode != 0 || p.Leader < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func readState(t *testing.T, path string) map[string]string {
@@ -271,7 +298,7 @@ func (c *localCluster) fullyReplicated(adm *kadm.Client, topic string) bool {
 }
 
 // createReplicatedTopic creates a topic with RF 3 and min.insync.replicas=2
-// and waits until every partition has a leader.
+// and waits until every partition has a leader and every broker knows it.
 func (c *localCluster) createReplicatedTopic(topic string, partitions int) {
 	c.t.Helper()
 	adm := c.admin()
@@ -283,6 +310,17 @@ func (c *localCluster) createReplicatedTopic(topic string, partitions int) {
 		c.t.Fatalf("create topic: %v %v", err, resp.Err)
 	}
 	c.waitFor("the new topic to be fully replicated", 20*time.Second, func() bool { return c.fullyReplicated(adm, topic) })
+	// The controller's answer can come before the other brokers have read
+	// the new topic from ZooKeeper; a client bootstrapped from one of those
+	// would be told the topic does not exist (kcat -G exits on that).
+	c.waitFor("every broker to know the new topic", 20*time.Second, func() bool {
+		for _, node := range c.nodes {
+			if !topicLedFor(node, topic, partitions) {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // readLogDirect reads a partition's whole log from a stopped broker's data
