@@ -23,7 +23,7 @@ func runBroker(ctx context.Context, e env, args []string) error {
 	zookeeper := f.String("zookeeper", "", "ZooKeeper connect string host:port[,host:port...][/chroot]; runs the broker as part of a replicated cluster (zookeeper.connect)")
 	configFile := f.String("config", "", "Kafka server.properties-style file of broker settings")
 	sets := keyValues{}
-	f.Var(sets, "set", "broker setting name=value by its Kafka name, after --config (repeatable)")
+	f.Var(sets, "set", "broker setting `name=value` by its Kafka name, after --config (repeatable)")
 	logLevel := f.String("log-level", "info", "debug, info, warn or error")
 	metricsAddr := f.String("metrics-listen", "", "serve Prometheus /metrics on this address")
 	if _, err := f.parse(args, 0); err != nil {

@@ -90,6 +90,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		fmt.Fprintf(stderr, "usage: millrace %s\n", cmd.usage)
+		if h := (*helpRequest)(nil); errors.As(err, &h) && h.listing != "" {
+			fmt.Fprintf(stderr, "\nflags:\n%s", h.listing)
+		}
 		return 0
 	case errors.Is(err, errUsage):
 		fmt.Fprintf(stderr, "millrace %s: %v\nusage: millrace %s\n", name, err, cmd.usage)
@@ -117,13 +120,22 @@ func printUsage(w io.Writer) {
 // ("topic create NAME --partitions 3"), as users expect from Kafka's tools.
 type flags struct {
 	*flag.FlagSet
+	shorthands map[string]string // long name -> one-letter alias
 }
 
 func newFlags(name string) flags {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // Main prints one clear line instead of flag's dump.
-	return flags{fs}
+	return flags{fs, map[string]string{}}
 }
+
+// helpRequest is what parse returns for -h or --help: it matches
+// flag.ErrHelp and carries the flags' descriptions, which Main prints under
+// the usage line.
+type helpRequest struct{ listing string }
+
+func (h *helpRequest) Error() string        { return flag.ErrHelp.Error() }
+func (h *helpRequest) Is(target error) bool { return target == flag.ErrHelp }
 
 // parse parses args and returns the positional arguments; want is how many
 // are required (-1: any number).
@@ -132,7 +144,7 @@ func (f flags) parse(args []string, want int) ([]string, error) {
 	for {
 		if err := f.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
+				return nil, &helpRequest{listing: f.listing()}
 			}
 			return nil, usageError("%v", err)
 		}
@@ -147,6 +159,44 @@ func (f flags) parse(args []string, want int) ([]string, error) {
 		return nil, usageError("expected %d argument(s), got %d", want, len(positional))
 	}
 	return positional, nil
+}
+
+// listing describes every flag that has a usage text, in name order: the
+// flag with its value's type, then the text and any default that is not the
+// zero value. Flags without a text (fault injection for tests) stay out.
+func (f flags) listing() string {
+	var b strings.Builder
+	aliases := map[string]bool{}
+	for _, short := range f.shorthands {
+		aliases[short] = true
+	}
+	f.VisitAll(func(fl *flag.Flag) {
+		if fl.Usage == "" || aliases[fl.Name] {
+			return
+		}
+		b.WriteString("  ")
+		if short, ok := f.shorthands[fl.Name]; ok {
+			fmt.Fprintf(&b, "-%s, ", short)
+		}
+		if len(fl.Name) == 1 {
+			b.WriteString("-")
+		} else {
+			b.WriteString("--")
+		}
+		typ, usage := flag.UnquoteUsage(fl)
+		b.WriteString(fl.Name)
+		if typ != "" {
+			fmt.Fprintf(&b, " %s", typ)
+		}
+		fmt.Fprintf(&b, "\n        %s", usage)
+		switch fl.DefValue {
+		case "", "0", "false", "0s", "map[]":
+		default:
+			fmt.Fprintf(&b, " (default %s)", fl.DefValue)
+		}
+		b.WriteString("\n")
+	})
+	return b.String()
 }
 
 // visited reports the flags given on the command line.
@@ -164,6 +214,7 @@ func (f flags) brokers() *string {
 	}
 	p := f.String("brokers", def, "seed brokers, comma-separated")
 	f.StringVar(p, "b", def, "seed brokers (shorthand)")
+	f.shorthands["brokers"] = "b"
 	return p
 }
 

@@ -48,10 +48,10 @@ func runSink(ctx context.Context, e env, args []string) error {
 	brokers := f.brokers()
 	group := f.String("group", "", "consumer group shared by the sink's workers")
 	var topics stringList
-	f.Var(&topics, "topic", "topic to land (repeatable)")
+	f.Var(&topics, "topic", "`topic` to land (repeatable)")
 	schema := f.String("schema", "", "event schema: log, click or metric")
 	var fields stringList
-	f.Var(&fields, "field", "declare an optional typed column NAME:TYPE, TYPE string|int64|double|bool|timestamp "+
+	f.Var(&fields, "field", "declare an optional typed column `NAME:TYPE`, TYPE string|int64|double|bool|timestamp "+
 		"(repeatable; replaces fields: of --config; only ever append)")
 	out := f.String("out", "", "lake root: file:///PATH or s3://BUCKET/PREFIX")
 	s3Endpoint := f.String("s3-endpoint", "", "S3 endpoint URL (default https://s3.amazonaws.com)")

@@ -28,7 +28,7 @@ func topicCreate(ctx context.Context, e env, args []string) error {
 	partitions := f.Int("partitions", -1, "number of partitions (-1: the broker's num.partitions)")
 	replication := f.Int("replication-factor", -1, "replicas per partition (-1: the broker's default)")
 	configs := keyValues{}
-	f.Var(configs, "config", "topic config key=value (repeatable)")
+	f.Var(configs, "config", "topic config `key=value` (repeatable)")
 	pos, err := f.parse(args, 1)
 	if err != nil {
 		return err
@@ -166,7 +166,7 @@ func topicAlter(ctx context.Context, e env, args []string) error {
 	f := newFlags("topic alter")
 	brokers := f.brokers()
 	configs := keyValues{}
-	f.Var(configs, "config", "topic config key=value (repeatable; empty value removes the override)")
+	f.Var(configs, "config", "topic config `key=value` (repeatable; empty value removes the override)")
 	pos, err := f.parse(args, 1)
 	if err != nil {
 		return err
