@@ -146,9 +146,9 @@ func (c *localCluster) brokersSeenBy(node *clusterNode) int {
 	return len(resp.Brokers)
 }
 
-// topicLedFor reports whether one broker knows the topic with all its
+// knowsTopic reports whether one broker knows the topic with all its
 // partitions, each with a leader.
-func topicLedFor(node *clusterNode, topic string, partitions int) bool {
+func knowsTopic(node *clusterNode, topic string, partitions int) bool {
 	resp, err := metadataFrom(node, topic)
 	if err != nil || len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 || len(resp.Topics[0].Partitions) != partitions {
 		return false
@@ -315,7 +315,7 @@ func (c *localCluster) createReplicatedTopic(topic string, partitions int) {
 	// would be told the topic does not exist (kcat -G exits on that).
 	c.waitFor("every broker to know the new topic", 20*time.Second, func() bool {
 		for _, node := range c.nodes {
-			if !topicLedFor(node, topic, partitions) {
+			if !knowsTopic(node, topic, partitions) {
 				return false
 			}
 		}
