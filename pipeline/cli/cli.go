@@ -163,7 +163,8 @@ func (f flags) parse(args []string, want int) ([]string, error) {
 
 // listing describes every flag that has a usage text, in name order: the
 // flag with its value's type, then the text and any default that is not the
-// zero value. Flags without a text (fault injection for tests) stay out.
+// zero value; a one-letter alias stands beside its long name. Flags without
+// a text (fault injection for tests) stay out.
 func (f flags) listing() string {
 	var b strings.Builder
 	aliases := map[string]bool{}
@@ -178,13 +179,8 @@ func (f flags) listing() string {
 		if short, ok := f.shorthands[fl.Name]; ok {
 			fmt.Fprintf(&b, "-%s, ", short)
 		}
-		if len(fl.Name) == 1 {
-			b.WriteString("-")
-		} else {
-			b.WriteString("--")
-		}
 		typ, usage := flag.UnquoteUsage(fl)
-		b.WriteString(fl.Name)
+		b.WriteString("--" + fl.Name)
 		if typ != "" {
 			fmt.Fprintf(&b, " %s", typ)
 		}
