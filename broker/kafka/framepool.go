@@ -11,11 +11,17 @@ import (
 // collection and the scavenger returning and re-faulting the pages. Their
 // buffers are recycled instead, once the Produce handler is done with them.
 //
-// Only Produce frames go back: decoded requests alias their frame
-// (UnsafeReadFrom), and the Produce handler is the one whose request keeps
-// nothing after it returns (topic names it stores are cloned; see
-// producerStates.lockedPartition). Every other frame is left to the
-// garbage collector, as before.
+// Only Produce frames go back. A Produce request is decoded in place
+// (UnsafeReadFrom): its topic names and record batches alias the frame, so
+// whatever the Produce path keeps after the handler returns must be a copy.
+// It keeps topic names in two places, both cloned: the producer state of a
+// partition (producerStates.lockedPartition) and the per-topic metric labels
+// (brokerMetrics.produced). Everything else it touches is a lookup (cluster
+// model, replication, data waiters), is written out before it returns
+// (segment WriteAt, slog's synchronous handlers, the encoded response) or is
+// a number (producer state batches). Other requests are decoded with copied
+// strings, though their byte slices (group member metadata, assignments)
+// still alias the frame; their frames are left to the garbage collector.
 //
 // A pooled buffer is used for a frame only when one big enough is already
 // free; otherwise the frame grows with the bytes that arrive (readFrame), so

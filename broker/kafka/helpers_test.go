@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/broker/cluster"
@@ -57,9 +58,10 @@ type testBroker struct {
 }
 
 type testOptions struct {
-	dir   string
-	cfg   func(*Config)
-	group group.Config
+	dir     string
+	cfg     func(*Config)
+	group   group.Config
+	metrics prometheus.Registerer
 }
 
 func withConfig(f func(*Config)) func(*testOptions) {
@@ -68,6 +70,11 @@ func withConfig(f func(*Config)) func(*testOptions) {
 
 func withDir(dir string) func(*testOptions) {
 	return func(o *testOptions) { o.dir = dir }
+}
+
+// withMetrics registers the broker's metrics with reg.
+func withMetrics(reg prometheus.Registerer) func(*testOptions) {
+	return func(o *testOptions) { o.metrics = reg }
 }
 
 func withGroupConfig(cfg group.Config) func(*testOptions) {
@@ -111,7 +118,7 @@ func startBroker(t testing.TB, opts ...func(*testOptions)) *testBroker {
 		return ok
 	}
 	tb.groups = group.New(tb.store, o.group, logger)
-	if tb.broker, err = New(cfg, Deps{Cluster: tb.cluster, Groups: tb.groups, Logs: tb.logs, Store: tb.store}, logger); err != nil {
+	if tb.broker, err = New(cfg, Deps{Cluster: tb.cluster, Groups: tb.groups, Logs: tb.logs, Store: tb.store, Metrics: o.metrics}, logger); err != nil {
 		t.Fatal(err)
 	}
 	if err := tb.broker.Listen(); err != nil {

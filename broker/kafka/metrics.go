@@ -3,6 +3,7 @@ package kafka
 import (
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,8 +73,11 @@ func (m *brokerMetrics) served(key int16, start time.Time) {
 	m.latency.WithLabelValues(api).Observe(time.Since(start).Seconds())
 }
 
-// produced records one successful append.
+// produced records one successful append. The topic name may point into a
+// Produce frame that is reused once the request is answered (framepool.go),
+// and a new label value is kept by the metric for good: it is copied.
 func (m *brokerMetrics) produced(topic string, records, bytes int) {
+	topic = strings.Clone(topic)
 	m.producedRecs.WithLabelValues(topic).Add(float64(records))
 	m.producedBytes.WithLabelValues(topic).Add(float64(bytes))
 }

@@ -1,6 +1,8 @@
 package kafka
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -90,5 +92,48 @@ func TestDiskCollector(t *testing.T) {
 	}
 	if u, total := got["millrace_broker_log_dir_usable_bytes"], got["millrace_broker_log_dir_total_bytes"]; u <= 0 || total < u {
 		t.Errorf("volume gauges: usable %v, total %v", u, total)
+	}
+}
+
+// TestProducedTopicLabelsSurviveFrameReuse produces with Produce v7, as
+// librdkafka and kafka-python do, where the topic name is a string inside
+// the request frame. Two frames of one size class on one connection reuse
+// one pooled buffer (framepool.go), so a label that aliased the first frame
+// would read the second topic's name: the registry then holds two series
+// with the same labels and Gather fails ("collected before").
+func TestProducedTopicLabelsSurviveFrameReuse(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	tb := startBroker(t, withMetrics(reg))
+	topics := []string{"labels-first", "labels-other"} // same length: same frame size
+	for _, topic := range topics {
+		tb.createTopic(topic, 1, nil)
+	}
+	c := dial(t, tb.addr)
+	value := strings.Repeat("v", 2*frameClassMin) // a frame big enough to be pooled
+	for i, topic := range topics {
+		if sp := c.produceRaw(7, topic, 0, 1, makeBatch(t, plainBatch(value)), int32(i)); sp.ErrorCode != 0 {
+			t.Fatalf("produce to %s: error %d", topic, sp.ErrorCode)
+		}
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gathering metrics: %v", err)
+	}
+	var got []string
+	for _, f := range families {
+		if f.GetName() != "millrace_broker_produced_records_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "topic" {
+					got = append(got, l.GetValue())
+				}
+			}
+		}
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, topics) {
+		t.Fatalf("produced_records_total topic labels %q, want %q", got, topics)
 	}
 }

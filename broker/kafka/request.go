@@ -103,9 +103,14 @@ func parseRequest(frame []byte) (*request, error) {
 			return r, closef("API key %d version %d: malformed header tags: %v", r.key, r.version, err)
 		}
 	}
-	// The frame is this request's own buffer, never reused, so the decoded
-	// request may alias it instead of copying every string and byte slice.
-	if u, ok := body.(kmsg.UnsafeReadFrom); ok {
+	// A Produce request is decoded in place: its record batches and topic
+	// names alias the frame, which is recycled once the request is answered
+	// (framepool.go), so the Produce path copies whatever it keeps. Every
+	// other request is decoded with copied strings: what their handlers keep
+	// (group, member and client IDs, topic names in the group coordinator,
+	// config names) then owns its few bytes instead of pinning the whole
+	// frame, and no handler has to remember to copy.
+	if u, ok := body.(kmsg.UnsafeReadFrom); ok && r.key == produceKey {
 		err = u.UnsafeReadFrom(rest)
 	} else {
 		err = body.ReadFrom(rest)
