@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"sync"
@@ -64,18 +65,23 @@ const retryInterval = 500 * time.Millisecond
 
 // Register publishes this broker at /brokers/ids/<id> (ephemeral) with the
 // address clients should use, loads the live brokers and keeps both current
-// until Close. It fails if another live session holds the broker ID.
+// until Close.
+//
+// A broker restarted right after a crash finds its ID still held by its
+// previous life: ZooKeeper keeps that session's ephemerals until the session
+// expires, up to the session timeout after its last heartbeat. So when
+// another session holds the ID, Register waits for that node to go (watching
+// it, and logging once) for up to registrationWait, then registers. Only an
+// ID still held after that is refused, naming the address of the broker that
+// holds it: another live broker was given the same broker.id.
 func (c *Cluster) Register(host string, port int32, rack string) error {
 	z := brokerZnode{Version: 4, Host: host, Port: port}
 	if rack != "" {
 		z.Rack = &rack
 	}
 	reg := &registration{c: c, data: mustJSON(z), stopping: make(chan struct{}), done: make(chan struct{})}
-	if _, err := c.store.Create(brokerPath(c.cfg.BrokerID), reg.data, coord.Ephemeral); err != nil {
-		if errors.Is(err, coord.ErrNodeExists) {
-			return fmt.Errorf("cluster: broker id %d is already registered by another live broker: %w", c.cfg.BrokerID, err)
-		}
-		return fmt.Errorf("cluster: registering broker %d: %w", c.cfg.BrokerID, err)
+	if err := c.claimBrokerID(reg.data); err != nil {
+		return err
 	}
 	watch, err := reg.refresh()
 	if err != nil {
@@ -91,6 +97,85 @@ func (c *Cluster) Register(host string, port int32, rack string) error {
 	go reg.run(watch)
 	c.logger.Info("broker registered", "broker_id", c.cfg.BrokerID, "host", host, "port", port)
 	return nil
+}
+
+// registrationWait is how long Register waits for another session's hold on
+// this broker's ID to end: the session timeout, plus half of it for the
+// server to notice. ZooKeeper checks for expired sessions once per tick and
+// grants a session timeout only when it is at least two ticks
+// (minSessionTimeout), so half the timeout covers the tick by which the
+// expiry may come late. A single broker (embedded coordination) does not
+// wait: the sessions of its previous run died with it and their ephemerals
+// were dropped when the store was opened, so a holder is alive in this
+// process.
+func (c *Cluster) registrationWait() time.Duration {
+	if !c.cfg.Replicated {
+		return 0
+	}
+	return c.cfg.SessionTimeout + c.cfg.SessionTimeout/2
+}
+
+// claimBrokerID creates this broker's ephemeral registration, waiting for up
+// to registrationWait while another session holds it (see Register).
+func (c *Cluster) claimBrokerID(data []byte) error {
+	path := brokerPath(c.cfg.BrokerID)
+	var deadline *time.Timer
+	expired := false
+	for {
+		_, err := c.store.Create(path, data, coord.Ephemeral)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, coord.ErrNodeExists) {
+			return fmt.Errorf("cluster: registering broker %d: %w", c.cfg.BrokerID, err)
+		}
+		held, stat, watch, err := c.store.GetW(path)
+		if errors.Is(err, coord.ErrNoNode) {
+			continue // the other session ended in between: create again
+		}
+		if err != nil {
+			return fmt.Errorf("cluster: reading the registration of broker %d: %w", c.cfg.BrokerID, err)
+		}
+		if stat.EphemeralOwner == c.store.SessionID() {
+			// Ours: a create whose reply was lost to a dropped connection.
+			return nil
+		}
+		holder := holderAddress(held)
+		if expired {
+			return fmt.Errorf("cluster: broker id %d is already registered by another live broker at %s (session 0x%x), still after waiting %v for a previous session to expire; give each broker its own broker.id: %w",
+				c.cfg.BrokerID, holder, stat.EphemeralOwner, c.registrationWait(), coord.ErrNodeExists)
+		}
+		if deadline == nil {
+			deadline = time.NewTimer(c.registrationWait())
+			defer deadline.Stop()
+			// The model loaded at Open may name this broker leader of
+			// partitions its previous run led; others lead them by the
+			// time the wait ends. Lead nothing until Start has read the
+			// model again under this registration.
+			c.sessionOK.Store(false)
+			c.poke()
+			c.logger.Warn("broker id held by another session, likely this broker's previous run; waiting for that session to expire",
+				"broker_id", c.cfg.BrokerID, "held_by", holder, "session", fmt.Sprintf("0x%x", stat.EphemeralOwner), "max_wait", c.registrationWait())
+		}
+		// The watch fires on deletion (the session expired), on a data
+		// change, or with EventNotWatching if our own session ended; each
+		// is a reason to try again.
+		select {
+		case <-watch:
+		case <-deadline.C:
+			expired = true
+		}
+	}
+}
+
+// holderAddress names the broker a registration belongs to, host:port from
+// its data.
+func holderAddress(data []byte) string {
+	var z brokerZnode
+	if err := json.Unmarshal(data, &z); err != nil || z.Host == "" {
+		return fmt.Sprintf("an unreadable registration (%q)", data)
+	}
+	return net.JoinHostPort(z.Host, strconv.Itoa(int(z.Port)))
 }
 
 // refresh re-reads /brokers/ids, arming a watch, and re-creates our node if

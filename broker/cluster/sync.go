@@ -37,6 +37,9 @@ type background struct {
 	syncKick       chan struct{}
 	controllerKick chan struct{}
 
+	// refreshed is set by the first refresh; only runSync touches it.
+	refreshed bool
+
 	mu    sync.Mutex // guards the following
 	armed map[string]bool
 	// resumeAfterRefresh: the session came back after being lost; the
@@ -69,6 +72,9 @@ func (c *Cluster) Start() error {
 		syncKick:       make(chan struct{}, 1),
 		controllerKick: make(chan struct{}, 1),
 		armed:          map[string]bool{},
+		// After a wait in Register the session counts as usable only once
+		// the first refresh has read the model (see claimBrokerID).
+		resumeAfterRefresh: !c.sessionOK.Load(),
 	}
 	c.mu.Lock()
 	if c.closed || c.background != nil {
@@ -248,10 +254,10 @@ func (c *Cluster) refresh(bg *background) error {
 	resume := bg.resumeAfterRefresh
 	bg.resumeAfterRefresh = false
 	bg.mu.Unlock()
-	if resume {
-		c.sessionOK.Store(true)
+	if resume && !c.sessionOK.Swap(true) && bg.refreshed {
 		c.logger.Info("coordination session re-established and model re-read; resuming")
 	}
+	bg.refreshed = true
 	c.poke()
 	return nil
 }
