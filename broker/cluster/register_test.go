@@ -275,6 +275,22 @@ func TestRegisterWaitsForPreviousSession(t *testing.T) {
 			if took := time.Since(start); took > c.registrationWait() {
 				t.Fatalf("Register took %v, more than its bound %v", took, c.registrationWait())
 			}
+			// The model loaded before the wait may name this broker leader
+			// of what others lead by now: it leads nothing and elects no
+			// controller until Start has read the model again.
+			if c.SessionOK() {
+				t.Fatal("SessionOK after a wait in Register, before Start")
+			}
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for !c.SessionOK() || c.ControllerID() != 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("after Start: SessionOK %v, controller %d; want true and this broker", c.SessionOK(), c.ControllerID())
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
 		})
 		t.Run(b.name+"/live", func(t *testing.T) {
 			store := b.connect(t)
