@@ -81,6 +81,12 @@ func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 			return nil, fmt.Errorf("broker: writing %s: %w", metaFile, err)
 		}
 	}
+	// A broker restarted right after a crash finds its ID still held by its
+	// previous run's session: wait for it to expire before binding the
+	// listener and registering (cluster.Register says why).
+	if err = b.cluster.AwaitBrokerID(); err != nil {
+		return nil, err
+	}
 	gcfg := cfg.Group
 	gcfg.PartitionExists = func(topic string, partition int32) bool {
 		_, _, ok := b.cluster.Partition(topic, partition)

@@ -115,22 +115,36 @@ func (c *Cluster) registrationWait() time.Duration {
 	return c.cfg.SessionTimeout + c.cfg.SessionTimeout/2
 }
 
-// claimBrokerID creates this broker's ephemeral registration, waiting for up
-// to registrationWait while another session holds it (see Register).
+// AwaitBrokerID waits, as Register does, until no other session holds this
+// broker's ID, or fails as Register would. A broker calls it before binding
+// its listener: while its previous run still holds the ID, the cluster
+// still sends that run's clients and followers to this address, and a
+// refused connection sends them to look elsewhere at once, where a listener
+// nobody accepts on would leave them waiting on their timeouts.
+func (c *Cluster) AwaitBrokerID() error { return c.claimBrokerID(nil) }
+
+// claimBrokerID creates this broker's ephemeral registration with data,
+// waiting for up to registrationWait while another session holds it (see
+// Register). With nil data it only waits until the ID is free or ours.
 func (c *Cluster) claimBrokerID(data []byte) error {
 	path := brokerPath(c.cfg.BrokerID)
 	var deadline *time.Timer
 	expired := false
 	for {
-		_, err := c.store.Create(path, data, coord.Ephemeral)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, coord.ErrNodeExists) {
-			return fmt.Errorf("cluster: registering broker %d: %w", c.cfg.BrokerID, err)
+		if data != nil {
+			_, err := c.store.Create(path, data, coord.Ephemeral)
+			if err == nil {
+				return nil
+			}
+			if !errors.Is(err, coord.ErrNodeExists) {
+				return fmt.Errorf("cluster: registering broker %d: %w", c.cfg.BrokerID, err)
+			}
 		}
 		held, stat, watch, err := c.store.GetW(path)
 		if errors.Is(err, coord.ErrNoNode) {
+			if data == nil {
+				return nil
+			}
 			continue // the other session ended in between: create again
 		}
 		if err != nil {

@@ -242,9 +242,9 @@ func openRegisterEnv(t *testing.T, b registerBackend, store coord.Store) (*Clust
 }
 
 // TestRegisterWaitsForPreviousSession: a broker restarted after a crash finds
-// its ID held by its previous run's session. Register waits for that session
-// to expire and registers; an ID held by a live session is refused after the
-// wait, naming the holder's address.
+// its ID held by its previous run's session. AwaitBrokerID (and Register)
+// wait for that session to expire, then the broker registers; an ID held by
+// a live session is refused after the wait, naming the holder's address.
 func TestRegisterWaitsForPreviousSession(t *testing.T) {
 	for _, b := range registerBackends(t) {
 		t.Run(b.name+"/expired", func(t *testing.T) {
@@ -258,11 +258,15 @@ func TestRegisterWaitsForPreviousSession(t *testing.T) {
 					expire()
 				}
 			}()
+			// In the broker's order: wait for the ID, bind, register.
 			start := time.Now()
-			err := c.Register("h", 9092, "")
+			err := c.AwaitBrokerID()
 			close(registered)
 			<-expired
 			if err != nil {
+				t.Fatalf("AwaitBrokerID until the previous session expired: %v", err)
+			}
+			if err := c.Register("h", 9092, ""); err != nil {
 				t.Fatalf("Register after the previous session expired: %v", err)
 			}
 			if n, _ := logged.count(waitingMessage); n != 1 {
