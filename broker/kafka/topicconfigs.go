@@ -35,6 +35,7 @@ var configTypes = map[string]int8{
 	"index.interval.bytes":           configTypeInt,
 	"max.message.bytes":              configTypeInt,
 	"message.timestamp.type":         configTypeString,
+	"millrace.flush.on.ack":          configTypeBoolean,
 	"min.insync.replicas":            configTypeInt,
 	"retention.bytes":                configTypeLong,
 	"retention.ms":                   configTypeLong,

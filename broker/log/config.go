@@ -35,9 +35,17 @@ type Config struct {
 	// FlushMessages (flush.messages, default MaxInt64): fsync after this many
 	// records since the last flush.
 	FlushMessages int64
-	// FlushInterval (flush.ms, default never): fsync when the last flush is older
-	// than this (checked by FlushIfDue).
+	// FlushInterval (flush.ms, default never): fsync once the oldest append
+	// not yet fsynced is this old; a timer per log fires at that moment
+	// (flush.go), so it does not wait for the retention check.
 	FlushInterval time.Duration
+	// FlushOnAck (millrace.flush.on.ack, default false; Kafka has no such
+	// setting): a produce is acknowledged only once its records are fsynced
+	// on the leader (and, with replication, on every ISR member before it
+	// counts), and consumers see only fsynced records. Concurrent produces
+	// share one fsync (group commit, flush.go). Off, an ack means "in the
+	// page cache of every ISR member", as in Kafka.
+	FlushOnAck bool
 	// Retention (retention.ms, default 7 days; <0 unlimited): delete a
 	// segment whose largest timestamp is older than this.
 	Retention time.Duration
@@ -108,7 +116,7 @@ func (c Config) Validate() error {
 // configNames lists the Kafka topic-config names Config understands.
 var configNames = []string{
 	"file.delete.delay.ms", "flush.messages", "flush.ms", "index.interval.bytes",
-	"max.message.bytes", "message.timestamp.type", "retention.bytes", "retention.ms",
+	"max.message.bytes", "message.timestamp.type", "millrace.flush.on.ack", "retention.bytes", "retention.ms",
 	"segment.bytes", "segment.index.bytes", "segment.ms",
 }
 
@@ -127,6 +135,14 @@ func (c *Config) Set(name, value string) error {
 			return fmt.Errorf("log: %s must be %s or %s, not %q", name, CreateTime, LogAppendTime, value)
 		}
 		c.MessageTimestampType = value
+		return nil
+	}
+	if name == "millrace.flush.on.ack" {
+		b, err := strconv.ParseBool(value)
+		if err != nil {
+			return fmt.Errorf("log: %s must be true or false, not %q", name, value)
+		}
+		c.FlushOnAck = b
 		return nil
 	}
 	v, err := strconv.ParseInt(value, 10, 64)
@@ -177,6 +193,7 @@ func (c Config) Values() map[string]string {
 		"max.message.bytes":      strconv.Itoa(c.MaxMessageBytes),
 		"file.delete.delay.ms":   durationToMs(c.FileDeleteDelay),
 		"message.timestamp.type": c.MessageTimestampType,
+		"millrace.flush.on.ack":  strconv.FormatBool(c.FlushOnAck),
 	}
 }
 

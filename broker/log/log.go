@@ -30,9 +30,10 @@ type Log struct {
 
 	appendMu      sync.Mutex // serialises writers; guards the following
 	unflushed     int64      // records appended since the last fsync
-	lastFlush     time.Time  // when the last fsync finished (or the log opened)
 	recoveryPoint int64      // offset below which everything is fsynced
 	writeErr      error      // sticky: set by a failed write or fsync, refuses further writes
+
+	flush flushState // fsync on demand (group commit) and the flush.ms timer; see flush.go
 
 	mu          sync.RWMutex // guards the following; never held across an fsync
 	cfg         Config
@@ -79,13 +80,15 @@ func openLog(dir string, cfg Config, logger *slog.Logger, opts options) (*Log, e
 		return nil, fmt.Errorf("log: open %s: %w", dir, err)
 	}
 	l := &Log{dir: dir, logger: logger.With("component", "log", "dir", filepath.Base(dir)), now: opts.now, openFile: opts.openFile, cfg: cfg}
-	l.lastFlush = l.now()
 	if err := l.load(); err != nil {
 		for _, s := range l.segments {
 			s.release()
 		}
 		return nil, fmt.Errorf("log: open %s: %w", dir, err)
 	}
+	// load left everything it found fsynced (a clean stop) or fsynced it.
+	l.flush.durable.Store(l.endOffset)
+	l.flush.dirSynced = l.segments[len(l.segments)-1]
 	return l, nil
 }
 
@@ -536,6 +539,7 @@ func (l *Log) appendLocked(batches []byte, headers []BatchHeader, next int64, re
 	l.endOffset = next
 	s.mu.Unlock()
 	l.mu.Unlock()
+	l.noteAppendLocked(now)
 	l.unflushed += int64(records)
 	if l.unflushed >= cfg.FlushMessages {
 		return l.flushLocked()
@@ -603,20 +607,6 @@ func (l *Log) Flush() error {
 	return l.flushLocked()
 }
 
-// FlushIfDue flushes if flush.ms has passed since the last flush and
-// something was written.
-func (l *Log) FlushIfDue(now time.Time) error {
-	l.appendMu.Lock()
-	defer l.appendMu.Unlock()
-	if l.closed || l.unflushed == 0 || l.cfg.FlushInterval == never || now.Sub(l.lastFlush) < l.cfg.FlushInterval {
-		return nil
-	}
-	if l.writeErr != nil {
-		return l.writeErr
-	}
-	return l.flushLocked()
-}
-
 // flushLocked writes pending index entries (briefly under each segment's
 // lock) and fsyncs outside every lock readers take, so reads never wait.
 func (l *Log) flushLocked() error {
@@ -643,7 +633,6 @@ func (l *Log) flushLocked() error {
 		s.dirty = false
 	}
 	l.unflushed = 0
-	l.lastFlush = l.now()
 	if end != l.recoveryPoint || !fileExists(filepath.Join(l.dir, recoveryPointFile)) {
 		if err := writeCheckpoint(filepath.Join(l.dir, recoveryPointFile), [][]int64{{end}}); err != nil {
 			l.writeErr = fmt.Errorf("log: writing recovery point: %w", err)
@@ -651,6 +640,7 @@ func (l *Log) flushLocked() error {
 		}
 		l.recoveryPoint = end
 	}
+	l.markDurableLocked(end)
 	return nil
 }
 
@@ -683,6 +673,7 @@ func (l *Log) SetConfig(cfg Config) error {
 	l.mu.Lock()
 	l.cfg = cfg
 	l.mu.Unlock()
+	l.rearmFlushTimerLocked()
 	return nil
 }
 
@@ -730,6 +721,8 @@ func (l *Log) Size() int64 {
 // (a segment still read by a Slice closes when the Slice does). No marker is
 // written if a write had failed, so the next Open recovers.
 func (l *Log) Close() error {
+	// After the unlock: a firing timer takes appendMu itself.
+	defer l.flush.timer.stop()
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if l.closed {

@@ -219,6 +219,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 // and the epoch cache to end.
 func (l *Log) afterTruncateLocked(end int64, doomed []*segment) error {
 	errs := []error{releaseDoomed(doomed)}
+	l.noteTruncatedLocked(end)
 	if l.recoveryPoint > end {
 		l.recoveryPoint = end
 		errs = append(errs, writeCheckpoint(filepath.Join(l.dir, recoveryPointFile), [][]int64{{end}}))
