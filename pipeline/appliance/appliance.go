@@ -24,6 +24,7 @@ import (
 	"millrace/agents/ship"
 	"millrace/agents/tail"
 	"millrace/broker"
+	"millrace/internal/httpserver"
 	"millrace/pipeline/monitor"
 	"millrace/sinks/lake"
 	"millrace/sinks/store"
@@ -232,7 +233,14 @@ func (a *Appliance) startHTTP() error {
 		return fmt.Errorf("http: %w", err)
 	}
 	a.httpAddr = ln.Addr()
-	a.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// The beacon's timeouts hold for the whole server: it serves the
+	// beacon's routes, whose answers wait for the broker (write_timeout
+	// covers ack_timeout).
+	var timeouts httpserver.Timeouts
+	if a.beacon != nil {
+		timeouts = a.beacon.Config().HTTPTimeouts()
+	}
+	a.http = httpserver.New(mux, timeouts, a.logger.With("component", "http"))
 	a.bg.Add(1)
 	go func() {
 		defer a.bg.Done()

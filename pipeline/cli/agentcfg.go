@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.yaml.in/yaml/v3"
+
+	"millrace/internal/httpserver"
 )
 
 // loadYAML decodes a config file into v, rejecting unknown keys so a typo is
@@ -54,7 +56,7 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lo
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := httpserver.New(mux, httpserver.Timeouts{}, logger)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"millrace/internal/httpserver"
 	"millrace/pipeline/monitor"
 )
 
@@ -58,7 +59,7 @@ func runConsole(ctx context.Context, e env, args []string) error {
 	mux.Handle("/console", console)
 	mux.Handle("/console/", console)
 	mux.Handle("GET /{$}", http.RedirectHandler("/console", http.StatusFound))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := httpserver.New(mux, httpserver.Timeouts{}, logger)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	fmt.Fprintf(e.stdout, "millrace console at http://%s/console (brokers %s)\n", ln.Addr(), *brokers)
