@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 )
 
 // ipResolver finds a request's client address.
@@ -112,4 +113,55 @@ func parseForwarded(s string) netip.Addr {
 		return a.Unmap().WithZone("")
 	}
 	return netip.Addr{}
+}
+
+// clientKey is the client as the rate limit and the per-client cap count
+// it: an IPv4 address, or the IPv6 network of v6Prefix leading bits (one
+// host or household usually holds a whole /64 and can send from any
+// address in it).
+func clientKey(a netip.Addr, v6Prefix int) netip.Addr {
+	if !a.Is6() {
+		return a
+	}
+	p, err := a.Prefix(v6Prefix)
+	if err != nil { // v6Prefix is validated to 32..128
+		return a
+	}
+	return p.Addr()
+}
+
+// clientSlots counts each client's requests in progress, to cap them. The
+// map holds only clients with a request in progress, so its size is
+// bounded by the connections being served.
+type clientSlots struct {
+	max int
+
+	mu    sync.Mutex // guards the following
+	inUse map[netip.Addr]int
+}
+
+func newClientSlots(maxPerClient int) *clientSlots {
+	return &clientSlots{max: maxPerClient, inUse: make(map[netip.Addr]int)}
+}
+
+// acquire takes one of k's slots; false when k already holds all of them.
+func (c *clientSlots) acquire(k netip.Addr) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inUse[k] >= c.max {
+		return false
+	}
+	c.inUse[k]++
+	return true
+}
+
+// release gives back a slot taken by acquire.
+func (c *clientSlots) release(k netip.Addr) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := c.inUse[k] - 1; n > 0 {
+		c.inUse[k] = n
+	} else {
+		delete(c.inUse, k)
+	}
 }

@@ -25,13 +25,28 @@
 //   - 400: the body is not JSON, or every event of the request was rejected
 //     (all of them are in the dead-letter topic). Do not retry.
 //   - 403: the request's Origin is not in AllowedOrigins.
+//   - 408: the body did not arrive within BodyReadTimeout; the connection
+//     is closed.
 //   - 413: the body exceeds MaxBodyBytes, or it holds more than
-//     MaxEventsPerRequest events (413 rather than 400 because, like the body
-//     limit, it is about the request's size; the client should split it).
+//     MaxEventsPerRequest events or samples (413 rather than 400 because,
+//     like the body limit, it is about the request's size; the client
+//     should split it). /v1/metrics stops reading a Prometheus text body at
+//     the first sample line past the limit.
 //   - 415: a content type other than JSON or text/plain (or Prometheus text
 //     on /v1/metrics).
-//   - 429: the client IP is over its request rate; Retry-After says when.
-//   - 503: the broker cannot take the events now; Retry-After says when.
+//   - 429: the client (its IPv4 address, or its IPv6 /64) is over its
+//     request rate, or already has MaxConcurrentPerClient requests in
+//     progress; Retry-After says when to try again.
+//   - 503: the broker cannot take the events now, or MaxConcurrentRequests
+//     requests are already being processed; Retry-After says when.
+//
+// # Slow clients
+//
+// A request's body is read, under BodyReadTimeout, before the request takes
+// one of the MaxConcurrentRequests processing slots, so clients that send
+// their bodies slowly hold only their own connection (at most
+// MaxConcurrentPerClient of them per client) and never the slots that other
+// clients' requests need.
 package beacon
 
 import (
@@ -40,6 +55,8 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	"millrace/internal/httpserver"
 )
 
 // Defaults for Config.
@@ -54,6 +71,10 @@ const (
 	DefaultRateBurst           = 200
 	DefaultRateLimitClients    = 100_000
 	DefaultMaxConcurrent       = 256
+	DefaultMaxConcurrentClient = 16
+	DefaultIPv6ClientPrefix    = 64
+	DefaultBodyReadTimeout     = 5 * time.Second
+	DefaultMaxClockSkew        = 24 * time.Hour
 	DefaultAckTimeout          = 10 * time.Second
 	DefaultRetryAfter          = time.Second
 	DefaultReadHeaderTimeout   = 5 * time.Second
@@ -89,7 +110,7 @@ type Config struct {
 	TrustedProxies []string `yaml:"trusted_proxies"`
 	// TruncateIP stores client IPs cut to their /24 (IPv4) or /48 (IPv6)
 	// network, so no single visitor's address is kept. Default false. Rate
-	// limiting always uses the full address.
+	// limiting uses the untruncated client (see IPv6ClientPrefix).
 	TruncateIP bool `yaml:"truncate_ip"`
 	// HonorDoNotTrack makes the tracker send nothing when the browser's Do
 	// Not Track setting is on, and the server drop events of requests with
@@ -102,10 +123,35 @@ type Config struct {
 	// request; above it the answer is 413 and nothing is produced.
 	// Default 500.
 	MaxEventsPerRequest int `yaml:"max_events_per_request"`
-	// MaxConcurrentRequests bounds the ingest requests served at once;
-	// more are answered 503. With MaxBodyBytes it bounds the memory held
-	// by request bodies (256 x 1 MiB at the defaults). Default 256.
+	// MaxConcurrentRequests bounds the ingest requests processed at once
+	// (parsed, produced, waiting for the broker); more are answered 503. A
+	// request takes its slot only once its whole body is read, so slow
+	// senders cannot hold slots. Default 256.
 	MaxConcurrentRequests int `yaml:"max_concurrent_requests"`
+	// MaxConcurrentPerClient bounds the ingest requests one client (an
+	// IPv4 address, or an IPv6 network of IPv6ClientPrefix bits) has in
+	// progress, body reading included; more are answered 429. It bounds
+	// what one client holds with slow bodies: this many connections, each
+	// for at most BodyReadTimeout, and their bodies (MaxBodyBytes each).
+	// Default 16.
+	MaxConcurrentPerClient int `yaml:"max_concurrent_per_client"`
+	// IPv6ClientPrefix is how many leading bits of an IPv6 address name
+	// one client for the rate limit and MaxConcurrentPerClient: a /64 is
+	// what one household or host usually gets, so keying by the full /128
+	// would let one of them rotate through addresses for unlimited bursts.
+	// Default 64; 128 keys by the full address.
+	IPv6ClientPrefix int `yaml:"ipv6_client_prefix"`
+	// BodyReadTimeout bounds the time to receive a request's body, from
+	// the end of its headers; a body not complete by then is answered 408
+	// and its connection closed. Default 5s (1 MiB in 5s is 200 KB/s;
+	// beacon bodies are usually a few KiB).
+	BodyReadTimeout time.Duration `yaml:"body_read_timeout"`
+	// MaxClockSkew is how far a click's client-sent ts may be from the
+	// time the beacon received it. A ts further away is clamped to
+	// received_at ± MaxClockSkew and the client's value is kept in
+	// client_ts, so a wrong or hostile clock cannot scatter events over the
+	// lake's hour directories. Default 24h.
+	MaxClockSkew time.Duration `yaml:"max_clock_skew"`
 	// RateLimit is the sustained request rate allowed per client IP, in
 	// requests per second, on the ingest routes. Default 100; negative
 	// turns rate limiting off.
@@ -128,7 +174,8 @@ type Config struct {
 	// Default: the client IP.
 	MetricsSource string `yaml:"metrics_source"`
 	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout are the
-	// HTTP server's timeouts. Defaults 5s, 30s, ReadTimeout+AckTimeout, 2m.
+	// HTTP server's timeouts (see internal/httpserver). Defaults 5s, 30s,
+	// ReadTimeout+AckTimeout, 2m.
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
 	ReadTimeout       time.Duration `yaml:"read_timeout"`
 	WriteTimeout      time.Duration `yaml:"write_timeout"`
@@ -197,6 +244,18 @@ func (c Config) WithDefaults() Config {
 	if c.CORSMaxAge == 0 {
 		c.CORSMaxAge = DefaultCORSMaxAge
 	}
+	if c.MaxConcurrentPerClient == 0 {
+		c.MaxConcurrentPerClient = DefaultMaxConcurrentClient
+	}
+	if c.IPv6ClientPrefix == 0 {
+		c.IPv6ClientPrefix = DefaultIPv6ClientPrefix
+	}
+	if c.BodyReadTimeout == 0 {
+		c.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if c.MaxClockSkew == 0 {
+		c.MaxClockSkew = DefaultMaxClockSkew
+	}
 	return c
 }
 
@@ -237,13 +296,31 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("beacon: rate_limit_clients: must be at least 1"))
 	}
 	if c.AckTimeout < 0 || c.RetryAfter < 0 || c.ReadHeaderTimeout < 0 || c.ReadTimeout < 0 ||
-		c.WriteTimeout < 0 || c.IdleTimeout < 0 || c.CORSMaxAge < 0 {
+		c.WriteTimeout < 0 || c.IdleTimeout < 0 || c.CORSMaxAge < 0 || c.BodyReadTimeout < 0 {
 		errs = append(errs, errors.New("beacon: timeouts must not be negative"))
+	}
+	if c.MaxConcurrentPerClient < 1 {
+		errs = append(errs, errors.New("beacon: max_concurrent_per_client: must be at least 1"))
+	}
+	if c.IPv6ClientPrefix < 32 || c.IPv6ClientPrefix > 128 {
+		errs = append(errs, fmt.Errorf("beacon: ipv6_client_prefix: %d is outside 32..128; shorter prefixes would put whole providers in one client", c.IPv6ClientPrefix))
+	}
+	if c.BodyReadTimeout > c.ReadTimeout {
+		errs = append(errs, fmt.Errorf("beacon: body_read_timeout %v must not exceed read_timeout %v, which already bounds the whole request", c.BodyReadTimeout, c.ReadTimeout))
+	}
+	if c.MaxClockSkew <= 0 {
+		errs = append(errs, errors.New("beacon: max_clock_skew: must be positive"))
 	}
 	if c.WriteTimeout > 0 && c.WriteTimeout <= c.AckTimeout {
 		errs = append(errs, fmt.Errorf("beacon: write_timeout %v must exceed ack_timeout %v, or answers would be cut off while waiting for the broker", c.WriteTimeout, c.AckTimeout))
 	}
 	return errors.Join(errs...)
+}
+
+// HTTPTimeouts are the server timeouts for the beacon's routes, for
+// internal/httpserver.
+func (c Config) HTTPTimeouts() httpserver.Timeouts {
+	return httpserver.Timeouts{ReadHeader: c.ReadHeaderTimeout, Read: c.ReadTimeout, Write: c.WriteTimeout, Idle: c.IdleTimeout}
 }
 
 // parseTrusted turns the trusted proxy list into prefixes; a bare address is

@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"net/netip"
+	"os"
 	"slices"
 	"strconv"
 	"time"
@@ -47,19 +48,44 @@ var (
 	errContentType = errors.New("content type must be application/json or text/plain")
 )
 
-// readBody reads at most MaxBodyBytes; above that it answers 413 itself
-// and returns false.
+// readBody reads the body, at most MaxBodyBytes of it and within
+// BodyReadTimeout; otherwise it answers itself (413, 408 or 400) and
+// returns false. A request without a body gives nil.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, true
+	}
+	rc := http.NewResponseController(w)
+	// ErrNotSupported (a handler mounted on a recorder, not a connection)
+	// leaves the server's ReadTimeout as the only bound.
+	deadlineSet := rc.SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout)) == nil
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
+		// The deadline stays: the connection is closed after the answer,
+		// and any further read of it fails at once.
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		switch {
+		case errors.As(err, &mbe):
 			s.fail(w, r, http.StatusRequestEntityTooLarge,
 				"body larger than "+strconv.FormatInt(s.cfg.MaxBodyBytes, 10)+" bytes")
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			w.Header().Set("Connection", "close")
+			s.fail(w, r, http.StatusRequestTimeout,
+				"body not received within "+s.cfg.BodyReadTimeout.String())
+		default:
+			s.fail(w, r, http.StatusBadRequest, "reading the body: "+err.Error())
+		}
+		return nil, false
+	}
+	if deadlineSet {
+		// net/http reads the connection in the background while the
+		// handler runs, to notice a client that goes away; left in place,
+		// the deadline would fire there while the request waits for the
+		// broker, and cancel it.
+		if err := rc.SetReadDeadline(time.Time{}); err != nil {
+			s.fail(w, r, http.StatusInternalServerError, "clearing the read deadline: "+err.Error())
 			return nil, false
 		}
-		s.fail(w, r, http.StatusBadRequest, "reading the body: "+err.Error())
-		return nil, false
 	}
 	return body, true
 }
@@ -77,6 +103,18 @@ func jsonContentType(r *http.Request) bool {
 		return false
 	}
 	return mt == "application/json" || mt == "text/plain"
+}
+
+// requireJSON answers 415 to a request whose content type jsonContentType
+// refuses, before anything else is spent on it.
+func (s *Server) requireJSON(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !jsonContentType(r) {
+			s.fail(w, r, http.StatusUnsupportedMediaType, errContentType.Error())
+			return
+		}
+		next(w, r)
+	}
 }
 
 // splitEvents returns the raw JSON of each event of a body holding one
@@ -133,15 +171,7 @@ func (s *Server) splitFailure(w http.ResponseWriter, r *http.Request, err error)
 }
 
 // handleEvents is POST /v1/events.
-func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
-	if !jsonContentType(r) {
-		s.fail(w, r, http.StatusUnsupportedMediaType, errContentType.Error())
-		return
-	}
-	body, ok := s.readBody(w, r)
-	if !ok {
-		return
-	}
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, body []byte) {
 	raws, err := splitEvents(body, s.cfg.MaxEventsPerRequest)
 	if err != nil {
 		s.splitFailure(w, r, err)
@@ -327,7 +357,7 @@ func pixelEvent(q map[string][]string) []byte {
 }
 
 // handlePixel is GET /b.gif.
-func (s *Server) handlePixel(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handlePixel(w http.ResponseWriter, r *http.Request, _ []byte) {
 	if r.Method == http.MethodHead {
 		// Link checkers and prefetchers: not a view.
 		writePixel(w, http.StatusOK)

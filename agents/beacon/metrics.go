@@ -10,6 +10,7 @@ type metrics struct {
 	rateLimited prometheus.Counter
 	corsDenied  prometheus.Counter
 	unavailable prometheus.Counter
+	clientBusy  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
@@ -37,7 +38,11 @@ func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
 		}),
 		unavailable: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "millrace_beacon_unavailable_total",
-			Help: "Requests answered 503 because the broker could not take or acknowledge their events.",
+			Help: "Requests answered 503: the broker could not take or acknowledge their events, or every processing slot (max_concurrent_requests) was taken.",
+		}),
+		clientBusy: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "millrace_beacon_client_busy_total",
+			Help: "Requests refused with 429 because their client already had max_concurrent_per_client requests in progress.",
 		}),
 	}
 	clients := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -52,7 +57,7 @@ func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.events, m.rateLimited, m.corsDenied, m.unavailable, clients} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.events, m.rateLimited, m.corsDenied, m.unavailable, m.clientBusy, clients} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -3,8 +3,11 @@ package beacon
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -35,11 +38,7 @@ import (
 // X-Millrace-Source header, else Config.MetricsSource, else the client IP.
 
 // handleMetrics is POST /v1/metrics.
-func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
-	body, ok := s.readBody(w, r)
-	if !ok {
-		return
-	}
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, body []byte) {
 	info := s.info(r)
 	source := r.URL.Query().Get("source")
 	if source == "" {
@@ -62,15 +61,14 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 		}
 		res, recs = s.jsonSampleRecords(info, source, raws)
 	} else {
-		// The format needs its final newline; the trimmed copy lost it.
-		samples, err := intake.ParseExposition(append(trimmed, '\n'), info.receivedAt)
-		if err != nil {
-			s.fail(w, r, http.StatusBadRequest, "prometheus text format: "+err.Error())
-			return
-		}
-		if len(samples) > s.cfg.MaxEventsPerRequest {
+		samples, err := parseExpositionLimited(trimmed, s.cfg.MaxEventsPerRequest, info.receivedAt)
+		switch {
+		case errors.Is(err, errTooMany):
 			s.fail(w, r, http.StatusRequestEntityTooLarge,
 				"more than "+strconv.Itoa(s.cfg.MaxEventsPerRequest)+" samples in one request")
+			return
+		case err != nil:
+			s.fail(w, r, http.StatusBadRequest, "prometheus text format: "+err.Error())
 			return
 		}
 		res, recs = s.sampleRecords(info, source, samples)
@@ -81,6 +79,95 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	}
 	s.countResult("metric", res)
 	writeJSON(w, res.status(), res)
+}
+
+// parseExpositionLimited parses a Prometheus text body of at most limit
+// samples. The parser reads through a lineGate, which ends the input with
+// errTooMany at the first sample line past limit (every sample line is at
+// least one sample) or the first HELP/TYPE line past 2*limit (a family
+// needs at most one of each), so a body of many small lines is refused
+// after reading limit of them instead of being parsed whole: a 1 MiB body
+// holds some 75,000 sample lines, which the parser turned into some 70 MiB
+// of families. A histogram or summary line can expand to more than one
+// sample, so the count is checked again on the result.
+func parseExpositionLimited(body []byte, limit int, now time.Time) ([]intake.Sample, error) {
+	gate := &lineGate{
+		r:          io.MultiReader(bytes.NewReader(body), strings.NewReader("\n")), // the format needs its final newline
+		maxSamples: limit, maxMeta: 2 * limit, atStart: true,
+	}
+	samples, err := intake.ParseExpositionFrom(gate, now)
+	if gate.cut || len(samples) > limit {
+		return nil, errTooMany
+	}
+	return samples, err
+}
+
+// lineGate passes a Prometheus text exposition through while counting its
+// sample lines and HELP/TYPE lines, and ends it with errTooMany just before
+// the first line over a limit. It tracks lines across reads with a small
+// state machine, so it needs no buffer of its own.
+type lineGate struct {
+	r          io.Reader
+	maxSamples int
+	maxMeta    int
+
+	samples, meta int
+	atStart       bool // at the start of a line, before its first non-blank byte
+	inComment     bool // after the '#' of a comment, reading its keyword
+	keyword       [5]byte
+	keywordLen    int
+	cut           bool
+}
+
+func (g *lineGate) Read(p []byte) (int, error) {
+	if g.cut {
+		return 0, errTooMany
+	}
+	n, err := g.r.Read(p)
+	for i := 0; i < n; i++ {
+		if !g.next(p[i]) {
+			g.cut = true
+			return i, errTooMany
+		}
+	}
+	return n, err
+}
+
+// next takes one byte and reports whether it may pass.
+func (g *lineGate) next(c byte) bool {
+	switch {
+	case c == '\n':
+		g.atStart, g.inComment = true, false
+	case g.atStart:
+		switch c {
+		case ' ', '\t':
+		case '#':
+			g.atStart, g.inComment, g.keywordLen = false, true, 0
+		default:
+			g.atStart = false
+			g.samples++
+			return g.samples <= g.maxSamples
+		}
+	case g.inComment:
+		if c == ' ' || c == '\t' {
+			if g.keywordLen == 0 {
+				return true // blanks between '#' and the keyword
+			}
+			g.inComment = false
+			if kw := string(g.keyword[:g.keywordLen]); kw == "HELP" || kw == "TYPE" {
+				g.meta++
+				return g.meta <= g.maxMeta
+			}
+			return true
+		}
+		if g.keywordLen == len(g.keyword) { // longer than any keyword: a plain comment
+			g.inComment = false
+			return true
+		}
+		g.keyword[g.keywordLen] = c
+		g.keywordLen++
+	}
+	return true
 }
 
 // jsonSampleRecords validates JSON samples against the metric schema,

@@ -49,7 +49,8 @@ type Server struct {
 	gatherer prometheus.Gatherer
 	ips      ipResolver
 	limiter  *rateLimiter  // nil when rate limiting is off
-	inFlight chan struct{} // a slot per ingest request being served
+	clients  *clientSlots  // each client's ingest requests in progress
+	inFlight chan struct{} // a slot per ingest request being processed
 	anyOrig  bool
 	origins  map[string]bool
 	script   []byte
@@ -88,6 +89,7 @@ func New(cfg Config, producer Producer, reg prometheus.Registerer, logger *slog.
 		origins:  make(map[string]bool),
 		now:      time.Now,
 		gatherer: prometheus.DefaultGatherer,
+		clients:  newClientSlots(cfg.MaxConcurrentPerClient),
 		inFlight: make(chan struct{}, cfg.MaxConcurrentRequests),
 	}
 	if g, ok := reg.(prometheus.Gatherer); ok {
@@ -134,7 +136,7 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	// CORS comes first so that a browser can read even a 429 or 503.
 	mux.HandleFunc("GET "+routePixel, s.limited(s.handlePixel))
-	mux.HandleFunc("POST "+routeEvents, s.withCORS(s.limited(s.handleEvents)))
+	mux.HandleFunc("POST "+routeEvents, s.withCORS(s.requireJSON(s.limited(s.handleEvents))))
 	mux.HandleFunc("OPTIONS "+routeEvents, s.preflight)
 	mux.HandleFunc("POST "+routeMetrics, s.withCORS(s.limited(s.handleMetrics)))
 	mux.HandleFunc("OPTIONS "+routeMetrics, s.preflight)
@@ -188,18 +190,39 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection.
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-// limited admits an ingest request: at most MaxConcurrentRequests at once
-// (each may hold a body of up to MaxBodyBytes, so this bounds memory; more
-// get 503), and within the per-client-IP rate (429 above it).
-func (s *Server) limited(next http.HandlerFunc) http.HandlerFunc {
+// ingestHandler serves an ingest route with the request's body already read.
+type ingestHandler func(w http.ResponseWriter, r *http.Request, body []byte)
+
+// limited admits an ingest request, cheapest refusal first: the client
+// (see clientKey) must be within its request rate and have fewer than
+// MaxConcurrentPerClient requests in progress (429 otherwise); then the
+// body is read under BodyReadTimeout; only then does the request take one
+// of the MaxConcurrentRequests processing slots (503 when none is free).
+// Reading before taking a slot is what keeps slow senders from holding the
+// slots that every other client needs.
+func (s *Server) limited(next ingestHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if a := s.ips.clientAddr(r); s.limiter != nil && a.IsValid() {
-			if ok, wait := s.limiter.allow(a); !ok {
-				s.metrics.rateLimited.Inc()
-				w.Header().Set("Retry-After", retryAfterSeconds(wait))
-				s.fail(w, r, http.StatusTooManyRequests, "rate limit exceeded for this client address")
+		key := clientKey(s.ips.clientAddr(r), s.cfg.IPv6ClientPrefix)
+		if key.IsValid() {
+			if s.limiter != nil {
+				if ok, wait := s.limiter.allow(key); !ok {
+					s.metrics.rateLimited.Inc()
+					w.Header().Set("Retry-After", retryAfterSeconds(wait))
+					s.fail(w, r, http.StatusTooManyRequests, "rate limit exceeded for this client address")
+					return
+				}
+			}
+			if !s.clients.acquire(key) {
+				s.metrics.clientBusy.Inc()
+				w.Header().Set("Retry-After", retryAfterSeconds(s.cfg.RetryAfter))
+				s.fail(w, r, http.StatusTooManyRequests, "too many requests in progress from this client address")
 				return
 			}
+			defer s.clients.release(key)
+		}
+		body, ok := s.readBody(w, r)
+		if !ok {
+			return
 		}
 		select {
 		case s.inFlight <- struct{}{}:
@@ -210,7 +233,7 @@ func (s *Server) limited(next http.HandlerFunc) http.HandlerFunc {
 			s.fail(w, r, http.StatusServiceUnavailable, "too many requests in progress")
 			return
 		}
-		next(w, r)
+		next(w, r, body)
 	}
 }
 

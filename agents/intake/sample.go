@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"cmp"
 	"errors"
+	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -32,8 +33,15 @@ type Sample struct {
 // ParseExposition parses the Prometheus text format and expands every
 // family into its samples (see FromFamilies), families in name order.
 func ParseExposition(body []byte, now time.Time) ([]Sample, error) {
+	return ParseExpositionFrom(bytes.NewReader(body), now)
+}
+
+// ParseExpositionFrom is ParseExposition reading from r. The parser reads
+// r only as far as it needs, so a reader that ends with an error (one that
+// bounds the input, say) stops the parse there, with that error.
+func ParseExpositionFrom(r io.Reader, now time.Time) ([]Sample, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
+	fams, err := p.TextToMetricFamilies(r)
 	if err != nil {
 		return nil, err
 	}
