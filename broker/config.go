@@ -168,6 +168,40 @@ func (c *Config) Set(name, value string) error {
 	case "group.initial.rebalance.delay.ms":
 		return ms(&c.Group.InitialRebalanceDelay)
 	case "offset.metadata.max.bytes":
+	case "offsets.retention.minutes":
+		n, err := strconv.ParseInt(value, 10, 64)
+		if err != nil {
+			return fmt.Errorf("broker: %s must be an integer number of minutes: %w", name, err)
+		}
+		c.Group.OffsetsRetention = time.Duration(n) * time.Minute
+		return nil
+	case "offsets.retention.check.interval.ms":
+		return ms(&c.Group.OffsetsRetentionCheckInterval)
+	case "millrace.group.id.max.bytes", "millrace.max.groups":
+		n, err := strconv.Atoi(value)
+		if err != nil {
+			return fmt.Errorf("broker: %s must be an integer: %w", name, err)
+		}
+		if name == "millrace.max.groups" {
+			c.Group.MaxGroups = n
+		} else {
+			c.Group.MaxGroupIDBytes = n
+		}
+		return nil
+	case "millrace.max.partitions.per.topic", "millrace.max.partitions.per.request", "millrace.max.partitions":
+		n, err := strconv.ParseInt(value, 10, 32)
+		if err != nil {
+			return fmt.Errorf("broker: %s must be an integer below 2^31: %w", name, err)
+		}
+		switch name {
+		case "millrace.max.partitions.per.topic":
+			c.Cluster.MaxPartitionsPerTopic = int32(n)
+		case "millrace.max.partitions.per.request":
+			c.Cluster.MaxPartitionsPerRequest = int32(n)
+		default:
+			c.Cluster.MaxPartitions = int32(n)
+		}
+		return nil
 		n, err := strconv.Atoi(value)
 		if err != nil {
 			return fmt.Errorf("broker: %s must be an integer: %w", name, err)
@@ -183,7 +217,9 @@ func Names() []string {
 	names := []string{"log.dirs", "log.dir", "log.retention.check.interval.ms", "group.min.session.timeout.ms",
 		"zookeeper.connect", "zookeeper.session.timeout.ms", "replica.lag.time.max.ms", "request.timeout.ms",
 		"leader.imbalance.check.interval.seconds", "auto.leader.rebalance.enable",
-		"group.max.session.timeout.ms", "group.initial.rebalance.delay.ms", "offset.metadata.max.bytes"}
+		"group.max.session.timeout.ms", "group.initial.rebalance.delay.ms", "offset.metadata.max.bytes",
+		"offsets.retention.minutes", "offsets.retention.check.interval.ms", "millrace.group.id.max.bytes", "millrace.max.groups",
+		"millrace.max.partitions.per.topic", "millrace.max.partitions.per.request", "millrace.max.partitions"}
 	for n := range brokerLogNames {
 		names = append(names, n)
 	}

@@ -89,6 +89,26 @@ type Config struct {
 	// ProduceAckTimeout bounds how long an acks=all produce waits for the ISR
 	// (Kafka's request.timeout.ms, default 30 s) before REQUEST_TIMED_OUT.
 	ProduceAckTimeout time.Duration
+	// MaxPartitionsPerTopic (millrace.max.partitions.per.topic, default
+	// 10000; 0 means the default) bounds the partition count of one topic,
+	// at creation and when partitions are added; more gets
+	// INVALID_PARTITIONS. Kafka has no such limit, but every partition
+	// costs a log (three open files) on each replica and nodes in the
+	// store, and the count comes straight off the wire: it is checked
+	// before anything is sized from it. 10000 is well above what real
+	// topics use.
+	MaxPartitionsPerTopic int32
+	// MaxPartitionsPerRequest (millrace.max.partitions.per.request, default
+	// 10000; 0 means the default) bounds the partitions one CreateTopics or
+	// CreatePartitions request adds over all its topics; the topics that
+	// would go beyond it get POLICY_VIOLATION (the kafka package applies
+	// it, in request order).
+	MaxPartitionsPerRequest int32
+	// MaxPartitions (millrace.max.partitions, default 100000; 0 means the
+	// default) bounds the partitions of all topics together (replicas not
+	// counted), the cluster-wide limit KIP-578 proposed as max.partitions;
+	// a creation that would go beyond it gets POLICY_VIOLATION.
+	MaxPartitions int32
 	// ExpectedClusterID is the cluster the partition logs were written for
 	// (the data directory's meta.properties); Open refuses a store of
 	// another cluster, which would not know the logs' topics and so have
@@ -96,12 +116,22 @@ type Config struct {
 	ExpectedClusterID string
 }
 
+// Defaults of the partition limits; a zero limit in Config means its
+// default.
+const (
+	DefaultMaxPartitionsPerTopic   = 10000
+	DefaultMaxPartitionsPerRequest = 10000
+	DefaultMaxPartitions           = 100000
+)
+
 // DefaultConfig returns Kafka's defaults.
 func DefaultConfig() Config {
 	return Config{BrokerID: 0, DefaultPartitions: 1, DefaultReplicationFactor: 1,
 		SessionTimeout: 18 * time.Second, ReplicaLagTimeMax: 30 * time.Second,
 		AutoLeaderRebalance: true, LeaderImbalanceCheckInterval: 300 * time.Second,
-		ProduceAckTimeout: 30 * time.Second}
+		ProduceAckTimeout:     30 * time.Second,
+		MaxPartitionsPerTopic: DefaultMaxPartitionsPerTopic, MaxPartitionsPerRequest: DefaultMaxPartitionsPerRequest,
+		MaxPartitions: DefaultMaxPartitions}
 }
 
 // Validate rejects impossible settings.
@@ -113,6 +143,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("cluster: default partition count %d must be at least 1", c.DefaultPartitions)
 	case c.DefaultReplicationFactor < 1:
 		return fmt.Errorf("cluster: default replication factor %d must be at least 1", c.DefaultReplicationFactor)
+	case c.MaxPartitionsPerTopic < 0 || c.MaxPartitionsPerRequest < 0 || c.MaxPartitions < 0:
+		return fmt.Errorf("cluster: partition limits (per topic %d, per request %d, total %d) must not be negative; 0 means the default",
+			c.MaxPartitionsPerTopic, c.MaxPartitionsPerRequest, c.MaxPartitions)
+	case c.DefaultPartitions > c.partitionLimits().perTopic:
+		return fmt.Errorf("cluster: default partition count %d is above millrace.max.partitions.per.topic (%d), so no topic could be created with it",
+			c.DefaultPartitions, c.partitionLimits().perTopic)
 	case c.Replicated && (c.SessionTimeout <= 0 || c.ReplicaLagTimeMax <= 0 || c.LeaderImbalanceCheckInterval <= 0 || c.ProduceAckTimeout <= 0):
 		return fmt.Errorf("cluster: with replication the session timeout (%v), replica.lag.time.max.ms (%v), leader.imbalance.check.interval (%v) and the produce ack timeout (%v) must all be positive",
 			c.SessionTimeout, c.ReplicaLagTimeMax, c.LeaderImbalanceCheckInterval, c.ProduceAckTimeout)

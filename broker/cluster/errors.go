@@ -12,9 +12,13 @@ var (
 	ErrUnknownTopic = errors.New("unknown topic")
 	// ErrInvalidTopic: the name breaks Kafka's naming rules.
 	ErrInvalidTopic = errors.New("invalid topic name")
-	// ErrInvalidPartitions: a partition count that is not positive, or does
-	// not grow the topic.
+	// ErrInvalidPartitions: a partition count that is not positive, does
+	// not grow the topic, or is above millrace.max.partitions.per.topic.
 	ErrInvalidPartitions = errors.New("invalid partition count")
+	// ErrPolicyViolation: a creation that would go beyond a broker limit
+	// other than the per-topic partition count (millrace.max.partitions,
+	// millrace.max.partitions.per.request).
+	ErrPolicyViolation = errors.New("policy violation")
 	// ErrInvalidReplicationFactor: not positive, or more than the live brokers.
 	ErrInvalidReplicationFactor = errors.New("invalid replication factor")
 	// ErrInvalidReplicaAssignment: an explicit assignment with gaps, duplicate

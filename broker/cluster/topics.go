@@ -116,6 +116,18 @@ func (c *Cluster) planTopicLocked(spec TopicSpec) (*Topic, log.Config, error) {
 		return nil, log.Config{}, fmt.Errorf("%w: %q collides with the existing topic %q ('.' and '_' are the same in metric names)", ErrInvalidTopic, spec.Name, collides)
 	}
 
+	// The limits come before the assignment, which is sized by the count.
+	count := int64(spec.Partitions)
+	switch {
+	case len(spec.Assignment) > 0:
+		count = int64(len(spec.Assignment))
+	case count == -1:
+		count = int64(c.cfg.DefaultPartitions)
+	}
+	if err := c.checkPartitionLimitsLocked(spec.Name, count, count); err != nil {
+		return nil, log.Config{}, err
+	}
+
 	var assignment [][]int32
 	var err error
 	if len(spec.Assignment) > 0 {
@@ -360,6 +372,9 @@ func (c *Cluster) CreatePartitions(name string, count int32, assignment [][]int3
 	current := int32(len(old.Partitions))
 	if count <= current {
 		return nil, fmt.Errorf("%w: topic %q has %d partitions, which is not fewer than the requested %d; partitions can only be added", ErrInvalidPartitions, name, current, count)
+	}
+	if err := c.checkPartitionLimitsLocked(name, int64(count), int64(count)-int64(current)); err != nil {
+		return nil, err
 	}
 	var lists [][]int32
 	if assignment != nil {

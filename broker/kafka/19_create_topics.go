@@ -13,10 +13,18 @@ package kafka
 // factor and effective configs; from v7 its topic ID. A name listed twice in
 // one request gets INVALID_REQUEST.
 //
+// Partition counts are bounded before anything is sized from them: a topic
+// above millrace.max.partitions.per.topic gets INVALID_PARTITIONS, and once
+// the request's topics (in request order, validate_only or not) would add
+// more than millrace.max.partitions.per.request, or the cluster would hold
+// more than millrace.max.partitions, the topic gets POLICY_VIOLATION; the
+// message names the limit.
+//
 // Creation is synchronous, so timeout_ms is not needed and not used.
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -32,6 +40,7 @@ func handleCreateTopics(_ context.Context, b *Broker, r *request) (kmsg.Response
 
 	twice := listedTwice(req.Topics, func(rt kmsg.CreateTopicsRequestTopic) string { return rt.Topic })
 	answered := make(map[string]bool, len(req.Topics))
+	budget := int64(b.cluster.MaxPartitionsPerRequest())
 	for _, rt := range req.Topics {
 		if answered[rt.Topic] {
 			continue
@@ -46,14 +55,32 @@ func handleCreateTopics(_ context.Context, b *Broker, r *request) (kmsg.Response
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
-		b.createTopic(&st, rt, req.ValidateOnly)
+		requested := int64(rt.NumPartitions)
+		switch {
+		case len(rt.ReplicaAssignment) > 0:
+			requested = int64(len(rt.ReplicaAssignment))
+		case requested == -1:
+			requested = int64(b.cfg.NumPartitions)
+		}
+		// A count above the per-topic limit is the cluster's to refuse
+		// (INVALID_PARTITIONS); the budget is for counts valid alone.
+		if requested > budget && requested <= int64(b.cluster.MaxPartitionsPerTopic()) {
+			st.ErrorCode = kerr.PolicyViolation.Code
+			st.ErrorMessage = strp(fmt.Sprintf("%d partitions would bring the request above millrace.max.partitions.per.request (%d)", requested, b.cluster.MaxPartitionsPerRequest()))
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
+		if b.createTopic(&st, rt, req.ValidateOnly) {
+			budget -= max(requested, 0)
+		}
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp, nil
 }
 
-// createTopic creates (or validates) one topic into its response entry.
-func (b *Broker) createTopic(st *kmsg.CreateTopicsResponseTopic, rt kmsg.CreateTopicsRequestTopic, validateOnly bool) {
+// createTopic creates (or validates) one topic into its response entry and
+// reports whether it succeeded.
+func (b *Broker) createTopic(st *kmsg.CreateTopicsResponseTopic, rt kmsg.CreateTopicsRequestTopic, validateOnly bool) bool {
 	spec := cluster.TopicSpec{
 		Name:              rt.Topic,
 		Partitions:        rt.NumPartitions,
@@ -64,7 +91,7 @@ func (b *Broker) createTopic(st *kmsg.CreateTopicsResponseTopic, rt kmsg.CreateT
 		if c.Value == nil {
 			st.ErrorCode = kerr.InvalidConfig.Code
 			st.ErrorMessage = strp("config " + c.Name + " has a null value; leave it out to use the default")
-			return
+			return false
 		}
 		spec.Config[c.Name] = *c.Value
 	}
@@ -74,7 +101,7 @@ func (b *Broker) createTopic(st *kmsg.CreateTopicsResponseTopic, rt kmsg.CreateT
 			if _, dup := spec.Assignment[a.Partition]; dup {
 				st.ErrorCode = kerr.InvalidReplicaAssignment.Code
 				st.ErrorMessage = strp("the replica assignment lists a partition twice")
-				return
+				return false
 			}
 			spec.Assignment[a.Partition] = a.Replicas
 		}
@@ -85,7 +112,7 @@ func (b *Broker) createTopic(st *kmsg.CreateTopicsResponseTopic, rt kmsg.CreateT
 		if !isClientError(err) {
 			b.logger.Error("creating a topic", "topic", rt.Topic, "err", err)
 		}
-		return
+		return false
 	}
 	if !validateOnly {
 		st.TopicID = t.ID
@@ -97,4 +124,5 @@ func (b *Broker) createTopic(st *kmsg.CreateTopicsResponseTopic, rt kmsg.CreateT
 		c.Name, c.Value, c.Source = e.name, strp(e.value), e.source
 		st.Configs = append(st.Configs, c)
 	}
+	return true
 }

@@ -8,11 +8,17 @@ package kafka
 // count that does not grow the topic gets INVALID_PARTITIONS, a bad
 // assignment INVALID_REPLICA_ASSIGNMENT, an unknown topic
 // UNKNOWN_TOPIC_OR_PARTITION, a topic listed twice INVALID_REQUEST.
-// validate_only checks and changes nothing. timeout_ms is not used: the change
+// validate_only checks and changes nothing. A count above
+// millrace.max.partitions.per.topic gets INVALID_PARTITIONS; once the
+// request's topics (in request order) would add more than
+// millrace.max.partitions.per.request partitions, or the cluster would hold
+// more than millrace.max.partitions, the topic gets POLICY_VIOLATION. Both
+// are checked before anything is sized from the count. timeout_ms is not used: the change
 // is synchronous.
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -26,6 +32,7 @@ func handleCreatePartitions(_ context.Context, b *Broker, r *request) (kmsg.Resp
 
 	twice := listedTwice(req.Topics, func(rt kmsg.CreatePartitionsRequestTopic) string { return rt.Topic })
 	answered := make(map[string]bool, len(req.Topics))
+	budget := int64(b.cluster.MaxPartitionsPerRequest())
 	for _, rt := range req.Topics {
 		if answered[rt.Topic] {
 			continue
@@ -36,6 +43,18 @@ func handleCreatePartitions(_ context.Context, b *Broker, r *request) (kmsg.Resp
 		if twice[rt.Topic] {
 			st.ErrorCode = kerr.InvalidRequest.Code
 			st.ErrorMessage = strp("the topic is listed more than once in the request")
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
+		added := int64(rt.Count)
+		if t, ok := b.cluster.Topic(rt.Topic); ok {
+			added -= int64(len(t.Partitions))
+		}
+		// A count above the per-topic limit is the cluster's to refuse
+		// (INVALID_PARTITIONS); the budget is for counts valid alone.
+		if added > budget && rt.Count <= b.cluster.MaxPartitionsPerTopic() {
+			st.ErrorCode = kerr.PolicyViolation.Code
+			st.ErrorMessage = strp(fmt.Sprintf("%d new partitions would bring the request above millrace.max.partitions.per.request (%d)", added, b.cluster.MaxPartitionsPerRequest()))
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
@@ -51,6 +70,8 @@ func handleCreatePartitions(_ context.Context, b *Broker, r *request) (kmsg.Resp
 			if !isClientError(err) {
 				b.logger.Error("adding partitions", "topic", rt.Topic, "err", err)
 			}
+		} else {
+			budget -= added
 		}
 		resp.Topics = append(resp.Topics, st)
 	}

@@ -30,6 +30,8 @@ func clusterErrorCode(err error) (int16, *string) {
 		code = kerr.InvalidReplicationFactor.Code
 	case errors.Is(err, cluster.ErrInvalidReplicaAssignment):
 		code = kerr.InvalidReplicaAssignment.Code
+	case errors.Is(err, cluster.ErrPolicyViolation):
+		code = kerr.PolicyViolation.Code
 	case errors.Is(err, cluster.ErrInvalidConfig):
 		code = kerr.InvalidConfig.Code
 	case errors.Is(err, cluster.ErrNoReassignmentInProgress):
