@@ -75,10 +75,11 @@ func (c Config) Validate() error {
 	if err := c.Kafka.Validate(); err != nil {
 		return err
 	}
-	if c.ZooKeeper != "" {
-		if err := c.clusterConfig().Validate(); err != nil {
-			return err
-		}
+	if err := c.clusterConfig().Validate(); err != nil {
+		return err
+	}
+	if err := c.Group.Validate(); err != nil {
+		return err
 	}
 	return c.Log.Validate()
 }
@@ -167,7 +168,6 @@ func (c *Config) Set(name, value string) error {
 		return ms(&c.Group.MaxSessionTimeout)
 	case "group.initial.rebalance.delay.ms":
 		return ms(&c.Group.InitialRebalanceDelay)
-	case "offset.metadata.max.bytes":
 	case "offsets.retention.minutes":
 		n, err := strconv.ParseInt(value, 10, 64)
 		if err != nil {
@@ -202,6 +202,7 @@ func (c *Config) Set(name, value string) error {
 			c.Cluster.MaxPartitions = int32(n)
 		}
 		return nil
+	case "offset.metadata.max.bytes":
 		n, err := strconv.Atoi(value)
 		if err != nil {
 			return fmt.Errorf("broker: %s must be an integer: %w", name, err)

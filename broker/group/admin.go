@@ -29,7 +29,7 @@ func (c *Coordinator) DescribeGroups(ctx context.Context, req *kmsg.DescribeGrou
 		switch {
 		case !supported(keyDescribeGroups, req.Version):
 			rg.ErrorCode = errUnsupportedVersion
-		case id == "":
+		case !c.validGroupID(id):
 			rg.ErrorCode = errInvalidGroupID
 		default:
 			rg.ErrorCode = c.describe(id, &rg)
@@ -86,7 +86,9 @@ func errorMessage(code int16, group string) string {
 	case errGroupIDNotFound:
 		return "group " + group + " not found"
 	case errInvalidGroupID:
-		return "the group ID is empty"
+		return "the group ID is empty or longer than millrace.group.id.max.bytes"
+	case errGroupMaxSizeReached:
+		return "the coordinator holds millrace.max.groups groups and takes no new one"
 	case errNonEmptyGroup:
 		return "group " + group + " has members; only an empty group can be deleted"
 	case errCoordinatorNotAvailable:
@@ -216,7 +218,7 @@ func (c *Coordinator) DeleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRe
 		switch {
 		case !supported(keyDeleteGroups, req.Version):
 			rg.ErrorCode = errUnsupportedVersion
-		case id == "":
+		case !c.validGroupID(id):
 			rg.ErrorCode = errInvalidGroupID
 		default:
 			rg.ErrorCode = c.deleteGroup(id)

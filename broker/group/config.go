@@ -23,6 +23,31 @@ type Config struct {
 	// MaxMetadataBytes bounds the metadata string of a committed offset
 	// (offset.metadata.max.bytes). Default 4096.
 	MaxMetadataBytes int
+	// MaxGroupIDBytes (millrace.group.id.max.bytes, default 255) bounds the
+	// length of a group ID; a longer one gets INVALID_GROUP_ID from every
+	// group API. Kafka sets no limit, but a group ID names a node in the
+	// coordination store and a map key in memory; 255 bytes is the usual
+	// file-name limit and far above real group IDs.
+	MaxGroupIDBytes int
+	// MaxGroups (millrace.max.groups, default 10000) bounds the groups the
+	// coordinator holds in memory: groups with members, and groups whose
+	// offsets were committed or read since the broker started. A JoinGroup
+	// or OffsetCommit that would add a group beyond it gets
+	// GROUP_MAX_SIZE_REACHED, which clients report instead of retrying;
+	// groups known only from the store (written before a restart) count
+	// once they are used. Kafka sets no limit; without one, simple commits
+	// to ever-new group IDs grow the broker without bound.
+	MaxGroups int
+	// OffsetsRetention (offsets.retention.minutes, default 7 days) is how
+	// long the committed offsets of a group without members are kept, as
+	// Kafka 2.1+ does (KIP-211): a consumer group's offsets expire this
+	// long after it became empty (or after their commit, if later), a
+	// simple group's (one that never had members) this long after their
+	// commit. A group left without offsets is deleted from the store.
+	OffsetsRetention time.Duration
+	// OffsetsRetentionCheckInterval (offsets.retention.check.interval.ms,
+	// default 10 minutes) is how often expired offsets are looked for.
+	OffsetsRetentionCheckInterval time.Duration
 	// PartitionExists reports whether a topic partition exists, so that
 	// OffsetCommit answers UNKNOWN_TOPIC_OR_PARTITION for others. Nil accepts
 	// every partition.
@@ -53,6 +78,11 @@ const (
 	DefaultInitialRebalanceDelay = 3 * time.Second
 	DefaultMaxMetadataBytes      = 4096
 	DefaultMirrorResync          = 30 * time.Second
+	DefaultMaxGroupIDBytes       = 255
+	DefaultMaxGroups             = 10000
+	// DefaultOffsetsRetention is offsets.retention.minutes' default, 10080.
+	DefaultOffsetsRetention              = 7 * 24 * time.Hour
+	DefaultOffsetsRetentionCheckInterval = 10 * time.Minute
 )
 
 // DefaultConfig returns a Config with every default filled in.
@@ -63,6 +93,11 @@ func DefaultConfig() Config {
 		InitialRebalanceDelay: DefaultInitialRebalanceDelay,
 		MaxMetadataBytes:      DefaultMaxMetadataBytes,
 		MirrorResync:          DefaultMirrorResync,
+		MaxGroupIDBytes:       DefaultMaxGroupIDBytes,
+		MaxGroups:             DefaultMaxGroups,
+		OffsetsRetention:      DefaultOffsetsRetention,
+
+		OffsetsRetentionCheckInterval: DefaultOffsetsRetentionCheckInterval,
 	}
 }
 
@@ -86,6 +121,18 @@ func (c Config) withDefaults() Config {
 	if c.MirrorResync <= 0 {
 		c.MirrorResync = DefaultMirrorResync
 	}
+	if c.MaxGroupIDBytes == 0 {
+		c.MaxGroupIDBytes = DefaultMaxGroupIDBytes
+	}
+	if c.MaxGroups == 0 {
+		c.MaxGroups = DefaultMaxGroups
+	}
+	if c.OffsetsRetention == 0 {
+		c.OffsetsRetention = DefaultOffsetsRetention
+	}
+	if c.OffsetsRetentionCheckInterval == 0 {
+		c.OffsetsRetentionCheckInterval = DefaultOffsetsRetentionCheckInterval
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -105,6 +152,18 @@ func (c Config) Validate() error {
 	}
 	if d.MaxMetadataBytes < 0 {
 		errs = append(errs, errors.New("group: MaxMetadataBytes must not be negative"))
+	}
+	if d.MaxGroupIDBytes < 1 {
+		errs = append(errs, fmt.Errorf("group: millrace.group.id.max.bytes %d must be at least 1", d.MaxGroupIDBytes))
+	}
+	if d.MaxGroups < 1 {
+		errs = append(errs, fmt.Errorf("group: millrace.max.groups %d must be at least 1", d.MaxGroups))
+	}
+	if d.OffsetsRetention < time.Minute {
+		errs = append(errs, fmt.Errorf("group: offsets.retention.minutes %v must be at least one minute", d.OffsetsRetention))
+	}
+	if d.OffsetsRetentionCheckInterval < time.Millisecond {
+		errs = append(errs, fmt.Errorf("group: offsets.retention.check.interval.ms %v must be positive", d.OffsetsRetentionCheckInterval))
 	}
 	return errors.Join(errs...)
 }

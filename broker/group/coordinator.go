@@ -37,8 +37,14 @@
 // (FENCED_INSTANCE_ID). Static members are removed by session expiry or
 // LeaveGroup like dynamic ones.
 //
-// Not supported: offset retention (committed offsets never expire), the
-// KIP-848 consumer protocol, and transactional offset commits.
+// Committed offsets of a group without members expire after
+// Config.OffsetsRetention (offsets.retention.minutes, KIP-211), and a group
+// left without offsets is deleted (retention.go). Group IDs are at most
+// Config.MaxGroupIDBytes long and the coordinator holds at most
+// Config.MaxGroups groups in memory.
+//
+// Not supported: the KIP-848 consumer protocol, transactional offset
+// commits, and the per-commit retention time of OffsetCommit v2–v4.
 package group
 
 import (
@@ -61,11 +67,15 @@ type Coordinator struct {
 	log    *slog.Logger
 	mirror *mirror
 
-	closed    atomic.Bool
-	done      chan struct{}  // closed by Close; ends waiting JoinGroup/SyncGroup calls
-	timers    sync.WaitGroup // one count per armed timer whose callback may still run
-	watcher   sync.WaitGroup // watchOwnership, when Config.Owner is set
-	closeOnce sync.Once
+	closed  atomic.Bool
+	done    chan struct{}  // closed by Close; ends waiting JoinGroup/SyncGroup calls
+	timers  sync.WaitGroup // one count per armed timer whose callback may still run
+	watcher sync.WaitGroup // expireLoop, and watchOwnership when Config.Owner is set
+	// groupsFullLogged is set once a group was refused for Config.MaxGroups
+	// and cleared when a group is forgotten, so that the refusal is logged
+	// once per episode, not once per request.
+	groupsFullLogged atomic.Bool
+	closeOnce        sync.Once
 
 	mu     sync.Mutex // guards the following
 	groups map[string]*group
@@ -93,6 +103,8 @@ func New(store coord.Store, cfg Config, logger *slog.Logger) *Coordinator {
 		groups: make(map[string]*group),
 	}
 	c.mirror = newMirror(store, c.cfg.MirrorResync, logger)
+	c.watcher.Add(1)
+	go c.expireLoop()
 	if c.cfg.Owner != nil {
 		c.watcher.Add(1)
 		go c.watchOwnership()
@@ -296,6 +308,7 @@ func (c *Coordinator) forgetGroup(g *group) {
 	defer c.mu.Unlock()
 	if c.groups[g.id] == g {
 		delete(c.groups, g.id)
+		c.groupsFullLogged.Store(false)
 	}
 }
 

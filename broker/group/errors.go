@@ -21,6 +21,7 @@ const (
 	errNonEmptyGroup             int16 = 68
 	errGroupIDNotFound           int16 = 69
 	errMemberIDRequired          int16 = 79
+	errGroupMaxSizeReached       int16 = 81
 	errFencedInstanceID          int16 = 82
 	errGroupSubscribedToTopic    int16 = 86
 )

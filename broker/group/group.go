@@ -156,6 +156,10 @@ type group struct {
 	newMemberAdded bool
 	pendingSync    map[string]bool // members of this generation that have not sent SyncGroup
 	syncTimer      *timer          // removes members that never sent SyncGroup
+	// emptySince is when the group last became Empty after having members
+	// (zero if it has not since this broker took it up): KIP-211's
+	// retention of a consumer group's offsets starts then.
+	emptySince time.Time
 }
 
 func newGroup(id string) *group {

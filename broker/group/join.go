@@ -24,7 +24,7 @@ func (c *Coordinator) JoinGroup(ctx context.Context, req *kmsg.JoinGroupRequest)
 	if !supported(keyJoinGroup, req.Version) {
 		return fail(errUnsupportedVersion, req.MemberID)
 	}
-	if req.Group == "" {
+	if !c.validGroupID(req.Group) {
 		return fail(errInvalidGroupID, req.MemberID)
 	}
 	session := time.Duration(req.SessionTimeoutMillis) * time.Millisecond
@@ -45,6 +45,11 @@ func (c *Coordinator) JoinGroup(ctx context.Context, req *kmsg.JoinGroupRequest)
 		session: session, rebalance: rebalance,
 	}
 
+	if req.MemberID == "" {
+		if code := c.admitGroup(req.Group); code != errNone {
+			return fail(code, req.MemberID)
+		}
+	}
 	g := c.lockGroup(req.Group, req.MemberID == "")
 	if g == nil {
 		if !c.coordinates(req.Group) {
@@ -387,6 +392,7 @@ func (c *Coordinator) completeJoinLocked(g *group) {
 		g.protocol = ""
 		g.leader = ""
 		g.state = stateEmpty
+		g.emptySince = c.cfg.Now()
 		c.log.Info("group is empty", "group", g.id, "generation", g.generation)
 		c.publishLocked(g)
 		return

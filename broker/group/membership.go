@@ -20,7 +20,7 @@ func (c *Coordinator) SyncGroup(ctx context.Context, req *kmsg.SyncGroupRequest)
 	if !supported(keySyncGroup, req.Version) {
 		return fail(errUnsupportedVersion)
 	}
-	if req.Group == "" {
+	if !c.validGroupID(req.Group) {
 		return fail(errInvalidGroupID)
 	}
 	g := c.lockGroup(req.Group, false)
@@ -146,7 +146,7 @@ func (c *Coordinator) heartbeat(req *kmsg.HeartbeatRequest) int16 {
 	if !supported(keyHeartbeat, req.Version) {
 		return errUnsupportedVersion
 	}
-	if req.Group == "" {
+	if !c.validGroupID(req.Group) {
 		return errInvalidGroupID
 	}
 	g := c.lockGroup(req.Group, false)
@@ -192,7 +192,7 @@ func (c *Coordinator) LeaveGroup(ctx context.Context, req *kmsg.LeaveGroupReques
 		resp.ErrorCode = errUnsupportedVersion
 		return resp
 	}
-	if req.Group == "" {
+	if !c.validGroupID(req.Group) {
 		resp.ErrorCode = errInvalidGroupID
 		return resp
 	}

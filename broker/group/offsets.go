@@ -118,7 +118,9 @@ func (c *Coordinator) loadOffsetsLocked(g *group, fresh bool) error {
 // generation -1 with no member ID is a "simple" commit (kadm, group reset),
 // accepted while the group has no members. The accepted partitions of one
 // request are written with one atomic store Multi. RetentionTimeMillis (v2–v4)
-// is ignored: committed offsets never expire.
+// is ignored: offsets expire after Config.OffsetsRetention (retention.go). A
+// commit that would add a group beyond Config.MaxGroups gets
+// GROUP_MAX_SIZE_REACHED.
 func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
 	resp := kmsg.NewPtrOffsetCommitResponse()
 	resp.Version = req.Version
@@ -136,7 +138,7 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 	switch {
 	case !supported(keyOffsetCommit, req.Version):
 		setAll(errUnsupportedVersion)
-	case req.Group == "":
+	case !c.validGroupID(req.Group):
 		setAll(errInvalidGroupID)
 	default:
 		c.commit(req, codes)
@@ -187,6 +189,10 @@ func (c *Coordinator) commit(req *kmsg.OffsetCommitRequest, codes [][]int16) {
 			return
 		}
 	}
+	if code := c.admitGroup(req.Group); code != errNone {
+		setAll(code)
+		return
+	}
 	g, code := c.lockGroupOffsets(req.Group, false)
 	if code != errNone {
 		setAll(code)
@@ -220,7 +226,9 @@ func (c *Coordinator) commit(req *kmsg.OffsetCommitRequest, codes [][]int16) {
 					e.LeaderEpoch = p.LeaderEpoch
 				}
 				if req.Version == 1 && p.Timestamp >= 0 {
-					e.CommitTimestamp = p.Timestamp
+					// Not after now: a commit time in the future would
+					// hold off offsets.retention.minutes.
+					e.CommitTimestamp = min(p.Timestamp, now)
 				}
 				updates[topicPartition{t.Topic, p.Partition}] = e
 			}
@@ -466,7 +474,7 @@ func (c *Coordinator) fetchOffsets(version int16, groupID string, order []string
 	switch {
 	case !supported(keyOffsetFetch, version):
 		code = errUnsupportedVersion
-	case groupID == "":
+	case !c.validGroupID(groupID):
 		code = errInvalidGroupID
 	default:
 		g, lcode := c.lockGroupOffsets(groupID, true)
@@ -551,7 +559,7 @@ func (c *Coordinator) deleteOffsets(req *kmsg.OffsetDeleteRequest, codes map[top
 	if !supported(keyOffsetDelete, req.Version) {
 		return errUnsupportedVersion
 	}
-	if req.Group == "" {
+	if !c.validGroupID(req.Group) {
 		return errInvalidGroupID
 	}
 	g, code := c.lockGroupOffsets(req.Group, false)

@@ -10,7 +10,8 @@ package kafka
 // again when it moves. Transaction coordinators (type 1) are refused with
 // INVALID_REQUEST: millrace does not support transactions (idempotent
 // producers do not need a coordinator). Other key types get INVALID_REQUEST
-// too.
+// too. A group ID longer than millrace.group.id.max.bytes gets
+// INVALID_GROUP_ID, as every group API answers it.
 
 import (
 	"context"
@@ -31,6 +32,9 @@ func handleFindCoordinator(_ context.Context, b *Broker, r *request) (kmsg.Respo
 			return kerr.InvalidRequest.Code, strp("millrace does not support transactions"), -1, "", -1
 		default:
 			return kerr.InvalidRequest.Code, strp("unknown coordinator key type"), -1, "", -1
+		}
+		if key != "" && !b.groups.ValidGroupID(key) {
+			return kerr.InvalidGroupID.Code, strp("the group ID is longer than millrace.group.id.max.bytes"), -1, "", -1
 		}
 		c, _, ok := b.cluster.GroupCoordinator(key)
 		if !ok {
