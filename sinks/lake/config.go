@@ -3,6 +3,7 @@ package lake
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -64,6 +65,14 @@ type Config struct {
 	// for a member that stopped heartbeating (a crashed worker) before its
 	// partitions move. Default 45s, Kafka's default.
 	SessionTimeout time.Duration `yaml:"session_timeout"`
+	// MaxDecompressedBatchBytes bounds what one fetched batch may
+	// decompress to, so a decompression bomb cannot exhaust the sink's
+	// memory. A batch past the bound, or one whose records cannot be
+	// decompressed at all, is sent to the dead-letter topic as one record
+	// (reason "undecodable batch") and skipped. Every worker of a group must
+	// use the same bound: whether a batch is skipped must not depend on the
+	// worker. Default 64 MiB (64 times a full 1 MiB batch); at most 2 GiB - 1.
+	MaxDecompressedBatchBytes int `yaml:"max_decompressed_batch_bytes"`
 	// StartAt is where a partition without a committed offset starts:
 	// "earliest" (default) or "latest".
 	StartAt string `yaml:"start_at"`
@@ -85,6 +94,8 @@ const (
 	DefaultSuccessGrace    = 10 * time.Minute
 	DefaultSuccessInterval = 30 * time.Second
 	DefaultSessionTimeout  = 45 * time.Second
+	// DefaultMaxDecompressedBatchBytes is 64 MiB.
+	DefaultMaxDecompressedBatchBytes = 64 << 20
 )
 
 // withDefaults returns a copy with every zero field set to its default.
@@ -121,6 +132,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StartAt == "" {
 		c.StartAt = "earliest"
+	}
+	if c.MaxDecompressedBatchBytes == 0 {
+		c.MaxDecompressedBatchBytes = DefaultMaxDecompressedBatchBytes
 	}
 	return c
 }
@@ -160,6 +174,10 @@ func (c Config) Validate() error {
 	}
 	if c.RollRows < 0 || c.RollBytes < 0 || c.RollAge < 0 || c.IdleTimeout < 0 || c.MaxOpenFiles < 0 || c.SuccessInterval < 0 || c.SessionTimeout < 0 {
 		errs = append(errs, errors.New("lake: roll limits, timeouts, open-file cap and success interval cannot be negative"))
+	}
+	if c.MaxDecompressedBatchBytes < 0 || int64(c.MaxDecompressedBatchBytes) > math.MaxInt32 {
+		errs = append(errs, fmt.Errorf("lake: max_decompressed_batch_bytes %d: want 1 to %d (a Kafka batch is at most 2 GiB)",
+			c.MaxDecompressedBatchBytes, math.MaxInt32))
 	}
 	switch c.PartitionBy {
 	case "", "hour", "day":

@@ -14,14 +14,30 @@ import (
 // DeadLetter is the JSON value of a record on `<topic>.dlq`.
 type DeadLetter struct {
 	// Reason says why the record was not landed (the schema's validation
-	// error, or "empty record value").
+	// error, or "empty record value"), or is "undecodable batch" when the
+	// dead letter stands for a whole batch whose records could not be
+	// decompressed (see Error).
 	Reason string `json:"reason"`
-	// Topic, Partition and Offset locate the original record; they identify
-	// a dead letter sent twice after a crash.
+	// Topic, Partition and Offset locate the original record (for a batch:
+	// its first offset); they identify a dead letter sent twice after a
+	// crash.
 	Topic     string `json:"topic"`
 	Partition int32  `json:"partition"`
 	Offset    int64  `json:"offset"`
-	// Timestamp is the original record's timestamp, RFC 3339 UTC.
+	// LastOffset is an undecodable batch's last offset: the sink skipped
+	// Offset through LastOffset. Absent for a single record.
+	LastOffset int64 `json:"last_offset,omitempty"`
+	// Error says why an undecodable batch could not be read: the codec's
+	// error, or that it decompresses past MaxDecompressedBatchBytes.
+	Error string `json:"error,omitempty"`
+	// BatchBytes, Compression and Records describe an undecodable batch
+	// from its header: its size on disk, its codec, and the record count
+	// it claims. Absent when the batch could not be read again.
+	BatchBytes  int    `json:"batch_bytes,omitempty"`
+	Compression string `json:"compression,omitempty"`
+	Records     int32  `json:"records,omitempty"`
+	// Timestamp is the original record's timestamp (for a batch, its
+	// header's first timestamp, when read), RFC 3339 UTC.
 	Timestamp string `json:"timestamp"`
 	// Value is the original value when it is valid UTF-8; otherwise
 	// ValueBase64 holds it.
@@ -84,9 +100,9 @@ type kgoDeadLetters struct {
 	err error      // first failed produce since the last flush
 }
 
-func (d *kgoDeadLetters) send(tp topicPartition, r *kgo.Record, reason string) {
-	value, _ := json.Marshal(newDeadLetter(tp, r, reason)) // plain strings and numbers: cannot fail
-	d.client.Produce(context.Background(), &kgo.Record{Topic: tp.topic + ".dlq", Key: deadLetterKey(r), Value: value},
+func (d *kgoDeadLetters) send(letter DeadLetter, key []byte) {
+	value, _ := json.Marshal(letter) // plain strings and numbers: cannot fail
+	d.client.Produce(context.Background(), &kgo.Record{Topic: letter.Topic + ".dlq", Key: key, Value: value},
 		func(_ *kgo.Record, err error) {
 			if err != nil {
 				d.mu.Lock()

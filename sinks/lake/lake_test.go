@@ -50,8 +50,8 @@ type fakeDeadLetters struct {
 	sent []DeadLetter
 }
 
-func (d *fakeDeadLetters) send(tp topicPartition, r *kgo.Record, reason string) {
-	d.sent = append(d.sent, newDeadLetter(tp, r, reason))
+func (d *fakeDeadLetters) send(letter DeadLetter, _ []byte) {
+	d.sent = append(d.sent, letter)
 }
 func (d *fakeDeadLetters) flush(context.Context) error { return nil }
 

@@ -4,15 +4,16 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // metrics are the worker's Prometheus series.
 type metrics struct {
-	rows          *prometheus.CounterVec // topic
-	files         *prometheus.CounterVec // topic
-	bytes         *prometheus.CounterVec // topic
-	deadLetters   *prometheus.CounterVec // topic
-	windows       *prometheus.CounterVec // topic, reason
-	lag           *prometheus.GaugeVec   // topic, partition
-	commitLatency prometheus.Histogram   //
-	openFiles     prometheus.Gauge       //
-	markers       *prometheus.CounterVec // topic
+	rows               *prometheus.CounterVec // topic
+	files              *prometheus.CounterVec // topic
+	bytes              *prometheus.CounterVec // topic
+	deadLetters        *prometheus.CounterVec // topic
+	undecodableBatches *prometheus.CounterVec // topic
+	windows            *prometheus.CounterVec // topic, reason
+	lag                *prometheus.GaugeVec   // topic, partition
+	commitLatency      prometheus.Histogram   //
+	openFiles          prometheus.Gauge       //
+	markers            *prometheus.CounterVec // topic
 
 	reg prometheus.Registerer // where they are registered, or nil
 }
@@ -27,6 +28,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "bytes_total", Help: "Bytes of Parquet files published."}, []string{"topic"}),
 		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "millrace", Subsystem: "lake",
 			Name: "dead_letters_total", Help: "Records sent to the dead-letter topic."}, []string{"topic"}),
+		undecodableBatches: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "millrace", Subsystem: "lake",
+			Name: "undecodable_batches_total",
+			Help: "Batches whose records could not be decompressed, sent to the dead-letter topic as one record each and skipped."},
+			[]string{"topic"}),
 		windows: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "millrace", Subsystem: "lake",
 			Name: "windows_total", Help: "Commit windows ended, by what ended them."}, []string{"topic", "reason"}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "millrace", Subsystem: "lake",
@@ -48,7 +53,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 }
 
 func (m *metrics) all() []prometheus.Collector {
-	return []prometheus.Collector{m.rows, m.files, m.bytes, m.deadLetters, m.windows, m.lag, m.commitLatency, m.openFiles, m.markers}
+	return []prometheus.Collector{m.rows, m.files, m.bytes, m.deadLetters, m.undecodableBatches, m.windows, m.lag, m.commitLatency, m.openFiles, m.markers}
 }
 
 // unregister removes the series, so a worker that replaces this one (see

@@ -56,9 +56,9 @@ type committer interface {
 	commit(ctx context.Context, tp topicPartition, offset int64, watermark time.Time) error
 }
 
-// deadLetterSink sends records that do not fit to the dead-letter topic.
+// deadLetterSink sends dead letters to `<Topic>.dlq`.
 type deadLetterSink interface {
-	send(tp topicPartition, rec *kgo.Record, reason string)
+	send(letter DeadLetter, key []byte)
 	// flush waits until everything sent is acknowledged.
 	flush(ctx context.Context) error
 }
@@ -117,6 +117,8 @@ func (w *Worker) processLocked(ctx context.Context, p *partitionState, r *kgo.Re
 	}
 	if p.win == nil {
 		p.win = newWindow(r)
+	} else if p.win.firstRecordTime.IsZero() {
+		p.win.firstRecordTime = r.Timestamp // the window began with a skipped batch
 	}
 	reason := ""
 	if len(r.Value) == 0 {
@@ -125,7 +127,7 @@ func (w *Worker) processLocked(ctx context.Context, p *partitionState, r *kgo.Re
 		reason = err.Error()
 	}
 	if reason != "" {
-		w.dlq.send(p.tp, r, reason)
+		w.dlq.send(newDeadLetter(p.tp, r, reason), deadLetterKey(r))
 		w.metrics.deadLetters.WithLabelValues(p.tp.topic).Inc()
 		p.win.deadLetters++
 		p.win.advance(r)

@@ -35,6 +35,8 @@ type Worker struct {
 	commit   committer
 	dlq      deadLetterSink
 	progress progressSource
+	batches  batchReader
+	seek     func(tp topicPartition, offset int64) // moves the fetch position past an undecodable batch
 
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the poll loop has returned
@@ -79,6 +81,10 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 			w.metrics.unregister()
 		}
 	}()
+	decompressor, err := boundedDecompressor(w.cfg.MaxDecompressedBatchBytes)
+	if err != nil {
+		return fmt.Errorf("lake: %w", err)
+	}
 	reset := kgo.NewOffset().AtStart()
 	if w.cfg.StartAt == "latest" {
 		reset = kgo.NewOffset().AtEnd()
@@ -99,6 +105,9 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		kgo.OnPartitionsAssigned(w.onAssigned),
 		kgo.OnPartitionsRevoked(w.onRevoked),
 		kgo.OnPartitionsLost(w.onLost),
+		// Bounded, and every batch it cannot decode stops its partition
+		// with the batch's offsets, for skipBatchLocked (badbatch.go).
+		kgo.WithDecompressor(stoppingDecompressor{decompressor}),
 	)
 	if err != nil {
 		return fmt.Errorf("lake: %w", err)
@@ -112,6 +121,8 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	w.commit = &kgoCommitter{client: cl, group: w.cfg.Group}
 	w.dlq = &kgoDeadLetters{client: cl}
 	w.progress = &kgoProgress{client: cl, group: w.cfg.Group}
+	w.batches = &kgoBatchReader{client: cl, decompressor: decompressor}
+	w.seek = kgoSeek(cl)
 	runCtx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
 	go w.run(runCtx)
@@ -204,7 +215,13 @@ func (w *Worker) pollWait() time.Duration {
 func (w *Worker) handle(ctx context.Context, fetches kgo.Fetches) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	var undecodable []undecodableBatch
 	fetches.EachError(func(topic string, partition int32, err error) {
+		if tooLarge, ok := errors.AsType[*kgo.ErrDecompressTooLarge](err); ok {
+			undecodable = append(undecodable, undecodableBatch{tp: topicPartition{topic, partition},
+				first: tooLarge.Offset, next: tooLarge.NextOffset, err: err})
+			return
+		}
 		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 			w.logger.Warn("fetch failed; retrying", "topic", topic, "partition", partition, "err", err)
 		}
@@ -228,6 +245,13 @@ func (w *Worker) handle(ctx context.Context, fetches kgo.Fetches) error {
 	})
 	if err != nil {
 		return err
+	}
+	// After the records: a partition's records in this poll all come
+	// before its undecodable batch, which stopped its fetching.
+	for _, b := range undecodable {
+		if p := w.parts[b.tp]; p != nil { // assigned (no revoke runs during a poll)
+			w.skipBatchLocked(ctx, p, b)
+		}
 	}
 	if err := w.flushIdleLocked(ctx); err != nil {
 		return err
