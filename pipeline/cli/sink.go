@@ -17,7 +17,7 @@ func init() {
 	register("sink", "sink -b BROKERS --group G --topic T [--topic T2...] --schema log|click|metric "+
 		"[--field NAME:TYPE...] --out file:///PATH|s3://BUCKET/PREFIX [--s3-endpoint URL] [--s3-region R] [--roll-rows N] [--roll-bytes N] "+
 		"[--roll-age D] [--idle-timeout D] [--session-timeout D] [--compression zstd|snappy] [--partition-by hour|day] "+
-		"[--timestamp-field F] [--config sink.yaml] [--metrics-listen ADDR]", runSink)
+		"[--timestamp-field F] [--max-decompressed-batch-bytes N] [--config sink.yaml] [--metrics-listen ADDR]", runSink)
 }
 
 // sinkFile is the YAML layout of `millrace sink --config`.
@@ -64,6 +64,8 @@ func runSink(ctx context.Context, e env, args []string) error {
 	compression := f.String("compression", "", "snappy (default) or zstd (smaller files, slower to write)")
 	partitionBy := f.String("partition-by", "", "hour (default) or day")
 	timestampField := f.String("timestamp-field", "", "timestamp field that picks the bucket (default the schema's)")
+	maxBatch := f.Int("max-decompressed-batch-bytes", 0, "dead-letter and skip a batch that decompresses past N bytes "+
+		"or cannot be decompressed (default 64 MiB; the same for every worker of a group)")
 	configFile := f.String("config", "", "YAML file with out:, s3_endpoint:, s3_region: and lake: (flags override)")
 	metricsAddr := f.String("metrics-listen", "", "serve Prometheus /metrics on this address")
 	shutdownTimeout := f.Duration("shutdown-timeout", time.Minute, "how long to publish and commit on shutdown")
@@ -122,6 +124,9 @@ func runSink(ctx context.Context, e env, args []string) error {
 	}
 	if explicit["session-timeout"] {
 		cfg.Lake.SessionTimeout = *sessionTimeout
+	}
+	if explicit["max-decompressed-batch-bytes"] {
+		cfg.Lake.MaxDecompressedBatchBytes = *maxBatch
 	}
 	if cfg.Out == "" {
 		return usageError("--out file:///PATH or s3://BUCKET/PREFIX (or out: in --config) is required")
