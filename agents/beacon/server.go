@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/agents/ship"
+	"millrace/internal/httpserver"
 )
 
 // Producer is what the beacon produces through; *ship.Shipper implements it.
@@ -295,15 +296,7 @@ func (s *Server) Start(_ context.Context) error {
 		return fmt.Errorf("beacon: listen: %w", err)
 	}
 	s.listener = l
-	s.http = &http.Server{
-		Handler:           s.handler,
-		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
-		ReadTimeout:       s.cfg.ReadTimeout,
-		WriteTimeout:      s.cfg.WriteTimeout,
-		IdleTimeout:       s.cfg.IdleTimeout,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
-	}
+	s.http = httpserver.New(s.handler, s.cfg.HTTPTimeouts(), s.logger)
 	s.serveDone = make(chan struct{})
 	go func(hs *http.Server, done chan struct{}) {
 		defer close(done)
