@@ -4,13 +4,13 @@ package kafka
 //
 // Gives an idempotent producer its producer ID and epoch. IDs come from
 // blocks reserved in the coordination store (producer_ids.go), so they are
-// unique across brokers and restarts. A request without an ID (-1/-1) gets
-// a fresh ID at epoch 0. A request that passes its current ID and epoch
-// (v3+, KIP-360: the producer lost track of its sequences and wants to
-// start over) gets the same ID with the epoch bumped; the partitions then
-// accept the new epoch from sequence 0 and refuse the old one. When the
-// epoch cannot be bumped further (it would reach MaxInt16) a fresh ID is
-// handed out instead. An ID without an epoch, or the reverse, gets
+// unique across brokers and restarts. Every request gets a fresh ID at
+// epoch 0, as Kafka answers every non-transactional InitProducerId: the
+// producer ID and epoch a v3+ request may carry (KIP-360: the producer lost
+// track of its sequences) ask for a bump of the same ID, which Kafka grants
+// only to a transactional producer, whose transactional ID proves it owns
+// the producer ID. Bumping any ID a client names would let it fence a
+// producer it never owned. An ID without an epoch, or the reverse, gets
 // INVALID_REQUEST, as in Kafka.
 //
 // Transactions are not supported: a non-null transactional ID gets
@@ -20,7 +20,6 @@ package kafka
 
 import (
 	"context"
-	"math"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -39,11 +38,6 @@ func handleInitProducerID(_ context.Context, b *Broker, r *request) (kmsg.Respon
 	}
 	if (req.ProducerID < 0) != (req.ProducerEpoch < 0) {
 		resp.ErrorCode = kerr.InvalidRequest.Code
-		return resp, nil
-	}
-	if req.ProducerID >= 0 && req.ProducerEpoch < math.MaxInt16-1 {
-		// KIP-360 bump: same ID, next epoch.
-		resp.ProducerID, resp.ProducerEpoch = req.ProducerID, req.ProducerEpoch+1
 		return resp, nil
 	}
 	states, ok := componentOf[*producerStates](b, producerStateComponent)
