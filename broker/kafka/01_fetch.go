@@ -23,7 +23,9 @@ package kafka
 // error and max_wait_ms is positive, the handler waits for an append to any
 // requested partition (data_wait.go: woken by Produce, never polling), for
 // max_wait_ms, or for the connection or broker to close, re-reading after
-// each wake-up.
+// each wake-up. max_wait_ms is capped by millrace.fetch.max.wait.ms: a
+// waiting fetch holds a goroutine and request budget, and answering before
+// max_wait_ms is always allowed.
 //
 // Fetch sessions (KIP-227) are not kept: every response has session ID 0,
 // which tells clients that no session was created, so each of their
@@ -63,7 +65,7 @@ func handleFetch(ctx context.Context, b *Broker, r *request) (kmsg.Response, err
 		}
 	}
 
-	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
+	maxWait := min(time.Duration(req.MaxWaitMillis)*time.Millisecond, b.cfg.FetchMaxWait)
 	var wake <-chan struct{}
 	if maxWait > 0 && req.MinBytes > 0 {
 		if waiters, ok := componentOf[*dataWaiters](b, dataWaitersComponent); ok {

@@ -56,6 +56,10 @@ type Broker struct {
 	metrics *brokerMetrics
 	// hwCheckpoint is Deps.HighWatermarkCheckpoint.
 	hwCheckpoint string
+	// admission and budget are the connection and request byte limits
+	// (conn_limits.go).
+	admission admission
+	budget    *requestBudget
 
 	// components are the handler files' broker-lifetime state; see
 	// regComponent. Set in New, read-only afterwards.
@@ -100,8 +104,9 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 		ctx:          ctx,
 		cancel:       cancel,
 		conns:        make(map[*conn]struct{}),
+		budget:       newRequestBudget(cfg.QueuedMaxRequestBytes),
 	}
-	metrics, err := newBrokerMetrics(deps.Metrics, deps.Cluster, deps.Logs)
+	metrics, err := newBrokerMetrics(deps.Metrics, deps.Cluster, deps.Logs, b)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("kafka: registering metrics: %w", err)
@@ -210,11 +215,17 @@ func (b *Broker) Serve(ctx context.Context) error {
 			}
 			break
 		}
+		ip := remoteIP(nc)
+		if refusedBy := b.admission.admit(&b.cfg, ip); refusedBy != "" {
+			b.refuse(nc, ip, refusedBy)
+			continue
+		}
 		c := newConn(b, nc)
 		b.mu.Lock()
 		if b.closed {
 			b.mu.Unlock()
 			nc.Close()
+			b.admission.release(ip)
 			break
 		}
 		b.conns[c] = struct{}{}
@@ -226,6 +237,7 @@ func (b *Broker) Serve(ctx context.Context) error {
 			b.mu.Lock()
 			delete(b.conns, c)
 			b.mu.Unlock()
+			b.admission.release(ip)
 		}()
 	}
 	b.shutdown()

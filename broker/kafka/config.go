@@ -47,9 +47,70 @@ type Config struct {
 	// blocking request (JoinGroup, long-poll Fetch) does not stall the ones
 	// behind it, and this bounds the memory that costs.
 	MaxPipelinedRequests int
+
+	// MaxConnections (max.connections, default 4096; Kafka's is 2^31-1) is
+	// the most client connections the broker holds open; a connection
+	// beyond it is closed as soon as it is accepted. An idle connection
+	// costs two goroutines and a few KiB of buffers, so the default holds
+	// the open connections of a few hundred producers and consumers (a
+	// client keeps one to three per broker) with a wide margin, and bounds
+	// what a connection flood can hold to about 100 MiB.
+	MaxConnections int
+	// MaxConnectionsPerIP (max.connections.per.ip, default 1000; Kafka's is
+	// 2^31-1) is the most connections from one IP address, so that one
+	// host cannot take every connection. Loopback is not exempt.
+	MaxConnectionsPerIP int
+	// MaxConnectionsPerIPOverrides (max.connections.per.ip.overrides,
+	// default none) replaces MaxConnectionsPerIP for the IP addresses named,
+	// written as Kafka does: "127.0.0.1:5000,10.0.0.7:200". Only IP
+	// addresses are matched; host names are not resolved.
+	MaxConnectionsPerIPOverrides map[string]int
+	// QueuedMaxRequestBytes (queued.max.request.bytes, default 104857600;
+	// Kafka's is -1, unbounded) is a broker-wide budget of request bytes
+	// read and not yet answered, counting for requests other than Produce
+	// what decoding them may allocate (requestDecodeFactor times the
+	// frame). A connection that cannot get budget for the bytes it is about
+	// to read stops being read until answers free some: the client sees
+	// its requests slow down, not refused. -1 disables the budget. It must
+	// be at least socket.request.max.bytes, as in Kafka, so that the
+	// largest request fits.
+	QueuedMaxRequestBytes int64
+	// RequestReadTimeout (millrace.request.read.timeout.ms, default 30 s) is
+	// how long a request may take to arrive once its first byte has: the
+	// whole frame, not each read. A client's own request timeout
+	// (request.timeout.ms) is 30 s by default, so a frame still arriving
+	// after that is of no use to it; a connection that trickles a frame
+	// is closed instead of held. connections.max.idle.ms still governs the
+	// wait between requests.
+	RequestReadTimeout time.Duration
+	// ControlRequestMaxBytes (millrace.control.request.max.bytes, default
+	// 1048576) is the largest frame of a request other than Produce, the
+	// only API whose requests carry record data. Decoding a request can
+	// allocate up to about requestDecodeFactor times its frame (arrays of
+	// empty structs, tagged fields), so a 100 MiB Metadata request could
+	// cost gigabytes. 1 MiB holds a Metadata request naming tens of
+	// thousands of topics or an OffsetCommit of tens of thousands of
+	// partitions; the leader's SyncGroup of a very large group may need
+	// more. A larger frame closes the connection with a log line.
+	ControlRequestMaxBytes int32
+	// FetchMaxWait (millrace.fetch.max.wait.ms, default 30 s) caps a Fetch
+	// request's max_wait_ms. Clients ask for 500 ms (librdkafka, Java) to
+	// 5 s (franz-go); a waiting Fetch holds a goroutine and, with
+	// queued.max.request.bytes, part of the budget, so a client asking for
+	// days is answered after this instead. 30 s stays below clients' own
+	// request timeouts plus their wait, so no client times out waiting.
+	FetchMaxWait time.Duration
+	// ClientIDMaxBytes (millrace.client.id.max.bytes, default 1024; Kafka has
+	// no limit) is the longest client ID accepted in a request header. The
+	// client ID is logged and kept in group member IDs, so it is bounded;
+	// real clients use tens of bytes ("rdkafka", "kafka-python-2.0.2",
+	// "consumer-<group>-1"). A longer one closes the connection with a log
+	// line naming the length.
+	ClientIDMaxBytes int
 }
 
-// DefaultConfig returns Kafka's defaults.
+// DefaultConfig returns Kafka's defaults, with bounds where Kafka has none
+// (connection counts, the request byte budget) and millrace's own settings.
 func DefaultConfig() Config {
 	return Config{
 		Listener:                 "PLAINTEXT://:9092",
@@ -60,6 +121,13 @@ func DefaultConfig() Config {
 		DefaultReplicationFactor: 1,
 		ConnectionsMaxIdle:       10 * time.Minute,
 		MaxPipelinedRequests:     16,
+		MaxConnections:           4096,
+		MaxConnectionsPerIP:      1000,
+		QueuedMaxRequestBytes:    104857600,
+		RequestReadTimeout:       30 * time.Second,
+		ControlRequestMaxBytes:   1 << 20,
+		FetchMaxWait:             30 * time.Second,
+		ClientIDMaxBytes:         1024,
 	}
 }
 
@@ -99,6 +167,35 @@ func (c Config) Validate() error {
 	}
 	if c.MaxPipelinedRequests < 1 {
 		errs = append(errs, fmt.Errorf("millrace.max.pipelined.requests %d must be at least 1", c.MaxPipelinedRequests))
+	}
+	if c.MaxConnections < 1 {
+		errs = append(errs, fmt.Errorf("max.connections %d must be at least 1", c.MaxConnections))
+	}
+	if c.MaxConnectionsPerIP < 1 {
+		errs = append(errs, fmt.Errorf("max.connections.per.ip %d must be at least 1", c.MaxConnectionsPerIP))
+	}
+	for ip, n := range c.MaxConnectionsPerIPOverrides {
+		if net.ParseIP(ip) == nil {
+			errs = append(errs, fmt.Errorf("max.connections.per.ip.overrides: %q is not an IP address (host names are not resolved)", ip))
+		}
+		if n < 0 {
+			errs = append(errs, fmt.Errorf("max.connections.per.ip.overrides: %s:%d must not be negative", ip, n))
+		}
+	}
+	if c.QueuedMaxRequestBytes != -1 && c.QueuedMaxRequestBytes < int64(c.SocketRequestMaxBytes) {
+		errs = append(errs, fmt.Errorf("queued.max.request.bytes %d must be -1 (unbounded) or at least socket.request.max.bytes %d, or the largest request could never be read", c.QueuedMaxRequestBytes, c.SocketRequestMaxBytes))
+	}
+	if c.RequestReadTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("millrace.request.read.timeout.ms %v must be positive", c.RequestReadTimeout))
+	}
+	if c.ControlRequestMaxBytes < requestHeaderMinBytes {
+		errs = append(errs, fmt.Errorf("millrace.control.request.max.bytes %d cannot hold a request header (%d bytes)", c.ControlRequestMaxBytes, requestHeaderMinBytes))
+	}
+	if c.FetchMaxWait < 0 {
+		errs = append(errs, fmt.Errorf("millrace.fetch.max.wait.ms %v must not be negative", c.FetchMaxWait))
+	}
+	if c.ClientIDMaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("millrace.client.id.max.bytes %d must not be negative", c.ClientIDMaxBytes))
 	}
 	return errors.Join(errs...)
 }
@@ -183,21 +280,102 @@ var configEntries = map[string]configEntry{
 		intSetter(16, func(c *Config) *int16 { return &c.DefaultReplicationFactor }),
 		func(c Config) string { return strconv.Itoa(int(c.DefaultReplicationFactor)) },
 	},
-	"connections.max.idle.ms": {
-		func(c *Config, v string) error {
-			ms, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || ms > int64(time.Duration(1<<63-1)/time.Millisecond) {
-				return fmt.Errorf("must be a number of milliseconds")
-			}
-			c.ConnectionsMaxIdle = time.Duration(ms) * time.Millisecond
-			return nil
-		},
-		func(c Config) string { return strconv.FormatInt(c.ConnectionsMaxIdle.Milliseconds(), 10) },
-	},
+	"connections.max.idle.ms": msEntry(func(c *Config) *time.Duration { return &c.ConnectionsMaxIdle }),
 	"millrace.max.pipelined.requests": {
 		intSetter(32, func(c *Config) *int { return &c.MaxPipelinedRequests }),
 		func(c Config) string { return strconv.Itoa(c.MaxPipelinedRequests) },
 	},
+	"max.connections": {
+		intSetter(32, func(c *Config) *int { return &c.MaxConnections }),
+		func(c Config) string { return strconv.Itoa(c.MaxConnections) },
+	},
+	"max.connections.per.ip": {
+		intSetter(32, func(c *Config) *int { return &c.MaxConnectionsPerIP }),
+		func(c Config) string { return strconv.Itoa(c.MaxConnectionsPerIP) },
+	},
+	"max.connections.per.ip.overrides": {
+		func(c *Config, v string) error {
+			overrides, err := parseIPOverrides(v)
+			if err != nil {
+				return err
+			}
+			c.MaxConnectionsPerIPOverrides = overrides
+			return nil
+		},
+		func(c Config) string { return formatIPOverrides(c.MaxConnectionsPerIPOverrides) },
+	},
+	"queued.max.request.bytes": {
+		func(c *Config, v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return fmt.Errorf("must be an integer: %w", err)
+			}
+			c.QueuedMaxRequestBytes = n
+			return nil
+		},
+		func(c Config) string { return strconv.FormatInt(c.QueuedMaxRequestBytes, 10) },
+	},
+	"millrace.request.read.timeout.ms": msEntry(func(c *Config) *time.Duration { return &c.RequestReadTimeout }),
+	"millrace.control.request.max.bytes": {
+		intSetter(32, func(c *Config) *int32 { return &c.ControlRequestMaxBytes }),
+		func(c Config) string { return strconv.Itoa(int(c.ControlRequestMaxBytes)) },
+	},
+	"millrace.fetch.max.wait.ms": msEntry(func(c *Config) *time.Duration { return &c.FetchMaxWait }),
+	"millrace.client.id.max.bytes": {
+		intSetter(32, func(c *Config) *int { return &c.ClientIDMaxBytes }),
+		func(c Config) string { return strconv.Itoa(c.ClientIDMaxBytes) },
+	},
+}
+
+// msEntry is a setting of milliseconds held as a Duration.
+func msEntry(dst func(*Config) *time.Duration) configEntry {
+	return configEntry{
+		func(c *Config, v string) error {
+			ms, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || ms > int64(time.Duration(1<<63-1)/time.Millisecond) || ms < int64(-1<<63)/int64(time.Millisecond) {
+				return fmt.Errorf("must be a number of milliseconds")
+			}
+			*dst(c) = time.Duration(ms) * time.Millisecond
+			return nil
+		},
+		func(c Config) string { return strconv.FormatInt(dst(&c).Milliseconds(), 10) },
+	}
+}
+
+// parseIPOverrides parses Kafka's "ip:count,ip:count" list. The count
+// follows the last colon, so IPv6 addresses need no brackets.
+func parseIPOverrides(v string) (map[string]int, error) {
+	out := map[string]int{}
+	for item := range strings.SplitSeq(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		i := strings.LastIndex(item, ":")
+		if i < 0 {
+			return nil, fmt.Errorf("%q is not ip:count", item)
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(item[i+1:]))
+		if err != nil {
+			return nil, fmt.Errorf("%q: the count is not a number", item)
+		}
+		ip := strings.Trim(strings.TrimSpace(item[:i]), "[]")
+		if parsed := net.ParseIP(ip); parsed != nil {
+			ip = parsed.String() // the form RemoteAddr reports
+		}
+		out[ip] = n
+	}
+	return out, nil
+}
+
+// formatIPOverrides is parseIPOverrides' inverse, sorted.
+func formatIPOverrides(m map[string]int) string {
+	items := make([]string, 0, len(m))
+	for ip, n := range m {
+		items = append(items, ip+":"+strconv.Itoa(n))
+	}
+	sort.Strings(items)
+	return strings.Join(items, ",")
 }
 
 // ConfigNames returns the broker config names Set and Values use, sorted.

@@ -54,6 +54,9 @@ type slot struct {
 	// (Fetch records by sendfile; see data_stream.go). The writer releases
 	// it whether or not it is written.
 	stream *responseStream
+	// charge is the queued.max.request.bytes budget the request holds; the
+	// writer gives it back once the response is written or dropped.
+	charge int64
 }
 
 func newConn(b *Broker, nc net.Conn) *conn {
@@ -114,7 +117,14 @@ func (c *conn) readLoop() string {
 	maxBytes := c.b.cfg.SocketRequestMaxBytes
 	var sizeBuf [4]byte
 	for {
-		if err := c.readFull(sizeBuf[:], true); err != nil {
+		// Between requests the connection may idle; from the first byte
+		// of the next one the whole frame must arrive within
+		// millrace.request.read.timeout.ms.
+		if err := c.awaitRequest(sizeBuf[:1]); err != nil {
+			return c.readFailure(err, "waiting for a request")
+		}
+		deadline := time.Now().Add(c.b.cfg.RequestReadTimeout)
+		if err := c.readBy(sizeBuf[1:], deadline); err != nil {
 			return c.readFailure(err, "reading a request size")
 		}
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
@@ -122,21 +132,24 @@ func (c *conn) readLoop() string {
 			c.closeWith(err.Error(), nil)
 			return err.Error()
 		}
-		frame, err := c.readFrame(int(size))
+		frame, charge, err := c.readFrame(int(size), deadline)
 		if err != nil {
+			c.b.budget.release(charge)
 			return c.readFailure(err, fmt.Sprintf("reading a request of %d bytes", size))
 		}
-		r, err := parseRequest(frame)
+		r, err := parseRequest(frame, c.b.cfg.ClientIDMaxBytes)
 		if err != nil {
+			c.b.budget.release(charge)
 			c.closeWith(err.Error(), r)
 			return err.Error()
 		}
 		r.conn = c
-		s := &slot{r: r, done: make(chan struct{})}
+		s := &slot{r: r, done: make(chan struct{}), charge: charge}
 		c.inflight.Add(1)
 		select {
 		case c.queue <- s:
 		case <-c.ctx.Done():
+			c.b.budget.release(charge)
 			return "closed"
 		}
 		entry := registry[r.key]
@@ -171,7 +184,7 @@ func (c *conn) readFailure(err error, doing string) string {
 	case errors.Is(err, errIdle):
 		c.logger.Info("closing idle connection", "idle", c.b.cfg.ConnectionsMaxIdle)
 		return "idle"
-	case errors.Is(err, io.EOF) && doing == "reading a request size":
+	case errors.Is(err, io.EOF) && doing == "waiting for a request":
 		return "client closed the connection"
 	default:
 		reason := fmt.Sprintf("%s: %v", doing, err)
@@ -182,64 +195,116 @@ func (c *conn) readFailure(err error, doing string) string {
 
 var errIdle = errors.New("connection idle")
 
-// readFull fills buf. Each read waits at most connections.max.idle.ms; when
-// that passes with nothing read and (at a frame boundary) no request in
-// flight, the connection is idle. A partial frame that stalls that long
-// closes the connection too.
-func (c *conn) readFull(buf []byte, boundary bool) error {
+// awaitRequest reads the first byte of the next request into buf. Each
+// read waits at most connections.max.idle.ms; when that passes with no
+// request in flight, the connection is idle. While requests are in flight
+// the client is waiting on us, so it is not idle.
+func (c *conn) awaitRequest(buf []byte) error {
 	idle := c.b.cfg.ConnectionsMaxIdle
-	for n := 0; n < len(buf); {
+	for {
 		if err := c.nc.SetReadDeadline(time.Now().Add(idle)); err != nil {
 			return err
 		}
-		m, err := c.nc.Read(buf[n:])
-		n += m
-		if err == nil {
+		n, err := c.nc.Read(buf)
+		switch {
+		case n > 0:
+			return nil
+		case err == nil:
 			continue
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) && m == 0 {
-			if boundary && n == 0 && c.inflight.Load() > 0 {
-				continue // waiting on our own responses, not idle
-			}
-			if boundary && n == 0 {
-				return errIdle
-			}
-			return fmt.Errorf("no data for %v in the middle of a request", idle)
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
+		case errors.Is(err, os.ErrDeadlineExceeded) && c.inflight.Load() > 0:
 			continue
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return errIdle
+		default:
+			return err
 		}
-		if errors.Is(err, io.EOF) && n > 0 {
-			return io.ErrUnexpectedEOF
-		}
-		return err
 	}
-	return nil
 }
 
-// frameChunk bounds the first allocation for a frame: the buffer grows with
-// the bytes that actually arrive, so a size prefix alone cannot make the
-// broker allocate socket.request.max.bytes.
-const frameChunk = 64 << 10
+// errFrameTimeout is a frame that did not arrive in time.
+var errFrameTimeout = errors.New("request not complete within millrace.request.read.timeout.ms")
 
-func (c *conn) readFrame(size int) ([]byte, error) {
-	if frame := frameBuffer(size); frame != nil {
-		if err := c.readFull(frame, false); err != nil {
+// readBy fills buf before deadline, the frame's deadline.
+func (c *conn) readBy(buf []byte, deadline time.Time) error {
+	if err := c.nc.SetReadDeadline(deadline); err != nil {
+		return err
+	}
+	_, err := io.ReadFull(c.nc, buf)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("%w (%v)", errFrameTimeout, c.b.cfg.RequestReadTimeout)
+	}
+	return err
+}
+
+// readFrame reads a frame of size bytes (after its size prefix) by
+// deadline, taking queued.max.request.bytes budget before each part is
+// allocated; time spent waiting for budget does not count against the
+// deadline. It returns the budget taken, also on error (the caller gives
+// it back). The buffer starts at frameClassMin bytes and grows with the
+// bytes that arrive, so a size prefix alone cannot make the broker
+// allocate socket.request.max.bytes; once the API key is known, a request
+// other than Produce larger than millrace.control.request.max.bytes is
+// refused before more is read.
+func (c *conn) readFrame(size int, deadline time.Time) (frame []byte, charge int64, err error) {
+	budget, wait := c.b.budget, c.b.cfg.RequestReadTimeout
+	take := func(n int) error {
+		start := time.Now()
+		if err := budget.acquire(c.ctx, int64(n), charge > 0, wait); err != nil {
+			return err
+		}
+		charge += int64(n)
+		deadline = deadline.Add(time.Since(start))
+		return nil
+	}
+	first := min(size, frameClassMin)
+	if err := take(first); err != nil {
+		return nil, charge, err
+	}
+	frame = make([]byte, first)
+	if err := c.readBy(frame, deadline); err != nil {
+		return nil, charge, err
+	}
+	key := int16(binary.BigEndian.Uint16(frame))
+	if limit := c.b.cfg.ControlRequestMaxBytes; key != produceKey && size > int(limit) {
+		return nil, charge, closef("API key %d request of %d bytes is larger than millrace.control.request.max.bytes %d", key, size, limit)
+	}
+	if size > first {
+		if frame, err = c.readFrameRest(frame, size, deadline, take); err != nil {
+			return nil, charge, err
+		}
+	}
+	if err := take(int(budget.decodeCharge(key, int64(size), charge))); err != nil {
+		return nil, charge, err
+	}
+	return frame, charge, nil
+}
+
+// readFrameRest reads the rest of a frame whose first bytes are in frame,
+// into a pooled buffer when one is free, else into one that doubles as
+// bytes arrive. Capacities are rounded up to a pool class (at most
+// doubling what arrived), so that a recycled buffer serves the next frame
+// of its size.
+func (c *conn) readFrameRest(frame []byte, size int, deadline time.Time, take func(int) error) ([]byte, error) {
+	if pooled := frameBuffer(size); pooled != nil {
+		if err := take(size - len(frame)); err != nil {
+			recycleFrame(pooled)
 			return nil, err
 		}
-		return frame, nil
+		n := copy(pooled, frame)
+		return pooled, c.readBy(pooled[n:], deadline)
 	}
-	// Capacities are rounded up to a pool class (at most doubling what
-	// arrived), so that a recycled buffer serves the next frame of its size.
-	frame := make([]byte, 0, frameCapacity(min(size, frameChunk)))
 	for len(frame) < size {
 		if len(frame) == cap(frame) {
-			grown := make([]byte, len(frame), frameCapacity(min(size, 2*cap(frame))))
+			next := frameCapacity(min(size, 2*cap(frame)))
+			if err := take(min(next, size) - len(frame)); err != nil {
+				return nil, err
+			}
+			grown := make([]byte, len(frame), next)
 			copy(grown, frame)
 			frame = grown
 		}
 		next := min(cap(frame), size)
-		if err := c.readFull(frame[len(frame):next], false); err != nil {
+		if err := c.readBy(frame[len(frame):next], deadline); err != nil {
 			return nil, err
 		}
 		frame = frame[:next]
@@ -309,6 +374,7 @@ func (c *conn) writeLoop() {
 		if s.stream != nil {
 			s.stream.release()
 		}
+		c.b.budget.release(s.charge)
 	}
 }
 

@@ -26,9 +26,10 @@ type brokerMetrics struct {
 	producedBytes *prometheus.CounterVec
 	isrShrinks    prometheus.Counter
 	isrExpands    prometheus.Counter
+	refused       *prometheus.CounterVec
 }
 
-func newBrokerMetrics(reg prometheus.Registerer, model *cluster.Cluster, logs *log.Manager) (*brokerMetrics, error) {
+func newBrokerMetrics(reg prometheus.Registerer, model *cluster.Cluster, logs *log.Manager, b *Broker) (*brokerMetrics, error) {
 	m := &brokerMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "millrace_broker_requests_total", Help: "Kafka requests served, by API.",
@@ -51,6 +52,9 @@ func newBrokerMetrics(reg prometheus.Registerer, model *cluster.Cluster, logs *l
 		isrExpands: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "millrace_broker_isr_expands_total", Help: "ISR expansions this broker wrote as a partition leader (caught-up followers added back).",
 		}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "millrace_broker_connections_refused_total", Help: "Connections closed as soon as accepted, by the limit they were over (max.connections, max.connections.per.ip).",
+		}, []string{"limit"}),
 	}
 	if reg == nil {
 		return m, nil
@@ -58,7 +62,13 @@ func newBrokerMetrics(reg prometheus.Registerer, model *cluster.Cluster, logs *l
 	fetched := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "millrace_broker_fetched_record_bytes_total", Help: "Record bytes sent to consumers and followers.",
 	}, func() float64 { return float64(streamedRecordBytes.Load()) })
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.producedRecs, m.producedBytes, m.isrShrinks, m.isrExpands, fetched, newReplicationCollector(model), newDiskCollector(logs)} {
+	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "millrace_broker_connections", Help: "Client connections open (max.connections bounds them).",
+	}, func() float64 { return float64(b.admission.open()) })
+	queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "millrace_broker_queued_request_bytes", Help: "Request bytes read and not yet answered, as charged against queued.max.request.bytes (requests other than Produce count what decoding them may allocate).",
+	}, func() float64 { return float64(b.budget.used.Load()) })
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.producedRecs, m.producedBytes, m.isrShrinks, m.isrExpands, m.refused, fetched, open, queued, newReplicationCollector(model), newDiskCollector(logs)} {
 		if err := reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 			return nil, err
 		}
@@ -80,6 +90,11 @@ func (m *brokerMetrics) produced(topic string, records, bytes int) {
 	topic = strings.Clone(topic)
 	m.producedRecs.WithLabelValues(topic).Add(float64(records))
 	m.producedBytes.WithLabelValues(topic).Add(float64(bytes))
+}
+
+// connectionRefused counts a connection refused by limit.
+func (m *brokerMetrics) connectionRefused(limit string) {
+	m.refused.WithLabelValues(limit).Inc()
 }
 
 // isrChanged records an ISR change the leader wrote. A change either

@@ -69,9 +69,10 @@ func checkSize(size, maxBytes int32) error {
 	return nil
 }
 
-// parseRequest decodes a frame (the bytes after the size prefix). An error
-// means the connection must close; it says why.
-func parseRequest(frame []byte) (*request, error) {
+// parseRequest decodes a frame (the bytes after the size prefix). A client
+// ID longer than maxClientID bytes is refused. An error means the
+// connection must close; it says why.
+func parseRequest(frame []byte, maxClientID int) (*request, error) {
 	if len(frame) < requestHeaderMinBytes {
 		return nil, closef("request of %d bytes is shorter than a request header (%d bytes)", len(frame), requestHeaderMinBytes)
 	}
@@ -97,6 +98,10 @@ func parseRequest(frame []byte) (*request, error) {
 	var err error
 	if r.clientID, rest, err = readNullableString(rest); err != nil {
 		return r, closef("API key %d version %d: malformed client id: %v", r.key, r.version, err)
+	}
+	if n := len(r.clientIDString()); n > maxClientID {
+		r.clientID = nil // not logged
+		return r, closef("API key %d version %d: client id of %d bytes is longer than millrace.client.id.max.bytes %d", r.key, r.version, n, maxClientID)
 	}
 	if body.IsFlexible() {
 		if rest, err = skipTags(rest); err != nil {

@@ -1,0 +1,203 @@
+package kafka
+
+// Limits on what clients can make the broker hold, checked at the edge
+// before anything is allocated for a connection or a request:
+//
+//   - max.connections and max.connections.per.ip (with Kafka's
+//     max.connections.per.ip.overrides): a connection over either is closed
+//     as soon as it is accepted. Refusals are counted
+//     (millrace_broker_connections_refused_total) and logged at most once
+//     per refusalLogInterval, with the number refused since the last line,
+//     so a flood does not flood the log too.
+//   - queued.max.request.bytes: a broker-wide budget of request bytes read
+//     and not yet answered (requestBudget). The reader of a connection takes
+//     budget before it reads (and allocates) the next part of a frame, and
+//     gives it back when the request's response is written. A reader that
+//     cannot get budget waits, so the socket is not read and TCP pushes
+//     back on the client.
+//
+// The budget is taken a chunk at a time as the frame arrives, not for the
+// whole announced size at once: a client that sends a size prefix and
+// nothing else then holds frameClassMin bytes of budget, not
+// socket.request.max.bytes, and cannot stall everyone else's reading.
+// The cost is that readers in the middle of frames can hold budget while
+// waiting for more; a reader that holds some waits at most
+// millrace.request.read.timeout.ms and is then closed, which frees it, so
+// readers can never wait on each other for good. A reader holding none
+// waits as long as it takes.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+)
+
+// requestDecodeFactor is what a request other than Produce is charged
+// against queued.max.request.bytes per frame byte: decoding with kmsg
+// allocates up to about this many bytes per frame byte. Measured with
+// kmsg v1.15: an array of empty topic names in Metadata v0 decodes to 24
+// bytes per frame byte (a struct and a string header for every 2 bytes),
+// an array whose elements each carry one empty tagged field (flexible
+// versions) to 96 (a map per 4 bytes). Real requests are small, so the
+// charge is too; Produce is charged its frame only, since its bytes are
+// record batches that are kept as they are.
+const requestDecodeFactor = 100
+
+// refusalLogInterval is the least time between two log lines about
+// refused connections.
+const refusalLogInterval = 10 * time.Second
+
+// admission counts open connections, in total and per IP address.
+type admission struct {
+	mu    sync.Mutex // guards the following
+	total int
+	perIP map[string]int
+	// refusedSinceLog counts refusals not yet logged; lastLog is when the
+	// last refusal line was written.
+	refusedSinceLog int
+	lastLog         time.Time
+}
+
+// remoteIP is the connection's peer address without the port.
+func remoteIP(nc net.Conn) string {
+	if a, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		return a.IP.String()
+	}
+	host, _, err := net.SplitHostPort(nc.RemoteAddr().String())
+	if err != nil {
+		return nc.RemoteAddr().String()
+	}
+	return host
+}
+
+// admit counts a new connection from ip, or returns the setting that
+// refuses it.
+func (a *admission) admit(cfg *Config, ip string) (refusedBy string) {
+	limit := cfg.MaxConnectionsPerIP
+	if n, ok := cfg.MaxConnectionsPerIPOverrides[ip]; ok {
+		limit = n
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.total >= cfg.MaxConnections:
+		return "max.connections"
+	case a.perIP[ip] >= limit:
+		return "max.connections.per.ip"
+	}
+	if a.perIP == nil {
+		a.perIP = make(map[string]int)
+	}
+	a.total++
+	a.perIP[ip]++
+	return ""
+}
+
+// release uncounts a connection from ip that admit counted.
+func (a *admission) release(ip string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.total--
+	if a.perIP[ip]--; a.perIP[ip] <= 0 {
+		delete(a.perIP, ip)
+	}
+}
+
+// open is the number of connections counted.
+func (a *admission) open() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.total
+}
+
+// refused records a refused connection and reports how many refusals to
+// log now, 0 to log nothing (one line per refusalLogInterval).
+func (a *admission) refused(now time.Time) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.refusedSinceLog++
+	if now.Sub(a.lastLog) < refusalLogInterval {
+		return 0
+	}
+	n := a.refusedSinceLog
+	a.refusedSinceLog, a.lastLog = 0, now
+	return n
+}
+
+// refuse closes a connection over a limit, counting and (rate-limited)
+// logging it.
+func (b *Broker) refuse(nc net.Conn, ip, refusedBy string) {
+	nc.Close()
+	b.metrics.connectionRefused(refusedBy)
+	if n := b.admission.refused(time.Now()); n > 0 {
+		b.logger.Warn("refusing connections over a limit", "limit", refusedBy, "remote_ip", ip,
+			"refused_since_last_line", n, "max_connections", b.cfg.MaxConnections, "max_connections_per_ip", b.cfg.MaxConnectionsPerIP)
+	}
+}
+
+// requestBudget is queued.max.request.bytes; see the top of this file.
+type requestBudget struct {
+	sem  *semaphore.Weighted // nil when unbounded
+	size int64
+	used atomic.Int64 // bytes held, for the gauge
+}
+
+func newRequestBudget(size int64) *requestBudget {
+	if size < 0 {
+		return &requestBudget{size: -1}
+	}
+	return &requestBudget{sem: semaphore.NewWeighted(size), size: size}
+}
+
+// errBudgetWait is a reader that held budget and waited too long for more.
+var errBudgetWait = errors.New("waited too long for request byte budget")
+
+// acquire takes n bytes of budget. A caller holding none waits until ctx
+// is done; one holding some (holding) waits at most maxWait, so that
+// readers cannot wait on each other for good.
+func (rb *requestBudget) acquire(ctx context.Context, n int64, holding bool, maxWait time.Duration) error {
+	if rb.sem == nil || n <= 0 {
+		return nil
+	}
+	if !rb.sem.TryAcquire(n) {
+		if holding {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, maxWait)
+			defer cancel()
+		}
+		if err := rb.sem.Acquire(ctx, n); err != nil {
+			if holding && ctx.Err() == context.DeadlineExceeded {
+				return fmt.Errorf("%w (%v; queued.max.request.bytes %d)", errBudgetWait, maxWait, rb.size)
+			}
+			return err
+		}
+	}
+	rb.used.Add(n)
+	return nil
+}
+
+// release gives back n bytes taken by acquire.
+func (rb *requestBudget) release(n int64) {
+	if rb.sem == nil || n <= 0 {
+		return
+	}
+	rb.used.Add(-n)
+	rb.sem.Release(n)
+}
+
+// decodeCharge is the budget a complete frame of size bytes holds in all,
+// given what its reading already took: Produce frames hold their bytes,
+// other frames requestDecodeFactor times theirs, at most the whole budget
+// so that every request can still be served.
+func (rb *requestBudget) decodeCharge(key int16, size, taken int64) int64 {
+	if rb.sem == nil || key == produceKey {
+		return 0
+	}
+	return max(min(size*requestDecodeFactor, rb.size)-taken, 0)
+}
