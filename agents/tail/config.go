@@ -93,6 +93,16 @@ type Config struct {
 	// ForgetAfter drops registry entries of files not seen for this long.
 	// Default 24h.
 	ForgetAfter time.Duration `yaml:"forget_after"`
+	// Symlinks follows symbolic links the globs match (Filebeat's
+	// prospector.scanner.symlinks). Off by default: a link matched by a glob
+	// is skipped (logged once per path and counted in
+	// millrace_tail_symlinks_skipped_total), and files are opened without
+	// following a link at their last path component, so a link planted
+	// where a log file was cannot make the tailer ship another file (say
+	// one outside the log directory) to the broker. When on, a file is
+	// known by its target's device and inode, so a file reached through a
+	// link and directly, or through two links, is read once.
+	Symlinks bool `yaml:"symlinks"`
 	// Multiline joins continuation lines to the line that starts an event.
 	Multiline Multiline `yaml:"multiline"`
 }

@@ -63,7 +63,7 @@ type identity struct {
 // whether it has bytes after id.offset. A same-inode match wins over a copy.
 func locate(files []found, id identity, busy map[fileKey]bool) (found, bool) {
 	for _, f := range files {
-		if f.key == id.key && fingerprintAt(f.path, id.fpLen, id.fpHash) {
+		if f.key == id.key && fingerprintAt(f.path, id.fpLen, id.fpHash, false) {
 			// The file itself: it has more to read, or nothing does.
 			return f, f.size > id.offset
 		}
@@ -76,7 +76,7 @@ func locate(files []found, id identity, busy map[fileKey]bool) (found, bool) {
 		if f.key == id.key || busy[f.key] || f.size <= id.offset || f.size < int64(id.fpLen) {
 			continue
 		}
-		if fingerprintAt(f.path, id.fpLen, id.fpHash) {
+		if fingerprintAt(f.path, id.fpLen, id.fpHash, false) {
 			return f, true
 		}
 	}
@@ -84,12 +84,12 @@ func locate(files []found, id identity, busy map[fileKey]bool) (found, bool) {
 }
 
 // fingerprintAt reports whether the first n bytes of the file at path hash
-// to want (n == 0 matches any file).
-func fingerprintAt(path string, n int, want string) bool {
+// to want (n == 0 matches any file). follow allows a symlink at path.
+func fingerprintAt(path string, n int, want string, follow bool) bool {
 	if n == 0 {
 		return true
 	}
-	f, err := os.Open(path)
+	f, err := openRead(path, follow)
 	if err != nil {
 		return false
 	}

@@ -11,6 +11,7 @@ type metrics struct {
 	dropped   prometheus.Counter
 	resent    prometheus.Counter
 	rotations *prometheus.CounterVec
+	symlinks  prometheus.Counter
 	filesOpen prometheus.Gauge
 	lag       prometheus.Gauge
 	inflight  prometheus.Gauge
@@ -39,6 +40,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		rotations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "millrace_tail_rotations_total", Help: "Rotations seen, by kind (rename, truncate, replaced).",
 		}, []string{"kind"}),
+		symlinks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "millrace_tail_symlinks_skipped_total", Help: "Symbolic links matched by a glob and skipped (symlinks is off), once per path.",
+		}),
 		filesOpen: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "millrace_tail_files_open", Help: "File descriptors held.",
 		}),
@@ -52,7 +56,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.lines, m.bytes, m.truncated, m.invalid, m.dropped, m.resent, m.rotations, m.filesOpen, m.lag, m.inflight} {
+	for _, c := range []prometheus.Collector{m.lines, m.bytes, m.truncated, m.invalid, m.dropped, m.resent, m.rotations, m.symlinks, m.filesOpen, m.lag, m.inflight} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

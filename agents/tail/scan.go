@@ -52,6 +52,7 @@ func (t *Tailer) scan(initial bool) {
 	t.lastScan = now
 	byKey := map[fileKey]found{}
 	dirs := map[string]bool{}
+	skipped := map[string]bool{}
 	for _, g := range t.cfg.Paths {
 		if d := filepath.Dir(g); !strings.ContainsAny(d, `*?[\`) {
 			dirs[d] = true
@@ -61,7 +62,16 @@ func (t *Tailer) scan(initial bool) {
 			if t.excluded(p) {
 				continue
 			}
-			fi, err := os.Stat(p)
+			fi, err := os.Lstat(p)
+			if err == nil && fi.Mode()&os.ModeSymlink != 0 {
+				if !t.cfg.Symlinks {
+					t.skipLink(p, skipped)
+					continue
+				}
+				// Known by the target's identity: reached through a link
+				// and directly, it is one file (byKey keeps one path).
+				fi, err = os.Stat(p)
+			}
 			if err != nil || !fi.Mode().IsRegular() {
 				continue
 			}
@@ -75,6 +85,7 @@ func (t *Tailer) scan(initial bool) {
 			}
 		}
 	}
+	t.skippedLinks = skipped
 	t.watchDirs(dirs)
 
 	live := map[fileKey]*harvester{}
@@ -158,6 +169,31 @@ func (t *Tailer) scan(initial bool) {
 
 func (h *harvester) fileKey() fileKey { return fileKey{h.dev, h.ino} }
 
+// skipLink records a symlink the scan skips, logging and counting it the
+// first time: a link that stays matched is not reported at every scan.
+func (t *Tailer) skipLink(path string, skipped map[string]bool) {
+	skipped[path] = true
+	if t.skippedLinks[path] {
+		return
+	}
+	t.metrics.symlinks.Inc()
+	t.logger.Warn("skipping a symbolic link the globs match; set symlinks: true to follow links", "path", path)
+}
+
+// openFile opens path for reading. Unless symlinks is on, a link at its
+// last component is refused (O_NOFOLLOW): one may replace a file between
+// the scan and the open.
+func (t *Tailer) openFile(path string) (*os.File, error) {
+	return openRead(path, t.cfg.Symlinks)
+}
+
+func openRead(path string, follow bool) (*os.File, error) {
+	if follow {
+		return os.Open(path)
+	}
+	return os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+}
+
 // adopt creates the harvester for a newly found file: resumed from its
 // registry entry when device, inode and fingerprint agree, otherwise new.
 //
@@ -205,7 +241,7 @@ func (t *Tailer) adopt(f found, initial bool, now time.Time, stale map[string]Re
 // empty has no fingerprint (and offset 0: a line is only shipped after
 // its file's first bytes are fingerprinted) and matches any file.
 func (t *Tailer) fingerprintMatches(path string, e RegistryEntry) bool {
-	return fingerprintAt(path, e.FingerprintLen, e.Fingerprint)
+	return fingerprintAt(path, e.FingerprintLen, e.Fingerprint, t.cfg.Symlinks)
 }
 
 func (t *Tailer) newHarvester(id, source string, f found, offset int64, now time.Time) *harvester {
@@ -239,7 +275,7 @@ func (t *Tailer) openHarvester(h *harvester) bool {
 		}
 	}
 	path := h.currentPath()
-	f, err := os.Open(path)
+	f, err := t.openFile(path)
 	if err != nil {
 		h.wantOpen = false
 		return false

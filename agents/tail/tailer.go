@@ -54,6 +54,9 @@ type Tailer struct {
 	fpBuf    []byte      // fingerprint_bytes, for checking files' first bytes
 	scanDue  bool
 	lastScan time.Time
+	// skippedLinks are the symlinks the last scan skipped, so each is
+	// logged once while it stays matched.
+	skippedLinks map[string]bool
 
 	mu      sync.Mutex // guards the following
 	files   []*harvester
