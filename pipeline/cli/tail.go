@@ -12,7 +12,7 @@ import (
 )
 
 func init() {
-	register("tail", "tail --topic T [--data DIR] [--config agent.yaml] [--metrics-listen ADDR] GLOB...", runTail)
+	register("tail", "tail --topic T [--data DIR] [--config agent.yaml] [--metrics-listen ADDR] [--symlinks] GLOB...", runTail)
 }
 
 // tailFile is the YAML layout of `millrace tail --config`.
@@ -32,6 +32,7 @@ func runTail(ctx context.Context, e env, args []string) error {
 	data := f.String("data", "", "directory of the checkpoint registry")
 	configFile := f.String("config", "", "YAML file with ship: and tail: sections (flags override)")
 	metricsAddr := f.String("metrics-listen", "", "serve Prometheus /metrics on this address")
+	symlinks := f.Bool("symlinks", false, "follow symbolic links the globs match (tail.symlinks; default: skip them)")
 	shutdownTimeout := f.Duration("shutdown-timeout", 30*time.Second, "how long to wait for acknowledgements on shutdown")
 	logLevel := f.String("log-level", "info", "debug, info, warn or error")
 	globs, err := f.parse(args, -1)
@@ -60,6 +61,9 @@ func runTail(ctx context.Context, e env, args []string) error {
 	}
 	if len(globs) > 0 {
 		cfg.Tail.Paths = globs
+	}
+	if explicit["symlinks"] {
+		cfg.Tail.Symlinks = *symlinks
 	}
 	if len(cfg.Tail.Paths) == 0 {
 		return usageError("give at least one GLOB (or tail.paths in --config)")
