@@ -10,6 +10,8 @@ package kafka
 // the log end offset: one broker, so every record is committed as soon as it
 // is written) and awaitReplication (today immediate). Both are single
 // functions so that the handlers never reason about replication themselves.
+// millrace.flush.on.ack plugs into the same two: the high watermark stops at
+// the fsynced offset, and awaitReplication fsyncs first (awaitDurable).
 
 import (
 	"context"
@@ -72,13 +74,22 @@ func checkLeaderEpoch(client, ours int32) int16 {
 // committed, so it is the log end offset.
 //
 // With several brokers it is the replica manager's (replication_leader.go).
+//
+// With millrace.flush.on.ack it never passes the leader's fsynced offset:
+// a consumer that sees only fsynced records never commits an offset that a
+// power cut could take from the log, so committed group offsets stay at or
+// below the log end recovered after one.
 func highWatermark(p ledPartition) int64 {
+	hw := p.log.EndOffset()
 	if p.broker != nil {
-		if hw, ok := p.broker.replicationHighWatermark(p); ok {
-			return hw
+		if replicated, ok := p.broker.replicationHighWatermark(p); ok {
+			hw = replicated
 		}
 	}
-	return p.log.EndOffset()
+	if p.log.Config().FlushOnAck {
+		hw = min(hw, p.log.DurableOffset())
+	}
+	return hw
 }
 
 // lastStableOffset is the offset below which read_committed consumers may
@@ -96,6 +107,9 @@ func lastStableOffset(p ledPartition) int64 { return highWatermark(p) }
 //
 // With several brokers the replica manager decides (replication_leader.go).
 func awaitReplication(ctx context.Context, b *Broker, p ledPartition, acks int16, lastOffset int64) int16 {
+	if code := awaitDurable(ctx, b, p, lastOffset); code != 0 {
+		return code
+	}
 	if code, ok := b.replicationAwait(ctx, p, acks, lastOffset); ok {
 		return code
 	}
@@ -108,6 +122,38 @@ func awaitReplication(ctx context.Context, b *Broker, p ledPartition, acks int16
 	// Unreachable on a single broker: the append moved the log end, which is
 	// the high watermark, past lastOffset.
 	return kerr.NotEnoughReplicasAfterAppend.Code
+}
+
+// awaitDurable fsyncs the leader's log up to lastOffset when the topic has
+// millrace.flush.on.ack, before any acknowledgement (acks=1 and acks=all
+// alike; acks=0 too, since the high watermark, and so what consumers see,
+// waits for the fsync). Produces to the partition meanwhile share the fsync
+// (log.SyncTo's group commit). With replication the followers fetch
+// meanwhile, and fsync before they fetch past what they have
+// (replication_follower.go), so the ISR's acknowledgement that follows
+// means "fsynced on every ISR member".
+func awaitDurable(ctx context.Context, b *Broker, p ledPartition, lastOffset int64) int16 {
+	if !p.log.Config().FlushOnAck {
+		return 0
+	}
+	err := p.log.SyncTo(ctx, lastOffset+1)
+	switch {
+	case err == nil:
+		// The high watermark may have moved: wake the Fetches it held back.
+		b.notifyData(p.state.Topic, p.state.Partition)
+		return 0
+	case ctx.Err() != nil:
+		return kerr.RequestTimedOut.Code
+	}
+	code, serverFault := logErrorCode(err)
+	if errors.Is(err, log.ErrOffsetOutOfRange) {
+		// Truncated meanwhile: this broker lost the leadership.
+		code, serverFault = kerr.NotLeaderForPartition.Code, false
+	}
+	if serverFault {
+		b.logger.Error("fsync for an acknowledgement", "topic", p.state.Topic, "partition", p.state.Partition, "err", err)
+	}
+	return code
 }
 
 // logErrorCode maps an error from broker/log to a Kafka error code, and

@@ -17,6 +17,7 @@ package kafka
 // millrace.
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -283,6 +284,15 @@ func (f *fetcher) fetchLoop(c *replicaConn) error {
 		if len(sp.RecordBatches) > 0 {
 			if err := f.append(states, sp.RecordBatches); err != nil {
 				return err
+			}
+			// With millrace.flush.on.ack the next fetch offset, which the
+			// leader counts as this replica's log end for the high
+			// watermark and acks=all, must be fsynced here, as Redpanda
+			// has every replica fsync before the high watermark moves.
+			if rp.log.Config().FlushOnAck {
+				if err := rp.log.SyncTo(context.Background(), rp.log.EndOffset()); err != nil {
+					return fmt.Errorf("fsync of replicated batches: %w", err)
+				}
 			}
 		}
 		rp.highWatermark.Store(replica.FollowerHighWatermark(sp.HighWatermark, rp.log.EndOffset()))
