@@ -155,9 +155,13 @@ func (c *Cluster) claimBrokerID(data []byte) error {
 			return nil
 		}
 		holder := holderAddress(held)
-		if expired {
-			return fmt.Errorf("cluster: broker id %d is already registered by another live broker at %s (session 0x%x), still after waiting %v for a previous session to expire; give each broker its own broker.id: %w",
-				c.cfg.BrokerID, holder, stat.EphemeralOwner, c.registrationWait(), coord.ErrNodeExists)
+		if wait := c.registrationWait(); expired || wait == 0 {
+			after := ""
+			if wait > 0 {
+				after = fmt.Sprintf(", still after waiting %v for a previous session to expire", wait)
+			}
+			return fmt.Errorf("cluster: broker id %d is already registered by another live broker at %s (session 0x%x)%s; give each broker its own broker.id: %w",
+				c.cfg.BrokerID, holder, stat.EphemeralOwner, after, coord.ErrNodeExists)
 		}
 		if deadline == nil {
 			deadline = time.NewTimer(c.registrationWait())
