@@ -3,6 +3,7 @@ package beacon
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"net/netip"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -233,5 +235,59 @@ func TestMetricsBombIsCheap(t *testing.T) {
 	t.Logf("a %d-byte bomb allocated %d KiB", len(bomb), alloc>>10)
 	if alloc > 8<<20 {
 		t.Fatalf("the bomb allocated %d MiB", alloc>>20)
+	}
+}
+
+// /readyz answers from the producer's state: 200 probes of a beacon whose
+// broker drops every connection cost a handful of connections (the
+// producer's own rate-limited refreshes), not one dial each.
+func TestReadyzDoesNotDial(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted atomic.Int64
+	acceptDone := make(chan struct{})
+	go func() {
+		defer close(acceptDone)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	defer func() { ln.Close(); <-acceptDone }()
+	sh, err := ship.New(ship.Config{Brokers: []string{ln.Addr().String()}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sh.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Close()
+	srv, err := New(Config{}, sh, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	const probes = 200
+	for i := range probes {
+		resp, err := hs.Client().Get(hs.URL + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("probe %d: %d %q with a broker that drops every connection", i, resp.StatusCode, b)
+		}
+	}
+	t.Logf("%d probes, %d connections to the broker", probes, accepted.Load())
+	if n := accepted.Load(); n > probes/10 {
+		t.Fatalf("%d probes made %d connections", probes, n)
 	}
 }

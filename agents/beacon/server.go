@@ -23,18 +23,14 @@ import (
 // Producer is what the beacon produces through; *ship.Shipper implements it.
 // TryProduce must not wait for buffer room (the beacon answers 503 instead),
 // and the buffer figures let a request be refused whole rather than half
-// produced.
+// produced. Ready tells /readyz whether the broker answers; it must answer
+// from what the producer already knows, since anyone can call /readyz at
+// any rate.
 type Producer interface {
 	TryProduce(ctx context.Context, rec *kgo.Record, ack ship.AckFunc) error
 	BufferedRecords() int64
 	BufferedBytes() int64
 	Config() ship.Config
-}
-
-// ReadyChecker is an optional Producer method: when the producer has it,
-// /readyz asks it whether the broker is reachable. Without it /readyz dials
-// the producer's seed brokers.
-type ReadyChecker interface {
 	Ready(ctx context.Context) error
 }
 
@@ -266,21 +262,11 @@ func (s *Server) ready(ctx context.Context) error {
 		s.producer.BufferedBytes() >= int64(pc.MaxBufferedBytes) {
 		return errors.New("producer buffer is full: the broker is not keeping up")
 	}
+	// Only before the producer's first contact with a broker does Ready
+	// wait, for that contact.
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if rc, ok := s.producer.(ReadyChecker); ok {
-		return rc.Ready(ctx)
-	}
-	var errs []error
-	var d net.Dialer
-	for _, b := range pc.Brokers {
-		c, err := d.DialContext(ctx, "tcp", b)
-		if err == nil {
-			return c.Close()
-		}
-		errs = append(errs, err)
-	}
-	return fmt.Errorf("no broker reachable: %w", errors.Join(errs...))
+	return s.producer.Ready(ctx)
 }
 
 // Start listens on Config.Listen and serves in a goroutine that Shutdown

@@ -28,6 +28,7 @@ type Shipper struct {
 	metrics *metrics
 	opts    []kgo.Opt
 	room    *room
+	health  *health // what the brokers last answered, for Ready
 
 	client atomic.Pointer[kgo.Client] // nil before Start and after Close
 
@@ -45,7 +46,7 @@ func New(cfg Config, reg prometheus.Registerer, logger *slog.Logger) (*Shipper, 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Shipper{cfg: cfg, logger: logger.With("component", "ship"), room: newRoom(cfg.MaxBufferedBytes)}
+	s := &Shipper{cfg: cfg, logger: logger.With("component", "ship"), room: newRoom(cfg.MaxBufferedBytes), health: newHealth()}
 	m, err := newMetrics(reg, s)
 	if err != nil {
 		return nil, fmt.Errorf("ship: registering metrics: %w", err)
@@ -64,7 +65,7 @@ func New(cfg Config, reg prometheus.Registerer, logger *slog.Logger) (*Shipper, 
 		kgo.ProduceRequestTimeout(cfg.RequestTimeout),
 		kgo.DialTimeout(cfg.DialTimeout),
 		kgo.WithLogger(kgoLogger{s.logger}),
-		kgo.WithHooks(batchHook{m}),
+		kgo.WithHooks(batchHook{m}, s.health),
 		// A broker that is down for a while must not cost the agent its
 		// records: back off, but keep trying (bounded by DeliveryTimeout
 		// when one is set).
@@ -119,6 +120,9 @@ func (s *Shipper) Start(_ context.Context) error {
 		return fmt.Errorf("ship: creating client: %w", err)
 	}
 	s.client.Store(cl)
+	// A first contact now, so that Ready has an answer without waiting
+	// for the first record.
+	cl.ForceMetadataRefresh()
 	s.logger.Info("producer started", "brokers", s.cfg.Brokers, "acks", s.cfg.Acks,
 		"compression", s.cfg.Compression, "max_buffered_bytes", s.cfg.MaxBufferedBytes)
 	return nil
