@@ -96,6 +96,23 @@
 // crash before the commit produces them again: the dead-letter topic is at
 // least once, and the envelope's topic/partition/offset identify duplicates.
 //
+// # Undecodable batches
+//
+// A batch is decompressed with a bound (MaxDecompressedBatchBytes). A batch
+// that decompresses past it, or whose records cannot be decompressed at all
+// (junk under a valid CRC, an unknown codec), would stop the partition for
+// good; instead it is sent to `<topic>.dlq` as one envelope (reason
+// "undecodable batch", its first and last offset, the codec's error, its
+// size, codec and claimed record count) and skipped: the fetch position
+// moves past its last offset, and the skipped offsets count in the window
+// like dead-lettered records — the envelope is acknowledged before the
+// window's commit, and sent again (same topic/partition/offset) if the
+// commit is lost. Whether a batch is skipped depends only on its bytes in
+// the log (replicas hold the same bytes) and on the bound, which every
+// worker of a group must share, so every owner skips the same offsets and
+// lands the same records around them: the naming argument above is
+// unchanged, and a skip never adds a file.
+//
 // # Failures
 //
 // A failed write, publish or commit stops the worker (Err reports why): the
