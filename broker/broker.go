@@ -61,7 +61,11 @@ func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 	}
 	// The partition directories, and the high-watermark checkpoint beside
 	// them as in Kafka's log directories.
-	if b.logs, err = log.OpenManager(filepath.Join(cfg.DataDir, "logs"), cfg.Log, logger); err != nil {
+	openLogs := log.OpenManager
+	if cfg.HoldUnsyncedWrites {
+		openLogs = log.OpenManagerHoldingUnsynced
+	}
+	if b.logs, err = openLogs(filepath.Join(cfg.DataDir, "logs"), cfg.Log, logger); err != nil {
 		return nil, err
 	}
 	meta, known, err := readMeta(cfg.DataDir)

@@ -33,6 +33,11 @@ type Config struct {
 	// a setting of the properties file: the process that runs the broker
 	// decides where metrics are served.
 	Metrics prometheus.Registerer
+	// HoldUnsyncedWrites is for power-cut tests only, and not a setting of
+	// the properties file: the logs keep writes that are not fsynced yet in
+	// the process's memory (log.OpenManagerHoldingUnsynced), so killing the
+	// process loses what a power cut would. Default false.
+	HoldUnsyncedWrites bool
 	// RetentionCheckInterval (log.retention.check.interval.ms, default 5
 	// minutes) is how often retention and flush.ms are enforced.
 	RetentionCheckInterval time.Duration
