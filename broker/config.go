@@ -103,8 +103,13 @@ var brokerLogNames = map[string]string{
 	"message.max.bytes":           "max.message.bytes",
 	"log.segment.delete.delay.ms": "file.delete.delay.ms",
 	"log.message.timestamp.type":  "message.timestamp.type",
+	// Kafka 3.6+ bounds on producer timestamps (KIP-937).
+	"log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
+	"log.message.timestamp.after.max.ms":  "message.timestamp.after.max.ms",
 	// Our own topic config's broker-wide default (log.Config.FlushOnAck).
 	"millrace.log.flush.on.ack": "millrace.flush.on.ack",
+	// Our own bound on a produced batch's decompressed size (log.Config.MaxDecompressedBytes).
+	"millrace.log.max.decompressed.bytes": "millrace.max.decompressed.bytes",
 }
 
 // scaledLogNames are broker names given in coarser units than ms.

@@ -26,10 +26,15 @@ package kafka
 // transactional or control attribute, gets INVALID_RECORD with a message
 // saying so.
 //
+// broker/log walks every record, decompressing compressed batches up to
+// millrace.max.decompressed.bytes (MESSAGE_TOO_LARGE beyond it), as Kafka's
+// LogValidator does. On CreateTime topics a record timestamp outside
+// message.timestamp.before.max.ms / after.max.ms gets INVALID_TIMESTAMP, as
+// does a producer batch claiming LogAppendTime.
+//
 // The response carries the base offset, the log append time (-1 for
 // CreateTime topics) and the log start offset. message.timestamp.type is
-// applied by broker/log; millrace has no message.timestamp.difference.max.ms
-// checks, so INVALID_TIMESTAMP is never returned.
+// applied by broker/log.
 //
 // acks=0 gets no response; as in Kafka, if any partition failed the
 // connection is closed instead, so the client refreshes its metadata. When
@@ -37,6 +42,8 @@ package kafka
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -141,10 +148,9 @@ func (b *Broker) produceTo(topic string, part kmsg.ProduceRequestTopicPartition,
 		return ledPartition{}, -1
 	}
 	cfg := p.log.Config()
-	batches, err := log.ValidateProduce(part.Records, cfg.MaxMessageBytes)
+	batches, err := log.ValidateProduce(part.Records, cfg, time.Now())
 	if err != nil {
-		sp.ErrorCode, _ = logErrorCode(err)
-		sp.ErrorMessage = strp(err.Error())
+		sp.ErrorCode, sp.ErrorMessage = produceErrorCode(err), strp(err.Error())
 		return ledPartition{}, -1
 	}
 	headers := batches.Headers()
@@ -197,4 +203,14 @@ func (b *Broker) produceTo(topic string, part kmsg.ProduceRequestTopicPartition,
 	b.metrics.produced(topic, info.Records, len(part.Records))
 	b.notifyData(topic, part.Partition)
 	return p, info.LastOffset
+}
+
+// produceErrorCode maps a validation error: INVALID_TIMESTAMP, which only
+// a produce can get, or the storage mapping shared with other appends.
+func produceErrorCode(err error) int16 {
+	if errors.Is(err, log.ErrInvalidTimestamp) {
+		return kerr.InvalidTimestamp.Code
+	}
+	code, _ := logErrorCode(err)
+	return code
 }

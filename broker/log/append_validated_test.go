@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+	"time"
 )
 
 // AppendValidated writes exactly what Append writes, and rejects batches
@@ -20,7 +21,7 @@ func TestAppendValidatedMatchesAppend(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		v, err := ValidateProduce(append([]byte(nil), batch...), cfg.MaxMessageBytes)
+		v, err := ValidateProduce(append([]byte(nil), batch...), cfg, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +47,7 @@ func TestAppendValidatedMatchesAppend(t *testing.T) {
 	}
 
 	big := makeBatch(10, 100, 1, 1)
-	v, err := ValidateProduce(big, cfg.MaxMessageBytes)
+	v, err := ValidateProduce(big, cfg, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -171,26 +171,34 @@ func parseHeader(b []byte) BatchHeader {
 	}
 }
 
-// ValidateBatches checks one or more concatenated batches as a producer sends
-// them (see validateBatches) and returns their headers. It never modifies b.
+// ValidateBatches checks one or more concatenated batches as a producer
+// sends them or the log stores them (see validateBatches), walking their
+// records but not bounding their timestamps, and returns their headers.
+// Compressed batches may decompress to the default
+// millrace.max.decompressed.bytes or maxMessageBytes, whichever is larger.
+// It never modifies b. Produced batches go through ValidateProduce.
 func ValidateBatches(b []byte, maxMessageBytes int) ([]BatchHeader, error) {
-	return validateBatches(b, maxMessageBytes, true)
+	rules := &recordRules{maxDecompressed: max(DefaultConfig().MaxDecompressedBytes, int64(maxMessageBytes))}
+	return validateBatches(b, maxMessageBytes, rules)
 }
 
 // validateBatches checks each batch: its length field against the buffer,
 // magic 2, the minimum size, max.message.bytes, the compression codec, the
-// CRC-32C, and the record count. fresh demands what a producer's batch
-// satisfies (records == lastOffsetDelta+1); replicated batches may have been
-// compacted upstream, so only records <= lastOffsetDelta+1 is demanded.
-// Uncompressed batches also have their record framing walked, so a count
-// that does not match the bytes is caught before anything is written.
-func validateBatches(b []byte, maxMessageBytes int, fresh bool) ([]BatchHeader, error) {
+// CRC-32C, and the record count.
+//
+// rules is non-nil for batches from a producer: they must satisfy
+// records == lastOffsetDelta+1, and their records are walked under rules,
+// compressed ones decompressed (validate_records.go). Replicated batches
+// (rules nil) may have been compacted upstream, so only records <=
+// lastOffsetDelta+1 is demanded, and only uncompressed ones have their
+// record framing walked.
+func validateBatches(b []byte, maxMessageBytes int, rules *recordRules) ([]BatchHeader, error) {
 	if len(b) == 0 {
 		return nil, &BatchError{Reason: "no record batches", Err: ErrCorruptBatch}
 	}
 	n := 0
 	for pos := 0; pos < len(b); n++ {
-		size, err := validateOne(b[pos:], maxMessageBytes, fresh)
+		size, err := validateOne(b[pos:], maxMessageBytes, rules)
 		if err != nil {
 			err.Position = pos
 			return nil, err
@@ -207,7 +215,8 @@ func validateBatches(b []byte, maxMessageBytes int, fresh bool) ([]BatchHeader, 
 }
 
 // validateOne validates the batch at the start of b and returns its size.
-func validateOne(b []byte, maxMessageBytes int, fresh bool) (int, *BatchError) {
+func validateOne(b []byte, maxMessageBytes int, rules *recordRules) (int, *BatchError) {
+	fresh := rules != nil
 	if len(b) < batchHeaderSize {
 		return 0, &BatchError{Reason: fmt.Sprintf("%d trailing bytes are shorter than a batch header (%d)", len(b), batchHeaderSize), Err: ErrCorruptBatch}
 	}
@@ -238,7 +247,11 @@ func validateOne(b []byte, maxMessageBytes int, fresh bool) (int, *BatchError) {
 		return 0, &BatchError{Reason: fmt.Sprintf("record count %d does not match lastOffsetDelta %d", h.Records, h.LastOffsetDelta), Err: ErrInvalidRecord}
 	}
 	body := b[batchHeaderSize:size]
-	if h.Compression() == 0 {
+	if fresh {
+		if err := walkProduced(h, body, rules); err != nil {
+			return 0, err
+		}
+	} else if h.Compression() == 0 {
 		if reason := checkRecordFraming(body, int(h.Records)); reason != "" {
 			return 0, &BatchError{Reason: reason, Err: ErrCorruptBatch}
 		}
@@ -248,8 +261,9 @@ func validateOne(b []byte, maxMessageBytes int, fresh bool) (int, *BatchError) {
 	return size, nil
 }
 
-// checkRecordFraming walks the length prefixes of uncompressed records and
-// returns a reason if they do not tile the body exactly count times.
+// checkRecordFraming walks the length prefixes of uncompressed replicated
+// records and returns a reason if they do not tile the body exactly count
+// times. (Produced batches get the full walk of validate_records.go.)
 //
 // The CRC only proves the bytes are the ones the producer sent; this walk
 // proves the producer's record count describes them, so a batch no

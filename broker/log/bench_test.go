@@ -235,10 +235,11 @@ func BenchmarkValidate(b *testing.B) {
 	for _, rec := range []int{100, 1024} {
 		for _, batch := range []int{16 << 10, 1 << 20} {
 			buf := benchBatch(rec, batch)
+			now := time.Now()
 			b.Run(fmt.Sprintf("record=%d/batch=%dKiB", rec, batch>>10), func(b *testing.B) {
 				b.SetBytes(int64(len(buf)))
 				for i := 0; i < b.N; i++ {
-					if _, err := validateBatches(buf, 2<<20, true); err != nil {
+					if _, err := validateBatches(buf, 2<<20, produceRules(DefaultConfig(), now)); err != nil {
 						b.Fatal(err)
 					}
 				}

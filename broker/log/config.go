@@ -61,6 +61,27 @@ type Config struct {
 	// MessageTimestampType (message.timestamp.type, default CreateTime):
 	// CreateTime or LogAppendTime.
 	MessageTimestampType string
+	// MessageTimestampBeforeMax (message.timestamp.before.max.ms, default
+	// never, as in Kafka): on a CreateTime topic, a produced record whose
+	// timestamp is more than this before the broker's clock is refused with
+	// INVALID_TIMESTAMP. Must not be negative.
+	MessageTimestampBeforeMax time.Duration
+	// MessageTimestampAfterMax (message.timestamp.after.max.ms, default 1 h,
+	// as in Kafka 4): on a CreateTime topic, a produced record whose
+	// timestamp is more than this after the broker's clock is refused with
+	// INVALID_TIMESTAMP. It also bounds how far in the future a segment's
+	// largest timestamp can be before retention stops trusting it
+	// (retention.go). Must not be negative.
+	MessageTimestampAfterMax time.Duration
+	// MaxDecompressedBytes (millrace.max.decompressed.bytes, default 64 MiB;
+	// Kafka has no such setting): a produced compressed batch is decompressed
+	// to check its records, and one that would decompress to more than this
+	// is refused with MESSAGE_TOO_LARGE before it is expanded further, so a
+	// decompression bomb costs at most this much decoding work. Memory does
+	// not grow with it except for snappy, which decodes a whole batch at once.
+	// Must be at least max.message.bytes, so every batch that fits
+	// uncompressed also fits decompressed.
+	MaxDecompressedBytes int64
 }
 
 // DefaultConfig returns Kafka's topic defaults.
@@ -77,6 +98,10 @@ func DefaultConfig() Config {
 		MaxMessageBytes:      1048588,
 		FileDeleteDelay:      time.Minute,
 		MessageTimestampType: CreateTime,
+
+		MessageTimestampBeforeMax: never,
+		MessageTimestampAfterMax:  time.Hour,
+		MaxDecompressedBytes:      64 << 20,
 	}
 }
 
@@ -110,13 +135,23 @@ func (c Config) Validate() error {
 	if c.MessageTimestampType != CreateTime && c.MessageTimestampType != LogAppendTime {
 		errs = append(errs, fmt.Errorf("message.timestamp.type %q must be %s or %s", c.MessageTimestampType, CreateTime, LogAppendTime))
 	}
+	if c.MessageTimestampBeforeMax < 0 {
+		errs = append(errs, fmt.Errorf("message.timestamp.before.max.ms %v must not be negative", c.MessageTimestampBeforeMax))
+	}
+	if c.MessageTimestampAfterMax < 0 {
+		errs = append(errs, fmt.Errorf("message.timestamp.after.max.ms %v must not be negative", c.MessageTimestampAfterMax))
+	}
+	if c.MaxDecompressedBytes < int64(c.MaxMessageBytes) {
+		errs = append(errs, fmt.Errorf("millrace.max.decompressed.bytes %d must be at least max.message.bytes %d: a batch that is accepted uncompressed must also be accepted compressed", c.MaxDecompressedBytes, c.MaxMessageBytes))
+	}
 	return errors.Join(errs...)
 }
 
 // configNames lists the Kafka topic-config names Config understands.
 var configNames = []string{
 	"file.delete.delay.ms", "flush.messages", "flush.ms", "index.interval.bytes",
-	"max.message.bytes", "message.timestamp.type", "millrace.flush.on.ack", "retention.bytes", "retention.ms",
+	"max.message.bytes", "message.timestamp.after.max.ms", "message.timestamp.before.max.ms",
+	"message.timestamp.type", "millrace.flush.on.ack", "millrace.max.decompressed.bytes", "retention.bytes", "retention.ms",
 	"segment.bytes", "segment.index.bytes", "segment.ms",
 }
 
@@ -173,6 +208,12 @@ func (c *Config) Set(name, value string) error {
 		c.MaxMessageBytes, err = toInt(name, v)
 	case "file.delete.delay.ms":
 		c.FileDeleteDelay = msToDuration(v)
+	case "message.timestamp.before.max.ms":
+		c.MessageTimestampBeforeMax = msToDuration(v)
+	case "message.timestamp.after.max.ms":
+		c.MessageTimestampAfterMax = msToDuration(v)
+	case "millrace.max.decompressed.bytes":
+		c.MaxDecompressedBytes = v
 	default:
 		return fmt.Errorf("log: unknown topic config %q", name)
 	}
@@ -194,6 +235,10 @@ func (c Config) Values() map[string]string {
 		"file.delete.delay.ms":   durationToMs(c.FileDeleteDelay),
 		"message.timestamp.type": c.MessageTimestampType,
 		"millrace.flush.on.ack":  strconv.FormatBool(c.FlushOnAck),
+
+		"message.timestamp.before.max.ms": durationToMs(c.MessageTimestampBeforeMax),
+		"message.timestamp.after.max.ms":  durationToMs(c.MessageTimestampAfterMax),
+		"millrace.max.decompressed.bytes": strconv.FormatInt(c.MaxDecompressedBytes, 10),
 	}
 }
 

@@ -134,7 +134,7 @@ func readAllBatches(t testing.TB, l *Log, from int64) []BatchHeader {
 		if err != nil {
 			t.Fatalf("read all %d: %v", off, err)
 		}
-		hs, err := validateBatches(b, maxInt, true)
+		hs, err := validateBatches(b, maxInt, storedRules)
 		if err != nil {
 			t.Fatalf("read at %d returned invalid batches: %v", off, err)
 		}

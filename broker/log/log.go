@@ -337,7 +337,7 @@ func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
 	if err := l.writableLocked(); err != nil {
 		return AppendInfo{}, err
 	}
-	headers, err := validateBatches(batches, l.cfg.MaxMessageBytes, true)
+	headers, err := validateBatches(batches, l.cfg.MaxMessageBytes, produceRules(l.cfg, l.now()))
 	if err != nil {
 		return AppendInfo{}, err
 	}
@@ -357,14 +357,15 @@ type ValidBatches struct {
 // offset, leader epoch and, for LogAppendTime, timestamp and CRC).
 func (v ValidBatches) Headers() []BatchHeader { return v.headers }
 
-// ValidateProduce runs Append's checks on producer batches (see
-// ValidateBatches) and keeps the result for AppendValidated.
-func ValidateProduce(b []byte, maxMessageBytes int) (ValidBatches, error) {
-	headers, err := validateBatches(b, maxMessageBytes, true)
+// ValidateProduce runs Append's checks on producer batches under the
+// topic's cfg at now (see ValidateBatches) and keeps the result for
+// AppendValidated.
+func ValidateProduce(b []byte, cfg Config, now time.Time) (ValidBatches, error) {
+	headers, err := validateBatches(b, cfg.MaxMessageBytes, produceRules(cfg, now))
 	if err != nil {
 		return ValidBatches{}, err
 	}
-	return ValidBatches{bytes: b, headers: headers, maxMessageBytes: maxMessageBytes}, nil
+	return ValidBatches{bytes: b, headers: headers, maxMessageBytes: cfg.MaxMessageBytes}, nil
 }
 
 // AppendValidated is Append for batches already validated by
@@ -447,7 +448,7 @@ func (l *Log) AppendReplicated(batches []byte) (AppendInfo, error) {
 	}
 	cfg := l.cfg
 	// The leader already enforced its max.message.bytes; ours may differ.
-	headers, err := validateBatches(batches, maxInt, false)
+	headers, err := validateBatches(batches, maxInt, nil)
 	if err != nil {
 		return AppendInfo{}, err
 	}

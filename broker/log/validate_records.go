@@ -1,0 +1,528 @@
+package log
+
+// The record walk of a produced batch, as Kafka's LogValidator does it: a
+// compressed batch is decompressed (with a bound, so a decompression bomb
+// is refused, not expanded) and every record of every batch is parsed, so
+// a batch no consumer could decode is refused before it is acknowledged.
+// The batch itself is stored verbatim; nothing decoded here is kept.
+//
+// Records inside a batch (Kafka v2), after decompression; varints are
+// zigzag-encoded as in protobuf:
+//
+//	length         varint  bytes of the record after this field
+//	attributes     int8    unused
+//	timestampDelta varlong record timestamp minus the batch's firstTimestamp
+//	offsetDelta    varint  record offset minus baseOffset: i for the i-th record of a produced batch
+//	keyLength      varint  -1 for a null key
+//	key            bytes
+//	valueLength    varint  -1 for a null value
+//	value          bytes
+//	headerCount    varint  >= 0
+//	headers        headerCount times: keyLength varint (>= 0), key,
+//	               valueLength varint (>= -1), value
+//
+// Replicated appends (a follower copying from its leader) do not come
+// through here: the leader walked the records before acknowledging them, the
+// CRC proves the bytes are those bytes, and a follower cannot refuse what
+// its leader has committed anyway, so decompressing again would only double
+// the CPU every compressed byte costs the cluster.
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/snappy"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+)
+
+// ErrInvalidTimestamp: a produced record's timestamp is outside
+// message.timestamp.before.max.ms / after.max.ms, or a producer set the
+// LogAppendTime timestamp type [INVALID_TIMESTAMP, 32].
+var ErrInvalidTimestamp = errors.New("log: record timestamp out of range")
+
+const (
+	// Compression codecs (attribute bits 0-2).
+	codecGzip   = 1
+	codecSnappy = 2
+	codecLZ4    = 3
+	codecZstd   = 4
+
+	// walkWindow is the buffer a compressed batch is decoded through: a
+	// record that fits is parsed in place, a larger one is read across
+	// refills (parseLargeRecord), so memory stays this size however large
+	// the batch decompresses.
+	walkWindow = 64 << 10
+	// zstdMaxWindow bounds the history a zstd frame may ask the decoder to
+	// keep. Producers use far less (franz-go 64 KiB, librdkafka and the
+	// Java client at their default level at most 2 MiB, 8 MiB at level 19).
+	zstdMaxWindow = 8 << 20
+	// minHeaderSize: a record header is at least a key length and a value
+	// length, one byte each.
+	minHeaderSize = 2
+)
+
+// xerialMagic starts snappy payloads framed as the Java client's
+// snappy-java stream writes them: the magic, a version and a compatible
+// version (int32 each), then blocks of int32 length + raw snappy block.
+var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
+
+const xerialHeaderSize = 16
+
+// errDecompressedTooLarge marks a batch that decodes past the bound.
+var errDecompressedTooLarge = errors.New("decompressed size exceeds the bound")
+
+// recordRules is what the walk of a produced batch enforces beyond framing.
+type recordRules struct {
+	maxDecompressed int64 // millrace.max.decompressed.bytes
+	checkTimestamps bool  // CreateTime topic: record timestamps are kept, so they are checked
+	// refuseLogAppendTime: the timestamp type is the broker's to set, not
+	// the producer's (Kafka refuses it too).
+	refuseLogAppendTime bool
+	// minTimestamp, maxTimestamp: inclusive bounds for record timestamps.
+	minTimestamp, maxTimestamp int64
+}
+
+// produceRules derives the record rules from a topic's config at now.
+func produceRules(cfg Config, now time.Time) *recordRules {
+	ms := now.UnixMilli()
+	return &recordRules{
+		maxDecompressed:     cfg.MaxDecompressedBytes,
+		checkTimestamps:     cfg.MessageTimestampType != LogAppendTime,
+		refuseLogAppendTime: true,
+		minTimestamp:        saturatingAdd(ms, -cfg.MessageTimestampBeforeMax.Milliseconds()),
+		maxTimestamp:        saturatingAdd(ms, cfg.MessageTimestampAfterMax.Milliseconds()),
+	}
+}
+
+// saturatingAdd adds d to t, clamping to the int64 range (before.max.ms
+// defaults to Long.MAX, "unbounded").
+func saturatingAdd(t, d int64) int64 {
+	switch {
+	case d > 0 && t > math.MaxInt64-d:
+		return math.MaxInt64
+	case d < 0 && t < math.MinInt64-d:
+		return math.MinInt64
+	}
+	return t + d
+}
+
+// walker holds one walk's decoders and buffers; they are pooled so a walk
+// allocates nothing once the pool is warm.
+type walker struct {
+	stream recordStream
+	window []byte
+	src    bytes.Reader
+	gzip   *gzip.Reader
+	lz4    *lz4.Reader
+	zstd   *zstd.Decoder
+	snappy []byte // a whole decoded snappy payload
+}
+
+var walkers = sync.Pool{New: func() any { return new(walker) }}
+
+// walkProduced walks the records of a produced batch whose header h has
+// passed the header checks, body being the bytes after the header.
+func walkProduced(h BatchHeader, body []byte, rules *recordRules) *BatchError {
+	if h.LogAppendTime() && rules.refuseLogAppendTime {
+		return &BatchError{Reason: "a producer must not set the LogAppendTime timestamp type", Err: ErrInvalidTimestamp}
+	}
+	w := walkers.Get().(*walker)
+	defer w.release()
+	if err := w.open(h.Compression(), body, rules.maxDecompressed); err != nil {
+		return err
+	}
+	return w.stream.walk(h, rules)
+}
+
+// open points the stream at the batch's decoded records.
+func (w *walker) open(codec int, body []byte, limit int64) *BatchError {
+	if codec == 0 {
+		w.stream.resetBytes(body)
+		return nil
+	}
+	if len(body) == 0 {
+		return &BatchError{Reason: "compressed batch has no payload", Err: ErrCorruptBatch}
+	}
+	if w.window == nil {
+		w.window = make([]byte, walkWindow)
+	}
+	w.src.Reset(body)
+	var src io.Reader
+	switch codec {
+	case codecGzip:
+		if w.gzip == nil {
+			w.gzip = new(gzip.Reader)
+		}
+		if err := w.gzip.Reset(&w.src); err != nil {
+			return corrupt("gzip", err)
+		}
+		src = w.gzip
+	case codecSnappy:
+		return w.openSnappy(body, limit)
+	case codecLZ4:
+		if w.lz4 == nil {
+			w.lz4 = lz4.NewReader(nil)
+		}
+		w.lz4.Reset(&w.src)
+		src = w.lz4
+	case codecZstd:
+		if w.zstd == nil {
+			d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+				zstd.WithDecoderMaxWindow(zstdMaxWindow),
+				// Never decode a small input whole: it would expand a bomb past our bound.
+				zstd.WithDecodeBuffersBelow(0))
+			if err != nil {
+				return corrupt("zstd", err)
+			}
+			w.zstd = d
+		}
+		if err := w.zstd.Reset(&w.src); err != nil {
+			return corrupt("zstd", err)
+		}
+		src = w.zstd
+	}
+	w.stream.reset(src, w.window, limit)
+	return nil
+}
+
+// openSnappy decodes a snappy payload, raw or xerial-framed, at once: the
+// block format has no streaming decoder. Each block states its decoded
+// length up front, so the bound is checked before anything is decoded.
+// DecodeStrict refuses the s2 extensions that Java and librdkafka
+// consumers cannot read.
+func (w *walker) openSnappy(body []byte, limit int64) *BatchError {
+	out := w.snappy[:0]
+	decode := func(block []byte) *BatchError {
+		n, err := snappy.DecodedLen(block)
+		if err != nil {
+			return corrupt("snappy", err)
+		}
+		if int64(len(out))+int64(n) > limit {
+			return tooLarge(limit)
+		}
+		if cap(out)-len(out) < n {
+			out = append(out[:cap(out)], make([]byte, n)...)[:len(out)]
+		}
+		if _, err := snappy.DecodeStrict(out[len(out):len(out)+n], block); err != nil {
+			return corrupt("snappy", err)
+		}
+		out = out[:len(out)+n]
+		return nil
+	}
+	if len(body) >= xerialHeaderSize && bytes.Equal(body[:len(xerialMagic)], xerialMagic) {
+		for rest := body[xerialHeaderSize:]; len(rest) > 0; {
+			if len(rest) < 4 {
+				return &BatchError{Reason: "snappy: xerial block length cut short", Err: ErrCorruptBatch}
+			}
+			n := binary.BigEndian.Uint32(rest)
+			if uint64(n) > uint64(len(rest)-4) {
+				return &BatchError{Reason: fmt.Sprintf("snappy: xerial block of %d bytes but %d remain", n, len(rest)-4), Err: ErrCorruptBatch}
+			}
+			if err := decode(rest[4 : 4+n]); err != nil {
+				return err
+			}
+			rest = rest[4+n:]
+		}
+	} else if err := decode(body); err != nil {
+		return err
+	}
+	w.snappy = out
+	w.stream.resetBytes(out)
+	return nil
+}
+
+// release drops every reference to the caller's bytes (a recycled request
+// frame) and returns w to the pool.
+func (w *walker) release() {
+	w.src.Reset(nil)
+	w.stream = recordStream{}
+	if cap(w.snappy) > 4*walkWindow {
+		// One huge snappy batch should not pin its buffer in the pool.
+		w.snappy = nil
+	}
+	walkers.Put(w)
+}
+
+func corrupt(codec string, err error) *BatchError {
+	return &BatchError{Reason: fmt.Sprintf("cannot decompress the %s payload: %v", codec, err), Err: ErrCorruptBatch}
+}
+
+func tooLarge(limit int64) *BatchError {
+	return &BatchError{Reason: fmt.Sprintf("the batch decompresses to more than millrace.max.decompressed.bytes (%d)", limit), Err: ErrBatchTooLarge}
+}
+
+// recordStream yields a batch's decoded record bytes: either a slice held
+// whole (uncompressed or snappy) or a decompressor read through a window.
+type recordStream struct {
+	src      io.Reader // nil when buf holds everything
+	buf      []byte    // buf[pos:end] is decoded and not yet parsed
+	pos, end int
+	decoded  int64 // bytes read from src so far
+	limit    int64 // more than this from src is errDecompressedTooLarge
+	srcErr   error // sticky: io.EOF once src is exhausted, or why it failed
+}
+
+func (s *recordStream) resetBytes(b []byte) {
+	*s = recordStream{buf: b, end: len(b), srcErr: io.EOF}
+}
+
+func (s *recordStream) reset(src io.Reader, window []byte, limit int64) {
+	*s = recordStream{src: src, buf: window, limit: limit}
+}
+
+// fill tries to have n bytes (n <= len(buf)) buffered and returns how many
+// are. Fewer means the source ended or failed (srcErr says which).
+func (s *recordStream) fill(n int) int {
+	if s.end-s.pos >= n || s.srcErr != nil {
+		return s.end - s.pos
+	}
+	s.end = copy(s.buf, s.buf[s.pos:s.end])
+	s.pos = 0
+	for zero := 0; s.end < n && s.srcErr == nil; {
+		room := s.buf[s.end:]
+		// Reading one byte past the limit is how exceeding it shows.
+		if left := s.limit - s.decoded; int64(len(room)) > left {
+			room = room[:left+1]
+		}
+		m, err := s.src.Read(room)
+		s.end += m
+		s.decoded += int64(m)
+		switch {
+		case s.decoded > s.limit:
+			s.srcErr = errDecompressedTooLarge
+		case err != nil:
+			s.srcErr = err
+		case m == 0:
+			if zero++; zero > 100 {
+				s.srcErr = io.ErrNoProgress
+			}
+		}
+	}
+	return s.end - s.pos
+}
+
+// shortReason turns a stream that ran dry inside a record into the reason.
+func (s *recordStream) shortReason(i int) *BatchError {
+	switch {
+	case s.srcErr == errDecompressedTooLarge:
+		return tooLarge(s.limit)
+	case s.srcErr != nil && s.srcErr != io.EOF:
+		return &BatchError{Reason: fmt.Sprintf("cannot decompress record %d: %v", i, s.srcErr), Err: ErrCorruptBatch}
+	}
+	return &BatchError{Reason: fmt.Sprintf("record %d is cut short", i), Err: ErrCorruptBatch}
+}
+
+// walk parses the batch's records: exactly h.Records of them, offset
+// deltas 0, 1, 2 ..., nothing after the last one, timestamps within rules
+// on CreateTime topics, and the header's maxTimestamp equal to the largest
+// record timestamp (Kafka rewrites it; millrace stores the batch verbatim,
+// so it must already be right: retention and the time index go by it).
+func (s *recordStream) walk(h BatchHeader, rules *recordRules) *BatchError {
+	count := int(h.Records)
+	if s.src == nil && count > len(s.buf)/minRecordSize {
+		return &BatchError{Reason: fmt.Sprintf("record count %d cannot fit in %d bytes", count, len(s.buf)), Err: ErrCorruptBatch}
+	}
+	maxTimestamp := int64(math.MinInt64)
+	for i := 0; i < count; i++ {
+		avail := s.fill(binary.MaxVarintLen32)
+		length, n := shortVarint(s.buf[:s.end], s.pos)
+		if n == 0 {
+			length, n = binary.Varint(s.buf[s.pos:s.end])
+		}
+		if n <= 0 {
+			if avail == 0 || n == 0 && avail < binary.MaxVarintLen32 {
+				if s.srcErr == io.EOF && avail == 0 {
+					return &BatchError{Reason: fmt.Sprintf("record count %d but the batch holds %d records", count, i), Err: ErrCorruptBatch}
+				}
+				return s.shortReason(i)
+			}
+			return &BatchError{Reason: fmt.Sprintf("record %d has a malformed length", i), Err: ErrCorruptBatch}
+		}
+		if length < minRecordSize-1 || length > math.MaxInt32 {
+			return &BatchError{Reason: fmt.Sprintf("record %d has length %d", i, length), Err: ErrCorruptBatch}
+		}
+		var tsDelta, offsetDelta int64
+		var reason string
+		if total := n + int(length); total <= len(s.buf) {
+			if s.fill(total) < total {
+				return s.shortReason(i)
+			}
+			tsDelta, offsetDelta, reason = parseRecord(s.buf[s.pos+n : s.pos+total])
+			s.pos += total
+		} else {
+			s.pos += n
+			var short bool
+			tsDelta, offsetDelta, reason, short = s.parseLargeRecord(length)
+			if short {
+				return s.shortReason(i)
+			}
+		}
+		if reason != "" {
+			return &BatchError{Reason: fmt.Sprintf("record %d: %s", i, reason), Err: ErrCorruptBatch}
+		}
+		if offsetDelta != int64(i) {
+			return &BatchError{Reason: fmt.Sprintf("record %d has offset delta %d; a produced batch numbers its records from 0", i, offsetDelta), Err: ErrInvalidRecord}
+		}
+		ts := h.FirstTimestamp + tsDelta
+		maxTimestamp = max(maxTimestamp, ts)
+		// -1 is Kafka's "no timestamp", which it lets through unchecked.
+		if rules.checkTimestamps && ts != -1 && (ts < rules.minTimestamp || ts > rules.maxTimestamp) {
+			return &BatchError{Reason: fmt.Sprintf("timestamp %d of record %d is outside [%d, %d] (message.timestamp.before.max.ms, message.timestamp.after.max.ms)", ts, i, rules.minTimestamp, rules.maxTimestamp), Err: ErrInvalidTimestamp}
+		}
+	}
+	if s.fill(1) > 0 {
+		return &BatchError{Reason: fmt.Sprintf("data follows the last of %d records", count), Err: ErrCorruptBatch}
+	}
+	if s.srcErr != io.EOF {
+		// Includes a checksum that fails at the end of the stream.
+		return s.shortReason(count)
+	}
+	if rules.checkTimestamps && h.MaxTimestamp != maxTimestamp {
+		return &BatchError{Reason: fmt.Sprintf("header maxTimestamp %d but the largest record timestamp is %d", h.MaxTimestamp, maxTimestamp), Err: ErrInvalidRecord}
+	}
+	return nil
+}
+
+// parseRecord checks that the fields of one record (the bytes after its
+// length) tile rec exactly and returns its timestamp and offset deltas, or
+// a reason. It reads a few bytes per field and skips keys and values.
+func parseRecord(rec []byte) (tsDelta, offsetDelta int64, reason string) {
+	p := 1 // attributes
+	var ok bool
+	if tsDelta, p, ok = varintAt(rec, p); !ok {
+		return 0, 0, "malformed timestamp delta"
+	}
+	if offsetDelta, p, ok = varintAt(rec, p); !ok {
+		return 0, 0, "malformed offset delta"
+	}
+	if p, reason = skipBytesAt(rec, p, -1, "key"); reason != "" {
+		return 0, 0, reason
+	}
+	if p, reason = skipBytesAt(rec, p, -1, "value"); reason != "" {
+		return 0, 0, reason
+	}
+	headers, p, ok := varintAt(rec, p)
+	if !ok || headers < 0 || headers > int64(len(rec)-p)/minHeaderSize {
+		return 0, 0, fmt.Sprintf("header count %d does not fit the record", headers)
+	}
+	for range headers {
+		if p, reason = skipBytesAt(rec, p, 0, "header key"); reason != "" {
+			return 0, 0, reason
+		}
+		if p, reason = skipBytesAt(rec, p, -1, "header value"); reason != "" {
+			return 0, 0, reason
+		}
+	}
+	if p != len(rec) {
+		return 0, 0, fmt.Sprintf("%d bytes follow the record's fields", len(rec)-p)
+	}
+	return tsDelta, offsetDelta, ""
+}
+
+// varintAt decodes the varint at rec[p:], the common short case inline.
+func varintAt(rec []byte, p int) (int64, int, bool) {
+	v, n := shortVarint(rec, p)
+	if n == 0 {
+		if p >= len(rec) {
+			return 0, p, false
+		}
+		v, n = binary.Varint(rec[p:])
+		if n <= 0 {
+			return 0, p, false
+		}
+	}
+	return v, p + n, true
+}
+
+// skipBytesAt skips a length-prefixed field at rec[p:] whose length may
+// be as small as minLength (-1 for nullable fields).
+func skipBytesAt(rec []byte, p int, minLength int64, what string) (int, string) {
+	n, p, ok := varintAt(rec, p)
+	if !ok || n < minLength || n > int64(len(rec)-p) {
+		return p, fmt.Sprintf("%s length %d does not fit the record", what, n)
+	}
+	if n > 0 {
+		p += int(n)
+	}
+	return p, ""
+}
+
+// parseLargeRecord is parseRecord for a record longer than the window:
+// the same checks, reading through the stream. short reports that the
+// stream ended or failed inside the record.
+func (s *recordStream) parseLargeRecord(length int64) (tsDelta, offsetDelta int64, reason string, short bool) {
+	left := length // bytes of the record not yet consumed
+	varint := func() (int64, bool) {
+		s.fill(binary.MaxVarintLen64)
+		v, n := binary.Varint(s.buf[s.pos:s.end])
+		if n <= 0 || int64(n) > left {
+			return 0, false
+		}
+		s.pos += n
+		left -= int64(n)
+		return v, true
+	}
+	// skip consumes n bytes of the record; false if the stream ran dry.
+	skip := func(n int64) bool {
+		left -= n
+		for n > 0 {
+			avail := s.fill(1)
+			if avail == 0 {
+				return false
+			}
+			step := int(min(n, int64(avail)))
+			s.pos += step
+			n -= int64(step)
+		}
+		return true
+	}
+	field := func(minLength int64, what string) string {
+		n, ok := varint()
+		if !ok || n < minLength || n > left {
+			return fmt.Sprintf("%s length %d does not fit the record", what, n)
+		}
+		if n > 0 && !skip(n) {
+			short = true
+		}
+		return ""
+	}
+	if !skip(1) { // attributes
+		return 0, 0, "", true
+	}
+	var ok bool
+	if tsDelta, ok = varint(); !ok {
+		return 0, 0, "malformed timestamp delta", s.fill(1) == 0
+	}
+	if offsetDelta, ok = varint(); !ok {
+		return 0, 0, "malformed offset delta", s.fill(1) == 0
+	}
+	for _, f := range [...]string{"key", "value"} {
+		if reason = field(-1, f); reason != "" || short {
+			return 0, 0, reason, short
+		}
+	}
+	headers, ok := varint()
+	if !ok || headers < 0 || headers > left/minHeaderSize {
+		return 0, 0, fmt.Sprintf("header count %d does not fit the record", headers), false
+	}
+	for range headers {
+		if reason = field(0, "header key"); reason != "" || short {
+			return 0, 0, reason, short
+		}
+		if reason = field(-1, "header value"); reason != "" || short {
+			return 0, 0, reason, short
+		}
+	}
+	if left != 0 {
+		return 0, 0, fmt.Sprintf("%d bytes follow the record's fields", left), false
+	}
+	return tsDelta, offsetDelta, "", false
+}
