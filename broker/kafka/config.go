@@ -108,6 +108,19 @@ type Config struct {
 	// line naming the length.
 	ClientIDMaxBytes int
 }
+	// ProducerIDExpiration (producer.id.expiration.ms, default 86400000 =
+	// 1 day, Kafka's) is how long a partition remembers an idempotent
+	// producer after its last write; a producer idle for longer is
+	// forgotten, and its next batch is accepted at any sequence.
+	ProducerIDExpiration time.Duration
+	// MaxProducerIDsPerPartition (millrace.max.producer.ids.per.partition,
+	// default 10000; Kafka has no such limit) bounds the producers a
+	// partition remembers. Any client can write batches under ever-new
+	// producer IDs, each remembered for ProducerIDExpiration; beyond the
+	// limit the producers idle the longest are forgotten first (they lose
+	// duplicate detection for a retry of their last batches, nothing
+	// else). One producer costs about 250 bytes.
+	MaxProducerIDsPerPartition int
 
 // DefaultConfig returns Kafka's defaults, with bounds where Kafka has none
 // (connection counts, the request byte budget) and millrace's own settings.
@@ -129,6 +142,9 @@ func DefaultConfig() Config {
 		FetchMaxWait:             30 * time.Second,
 		ClientIDMaxBytes:         1024,
 	}
+
+		ProducerIDExpiration:       24 * time.Hour,
+		MaxProducerIDsPerPartition: 10000,
 }
 
 // requestHeaderMinBytes is the smallest request header: api key (2), api
@@ -195,6 +211,12 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("millrace.fetch.max.wait.ms %v must not be negative", c.FetchMaxWait))
 	}
 	if c.ClientIDMaxBytes < 0 {
+	if c.ProducerIDExpiration <= 0 {
+		errs = append(errs, fmt.Errorf("producer.id.expiration.ms %v must be positive", c.ProducerIDExpiration))
+	}
+	if c.MaxProducerIDsPerPartition < 1 {
+		errs = append(errs, fmt.Errorf("millrace.max.producer.ids.per.partition %d must be at least 1", c.MaxProducerIDsPerPartition))
+	}
 		errs = append(errs, fmt.Errorf("millrace.client.id.max.bytes %d must not be negative", c.ClientIDMaxBytes))
 	}
 	return errors.Join(errs...)
@@ -322,6 +344,11 @@ var configEntries = map[string]configEntry{
 	},
 	"millrace.fetch.max.wait.ms": msEntry(func(c *Config) *time.Duration { return &c.FetchMaxWait }),
 	"millrace.client.id.max.bytes": {
+	"producer.id.expiration.ms":  msEntry(func(c *Config) *time.Duration { return &c.ProducerIDExpiration }),
+	"millrace.max.producer.ids.per.partition": {
+		intSetter(32, func(c *Config) *int { return &c.MaxProducerIDsPerPartition }),
+		func(c Config) string { return strconv.Itoa(c.MaxProducerIDsPerPartition) },
+	},
 		intSetter(32, func(c *Config) *int { return &c.ClientIDMaxBytes }),
 		func(c Config) string { return strconv.Itoa(c.ClientIDMaxBytes) },
 	},

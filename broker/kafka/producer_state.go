@@ -26,9 +26,16 @@ package kafka
 // atomically on clean shutdown and every producerSnapshotInterval while it
 // changes. Loading reads the snapshot and then scans the batches after its
 // offset (their headers carry producer ID, epoch and sequence), so an
-// unclean stop, or a lost snapshot, loses nothing but time. Producers with
-// no append for producerIDExpiration (Kafka's producer.id.expiration.ms
-// default) are forgotten.
+// unclean stop, or a lost snapshot, loses nothing but time.
+//
+// Producer state is bounded: a producer with no write for
+// producer.id.expiration.ms (Config.ProducerIDExpiration) is forgotten, as
+// in Kafka, and a partition remembers at most
+// millrace.max.producer.ids.per.partition producers, forgetting those idle
+// the longest first. A producer's last write time is its last batch's
+// largest timestamp, as Kafka keeps it, but never later than the broker's
+// clock when the batch was applied: a client timestamp far in the future
+// must not make its state immortal.
 //
 // Every append to a partition, idempotent or not, happens under the
 // partition's producer lock (see lockedPartition), so a snapshot always
@@ -58,8 +65,6 @@ const (
 	// producerSnapshotInterval is how often changed producer state is
 	// written to its snapshot.
 	producerSnapshotInterval = time.Minute
-	// producerIDExpiration is Kafka's producer.id.expiration.ms default.
-	producerIDExpiration = 24 * time.Hour
 	// producerBatchesKept is how many recent batches per producer are kept
 	// for duplicate detection; Kafka clients keep at most five in flight.
 	producerBatchesKept = 5
@@ -69,7 +74,9 @@ const (
 
 func init() {
 	regComponent(producerStateComponent, func(b *Broker) (io.Closer, error) {
-		return newProducerStates(b.logs, b.store, b.cfg.BrokerID, b.logger), nil
+		s := newProducerStates(b.logs, b.store, b.cfg.BrokerID, b.logger)
+		s.expiration, s.maxPerPartition = b.cfg.ProducerIDExpiration, b.cfg.MaxProducerIDsPerPartition
+		return s, nil
 	})
 }
 
@@ -86,7 +93,8 @@ type producerEntry struct {
 	// empty.
 	batches []producerBatch
 	// lastTimestamp is the largest batch timestamp of its last batch (ms),
-	// for expiration, as Kafka does.
+	// but not later than when the batch was applied: the producer's last
+	// write time, for expiration.
 	lastTimestamp int64
 }
 
@@ -94,6 +102,8 @@ type producerEntry struct {
 type partitionProducers struct {
 	tp  log.TopicPartition
 	log *log.Log
+	// states holds the limits and the clock.
+	states *producerStates
 
 	mu        sync.Mutex // guards the following; held across check, append and update
 	loaded    bool       // producers reflects the whole log
@@ -108,6 +118,10 @@ type producerStates struct {
 	ids    *producerIDs
 	logger *slog.Logger
 	now    func() time.Time
+	// expiration is producer.id.expiration.ms and maxPerPartition
+	// millrace.max.producer.ids.per.partition (Config); set before use.
+	expiration      time.Duration
+	maxPerPartition int
 
 	stop chan struct{}
 	done chan struct{}
@@ -123,6 +137,7 @@ func newProducerStates(logs *log.Manager, store coord.Store, brokerID int32, log
 		ids:        newProducerIDs(store, brokerID),
 		logger:     logger.With("component", "producer-state"),
 		now:        time.Now,
+		expiration: 24 * time.Hour,
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 		partitions: make(map[*log.Log]*partitionProducers),
@@ -175,7 +190,7 @@ func (s *producerStates) maintain(final bool) {
 		parts = append(parts, pp)
 	}
 	s.mu.Unlock()
-	expireBefore := s.now().Add(-producerIDExpiration).UnixMilli()
+	expireBefore := s.now().Add(-s.expiration).UnixMilli()
 	for _, pp := range parts {
 		pp.mu.Lock()
 		if pp.loaded {
@@ -209,7 +224,7 @@ func (s *producerStates) lockedPartition(tp log.TopicPartition, l *log.Log) *par
 		// The topic name may point into a request frame that is reused
 		// once the request is answered (framepool.go): keep a copy.
 		tp.Topic = strings.Clone(tp.Topic)
-		pp = &partitionProducers{tp: tp, log: l}
+		pp = &partitionProducers{tp: tp, log: l, states: s}
 		s.partitions[l] = pp
 	}
 	s.mu.Unlock()
@@ -382,6 +397,9 @@ func (pp *partitionProducers) applyLocked(h log.BatchHeader) {
 	}
 	e := pp.producers[h.ProducerID]
 	if e == nil || e.epoch != h.ProducerEpoch {
+		if e == nil {
+			pp.makeRoomLocked()
+		}
 		e = &producerEntry{epoch: h.ProducerEpoch}
 		pp.producers[h.ProducerID] = e
 	}
@@ -394,7 +412,33 @@ func (pp *partitionProducers) applyLocked(h log.BatchHeader) {
 		firstOffset: h.BaseOffset, lastOffset: h.LastOffset(),
 	})
 	e.lastTimestamp = h.MaxTimestamp
+	if pp.states != nil {
+		e.lastTimestamp = min(e.lastTimestamp, pp.states.now().UnixMilli())
+	}
 	pp.dirty = true
+}
+
+// makeRoomLocked forgets the producers idle the longest when the partition
+// is at millrace.max.producer.ids.per.partition, before one more is added.
+// It forgets a tenth of the limit at once, so that a stream of new
+// producers sorts the table once per tenth rather than once per producer.
+func (pp *partitionProducers) makeRoomLocked() {
+	if pp.states == nil || pp.states.maxPerPartition <= 0 || len(pp.producers) < pp.states.maxPerPartition {
+		return
+	}
+	type idle struct {
+		id   int64
+		last int64
+	}
+	all := make([]idle, 0, len(pp.producers))
+	for id, e := range pp.producers {
+		all = append(all, idle{id, e.lastTimestamp})
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].last < all[j].last })
+	keep := pp.states.maxPerPartition - 1 - pp.states.maxPerPartition/10
+	for _, p := range all[:len(all)-max(keep, 0)] {
+		delete(pp.producers, p.id)
+	}
 }
 
 // expireLocked forgets producers whose last batch is older than before (ms).
