@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -128,14 +129,10 @@ func (a *Appliance) startBroker() error {
 		a.brokers = a.cfg.Brokers
 		return nil
 	}
-	bc := broker.DefaultConfig()
-	for name, value := range a.cfg.Broker.Settings {
-		if err := bc.Set(name, value); err != nil {
-			return fmt.Errorf("broker.settings: %w", err)
-		}
+	bc, err := a.cfg.brokerConfig()
+	if err != nil {
+		return err
 	}
-	bc.Kafka.Listener = a.cfg.Broker.Listen
-	bc.DataDir = filepath.Join(a.cfg.Data, "broker")
 	bc.Metrics = a.registry
 	b, err := broker.Open(bc, a.logger)
 	if err != nil {
@@ -148,9 +145,15 @@ func (a *Appliance) startBroker() error {
 	return nil
 }
 
-// createTopics creates the configured topics that do not exist yet.
+// createTopics creates the configured topics that do not exist yet and,
+// with the embedded broker, every other topic the appliance's parts write
+// to (see usedTopics), since that broker does not create topics on demand.
 func (a *Appliance) createTopics(ctx context.Context) error {
-	if len(a.cfg.Topics) == 0 {
+	topics := a.cfg.Topics
+	if a.broker != nil {
+		topics = slices.Concat(topics, a.cfg.usedTopics())
+	}
+	if len(topics) == 0 {
 		return nil
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(a.brokers...))
@@ -161,7 +164,7 @@ func (a *Appliance) createTopics(ctx context.Context) error {
 	adm := kadm.NewClient(cl)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	for _, t := range a.cfg.Topics {
+	for _, t := range topics {
 		configs := make(map[string]*string, len(t.Config))
 		for k, v := range t.Config {
 			configs[k] = &v

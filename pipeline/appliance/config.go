@@ -17,6 +17,7 @@ import (
 	"millrace/agents/beacon"
 	"millrace/agents/ship"
 	"millrace/agents/tail"
+	"millrace/broker"
 	"millrace/sinks/lake"
 )
 
@@ -193,4 +194,55 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// usedTopics are the topics the appliance's parts write to that Topics does
+// not list: the beacon's topics and their dead-letter topics, each tail's
+// topic and the ops metrics topic (sinks create their own dead-letter
+// topics). They get the broker's defaults (num.partitions,
+// default.replication.factor), as auto-creation would have given them.
+func (c Config) usedTopics() []TopicConfig {
+	var names []string
+	if c.Beacon != nil {
+		b := c.Beacon.WithDefaults()
+		names = append(names, b.Topic, b.DLQTopic, b.MetricsTopic, b.MetricsDLQTopic)
+	}
+	for _, t := range c.Tail {
+		names = append(names, t.Topic)
+	}
+	if c.OpsMetrics.Interval > 0 {
+		names = append(names, c.OpsMetrics.Topic)
+	}
+	listed := make(map[string]bool, len(c.Topics)+len(names))
+	for _, t := range c.Topics {
+		listed[t.Name] = true
+	}
+	var out []TopicConfig
+	for _, name := range names {
+		if name == "" || listed[name] {
+			continue
+		}
+		listed[name] = true
+		out = append(out, TopicConfig{Name: name, Partitions: -1, ReplicationFactor: -1})
+	}
+	return out
+}
+
+// brokerConfig is the embedded broker's configuration: Kafka's defaults
+// except auto.create.topics.enable, then broker.settings. Kafka's default
+// lets any Metadata request create a topic, so any client that can reach
+// the port could fill the disk with topics; the appliance creates the
+// topics its own parts use instead (usedTopics), and
+// auto.create.topics.enable: "true" in broker.settings turns it back on.
+func (c Config) brokerConfig() (broker.Config, error) {
+	bc := broker.DefaultConfig()
+	bc.Kafka.AutoCreateTopics = false
+	for name, value := range c.Broker.Settings {
+		if err := bc.Set(name, value); err != nil {
+			return broker.Config{}, fmt.Errorf("broker.settings: %w", err)
+		}
+	}
+	bc.Kafka.Listener = c.Broker.Listen
+	bc.DataDir = filepath.Join(c.Data, "broker")
+	return bc, nil
 }
