@@ -206,8 +206,15 @@ ship:
 	if ev["ip"] != "127.0.0.0" {
 		t.Errorf("ip %v, want 127.0.0.0 (truncated to /24)", ev["ip"])
 	}
-	if ev["ts"] != "2023-11-14T22:13:20Z" {
-		t.Errorf("ts %v, want the epoch-ms client time as RFC 3339", ev["ts"])
+	// The client's 2023 time is beyond max_clock_skew (24h): kept in
+	// client_ts, and ts is clamped to a day before received_at.
+	if ev["client_ts"] != "2023-11-14T22:13:20Z" {
+		t.Errorf("client_ts %v, want the epoch-ms client time as RFC 3339", ev["client_ts"])
+	}
+	ts, tsErr := time.Parse(time.RFC3339Nano, fmt.Sprint(ev["ts"]))
+	received, recErr := time.Parse(time.RFC3339Nano, fmt.Sprint(ev["received_at"]))
+	if tsErr != nil || recErr != nil || received.Sub(ts) != 24*time.Hour {
+		t.Errorf("ts %v, want received_at %v less 24h", ev["ts"], ev["received_at"])
 	}
 	if props, _ := ev["properties"].(map[string]any); props["plan"] != "gold" {
 		t.Errorf("unknown field not kept in properties: %v", ev["properties"])

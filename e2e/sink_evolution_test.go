@@ -139,8 +139,8 @@ func TestSinkSchemaEvolution(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantVersions := []string{
-		fmt.Sprintf("v1 %s: %d", schemas.Click.Fingerprint(), firstNew),
-		fmt.Sprintf("v3 %s: %d", v3.Fingerprint(), newEvents),
+		fmt.Sprintf("v%d %s: %d", schemas.Click.Version, schemas.Click.Fingerprint(), firstNew),
+		fmt.Sprintf("v%d %s: %d", v3.Version, v3.Fingerprint(), newEvents),
 	}
 	if fmt.Sprint(versions) != fmt.Sprint(wantVersions) {
 		t.Errorf("rows per schema version:\n got %v\nwant %v", versions, wantVersions)

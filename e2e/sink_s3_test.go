@@ -15,6 +15,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"millrace/schemas"
 )
 
 const (
@@ -176,7 +178,7 @@ func TestSinkS3ExactlyOnce(t *testing.T) {
 		t.Errorf("lake inspect of the prefix: want %d files, %d rows:\n%s", len(keys), total, tail([]byte(inspect), 1024))
 	}
 	one := run(t, time.Minute, "", millraceBin, "lake", "inspect", "--s3-endpoint", endpoint, "s3://"+bucket+"/"+keys[0])
-	for _, line := range []string{"file: s3://" + bucket + "/" + keys[0] + " (", "schema: click v1 ", "codec: SNAPPY\n", "millrace.topic = clicks\n"} {
+	for _, line := range []string{"file: s3://" + bucket + "/" + keys[0] + " (", fmt.Sprintf("schema: click v%d ", schemas.Click.Version), "codec: SNAPPY\n", "millrace.topic = clicks\n"} {
 		if !strings.Contains(one, line) {
 			t.Errorf("lake inspect of %s does not show %q:\n%s", keys[0], line, one)
 		}

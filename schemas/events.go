@@ -23,7 +23,8 @@ var (
 	})
 
 	// Click is a web event received by `millrace beacon`.
-	Click = mustNew("click", 1, "ts", []Field{
+	// Version 2 added client_ts.
+	Click = mustNew("click", 2, "ts", []Field{
 		{Name: "event_id", Type: TypeString, Since: 1, Doc: "UUIDv7 set by the beacon"},
 		{Name: "type", Type: TypeString, Required: true, Dictionary: true, Since: 1,
 			Doc: "page_view, click, or a custom event name"},
@@ -39,6 +40,8 @@ var (
 		{Name: "user_agent", Type: TypeString, Dictionary: true, Since: 1, Doc: "client user agent"},
 		{Name: "properties", Type: TypeJSON, CatchAll: true, Since: 1,
 			Doc: "extra event data and unknown top-level fields, as a JSON object"},
+		{Name: "client_ts", Type: TypeTimestamp, Since: 2,
+			Doc: "the ts the client sent, when the beacon clamped ts to received_at ± its max_clock_skew; null otherwise"},
 	})
 
 	// Metric is one sample from the metrics intake or a component's ops metrics.

@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -62,13 +63,13 @@ func TestExtendVersionsAndFingerprints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v2.Version != 2 || v3.Version != 3 || other.Version != 2 || v2.Name != "click" {
+	if v2.Version != Click.Version+1 || v3.Version != Click.Version+2 || other.Version != Click.Version+1 || v2.Name != "click" {
 		t.Fatalf("versions %d %d %d", v2.Version, v3.Version, other.Version)
 	}
-	if f, _ := v3.Field("cart_value"); f.Since != 3 || f.Required {
+	if f, _ := v3.Field("cart_value"); f.Since != Click.Version+2 || f.Required {
 		t.Errorf("cart_value: %+v", f)
 	}
-	if f, _ := v3.Field("campaign"); f.Since != 2 {
+	if f, _ := v3.Field("campaign"); f.Since != Click.Version+1 {
 		t.Errorf("campaign: %+v", f)
 	}
 	// Appending declarations over time is a chain of valid evolutions.
@@ -96,7 +97,7 @@ func TestExtendVersionsAndFingerprints(t *testing.T) {
 		t.Error("the same declarations gave different fingerprints")
 	}
 	md := v3.Arrow().Metadata()
-	if v, _ := md.GetValue(MetaSchemaVersion); v != "3" {
+	if v, _ := md.GetValue(MetaSchemaVersion); v != strconv.Itoa(Click.Version+2) {
 		t.Errorf("arrow metadata version %q", v)
 	}
 	if v, _ := md.GetValue(MetaSchemaFingerprint); v != v3.Fingerprint() {

@@ -12,8 +12,8 @@ import (
 // clickV2 models the next click version: one optional field appended.
 func clickV2(t testing.TB) *Schema {
 	fields := append(append([]Field(nil), Click.Fields...),
-		Field{Name: "screen", Type: TypeString, Since: 2, Doc: "screen size"})
-	s, err := New("click", 2, "ts", fields)
+		Field{Name: "screen", Type: TypeString, Since: Click.Version + 1, Doc: "screen size"})
+	s, err := New("click", Click.Version+1, "ts", fields)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,18 +84,18 @@ func TestCheckEvolution(t *testing.T) {
 		return s
 	}
 	bad := map[string]*Schema{
-		"same version": mutate(1, func(f []Field) []Field { f[len(f)-1].Since = 1; return f }),
-		"required new field": mutate(2, func(f []Field) []Field {
+		"same version": mutate(Click.Version, func(f []Field) []Field { f[len(f)-1].Since = Click.Version; return f }),
+		"required new field": mutate(Click.Version+1, func(f []Field) []Field {
 			f[len(f)-1].Required = true
 			return f
 		}),
-		"type change": mutate(2, func(f []Field) []Field { f[1].Type = TypeJSON; return f }),
-		"reorder": mutate(2, func(f []Field) []Field {
+		"type change": mutate(Click.Version+1, func(f []Field) []Field { f[1].Type = TypeJSON; return f }),
+		"reorder": mutate(Click.Version+1, func(f []Field) []Field {
 			f[1], f[2] = f[2], f[1]
 			return f
 		}),
-		"removal":       mutate(2, func(f []Field) []Field { return append(f[:2:2], f[3:]...) }),
-		"made required": mutate(2, func(f []Field) []Field { f[2].Required = true; return f }),
+		"removal":       mutate(Click.Version+1, func(f []Field) []Field { return append(f[:2:2], f[3:]...) }),
+		"made required": mutate(Click.Version+1, func(f []Field) []Field { f[2].Required = true; return f }),
 	}
 	for name, next := range bad {
 		if err := CheckEvolution(Click, next); err == nil {
@@ -104,6 +104,34 @@ func TestCheckEvolution(t *testing.T) {
 	}
 	if err := CheckEvolution(Click, Log); err == nil || !strings.Contains(err.Error(), "different") {
 		t.Errorf("different schemas: %v", err)
+	}
+}
+
+// Click version 2 added client_ts to version 1 as the rules allow, so files
+// and events of version 1 stay readable.
+func TestClickV1ToV2(t *testing.T) {
+	var v1Fields []Field
+	for _, f := range Click.Fields {
+		if f.Since == 1 {
+			v1Fields = append(v1Fields, f)
+		}
+	}
+	v1, err := New("click", 1, "ts", v1Fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckEvolution(v1, Click); err != nil {
+		t.Fatal(err)
+	}
+	if f, ok := Click.Field("client_ts"); !ok || f.Since != 2 || f.Required || f.Type != TypeTimestamp || Click.Version != 2 {
+		t.Fatalf("client_ts %+v, version %d", f, Click.Version)
+	}
+	if v1.Fingerprint() == Click.Fingerprint() {
+		t.Fatal("v1 and v2 share a fingerprint")
+	}
+	r := mustDecode(t, Click, `{"type":"click","ts":1714558830123}`)
+	if r.Get("client_ts") != nil {
+		t.Fatalf("an event without client_ts decodes to %v", r.Get("client_ts"))
 	}
 }
 

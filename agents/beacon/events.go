@@ -256,6 +256,7 @@ func (s *Server) clickRecord(row *schemas.Row, info reqInfo, raw []byte, pixel b
 		row.Set("event_id", id),
 		row.Set("received_at", info.receivedAt),
 		row.Set("ip", nilIfEmpty(info.ip)),
+		s.clampTS(row, info.receivedAt),
 	)
 	if info.userAgent != "" {
 		err = errors.Join(err, row.Set("user_agent", info.userAgent))
@@ -283,6 +284,25 @@ func (s *Server) clickRecord(row *schemas.Row, info reqInfo, raw []byte, pixel b
 		rec.Key = []byte(uid)
 	}
 	return rec, nil
+}
+
+// clampTS keeps a click's ts within MaxClockSkew of the time it was
+// received: the sinks file events by ts, so a clock years off (or a
+// hostile client) would otherwise open a lake directory, and a Parquet
+// file, per event. The client's value is kept in client_ts when it is
+// moved; client_ts is the server's to set, so a client-sent one is
+// dropped.
+func (s *Server) clampTS(row *schemas.Row, receivedAt time.Time) error {
+	ts, ok := row.Get("ts").(time.Time)
+	lo, hi := receivedAt.Add(-s.cfg.MaxClockSkew), receivedAt.Add(s.cfg.MaxClockSkew)
+	if !ok || (!ts.Before(lo) && !ts.After(hi)) {
+		return row.Set("client_ts", nil)
+	}
+	clamped := lo
+	if ts.After(hi) {
+		clamped = hi
+	}
+	return errors.Join(row.Set("client_ts", ts), row.Set("ts", clamped))
 }
 
 func nilIfEmpty(s string) any {

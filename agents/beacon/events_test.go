@@ -17,8 +17,12 @@ import (
 	"millrace/agents/ship"
 )
 
+// yearsOfSkew lets the fixed, years-old client times of the decoding tests
+// through unclamped; TestClientTSClamped tests the clamp.
+const yearsOfSkew = 20 * 365 * 24 * time.Hour
+
 func TestPixel(t *testing.T) {
-	h := newHarness(t, Config{}, ship.Config{})
+	h := newHarness(t, Config{MaxClockSkew: yearsOfSkew}, ship.Config{})
 	q := url.Values{"type": {"page_view"}, "url": {"https://shop.example.com/p/1"},
 		"ts": {"1700000000123"}, "campaign": {"spring"}, "anonymous_id": {"a-1"}}
 	resp, body := h.do(http.MethodGet, "/b.gif?"+q.Encode(), "", "", map[string]string{
@@ -105,7 +109,7 @@ func TestPixelURLFromReferer(t *testing.T) {
 }
 
 func TestPostSingleAndBatch(t *testing.T) {
-	h := newHarness(t, Config{}, ship.Config{})
+	h := newHarness(t, Config{MaxClockSkew: yearsOfSkew}, ship.Config{})
 	clientID := "0190f3c2-7b1e-7abc-8def-0123456789ab"
 	resp, res := h.post("/v1/events", "application/json",
 		`{"type":"signup","event_id":"`+clientID+`","ts":"2024-05-01T12:00:00+02:00","user_id":"u-9","plan":"pro","properties":{"step":2}}`)

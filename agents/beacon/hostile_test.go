@@ -291,3 +291,35 @@ func TestReadyzDoesNotDial(t *testing.T) {
 		t.Fatalf("%d probes made %d connections", probes, n)
 	}
 }
+
+// A client ts more than max_clock_skew from the receive time is clamped to
+// the edge of the window and kept in client_ts; one within it is left
+// alone, and a client cannot set client_ts itself.
+func TestClientTSClamped(t *testing.T) {
+	h := newHarness(t, Config{MaxClockSkew: time.Hour}, ship.Config{})
+	received := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	h.server.now = func() time.Time { return received }
+	body := `[{"type":"past","ts":0},
+		{"type":"future","ts":"9999-12-31T23:59:59Z"},
+		{"type":"near","ts":"2026-12-02T12:59:00Z"},
+		{"type":"forged","ts":"2026-12-02T11:30:00Z","client_ts":"2001-01-01T00:00:00Z"},
+		{"type":"none"}]`
+	if resp, res := h.post("/v1/events", "application/json", body); resp.StatusCode != http.StatusOK || res.Accepted != 5 {
+		t.Fatalf("%d %+v", resp.StatusCode, res)
+	}
+	evs := byType(h.events(topic))
+	for _, tc := range []struct{ typ, ts, clientTS string }{
+		{"past", "2026-12-02T11:00:00Z", "1970-01-01T00:00:00Z"},
+		{"future", "2026-12-02T13:00:00Z", "9999-12-31T23:59:59Z"},
+		{"near", "2026-12-02T12:59:00Z", ""},
+		{"forged", "2026-12-02T11:30:00Z", ""},
+		{"none", "", ""},
+	} {
+		e := evs[tc.typ]
+		ts, _ := e["ts"].(string)
+		clientTS, _ := e["client_ts"].(string)
+		if ts != tc.ts || clientTS != tc.clientTS {
+			t.Errorf("%s: ts %q client_ts %q, want %q and %q", tc.typ, ts, clientTS, tc.ts, tc.clientTS)
+		}
+	}
+}

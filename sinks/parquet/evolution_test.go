@@ -74,7 +74,7 @@ func TestSchemaEvolution(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if oldInfo.SchemaVersion != 1 || newInfo.SchemaVersion != 2 {
+	if oldInfo.SchemaVersion != schemas.Click.Version || newInfo.SchemaVersion != v2.Version {
 		t.Errorf("versions %d and %d", oldInfo.SchemaVersion, newInfo.SchemaVersion)
 	}
 	if oldInfo.SchemaFingerprint != schemas.Click.Fingerprint() || newInfo.SchemaFingerprint != v2.Fingerprint() ||

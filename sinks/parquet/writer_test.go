@@ -139,7 +139,7 @@ func TestClickRoundTrip(t *testing.T) {
 	if info.Rows != n || len(info.RowGroups) != 4 || info.Codec != "SNAPPY" {
 		t.Errorf("inspect: rows %d groups %d codec %s", info.Rows, len(info.RowGroups), info.Codec)
 	}
-	if info.Schema != "click" || info.SchemaVersion != 1 || info.Metadata[MetaTopic] != "clicks" ||
+	if info.Schema != "click" || info.SchemaVersion != schemas.Click.Version || info.Metadata[MetaTopic] != "clicks" ||
 		info.Metadata[MetaPartition] != "3" || info.Metadata[MetaFirstOffset] != "100" || info.Metadata[MetaLastOffset] != "1099" {
 		t.Errorf("inspect metadata %v", info.Metadata)
 	}
