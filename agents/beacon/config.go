@@ -88,6 +88,11 @@ const (
 type Config struct {
 	// Listen is the HTTP listen address used by Start. Default ":8090".
 	Listen string `yaml:"listen"`
+	// MetricsListen, when set, moves the beacon's Prometheus /metrics off
+	// the ingest listener to a listener of its own at this address (Start
+	// opens it), so the public ingest port does not show the beacon's
+	// internals. Default "": /metrics is served on Listen.
+	MetricsListen string `yaml:"metrics_listen"`
 	// Topic receives valid click events. Default "clicks".
 	Topic string `yaml:"topic"`
 	// DLQTopic receives rejected click events in an envelope with the
@@ -298,6 +303,9 @@ func (c Config) Validate() error {
 	if c.AckTimeout < 0 || c.RetryAfter < 0 || c.ReadHeaderTimeout < 0 || c.ReadTimeout < 0 ||
 		c.WriteTimeout < 0 || c.IdleTimeout < 0 || c.CORSMaxAge < 0 || c.BodyReadTimeout < 0 {
 		errs = append(errs, errors.New("beacon: timeouts must not be negative"))
+	}
+	if c.MetricsListen != "" && c.MetricsListen == c.Listen && !strings.HasSuffix(c.Listen, ":0") {
+		errs = append(errs, errors.New("beacon: metrics_listen must differ from listen; leave it empty to serve /metrics on the ingest listener"))
 	}
 	if c.MaxConcurrentPerClient < 1 {
 		errs = append(errs, errors.New("beacon: max_concurrent_per_client: must be at least 1"))

@@ -323,3 +323,39 @@ func TestClientTSClamped(t *testing.T) {
 		}
 	}
 }
+
+// With metrics_listen, /metrics is on its own listener and gone from the
+// ingest one.
+func TestMetricsListen(t *testing.T) {
+	h := newHarness(t, Config{Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0"}, ship.Config{})
+	if err := h.server.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := h.server.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	get := func(url string) (int, string) {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get("http://" + h.server.Addr().String() + "/metrics"); code != http.StatusNotFound {
+		t.Fatalf("/metrics on the ingest listener: %d, want 404", code)
+	}
+	if code, _ := get("http://" + h.server.Addr().String() + "/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz on the ingest listener: %d", code)
+	}
+	code, b := get("http://" + h.server.MetricsAddr().String() + "/metrics")
+	if code != http.StatusOK || !strings.Contains(b, "millrace_beacon_requests_total") {
+		t.Fatalf("/metrics on metrics_listen: %d", code)
+	}
+	if err := (Config{Listen: ":8090", MetricsListen: ":8090"}).WithDefaults().Validate(); err == nil {
+		t.Fatal("metrics_listen equal to listen passed Validate")
+	}
+}

@@ -56,10 +56,9 @@ type Server struct {
 	handler  http.Handler
 	draining atomic.Bool
 
-	mu        sync.Mutex // guards the following
-	http      *http.Server
-	listener  net.Listener
-	serveDone chan struct{}
+	mu         sync.Mutex // guards the following
+	ingest     *listening // nil before Start
+	metricsSrv *listening // nil unless Start opened MetricsListen
 }
 
 // New checks cfg (after defaults), registers the beacon's metrics with reg
@@ -143,7 +142,9 @@ func (s *Server) routes() http.Handler {
 		_, _ = w.Write([]byte("ok\n")) // a failed write is the client's loss only
 	})
 	mux.HandleFunc("GET "+routeReady, s.handleReady)
-	mux.Handle("GET "+routeProm, promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
+	if s.cfg.MetricsListen == "" {
+		mux.Handle("GET "+routeProm, s.MetricsHandler())
+	}
 	return s.instrument(mux)
 }
 
@@ -269,39 +270,94 @@ func (s *Server) ready(ctx context.Context) error {
 	return s.producer.Ready(ctx)
 }
 
-// Start listens on Config.Listen and serves in a goroutine that Shutdown
-// joins.
+// listening is one HTTP server Start runs.
+type listening struct {
+	http     *http.Server
+	listener net.Listener
+	done     chan struct{} // closed when Serve returned
+}
+
+// serve listens on addr and serves h in a goroutine that shutdown joins.
+func (s *Server) serve(addr string, h http.Handler, t httpserver.Timeouts, what string) (*listening, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("beacon: listen (%s): %w", what, err)
+	}
+	ls := &listening{http: httpserver.New(h, t, s.logger), listener: l, done: make(chan struct{})}
+	go func() {
+		defer close(ls.done)
+		if err := ls.http.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.logger.Error("http server stopped", "server", what, "err", err)
+		}
+	}()
+	s.logger.Info("beacon listening", "server", what, "addr", l.Addr().String())
+	return ls, nil
+}
+
+// shutdown stops ls gracefully until ctx ends, then closes it.
+func (ls *listening) shutdown(ctx context.Context) error {
+	if ls == nil {
+		return nil
+	}
+	err := ls.http.Shutdown(ctx)
+	if err != nil {
+		err = errors.Join(err, ls.http.Close())
+	}
+	<-ls.done
+	return err
+}
+
+func (ls *listening) addr() net.Addr {
+	if ls == nil {
+		return nil
+	}
+	return ls.listener.Addr()
+}
+
+// Start listens on Config.Listen, and on Config.MetricsListen when set, and
+// serves in goroutines that Shutdown joins.
 func (s *Server) Start(_ context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.http != nil {
+	if s.ingest != nil {
 		return errors.New("beacon: already started")
 	}
-	l, err := net.Listen("tcp", s.cfg.Listen)
+	ingest, err := s.serve(s.cfg.Listen, s.handler, s.cfg.HTTPTimeouts(), "ingest")
 	if err != nil {
-		return fmt.Errorf("beacon: listen: %w", err)
+		return err
 	}
-	s.listener = l
-	s.http = httpserver.New(s.handler, s.cfg.HTTPTimeouts(), s.logger)
-	s.serveDone = make(chan struct{})
-	go func(hs *http.Server, done chan struct{}) {
-		defer close(done)
-		if err := hs.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.logger.Error("http server stopped", "err", err)
+	if s.cfg.MetricsListen != "" {
+		mux := http.NewServeMux()
+		mux.Handle("GET "+routeProm, s.MetricsHandler())
+		// A scrape needs none of the ingest routes' long write timeout.
+		metrics, err := s.serve(s.cfg.MetricsListen, mux, httpserver.Timeouts{}, "metrics")
+		if err != nil {
+			return errors.Join(err, ingest.shutdown(context.Background()))
 		}
-	}(s.http, s.serveDone)
-	s.logger.Info("beacon listening", "addr", l.Addr().String())
+		s.metricsSrv = metrics
+	}
+	s.ingest = ingest
 	return nil
+}
+
+// MetricsHandler serves the Prometheus metrics (what /metrics serves).
+func (s *Server) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{})
 }
 
 // Addr is the address Start listens on (useful with port 0), or nil.
 func (s *Server) Addr() net.Addr {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.listener == nil {
-		return nil
-	}
-	return s.listener.Addr()
+	return s.ingest.addr()
+}
+
+// MetricsAddr is the address of the /metrics listener Start opened for
+// MetricsListen, or nil.
+func (s *Server) MetricsAddr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.metricsSrv.addr()
 }
 
 // Shutdown marks the server not ready, stops accepting connections and waits
@@ -310,15 +366,7 @@ func (s *Server) Addr() net.Addr {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
 	s.mu.Lock()
-	hs, done := s.http, s.serveDone
+	ingest, metrics := s.ingest, s.metricsSrv
 	s.mu.Unlock()
-	if hs == nil {
-		return nil
-	}
-	err := hs.Shutdown(ctx)
-	if err != nil {
-		err = errors.Join(err, hs.Close())
-	}
-	<-done
-	return err
+	return errors.Join(ingest.shutdown(ctx), metrics.shutdown(ctx))
 }

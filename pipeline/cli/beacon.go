@@ -10,7 +10,7 @@ import (
 )
 
 func init() {
-	register("beacon", "beacon --listen ADDR --topic T [--metrics-topic T] [--config beacon.yaml]", runBeacon)
+	register("beacon", "beacon --listen ADDR --topic T [--metrics-topic T] [--metrics-listen ADDR] [--config beacon.yaml]", runBeacon)
 }
 
 // beaconFile is the YAML layout of `millrace beacon --config`.
@@ -30,6 +30,7 @@ func runBeacon(ctx context.Context, e env, args []string) error {
 	listen := f.String("listen", "", "HTTP address (default from the config, else :8090)")
 	topic := f.String("topic", "", "topic for click events (default clicks)")
 	metricsTopic := f.String("metrics-topic", "", "topic for POST /v1/metrics samples (default ops.metrics)")
+	metricsListen := f.String("metrics-listen", "", "serve Prometheus /metrics on this address instead of the ingest one (default from the config)")
 	configFile := f.String("config", "", "YAML file with ship: and beacon: sections (flags override)")
 	shutdownTimeout := f.Duration("shutdown-timeout", 30*time.Second, "how long shutdown may wait for requests in flight and acknowledgements")
 	logLevel := f.String("log-level", "info", "debug, info, warn or error")
@@ -51,6 +52,9 @@ func runBeacon(ctx context.Context, e env, args []string) error {
 	}
 	if *listen != "" {
 		cfg.Beacon.Listen = *listen
+	}
+	if *metricsListen != "" {
+		cfg.Beacon.MetricsListen = *metricsListen
 	}
 	if *topic != "" {
 		cfg.Beacon.Topic = *topic
@@ -78,6 +82,9 @@ func runBeacon(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	fmt.Fprintf(e.stderr, "millrace beacon serving on http://%s (tracker: /beacon.js, events: POST /v1/events, pixel: /b.gif, metrics in: POST /v1/metrics)\n", server.Addr())
+	if a := server.MetricsAddr(); a != nil {
+		fmt.Fprintf(e.stderr, "prometheus metrics on http://%s/metrics\n", a)
+	}
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
 	defer cancel()
