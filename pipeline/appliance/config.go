@@ -234,9 +234,18 @@ func (c Config) usedTopics() []TopicConfig {
 // the port could fill the disk with topics; the appliance creates the
 // topics its own parts use instead (usedTopics), and
 // auto.create.topics.enable: "true" in broker.settings turns it back on.
+//
+// millrace.log.flush.on.ack is on too (Kafka has no such setting): the one
+// broker is every topic's only replica, so an acknowledgement from its page
+// cache would be lost by a power cut, and a sink could have committed
+// offsets past the log end recovered after it. With it a produce is
+// answered once fsynced (group commit) and consumers see only fsynced
+// records; "millrace.log.flush.on.ack": "false" in broker.settings, or the
+// topic config millrace.flush.on.ack, turns it off.
 func (c Config) brokerConfig() (broker.Config, error) {
 	bc := broker.DefaultConfig()
 	bc.Kafka.AutoCreateTopics = false
+	bc.Log.FlushOnAck = true
 	for name, value := range c.Broker.Settings {
 		if err := bc.Set(name, value); err != nil {
 			return broker.Config{}, fmt.Errorf("broker.settings: %w", err)
