@@ -85,10 +85,11 @@ type Config struct {
 	RequestReadTimeout time.Duration
 	// ControlRequestMaxBytes (millrace.control.request.max.bytes, default
 	// 1048576) is the largest frame of a request other than Produce, the
-	// only API whose requests carry record data. Decoding a request can
-	// allocate up to about requestDecodeFactor times its frame (arrays of
-	// empty structs, tagged fields), so a 100 MiB Metadata request could
-	// cost gigabytes. 1 MiB holds a Metadata request naming tens of
+	// only API whose requests carry record data, and the most bytes of a
+	// Produce request besides its record batches. Decoding can allocate up
+	// to about requestDecodeFactor times the bytes decoded (arrays of empty
+	// structs, tagged fields), so a 100 MiB Metadata request could cost
+	// gigabytes. 1 MiB holds a Metadata request naming tens of
 	// thousands of topics or an OffsetCommit of tens of thousands of
 	// partitions; the leader's SyncGroup of a very large group may need
 	// more. A larger frame closes the connection with a log line.
@@ -107,7 +108,6 @@ type Config struct {
 	// "consumer-<group>-1"). A longer one closes the connection with a log
 	// line naming the length.
 	ClientIDMaxBytes int
-}
 	// ProducerIDExpiration (producer.id.expiration.ms, default 86400000 =
 	// 1 day, Kafka's) is how long a partition remembers an idempotent
 	// producer after its last write; a producer idle for longer is
@@ -121,6 +121,7 @@ type Config struct {
 	// duplicate detection for a retry of their last batches, nothing
 	// else). One producer costs about 250 bytes.
 	MaxProducerIDsPerPartition int
+}
 
 // DefaultConfig returns Kafka's defaults, with bounds where Kafka has none
 // (connection counts, the request byte budget) and millrace's own settings.
@@ -141,10 +142,10 @@ func DefaultConfig() Config {
 		ControlRequestMaxBytes:   1 << 20,
 		FetchMaxWait:             30 * time.Second,
 		ClientIDMaxBytes:         1024,
-	}
 
 		ProducerIDExpiration:       24 * time.Hour,
 		MaxProducerIDsPerPartition: 10000,
+	}
 }
 
 // requestHeaderMinBytes is the smallest request header: api key (2), api
@@ -210,13 +211,13 @@ func (c Config) Validate() error {
 	if c.FetchMaxWait < 0 {
 		errs = append(errs, fmt.Errorf("millrace.fetch.max.wait.ms %v must not be negative", c.FetchMaxWait))
 	}
-	if c.ClientIDMaxBytes < 0 {
 	if c.ProducerIDExpiration <= 0 {
 		errs = append(errs, fmt.Errorf("producer.id.expiration.ms %v must be positive", c.ProducerIDExpiration))
 	}
 	if c.MaxProducerIDsPerPartition < 1 {
 		errs = append(errs, fmt.Errorf("millrace.max.producer.ids.per.partition %d must be at least 1", c.MaxProducerIDsPerPartition))
 	}
+	if c.ClientIDMaxBytes < 0 {
 		errs = append(errs, fmt.Errorf("millrace.client.id.max.bytes %d must not be negative", c.ClientIDMaxBytes))
 	}
 	return errors.Join(errs...)
@@ -343,12 +344,12 @@ var configEntries = map[string]configEntry{
 		func(c Config) string { return strconv.Itoa(int(c.ControlRequestMaxBytes)) },
 	},
 	"millrace.fetch.max.wait.ms": msEntry(func(c *Config) *time.Duration { return &c.FetchMaxWait }),
-	"millrace.client.id.max.bytes": {
 	"producer.id.expiration.ms":  msEntry(func(c *Config) *time.Duration { return &c.ProducerIDExpiration }),
 	"millrace.max.producer.ids.per.partition": {
 		intSetter(32, func(c *Config) *int { return &c.MaxProducerIDsPerPartition }),
 		func(c Config) string { return strconv.Itoa(c.MaxProducerIDsPerPartition) },
 	},
+	"millrace.client.id.max.bytes": {
 		intSetter(32, func(c *Config) *int { return &c.ClientIDMaxBytes }),
 		func(c Config) string { return strconv.Itoa(c.ClientIDMaxBytes) },
 	},

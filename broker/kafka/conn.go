@@ -137,9 +137,14 @@ func (c *conn) readLoop() string {
 			c.b.budget.release(charge)
 			return c.readFailure(err, fmt.Sprintf("reading a request of %d bytes", size))
 		}
-		r, err := parseRequest(frame, c.b.cfg.ClientIDMaxBytes)
+		r, err := parseRequest(frame, c.b.cfg.ClientIDMaxBytes, func(key, version int16, flexible bool, body []byte) error {
+			return c.chargeDecode(key, version, flexible, body, &charge)
+		})
 		if err != nil {
 			c.b.budget.release(charge)
+			if c.ctx.Err() != nil {
+				return "closed"
+			}
 			c.closeWith(err.Error(), r)
 			return err.Error()
 		}
@@ -237,56 +242,67 @@ func (c *conn) readBy(buf []byte, deadline time.Time) error {
 }
 
 // readFrame reads a frame of size bytes (after its size prefix) by
-// deadline, taking queued.max.request.bytes budget before each part is
-// allocated; time spent waiting for budget does not count against the
-// deadline. It returns the budget taken, also on error (the caller gives
-// it back). The buffer starts at frameClassMin bytes and grows with the
-// bytes that arrive, so a size prefix alone cannot make the broker
-// allocate socket.request.max.bytes; once the API key is known, a request
-// other than Produce larger than millrace.control.request.max.bytes is
-// refused before more is read.
+// deadline, taking queued.max.request.bytes budget before it allocates;
+// time spent waiting for budget does not count against the deadline. It
+// returns the budget taken, also on error (the caller gives it back). A
+// request other than Produce is at most millrace.control.request.max.bytes
+// (checked on its API key, its first two bytes) and takes its whole
+// charge at once. A Produce frame starts at frameClassMin bytes and grows,
+// taking budget, with the bytes that arrive, so a size prefix alone cannot
+// make the broker allocate or hold socket.request.max.bytes.
 func (c *conn) readFrame(size int, deadline time.Time) (frame []byte, charge int64, err error) {
 	budget, wait := c.b.budget, c.b.cfg.RequestReadTimeout
-	take := func(n int) error {
+	take := func(n int64) error {
 		start := time.Now()
-		if err := budget.acquire(c.ctx, int64(n), charge > 0, wait); err != nil {
+		if err := budget.acquire(c.ctx, n, charge > 0, wait); err != nil {
 			return err
 		}
-		charge += int64(n)
+		charge += n
 		deadline = deadline.Add(time.Since(start))
 		return nil
 	}
+	var keyBuf [2]byte
+	if err := c.readBy(keyBuf[:], deadline); err != nil {
+		return nil, charge, err
+	}
+	key := int16(binary.BigEndian.Uint16(keyBuf[:]))
 	first := min(size, frameClassMin)
-	if err := take(first); err != nil {
+	if key != produceKey {
+		if limit := c.b.cfg.ControlRequestMaxBytes; size > int(limit) {
+			return nil, charge, closef("API key %d request of %d bytes is larger than millrace.control.request.max.bytes %d", key, size, limit)
+		}
+		// Everything this request will hold, decoding included, taken
+		// at once while holding nothing: it cannot stand in the way of
+		// readers that hold budget.
+		first = size
+		err = take(int64(size) + budget.decodeCharge(int64(size), int64(size)))
+	} else {
+		err = take(int64(first))
+	}
+	if err != nil {
 		return nil, charge, err
 	}
 	frame = make([]byte, first)
-	if err := c.readBy(frame, deadline); err != nil {
+	copy(frame, keyBuf[:])
+	if err := c.readBy(frame[len(keyBuf):], deadline); err != nil {
 		return nil, charge, err
-	}
-	key := int16(binary.BigEndian.Uint16(frame))
-	if limit := c.b.cfg.ControlRequestMaxBytes; key != produceKey && size > int(limit) {
-		return nil, charge, closef("API key %d request of %d bytes is larger than millrace.control.request.max.bytes %d", key, size, limit)
 	}
 	if size > first {
 		if frame, err = c.readFrameRest(frame, size, deadline, take); err != nil {
 			return nil, charge, err
 		}
 	}
-	if err := take(int(budget.decodeCharge(key, int64(size), charge))); err != nil {
-		return nil, charge, err
-	}
 	return frame, charge, nil
 }
 
-// readFrameRest reads the rest of a frame whose first bytes are in frame,
-// into a pooled buffer when one is free, else into one that doubles as
-// bytes arrive. Capacities are rounded up to a pool class (at most
+// readFrameRest reads the rest of a Produce frame whose first bytes are in
+// frame, into a pooled buffer when one is free, else into one that doubles
+// as bytes arrive. Capacities are rounded up to a pool class (at most
 // doubling what arrived), so that a recycled buffer serves the next frame
 // of its size.
-func (c *conn) readFrameRest(frame []byte, size int, deadline time.Time, take func(int) error) ([]byte, error) {
+func (c *conn) readFrameRest(frame []byte, size int, deadline time.Time, take func(int64) error) ([]byte, error) {
 	if pooled := frameBuffer(size); pooled != nil {
-		if err := take(size - len(frame)); err != nil {
+		if err := take(int64(size - len(frame))); err != nil {
 			recycleFrame(pooled)
 			return nil, err
 		}
@@ -296,7 +312,7 @@ func (c *conn) readFrameRest(frame []byte, size int, deadline time.Time, take fu
 	for len(frame) < size {
 		if len(frame) == cap(frame) {
 			next := frameCapacity(min(size, 2*cap(frame)))
-			if err := take(min(next, size) - len(frame)); err != nil {
+			if err := take(int64(min(next, size) - len(frame))); err != nil {
 				return nil, err
 			}
 			grown := make([]byte, len(frame), next)
@@ -310,6 +326,30 @@ func (c *conn) readFrameRest(frame []byte, size int, deadline time.Time, take fu
 		frame = frame[:next]
 	}
 	return frame, nil
+}
+
+// chargeDecode takes the budget for what decoding a Produce request may
+// allocate (see requestDecodeFactor), adding it to charge: its part that
+// is not record batches, which is held to millrace.control.request.max.bytes
+// like a whole request of another API. Other requests took their decode
+// charge with their frame (readFrame).
+func (c *conn) chargeDecode(key, version int16, flexible bool, body []byte, charge *int64) error {
+	if key != produceKey {
+		return nil
+	}
+	n, err := produceStructureBytes(body, version, flexible)
+	if err != nil {
+		return closef("API key %d version %d: %v", key, version, err)
+	}
+	if limit := c.b.cfg.ControlRequestMaxBytes; n > int(limit) {
+		return closef("API key %d version %d: %d bytes besides record batches is more than millrace.control.request.max.bytes %d", key, version, n, limit)
+	}
+	extra := c.b.budget.decodeCharge(int64(n), *charge)
+	if err := c.b.budget.acquire(c.ctx, extra, *charge > 0, c.b.cfg.RequestReadTimeout); err != nil {
+		return err
+	}
+	*charge += extra
+	return nil
 }
 
 // run serves one request into its slot.

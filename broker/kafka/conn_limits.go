@@ -34,19 +34,17 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sync/semaphore"
 )
 
-// requestDecodeFactor is what a request other than Produce is charged
-// against queued.max.request.bytes per frame byte: decoding with kmsg
-// allocates up to about this many bytes per frame byte. Measured with
-// kmsg v1.15: an array of empty topic names in Metadata v0 decodes to 24
-// bytes per frame byte (a struct and a string header for every 2 bytes),
-// an array whose elements each carry one empty tagged field (flexible
+// requestDecodeFactor is what a request is charged against
+// queued.max.request.bytes per byte that kmsg decodes into structs: up to
+// about this many bytes are allocated per such byte. Measured with kmsg
+// v1.15: an array of empty topic names in Metadata v0 decodes to 24 bytes
+// per frame byte (a struct and a string header for every 2 bytes), an
+// array whose elements each carry one empty tagged field (flexible
 // versions) to 96 (a map per 4 bytes). Real requests are small, so the
-// charge is too; Produce is charged its frame only, since its bytes are
-// record batches that are kept as they are.
+// charge is too. In a Produce request only the bytes besides its record
+// batches count (produce_structure.go): the batches are kept as they are.
 const requestDecodeFactor = 100
 
 // refusalLogInterval is the least time between two log lines about
@@ -142,17 +140,26 @@ func (b *Broker) refuse(nc net.Conn, ip, refusedBy string) {
 }
 
 // requestBudget is queued.max.request.bytes; see the top of this file.
+// Readers that already hold budget (in the middle of a frame, or about to
+// decode one) go before readers that hold none: otherwise a reader waiting
+// to start a frame could stand in front of one that needs a little more
+// to finish its frame and free everything it holds. A semaphore that
+// serves waiters in arrival order would deadlock them until the frame
+// deadline.
 type requestBudget struct {
-	sem  *semaphore.Weighted // nil when unbounded
-	size int64
-	used atomic.Int64 // bytes held, for the gauge
+	size int64 // -1: unbounded
+	used atomic.Int64
+
+	mu sync.Mutex // guards the following
+	// holdersWaiting counts waiting readers that hold budget; while there
+	// are any, readers holding none wait.
+	holdersWaiting int
+	// released is closed, and replaced, whenever budget is given back.
+	released chan struct{}
 }
 
 func newRequestBudget(size int64) *requestBudget {
-	if size < 0 {
-		return &requestBudget{size: -1}
-	}
-	return &requestBudget{sem: semaphore.NewWeighted(size), size: size}
+	return &requestBudget{size: max(size, -1), released: make(chan struct{})}
 }
 
 // errBudgetWait is a reader that held budget and waited too long for more.
@@ -162,42 +169,71 @@ var errBudgetWait = errors.New("waited too long for request byte budget")
 // is done; one holding some (holding) waits at most maxWait, so that
 // readers cannot wait on each other for good.
 func (rb *requestBudget) acquire(ctx context.Context, n int64, holding bool, maxWait time.Duration) error {
-	if rb.sem == nil || n <= 0 {
+	if rb.size < 0 || n <= 0 {
 		return nil
 	}
-	if !rb.sem.TryAcquire(n) {
-		if holding {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, maxWait)
-			defer cancel()
+	var timeout <-chan time.Time
+	if holding {
+		t := time.NewTimer(maxWait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	rb.mu.Lock()
+	for {
+		if rb.used.Load()+n <= rb.size && (holding || rb.holdersWaiting == 0) {
+			rb.used.Add(n)
+			rb.mu.Unlock()
+			return nil
 		}
-		if err := rb.sem.Acquire(ctx, n); err != nil {
-			if holding && ctx.Err() == context.DeadlineExceeded {
-				return fmt.Errorf("%w (%v; queued.max.request.bytes %d)", errBudgetWait, maxWait, rb.size)
-			}
+		if holding {
+			rb.holdersWaiting++
+		}
+		released := rb.released
+		rb.mu.Unlock()
+		var err error
+		select {
+		case <-released:
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-timeout:
+			err = fmt.Errorf("%w (%v; queued.max.request.bytes %d)", errBudgetWait, maxWait, rb.size)
+		}
+		rb.mu.Lock()
+		if holding {
+			rb.holdersWaiting--
+		}
+		if err != nil {
+			rb.mu.Unlock()
+			rb.wake() // a reader holding none may go now
 			return err
 		}
 	}
-	rb.used.Add(n)
-	return nil
 }
 
 // release gives back n bytes taken by acquire.
 func (rb *requestBudget) release(n int64) {
-	if rb.sem == nil || n <= 0 {
+	if rb.size < 0 || n <= 0 {
 		return
 	}
 	rb.used.Add(-n)
-	rb.sem.Release(n)
+	rb.wake()
 }
 
-// decodeCharge is the budget a complete frame of size bytes holds in all,
-// given what its reading already took: Produce frames hold their bytes,
-// other frames requestDecodeFactor times theirs, at most the whole budget
-// so that every request can still be served.
-func (rb *requestBudget) decodeCharge(key int16, size, taken int64) int64 {
-	if rb.sem == nil || key == produceKey {
+// wake lets every waiting reader look at the budget again.
+func (rb *requestBudget) wake() {
+	rb.mu.Lock()
+	close(rb.released)
+	rb.released = make(chan struct{})
+	rb.mu.Unlock()
+}
+
+// decodeCharge is the budget to take, besides the taken bytes of the frame
+// already read, for decoding decoded of them: requestDecodeFactor times,
+// all told at most the whole budget, so that every request can still be
+// served.
+func (rb *requestBudget) decodeCharge(decoded, taken int64) int64 {
+	if rb.size < 0 {
 		return 0
 	}
-	return max(min(size*requestDecodeFactor, rb.size)-taken, 0)
+	return max(min(taken+decoded*(requestDecodeFactor-1), rb.size)-taken, 0)
 }

@@ -305,3 +305,87 @@ func TestConnectionLimitSettings(t *testing.T) {
 		t.Errorf("queued.max.request.bytes -1: %v", err)
 	}
 }
+
+// TestProduceStructureBytes: for Produce requests of every served version,
+// the bytes besides the record batches are what kmsg encodes around them;
+// a request made of many partitions with tagged fields and no records is
+// all structure; a truncated one is refused.
+func TestProduceStructureBytes(t *testing.T) {
+	batch := makeBatch(t, plainBatch("a", "b"))
+	for version := int16(3); version <= 13; version++ {
+		req := kmsg.NewPtrProduceRequest()
+		req.SetVersion(version)
+		txn := "txn"
+		req.TransactionID, req.Acks, req.TimeoutMillis = &txn, -1, 1000
+		for _, topic := range []string{"one", "two"} {
+			rt := kmsg.NewProduceRequestTopic()
+			rt.Topic, rt.TopicID = topic, [16]byte{1}
+			for p := int32(0); p < 3; p++ {
+				rp := kmsg.NewProduceRequestTopicPartition()
+				rp.Partition, rp.Records = p, batch
+				if p == 2 {
+					rp.Records = nil
+				}
+				if version >= 9 {
+					rp.UnknownTags.Set(7, []byte("tag"))
+				}
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			req.Topics = append(req.Topics, rt)
+		}
+		body := req.AppendTo(nil)
+		got, err := produceStructureBytes(body, version, req.IsFlexible())
+		if err != nil {
+			t.Fatalf("v%d: %v", version, err)
+		}
+		if want := len(body) - 4*len(batch); got != want {
+			t.Errorf("v%d: %d structure bytes, want %d", version, got, want)
+		}
+		if _, err := produceStructureBytes(body[:len(body)-1], version, req.IsFlexible()); err == nil {
+			t.Errorf("v%d: a truncated request was measured", version)
+		}
+	}
+}
+
+// TestProduceStructureLimit: a Produce request whose partitions carry
+// tagged fields and no records (each decodes to a map) is refused when that
+// part is larger than millrace.control.request.max.bytes, before decoding.
+func TestProduceStructureLimit(t *testing.T) {
+	tb := startBroker(t, withConfig(func(c *Config) { c.ControlRequestMaxBytes = 64 << 10 }))
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(9)
+	req.Acks, req.TimeoutMillis = 1, 1000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "bomb"
+	for p := int32(0); p < 20000; p++ {
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition = p
+		rp.UnknownTags.Set(1, nil)
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	c := dial(t, tb.addr)
+	c.send(frame(req, 1))
+	c.expectClosed()
+	if !strings.Contains(tb.logOut.String(), "besides record batches is more than millrace.control.request.max.bytes") {
+		t.Errorf("no log line names millrace.control.request.max.bytes")
+	}
+}
+
+// FuzzProduceStructureBytes: any body is measured or refused without a
+// panic, and the measure is within the body.
+func FuzzProduceStructureBytes(f *testing.F) {
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(9)
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "t"
+	rt.Partitions = append(rt.Partitions, kmsg.ProduceRequestTopicPartition{Records: []byte("records")})
+	req.Topics = append(req.Topics, rt)
+	f.Add(req.AppendTo(nil), int16(9))
+	f.Fuzz(func(t *testing.T, body []byte, version int16) {
+		n, err := produceStructureBytes(body, version, version >= 9)
+		if err == nil && (n < 0 || n > len(body)) {
+			t.Fatalf("%d structure bytes in a body of %d", n, len(body))
+		}
+	})
+}

@@ -97,7 +97,7 @@ func fuzzOne(b *Broker, c *conn, data []byte) ([]byte, error) {
 	if int(size) != len(data)-4 {
 		return nil, closef("truncated frame") // the reader would wait, then close
 	}
-	r, err := parseRequest(data[4:], DefaultConfig().ClientIDMaxBytes)
+	r, err := parseRequest(data[4:], DefaultConfig().ClientIDMaxBytes, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -69,10 +69,15 @@ func checkSize(size, maxBytes int32) error {
 	return nil
 }
 
+// beforeDecode is called by parseRequest with a request's header fields
+// and undecoded body; an error refuses the request.
+type beforeDecode func(key, version int16, flexible bool, body []byte) error
+
 // parseRequest decodes a frame (the bytes after the size prefix). A client
-// ID longer than maxClientID bytes is refused. An error means the
-// connection must close; it says why.
-func parseRequest(frame []byte, maxClientID int) (*request, error) {
+// ID longer than maxClientID bytes is refused; check, when set, vets the
+// body before it is decoded. An error means the connection must close; it
+// says why.
+func parseRequest(frame []byte, maxClientID int, check beforeDecode) (*request, error) {
 	if len(frame) < requestHeaderMinBytes {
 		return nil, closef("request of %d bytes is shorter than a request header (%d bytes)", len(frame), requestHeaderMinBytes)
 	}
@@ -106,6 +111,11 @@ func parseRequest(frame []byte, maxClientID int) (*request, error) {
 	if body.IsFlexible() {
 		if rest, err = skipTags(rest); err != nil {
 			return r, closef("API key %d version %d: malformed header tags: %v", r.key, r.version, err)
+		}
+	}
+	if check != nil {
+		if err := check(r.key, r.version, body.IsFlexible(), rest); err != nil {
+			return r, err
 		}
 	}
 	// A Produce request is decoded in place: its record batches and topic
