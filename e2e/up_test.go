@@ -112,7 +112,9 @@ func TestUpLandsEventsExactlyOnce(t *testing.T) {
 // lands exactly once.
 func TestUpReplacesAStoppedSink(t *testing.T) {
 	dir := t.TempDir()
+	var metricsURL string
 	cfgPath, _, webAddr := writeDemoConfig(t, dir, func(cfg *appliance.Config) {
+		metricsURL = "http://" + cfg.HTTP.MetricsListen + "/metrics"
 		cfg.Demo.WriteLog, cfg.Tail = "", nil
 		cfg.Sinks = cfg.Sinks[:1]
 		if cfg.Sinks[0].Name != "clicks" {
@@ -141,8 +143,14 @@ func TestUpReplacesAStoppedSink(t *testing.T) {
 	waitForRows(t, lake+"/clicks/**/*.parquet", 150, 90*time.Second)
 	checkDistinct(t, lake+"/clicks/**/*.parquet", "title", 150)
 
+	// /metrics is not on the ingest port.
+	if resp, err := http.Get(web + "/metrics"); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("/metrics on the ingest port: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	// The new worker registered its own series in place of the stopped one's.
-	resp, err := http.Get(web + "/metrics")
+	resp, err := http.Get(metricsURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,6 +193,8 @@ func writeDemoConfig(t *testing.T, dir string, mod func(*appliance.Config)) (pat
 	cfg.Data = filepath.Join(dir, "data")
 	cfg.Broker.Listen = kafkaAddr
 	cfg.HTTP.Listen = webAddr
+	// Its own port, not the fixed default: tests run in parallel.
+	cfg.HTTP.MetricsListen = "127.0.0.1:" + strconv.Itoa(freePort(t))
 	for i := range cfg.Sinks {
 		cfg.Sinks[i].RollAge, cfg.Sinks[i].IdleTimeout = 10*time.Second, 3*time.Second
 	}

@@ -50,6 +50,8 @@ type Appliance struct {
 	stores    []store.Store
 	http      *http.Server
 	httpAddr  net.Addr
+	metrics   *http.Server // /metrics, at HTTP.MetricsListen
+	metricsAt net.Addr
 	console   *monitor.Collector // feeds /console
 	bg        sync.WaitGroup     // demo writer, ops publisher, HTTP server
 	stopBG    context.CancelFunc
@@ -207,20 +209,23 @@ func (a *Appliance) startSink(ctx context.Context, sc SinkConfig) error {
 	return nil
 }
 
-// startHTTP serves the demo page at /, Prometheus /metrics, and — when the
-// beacon is on — its routes (/beacon.js, /b.gif, /v1/events, /v1/metrics,
-// /healthz, /readyz).
+// startHTTP serves the demo page at /, the console, and — when the beacon
+// is on — its routes (/beacon.js, /b.gif, /v1/events, /v1/metrics,
+// /healthz, /readyz) on HTTP.Listen, and Prometheus /metrics on
+// HTTP.MetricsListen.
 func (a *Appliance) startHTTP() error {
 	mux := http.NewServeMux()
 	if a.cfg.Beacon != nil {
-		b, err := beacon.New(*a.cfg.Beacon, a.shipper, a.registry, a.logger)
+		bc := *a.cfg.Beacon
+		// Tells the beacon's handler to leave /metrics out: it is served
+		// on the metrics listener below.
+		bc.MetricsListen = a.cfg.HTTP.MetricsListen
+		b, err := beacon.New(bc, a.shipper, a.registry, a.logger)
 		if err != nil {
 			return err
 		}
 		a.beacon = b
 		mux.Handle("/", b.Handler())
-	} else {
-		mux.Handle("/metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}))
 	}
 	mux.HandleFunc("GET /{$}", a.serveDemoPage)
 	console, err := monitor.New(monitor.Config{Brokers: a.brokers, MetricsTopic: a.cfg.OpsMetrics.Topic}, a.logger.With("component", "console"))
@@ -244,14 +249,28 @@ func (a *Appliance) startHTTP() error {
 		timeouts = a.beacon.Config().HTTPTimeouts()
 	}
 	a.http = httpserver.New(mux, timeouts, a.logger.With("component", "http"))
+	a.serve(a.http, ln, "http")
+	metricsLn, err := net.Listen("tcp", a.cfg.HTTP.MetricsListen)
+	if err != nil {
+		return fmt.Errorf("http.metrics_listen: %w", err)
+	}
+	a.metricsAt = metricsLn.Addr()
+	metricsMux := http.NewServeMux()
+	metricsMux.Handle("GET /metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}))
+	a.metrics = httpserver.New(metricsMux, httpserver.Timeouts{}, a.logger.With("component", "metrics"))
+	a.serve(a.metrics, metricsLn, "metrics")
+	return nil
+}
+
+// serve runs srv on ln until Shutdown, in a goroutine of a.bg.
+func (a *Appliance) serve(srv *http.Server, ln net.Listener, what string) {
 	a.bg.Add(1)
 	go func() {
 		defer a.bg.Done()
-		if err := a.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			a.logger.Error("http server failed", "err", err)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.logger.Error("http server failed", "server", what, "err", err)
 		}
 	}()
-	return nil
 }
 
 // SinkInfo names a sink and where it lands.
@@ -272,6 +291,9 @@ func (a *Appliance) Brokers() []string { return a.brokers }
 // HTTPAddr is where the web server listens.
 func (a *Appliance) HTTPAddr() net.Addr { return a.httpAddr }
 
+// MetricsAddr is where Prometheus /metrics is served.
+func (a *Appliance) MetricsAddr() net.Addr { return a.metricsAt }
+
 // BrokerDone delivers the embedded broker's exit (nil channel when the
 // brokers are external): a broker that stops on its own ends the appliance.
 func (a *Appliance) BrokerDone() <-chan error { return a.brokerErr }
@@ -283,6 +305,9 @@ func (a *Appliance) Shutdown(ctx context.Context) error {
 	var errs []error
 	if a.http != nil {
 		errs = append(errs, a.http.Shutdown(ctx))
+	}
+	if a.metrics != nil {
+		errs = append(errs, a.metrics.Shutdown(ctx))
 	}
 	if a.console != nil {
 		errs = append(errs, a.console.Shutdown(ctx))

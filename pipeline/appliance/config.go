@@ -30,7 +30,8 @@ type Config struct {
 	Brokers []string `yaml:"brokers"`
 	// Broker is the embedded broker (used when Brokers is empty).
 	Broker BrokerConfig `yaml:"broker"`
-	// HTTP serves the beacon, the metrics intake, the demo page and /metrics.
+	// HTTP serves the beacon, the metrics intake, the demo page and the
+	// console; /metrics has a listener of its own (http.metrics_listen).
 	HTTP HTTPConfig `yaml:"http"`
 	// Topics are created at start when missing.
 	Topics []TopicConfig `yaml:"topics"`
@@ -60,6 +61,10 @@ type BrokerConfig struct {
 type HTTPConfig struct {
 	// Listen is the address. Default 127.0.0.1:8090.
 	Listen string `yaml:"listen"`
+	// MetricsListen is the address of the Prometheus /metrics listener,
+	// kept apart from Listen so that opening the ingest port to browsers
+	// does not publish the appliance's internals. Default 127.0.0.1:8092.
+	MetricsListen string `yaml:"metrics_listen"`
 }
 
 // TopicConfig is a topic to create at start.
@@ -113,8 +118,11 @@ const (
 	DefaultData         = ".millrace"
 	DefaultBrokerListen = "127.0.0.1:9092"
 	DefaultHTTPListen   = "127.0.0.1:8090"
-	DefaultOpsTopic     = "_millrace.metrics"
-	DefaultOpsInterval  = 10 * time.Second
+	// DefaultMetricsListen is loopback: a Prometheus on the same host
+	// scrapes it; set http.metrics_listen to reach it from elsewhere.
+	DefaultMetricsListen = "127.0.0.1:8092"
+	DefaultOpsTopic      = "_millrace.metrics"
+	DefaultOpsInterval   = 10 * time.Second
 )
 
 // withDefaults fills unset fields and resolves relative paths against Data.
@@ -127,6 +135,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HTTP.Listen == "" {
 		c.HTTP.Listen = DefaultHTTPListen
+	}
+	if c.HTTP.MetricsListen == "" {
+		c.HTTP.MetricsListen = DefaultMetricsListen
 	}
 	if c.OpsMetrics.Topic == "" {
 		c.OpsMetrics.Topic = DefaultOpsTopic
@@ -192,6 +203,12 @@ func (c Config) Validate() error {
 		if t.Name == "" {
 			errs = append(errs, fmt.Errorf("topics[%d]: name is required", i))
 		}
+	}
+	if c.HTTP.MetricsListen != "" && c.HTTP.MetricsListen == c.HTTP.Listen && !strings.HasSuffix(c.HTTP.Listen, ":0") {
+		errs = append(errs, errors.New("http.metrics_listen must differ from http.listen: /metrics is kept off the ingest port"))
+	}
+	if c.Beacon != nil && c.Beacon.MetricsListen != "" {
+		errs = append(errs, errors.New("beacon.metrics_listen: under millrace up, /metrics is served at http.metrics_listen; set that instead"))
 	}
 	return errors.Join(errs...)
 }

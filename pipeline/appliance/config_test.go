@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"millrace/agents/beacon"
 	"millrace/agents/tail"
 	"millrace/sinks/lake"
 )
@@ -53,5 +54,20 @@ func TestConfigValidateNamesEveryProblem(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
+	}
+}
+
+func TestMetricsListenKeptOffTheIngestPort(t *testing.T) {
+	c := Config{}.withDefaults()
+	if c.HTTP.MetricsListen != DefaultMetricsListen || c.HTTP.MetricsListen == c.HTTP.Listen {
+		t.Fatalf("http defaults %+v", c.HTTP)
+	}
+	same := Config{HTTP: HTTPConfig{Listen: "127.0.0.1:8090", MetricsListen: "127.0.0.1:8090"}}.withDefaults()
+	if err := same.Validate(); err == nil || !strings.Contains(err.Error(), "metrics_listen must differ") {
+		t.Errorf("metrics on the ingest port: %v", err)
+	}
+	onBeacon := Config{Beacon: &beacon.Config{MetricsListen: "127.0.0.1:9999"}}.withDefaults()
+	if err := onBeacon.Validate(); err == nil || !strings.Contains(err.Error(), "set that instead") {
+		t.Errorf("beacon.metrics_listen under up: %v", err)
 	}
 }

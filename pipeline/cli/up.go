@@ -58,7 +58,7 @@ func printWhere(e env, a *appliance.Appliance, cfg appliance.Config) {
 		fmt.Fprintf(e.stdout, "  metrics intake           POST %s/v1/metrics\n", web)
 	}
 	fmt.Fprintf(e.stdout, "  console                  %s/console\n", web)
-	fmt.Fprintf(e.stdout, "  prometheus metrics       %s/metrics\n", web)
+	fmt.Fprintf(e.stdout, "  prometheus metrics       http://%s/metrics\n", a.MetricsAddr())
 	for _, s := range a.Sinks() {
 		fmt.Fprintf(e.stdout, "  lake (%s)%*s%s\n", s.Name, max(1, 17-len(s.Name)), "", s.Out)
 	}
