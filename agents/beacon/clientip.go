@@ -165,3 +165,14 @@ func (c *clientSlots) release(k netip.Addr) {
 		delete(c.inUse, k)
 	}
 }
+
+// total is the number of requests in progress over all clients.
+func (c *clientSlots) total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, v := range c.inUse {
+		n += v
+	}
+	return n
+}

@@ -52,15 +52,7 @@ func status(t *testing.T, c net.Conn) int {
 	return resp.StatusCode
 }
 
-func (s *Server) clientsInProgress() int {
-	s.clients.mu.Lock()
-	defer s.clients.mu.Unlock()
-	n := 0
-	for _, v := range s.clients.inUse {
-		n += v
-	}
-	return n
-}
+func (s *Server) clientsInProgress() int { return s.clients.total() }
 
 // Bodies that trickle in hold neither of the two processing slots: other
 // requests are served meanwhile, and the slow ones get 408 after

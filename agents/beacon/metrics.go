@@ -54,10 +54,18 @@ func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
 		}
 		return float64(s.limiter.size())
 	})
+	inProgress := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "millrace_beacon_requests_in_progress",
+		Help: "Ingest requests admitted and not yet answered, those still receiving their body included.",
+	}, func() float64 { return float64(s.clients.total()) })
+	processing := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "millrace_beacon_requests_processing",
+		Help: "Ingest requests holding one of the max_concurrent_requests processing slots (body received).",
+	}, func() float64 { return float64(len(s.inFlight)) })
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.events, m.rateLimited, m.corsDenied, m.unavailable, m.clientBusy, clients} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.events, m.rateLimited, m.corsDenied, m.unavailable, m.clientBusy, clients, inProgress, processing} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
