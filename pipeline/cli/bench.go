@@ -16,7 +16,7 @@ import (
 )
 
 func init() {
-	register("bench produce", "bench produce [--topic T] [--records N] [--record-size B] [--partitions P] [--replication-factor R] [--acks all|1|0] [--compression C] [--producers K]", benchProduce)
+	register("bench produce", "bench produce [--topic T] [--records N] [--record-size B] [--partitions P] [--replication-factor R] [--acks all|1|0] [--compression C] [--producers K] [--topic-config name=value]...", benchProduce)
 	register("bench consume", "bench consume [--topic T] [--records N] [--consumers K]", benchConsume)
 }
 
@@ -37,13 +37,15 @@ func benchProduce(ctx context.Context, e env, args []string) error {
 	linger := f.Duration("linger", 5*time.Millisecond, "producer linger")
 	batchBytes := f.Int("batch-bytes", 1<<20, "producer max batch bytes")
 	quiet := f.Bool("quiet", false, "no progress bar")
+	topicConfigs := keyValues{}
+	f.Var(topicConfigs, "topic-config", "topic config `name=value` when the topic is created, e.g. millrace.flush.on.ack=true (repeatable)")
 	if _, err := f.parse(args, 0); err != nil {
 		return err
 	}
 	if *records <= 0 || *size < 0 || *producers <= 0 {
 		return usageError("--records and --producers must be positive, --record-size not negative")
 	}
-	if err := ensureTopic(ctx, *brokers, *topic, *partitions, *replication); err != nil {
+	if err := ensureTopic(ctx, *brokers, *topic, *partitions, *replication, topicConfigs); err != nil {
 		return err
 	}
 	// Unkeyed records under the hash partitioner stick to one partition per
@@ -203,14 +205,22 @@ func benchConsume(ctx context.Context, e env, args []string) error {
 	return nil
 }
 
-// ensureTopic creates the topic unless it exists.
-func ensureTopic(ctx context.Context, brokers, topic string, partitions, replication int) error {
+// ensureTopic creates the topic with configs unless it exists (an existing
+// topic keeps its own configs).
+func ensureTopic(ctx context.Context, brokers, topic string, partitions, replication int, configs map[string]string) error {
 	adm, done, err := newAdmin(ctx, brokers)
 	if err != nil {
 		return err
 	}
 	defer done()
-	resp, err := adm.CreateTopic(ctx, int32(partitions), int16(replication), nil, topic)
+	var topicConfigs map[string]*string
+	for name, value := range configs {
+		if topicConfigs == nil {
+			topicConfigs = map[string]*string{}
+		}
+		topicConfigs[name] = &value
+	}
+	resp, err := adm.CreateTopic(ctx, int32(partitions), int16(replication), topicConfigs, topic)
 	if err == nil {
 		err = resp.Err
 	}
