@@ -60,6 +60,15 @@ func (c *Coordinator) JoinGroup(ctx context.Context, req *kmsg.JoinGroupRequest)
 	resp, wait := c.joinLocked(g, j)
 	g.mu.Unlock()
 	if resp != nil {
+		if resp.ErrorCode != errNone && resp.ErrorCode != errMemberIDRequired {
+			// A refused join must not leave an empty group behind: it
+			// would count against Config.MaxGroups for good.
+			g.offsetMu.Lock()
+			g.mu.Lock()
+			c.releaseIfUnusedLocked(g)
+			g.mu.Unlock()
+			g.offsetMu.Unlock()
+		}
 		return resp
 	}
 	select {

@@ -199,6 +199,13 @@ func (c *Coordinator) commit(req *kmsg.OffsetCommitRequest, codes [][]int16) {
 		return
 	}
 	defer g.offsetMu.Unlock()
+	defer func() {
+		// A commit that wrote nothing must not leave a group behind: it
+		// would count against Config.MaxGroups for good.
+		g.mu.Lock()
+		c.releaseIfUnusedLocked(g)
+		g.mu.Unlock()
+	}()
 	g.mu.Lock()
 	code = c.validateCommitLocked(g, generation, memberID, instance)
 	g.mu.Unlock()

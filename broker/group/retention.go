@@ -17,14 +17,20 @@ func (c *Coordinator) validGroupID(id string) bool {
 // that FindCoordinator can refuse the others with INVALID_GROUP_ID too.
 func (c *Coordinator) ValidGroupID(id string) bool { return c.validGroupID(id) }
 
-// admitGroup returns GROUP_MAX_SIZE_REACHED when group id is not held in
-// memory and the coordinator already holds Config.MaxGroups groups. The
-// check and the creation that follows are not atomic: requests in flight at
-// the same moment may pass the limit by as many groups as there are of them.
+// admitGroup makes sure group id is held in memory, creating it unless the
+// coordinator already holds Config.MaxGroups groups: then it returns
+// GROUP_MAX_SIZE_REACHED. The check and the creation are one step, so
+// concurrent requests for new groups cannot pass the limit together.
 func (c *Coordinator) admitGroup(id string) int16 {
+	if !c.coordinates(id) {
+		return errNotCoordinator
+	}
 	c.mu.Lock()
 	_, known := c.groups[id]
 	full := !known && len(c.groups) >= c.cfg.MaxGroups
+	if !known && !full {
+		c.groups[id] = newGroup(id)
+	}
 	c.mu.Unlock()
 	if !full {
 		return errNone

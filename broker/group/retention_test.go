@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -226,5 +227,56 @@ func TestLimitConfigValidate(t *testing.T) {
 	}
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestGroupLimitUnderConcurrency commits to fresh groups from many
+// goroutines at once: exactly Config.MaxGroups are accepted. Refused
+// commits and joins leave nothing behind that takes room.
+func TestGroupLimitUnderConcurrency(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxGroups = 20
+	cfg.PartitionExists = func(topic string, _ int32) bool { return topic == "t" }
+	e := newEnv(t, cfg)
+	ctx := context.Background()
+
+	// Refused for other reasons first: an unknown partition, a join
+	// without protocols. Neither may hold a group afterwards.
+	for i := range 5 {
+		resp := e.c.OffsetCommit(ctx, commitReq(fmt.Sprintf("nowhere-%d", i), "", -1, "missing", map[int32]int64{0: 1}))
+		if codes := commitCodes(resp); codes[0] != errUnknownTopicOrPartition {
+			t.Fatalf("commit to a missing topic: %v", codes)
+		}
+		bad := joinReq(9, fmt.Sprintf("badjoin-%d", i), "", time.Minute, "t")
+		bad.ProtocolType = ""
+		if code := e.c.JoinGroup(clientCtx("a"), bad).ErrorCode; code != errInconsistentGroupProtocol {
+			t.Fatalf("join without a protocol type: %d", code)
+		}
+	}
+	e.c.mu.Lock()
+	held := len(e.c.groups)
+	e.c.mu.Unlock()
+	if held != 0 {
+		t.Fatalf("refused requests left %d groups in memory", held)
+	}
+
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	codes := map[int16]int{}
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 10 {
+				resp := e.c.OffsetCommit(ctx, commitReq(fmt.Sprintf("g-%d-%d", w, i), "", -1, "t", map[int32]int64{0: 1}))
+				mu.Lock()
+				codes[commitCodes(resp)[0]]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if codes[errNone] != 20 || codes[errGroupMaxSizeReached] != 60 {
+		t.Fatalf("80 concurrent commits to fresh groups with room for 20: %v", codes)
 	}
 }
