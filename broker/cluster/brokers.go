@@ -191,7 +191,8 @@ func (c *Cluster) claimBrokerID(data []byte) error {
 func holderAddress(data []byte) string {
 	var z brokerZnode
 	if err := json.Unmarshal(data, &z); err != nil || z.Host == "" {
-		return fmt.Sprintf("an unreadable registration (%q)", data)
+		// Quote the start only: the data is anyone's who can write there.
+		return fmt.Sprintf("an unreadable registration (%q)", data[:min(len(data), 64)])
 	}
 	return net.JoinHostPort(z.Host, strconv.Itoa(int(z.Port)))
 }
