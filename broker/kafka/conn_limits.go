@@ -16,12 +16,13 @@ package kafka
 //     cannot get budget waits, so the socket is not read and TCP pushes
 //     back on the client.
 //
-// The budget is taken a chunk at a time as the frame arrives, not for the
+// A Produce frame takes budget a chunk at a time as it arrives, not for the
 // whole announced size at once: a client that sends a size prefix and
 // nothing else then holds frameClassMin bytes of budget, not
 // socket.request.max.bytes, and cannot stall everyone else's reading.
-// The cost is that readers in the middle of frames can hold budget while
-// waiting for more; a reader that holds some waits at most
+// Other requests (at most millrace.control.request.max.bytes) take their
+// whole charge at once, holding nothing while they wait. Readers that
+// hold budget go first; one that holds some waits at most
 // millrace.request.read.timeout.ms and is then closed, which frees it, so
 // readers can never wait on each other for good. A reader holding none
 // waits as long as it takes.
