@@ -14,7 +14,10 @@ package kafka
 // creation is synchronous, so unlike Kafka the new topic is returned at once
 // with its leaders rather than with LEADER_NOT_AVAILABLE. An invalid name gets
 // INVALID_TOPIC_EXCEPTION; a missing topic without auto-creation gets
-// UNKNOWN_TOPIC_OR_PARTITION.
+// UNKNOWN_TOPIC_OR_PARTITION. One request auto-creates at most
+// millrace.max.partitions.per.request partitions, as CreateTopics: topics
+// beyond that get UNKNOWN_TOPIC_OR_PARTITION (a later request may create
+// them), and the cluster at most millrace.max.partitions (POLICY_VIOLATION).
 //
 // Authorized operations (v8+) are reported only when asked for; millrace has
 // no ACLs, so every operation is allowed. Version 13 (top-level error code) is
@@ -90,6 +93,7 @@ func handleMetadata(_ context.Context, b *Broker, r *request) (kmsg.Response, er
 	}
 
 	autoCreate := b.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
+	budget := int64(b.cluster.MaxPartitionsPerRequest())
 	seenNames := make(map[string]bool)
 	seenIDs := make(map[[16]byte]bool)
 	for _, rt := range req.Topics {
@@ -113,7 +117,10 @@ func handleMetadata(_ context.Context, b *Broker, r *request) (kmsg.Response, er
 			continue
 		}
 		seenNames[name] = true
-		t, err := b.metadataLookup(name, autoCreate)
+		t, created, err := b.metadataLookup(name, autoCreate && budget >= int64(b.cfg.NumPartitions))
+		if created {
+			budget -= int64(b.cfg.NumPartitions)
+		}
 		if err != nil {
 			mt := kmsg.NewMetadataResponseTopic()
 			mt.Topic = strp(name)
@@ -127,18 +134,18 @@ func handleMetadata(_ context.Context, b *Broker, r *request) (kmsg.Response, er
 }
 
 // metadataLookup finds a topic, creating it with the defaults when
-// autoCreate allows.
-func (b *Broker) metadataLookup(name string, autoCreate bool) (*cluster.Topic, error) {
+// autoCreate allows; created reports whether this call created it.
+func (b *Broker) metadataLookup(name string, autoCreate bool) (t *cluster.Topic, created bool, err error) {
 	if t, ok := b.cluster.Topic(name); ok {
-		return t, nil
+		return t, false, nil
 	}
 	if err := cluster.ValidateTopicName(name); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if !autoCreate {
-		return nil, cluster.ErrUnknownTopic
+		return nil, false, cluster.ErrUnknownTopic
 	}
-	t, err := b.cluster.CreateTopic(cluster.TopicSpec{
+	t, err = b.cluster.CreateTopic(cluster.TopicSpec{
 		Name:              name,
 		Partitions:        b.cfg.NumPartitions,
 		ReplicationFactor: b.cfg.DefaultReplicationFactor,
@@ -146,20 +153,20 @@ func (b *Broker) metadataLookup(name string, autoCreate bool) (*cluster.Topic, e
 	if errors.Is(err, cluster.ErrTopicExists) {
 		// Another request created it first.
 		if t, ok := b.cluster.Topic(name); ok {
-			return t, nil
+			return t, false, nil
 		}
 		// Created elsewhere and not yet in this broker's model, or still
 		// being deleted: for the client the topic is not there yet.
-		return nil, fmt.Errorf("%w: %v", cluster.ErrUnknownTopic, err)
+		return nil, false, fmt.Errorf("%w: %v", cluster.ErrUnknownTopic, err)
 	}
 	if err != nil {
 		if !isClientError(err) {
 			b.logger.Error("auto-creating a topic", "topic", name, "err", err)
 		}
-		return nil, err
+		return nil, false, err
 	}
 	b.logger.Info("topic auto-created", "topic", name)
-	return t, nil
+	return t, true, nil
 }
 
 // metadataTopic describes one topic; live holds the live broker IDs.

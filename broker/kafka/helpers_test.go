@@ -60,12 +60,18 @@ type testBroker struct {
 type testOptions struct {
 	dir     string
 	cfg     func(*Config)
+	cluster func(*cluster.Config)
 	group   group.Config
 	metrics prometheus.Registerer
 }
 
 func withConfig(f func(*Config)) func(*testOptions) {
 	return func(o *testOptions) { o.cfg = f }
+}
+
+// withClusterConfig adjusts the metadata layer's config.
+func withClusterConfig(f func(*cluster.Config)) func(*testOptions) {
+	return func(o *testOptions) { o.cluster = f }
 }
 
 func withDir(dir string) func(*testOptions) {
@@ -110,6 +116,9 @@ func startBroker(t testing.TB, opts ...func(*testOptions)) *testBroker {
 		o.cfg(&cfg)
 	}
 	ccfg := cluster.Config{BrokerID: cfg.BrokerID, DefaultPartitions: cfg.NumPartitions, DefaultReplicationFactor: cfg.DefaultReplicationFactor}
+	if o.cluster != nil {
+		o.cluster(&ccfg)
+	}
 	if tb.cluster, err = cluster.Open(ccfg, tb.store, tb.logs, log.DefaultConfig(), logger); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/broker/cluster"
 )
 
 // TestPartitionLimitsOnTheWire sends partition counts a hostile client
@@ -85,5 +87,39 @@ func TestPartitionLimitsOnTheWire(t *testing.T) {
 	}
 	if topic, _ := tb.cluster.Topic("small"); len(topic.Partitions) != 1 {
 		t.Fatalf("small has %d partitions after validate-only growth", len(topic.Partitions))
+	}
+}
+
+// TestMetadataAutoCreateIsBounded names more new topics in one Metadata
+// request than millrace.max.partitions.per.request allows: only as many
+// are created as fit, the rest are unknown.
+func TestMetadataAutoCreateIsBounded(t *testing.T) {
+	tb := startBroker(t,
+		withConfig(func(c *Config) { c.NumPartitions = 2 }),
+		withClusterConfig(func(c *cluster.Config) { c.MaxPartitionsPerRequest = 5 }))
+	_, cl := newAdmin(t, tb.addr)
+	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = true
+	for _, name := range []string{"m1", "m2", "m3", "m4"} {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(name)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(testContext(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created []string
+	for _, mt := range resp.Topics {
+		switch mt.ErrorCode {
+		case 0:
+			created = append(created, *mt.Topic)
+		case kerr.UnknownTopicOrPartition.Code:
+		default:
+			t.Errorf("%s: error %d", *mt.Topic, mt.ErrorCode)
+		}
+	}
+	if len(created) != 2 || len(tb.cluster.Topics()) != 2 {
+		t.Fatalf("created %v (cluster holds %d topics), want 2 topics of 2 partitions within a budget of 5", created, len(tb.cluster.Topics()))
 	}
 }
