@@ -3,6 +3,7 @@ package log
 import (
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"sort"
 	"time"
@@ -27,7 +28,8 @@ func (l *Log) EnforceRetention(now time.Time) (deleted int, err error) {
 	}
 	if cfg.Retention >= 0 {
 		cutoff := now.Add(-cfg.Retention).UnixMilli()
-		for n < last && segs[n].maxTimestamp < cutoff {
+		times := l.retentionTimesLocked(now)
+		for n < last && times[n] < cutoff {
 			n++
 		}
 	}
@@ -45,6 +47,38 @@ func (l *Log) EnforceRetention(now time.Time) (deleted int, err error) {
 		return 0, nil
 	}
 	return n, l.deleteLeadingLocked(n, "retention")
+}
+
+// retentionTimesLocked returns the time retention.ms judges each segment
+// by: its largest record timestamp, unless that lies beyond now +
+// message.timestamp.after.max.ms.
+//
+// Like Kafka, time retention stops at the first segment that is not old
+// enough, so one segment with a far-future timestamp (written before the
+// bound existed, or by a clock that was wrong) would otherwise keep every
+// later segment forever. Such a timestamp tells nothing about the
+// segment's age; what does is order: segments are appended in offset
+// order, so a segment is no younger than the one after it, and its file
+// was last written no later than its last-modified time. An untrusted
+// segment is judged by the earlier of the two, so it expires with its
+// successors and, at the latest, retention.ms after its last write.
+func (l *Log) retentionTimesLocked(now time.Time) []int64 {
+	future := saturatingAdd(now.UnixMilli(), boundMs(l.cfg.MessageTimestampAfterMax))
+	segs := l.segments
+	times := make([]int64, len(segs))
+	next := int64(math.MaxInt64) // the time of the segment after, once known
+	for i := len(segs) - 1; i >= 0; i-- {
+		times[i] = segs[i].maxTimestamp
+		if times[i] > future {
+			if fi, err := segs[i].log.Stat(); err == nil {
+				times[i] = min(next, fi.ModTime().UnixMilli())
+			} else {
+				l.logger.Warn("cannot stat a segment with a future timestamp; retention keeps it", "base_offset", segs[i].baseOffset, "err", err)
+			}
+		}
+		next = times[i]
+	}
+	return times
 }
 
 // deleteLeadingLocked removes the n oldest segments and moves the start

@@ -97,9 +97,18 @@ func produceRules(cfg Config, now time.Time) *recordRules {
 		maxDecompressed:     cfg.MaxDecompressedBytes,
 		checkTimestamps:     cfg.MessageTimestampType != LogAppendTime,
 		refuseLogAppendTime: true,
-		minTimestamp:        saturatingAdd(ms, -cfg.MessageTimestampBeforeMax.Milliseconds()),
-		maxTimestamp:        saturatingAdd(ms, cfg.MessageTimestampAfterMax.Milliseconds()),
+		minTimestamp:        saturatingAdd(ms, -boundMs(cfg.MessageTimestampBeforeMax)),
+		maxTimestamp:        saturatingAdd(ms, boundMs(cfg.MessageTimestampAfterMax)),
 	}
+}
+
+// boundMs is a timestamp bound in milliseconds; never (Kafka's Long.MAX,
+// which a Duration cannot hold in ms) is MaxInt64, so it stays unbounded.
+func boundMs(d time.Duration) int64 {
+	if d == never {
+		return math.MaxInt64
+	}
+	return d.Milliseconds()
 }
 
 // saturatingAdd adds d to t, clamping to the int64 range (before.max.ms

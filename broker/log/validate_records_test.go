@@ -238,6 +238,10 @@ func TestTimestampBounds(t *testing.T) {
 	at := func(ts int64) []byte { return buildBatch([]testRecord{{value: []byte("x")}}, ts, 0) }
 	bounded := DefaultConfig()
 	bounded.MessageTimestampBeforeMax = 24 * time.Hour
+	unbounded := DefaultConfig()
+	if err := unbounded.Set("message.timestamp.after.max.ms", "9223372036854775807"); err != nil {
+		t.Fatal(err)
+	}
 	logAppend := DefaultConfig()
 	logAppend.MessageTimestampType = LogAppendTime
 	cases := []struct {
@@ -253,6 +257,8 @@ func TestTimestampBounds(t *testing.T) {
 		{"a day behind with before.max 1 day", bounded, at(now - 24*hour), true},
 		{"older with before.max 1 day", bounded, at(now - 24*hour - 1), false},
 		{"LogAppendTime topic: not checked", logAppend, at(now + 100*hour), true},
+		{"year 9999 with after.max Long.MAX", unbounded, at(time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()), true},
+		{"year 1 with before.max Long.MAX (the default)", DefaultConfig(), at(time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()), true},
 		{"second record out of range", DefaultConfig(), buildBatch([]testRecord{{value: []byte("x")}, {tsDelta: 2 * hour}}, now, 0), false},
 	}
 	for _, c := range cases {
