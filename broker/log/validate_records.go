@@ -64,6 +64,9 @@ const (
 	// keep. Producers use far less (franz-go 64 KiB, librdkafka and the
 	// Java client at their default level at most 2 MiB, 8 MiB at level 19).
 	zstdMaxWindow = 8 << 20
+	// snappyKeep: the largest decoded-snappy buffer a pooled walker keeps;
+	// producers' batches are up to 1 MiB uncompressed by default.
+	snappyKeep = 4 << 20
 	// minHeaderSize: a record header is at least a key length and a value
 	// length, one byte each.
 	minHeaderSize = 2
@@ -253,7 +256,7 @@ func (w *walker) openSnappy(body []byte, limit int64) *BatchError {
 func (w *walker) release() {
 	w.src.Reset(nil)
 	w.stream = recordStream{}
-	if cap(w.snappy) > 4*walkWindow {
+	if cap(w.snappy) > snappyKeep {
 		// One huge snappy batch should not pin its buffer in the pool.
 		w.snappy = nil
 	}
