@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"sync"
 	"time"
 
@@ -61,9 +62,14 @@ const (
 	// the batch decompresses.
 	walkWindow = 64 << 10
 	// zstdMaxWindow bounds the history a zstd frame may ask the decoder to
-	// keep. Producers use far less (franz-go 64 KiB, librdkafka and the
-	// Java client at their default level at most 2 MiB, 8 MiB at level 19).
+	// keep (it is allocated up front). franz-go asks for 64 KiB; zstd's
+	// levels use at most 8 MiB (window log 23) unless long-distance
+	// matching is on. A batch's frame never needs more than its content.
 	zstdMaxWindow = 8 << 20
+	// snappyMaxRatio: no snappy block decodes to more than about 21.3 times
+	// its size (a 3-byte copy of 64 bytes), so a block claiming more is
+	// corrupt; checked before the claimed size is allocated.
+	snappyMaxRatio = 22
 	// snappyKeep: the largest decoded-snappy buffer a pooled walker keeps;
 	// producers' batches are up to 1 MiB uncompressed by default.
 	snappyKeep = 4 << 20
@@ -140,11 +146,23 @@ type walker struct {
 
 var walkers = sync.Pool{New: func() any { return new(walker) }}
 
+// decodeSlots bounds how many compressed batches are decoded at once. A
+// decoder's memory is set by the frame (a zstd window up to
+// zstdMaxWindow, lz4 blocks up to 4 MiB, a snappy payload up to
+// snappyMaxRatio times its size), so without a bound every connection
+// could make the broker hold that much at the same time. Decoding is CPU
+// work: more of it at once than there are CPUs would not finish sooner.
+var decodeSlots = make(chan struct{}, max(runtime.GOMAXPROCS(0), 2))
+
 // walkProduced walks the records of a produced batch whose header h has
 // passed the header checks, body being the bytes after the header.
 func walkProduced(h BatchHeader, body []byte, rules *recordRules) *BatchError {
 	if h.LogAppendTime() && rules.refuseLogAppendTime {
 		return &BatchError{Reason: "a producer must not set the LogAppendTime timestamp type", Err: ErrInvalidTimestamp}
+	}
+	if h.Compression() != 0 {
+		decodeSlots <- struct{}{}
+		defer func() { <-decodeSlots }()
 	}
 	w := walkers.Get().(*walker)
 	defer w.release()
@@ -216,6 +234,9 @@ func (w *walker) openSnappy(body []byte, limit int64) *BatchError {
 		n, err := snappy.DecodedLen(block)
 		if err != nil {
 			return corrupt("snappy", err)
+		}
+		if n > snappyMaxRatio*len(block) {
+			return &BatchError{Reason: fmt.Sprintf("snappy: a block of %d bytes claims to decode to %d", len(block), n), Err: ErrCorruptBatch}
 		}
 		if int64(len(out))+int64(n) > limit {
 			return tooLarge(limit)

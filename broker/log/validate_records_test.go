@@ -179,6 +179,7 @@ func TestWalkRefuses(t *testing.T) {
 		{"LogAppendTime set by the producer", buildBatch([]testRecord{{value: []byte("x")}}, now, attrLogAppendTime), ErrInvalidTimestamp},
 		{"header maxTimestamp understated", withMaxTimestamp(buildBatch([]testRecord{{value: []byte("x")}, {tsDelta: 5}}, now, 0), now), ErrInvalidRecord},
 		{"header maxTimestamp overstated", withMaxTimestamp(one, now+1), ErrInvalidRecord},
+		{"snappy block claiming 1 GiB from 3 bytes", withPayload(one, codecSnappy, 1, append(binary.AppendUvarint(nil, 1<<30), 0)), ErrCorruptBatch},
 	}
 	for _, name := range codecNames {
 		codec := codecOf(name)
