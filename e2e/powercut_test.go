@@ -36,73 +36,168 @@ func TestPowerCut(t *testing.T) {
 			flushOnAck := fmt.Sprint(mode.flushOnAck)
 			b.createTopic(t, topic, 1, map[string]*string{"millrace.flush.on.ack": &flushOnAck})
 
-			acked, committed := produceAndCommitUntilCut(t, b, topic)
-
-			b.restart(syscall.SIGKILL)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			adm := b.admin(t)
-			ends, err := adm.ListEndOffsets(ctx, topic)
-			if err != nil {
-				t.Fatal(err)
-			}
-			end, _ := ends.Lookup(topic, 0)
-			counts := consumeValues(t, b, topic, end.Offset)
-			var lost, twice int
-			for v := range acked {
-				switch counts[v] {
-				case 0:
-					lost++
-				case 1:
-				default:
-					twice++
-				}
-			}
-			for v, n := range counts {
-				if n > 1 && !acked[v] {
-					twice++
-				}
-			}
-			// A commit cut off by stopping the reader may still have landed,
-			// so the stored offset is at least the last one answered.
-			fetched, err := adm.FetchOffsets(ctx, "powercut-reader")
-			if err != nil {
-				t.Fatal(err)
-			}
-			stored, _ := fetched.Lookup(topic, 0)
-			if stored.At < committed {
-				t.Fatalf("committed offset %d after the restart, %d was committed before", stored.At, committed)
-			}
-			t.Logf("%d records acknowledged, %d in the log after the cut (end offset %d), %d acknowledged ones lost, committed offset %d",
-				len(acked), len(counts), end.Offset, lost, stored.At)
+			acked, committed := produceAndCommitUntilCut(t, b, topic, b.kill)
+			b.restart(syscall.SIGKILL) // already dead: starts it again
+			got := afterCut(t, b, topic, acked, committed)
 			if !mode.flushOnAck {
-				if lost == 0 || stored.At <= end.Offset {
-					t.Fatalf("without flush on ack the cut lost %d acknowledged records and left the committed offset %d at or below the log end %d: the layer dropped nothing", lost, stored.At, end.Offset)
+				if got.lost == 0 || got.committed <= got.end {
+					t.Fatalf("without flush on ack the cut lost %d acknowledged records and left the committed offset %d at or below the log end %d: the layer dropped nothing", got.lost, got.committed, got.end)
 				}
 				return
 			}
-			if lost > 0 || twice > 0 {
-				t.Fatalf("%d acknowledged records lost, %d records twice", lost, twice)
-			}
-			if stored.At > end.Offset {
-				t.Fatalf("committed offset %d above the recovered log end %d", stored.At, end.Offset)
-			}
+			got.check(t)
 		})
+	}
+}
+
+// TestPowerCutCluster cuts the power of a whole 3-broker cluster at once
+// (replication factor 3, min.insync.replicas 2, the broker-wide
+// millrace.log.flush.on.ack): every acknowledged record is on an fsynced
+// disk of every ISR member (the leader fsyncs before it acknowledges,
+// followers before they fetch past what they have), so whichever becomes
+// leader after the restart has them all. The old leader stays down, so a
+// former follower leads.
+func TestPowerCutCluster(t *testing.T) {
+	t.Parallel()
+	const topic = "powercut-cluster"
+	c := startLocalClusterWith(t, 3, 1, "millrace.log.flush.on.ack=true")
+	// Every broker again, through the power-cut layer.
+	for _, id := range c.initial {
+		c.signal(id, syscall.SIGTERM)
+		node := c.nodes[id]
+		node.args = append(node.args, "--hold-unsynced-writes")
+		node.proc = startProcess(t, fmt.Sprintf("broker%d", id), node.args...)
+		c.waitReady(node)
+	}
+	c.waitFor("every broker to see all the brokers", 30*time.Second, func() bool {
+		for _, node := range c.nodes {
+			if c.brokersSeenBy(node) != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	c.createReplicatedTopic(topic, 1)
+	adm := c.admin()
+	parts, err := c.partitions(adm, topic)
+	if err != nil || len(parts) != 1 {
+		t.Fatalf("partitions of %s: %v %v", topic, parts, err)
+	}
+	oldLeader := parts[0].Leader
+
+	acked, committed := produceAndCommitUntilCut(t, c, topic, func() {
+		for _, id := range c.initial {
+			p := c.nodes[id].proc
+			p.mu.Lock()
+			p.cmd.Process.Signal(syscall.SIGKILL)
+			p.mu.Unlock()
+		}
+		for _, id := range c.initial {
+			c.nodes[id].proc.kill() // waits for the exit
+		}
+	})
+	var followers []int32
+	for _, id := range c.initial {
+		if id != oldLeader {
+			followers = append(followers, id)
+			c.nodes[id].proc.start()
+		}
+	}
+	for _, id := range followers {
+		c.waitReady(c.nodes[id])
+	}
+	c.waitFor("a former follower to lead", time.Minute, func() bool {
+		parts, err := c.partitions(adm, topic)
+		return err == nil && len(parts) == 1 && parts[0].Err == nil && parts[0].Leader >= 0 && parts[0].Leader != oldLeader
+	})
+	afterCut(t, c, topic, acked, committed).check(t)
+}
+
+// cutResult is what a power cut left of partition 0.
+type cutResult struct {
+	acked     int   // records acknowledged before the cut
+	records   int   // records in the log after it
+	end       int64 // the log end offset after it
+	lost      int   // acknowledged records missing
+	twice     int   // records stored more than once
+	committed int64 // the reader's committed offset after it
+}
+
+// afterCut reads what the restarted k holds of partition 0 of topic and
+// compares it with the acknowledged values and the last offset the reader
+// was told it had committed.
+//
+// The recovered log end is found by producing a marker record with acks=all:
+// it lands at the log end, and once it is acknowledged the high watermark
+// is past everything before it. (Right after a restart the high watermark
+// of a replicated partition is behind until the followers fetch again.)
+func afterCut(t *testing.T, k kafka, topic string, acked map[string]bool, committed int64) cutResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const marker = "marker"
+	producer := kafkaClient(t, k, kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()))
+	rec, err := producer.ProduceSync(ctx, &kgo.Record{Value: []byte(marker)}).First()
+	if err != nil {
+		t.Fatalf("marker after the cut: %v", err)
+	}
+	counts := consumeValues(t, k, topic, rec.Offset+1)
+	if counts[marker] != 1 {
+		t.Fatalf("marker read %d times", counts[marker])
+	}
+	delete(counts, marker)
+	adm := kadm.NewClient(kafkaClient(t, k))
+	r := cutResult{acked: len(acked), records: len(counts), end: rec.Offset}
+	for v := range acked {
+		if counts[v] == 0 {
+			r.lost++
+		}
+	}
+	for _, n := range counts {
+		if n > 1 {
+			r.twice++
+		}
+	}
+	// A commit cut off by the cut may still have landed, so the stored
+	// offset is at least the last one answered.
+	fetched, err := adm.FetchOffsets(ctx, "powercut-reader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := fetched.Lookup(topic, 0)
+	if stored.At < committed {
+		t.Fatalf("committed offset %d after the restart, %d was committed before", stored.At, committed)
+	}
+	r.committed = stored.At
+	t.Logf("%d records acknowledged, %d in the log after the cut (end offset %d), %d acknowledged ones lost, %d stored twice, committed offset %d",
+		r.acked, r.records, r.end, r.lost, r.twice, r.committed)
+	return r
+}
+
+// check fails the test unless the cut lost nothing acknowledged, stored
+// nothing twice and left the committed offset within the log.
+func (r cutResult) check(t *testing.T) {
+	t.Helper()
+	if r.lost > 0 || r.twice > 0 {
+		t.Fatalf("%d acknowledged records lost, %d records stored twice", r.lost, r.twice)
+	}
+	if r.committed > r.end {
+		t.Fatalf("committed offset %d above the recovered log end %d", r.committed, r.end)
 	}
 }
 
 // produceAndCommitUntilCut produces records "record-N" with an acks=all
 // idempotent producer while a reader commits the offsets it has read (a
 // simple commit, as a sink does after landing them), and stops both once at
-// least 1,000 records were acknowledged and something was committed. It
-// returns the acknowledged values and the last offset committed; the caller
-// then cuts the power.
-func produceAndCommitUntilCut(t *testing.T, b *broker, topic string) (acked map[string]bool, committed int64) {
+// least 1,000 records were acknowledged and something was committed, with a
+// call of cut, which cuts the power. It returns the acknowledged values and
+// the last offset committed.
+func produceAndCommitUntilCut(t *testing.T, k kafka, topic string, cut func()) (acked map[string]bool, committed int64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	// A small buffer makes many small batches, so the cut falls mid-stream.
-	producer, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DefaultProduceTopic(topic),
+	producer, err := kgo.NewClient(kgo.SeedBrokers(k.seeds()...), kgo.DefaultProduceTopic(topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MaxBufferedRecords(200))
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +231,7 @@ func produceAndCommitUntilCut(t *testing.T, b *broker, topic string) (acked map[
 		}
 	}()
 
-	reader, err := kgo.NewClient(kgo.SeedBrokers(b.addr),
+	reader, err := kgo.NewClient(kgo.SeedBrokers(k.seeds()...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +278,7 @@ func produceAndCommitUntilCut(t *testing.T, b *broker, topic string) (acked map[
 	}
 	// The cut, with produces and perhaps a commit in flight: the stored
 	// offset is read back after the restart.
-	b.kill()
+	cut()
 	stopReading()
 	for range read { // errors from the dead broker are expected
 	}
@@ -201,13 +296,13 @@ func produceAndCommitUntilCut(t *testing.T, b *broker, topic string) (acked map[
 
 // consumeValues reads partition 0 of topic from the start up to end and
 // counts each record value.
-func consumeValues(t *testing.T, b *broker, topic string, end int64) map[string]int {
+func consumeValues(t *testing.T, k kafka, topic string, end int64) map[string]int {
 	t.Helper()
 	counts := map[string]int{}
 	if end == 0 {
 		return counts
 	}
-	cl := b.client(t, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+	cl := kafkaClient(t, k, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for next := int64(0); next < end; {
