@@ -39,7 +39,8 @@ type Config struct {
 	// process loses what a power cut would. Default false.
 	HoldUnsyncedWrites bool
 	// RetentionCheckInterval (log.retention.check.interval.ms, default 5
-	// minutes) is how often retention and flush.ms are enforced.
+	// minutes) is how often retention is enforced. flush.ms has a timer per
+	// log (broker/log/flush.go); this check only backs it up.
 	RetentionCheckInterval time.Duration
 
 	// ZooKeeper (zookeeper.connect) is "host:port[,host:port...][/chroot]".

@@ -169,7 +169,8 @@ func (m *Manager) All() map[TopicPartition]*Log {
 
 // Start runs retention and flush.ms checks every checkInterval (Kafka's
 // log.retention.check.interval.ms, DefaultRetentionCheckInterval) until
-// Close. Calling it more than once has no effect.
+// Close; each log's own timer already flushes on time, so the flush.ms
+// check is a backstop. Calling it more than once has no effect.
 func (m *Manager) Start(checkInterval time.Duration) {
 	if checkInterval <= 0 {
 		checkInterval = DefaultRetentionCheckInterval
