@@ -362,3 +362,28 @@ func TestSyncToWaiterGivesUpWithItsContext(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestFlushTimerStopWaitsForAFiring(t *testing.T) {
+	t.Parallel()
+	var timer flushTimer
+	entered, release := make(chan struct{}), make(chan struct{})
+	var finished atomic.Bool
+	timer.arm(0, func() {
+		close(entered)
+		<-release
+		finished.Store(true)
+	})
+	<-entered
+	stopped := make(chan bool)
+	go func() {
+		timer.stop()
+		stopped <- finished.Load()
+	}()
+	close(release)
+	if !<-stopped {
+		t.Fatal("stop returned while the timer's function was still running")
+	}
+	// Stopped for good: arming again schedules nothing.
+	timer.arm(0, func() { t.Error("fired after stop") })
+	timer.stop()
+}
