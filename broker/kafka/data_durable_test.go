@@ -96,4 +96,24 @@ func TestFlushOnAck(t *testing.T) {
 	if hw := fetchHighWatermark("cached", 31); hw != 2 {
 		t.Fatalf("default topic high watermark %d, want 2", hw)
 	}
+
+	// Described as a boolean, an override on one topic, the default on
+	// the other.
+	adm, _ := newAdmin(t, tb.addr)
+	rcs, err := adm.DescribeTopicConfigs(testContext(t), "durable", "cached")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for topic, want := range map[string]struct {
+		value  string
+		source kmsg.ConfigSource
+	}{"durable": {"true", kmsg.ConfigSourceDynamicTopicConfig}, "cached": {"false", kmsg.ConfigSourceDefaultConfig}} {
+		rc, err := rcs.On(topic, nil)
+		if err != nil || rc.Err != nil {
+			t.Fatalf("describe %s: %v %v", topic, err, rc.Err)
+		}
+		if c := configOf(t, rc, "millrace.flush.on.ack"); c.MaybeValue() != want.value || c.Source != want.source {
+			t.Errorf("%s: millrace.flush.on.ack = %q from %v, want %q from %v", topic, c.MaybeValue(), c.Source, want.value, want.source)
+		}
+	}
 }
