@@ -97,8 +97,6 @@ type batchReader interface {
 const describeTimeout = 10 * time.Second
 
 // skipBatchLocked dead-letters an undecodable batch and moves p past it.
-// The skipped offsets join p's window like dead-lettered records: they are
-// committed with the window, after the dead letter is acknowledged.
 func (w *Worker) skipBatchLocked(ctx context.Context, p *partitionState, b undecodableBatch) {
 	d := DeadLetter{Reason: reasonUndecodableBatch, Topic: b.tp.topic, Partition: b.tp.partition,
 		Offset: b.first, LastOffset: b.next - 1, Error: b.err.Error()}
@@ -115,21 +113,31 @@ func (w *Worker) skipBatchLocked(ctx context.Context, p *partitionState, b undec
 			d.Error = desc.err
 		}
 	}
+	w.skipRangeLocked(p, d, b.first, b.next)
+}
+
+// skipRangeLocked sends d, the dead letter of a batch, and moves p from
+// first, where the client stands, to next, past the batch. The skipped
+// offsets join p's window like dead-lettered records: they are committed
+// with the window, after the dead letter is acknowledged.
+func (w *Worker) skipRangeLocked(p *partitionState, d DeadLetter, first, next int64) {
 	w.dlq.send(d, nil)
-	w.metrics.deadLetters.WithLabelValues(b.tp.topic).Inc()
-	w.metrics.undecodableBatches.WithLabelValues(b.tp.topic).Inc()
-	w.logger.Error("undecodable batch sent to the dead-letter topic and skipped", "topic", b.tp.topic,
-		"partition", b.tp.partition, "first_offset", b.first, "last_offset", b.next-1, "err", d.Error)
+	w.metrics.deadLetters.WithLabelValues(p.tp.topic).Inc()
+	w.metrics.undecodableBatches.WithLabelValues(p.tp.topic).Inc()
+	w.logger.Error(d.Reason+" sent to the dead-letter topic and skipped", "topic", p.tp.topic,
+		"partition", p.tp.partition, "first_offset", first, "last_offset", next-1, "err", d.Error)
 	if p.win == nil {
 		// The window starts at the group's position, which is the batch's
 		// first offset or inside the batch.
-		p.win = &window{start: b.first, next: b.first, files: map[int64]*outFile{}}
+		p.win = &window{start: first, next: first, files: map[int64]*outFile{}}
 	}
 	p.win.deadLetters++
-	p.win.next = max(p.win.next, b.next)
+	p.win.next = max(p.win.next, next)
+	p.position = p.win.next
 	// A partition whose last delivery was a skip lands on the idle timeout.
 	p.lastRead = w.now()
-	w.seek(b.tp, p.win.next)
+	p.progressAt = p.lastRead
+	w.seek(p.tp, p.win.next)
 }
 
 // kgoSeek moves the client's fetch position of tp. It is called from the
@@ -156,17 +164,27 @@ type kgoBatchReader struct {
 const describeFetchBytes = 1 << 20
 
 func (r *kgoBatchReader) describe(ctx context.Context, tp topicPartition, offset int64) (batchDescription, error) {
-	topics, err := kadm.NewClient(r.client).ListTopics(ctx, tp.topic)
+	raw, err := r.fetch(ctx, tp, offset)
 	if err != nil {
 		return batchDescription{}, err
 	}
+	return describeBatch(raw, offset, r.decompressor)
+}
+
+// fetch returns the record batches of tp from the one holding offset on,
+// read from the partition's leader with a Fetch request of its own.
+func (r *kgoBatchReader) fetch(ctx context.Context, tp topicPartition, offset int64) ([]byte, error) {
+	topics, err := kadm.NewClient(r.client).ListTopics(ctx, tp.topic)
+	if err != nil {
+		return nil, err
+	}
 	detail, ok := topics[tp.topic]
 	if !ok || detail.Err != nil {
-		return batchDescription{}, fmt.Errorf("metadata of %s: %v", tp.topic, detail.Err)
+		return nil, fmt.Errorf("metadata of %s: %v", tp.topic, detail.Err)
 	}
 	part, ok := detail.Partitions[tp.partition]
 	if !ok || part.Leader < 0 {
-		return batchDescription{}, fmt.Errorf("%s/%d has no leader", tp.topic, tp.partition)
+		return nil, fmt.Errorf("%s/%d has no leader", tp.topic, tp.partition)
 	}
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, 0, 1, describeFetchBytes
@@ -180,10 +198,10 @@ func (r *kgoBatchReader) describe(ctx context.Context, tp topicPartition, offset
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, r.client.Broker(int(part.Leader)))
 	if err != nil {
-		return batchDescription{}, err
+		return nil, err
 	}
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return batchDescription{}, err
+		return nil, err
 	}
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
@@ -191,12 +209,12 @@ func (r *kgoBatchReader) describe(ctx context.Context, tp topicPartition, offset
 				continue
 			}
 			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return batchDescription{}, err
+				return nil, err
 			}
-			return describeBatch(p.RecordBatches, offset, r.decompressor)
+			return p.RecordBatches, nil
 		}
 	}
-	return batchDescription{}, fmt.Errorf("the fetch response has no %s/%d", tp.topic, tp.partition)
+	return nil, fmt.Errorf("the fetch response has no %s/%d", tp.topic, tp.partition)
 }
 
 // The v2 batch header (Kafka's DefaultRecordBatch), by position:

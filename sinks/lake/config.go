@@ -73,6 +73,14 @@ type Config struct {
 	// use the same bound: whether a batch is skipped must not depend on the
 	// worker. Default 64 MiB (64 times a full 1 MiB batch); at most 2 GiB - 1.
 	MaxDecompressedBatchBytes int `yaml:"max_decompressed_batch_bytes"`
+	// StallTimeout is how long an owned partition may deliver nothing
+	// while its log goes on beyond the worker's position before the batch
+	// at the position is read and checked: one the client cannot get past
+	// (malformed records, or fewer records than it claims) is sent to the
+	// dead-letter topic (reason "malformed batch") and skipped; a valid one
+	// is waited for. A quiet partition costs one end-offset listing per
+	// StallTimeout. Default 30s.
+	StallTimeout time.Duration `yaml:"stall_timeout"`
 	// StartAt is where a partition without a committed offset starts:
 	// "earliest" (default) or "latest".
 	StartAt string `yaml:"start_at"`
@@ -94,6 +102,7 @@ const (
 	DefaultSuccessGrace    = 10 * time.Minute
 	DefaultSuccessInterval = 30 * time.Second
 	DefaultSessionTimeout  = 45 * time.Second
+	DefaultStallTimeout    = 30 * time.Second
 	// DefaultMaxDecompressedBatchBytes is 64 MiB.
 	DefaultMaxDecompressedBatchBytes = 64 << 20
 )
@@ -129,6 +138,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SessionTimeout == 0 {
 		c.SessionTimeout = DefaultSessionTimeout
+	}
+	if c.StallTimeout == 0 {
+		c.StallTimeout = DefaultStallTimeout
 	}
 	if c.StartAt == "" {
 		c.StartAt = "earliest"
@@ -172,7 +184,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("lake: timestamp_field %q is not a timestamp field of schema %s", c.TimestampField, s.Name))
 		}
 	}
-	if c.RollRows < 0 || c.RollBytes < 0 || c.RollAge < 0 || c.IdleTimeout < 0 || c.MaxOpenFiles < 0 || c.SuccessInterval < 0 || c.SessionTimeout < 0 {
+	if c.RollRows < 0 || c.RollBytes < 0 || c.RollAge < 0 || c.IdleTimeout < 0 || c.MaxOpenFiles < 0 || c.SuccessInterval < 0 || c.SessionTimeout < 0 || c.StallTimeout < 0 {
 		errs = append(errs, errors.New("lake: roll limits, timeouts, open-file cap and success interval cannot be negative"))
 	}
 	if c.MaxDecompressedBatchBytes < 0 || int64(c.MaxDecompressedBatchBytes) > math.MaxInt32 {

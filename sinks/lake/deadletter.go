@@ -16,11 +16,13 @@ type DeadLetter struct {
 	// Reason says why the record was not landed (the schema's validation
 	// error, or "empty record value"), or is "undecodable batch" when the
 	// dead letter stands for a whole batch whose records could not be
-	// decompressed (see Error).
+	// decompressed (see Error), or "malformed batch" for a whole batch
+	// whose records are malformed or fewer than it claims.
 	Reason string `json:"reason"`
 	// Topic, Partition and Offset locate the original record (for a batch:
-	// its first offset); they identify a dead letter sent twice after a
-	// crash.
+	// the first offset skipped, its first offset unless records of a
+	// malformed batch before its first bad one were landed); they identify
+	// a dead letter sent twice after a crash.
 	Topic     string `json:"topic"`
 	Partition int32  `json:"partition"`
 	Offset    int64  `json:"offset"`

@@ -113,6 +113,30 @@
 // lands the same records around them: the naming argument above is
 // unchanged, and a skip never adds a file.
 //
+// # Malformed batches
+//
+// A batch that decompresses but whose records are malformed, or which
+// claims more records than it holds, makes the client stop at it without
+// an error once it is the last batch a fetch returns (stall.go). A
+// partition that delivers nothing for StallTimeout while its end offset is
+// beyond the worker's position is therefore checked: the batches at the
+// position are read with a direct Fetch and run through the client's own
+// fetch processing; only a batch the client stops at AND the broker's
+// produce validator (broker/log.ValidateBatches) refuses is dead-lettered
+// (reason "malformed batch", the validator's error) and skipped, from the
+// client's position to the batch's last offset, exactly as above. A quiet
+// partition (end offset at the position) is never read, and a slow one
+// (the client would deliver a record from the bytes read) is waited for.
+// The decision depends only on the log's bytes, never on when the check
+// ran, and the skipped offsets are ones the client never delivers (it
+// stops decoding a batch at its first bad record; records before it are
+// landed): every owner lands the same records, so the naming argument is
+// unchanged. Only the dead letter depends on timing: when records follow
+// the batch in the same fetch before the check runs, the client moves past
+// it on its own and no dead letter is sent (the landed records are the
+// same). A batch that decompresses past the broker's default
+// millrace.max.decompressed.bytes (64 MiB) is never judged here.
+//
 // # Failures
 //
 // A failed write, publish or commit stops the worker (Err reports why): the

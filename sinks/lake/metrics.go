@@ -30,7 +30,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "dead_letters_total", Help: "Records sent to the dead-letter topic."}, []string{"topic"}),
 		undecodableBatches: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "millrace", Subsystem: "lake",
 			Name: "undecodable_batches_total",
-			Help: "Batches whose records could not be decompressed, sent to the dead-letter topic as one record each and skipped."},
+			Help: "Batches whose records could not be decompressed or are malformed, sent to the dead-letter topic as one record each and skipped."},
 			[]string{"topic"}),
 		windows: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "millrace", Subsystem: "lake",
 			Name: "windows_total", Help: "Commit windows ended, by what ended them."}, []string{"topic", "reason"}),

@@ -25,6 +25,12 @@ type partitionState struct {
 	row      *schemas.Row // reused for every record
 	win      *window      // nil between windows
 	lastRead time.Time    // wall clock of the last fetch with records, for the idle timeout
+	// position is the offset after the last record delivered (or batch
+	// skipped), -1 until then; progressAt is when the partition was
+	// assigned, last delivered or skipped, or last checked for a stall;
+	// checkedAt is the last position whose valid batch was logged (stall.go).
+	position, checkedAt int64
+	progressAt          time.Time
 }
 
 // window is one commit window of a partition: the records from start up to
