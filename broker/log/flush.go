@@ -128,7 +128,11 @@ func (l *Log) syncOnce() (int64, error) {
 		if err == nil {
 			err = s.log.Sync()
 		}
-		err = errors.Join(err, s.release())
+		// Ours may be the last reference to a segment deleted meanwhile;
+		// failing to unlink it is no reason to refuse appends.
+		if rerr := s.release(); rerr != nil {
+			l.logger.Warn("releasing a segment after fsync", "segment", s.baseOffset, "err", rerr)
+		}
 	}
 
 	l.appendMu.Lock()

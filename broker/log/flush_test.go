@@ -387,3 +387,44 @@ func TestFlushTimerStopWaitsForAFiring(t *testing.T) {
 	timer.arm(0, func() { t.Error("fired after stop") })
 	timer.stop()
 }
+
+func TestSyncToWhileRetentionDeletesTheSegment(t *testing.T) {
+	t.Parallel()
+	c := newSyncCounter()
+	cfg := DefaultConfig()
+	cfg.SegmentBytes = 300
+	cfg.RetentionBytes = 0 // every segment but the active one goes
+	dir := t.TempDir()
+	l := openTest(t, dir, cfg, options{openFile: c.open})
+	defer l.Close()
+	for i := range 6 {
+		mustAppend(t, l, makeBatch(1, 100, 1, byte(i)))
+	}
+	gate := make(chan struct{})
+	c.mu.Lock()
+	c.gate = gate
+	c.mu.Unlock()
+	done := make(chan error, 1)
+	go func() { done <- l.SyncTo(context.Background(), 6) }()
+	<-c.entered // fsyncing the oldest segment, outside the append lock
+	c.mu.Lock()
+	c.gate = nil
+	c.mu.Unlock()
+	deleted, err := l.EnforceRetention(time.Now())
+	if err != nil || deleted == 0 {
+		t.Fatalf("retention during the fsync: %d deleted, %v", deleted, err)
+	}
+	close(gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if l.DurableOffset() != 6 {
+		t.Fatalf("durable offset %d, want 6", l.DurableOffset())
+	}
+	// The fsync's reference kept the deleted files open; its release
+	// removed them.
+	left, err := filepath.Glob(filepath.Join(dir, "*"+deletedSuffix))
+	if err != nil || len(left) != 0 {
+		t.Fatalf("deleted segment files left behind: %v %v", left, err)
+	}
+}
