@@ -179,6 +179,19 @@ func (l *Log) noteAppendLocked(now time.Time) {
 	}
 }
 
+// beforeConfigLocked fsyncs everything when cfg turns FlushOnAck on: the
+// high watermark stops at the durable offset from then on, and must not
+// step back behind records consumers could already see.
+func (l *Log) beforeConfigLocked(cfg Config) error {
+	if !cfg.FlushOnAck || l.cfg.FlushOnAck || l.flush.durable.Load() >= l.endOffset {
+		return nil
+	}
+	if err := l.writableLocked(); err != nil {
+		return err
+	}
+	return l.flushLocked()
+}
+
 // rearmFlushTimerLocked re-arms the timer after a config change, which may
 // have brought flush.ms closer.
 func (l *Log) rearmFlushTimerLocked() {

@@ -428,3 +428,29 @@ func TestSyncToWhileRetentionDeletesTheSegment(t *testing.T) {
 		t.Fatalf("deleted segment files left behind: %v %v", left, err)
 	}
 }
+
+func TestTurningFlushOnAckOnFsyncsFirst(t *testing.T) {
+	t.Parallel()
+	c := newSyncCounter()
+	cfg := DefaultConfig()
+	l := openTest(t, t.TempDir(), cfg, options{openFile: c.open})
+	defer l.Close()
+	c.reset()
+	mustAppend(t, l, makeBatch(3, 20, 1, 1))
+	if l.DurableOffset() != 0 {
+		t.Fatalf("durable offset %d before any fsync", l.DurableOffset())
+	}
+	cfg.FlushOnAck = true
+	if err := l.SetConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	// What consumers could see before stays visible after.
+	if l.DurableOffset() != 3 || c.logSyncs.Load() != 1 {
+		t.Fatalf("durable offset %d after %d fsyncs, want 3 after 1", l.DurableOffset(), c.logSyncs.Load())
+	}
+	// Setting it again fsyncs nothing.
+	mustAppend(t, l, makeBatch(1, 20, 1, 2))
+	if err := l.SetConfig(cfg); err != nil || c.logSyncs.Load() != 1 {
+		t.Fatalf("setting it again: %v, %d fsyncs", err, c.logSyncs.Load())
+	}
+}

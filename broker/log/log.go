@@ -671,6 +671,9 @@ func (l *Log) SetConfig(cfg Config) error {
 	}
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
+	if err := l.beforeConfigLocked(cfg); err != nil {
+		return err
+	}
 	l.mu.Lock()
 	l.cfg = cfg
 	l.mu.Unlock()
