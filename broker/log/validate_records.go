@@ -62,9 +62,10 @@ const (
 	// the batch decompresses.
 	walkWindow = 64 << 10
 	// zstdMaxWindow bounds the history a zstd frame may ask the decoder to
-	// keep (it is allocated up front). franz-go asks for 64 KiB; zstd's
-	// levels use at most 8 MiB (window log 23) unless long-distance
-	// matching is on. A batch's frame never needs more than its content.
+	// keep (it is allocated up front). franz-go asks for 64 KiB; zstd
+	// levels up to 19 use at most 8 MiB (window log 23); only the ultra
+	// levels 20-22 or long-distance matching on a batch above 8 MiB ask
+	// for more.
 	zstdMaxWindow = 8 << 20
 	// snappyMaxRatio: no snappy block decodes to more than about 21.3 times
 	// its size (a 3-byte copy of 64 bytes), so a block claiming more is
