@@ -1,0 +1,154 @@
+// Package audit counts events where they enter millrace and where they land,
+// as data on the topic _millrace.audit: agents publish how many events of
+// each source and hour the broker acknowledged, sinks how many they landed,
+// dropped as repeats or dead-lettered, and a reconciler reads both.
+//
+// Each record carries cumulative absolute counts and is keyed by
+// (role, instance, topic, source, hour); for one key the latest record wins.
+// A publisher that crashes and replays therefore republishes the same or
+// higher numbers and never counts anything twice.
+package audit
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Topic is the default audit topic.
+const Topic = "_millrace.audit"
+
+// Roles of the publishers of audit records.
+const (
+	RoleTail   = "tail"   // the log tailer (distinct counts)
+	RoleBeacon = "beacon" // the beacon's click events (not distinct: retries count again)
+	RoleIntake = "intake" // metric samples posted to the beacon (not distinct)
+	RoleSink   = "sink"   // a sink group's partition worker
+)
+
+// NoSource is the source key of an event that has none (a click without a
+// url, a metric sample without a source).
+const NoSource = "-"
+
+// HourLayout formats the UTC hour of an event: "2026-12-02T03". The sink
+// buckets files by the same hour (dt=2026-12-02/hr=03).
+const HourLayout = "2006-01-02T15"
+
+// Hour is the audit hour of an event time: its UTC hour in HourLayout.
+func Hour(t time.Time) string { return t.UTC().Format(HourLayout) }
+
+// ParseHour parses an hour written by Hour.
+func ParseHour(s string) (time.Time, error) {
+	t, err := time.Parse(HourLayout, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("audit: hour %q is not YYYY-MM-DDTHH: %w", s, err)
+	}
+	return t, nil
+}
+
+// LogSource is the source key of a log line: "<host>:<source path>", from
+// the event's host and source fields.
+func LogSource(host, source string) string { return host + ":" + source }
+
+// ClickSource is the source key of a click: the lower-case host of the
+// event's url without its port, or NoSource when the url is empty or has no
+// host. Both sides of the audit compute it from the url the event carries,
+// so a url that does not parse gives NoSource on both.
+func ClickSource(rawURL string) string {
+	if rawURL == "" {
+		return NoSource
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return NoSource
+	}
+	h := strings.ToLower(u.Hostname())
+	if h == "" {
+		return NoSource
+	}
+	return h
+}
+
+// MetricSource is the source key of a metric sample: its source field, or
+// NoSource when it has none.
+func MetricSource(source string) string {
+	if source == "" {
+		return NoSource
+	}
+	return source
+}
+
+// Record is one audit record: the cumulative counts of one publisher for one
+// (topic, source, hour). Agents fill Accepted and Distinct; sinks fill
+// Landed, Deduplicated, DeadLettered and NoID.
+type Record struct {
+	Role     string `json:"role"`
+	Instance string `json:"instance"`
+	Topic    string `json:"topic"`
+	Source   string `json:"source"`
+	Hour     string `json:"hour"`
+
+	// Accepted is the number of events the broker acknowledged (agents).
+	Accepted int64 `json:"accepted"`
+	// Distinct says Accepted counts every event once even across crashes
+	// and re-sends (the tailer keeps its counts with its checkpoint); when
+	// false, each repeat of an event was counted (browser retries).
+	Distinct bool `json:"distinct"`
+
+	Landed       int64 `json:"landed,omitempty"`        // sink: rows written to the lake
+	Deduplicated int64 `json:"deduplicated,omitempty"`  // sink: rows dropped as repeats
+	DeadLettered int64 `json:"dead_lettered,omitempty"` // sink: records sent to the dead-letter topic
+	NoID         int64 `json:"no_id,omitempty"`         // sink: rows without an event id
+
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Key is the record's key: "<role>/<instance>/<topic>/<source>/<hour>". The
+// source may itself contain slashes (file paths), so the key identifies a
+// record but is not parsed back: read the value (ParseRecord).
+func (r *Record) Key() string {
+	return Key(r.Role, r.Instance, r.Topic, r.Source, r.Hour)
+}
+
+// Key builds a record key from its parts.
+func Key(role, instance, topic, source, hour string) string {
+	return role + "/" + instance + "/" + topic + "/" + source + "/" + hour
+}
+
+// Marshal encodes the record's value as JSON.
+func (r *Record) Marshal() ([]byte, error) { return json.Marshal(r) }
+
+// ParseRecord decodes and checks a record's value: every identifying field
+// must be present, the hour well-formed and the counts non-negative.
+func ParseRecord(value []byte) (Record, error) {
+	var r Record
+	if err := json.Unmarshal(value, &r); err != nil {
+		return Record{}, fmt.Errorf("audit: record is not JSON: %w", err)
+	}
+	if err := r.Validate(); err != nil {
+		return Record{}, err
+	}
+	return r, nil
+}
+
+// Validate reports what is wrong with a record, if anything.
+func (r *Record) Validate() error {
+	switch r.Role {
+	case RoleTail, RoleBeacon, RoleIntake, RoleSink:
+	default:
+		return fmt.Errorf("audit: unknown role %q", r.Role)
+	}
+	if r.Instance == "" || r.Topic == "" || r.Source == "" {
+		return errors.New("audit: record lacks an instance, topic or source")
+	}
+	if _, err := ParseHour(r.Hour); err != nil {
+		return err
+	}
+	if r.Accepted < 0 || r.Landed < 0 || r.Deduplicated < 0 || r.DeadLettered < 0 || r.NoID < 0 {
+		return errors.New("audit: record has a negative count")
+	}
+	return nil
+}
