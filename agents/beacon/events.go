@@ -199,6 +199,7 @@ func (s *Server) doNotTrack(r *http.Request) bool {
 func (s *Server) countResult(stream string, res *result) {
 	s.metrics.events.WithLabelValues(stream, "accepted").Add(float64(res.Accepted))
 	s.metrics.events.WithLabelValues(stream, "rejected").Add(float64(res.Rejected))
+	s.metrics.madeIDs.Add(float64(res.madeIDs))
 }
 
 // Column indexes of the click fields the beacon sets.
@@ -217,7 +218,7 @@ func (s *Server) clickRecords(info reqInfo, raws []json.RawMessage, pixel bool) 
 	recs := make([]*kgo.Record, 0, len(raws))
 	row := schemas.Click.NewRow()
 	for i, raw := range raws {
-		rec, err := s.clickRecord(row, info, raw, pixel)
+		rec, err := s.clickRecord(row, info, raw, pixel, &res.madeIDs)
 		if err != nil {
 			res.Rejected++
 			res.Errors = append(res.Errors, rejection{Index: i, Reason: err.Error()})
@@ -230,7 +231,28 @@ func (s *Server) clickRecords(info reqInfo, raws []json.RawMessage, pixel bool) 
 	return res, recs
 }
 
-func (s *Server) clickRecord(row *schemas.Row, info reqInfo, raw []byte, pixel bool) (*kgo.Record, error) {
+// eventID is the id an event is stored with. A client's UUID is kept, so
+// that a retried request (beacon.js keeps its ids across retries) is a
+// repeat the sink can drop: any version, in any form uuid.Parse reads
+// (canonical, {braces}, urn:uuid:, 32 hex digits), normalised to lower-case
+// canonical form, so that two spellings of one id stay one id. The nil and
+// max UUIDs are placeholders rather than ids (every such event would be a
+// repeat of the first), so they, and anything that is not a UUID, are
+// replaced by a new UUIDv7, and made reports it.
+func eventID(client string) (id string, made bool, err error) {
+	if u, err := uuid.Parse(client); err == nil && u != uuid.Nil && u != uuid.Max {
+		return u.String(), false, nil
+	}
+	u, err := uuid.NewV7()
+	if err != nil {
+		return "", false, err
+	}
+	return u.String(), true, nil
+}
+
+// clickRecord validates and enriches one event; madeIDs counts the events
+// whose id the server had to make.
+func (s *Server) clickRecord(row *schemas.Row, info reqInfo, raw []byte, pixel bool, madeIDs *int) (*kgo.Record, error) {
 	if err := row.Decode(raw); err != nil {
 		return nil, err
 	}
@@ -238,21 +260,17 @@ func (s *Server) clickRecord(row *schemas.Row, info reqInfo, raw []byte, pixel b
 		return nil, &schemas.ValidationError{Schema: schemas.Click.Name, Field: "type",
 			Err: schemas.ErrBadValue, Detail: "must not be empty"}
 	}
-	// A client-chosen UUID is kept so that a retried request can be
-	// deduplicated downstream; anything else is replaced by a server UUIDv7.
-	id, _ := row.Get("event_id").(string)
-	if u, err := uuid.Parse(id); err == nil && len(id) == 36 {
-		id = u.String()
-	} else {
-		u, err := uuid.NewV7()
-		if err != nil {
-			return nil, err
-		}
-		id = u.String()
+	client, _ := row.Get("event_id").(string)
+	id, made, err := eventID(client)
+	if err != nil {
+		return nil, err
+	}
+	if made {
+		*madeIDs++
 	}
 	// Set can only fail on a Go type that does not match the field, which
 	// these literal calls rule out; errors.Join keeps the check honest.
-	err := errors.Join(
+	err = errors.Join(
 		row.Set("event_id", id),
 		row.Set("received_at", info.receivedAt),
 		row.Set("ip", nilIfEmpty(info.ip)),
@@ -342,25 +360,31 @@ func (s *Server) deadLetter(topic, schema string, info reqInfo, raw []byte, reas
 
 // pixelEvent builds an event's JSON from /b.gif query parameters: the click
 // fields by name, ts as epoch milliseconds or RFC 3339, "properties" as a
-// JSON object, and any other parameter as a string property (the schema
-// decoder folds unknown top-level fields into properties). The first value
-// of a repeated parameter wins.
+// JSON object, "eid" as the event_id (short, for hand-written image URLs;
+// it wins over an event_id parameter), and any other parameter as a string
+// property (the schema decoder folds unknown top-level fields into
+// properties). The first value of a repeated parameter wins.
 func pixelEvent(q map[string][]string) []byte {
 	keys := make([]string, 0, len(q))
 	for k := range q {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
+	_, hasEID := q["eid"]
 	out := []byte{'{'}
 	for _, k := range keys {
-		if len(q[k]) == 0 || k == "" {
+		if len(q[k]) == 0 || k == "" || (k == "event_id" && hasEID) {
 			continue
 		}
 		v := q[k][0]
 		if len(out) > 1 {
 			out = append(out, ',')
 		}
-		out = schemas.AppendJSONString(out, k)
+		name := k
+		if k == "eid" {
+			name = "event_id"
+		}
+		out = schemas.AppendJSONString(out, name)
 		out = append(out, ':')
 		ms, msErr := strconv.ParseInt(v, 10, 64)
 		switch {

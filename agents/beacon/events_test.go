@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"millrace/agents/ship"
 )
@@ -306,5 +307,98 @@ func TestDoNotTrack(t *testing.T) {
 	}
 	if n := h.endOffset(topic); n != 0 {
 		t.Fatalf("%d events kept despite DNT", n)
+	}
+}
+
+// TestClientEventIDs: a client's event_id is kept when it is a UUID of any
+// version and spelling, in lower-case canonical form; anything else (the
+// nil and max UUIDs included) gets a new server UUIDv7, counted in
+// millrace_beacon_event_ids_made_total. The pixel takes the id as eid.
+func TestClientEventIDs(t *testing.T) {
+	const v7 = "0190f3c2-7b1e-7abc-8def-0123456789ab"
+	const v4 = "f47ac10b-58cc-4372-a567-0e02b2c3d479"
+	made := "" // the server makes a UUIDv7
+	cases := []struct{ name, sent, want string }{
+		{"v7", `"` + v7 + `"`, v7},
+		{"v4", `"` + v4 + `"`, v4},
+		{"upper case", `"` + strings.ToUpper(v7) + `"`, v7},
+		{"braces", `"{` + v7 + `}"`, v7},
+		{"urn", `"urn:uuid:` + v4 + `"`, v4},
+		{"32 hex", `"` + strings.ReplaceAll(v4, "-", "") + `"`, v4},
+		{"nil uuid", `"00000000-0000-0000-0000-000000000000"`, made},
+		{"max uuid", `"ffffffff-ffff-ffff-ffff-ffffffffffff"`, made},
+		{"not a uuid", `"not-a-uuid"`, made},
+		{"space around", `" ` + v7 + `"`, made},
+		{"one digit short", `"` + v7[:35] + `"`, made},
+		{"empty", `""`, made},
+		{"null", `null`, made},
+	}
+	h := newHarness(t, Config{}, ship.Config{})
+	var body []string
+	for _, c := range cases {
+		body = append(body, `{"type":"`+c.name+`","event_id":`+c.sent+`}`)
+	}
+	body = append(body, `{"type":"missing"}`)
+	if resp, res := h.post("/v1/events", "application/json", "["+strings.Join(body, ",")+"]"); resp.StatusCode != http.StatusOK || res.Accepted != len(body) {
+		t.Fatalf("%d %+v", resp.StatusCode, res)
+	}
+	cases = append(cases, struct{ name, sent, want string }{"missing", "", made})
+
+	pixel := []struct{ name, query, want string }{
+		{"pixel eid", "eid=" + strings.ToUpper(v4), v4},
+		{"pixel eid over event_id", "eid=" + v4 + "&event_id=" + v7, v4},
+		{"pixel event_id", "event_id=" + v7, v7},
+		{"pixel bad eid", "eid=123&event_id=" + v7, made},
+		{"pixel none", "", made},
+	}
+	for _, p := range pixel {
+		q := url.Values{"type": {p.name}}.Encode()
+		if p.query != "" {
+			q += "&" + p.query
+		}
+		if resp, _ := h.do(http.MethodGet, "/b.gif?"+q, "", "", nil); resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: status %d", p.name, resp.StatusCode)
+		}
+		cases = append(cases, struct{ name, sent, want string }{p.name, p.query, p.want})
+	}
+
+	evs := byType(h.events(topic))
+	var madeCount int
+	for _, c := range cases {
+		e := evs[c.name]
+		if e == nil {
+			t.Errorf("%s: event missing", c.name)
+			continue
+		}
+		if c.want == made {
+			madeCount++
+			checkServerFields(t, e) // a fresh UUIDv7
+			if props, _ := e["properties"].(map[string]any); props["eid"] != nil {
+				t.Errorf("%s: eid left in properties as %v", c.name, props["eid"])
+			}
+			continue
+		}
+		if e["event_id"] != c.want {
+			t.Errorf("%s: sent %s, stored %v, want %s", c.name, c.sent, e["event_id"], c.want)
+		}
+	}
+	if got := testutil.ToFloat64(h.server.metrics.madeIDs); got != float64(madeCount) {
+		t.Errorf("event_ids_made_total %v, want %d", got, madeCount)
+	}
+}
+
+// TestEventIDsMadeAreUnique: server-made ids never repeat, even within one
+// millisecond, or the sink would drop distinct events as repeats.
+func TestEventIDsMadeAreUnique(t *testing.T) {
+	seen := make(map[string]bool)
+	for range 10000 {
+		id, made, err := eventID("")
+		if err != nil || !made {
+			t.Fatalf("eventID: %q %v %v", id, made, err)
+		}
+		if seen[id] {
+			t.Fatalf("id %s made twice", id)
+		}
+		seen[id] = true
 	}
 }

@@ -11,6 +11,7 @@ type metrics struct {
 	corsDenied  prometheus.Counter
 	unavailable prometheus.Counter
 	clientBusy  prometheus.Counter
+	madeIDs     prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
@@ -44,6 +45,10 @@ func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
 			Name: "millrace_beacon_client_busy_total",
 			Help: "Requests refused with 429 because their client already had max_concurrent_per_client requests in progress.",
 		}),
+		madeIDs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "millrace_beacon_event_ids_made_total",
+			Help: "Accepted click events whose event_id the beacon made because the client sent none or no UUID; a retry of such an event cannot be told from a new one.",
+		}),
 	}
 	clients := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "millrace_beacon_rate_limiter_clients",
@@ -65,7 +70,7 @@ func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.events, m.rateLimited, m.corsDenied, m.unavailable, m.clientBusy, clients, inProgress, processing} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.events, m.rateLimited, m.corsDenied, m.unavailable, m.clientBusy, m.madeIDs, clients, inProgress, processing} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

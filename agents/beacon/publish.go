@@ -146,6 +146,9 @@ type result struct {
 	Dropped  int         `json:"dropped,omitempty"`
 	Errors   []rejection `json:"errors,omitempty"`
 	Error    string      `json:"error,omitempty"`
+	// madeIDs counts the accepted events whose event_id the server made
+	// (the client sent none, or no UUID).
+	madeIDs int
 }
 
 // rejection is one event that went to the dead-letter topic.
