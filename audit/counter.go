@@ -1,0 +1,265 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/agents/ship"
+)
+
+// Producer sends audit records; *ship.Shipper is one. The ack is called
+// once per record, with nil once the broker acknowledged it.
+type Producer interface {
+	Produce(ctx context.Context, rec *kgo.Record, ack ship.AckFunc)
+	Flush(ctx context.Context) error
+}
+
+// countKey identifies one count: the data topic, the source key and the
+// hour as hours since the Unix epoch (cheaper than the formatted hour on
+// the agents' hot paths).
+type countKey struct {
+	topic  string
+	source string
+	hour   int64
+}
+
+// count is one key's cumulative total and what of it was published.
+type count struct {
+	total     int64 // cumulative accepted events
+	published int64 // the total of the last record the broker acknowledged
+	sending   bool  // a record is in flight: wait for its answer before the next
+}
+
+// Counter accumulates an agent's cumulative counts per (topic, source,
+// hour) and publishes the ones that changed as audit records, every
+// Config.Interval and at Shutdown. Each record carries the absolute total,
+// so for one key the latest record wins and a republished value never
+// counts twice. Memory is bounded: an hour older than Config.Retention is
+// dropped once its last total is published, and at most Config.MaxKeys
+// keys are held.
+type Counter struct {
+	cfg      Config
+	role     string
+	instance string
+	distinct bool
+	producer Producer
+	logger   *slog.Logger
+	now      func() time.Time // the clock; tests replace it
+
+	mu       sync.Mutex // guards the following
+	counts   map[countKey]*count
+	refused  int64 // events not counted: hour beyond retention or MaxKeys reached
+	lastWarn time.Time
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewCounter makes a counter publishing for (role, instance); distinct
+// says whether its totals count each event once across crashes and
+// re-sends (see Record.Distinct). cfg gets its defaults and is checked.
+func NewCounter(cfg Config, role, instance string, distinct bool, producer Producer, logger *slog.Logger) (*Counter, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if instance == "" {
+		return nil, errors.New("audit: an instance id is required")
+	}
+	if producer == nil {
+		return nil, errors.New("audit: a producer is required")
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Counter{
+		cfg: cfg, role: role, instance: instance, distinct: distinct, producer: producer,
+		logger: logger.With("component", "audit", "role", role, "instance", instance),
+		now:    time.Now,
+		counts: map[countKey]*count{},
+	}, nil
+}
+
+// HourOf is the hour key of t: whole hours since the Unix epoch, UTC.
+func HourOf(t time.Time) int64 {
+	s := t.Unix()
+	if s < 0 {
+		return (s - 3599) / 3600
+	}
+	return s / 3600
+}
+
+// hourString formats an hour key as HourLayout.
+func hourString(h int64) string { return Hour(time.Unix(h*3600, 0)) }
+
+// Add counts n more events of (topic, source) at event time at. It is
+// safe for concurrent use and cheap enough for every acknowledged event.
+func (c *Counter) Add(topic, source string, at time.Time, n int64) {
+	c.update(countKey{topic, source, HourOf(at)}, func(ct *count) { ct.total += n })
+}
+
+// Set sets the cumulative total of (topic, source, hour) to total, for an
+// agent that keeps its totals itself (the tailer, with its checkpoint). A
+// total below the one held is ignored: totals only grow.
+func (c *Counter) Set(topic, source string, hour int64, total int64) {
+	c.update(countKey{topic, source, hour}, func(ct *count) { ct.total = max(ct.total, total) })
+}
+
+func (c *Counter) update(k countKey, f func(*count)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ct := c.counts[k]
+	if ct == nil {
+		now := c.now()
+		// A key dropped after its retention would start again from zero,
+		// and its smaller total would win over the one published: refuse
+		// it. New keys beyond MaxKeys are refused to bound memory.
+		if k.hour < c.oldestHour(now) || len(c.counts) >= c.cfg.MaxKeys {
+			c.refused++
+			if now.Sub(c.lastWarn) >= time.Minute {
+				c.lastWarn = now
+				c.logger.Warn("events not audited: their hour is past audit.retention or audit.max_keys is reached",
+					"topic", k.topic, "source", k.source, "hour", hourString(k.hour), "keys", len(c.counts), "refused_total", c.refused)
+			}
+			return
+		}
+		ct = &count{}
+		c.counts[k] = ct
+	}
+	f(ct)
+}
+
+// oldestHour is the first hour still kept at now.
+func (c *Counter) oldestHour(now time.Time) int64 {
+	return HourOf(now.Add(-c.cfg.Retention))
+}
+
+// Refused is the number of events not counted (see Config.MaxKeys and
+// Config.Retention).
+func (c *Counter) Refused() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.refused
+}
+
+// Keys is the number of counts held.
+func (c *Counter) Keys() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.counts)
+}
+
+// Start publishes every Config.Interval until Shutdown.
+func (c *Counter) Start(ctx context.Context) {
+	ctx, c.cancel = context.WithCancel(ctx)
+	c.done = make(chan struct{})
+	go func() {
+		defer close(c.done)
+		tick := time.NewTicker(c.cfg.Interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				c.Publish(ctx)
+			}
+		}
+	}()
+}
+
+// Shutdown stops the periodic publishing, publishes what changed since
+// the last time and waits for the broker's answers until ctx ends.
+func (c *Counter) Shutdown(ctx context.Context) error {
+	if c.cancel != nil {
+		c.cancel()
+		<-c.done
+	}
+	c.Publish(ctx)
+	if err := c.producer.Flush(ctx); err != nil {
+		return fmt.Errorf("audit: publishing the last counts: %w", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, ct := range c.counts {
+		if ct.total != ct.published {
+			return fmt.Errorf("audit: the last count of %s %s %s was not acknowledged", k.topic, k.source, hourString(k.hour))
+		}
+	}
+	return nil
+}
+
+// Publish produces a record for every count whose total changed since its
+// last acknowledged record (and has none in flight), and drops the hours
+// past retention whose last total is published. It does not wait for the
+// acknowledgements: a record that fails is produced again next time.
+func (c *Counter) Publish(ctx context.Context) {
+	now := c.now()
+	oldest := c.oldestHour(now)
+	type out struct {
+		k     countKey
+		total int64
+	}
+	var send []out
+	c.mu.Lock()
+	for k, ct := range c.counts {
+		switch {
+		case ct.sending:
+		case ct.total != ct.published:
+			ct.sending = true
+			send = append(send, out{k, ct.total})
+		case k.hour < oldest:
+			delete(c.counts, k)
+		}
+	}
+	c.mu.Unlock()
+	for _, o := range send {
+		r := Record{Role: c.role, Instance: c.instance, Topic: o.k.topic, Source: o.k.source, Hour: hourString(o.k.hour),
+			Accepted: o.total, Distinct: c.distinct, UpdatedAt: now.UTC()}
+		value, err := r.Marshal()
+		if err != nil { // a Record always marshals; keep the key retryable regardless
+			c.settle(o.k, o.total, err)
+			continue
+		}
+		k, total := o.k, o.total
+		c.producer.Produce(ctx, &kgo.Record{Topic: c.cfg.Topic, Key: []byte(r.Key()), Value: value}, func(_ *kgo.Record, err error) {
+			c.settle(k, total, err)
+		})
+	}
+}
+
+// settle records the broker's answer for the record of k carrying total.
+func (c *Counter) settle(k countKey, total int64, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ct := c.counts[k]
+	if ct == nil {
+		return
+	}
+	ct.sending = false
+	if err != nil {
+		c.logger.Debug("audit record not acknowledged; publishing it again next interval", "topic", k.topic, "source", k.source, "err", err)
+		return
+	}
+	ct.published = max(ct.published, total)
+}
+
+// Snapshot returns the cumulative totals held, as records stamped now
+// (for tests and for a status page).
+func (c *Counter) Snapshot() []Record {
+	now := c.now().UTC()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]Record, 0, len(c.counts))
+	for k, ct := range c.counts {
+		out = append(out, Record{Role: c.role, Instance: c.instance, Topic: k.topic, Source: k.source,
+			Hour: hourString(k.hour), Accepted: ct.total, Distinct: c.distinct, UpdatedAt: now})
+	}
+	return out
+}

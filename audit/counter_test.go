@@ -1,0 +1,256 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/agents/ship"
+)
+
+// fakeProducer keeps what was produced; answer decides each ack.
+type fakeProducer struct {
+	mu      sync.Mutex
+	records []*kgo.Record
+	answer  func(*kgo.Record) error
+	held    []func() // acks delayed until release
+	hold    bool
+}
+
+func (p *fakeProducer) Produce(_ context.Context, rec *kgo.Record, ack ship.AckFunc) {
+	p.mu.Lock()
+	p.records = append(p.records, rec)
+	var err error
+	if p.answer != nil {
+		err = p.answer(rec)
+	}
+	if p.hold {
+		p.held = append(p.held, func() { ack(rec, err) })
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	ack(rec, err)
+}
+
+func (p *fakeProducer) Flush(context.Context) error { return nil }
+
+func (p *fakeProducer) release() {
+	p.mu.Lock()
+	held := p.held
+	p.held, p.hold = nil, false
+	p.mu.Unlock()
+	for _, f := range held {
+		f()
+	}
+}
+
+func (p *fakeProducer) take(t *testing.T) []Record {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []Record
+	for _, r := range p.records {
+		rec, err := ParseRecord(r.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(r.Key) != rec.Key() || r.Topic != Topic {
+			t.Fatalf("record key %q topic %q, want %q on %s", r.Key, r.Topic, rec.Key(), Topic)
+		}
+		out = append(out, rec)
+	}
+	p.records = nil
+	return out
+}
+
+func newTestCounter(t *testing.T, p *fakeProducer, now *time.Time, cfg Config) *Counter {
+	t.Helper()
+	c, err := NewCounter(cfg, RoleBeacon, "b1", false, p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.now = func() time.Time { return *now }
+	return c
+}
+
+var h3 = time.Date(2026, 12, 2, 3, 10, 0, 0, time.UTC)
+
+func TestCounterPublishesCumulativeChangedOnly(t *testing.T) {
+	p := &fakeProducer{}
+	now := h3
+	c := newTestCounter(t, p, &now, Config{})
+	c.Add("clicks", "a.example", h3, 2)
+	c.Add("clicks", "a.example", h3.Add(30*time.Minute), 1)
+	c.Add("clicks", "b.example", h3.Add(time.Hour), 1)
+	c.Publish(context.Background())
+	got := p.take(t)
+	want := map[string]int64{"a.example/2026-12-02T03": 3, "b.example/2026-12-02T04": 1}
+	if len(got) != len(want) {
+		t.Fatalf("published %d records, want %d: %+v", len(got), len(want), got)
+	}
+	for _, r := range got {
+		if want[r.Source+"/"+r.Hour] != r.Accepted || r.Role != RoleBeacon || r.Instance != "b1" || r.Distinct {
+			t.Errorf("record %+v, want accepted %d", r, want[r.Source+"/"+r.Hour])
+		}
+	}
+	// Nothing changed: nothing published.
+	c.Publish(context.Background())
+	if got := p.take(t); len(got) != 0 {
+		t.Fatalf("unchanged counts published again: %+v", got)
+	}
+	// One key changed: only it, with the cumulative total.
+	c.Add("clicks", "a.example", h3, 4)
+	c.Publish(context.Background())
+	got = p.take(t)
+	if len(got) != 1 || got[0].Source != "a.example" || got[0].Accepted != 7 {
+		t.Fatalf("after 4 more: %+v, want a.example with 7", got)
+	}
+}
+
+func TestCounterRepublishesWhatFailed(t *testing.T) {
+	fail := true
+	p := &fakeProducer{answer: func(*kgo.Record) error {
+		if fail {
+			return errors.New("broker down")
+		}
+		return nil
+	}}
+	now := h3
+	c := newTestCounter(t, p, &now, Config{})
+	c.Add("clicks", "a", h3, 1)
+	c.Publish(context.Background())
+	fail = false
+	c.Add("clicks", "a", h3, 1)
+	c.Publish(context.Background())
+	got := p.take(t)
+	if len(got) != 2 || got[0].Accepted != 1 || got[1].Accepted != 2 {
+		t.Fatalf("got %+v, want the failed total 1 then the latest 2", got)
+	}
+	if err := c.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown with everything acknowledged: %v", err)
+	}
+}
+
+func TestCounterOneRecordInFlightPerKey(t *testing.T) {
+	p := &fakeProducer{hold: true}
+	now := h3
+	c := newTestCounter(t, p, &now, Config{})
+	c.Add("clicks", "a", h3, 1)
+	c.Publish(context.Background())
+	c.Add("clicks", "a", h3, 1)
+	c.Publish(context.Background()) // the first is unanswered: wait
+	if got := p.take(t); len(got) != 1 {
+		t.Fatalf("%d records in flight for one key, want 1", len(got))
+	}
+	p.release()
+	c.Publish(context.Background())
+	if got := p.take(t); len(got) != 1 || got[0].Accepted != 2 {
+		t.Fatalf("after the answer: %+v, want the total 2", got)
+	}
+}
+
+func TestCounterBounded(t *testing.T) {
+	p := &fakeProducer{}
+	now := h3
+	c := newTestCounter(t, p, &now, Config{Retention: 2 * time.Hour, MaxKeys: 3})
+	c.Add("clicks", "a", h3, 1)
+	c.Add("clicks", "b", h3, 1)
+	c.Add("clicks", "c", h3, 1)
+	c.Add("clicks", "d", h3, 1) // beyond max_keys
+	c.Add("clicks", "a", h3, 1) // an existing key still counts
+	if c.Keys() != 3 || c.Refused() != 1 {
+		t.Fatalf("keys %d refused %d, want 3 and 1", c.Keys(), c.Refused())
+	}
+	// Past retention, an unpublished hour is kept until published…
+	now = h3.Add(4 * time.Hour)
+	c.Publish(context.Background())
+	if c.Keys() != 3 {
+		t.Fatalf("keys dropped before their last total was published: %d", c.Keys())
+	}
+	if got := p.take(t); len(got) != 3 {
+		t.Fatalf("published %d, want 3", len(got))
+	}
+	// …then dropped, and a late event of that hour is refused instead of
+	// starting a smaller total that would win over the published one.
+	c.Publish(context.Background())
+	if c.Keys() != 0 {
+		t.Fatalf("keys past retention kept after publishing: %d", c.Keys())
+	}
+	c.Add("clicks", "a", h3, 1)
+	if c.Keys() != 0 || c.Refused() != 2 {
+		t.Fatalf("late event: keys %d refused %d, want 0 and 2", c.Keys(), c.Refused())
+	}
+}
+
+func TestCounterSetOnlyGrows(t *testing.T) {
+	p := &fakeProducer{}
+	now := h3
+	c := newTestCounter(t, p, &now, Config{})
+	c.Set("logs", "h:/a.log", HourOf(h3), 5)
+	c.Set("logs", "h:/a.log", HourOf(h3), 3)
+	c.Publish(context.Background())
+	if got := p.take(t); len(got) != 1 || got[0].Accepted != 5 {
+		t.Fatalf("got %+v, want 5", got)
+	}
+}
+
+func TestCounterPublishesPeriodicallyAndAtShutdown(t *testing.T) {
+	p := &fakeProducer{}
+	c, err := NewCounter(Config{Interval: 100 * time.Millisecond}, RoleIntake, "i", false, p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Start(context.Background())
+	c.Add("metrics", "node", time.Now(), 1)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(p.take(t)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("nothing published within 5s at a 100ms interval")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.Add("metrics", "node", time.Now(), 1)
+	if err := c.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := p.take(t)
+	if len(got) == 0 || got[len(got)-1].Accepted != 2 {
+		t.Fatalf("at shutdown: %+v, want the total 2", got)
+	}
+}
+
+func TestInstanceIDStable(t *testing.T) {
+	dir := t.TempDir()
+	a, err := InstanceID(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := InstanceID(dir)
+	if err != nil || a != b || a == "" {
+		t.Fatalf("ids %q, %q (%v): want one stable id", a, b, err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	if err := (Config{}).WithDefaults().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c := Config{}.WithDefaults()
+	if !c.On() || c.Topic != Topic || c.Interval != 10*time.Second {
+		t.Fatalf("defaults: %+v", c)
+	}
+	for name, bad := range map[string]Config{
+		"interval":  {Interval: time.Millisecond},
+		"retention": {Retention: time.Hour},
+		"max_keys":  {MaxKeys: -1},
+	} {
+		if err := bad.WithDefaults().Validate(); err == nil {
+			t.Errorf("%s: accepted %+v", name, bad)
+		}
+	}
+}

@@ -1,0 +1,165 @@
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"millrace/sinks/parquet"
+	"millrace/sinks/store"
+)
+
+// MetaRows is the Parquet footer key under which the sink writes how many of
+// a file's rows came from each source and hour, as JSON
+// {"<hour>":{"<source>":rows}} (json.Marshal sorts the keys, so a rewrite of
+// the file after a crash has the same footer). The reconciler counts what
+// the lake holds from these footers alone, so a file deleted by hand lowers
+// the count.
+const MetaRows = "millrace.audit.rows"
+
+// RowCounts counts rows per hour and source: counts[hour][source].
+type RowCounts map[string]map[string]int64
+
+// Add counts n rows of source in hour.
+func (c RowCounts) Add(hour, source string, n int64) {
+	m := c[hour]
+	if m == nil {
+		m = map[string]int64{}
+		c[hour] = m
+	}
+	m[source] += n
+}
+
+// EncodeRowCounts is the MetaRows value for c.
+func EncodeRowCounts(c RowCounts) string {
+	b, _ := json.Marshal(c) // strings and integers: cannot fail
+	return string(b)
+}
+
+// DecodeRowCounts reads a MetaRows value.
+func DecodeRowCounts(s string) (RowCounts, error) {
+	var c RowCounts
+	if err := json.Unmarshal([]byte(s), &c); err != nil {
+		return nil, fmt.Errorf("audit: %s is not {hour:{source:rows}}: %w", MetaRows, err)
+	}
+	for h, m := range c {
+		if _, err := ParseHour(h); err != nil {
+			return nil, err
+		}
+		for s, n := range m {
+			if n < 0 {
+				return nil, fmt.Errorf("audit: %s: %d rows for %s in %s", MetaRows, n, s, h)
+			}
+		}
+	}
+	return c, nil
+}
+
+// Lake is what the reconciler reads from a lake: rows per (topic, hour,
+// source) from the files' footers, and which hours are complete.
+type Lake struct {
+	// Rows counts rows per topic: Rows[topic][hour][source].
+	Rows map[string]RowCounts
+	// Complete holds, per topic, the hours covered by a _SUCCESS marker
+	// (an hour's own, or its day's with partition_by: day).
+	Complete map[string]map[string]bool
+	// Unattributed counts, per topic and hour directory, the rows of files
+	// without MetaRows (landed before the sink counted sources); they are
+	// reported, not reconciled.
+	Unattributed map[string]map[string]int64
+	// Files is the number of data files read.
+	Files int
+}
+
+// ReadLake reads the footers and _SUCCESS markers of topics in st for the
+// days from since to until (both UTC, inclusive), listing one day directory
+// at a time (`<topic>/dt=YYYY-MM-DD/`) so an old, large lake is not walked.
+func ReadLake(ctx context.Context, st store.Store, topics []string, since, until time.Time) (*Lake, error) {
+	l := &Lake{Rows: map[string]RowCounts{}, Complete: map[string]map[string]bool{},
+		Unattributed: map[string]map[string]int64{}}
+	const day = 24 * time.Hour
+	for _, topic := range topics {
+		for d := since.UTC().Truncate(day); !d.After(until); d = d.Add(day) {
+			date := d.Format("2006-01-02")
+			objs, err := st.List(ctx, topic+"/dt="+date+"/")
+			if err != nil {
+				return nil, fmt.Errorf("audit: listing the lake: %w", err)
+			}
+			for _, o := range objs {
+				dir, base := path.Split(o.Name)
+				switch {
+				case base == "_SUCCESS":
+					l.markComplete(topic, date, dir)
+				case strings.HasSuffix(base, ".parquet"):
+					if err := l.readFile(ctx, st, topic, o.Name); err != nil {
+						return nil, err
+					}
+				}
+			}
+		}
+	}
+	return l, nil
+}
+
+// markComplete records the hours a marker in dir covers.
+func (l *Lake) markComplete(topic, date, dir string) {
+	m := l.Complete[topic]
+	if m == nil {
+		m = map[string]bool{}
+		l.Complete[topic] = m
+	}
+	_, hr, ok := strings.Cut(strings.TrimSuffix(dir, "/"), "/hr=")
+	if !ok { // partition_by: day — the marker covers the whole day
+		for h := range 24 {
+			m[date+"T"+fmt.Sprintf("%02d", h)] = true
+		}
+		return
+	}
+	if n, err := strconv.Atoi(hr); err == nil && n >= 0 && n < 24 {
+		m[date+"T"+hr] = true
+	}
+}
+
+// readFile adds one data file's footer counts.
+func (l *Lake) readFile(ctx context.Context, st store.Store, topic, name string) error {
+	r, err := st.Open(ctx, name)
+	if err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	defer r.Close()
+	info, err := parquet.InspectReader(name, r, r.Size())
+	if err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	l.Files++
+	meta, ok := info.Metadata[MetaRows]
+	if !ok {
+		dir := path.Dir(name)
+		m := l.Unattributed[topic]
+		if m == nil {
+			m = map[string]int64{}
+			l.Unattributed[topic] = m
+		}
+		m[dir] += info.Rows
+		return nil
+	}
+	counts, err := DecodeRowCounts(meta)
+	if err != nil {
+		return fmt.Errorf("audit: %s: %w", name, err)
+	}
+	rows := l.Rows[topic]
+	if rows == nil {
+		rows = RowCounts{}
+		l.Rows[topic] = rows
+	}
+	for h, m := range counts {
+		for s, n := range m {
+			rows.Add(h, s, n)
+		}
+	}
+	return nil
+}
