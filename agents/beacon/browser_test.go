@@ -3,9 +3,11 @@ package beacon
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -159,12 +161,15 @@ func TestBrowserTracker(t *testing.T) {
 	if lp["href"] != pages.URL+"/next" || lp["text"] != "Next page" || lp["tag"] != "a" {
 		t.Errorf("link click properties %v", lp)
 	}
-	// Opt-out: once millrace.optOut() ran, nothing is sent, across page
-	// loads (it is kept in localStorage), until millrace.optIn().
+	// The clicks went out with sendBeacon at pagehide, which gives no
+	// answer, so they stayed queued: the next page load sends them again
+	// with the same ids, with its page view.
 	if err := chromedp.Do(stepCtx, chromedp.Navigate(pages.URL+"/")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return h.endOffset(topic) >= 4 })
+	waitFor(t, func() bool { return h.endOffset(topic) >= 6 })
+	// Opt-out: once millrace.optOut() ran, nothing is sent, across page
+	// loads (it is kept in localStorage), until millrace.optIn().
 	if _, err := chromedp.Run(stepCtx, chromedp.Evaluate[bool](`millrace.optOut(), true`)); err != nil {
 		t.Fatal(err)
 	}
@@ -181,8 +186,24 @@ func TestBrowserTracker(t *testing.T) {
 	}
 	waitFor(t, func() bool { _, ok := byType(h.events(topic))["marker"]; return ok })
 	evs = h.events(topic)
-	if len(evs) != 5 {
-		t.Fatalf("%d events, want 5: the opted-out clicks and page view must not be sent: %v", len(evs), evs)
+	// Two page views, the two clicks twice each and the marker.
+	if len(evs) != 7 {
+		t.Fatalf("%d events, want 7: the opted-out clicks and page view must not be sent: %v", len(evs), evs)
+	}
+	copies := make(map[any][]map[string]any)
+	for _, e := range evs {
+		copies[e["event_id"]] = append(copies[e["event_id"]], e)
+	}
+	if len(copies) != 5 || len(copies[buy["event_id"]]) != 2 || len(copies[link["event_id"]]) != 2 {
+		t.Fatalf("%d distinct ids, want 5, with the two clicks sent twice: %v", len(copies), evs)
+	}
+	for _, c := range [][]map[string]any{copies[buy["event_id"]], copies[link["event_id"]]} {
+		first, again := maps.Clone(c[0]), maps.Clone(c[1])
+		delete(first, "received_at")
+		delete(again, "received_at")
+		if !reflect.DeepEqual(first, again) {
+			t.Errorf("a resent event differs from its first copy:\n%v\n%v", c[0], c[1])
+		}
 	}
 	for _, e := range evs {
 		if e["anonymous_id"] != pv["anonymous_id"] {
@@ -192,14 +213,14 @@ func TestBrowserTracker(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	// Four POSTs: the page view at load, the flush at pagehide, the second
-	// page view and the marker; all sendBeacon's text/plain from the page's
-	// origin.
+	// page view with the clicks again, and the marker; all text/plain (a
+	// CORS "simple request", without preflight) from the page's origin.
 	if len(posts) != 4 {
 		t.Fatalf("POSTs %v, want 4", posts)
 	}
 	for _, p := range posts {
 		if p != "text/plain;charset=UTF-8 from "+pages.URL {
-			t.Errorf("POST %q, want sendBeacon's text/plain from the page origin", p)
+			t.Errorf("POST %q, want text/plain from the page origin", p)
 		}
 	}
 }
