@@ -140,6 +140,9 @@ func (c *Counter) oldestHour(now time.Time) int64 {
 	return HourOf(now.Add(-c.cfg.Retention))
 }
 
+// Retention is how long an hour's counts are kept (Config.Retention).
+func (c *Counter) Retention() time.Duration { return c.cfg.Retention }
+
 // Refused is the number of events not counted (see Config.MaxKeys and
 // Config.Retention).
 func (c *Counter) Refused() int64 {

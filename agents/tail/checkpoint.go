@@ -9,6 +9,10 @@ import (
 func (h *harvester) entry() RegistryEntry {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.entryLocked()
+}
+
+func (h *harvester) entryLocked() RegistryEntry {
 	return RegistryEntry{
 		ID:             h.id,
 		Source:         h.source,
@@ -23,35 +27,54 @@ func (h *harvester) entry() RegistryEntry {
 }
 
 // snapshot collects the registry entries of followed and dormant files,
-// the checkpoint lag in bytes and the lines in flight.
-func (t *Tailer) snapshot() ([]RegistryEntry, int64, int) {
+// the audit counts of the lines before their checkpoints (each harvester's
+// moved into the ledger under the lock its checkpoint is read under, see
+// audit.go), whether those counts changed, the checkpoint lag in bytes and
+// the lines in flight.
+func (t *Tailer) snapshot() ([]RegistryEntry, []AuditCount, bool, int64, int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	entries := make([]RegistryEntry, 0, len(t.files)+len(t.dormant))
 	var lag int64
 	inflight := 0
 	for _, h := range t.files {
-		inflight += h.inflightCount()
-		if h.retired {
-			continue
-		}
-		e := h.entry()
 		h.mu.Lock()
-		if h.size > e.Offset {
-			lag += h.size - e.Offset
+		inflight += len(h.inflight) - h.head
+		t.foldLocked(h)
+		if !h.retired {
+			e := h.entryLocked()
+			if h.size > e.Offset {
+				lag += h.size - e.Offset
+			}
+			entries = append(entries, e)
 		}
 		h.mu.Unlock()
-		entries = append(entries, e)
 	}
+	kept := t.retiredFiles[:0]
+	for _, h := range t.retiredFiles {
+		h.mu.Lock()
+		t.foldLocked(h)
+		if n := len(h.inflight) - h.head; n > 0 {
+			inflight += n
+			kept = append(kept, h)
+		}
+		h.mu.Unlock()
+	}
+	clear(t.retiredFiles[len(kept):])
+	t.retiredFiles = kept
 	for _, e := range t.dormant {
 		entries = append(entries, e)
 	}
-	return entries, lag, inflight
+	counts := t.ledgerSnapshotLocked(time.Now())
+	changed := t.ledgerChanged
+	t.ledgerChanged = false
+	return entries, counts, changed, lag, inflight
 }
 
-// persist writes the registry if it changed since the last write.
+// persist writes the registry if it changed since the last write, then
+// hands the audit counts it stored to the audit counter.
 func (t *Tailer) persist() error {
-	entries, lag, inflight := t.snapshot()
+	entries, counts, countsChanged, lag, inflight := t.snapshot()
 	t.metrics.lag.Set(float64(lag))
 	// Set here rather than counted per line: two goroutines adding to one
 	// gauge for every line cost more than the line's bookkeeping.
@@ -59,13 +82,20 @@ func (t *Tailer) persist() error {
 	t.regMu.Lock()
 	defer t.regMu.Unlock()
 	sortEntries(entries)
-	if t.lastEntries != nil && slices.Equal(entries, t.lastEntries) {
+	if !countsChanged && t.lastEntries != nil && slices.Equal(entries, t.lastEntries) {
 		return nil
 	}
-	if err := writeRegistry(t.cfg.DataDir, entries); err != nil {
+	if err := writeRegistry(t.cfg.DataDir, entries, counts); err != nil {
+		// The counts stay in the ledger: the next write stores them.
+		t.mu.Lock()
+		t.ledgerChanged = true
+		t.mu.Unlock()
 		return err
 	}
 	t.lastEntries = entries
+	if countsChanged {
+		t.publishAudit(counts)
+	}
 	return nil
 }
 

@@ -10,7 +10,9 @@ import (
 // inflightLine is a shipped line waiting for the broker's answer.
 type inflightLine struct {
 	start int64 // offset of the line's first byte
+	hour  int32 // audit hour of the line's ts (hourOf)
 	done  bool  // acknowledged (or dropped as undeliverable)
+	acked bool  // acknowledged: counted by the audit once before the checkpoint
 }
 
 // harvester follows one file identity. Fields above mu are owned by the
@@ -48,7 +50,8 @@ type harvester struct {
 	head     int            // settled lines before it, kept to reuse their room
 	seqBase  uint64         // sequence number of inflight[head]
 	nextSeq  uint64
-	emitted  int64 // end offset of the last line handed to the producer
+	emitted  int64       // end offset of the last line handed to the producer
+	counts   []hourCount // acknowledged lines now before the checkpoint, not yet in the ledger (audit.go)
 }
 
 // pendingEvent is a multiline event still collecting continuation lines.
@@ -81,8 +84,9 @@ func (h *harvester) checkpointLocked() int64 {
 // line is settled (16 bytes a line).
 const keepInflight = 1 << 16
 
-// track records a line about to be shipped and returns its sequence number.
-func (h *harvester) track(start, end int64) uint64 {
+// track records a line of audit hour hour about to be shipped and returns
+// its sequence number.
+func (h *harvester) track(start, end int64, hour int32) uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	seq := h.nextSeq
@@ -95,7 +99,7 @@ func (h *harvester) track(start, end int64) uint64 {
 		n := copy(h.inflight, h.inflight[h.head:])
 		h.inflight, h.head = h.inflight[:n], 0
 	}
-	h.inflight = append(h.inflight, inflightLine{start: start})
+	h.inflight = append(h.inflight, inflightLine{start: start, hour: hour})
 	h.emitted = end
 	return seq
 }
@@ -103,7 +107,13 @@ func (h *harvester) track(start, end int64) uint64 {
 // settle marks line seq delivered and drops every settled line from the
 // front. Acknowledgements arrive out of order (different partitions, resent
 // lines), so only the front decides the checkpoint.
-func (h *harvester) settle(seq uint64) {
+func (h *harvester) settle(seq uint64) { h.settleAs(seq, true) }
+
+// skip settles line seq without delivering it (the broker refused it for
+// good): the checkpoint moves past it, the audit does not count it.
+func (h *harvester) skip(seq uint64) { h.settleAs(seq, false) }
+
+func (h *harvester) settleAs(seq uint64, acked bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	i := int(seq - h.seqBase)
@@ -111,8 +121,12 @@ func (h *harvester) settle(seq uint64) {
 		return
 	}
 	h.inflight[h.head+i].done = true
+	h.inflight[h.head+i].acked = acked
 	n := 0
 	for h.head+n < len(h.inflight) && h.inflight[h.head+n].done {
+		if l := &h.inflight[h.head+n]; l.acked {
+			h.countLocked(l.hour)
+		}
 		n++
 	}
 	if n > 0 {

@@ -155,7 +155,7 @@ func TestCheckpointWaitsForOldestUnacknowledged(t *testing.T) {
 	starts := []int64{0, 10, 20, 30, 40}
 	var seqs []uint64
 	for i, s := range starts {
-		seqs = append(seqs, h.track(s, s+10))
+		seqs = append(seqs, h.track(s, s+10, 0))
 		_ = i
 	}
 	steps := []struct {
@@ -254,7 +254,7 @@ func TestInflightWindow(t *testing.T) {
 	next := int64(0)
 	for round := range 200 {
 		for range 1 + round%37 {
-			pending = append(pending, h.track(next*10, next*10+10))
+			pending = append(pending, h.track(next*10, next*10+10, 0))
 			next++
 		}
 		// Settle every other pending line, newest first, then the oldest.

@@ -250,7 +250,7 @@ func (t *Tailer) ship(h *harvester, ev lineEvent, end int64, now time.Time) {
 	// timestamp as it is the value's "ts": left zero, kgo would read the
 	// clock again for every record.
 	lr.rec = kgo.Record{Topic: t.cfg.Topic, Key: h.key, Value: value, Headers: lr.header[:], Timestamp: now}
-	lr.seq = h.track(ev.offset, end)
+	lr.seq = h.track(ev.offset, end, hourOf(now))
 	t.producer.ProduceWrapped(t.runCtx, &lr.rec, lr.ack)
 }
 
@@ -273,7 +273,7 @@ func (lr *lineRecord) settled(_ *kgo.Record, err error) {
 		// checkpoint behind it would stall the file forever.
 		t.logger.Error("broker rejected a line permanently; skipping it", "source", h.source, "offset", h.inflightStart(seq), "err", err)
 		t.metrics.dropped.Inc()
-		h.settle(seq)
+		h.skip(seq)
 		lr.release()
 		return
 	}

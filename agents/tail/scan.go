@@ -408,6 +408,7 @@ func (t *Tailer) rotateOver(h *harvester, path string, k fileKey, size int64) *h
 				t.files[i] = nh
 			}
 		}
+		t.retiredFiles = append(t.retiredFiles, h) // its acks still count (audit.go)
 		t.mu.Unlock()
 	}
 	if err := t.persist(); err != nil {
@@ -427,10 +428,13 @@ func (t *Tailer) forget(drop []*harvester, now time.Time) {
 			kept = append(kept, h)
 			continue
 		}
+		h.mu.Lock()
+		t.foldLocked(h) // its counts outlive it in the ledger
 		if !h.retired {
-			e := h.entry()
+			e := h.entryLocked()
 			t.dormant[e.ID] = e
 		}
+		h.mu.Unlock()
 	}
 	clear(t.files[len(kept):])
 	t.files = kept

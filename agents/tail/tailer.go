@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/agents/ship"
+	"millrace/audit"
 )
 
 // Producer is what the tailer ships through; *ship.Shipper implements it.
@@ -58,9 +59,16 @@ type Tailer struct {
 	// logged once while it stays matched.
 	skippedLinks map[string]bool
 
+	auditor *audit.Counter // publishes the persisted ledger; nil when the audit is off (audit.go)
+
 	mu      sync.Mutex // guards the following
 	files   []*harvester
 	dormant map[string]RegistryEntry // registry entries not matched to a followed file
+	// retiredFiles were replaced after a truncation with lines in flight,
+	// whose acknowledgements still count (audit.go); dropped once settled.
+	retiredFiles  []*harvester
+	ledger        map[ledgerKey]int64 // audit counts of lines before the checkpoints (audit.go)
+	ledgerChanged bool                // since the last registry write
 
 	lines  recycler[lineRecord] // acknowledged lines for ship to reuse
 	chunks recycler[valueChunk] // value chunks whose lines were all acknowledged
@@ -114,6 +122,7 @@ func New(cfg Config, producer Producer, reg prometheus.Registerer, logger *slog.
 		buf:      make([]byte, 256<<10),
 		fpBuf:    make([]byte, cfg.FingerprintBytes),
 		dormant:  map[string]RegistryEntry{},
+		ledger:   map[ledgerKey]int64{},
 		stop:     make(chan struct{}),
 		wakeCh:   make(chan struct{}, 1),
 		loopDone: make(chan struct{}),
@@ -134,13 +143,23 @@ func (t *Tailer) Start(ctx context.Context) error {
 	if err := os.MkdirAll(t.cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("tail: data_dir: %w", err)
 	}
-	entries, err := ReadRegistry(t.cfg.DataDir)
+	rf, err := readRegistryFile(t.cfg.DataDir)
 	if err != nil {
 		return err
 	}
+	entries := rf.Files
 	for _, e := range entries {
 		t.dormant[e.ID] = e
 	}
+	if err := t.loadLedger(rf.Audit); err != nil {
+		return err
+	}
+	// The restored counts are published again: the same totals, so the
+	// audit's latest-wins records do not change.
+	t.mu.Lock()
+	counts := t.ledgerSnapshotLocked(time.Now())
+	t.mu.Unlock()
+	t.publishAudit(counts)
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		t.logger.Warn("file events unavailable; relying on rescans and polling", "err", err)
