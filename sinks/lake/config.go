@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"millrace/audit"
 	"millrace/schemas"
 	"millrace/sinks/parquet"
 )
@@ -84,6 +85,11 @@ type Config struct {
 	// StartAt is where a partition without a committed offset starts:
 	// "earliest" (default) or "latest".
 	StartAt string `yaml:"start_at"`
+	// AuditTopic is where the worker publishes its audit counts (rows
+	// landed, deduplicated and dead-lettered per source and hour) before
+	// each commit, for `millrace audit`. Default "_millrace.audit"; "off"
+	// publishes none (the files' footers still count their rows).
+	AuditTopic string `yaml:"audit_topic"`
 
 	// AfterPublish, when set, is called after every published data file with
 	// its name. It is a fault-injection hook for tests (the CLI's hidden
@@ -145,6 +151,9 @@ func (c Config) withDefaults() Config {
 	if c.StartAt == "" {
 		c.StartAt = "earliest"
 	}
+	if c.AuditTopic == "" {
+		c.AuditTopic = audit.Topic
+	}
 	if c.MaxDecompressedBatchBytes == 0 {
 		c.MaxDecompressedBatchBytes = DefaultMaxDecompressedBatchBytes
 	}
@@ -200,6 +209,9 @@ func (c Config) Validate() error {
 	case "", "earliest", "latest":
 	default:
 		errs = append(errs, fmt.Errorf("lake: start_at %q: want earliest or latest", c.StartAt))
+	}
+	if c.AuditTopic != "" && c.AuditTopic != "off" && (strings.ContainsAny(c.AuditTopic, "/ ") || seen[c.AuditTopic]) {
+		errs = append(errs, fmt.Errorf("lake: audit_topic %q: want a topic name that is not landed, or off", c.AuditTopic))
 	}
 	po := parquet.Options{Compression: c.Compression, RowGroupRows: c.RowGroupRows, RowGroupBytes: c.RowGroupBytes}
 	if err := po.Validate(); err != nil {

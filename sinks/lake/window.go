@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"millrace/audit"
 	"millrace/schemas"
 	"millrace/sinks/parquet"
 	"millrace/sinks/store"
@@ -31,6 +32,12 @@ type partitionState struct {
 	// checkedAt is the last position whose valid batch was logged (stall.go).
 	position, checkedAt int64
 	progressAt          time.Time
+	// Audit (audit.go): the cumulative counts as of the last commit (nil
+	// until the first window after assignment reads them), the audit
+	// records read for that, and the last source key computed.
+	auditTotals                   map[auditKey]auditCounts
+	auditHistory                  []audit.Entry
+	lastHost, lastSource, lastKey string
 }
 
 // window is one commit window of a partition: the records from start up to
@@ -44,6 +51,7 @@ type window struct {
 	deadLetters     int
 	files           map[int64]*outFile // by bucket start, Unix seconds
 	order           []*outFile         // in creation order
+	audit           map[auditKey]*auditCounts
 }
 
 // outFile is one Parquet file of a window.
@@ -54,6 +62,8 @@ type outFile struct {
 	w      *parquet.Writer
 	first  int64
 	last   int64
+	// sources counts the rows per source and hour, for the footer.
+	sources map[auditKey]int64
 }
 
 // committer commits a partition's offset; the kgo implementation is in
@@ -77,6 +87,15 @@ const bytesCheckEvery = 1024
 
 // bucketOf returns the start of the row's time bucket.
 func (w *Worker) bucketOf(row *schemas.Row, recordTime time.Time) time.Time {
+	t := w.eventTime(row, recordTime)
+	if w.cfg.PartitionBy == "day" {
+		return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+	}
+	return t.Truncate(time.Hour)
+}
+
+// eventTime is the time that picks the row's bucket, in UTC.
+func (w *Worker) eventTime(row *schemas.Row, recordTime time.Time) time.Time {
 	var t time.Time
 	if w.timeField < 0 {
 		t = row.TimeOr(recordTime)
@@ -85,11 +104,7 @@ func (w *Worker) bucketOf(row *schemas.Row, recordTime time.Time) time.Time {
 	} else {
 		t = recordTime
 	}
-	t = t.UTC()
-	if w.cfg.PartitionBy == "day" {
-		return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
-	}
-	return t.Truncate(time.Hour)
+	return t.UTC()
 }
 
 // bucketSize is the length of a bucket.
@@ -136,6 +151,7 @@ func (w *Worker) processLocked(ctx context.Context, p *partitionState, r *kgo.Re
 		w.dlq.send(newDeadLetter(p.tp, r, reason), deadLetterKey(r))
 		w.metrics.deadLetters.WithLabelValues(p.tp.topic).Inc()
 		p.win.deadLetters++
+		w.countDeadLetterLocked(p, r)
 		p.win.advance(r)
 		return nil
 	}
@@ -175,6 +191,7 @@ func (w *Worker) processLocked(ctx context.Context, p *partitionState, r *kgo.Re
 		return fmt.Errorf("lake: %s: %w", f.name, err)
 	}
 	f.last = r.Offset
+	w.countRowLocked(p, f, r.Timestamp)
 	p.win.rows++
 	p.win.advance(r)
 	switch {
@@ -241,6 +258,7 @@ func (w *Worker) endWindowLocked(ctx context.Context, p *partitionState, reason 
 	var rows, size int64
 	for _, f := range win.order {
 		f.w.SetSource(p.tp.topic, p.tp.partition, f.first, f.last)
+		f.w.SetMetadata(audit.MetaRows, fileRowCounts(f))
 		if err := f.w.Close(); err != nil {
 			return fmt.Errorf("lake: %s: %w", f.name, err)
 		}
@@ -254,6 +272,9 @@ func (w *Worker) endWindowLocked(ctx context.Context, p *partitionState, reason 
 			w.cfg.AfterPublish(f.name)
 		}
 	}
+	if err := w.publishAuditLocked(ctx, p, win); err != nil {
+		return err
+	}
 	if win.deadLetters > 0 {
 		if err := w.dlq.flush(ctx); err != nil {
 			return fmt.Errorf("lake: dead letters of %s/%d: %w", p.tp.topic, p.tp.partition, err)
@@ -262,6 +283,7 @@ func (w *Worker) endWindowLocked(ctx context.Context, p *partitionState, reason 
 	if err := w.commit.commit(ctx, p.tp, win.next, win.maxRecordTime); err != nil {
 		return fmt.Errorf("lake: commit %s/%d at %d: %w", p.tp.topic, p.tp.partition, win.next, err)
 	}
+	w.applyAuditLocked(p, win)
 	w.metrics.commitLatency.Observe(w.now().Sub(started).Seconds())
 	w.metrics.rows.WithLabelValues(p.tp.topic).Add(float64(rows))
 	w.metrics.bytes.WithLabelValues(p.tp.topic).Add(float64(size))
