@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"millrace/audit"
 	"millrace/schemas"
 	"millrace/sinks/parquet"
 )
@@ -85,11 +84,20 @@ type Config struct {
 	// StartAt is where a partition without a committed offset starts:
 	// "earliest" (default) or "latest".
 	StartAt string `yaml:"start_at"`
-	// AuditTopic is where the worker publishes its audit counts (rows
-	// landed, deduplicated and dead-lettered per source and hour) before
-	// each commit, for `millrace audit`. Default "_millrace.audit"; "off"
-	// publishes none (the files' footers still count their rows).
-	AuditTopic string `yaml:"audit_topic"`
+	// Dedup drops repeated events by their event_id (doc.go, "Dedup"):
+	// "on" (default) or "off". Tail ids (file prefix + byte offset) at or
+	// below the largest offset of their file remembered in the partition,
+	// and UUIDs remembered in the partition, are dropped; records without
+	// such an id pass and are counted.
+	Dedup string `yaml:"dedup"`
+	// DedupWindow is how long, in record time, a partition remembers the
+	// ids it read: a repeat that arrives within it of the first copy is
+	// dropped. A worker that takes a partition over reads this much of it
+	// again before landing. Default 1h.
+	DedupWindow time.Duration `yaml:"dedup_window"`
+	// DedupMaxIDs caps the ids a partition remembers (about 90 bytes
+	// each); past it the oldest are forgotten first. Default 1,000,000.
+	DedupMaxIDs int `yaml:"dedup_max_ids"`
 
 	// AfterPublish, when set, is called after every published data file with
 	// its name. It is a fault-injection hook for tests (the CLI's hidden
@@ -109,6 +117,8 @@ const (
 	DefaultSuccessInterval = 30 * time.Second
 	DefaultSessionTimeout  = 45 * time.Second
 	DefaultStallTimeout    = 30 * time.Second
+	DefaultDedupWindow     = time.Hour
+	DefaultDedupMaxIDs     = 1_000_000
 	// DefaultMaxDecompressedBatchBytes is 64 MiB.
 	DefaultMaxDecompressedBatchBytes = 64 << 20
 )
@@ -151,8 +161,14 @@ func (c Config) withDefaults() Config {
 	if c.StartAt == "" {
 		c.StartAt = "earliest"
 	}
-	if c.AuditTopic == "" {
-		c.AuditTopic = audit.Topic
+	if c.Dedup == "" {
+		c.Dedup = "on"
+	}
+	if c.DedupWindow == 0 {
+		c.DedupWindow = DefaultDedupWindow
+	}
+	if c.DedupMaxIDs == 0 {
+		c.DedupMaxIDs = DefaultDedupMaxIDs
 	}
 	if c.MaxDecompressedBatchBytes == 0 {
 		c.MaxDecompressedBatchBytes = DefaultMaxDecompressedBatchBytes
@@ -210,8 +226,13 @@ func (c Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("lake: start_at %q: want earliest or latest", c.StartAt))
 	}
-	if c.AuditTopic != "" && c.AuditTopic != "off" && (strings.ContainsAny(c.AuditTopic, "/ ") || seen[c.AuditTopic]) {
-		errs = append(errs, fmt.Errorf("lake: audit_topic %q: want a topic name that is not landed, or off", c.AuditTopic))
+	switch c.Dedup {
+	case "", "on", "off":
+	default:
+		errs = append(errs, fmt.Errorf("lake: dedup %q: want on or off", c.Dedup))
+	}
+	if c.DedupWindow < 0 || (c.DedupWindow > 0 && c.DedupWindow < time.Millisecond) || c.DedupMaxIDs < 0 {
+		errs = append(errs, errors.New("lake: dedup_window must be at least 1ms (record times are milliseconds) and dedup_max_ids cannot be negative"))
 	}
 	po := parquet.Options{Compression: c.Compression, RowGroupRows: c.RowGroupRows, RowGroupBytes: c.RowGroupBytes}
 	if err := po.Validate(); err != nil {

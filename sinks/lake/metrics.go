@@ -14,6 +14,9 @@ type metrics struct {
 	commitLatency      prometheus.Histogram   //
 	openFiles          prometheus.Gauge       //
 	markers            *prometheus.CounterVec // topic
+	duplicates         *prometheus.CounterVec // topic
+	withoutID          *prometheus.CounterVec // topic
+	dedupRebuilt       *prometheus.CounterVec // topic
 
 	reg prometheus.Registerer // where they are registered, or nil
 }
@@ -44,6 +47,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "open_files", Help: "Parquet files being written."}),
 		markers: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "millrace", Subsystem: "lake",
 			Name: "success_markers_total", Help: "_SUCCESS markers written."}, []string{"topic"}),
+		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "millrace", Subsystem: "lake",
+			Name: "duplicates_dropped_total", Help: "Records dropped as repeats of an event id, in landed windows."}, []string{"topic"}),
+		withoutID: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "millrace", Subsystem: "lake",
+			Name: "records_without_id_total", Help: "Rows landed without an event id that dedup recognises, in landed windows."}, []string{"topic"}),
+		dedupRebuilt: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "millrace", Subsystem: "lake",
+			Name: "dedup_records_reread_total", Help: "Records read again to rebuild a partition's remembered ids after an assignment."}, []string{"topic"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.all()...)
@@ -53,7 +62,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 }
 
 func (m *metrics) all() []prometheus.Collector {
-	return []prometheus.Collector{m.rows, m.files, m.bytes, m.deadLetters, m.undecodableBatches, m.windows, m.lag, m.commitLatency, m.openFiles, m.markers}
+	return []prometheus.Collector{m.rows, m.files, m.bytes, m.deadLetters, m.undecodableBatches, m.windows, m.lag, m.commitLatency, m.openFiles, m.markers, m.duplicates, m.withoutID, m.dedupRebuilt}
 }
 
 // unregister removes the series, so a worker that replaces this one (see

@@ -8,7 +8,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"millrace/audit"
 	"millrace/schemas"
 	"millrace/sinks/parquet"
 	"millrace/sinks/store"
@@ -32,12 +31,9 @@ type partitionState struct {
 	// checkedAt is the last position whose valid batch was logged (stall.go).
 	position, checkedAt int64
 	progressAt          time.Time
-	// Audit (audit.go): the cumulative counts as of the last commit (nil
-	// until the first window after assignment reads them), the audit
-	// records read for that, and the last source key computed.
-	auditTotals                   map[auditKey]auditCounts
-	auditHistory                  []audit.Entry
-	lastHost, lastSource, lastKey string
+	// dedup decides repeats (dedup.go); nil until the partition's first
+	// record, when it is rebuilt, and with Dedup off.
+	dedup *deduper
 }
 
 // window is one commit window of a partition: the records from start up to
@@ -51,7 +47,7 @@ type window struct {
 	deadLetters     int
 	files           map[int64]*outFile // by bucket start, Unix seconds
 	order           []*outFile         // in creation order
-	audit           map[auditKey]*auditCounts
+	dedup           dedupCounts        // repeats dropped and rows without id, by source and hour
 }
 
 // outFile is one Parquet file of a window.
@@ -62,8 +58,6 @@ type outFile struct {
 	w      *parquet.Writer
 	first  int64
 	last   int64
-	// sources counts the rows per source and hour, for the footer.
-	sources map[auditKey]int64
 }
 
 // committer commits a partition's offset; the kgo implementation is in
@@ -141,6 +135,12 @@ func (w *Worker) processLocked(ctx context.Context, p *partitionState, r *kgo.Re
 	} else if p.win.firstRecordTime.IsZero() {
 		p.win.firstRecordTime = r.Timestamp // the window began with a skipped batch
 	}
+	if w.cfg.Dedup == "on" {
+		if p.dedup == nil {
+			p.dedup = w.rebuildDedupLocked(ctx, p, r.Offset)
+		}
+		p.dedup.observe(r.Timestamp)
+	}
 	reason := ""
 	if len(r.Value) == 0 {
 		reason = "empty record value"
@@ -151,7 +151,10 @@ func (w *Worker) processLocked(ctx context.Context, p *partitionState, r *kgo.Re
 		w.dlq.send(newDeadLetter(p.tp, r, reason), deadLetterKey(r))
 		w.metrics.deadLetters.WithLabelValues(p.tp.topic).Inc()
 		p.win.deadLetters++
-		w.countDeadLetterLocked(p, r)
+		p.win.advance(r)
+		return nil
+	}
+	if p.dedup != nil && w.dropRepeatLocked(p, r) {
 		p.win.advance(r)
 		return nil
 	}
@@ -191,7 +194,6 @@ func (w *Worker) processLocked(ctx context.Context, p *partitionState, r *kgo.Re
 		return fmt.Errorf("lake: %s: %w", f.name, err)
 	}
 	f.last = r.Offset
-	w.countRowLocked(p, f, r.Timestamp)
 	p.win.rows++
 	p.win.advance(r)
 	switch {
@@ -258,7 +260,6 @@ func (w *Worker) endWindowLocked(ctx context.Context, p *partitionState, reason 
 	var rows, size int64
 	for _, f := range win.order {
 		f.w.SetSource(p.tp.topic, p.tp.partition, f.first, f.last)
-		f.w.SetMetadata(audit.MetaRows, fileRowCounts(f))
 		if err := f.w.Close(); err != nil {
 			return fmt.Errorf("lake: %s: %w", f.name, err)
 		}
@@ -272,9 +273,6 @@ func (w *Worker) endWindowLocked(ctx context.Context, p *partitionState, reason 
 			w.cfg.AfterPublish(f.name)
 		}
 	}
-	if err := w.publishAuditLocked(ctx, p, win); err != nil {
-		return err
-	}
 	if win.deadLetters > 0 {
 		if err := w.dlq.flush(ctx); err != nil {
 			return fmt.Errorf("lake: dead letters of %s/%d: %w", p.tp.topic, p.tp.partition, err)
@@ -283,11 +281,11 @@ func (w *Worker) endWindowLocked(ctx context.Context, p *partitionState, reason 
 	if err := w.commit.commit(ctx, p.tp, win.next, win.maxRecordTime); err != nil {
 		return fmt.Errorf("lake: commit %s/%d at %d: %w", p.tp.topic, p.tp.partition, win.next, err)
 	}
-	w.applyAuditLocked(p, win)
 	w.metrics.commitLatency.Observe(w.now().Sub(started).Seconds())
 	w.metrics.rows.WithLabelValues(p.tp.topic).Add(float64(rows))
 	w.metrics.bytes.WithLabelValues(p.tp.topic).Add(float64(size))
 	w.metrics.windows.WithLabelValues(p.tp.topic, reason).Inc()
+	w.mergeDedupCountsLocked(p.tp.topic, win.dedup)
 	for _, f := range win.order {
 		w.addPendingLocked(p.tp.topic, f.bucket)
 	}

@@ -34,13 +34,13 @@ type Worker struct {
 	client   *kgo.Client
 	commit   committer
 	dlq      deadLetterSink
-	audit    auditPublisher // nil: no audit records
 	progress progressSource
 	batches  batchReader
 	probe    stallProbe // nil: no stall checks
 	// decompressor is the bounded one, for reading batches directly.
 	decompressor kgo.Decompressor
 	seek         func(tp topicPartition, offset int64) // moves the fetch position past an undecodable batch
+	history      dedupHistory                          // nil: dedup state starts empty (dedup.go)
 
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the poll loop has returned
@@ -50,7 +50,8 @@ type Worker struct {
 	openFiles        int
 	pending          map[string]map[int64]struct{} // topic -> buckets (Unix seconds) with files but no marker yet
 	lastSuccessCheck time.Time
-	err              error // why the worker stopped on its own
+	err              error        // why the worker stopped on its own
+	dedupTotals      []DedupCount // of landed windows, since TakeDedupCounts
 }
 
 // New checks cfg and returns a worker that lands into st. reg may be nil.
@@ -124,15 +125,13 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	w.client = cl
 	w.commit = &kgoCommitter{client: cl, group: w.cfg.Group}
 	w.dlq = &kgoDeadLetters{client: cl}
-	if w.cfg.AuditTopic != "off" {
-		w.ensureTopic(ctx, cl, w.cfg.AuditTopic)
-		w.audit = &kgoAudit{client: cl, topic: w.cfg.AuditTopic, brokers: w.cfg.Brokers}
-	}
 	w.progress = &kgoProgress{client: cl, group: w.cfg.Group}
 	reader := &kgoBatchReader{client: cl, decompressor: decompressor}
 	w.batches, w.decompressor = reader, decompressor
 	w.probe = &kgoStallProbe{reader: reader, group: w.cfg.Group, startAt: w.cfg.StartAt}
 	w.seek = kgoSeek(cl)
+	w.history = &kgoHistory{client: cl, group: w.cfg.Group, brokers: w.cfg.Brokers,
+		decompressor: decompressor, stallTimeout: w.cfg.StallTimeout}
 	runCtx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
 	go w.run(runCtx)
