@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"millrace/audit"
 	"millrace/schemas"
 	"millrace/sinks/parquet"
 )
@@ -98,6 +99,11 @@ type Config struct {
 	// DedupMaxIDs caps the ids a partition remembers (about 90 bytes
 	// each); past it the oldest are forgotten first. Default 1,000,000.
 	DedupMaxIDs int `yaml:"dedup_max_ids"`
+	// AuditTopic is where the worker publishes its audit counts (rows
+	// landed, deduplicated and dead-lettered per source and hour) before
+	// each commit, for `millrace audit`. Default "_millrace.audit"; "off"
+	// publishes none (the files' footers still count their rows).
+	AuditTopic string `yaml:"audit_topic"`
 
 	// AfterPublish, when set, is called after every published data file with
 	// its name. It is a fault-injection hook for tests (the CLI's hidden
@@ -170,6 +176,9 @@ func (c Config) withDefaults() Config {
 	if c.DedupMaxIDs == 0 {
 		c.DedupMaxIDs = DefaultDedupMaxIDs
 	}
+	if c.AuditTopic == "" {
+		c.AuditTopic = audit.Topic
+	}
 	if c.MaxDecompressedBatchBytes == 0 {
 		c.MaxDecompressedBatchBytes = DefaultMaxDecompressedBatchBytes
 	}
@@ -225,6 +234,9 @@ func (c Config) Validate() error {
 	case "", "earliest", "latest":
 	default:
 		errs = append(errs, fmt.Errorf("lake: start_at %q: want earliest or latest", c.StartAt))
+	}
+	if c.AuditTopic != "" && c.AuditTopic != "off" && (strings.ContainsAny(c.AuditTopic, "/ ") || seen[c.AuditTopic]) {
+		errs = append(errs, fmt.Errorf("lake: audit_topic %q: want a topic name that is not landed, or off", c.AuditTopic))
 	}
 	switch c.Dedup {
 	case "", "on", "off":

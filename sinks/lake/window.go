@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"millrace/audit"
 	"millrace/schemas"
 	"millrace/sinks/parquet"
 	"millrace/sinks/store"
@@ -34,6 +35,12 @@ type partitionState struct {
 	// dedup decides repeats (dedup.go); nil until the partition's first
 	// record, when it is rebuilt, and with Dedup off.
 	dedup *deduper
+	// Audit (audit.go): the cumulative counts as of the last commit (nil
+	// until the first window after assignment reads them), the audit
+	// records read for that, and the last source key computed.
+	auditTotals                   map[auditKey]auditCounts
+	auditHistory                  []audit.Entry
+	lastHost, lastSource, lastKey string
 }
 
 // window is one commit window of a partition: the records from start up to
@@ -48,6 +55,7 @@ type window struct {
 	files           map[int64]*outFile // by bucket start, Unix seconds
 	order           []*outFile         // in creation order
 	dedup           dedupCounts        // repeats dropped and rows without id, by source and hour
+	audit           map[auditKey]*auditCounts
 }
 
 // outFile is one Parquet file of a window.
@@ -58,6 +66,8 @@ type outFile struct {
 	w      *parquet.Writer
 	first  int64
 	last   int64
+	// sources counts the rows per source and hour, for the footer.
+	sources map[auditKey]int64
 }
 
 // committer commits a partition's offset; the kgo implementation is in
@@ -151,6 +161,7 @@ func (w *Worker) processLocked(ctx context.Context, p *partitionState, r *kgo.Re
 		w.dlq.send(newDeadLetter(p.tp, r, reason), deadLetterKey(r))
 		w.metrics.deadLetters.WithLabelValues(p.tp.topic).Inc()
 		p.win.deadLetters++
+		w.countDeadLetterLocked(p, r)
 		p.win.advance(r)
 		return nil
 	}
@@ -194,6 +205,7 @@ func (w *Worker) processLocked(ctx context.Context, p *partitionState, r *kgo.Re
 		return fmt.Errorf("lake: %s: %w", f.name, err)
 	}
 	f.last = r.Offset
+	w.countRowLocked(p, f, r.Timestamp)
 	p.win.rows++
 	p.win.advance(r)
 	switch {
@@ -260,6 +272,7 @@ func (w *Worker) endWindowLocked(ctx context.Context, p *partitionState, reason 
 	var rows, size int64
 	for _, f := range win.order {
 		f.w.SetSource(p.tp.topic, p.tp.partition, f.first, f.last)
+		f.w.SetMetadata(audit.MetaRows, fileRowCounts(f))
 		if err := f.w.Close(); err != nil {
 			return fmt.Errorf("lake: %s: %w", f.name, err)
 		}
@@ -273,6 +286,9 @@ func (w *Worker) endWindowLocked(ctx context.Context, p *partitionState, reason 
 			w.cfg.AfterPublish(f.name)
 		}
 	}
+	if err := w.publishAuditLocked(ctx, p, win); err != nil {
+		return err
+	}
 	if win.deadLetters > 0 {
 		if err := w.dlq.flush(ctx); err != nil {
 			return fmt.Errorf("lake: dead letters of %s/%d: %w", p.tp.topic, p.tp.partition, err)
@@ -281,6 +297,7 @@ func (w *Worker) endWindowLocked(ctx context.Context, p *partitionState, reason 
 	if err := w.commit.commit(ctx, p.tp, win.next, win.maxRecordTime); err != nil {
 		return fmt.Errorf("lake: commit %s/%d at %d: %w", p.tp.topic, p.tp.partition, win.next, err)
 	}
+	w.applyAuditLocked(p, win)
 	w.metrics.commitLatency.Observe(w.now().Sub(started).Seconds())
 	w.metrics.rows.WithLabelValues(p.tp.topic).Add(float64(rows))
 	w.metrics.bytes.WithLabelValues(p.tp.topic).Add(float64(size))

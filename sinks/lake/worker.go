@@ -34,6 +34,7 @@ type Worker struct {
 	client   *kgo.Client
 	commit   committer
 	dlq      deadLetterSink
+	audit    auditPublisher // nil: no audit records
 	progress progressSource
 	batches  batchReader
 	probe    stallProbe // nil: no stall checks
@@ -125,6 +126,10 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	w.client = cl
 	w.commit = &kgoCommitter{client: cl, group: w.cfg.Group}
 	w.dlq = &kgoDeadLetters{client: cl}
+	if w.cfg.AuditTopic != "off" {
+		w.ensureTopic(ctx, cl, w.cfg.AuditTopic)
+		w.audit = &kgoAudit{client: cl, topic: w.cfg.AuditTopic, brokers: w.cfg.Brokers}
+	}
 	w.progress = &kgoProgress{client: cl, group: w.cfg.Group}
 	reader := &kgoBatchReader{client: cl, decompressor: decompressor}
 	w.batches, w.decompressor = reader, decompressor
