@@ -156,7 +156,20 @@ func fileRowCounts(f *outFile) string {
 // from the counts as of the committed offset (auditBaseLocked) and counts
 // the same records again.
 func (w *Worker) publishAuditLocked(ctx context.Context, p *partitionState, win *window) error {
-	if w.audit == nil || len(win.audit) == 0 {
+	if w.audit == nil {
+		return nil
+	}
+	// Dedup's counts (dedup.go) join the window's.
+	for k, v := range win.dedup {
+		h, err := audit.ParseHour(k.hour)
+		if err != nil {
+			continue // made by audit.Hour: cannot happen
+		}
+		c := win.countsFor(auditKey{k.source, h.Unix()})
+		c.deduplicated += v[countDeduplicated]
+		c.noID += v[countNoID]
+	}
+	if len(win.audit) == 0 {
 		return nil
 	}
 	if err := w.auditBaseLocked(ctx, p, win.start); err != nil {
