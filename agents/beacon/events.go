@@ -184,7 +184,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, body []byt
 		return
 	}
 	res, recs := s.clickRecords(info, raws, false)
-	if err := s.publish(r.Context(), recs); err != nil {
+	if err := s.publish(r.Context(), recs, res.marks); err != nil {
 		s.failPublish(w, r, err)
 		return
 	}
@@ -223,10 +223,12 @@ func (s *Server) clickRecords(info reqInfo, raws []json.RawMessage, pixel bool) 
 			res.Rejected++
 			res.Errors = append(res.Errors, rejection{Index: i, Reason: err.Error()})
 			recs = append(recs, s.deadLetter(s.cfg.DLQTopic, "click", info, raw, err))
+			res.marks = append(res.marks, auditMark{})
 			continue
 		}
 		res.Accepted++
 		recs = append(recs, rec)
+		res.marks = append(res.marks, s.clickMark(row))
 	}
 	return res, recs
 }
@@ -415,7 +417,7 @@ func (s *Server) handlePixel(w http.ResponseWriter, r *http.Request, _ []byte) {
 	}
 	raw := pixelEvent(r.URL.Query())
 	res, recs := s.clickRecords(info, []json.RawMessage{raw}, true)
-	if err := s.publish(r.Context(), recs); err != nil {
+	if err := s.publish(r.Context(), recs, res.marks); err != nil {
 		s.failPublish(w, r, err)
 		return
 	}

@@ -73,7 +73,7 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, body []by
 		}
 		res, recs = s.sampleRecords(info, source, samples)
 	}
-	if err := s.publish(r.Context(), recs); err != nil {
+	if err := s.publish(r.Context(), recs, res.marks); err != nil {
 		s.failPublish(w, r, err)
 		return
 	}
@@ -182,11 +182,15 @@ func (s *Server) jsonSampleRecords(info reqInfo, source string, raws []json.RawM
 			res.Rejected++
 			res.Errors = append(res.Errors, rejection{Index: i, Reason: err.Error()})
 			recs = append(recs, s.deadLetter(s.cfg.MetricsDLQTopic, "metric", info, raw, err))
+			res.marks = append(res.marks, auditMark{})
 			continue
 		}
 		res.Accepted++
 		name, _ := row.Get("name").(string)
 		recs = append(recs, &kgo.Record{Topic: s.cfg.MetricsTopic, Key: []byte(name), Value: row.AppendJSON(nil)})
+		src, _ := row.Get("source").(string)
+		ts, _ := row.Get("ts").(time.Time)
+		res.marks = append(res.marks, s.metricMark(src, ts))
 	}
 	return res, recs
 }
@@ -227,10 +231,12 @@ func (s *Server) sampleRecords(info reqInfo, source string, samples []intake.Sam
 			res.Rejected++
 			res.Errors = append(res.Errors, rejection{Index: i, Reason: err.Error()})
 			recs = append(recs, s.deadLetter(s.cfg.MetricsDLQTopic, "metric", info, raw, err))
+			res.marks = append(res.marks, auditMark{})
 			continue
 		}
 		res.Accepted++
 		recs = append(recs, &kgo.Record{Topic: s.cfg.MetricsTopic, Key: []byte(m.Name), Value: value})
+		res.marks = append(res.marks, s.metricMark(source, m.TS))
 	}
 	return res, recs
 }

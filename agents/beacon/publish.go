@@ -89,7 +89,10 @@ func (w *ackWaiter) settle(n int64) {
 // topic. On any failure or timeout the records not yet sent are canceled
 // (they would only become duplicates of the client's retry, and they hold
 // buffer memory).
-func (s *Server) publish(ctx context.Context, recs []*kgo.Record) error {
+//
+// marks, one per record (or none), says what the audit counts for each
+// record the broker acknowledges, whatever the request's answer.
+func (s *Server) publish(ctx context.Context, recs []*kgo.Record, marks []auditMark) error {
 	if len(recs) == 0 {
 		return nil
 	}
@@ -108,7 +111,11 @@ func (s *Server) publish(ctx context.Context, recs []*kgo.Record) error {
 	defer cancel()
 	w := newAckWaiter(len(recs))
 	for i, r := range recs {
-		if err := s.producer.TryProduce(ctx, r, w.ack); err != nil {
+		ack := w.ack
+		if i < len(marks) {
+			ack = marks[i].counted(ack)
+		}
+		if err := s.producer.TryProduce(ctx, r, ack); err != nil {
 			w.setErr(err)
 			w.settle(int64(len(recs) - i))
 			break
@@ -149,6 +156,9 @@ type result struct {
 	// madeIDs counts the accepted events whose event_id the server made
 	// (the client sent none, or no UUID).
 	madeIDs int
+	// marks says what the audit counts for each record to publish, in the
+	// records' order (audit.go).
+	marks []auditMark
 }
 
 // rejection is one event that went to the dead-letter topic.

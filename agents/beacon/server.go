@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/agents/ship"
+	"millrace/audit"
 	"millrace/internal/httpserver"
 )
 
@@ -55,6 +56,9 @@ type Server struct {
 	now      func() time.Time
 	handler  http.Handler
 	draining atomic.Bool
+	// clickAudit and metricAudit count acknowledged events (audit.go); set
+	// by SetAudit before Start, nil counts nothing.
+	clickAudit, metricAudit *audit.Counter
 
 	mu         sync.Mutex // guards the following
 	ingest     *listening // nil before Start

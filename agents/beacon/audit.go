@@ -1,0 +1,74 @@
+package beacon
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/audit"
+	"millrace/schemas"
+)
+
+// The beacon's audit counts every event the broker acknowledged for its
+// topic, by source key and hour, when the acknowledgement arrives (not when
+// the request is answered: a request that timed out with a 503 may still be
+// acknowledged, and its events land). A browser's retry of such a request
+// is acknowledged and counted again, so the counts are not distinct; the
+// sink's deduplicated count makes up the difference. The beacon keeps no
+// state on disk: counts acknowledged since the last publication (at most
+// audit.interval) are lost if the process is killed; a clean shutdown
+// publishes them.
+
+// SetAudit makes the beacon count acknowledged clicks in clicks and
+// acknowledged metric samples (POST /v1/metrics) in metrics; either may be
+// nil. Call it before Start.
+func (s *Server) SetAudit(clicks, metrics *audit.Counter) {
+	s.clickAudit, s.metricAudit = clicks, metrics
+}
+
+// auditMark is what the audit counts for one record once the broker
+// acknowledged it. A zero mark (no counter) counts nothing: dead letters.
+type auditMark struct {
+	counter *audit.Counter
+	topic   string
+	source  string
+	at      time.Time // the event's time; zero: the record's timestamp
+}
+
+// clickMark is the mark of a valid click in row: its url's host and its
+// (clamped) ts. A click without ts is bucketed by its record's timestamp,
+// as the sink does.
+func (s *Server) clickMark(row *schemas.Row) auditMark {
+	if s.clickAudit == nil {
+		return auditMark{}
+	}
+	u, _ := row.Get("url").(string)
+	ts, _ := row.Get("ts").(time.Time)
+	return auditMark{counter: s.clickAudit, topic: s.cfg.Topic, source: audit.ClickSource(u), at: ts}
+}
+
+// metricMark is the mark of a valid metric sample.
+func (s *Server) metricMark(source string, ts time.Time) auditMark {
+	if s.metricAudit == nil {
+		return auditMark{}
+	}
+	return auditMark{counter: s.metricAudit, topic: s.cfg.MetricsTopic, source: audit.MetricSource(source), at: ts}
+}
+
+// counted wraps ack so that the mark is counted once the broker
+// acknowledged the record.
+func (m auditMark) counted(ack func(*kgo.Record, error)) func(*kgo.Record, error) {
+	if m.counter == nil {
+		return ack
+	}
+	return func(r *kgo.Record, err error) {
+		if err == nil {
+			at := m.at
+			if at.IsZero() {
+				at = r.Timestamp
+			}
+			m.counter.Add(m.topic, m.source, at, 1)
+		}
+		ack(r, err)
+	}
+}
