@@ -8,8 +8,10 @@ import (
 	"net/http/httptest"
 	"os/exec"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +32,25 @@ func chromiumPath(t *testing.T) string {
 	}
 	t.Fatal("no Chromium found: install it with `apt-get install -y chromium` (make deps)")
 	return ""
+}
+
+// newBrowser starts headless Chromium with the flags this machine needs (no
+// sandbox as root, no background networking on a closed network); the test's
+// cleanup stops it.
+func newBrowser(t *testing.T, chromium string) context.Context {
+	t.Helper()
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		append(chromedp.DefaultExecAllocatorOptions[:],
+			chromedp.ExecPath(chromium),
+			chromedp.Headless,
+			chromedp.NoSandbox,
+			chromedp.DisableGPU,
+			chromedp.Flag("disable-background-networking", true),
+			chromedp.Flag("disable-dev-shm-usage", true),
+		)...)
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	return ctx
 }
 
 const shopPage = `<!doctype html>
@@ -78,18 +99,7 @@ func TestBrowserTracker(t *testing.T) {
 	t.Cleanup(beacon.Close)
 	beaconURL = beacon.URL
 
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		append(chromedp.DefaultExecAllocatorOptions[:],
-			chromedp.ExecPath(chromium),
-			chromedp.Headless,
-			chromedp.NoSandbox,
-			chromedp.DisableGPU,
-			chromedp.Flag("disable-background-networking", true),
-			chromedp.Flag("disable-dev-shm-usage", true),
-		)...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(allocCtx)
-	defer cancel()
+	ctx := newBrowser(t, chromium)
 	// The first Run starts the browser: no timeout on it (see chromedp.Run).
 	if err := chromedp.Do(ctx, chromedp.Navigate(pages.URL+"/")); err != nil {
 		t.Fatalf("loading the page: %v", err)
@@ -221,6 +231,122 @@ func TestBrowserTracker(t *testing.T) {
 	for _, p := range posts {
 		if p != "text/plain;charset=UTF-8 from "+pages.URL {
 			t.Errorf("POST %q, want text/plain from the page origin", p)
+		}
+	}
+}
+
+const queuePage = `<!doctype html>
+<html><head><title>Queue</title>
+<script src="%s/beacon.js" data-flush-interval="0" data-auto-pageview="false"></script>
+</head><body></body></html>`
+
+// TestBrowserQueue: while the beacon answers 503, beacon.js keeps at most
+// 500 events in localStorage, dropping the oldest and counting them; a page
+// load keeps the queue and its ids; once the beacon answers, a 413 halves
+// the request until it fits, every queued event lands once under the id it
+// was made with, and the count of dropped events follows as an event.
+func TestBrowserQueue(t *testing.T) {
+	chromium := chromiumPath(t)
+	const tracked, bound = 503, 500
+	var beaconURL string
+	pages := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprintf(w, queuePage, beaconURL)
+	}))
+	t.Cleanup(pages.Close)
+	h := newHarness(t, Config{AllowedOrigins: []string{pages.URL}, MaxEventsPerRequest: 5}, ship.Config{})
+	var down atomic.Bool
+	var refused atomic.Int64 // 503s answered while down
+	var tooLarge atomic.Int64
+	beacon := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && down.Load() {
+			refused.Add(1)
+			w.Header().Set("Access-Control-Allow-Origin", r.Header.Get("Origin"))
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		h.server.Handler().ServeHTTP(rec, r)
+		if rec.code == http.StatusRequestEntityTooLarge {
+			tooLarge.Add(1)
+		}
+	}))
+	t.Cleanup(beacon.Close)
+	beaconURL = beacon.URL
+
+	ctx := newBrowser(t, chromium)
+	down.Store(true)
+	if err := chromedp.Do(ctx, chromedp.Navigate(pages.URL+"/")); err != nil {
+		t.Fatalf("loading the page: %v", err)
+	}
+	step, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	queued := func() []string {
+		t.Helper()
+		ids, err := chromedp.Run(step, chromedp.Evaluate[[]string](
+			`JSON.parse(localStorage.getItem('millrace:queue') || '[]').map(function (e) { return e.event_id; })`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	first, err := chromedp.Run(step, chromedp.Evaluate[string](fmt.Sprintf(
+		`for (var i = 0; i < %d; i++) { millrace.track('e', {n: i}); }
+		 JSON.parse(localStorage.getItem('millrace:queue'))[0].properties.n + '/' + localStorage.getItem('millrace:dropped')`, tracked)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("%d/%d", tracked-bound, tracked-bound); first != want {
+		t.Fatalf("oldest queued event n / dropped count = %s, want %s", first, want)
+	}
+	before := queued()
+	if len(before) != bound {
+		t.Fatalf("%d events queued, want the bound %d", len(before), bound)
+	}
+	// The 20th event started a flush; the 503 backs it off, so the
+	// remaining events did not each send one.
+	waitFor(t, func() bool { return refused.Load() >= 1 })
+	if n := refused.Load(); n > 2 {
+		t.Errorf("%d requests while the beacon answered 503, want the flush and at most one retry", n)
+	}
+	sofar := refused.Load()
+	if err := chromedp.Do(step, chromedp.Navigate(pages.URL+"/")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return refused.Load() > sofar }) // the new page's flush
+	if after := queued(); !slices.Equal(after, before) {
+		t.Fatalf("a page load changed the queue: %d ids before, %d after", len(before), len(after))
+	}
+
+	down.Store(false)
+	if _, err := chromedp.Run(step, chromedp.Poll[bool](`localStorage.getItem('millrace:queue') === '[]'`,
+		chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
+		t.Fatalf("the queue did not empty: %v", err)
+	}
+	if tooLarge.Load() == 0 {
+		t.Errorf("no 413: the test did not exercise the halving")
+	}
+	evs := h.events(topic)
+	if len(evs) != bound+1 {
+		t.Fatalf("%d events, want the %d queued and the overflow report", len(evs), bound)
+	}
+	landed := make(map[string]bool)
+	for _, e := range evs {
+		id, _ := e["event_id"].(string)
+		if landed[id] {
+			t.Errorf("event %s landed twice", id)
+		}
+		landed[id] = true
+		if e["type"] == "millrace_queue_overflow" {
+			if props, _ := e["properties"].(map[string]any); props["dropped"] != float64(tracked-bound) {
+				t.Errorf("overflow report %v, want dropped %d", props, tracked-bound)
+			}
+		}
+	}
+	for _, id := range before {
+		if !landed[id] {
+			t.Errorf("queued event %s did not land under its id", id)
 		}
 	}
 }
