@@ -1,0 +1,303 @@
+package lake
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/sinks/store"
+)
+
+func tailID(prefix string, offset int) string { return fmt.Sprintf("%016s%016x", prefix, offset) }
+
+func uuidOf(n int) string { return fmt.Sprintf("0190a1b2-c3d4-7e5f-8a9b-%012d", n) }
+
+func TestParseEventID(t *testing.T) {
+	for _, c := range []struct {
+		id   string
+		kind idKind
+	}{
+		{tailID("00aa", 7), idTail},
+		{strings.ToUpper(tailID("00aa", 10)), idNone}, // the tailer writes lower case
+		{uuidOf(1), idUUID},
+		{strings.ToUpper(uuidOf(1)), idUUID},
+		{"0190a1b2c3d47e5f8a9b000000000001xyzw", idNone},
+		{"e1", idNone},
+		{"", idNone},
+		{strings.Repeat("g", 32), idNone},
+	} {
+		if kind, _ := parseEventID(c.id); kind != c.kind {
+			t.Errorf("%q: kind %d, want %d", c.id, kind, c.kind)
+		}
+	}
+	_, a := parseEventID(uuidOf(1))
+	_, b := parseEventID(strings.ToUpper(uuidOf(1)))
+	if a != b {
+		t.Error("a UUID in upper case is another id")
+	}
+}
+
+// TestDeduperDecisions: each step reads a record (record time in minutes,
+// an id) and says whether it is dropped.
+func TestDeduperDecisions(t *testing.T) {
+	type step struct {
+		minute int
+		id     string
+		drop   bool
+	}
+	for _, c := range []struct {
+		name   string
+		maxIDs int
+		steps  []step
+	}{
+		{"tail watermark", 100, []step{
+			{0, tailID("a", 0), false}, {0, tailID("a", 10), false}, {1, tailID("a", 10), true},
+			{1, tailID("a", 5), true}, {1, tailID("b", 5), false}, {2, tailID("a", 11), false}, {2, tailID("b", 5), true},
+		}},
+		{"tail re-sent range keeps the largest offset", 100, []step{
+			{0, tailID("a", 100), false}, {1, tailID("a", 50), true}, {1, tailID("a", 60), true},
+			{2, tailID("a", 100), true}, {2, tailID("a", 101), false},
+		}},
+		{"uuid within the window", 100, []step{
+			{0, uuidOf(1), false}, {30, uuidOf(2), false}, {59, uuidOf(1), true}, {61, uuidOf(2), true},
+			// minute 61: the first copy of 1 (minute 0) is forgotten, its
+			// repeat at 59 (remembered too) is not.
+			{61, uuidOf(1), true}, {120, uuidOf(1), true}, {181, uuidOf(1), false},
+		}},
+		{"record time going back does not turn the clock back", 100, []step{
+			{60, uuidOf(1), false}, {0, uuidOf(2), false}, {61, uuidOf(2), true}, {121, uuidOf(2), false},
+		}},
+		{"tail watermark forgotten after the window", 100, []step{
+			{0, tailID("a", 10), false}, {59, tailID("a", 9), true}, {120, tailID("a", 9), false},
+		}},
+		{"oldest forgotten first past max ids", 2, []step{
+			{0, uuidOf(1), false}, {0, uuidOf(2), false}, {0, uuidOf(3), false},
+			{0, uuidOf(1), false}, {0, uuidOf(3), true},
+		}},
+		{"no id passes", 100, []step{{0, "", false}, {0, "", false}, {0, "e1", false}, {0, "e1", false}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := newDeduper(time.Hour, c.maxIDs)
+			for i, s := range c.steps {
+				d.observe(base.Add(time.Duration(s.minute) * time.Minute))
+				kind, id := parseEventID(s.id)
+				if got := d.decide(kind, id); got != s.drop {
+					t.Errorf("step %d (%+v): dropped %v", i, s, got)
+				}
+			}
+		})
+	}
+}
+
+// TestDeduperMemoryBound: 10^6 distinct ids through a deduper capped at
+// 10^5 hold no more memory than the cap's worth, and the state keeps only
+// the newest 10^5.
+func TestDeduperMemoryBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10^6 ids")
+	}
+	const maxIDs, n = 100_000, 1_000_000
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	ids := make([][16]byte, n)
+	for i := range ids {
+		_, ids[i] = parseEventID(uuidOf(i))
+	}
+	before := heap()
+	d := newDeduper(time.Hour, maxIDs)
+	var peak uint64
+	for i, id := range ids {
+		d.observe(base.Add(time.Duration(i) * time.Millisecond))
+		if d.decide(idUUID, id) {
+			t.Fatalf("distinct id %d dropped", i)
+		}
+		if i == maxIDs-1 || i%(n/4) == n/4-1 {
+			peak = max(peak, heap()-before)
+		}
+	}
+	perID := float64(peak) / maxIDs
+	t.Logf("%d distinct ids, cap %d: %d entries, peak %d bytes (%.0f bytes per remembered id)", n, maxIDs, d.n, peak, perID)
+	if d.n != maxIDs || len(d.uuids) != maxIDs || len(d.ring) != maxIDs {
+		t.Errorf("holds %d entries, %d ids, ring %d; want %d", d.n, len(d.uuids), len(d.ring), maxIDs)
+	}
+	// The README and the DedupMaxIDs doc promise at most about 100 bytes per id.
+	if perID > 100 {
+		t.Errorf("%.0f bytes per remembered id, want at most 100", perID)
+	}
+	if !d.decide(idUUID, ids[n-1]) || d.decide(idUUID, ids[n-maxIDs-1]) {
+		t.Error("the newest id is not remembered, or the one before the newest cap's worth is")
+	}
+	runtime.KeepAlive(ids)
+}
+
+// uuidClick is a click record with a UUID event id.
+func uuidClick(offset int64, n int) *kgo.Record {
+	r := click(offset, 0)
+	r.Value = []byte(strings.Replace(string(r.Value), fmt.Sprintf(`"e%d"`, offset), `"`+uuidOf(n)+`"`, 1))
+	return r
+}
+
+// TestDedupDropsAndNamesFiles: repeats are dropped inside a window and
+// across windows, the first landed record of a bucket names its file, and
+// the counts come back by source and hour.
+func TestDedupDropsAndNamesFiles(t *testing.T) {
+	root := t.TempDir()
+	w, c, _ := testWorker(t, root, func(c *Config) { c.RollRows = 3 })
+	// Offsets 0..6 with ids 1 1 2 3 2 4 5: offsets 1 and 4 are repeats.
+	var recs []*kgo.Record
+	for i, n := range []int{1, 1, 2, 3, 2, 4, 5} {
+		recs = append(recs, uuidClick(int64(i), n))
+	}
+	recs = append(recs, click(7, 0)) // no UUID
+	if err := feed(w, recs, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := flushAll(w); err != nil {
+		t.Fatal(err)
+	}
+	// Files by their first offset (the name may carry more after it).
+	got := map[string][]string{}
+	for name, ids := range landed(t, root) {
+		got[name[:strings.Index(name, "part-0-")+len("part-0-")+20]] = ids
+	}
+	want := map[string][]string{
+		"clicks/dt=2024-05-01/hr=10/part-0-00000000000000000000": {uuidOf(1), uuidOf(2), uuidOf(3)},
+		"clicks/dt=2024-05-01/hr=10/part-0-00000000000000000005": {uuidOf(4), uuidOf(5), "e7"},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("files:\n got %v\nwant %v", got, want)
+	}
+	if strings.Join(c.log, " ") != "clicks/0@4 clicks/0@8" {
+		t.Errorf("commits: %v", c.log)
+	}
+	var dropped, noID int64
+	for _, dc := range w.TakeDedupCounts() {
+		if dc.Topic != "clicks" || dc.Source != "-" || dc.Hour != "2024-05-01T10" {
+			t.Errorf("count for %+v", dc)
+		}
+		dropped += dc.Deduplicated
+		noID += dc.NoID
+	}
+	if dropped != 2 || noID != 1 {
+		t.Errorf("deduplicated %d, no id %d; want 2 and 1", dropped, noID)
+	}
+	if len(w.TakeDedupCounts()) != 0 {
+		t.Error("counts not reset")
+	}
+}
+
+// TestDedupRestartedWorkerDropsTheSame: with an in-process broker, a
+// worker that stops after landing part of a partition and a new worker that
+// lands the rest drop exactly the repeats, and land the same files, as one
+// worker that never stopped.
+func TestDedupRestartedWorkerDropsTheSame(t *testing.T) {
+	addr, _ := startBroker(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("clicks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "clicks"); err != nil {
+		t.Fatal(err)
+	}
+	produce := func(from int64, ids ...int) {
+		t.Helper()
+		for i, n := range ids {
+			r := uuidClick(from+int64(i), n)
+			if err := cl.ProduceSync(ctx, &kgo.Record{Value: r.Value, Timestamp: r.Timestamp}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitCommitted := func(w *Worker, group string, at int64) {
+		t.Helper()
+		adm := kadm.NewClient(w.client)
+		for {
+			offsets, err := adm.FetchOffsets(ctx, group)
+			if o, ok := offsets.Lookup("clicks", 0); err == nil && ok && o.At == at {
+				return
+			}
+			select {
+			case <-w.Done():
+				t.Fatalf("the worker stopped: %v", w.Err())
+			case <-ctx.Done():
+				t.Fatalf("%s never committed offset %d: %v %v", group, at, offsets, err)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	start := func(group, root string) *Worker {
+		t.Helper()
+		st, err := store.NewFile(root, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := New(Config{Brokers: []string{addr}, Group: group, Topics: []string{"clicks"}, Schema: "click",
+			RollRows: 2, IdleTimeout: 100 * time.Millisecond, SuccessGrace: -1, SessionTimeout: 6 * time.Second},
+			st, prometheus.NewRegistry(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	// The repeats of 1 and 3 come after the restart; 2's within the first part.
+	first := []int{1, 2, 3, 2, 4}
+	second := []int{1, 5, 3, 6}
+	produce(0, first...)
+
+	restartedRoot, liveRoot := t.TempDir(), t.TempDir()
+	w1 := start("restarted", restartedRoot)
+	live := start("live", liveRoot)
+	defer live.Shutdown(context.Background())
+	waitCommitted(w1, "restarted", 5)
+	if err := w1.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	produce(5, second...)
+	w2 := start("restarted", restartedRoot)
+	defer w2.Shutdown(context.Background())
+	waitCommitted(w2, "restarted", 9)
+	waitCommitted(live, "live", 9)
+
+	ids := func(root string) []string {
+		var out []string
+		for name, file := range landed(t, root) {
+			out = append(out, name[strings.LastIndex(name, "/")+1:]+":"+strings.Join(file, ","))
+		}
+		sort.Strings(out)
+		return out
+	}
+	restarted, never := ids(restartedRoot), ids(liveRoot)
+	if fmt.Sprint(restarted) != fmt.Sprint(never) {
+		t.Errorf("restarted worker landed\n%v\nthe worker that never stopped\n%v", restarted, never)
+	}
+	var all []string
+	for _, f := range restarted {
+		all = append(all, strings.Split(f[strings.Index(f, ":")+1:], ",")...)
+	}
+	sort.Strings(all)
+	want := []string{uuidOf(1), uuidOf(2), uuidOf(3), uuidOf(4), uuidOf(5), uuidOf(6)}
+	if fmt.Sprint(all) != fmt.Sprint(want) {
+		t.Errorf("landed %v, want each of %v once", all, want)
+	}
+	if got := testCounterValue(t, w2.metrics.reg.(*prometheus.Registry), "millrace_lake_duplicates_dropped_total"); got != 2 {
+		t.Errorf("the restarted worker dropped %v repeats, want 2", got)
+	}
+}
