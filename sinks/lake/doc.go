@@ -137,6 +137,31 @@
 // same). A batch that decompresses past the broker's default
 // millrace.max.decompressed.bytes (64 MiB) is never judged here.
 //
+// # Audit
+//
+// Every data file's footer carries `millrace.audit.rows`, its rows per
+// source and hour ({"<hour>":{"<source>":rows}}, audit.MetaRows), so
+// `millrace audit` counts what the lake holds from the footers alone and a
+// file deleted by hand is noticed. Before each commit, after the files are
+// published, the worker publishes to `_millrace.audit` (AuditTopic) one
+// record per source and hour the window touched, keyed
+// sink/<group>/<topic>/<partition>/<topic>/<source>/<hour>, with its
+// cumulative rows landed, repeats dropped, rows without id and records
+// dead-lettered, and the offset it commits next; it waits for their
+// acknowledgement like the dead letters'. Why these numbers are exact
+// across crashes: every count is a function of the partition's records
+// below that offset (landing, dead-lettering and dedup decisions depend on
+// the records only), so any two records of one key with the same offset
+// agree, and the one with the larger offset is the newer count — the
+// reconciler keeps it, which also makes a zombie's late record harmless.
+// A new owner starts from, per key, the record with the largest offset not
+// past the offset its first window starts at (the committed one; every
+// window up to it published before committing), and records of a window
+// that was never committed are ignored, so a crash republishes the same
+// numbers instead of adding them twice. The records of undecodable or
+// malformed batches cannot be attributed to a source and are not counted:
+// their hour shows as not reconciled, which is the truth.
+//
 // # Failures
 //
 // A failed write, publish or commit stops the worker (Err reports why): the
