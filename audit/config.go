@@ -3,6 +3,7 @@ package audit
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -30,6 +31,11 @@ type Config struct {
 	// growing without bound (click sources come from client-sent urls).
 	// Default 100000.
 	MaxKeys int `yaml:"max_keys"`
+	// Instance names the publisher in its records' keys; it must stay the
+	// same across restarts, so that a restarted agent's totals replace its
+	// earlier ones. Default: a tailer's random id kept in its data_dir
+	// (audit-instance-id); a beacon's host name and listen address.
+	Instance string `yaml:"instance"`
 }
 
 // Defaults of Config.
@@ -76,6 +82,9 @@ func (c Config) Validate() error {
 	}
 	if c.Topic == "" {
 		return errors.New("audit.topic must not be empty")
+	}
+	if strings.Contains(c.Instance, "/") {
+		return fmt.Errorf("audit.instance %q must not contain '/', which separates the parts of a record key", c.Instance)
 	}
 	return nil
 }

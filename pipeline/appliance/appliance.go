@@ -24,6 +24,7 @@ import (
 	"millrace/agents/beacon"
 	"millrace/agents/ship"
 	"millrace/agents/tail"
+	"millrace/audit"
 	"millrace/broker"
 	"millrace/internal/httpserver"
 	"millrace/pipeline/monitor"
@@ -46,6 +47,7 @@ type Appliance struct {
 	shipper   *ship.Shipper
 	beacon    *beacon.Server
 	tailers   []*tail.Tailer
+	audits    []*audit.Counter // the agents' audit counters
 	sinks     []*lake.Runner
 	stores    []store.Store
 	http      *http.Server
@@ -100,6 +102,17 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (a *Appliance, 
 		t, err := tail.New(tc.Config, a.shipper, prometheus.WrapRegistererWith(prometheus.Labels{"input": tc.Name}, reg), logger.With("input", tc.Name))
 		if err != nil {
 			return nil, fmt.Errorf("tail %s: %w", tc.Name, err)
+		}
+		if cfg.Audit.On() {
+			id, err := audit.InstanceID(t.Config().DataDir)
+			if err != nil {
+				return nil, fmt.Errorf("tail %s: %w", tc.Name, err)
+			}
+			c, err := a.startAudit(audit.RoleTail, id, true)
+			if err != nil {
+				return nil, fmt.Errorf("tail %s: %w", tc.Name, err)
+			}
+			t.SetAudit(c)
 		}
 		// The tailer's own context is not ctx: cancelling it means a crash,
 		// and the appliance stops its tailers cleanly through Shutdown.
@@ -224,6 +237,21 @@ func (a *Appliance) startHTTP() error {
 		if err != nil {
 			return err
 		}
+		if a.cfg.Audit.On() {
+			id := a.cfg.Audit.Instance
+			if id == "" {
+				id = audit.HostInstance(a.cfg.HTTP.Listen)
+			}
+			clicks, err := a.startAudit(audit.RoleBeacon, id, false)
+			if err != nil {
+				return err
+			}
+			metrics, err := a.startAudit(audit.RoleIntake, id, false)
+			if err != nil {
+				return err
+			}
+			b.SetAudit(clicks, metrics)
+		}
 		a.beacon = b
 		mux.Handle("/", b.Handler())
 	}
@@ -260,6 +288,18 @@ func (a *Appliance) startHTTP() error {
 	a.metrics = httpserver.New(metricsMux, httpserver.Timeouts{}, a.logger.With("component", "metrics"))
 	a.serve(a.metrics, metricsLn, "metrics")
 	return nil
+}
+
+// startAudit makes and starts an agent's audit counter on the shared
+// producer; Shutdown stops it.
+func (a *Appliance) startAudit(role, instance string, distinct bool) (*audit.Counter, error) {
+	c, err := audit.NewCounter(a.cfg.Audit, role, instance, distinct, a.shipper, a.logger)
+	if err != nil {
+		return nil, err
+	}
+	c.Start(context.Background())
+	a.audits = append(a.audits, c)
+	return c, nil
 }
 
 // serve runs srv on ln until Shutdown, in a goroutine of a.bg.
@@ -314,6 +354,11 @@ func (a *Appliance) Shutdown(ctx context.Context) error {
 	}
 	for _, t := range a.tailers {
 		errs = append(errs, t.Shutdown(ctx))
+	}
+	// After the agents' last acknowledgements and checkpoints, before the
+	// producer: the last counts are published.
+	for _, c := range a.audits {
+		errs = append(errs, c.Shutdown(ctx))
 	}
 	if a.stopBG != nil {
 		a.stopBG()

@@ -17,6 +17,7 @@ import (
 	"millrace/agents/beacon"
 	"millrace/agents/ship"
 	"millrace/agents/tail"
+	"millrace/audit"
 	"millrace/broker"
 	"millrace/sinks/lake"
 )
@@ -47,6 +48,11 @@ type Config struct {
 	OpsMetrics OpsMetricsConfig `yaml:"ops_metrics"`
 	// Demo writes a synthetic service log for the demo's tail input.
 	Demo DemoConfig `yaml:"demo"`
+	// Audit publishes the agents' counts of acknowledged events to
+	// audit.topic (on by default; see package audit). Each tailer's
+	// instance id is kept in its data directory; audit.instance, when set,
+	// names the beacon (default: host name and http.listen).
+	Audit audit.Config `yaml:"audit"`
 }
 
 // BrokerConfig is the embedded broker.
@@ -148,6 +154,7 @@ func (c Config) withDefaults() Config {
 	if c.Demo.Interval == 0 {
 		c.Demo.Interval = time.Second
 	}
+	c.Audit = c.Audit.WithDefaults()
 	c.Topics = append([]TopicConfig(nil), c.Topics...)
 	for i := range c.Topics {
 		if c.Topics[i].Partitions == 0 {
@@ -207,6 +214,9 @@ func (c Config) Validate() error {
 	if c.HTTP.MetricsListen != "" && c.HTTP.MetricsListen == c.HTTP.Listen && !strings.HasSuffix(c.HTTP.Listen, ":0") {
 		errs = append(errs, errors.New("http.metrics_listen must differ from http.listen: /metrics is kept off the ingest port"))
 	}
+	if err := c.Audit.WithDefaults().Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.Beacon != nil && c.Beacon.MetricsListen != "" {
 		errs = append(errs, errors.New("beacon.metrics_listen: under millrace up, /metrics is served at http.metrics_listen; set that instead"))
 	}
@@ -235,6 +245,12 @@ func (c Config) usedTopics() []TopicConfig {
 		listed[t.Name] = true
 	}
 	var out []TopicConfig
+	if c.Audit.On() && !listed[c.Audit.Topic] {
+		// One partition keeps every key's records in one order; the
+		// records are few.
+		listed[c.Audit.Topic] = true
+		out = append(out, TopicConfig{Name: c.Audit.Topic, Partitions: 1, ReplicationFactor: -1})
+	}
 	for _, name := range names {
 		if name == "" || listed[name] {
 			continue

@@ -2,11 +2,13 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"millrace/agents/beacon"
 	"millrace/agents/ship"
+	"millrace/audit"
 )
 
 func init() {
@@ -19,6 +21,8 @@ type beaconFile struct {
 	Ship ship.Config `yaml:"ship"`
 	// Beacon is the HTTP ingest server.
 	Beacon beacon.Config `yaml:"beacon"`
+	// Audit publishes the counts of acknowledged events (on by default).
+	Audit audit.Config `yaml:"audit"`
 }
 
 // runBeacon serves the click beacon and metrics intake until SIGINT/SIGTERM,
@@ -73,11 +77,33 @@ func runBeacon(ctx context.Context, e env, args []string) error {
 		shipper.Close()
 		return err
 	}
+	if err := cfg.Audit.WithDefaults().Validate(); err != nil {
+		shipper.Close()
+		return err
+	}
 	if err := shipper.Start(ctx); err != nil {
 		shipper.Close()
 		return err
 	}
+	ensureAuditTopic(ctx, cfg.Audit, shipper.Config().Brokers, logger)
+	instance := cfg.Audit.Instance
+	if instance == "" {
+		instance = audit.HostInstance(server.Config().Listen)
+	}
+	clicks, err := startAuditCounter(cfg.Audit, audit.RoleBeacon, instance, false, shipper, logger)
+	if err != nil {
+		shipper.Close()
+		return err
+	}
+	metrics, err := startAuditCounter(cfg.Audit, audit.RoleIntake, instance, false, shipper, logger)
+	if err != nil {
+		err = errors.Join(err, shutdownAudit(ctx, clicks))
+		shipper.Close()
+		return err
+	}
+	server.SetAudit(clicks, metrics)
 	if err := server.Start(ctx); err != nil {
+		err = errors.Join(err, shutdownAudit(ctx, clicks), shutdownAudit(ctx, metrics))
 		shipper.Close()
 		return err
 	}
@@ -89,9 +115,11 @@ func runBeacon(ctx context.Context, e env, args []string) error {
 	sctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
 	defer cancel()
 	herr := server.Shutdown(sctx)
+	// After the requests in flight, before the producer: the last counts.
+	aerr := errors.Join(shutdownAudit(sctx, clicks), shutdownAudit(sctx, metrics))
 	serr := shipper.Shutdown(sctx)
-	if herr != nil || serr != nil {
-		return fmt.Errorf("shutdown: http: %v; ship: %v", herr, serr)
+	if herr != nil || aerr != nil || serr != nil {
+		return fmt.Errorf("shutdown: http: %v; audit: %v; ship: %v", herr, aerr, serr)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime/debug"
@@ -9,6 +10,7 @@ import (
 
 	"millrace/agents/ship"
 	"millrace/agents/tail"
+	"millrace/audit"
 )
 
 func init() {
@@ -21,6 +23,8 @@ type tailFile struct {
 	Ship ship.Config `yaml:"ship"`
 	// Tail is what to follow and how.
 	Tail tail.Config `yaml:"tail"`
+	// Audit publishes the counts of acknowledged lines (on by default).
+	Audit audit.Config `yaml:"audit"`
 }
 
 // runTail ships log lines until SIGINT/SIGTERM, then waits for the broker to
@@ -92,13 +96,34 @@ func runTail(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	defer waitMetrics()
+	if err := cfg.Audit.WithDefaults().Validate(); err != nil {
+		shipper.Close()
+		return err
+	}
 	if err := shipper.Start(ctx); err != nil {
 		shipper.Close()
 		return err
 	}
+	ensureAuditTopic(ctx, cfg.Audit, shipper.Config().Brokers, logger)
+	instance := cfg.Audit.Instance
+	if instance == "" && cfg.Audit.On() {
+		if instance, err = audit.InstanceID(tailer.Config().DataDir); err != nil {
+			shipper.Close()
+			return err
+		}
+	}
+	counter, err := startAuditCounter(cfg.Audit, audit.RoleTail, instance, true, shipper, logger)
+	if err != nil {
+		shipper.Close()
+		return err
+	}
+	if counter != nil {
+		tailer.SetAudit(counter)
+	}
 	// The tailer runs on its own context: a signal means a clean shutdown,
 	// not the crash-like stop that cancelling the Start context means.
 	if err := tailer.Start(context.Background()); err != nil {
+		err = errors.Join(err, shutdownAudit(ctx, counter))
 		shipper.Close()
 		return err
 	}
@@ -107,9 +132,10 @@ func runTail(ctx context.Context, e env, args []string) error {
 	sctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
 	defer cancel()
 	terr := tailer.Shutdown(sctx)
+	aerr := shutdownAudit(sctx, counter) // after the tailer's last checkpoint
 	serr := shipper.Shutdown(sctx)
-	if terr != nil || serr != nil {
-		return fmt.Errorf("shutdown: tail: %v; ship: %v (unacknowledged lines are read again on the next start)", terr, serr)
+	if terr != nil || aerr != nil || serr != nil {
+		return fmt.Errorf("shutdown: tail: %v; audit: %v; ship: %v (unacknowledged lines are read again on the next start)", terr, aerr, serr)
 	}
 	return nil
 }

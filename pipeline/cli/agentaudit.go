@@ -1,0 +1,46 @@
+package cli
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"millrace/audit"
+)
+
+// ensureAuditTopic creates the audit topic when the audit is on and the
+// topic is missing. A failure is only logged: the broker may be down at
+// start (the agent retries its records) or create topics on first use.
+func ensureAuditTopic(ctx context.Context, cfg audit.Config, brokers []string, logger *slog.Logger) {
+	if !cfg.On() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := audit.EnsureTopic(ctx, brokers, cfg.WithDefaults().Topic); err != nil {
+		logger.Warn("audit topic not created", "err", err)
+	}
+}
+
+// startAuditCounter makes and starts an agent's audit counter, or returns
+// nil when the audit is off. The caller shuts it down after the agent and
+// before the producer, so its last counts are published.
+func startAuditCounter(cfg audit.Config, role, instance string, distinct bool, producer audit.Producer, logger *slog.Logger) (*audit.Counter, error) {
+	if !cfg.On() {
+		return nil, nil
+	}
+	c, err := audit.NewCounter(cfg, role, instance, distinct, producer, logger)
+	if err != nil {
+		return nil, err
+	}
+	c.Start(context.Background())
+	return c, nil
+}
+
+// shutdownAudit publishes a counter's last counts (nil does nothing).
+func shutdownAudit(ctx context.Context, c *audit.Counter) error {
+	if c == nil {
+		return nil
+	}
+	return c.Shutdown(ctx)
+}
