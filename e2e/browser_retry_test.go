@@ -185,4 +185,34 @@ func TestBrowserRetrySameIDs(t *testing.T) {
 			t.Errorf("event fields %v", first)
 		}
 	}
+
+	// The sink drops the repeats: the lake holds each id once.
+	root := t.TempDir()
+	sink := startSink(t, b, "sink", "lake", "clicks", "file://"+root)
+	waitLanded(t, b, "lake", "clicks", time.Minute, sink)
+	rows, err := openDuck(t).Query(fmt.Sprintf(
+		"SELECT CAST(event_id AS VARCHAR) FROM read_parquet('%s/clicks/**/*.parquet', hive_partitioning=true)", root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	inLake := make(map[string]int)
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		inLake[id]++
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for id := range copies {
+		if inLake[id] != 1 {
+			t.Errorf("event %s is in the lake %d times, want once", id, inLake[id])
+		}
+	}
+	if len(inLake) != clicks {
+		t.Errorf("the lake holds %d distinct ids, want the %d clicks: %v", len(inLake), clicks, inLake)
+	}
 }
