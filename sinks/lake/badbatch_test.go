@@ -121,9 +121,9 @@ func TestUndecodableBatchSkipped(t *testing.T) {
 	}
 	got := landed(t, root)
 	wantFiles := map[string][]string{
-		"clicks/dt=2024-05-01/hr=10/part-0-00000000000000000000.parquet": {"e0", "e1"},
-		"clicks/dt=2024-05-01/hr=11/part-0-00000000000000000005.parquet": {"e5"},
-		"clicks/dt=2024-05-01/hr=10/part-0-00000000000000000006.parquet": {"e6", "e7"},
+		"clicks/dt=2024-05-01/hr=10/part-0-00000000000000000000-00000000000000000001.parquet": {"e0", "e1"},
+		"clicks/dt=2024-05-01/hr=11/part-0-00000000000000000005-00000000000000000005.parquet": {"e5"},
+		"clicks/dt=2024-05-01/hr=10/part-0-00000000000000000006-00000000000000000007.parquet": {"e6", "e7"},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(wantFiles) {
 		t.Errorf("files:\n got %v\nwant %v", got, wantFiles)

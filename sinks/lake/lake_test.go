@@ -150,10 +150,10 @@ func TestWindowNamesAndCommits(t *testing.T) {
 	}
 	got := landed(t, root)
 	want := map[string][]string{
-		"clicks/dt=2024-05-01/hr=10/part-0-00000000000000000000.parquet": {"e0", "e2"},
-		"clicks/dt=2024-05-01/hr=11/part-0-00000000000000000001.parquet": {"e1", "e3"},
-		"clicks/dt=2024-05-01/hr=11/part-0-00000000000000000004.parquet": {"e4"},
-		"clicks/dt=2024-05-01/hr=10/part-0-00000000000000000005.parquet": {"e5"},
+		"clicks/dt=2024-05-01/hr=10/part-0-00000000000000000000-00000000000000000002.parquet": {"e0", "e2"},
+		"clicks/dt=2024-05-01/hr=11/part-0-00000000000000000001-00000000000000000003.parquet": {"e1", "e3"},
+		"clicks/dt=2024-05-01/hr=11/part-0-00000000000000000004-00000000000000000004.parquet": {"e4"},
+		"clicks/dt=2024-05-01/hr=10/part-0-00000000000000000005-00000000000000000005.parquet": {"e5"},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("files:\n got %v\nwant %v", got, want)
@@ -161,7 +161,7 @@ func TestWindowNamesAndCommits(t *testing.T) {
 	if strings.Join(c.log, " ") != "clicks/0@4 clicks/0@6" {
 		t.Errorf("commits: %v", c.log)
 	}
-	info, err := parquet.Inspect(filepath.Join(root, "clicks/dt=2024-05-01/hr=11/part-0-00000000000000000001.parquet"))
+	info, err := parquet.Inspect(filepath.Join(root, "clicks/dt=2024-05-01/hr=11/part-0-00000000000000000001-00000000000000000003.parquet"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ func TestOpenFileCapEndsWindow(t *testing.T) {
 		names = append(names, filepath.Base(n))
 	}
 	sort.Strings(names)
-	if fmt.Sprint(names) != "[part-0-00000000000000000000.parquet part-0-00000000000000000001.parquet part-0-00000000000000000002.parquet part-0-00000000000000000003.parquet]" {
+	if fmt.Sprint(names) != "[part-0-00000000000000000000-00000000000000000000.parquet part-0-00000000000000000001-00000000000000000001.parquet part-0-00000000000000000002-00000000000000000002.parquet part-0-00000000000000000003-00000000000000000003.parquet]" {
 		t.Errorf("files: %v", names)
 	}
 }
@@ -380,7 +380,7 @@ func TestSuccessMarkersAfterRestart(t *testing.T) {
 	if err := os.MkdirAll(root+"/clicks/dt=2024-05-01/hr=09", 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"part-0-00000000000000000000.parquet", "_SUCCESS"} {
+	for _, name := range []string{"part-0-00000000000000000000-00000000000000000000.parquet", "_SUCCESS"} {
 		if err := os.WriteFile(root+"/clicks/dt=2024-05-01/hr=09/"+name, nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -413,10 +413,14 @@ func TestSuccessMarkersAfterRestart(t *testing.T) {
 func TestHelpers(t *testing.T) {
 	m := finalNameMatcher(3)
 	for name, want := range map[string]bool{
-		"clicks/dt=2024-05-01/hr=10/part-3-00000000000000000042.parquet":  true,
-		"clicks/dt=2024-05-01/hr=10/part-31-00000000000000000042.parquet": false,
-		"clicks/dt=2024-05-01/hr=10/part-3-42.parquet":                    false,
-		"clicks/dt=2024-05-01/hr=10/_SUCCESS":                             false,
+		"clicks/dt=2024-05-01/hr=10/part-3-00000000000000000042-00000000000000000042.parquet":  true,
+		"clicks/dt=2024-05-01/hr=10/part-3-00000000000000000042-00000000000000000099.parquet":  true,
+		"clicks/dt=2024-05-01/hr=10/part-31-00000000000000000042-00000000000000000099.parquet": false,
+		"clicks/dt=2024-05-01/hr=10/part-3-00000000000000000099-00000000000000000042.parquet":  false,
+		"clicks/dt=2024-05-01/hr=10/part-03-00000000000000000042-00000000000000000042.parquet": false,
+		"clicks/dt=2024-05-01/hr=10/part-3-00000000000000000042.parquet":                       false,
+		"clicks/dt=2024-05-01/hr=10/part-3-42-99.parquet":                                      false,
+		"clicks/dt=2024-05-01/hr=10/_SUCCESS":                                                  false,
 	} {
 		if m(name) != want {
 			t.Errorf("matcher(%q) = %v", name, !want)

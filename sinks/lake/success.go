@@ -3,6 +3,7 @@ package lake
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/sinks/store"
 )
 
 // encodeWatermark is the commit metadata of a window: its largest record
@@ -215,11 +218,16 @@ func (w *Worker) maybeWriteMarkersLocked(ctx context.Context) {
 	}
 }
 
+// writeMarker publishes an empty marker; one that exists (another worker,
+// or an earlier life of this one, wrote it) is as good.
 func (w *Worker) writeMarker(ctx context.Context, name string) error {
 	obj, err := w.store.Create(ctx, name)
 	if err != nil {
 		return err
 	}
 	defer obj.Abort(ctx)
-	return obj.Publish(ctx)
+	if err := obj.Publish(ctx); err != nil && !errors.Is(err, store.ErrExists) {
+		return err
+	}
+	return nil
 }

@@ -3,7 +3,6 @@ package lake
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -32,6 +31,9 @@ type partitionState struct {
 	// checkedAt is the last position whose valid batch was logged (stall.go).
 	position, checkedAt int64
 	progressAt          time.Time
+	// cleared holds the buckets (Unix seconds) checked for a superseded
+	// owner's files since the assignment (fence.go).
+	cleared map[int64]bool
 	// dedup decides repeats (dedup.go); nil until the partition's first
 	// record, when it is rebuilt, and with Dedup off.
 	dedup *deduper
@@ -126,12 +128,6 @@ func (w *Worker) bucketDir(topic string, bucket time.Time) string {
 		dir += "/hr=" + bucket.Format("15")
 	}
 	return dir
-}
-
-// FileName is the name of the file of a partition's bucket whose first record
-// in its window has offset first: `part-<partition>-<first offset, 20 digits>.parquet`.
-func FileName(partition int32, first int64) string {
-	return fmt.Sprintf("part-%d-%020d.parquet", partition, first)
 }
 
 // processLocked adds one record of p to its window, ending windows where the
@@ -238,7 +234,11 @@ func (win *window) estimatedBytes() int64 {
 }
 
 func (w *Worker) openFileLocked(ctx context.Context, p *partitionState, bucket time.Time, first int64) (*outFile, error) {
-	name := w.bucketDir(p.tp.topic, bucket) + "/" + FileName(p.tp.partition, first)
+	if err := w.clearSupersededLocked(ctx, p, bucket); err != nil {
+		return nil, err
+	}
+	// Published as FileName(partition, first, last) once last is known.
+	name := w.bucketDir(p.tp.topic, bucket) + "/" + FileName(p.tp.partition, first, first)
 	obj, err := w.store.Create(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("lake: create %s: %w", name, err)
@@ -276,8 +276,8 @@ func (w *Worker) endWindowLocked(ctx context.Context, p *partitionState, reason 
 		if err := f.w.Close(); err != nil {
 			return fmt.Errorf("lake: %s: %w", f.name, err)
 		}
-		if err := f.obj.Publish(ctx); err != nil {
-			return fmt.Errorf("lake: publish %s: %w", f.name, err)
+		if fenced, err := w.publishFileLocked(ctx, p, win, f); err != nil || fenced {
+			return err
 		}
 		rows += f.w.Rows()
 		size += f.w.Bytes()
@@ -346,24 +346,6 @@ func (w *Worker) releaseLocked(ctx context.Context, win *window) {
 
 // abortTimeout bounds the discarding of one window's unpublished objects.
 const abortTimeout = 10 * time.Second
-
-// finalNameMatcher matches the final names of one partition's data files, so
-// a newly assigned partition's leftovers can be found.
-func finalNameMatcher(partition int32) func(name string) bool {
-	prefix := "part-" + strconv.Itoa(int(partition)) + "-"
-	return func(name string) bool {
-		base := name[lastSlash(name)+1:]
-		if len(base) != len(prefix)+20+len(".parquet") || base[:len(prefix)] != prefix {
-			return false
-		}
-		for _, c := range base[len(prefix) : len(prefix)+20] {
-			if c < '0' || c > '9' {
-				return false
-			}
-		}
-		return base[len(prefix)+20:] == ".parquet"
-	}
-}
 
 func lastSlash(s string) int {
 	for i := len(s) - 1; i >= 0; i-- {

@@ -41,6 +41,7 @@ type Worker struct {
 	// decompressor is the bounded one, for reading batches directly.
 	decompressor kgo.Decompressor
 	seek         func(tp topicPartition, offset int64) // moves the fetch position past an undecodable batch
+	fence        ownershipChecker                      // nil: never fenced (fence.go)
 	history      dedupHistory                          // nil: dedup state starts empty (dedup.go)
 
 	cancel context.CancelFunc
@@ -135,6 +136,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	w.batches, w.decompressor = reader, decompressor
 	w.probe = &kgoStallProbe{reader: reader, group: w.cfg.Group, startAt: w.cfg.StartAt}
 	w.seek = kgoSeek(cl)
+	w.fence = &kgoOwnership{client: cl, group: w.cfg.Group}
 	w.history = &kgoHistory{client: cl, group: w.cfg.Group, brokers: w.cfg.Brokers,
 		decompressor: decompressor, stallTimeout: w.cfg.StallTimeout}
 	runCtx, cancel := context.WithCancel(context.Background())

@@ -16,10 +16,11 @@ import (
 	"sync"
 )
 
-// File is the filesystem store. An object named "a/b/part-1.parquet" is
-// written as "<root>/a/b/.tmp-part-1.parquet-<16 hex>" and renamed to
-// "<root>/a/b/part-1.parquet" on Publish. The temporary name keeps the final
-// name so Cleanup can tell whose leftover it is.
+// File is the filesystem store. An object created as "a/b/part-1.parquet" is
+// written as "<root>/a/b/.tmp-part-1.parquet-<16 hex>" and hard-linked to
+// "<root>/a/b/part-1.parquet" (or the name given to PublishAs) on Publish.
+// The temporary name keeps the name given to Create so Cleanup can tell
+// whose leftover it is.
 type File struct {
 	root   string
 	logger *slog.Logger
@@ -64,13 +65,12 @@ func (s *File) Create(ctx context.Context, name string) (Object, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	return &fileObject{store: s, name: name, final: final, tmp: tmp, f: f}, nil
+	return &fileObject{store: s, name: name, tmp: tmp, f: f}, nil
 }
 
 type fileObject struct {
 	store *File
 	name  string
-	final string
 	tmp   string
 
 	mu  sync.Mutex // guards the following
@@ -97,9 +97,18 @@ func (o *fileObject) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// Publish fsyncs the file, renames it over the final name and fsyncs the
-// directory so the rename itself survives a power loss.
-func (o *fileObject) Publish(ctx context.Context) error {
+// Publish implements Object.
+func (o *fileObject) Publish(ctx context.Context) error { return o.PublishAs(ctx, o.name) }
+
+// PublishAs fsyncs the file, links it under the final name and fsyncs the
+// directory so the link survives a power loss. link(2), unlike rename(2),
+// fails when the name exists, so a published object is never replaced; the
+// temporary name is removed afterwards (a crash in between leaves a leftover
+// for Cleanup, never a half-published file).
+func (o *fileObject) PublishAs(ctx context.Context, name string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.f == nil {
@@ -121,12 +130,19 @@ func (o *fileObject) Publish(ctx context.Context) error {
 		return o.err
 	}
 	o.f = nil
-	if err := os.Rename(o.tmp, o.final); err != nil {
-		os.Remove(o.tmp)
-		return fmt.Errorf("store: publish %s: %w", o.name, err)
+	defer os.Remove(o.tmp)
+	final := o.store.path(name)
+	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
+		return fmt.Errorf("store: publish %s: %w", name, err)
 	}
-	if err := syncDir(filepath.Dir(o.final)); err != nil {
-		return fmt.Errorf("store: publish %s: %w", o.name, err)
+	if err := os.Link(o.tmp, final); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%w: %s", ErrExists, name)
+		}
+		return fmt.Errorf("store: publish %s: %w", name, err)
+	}
+	if err := syncDir(filepath.Dir(final)); err != nil {
+		return fmt.Errorf("store: publish %s: %w", name, err)
 	}
 	return nil
 }
@@ -178,7 +194,7 @@ func (s *File) Open(ctx context.Context, name string) (Reader, error) {
 }
 
 // fileReader is a published file and its size when opened (a published
-// name is replaced by rename, never written in place).
+// file is never written in place).
 type fileReader struct {
 	*os.File
 	size int64

@@ -1,13 +1,14 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -29,7 +30,8 @@ type S3Config struct {
 	Prefix string
 	// AccessKey and SecretKey are the static credentials.
 	AccessKey, SecretKey string
-	// PartSize is the multipart part size: default 8 MiB, minimum 5 MiB.
+	// PartSize is the multipart part size: default 8 MiB, minimum 5 MiB. An
+	// object up to this size is uploaded with one PUT.
 	PartSize int64
 	// Logger receives the store's logs; nil discards them.
 	Logger *slog.Logger
@@ -40,9 +42,13 @@ const (
 	minPartSize     = 5 << 20 // S3's minimum for every part but the last
 )
 
-// S3 is the S3 store. Objects are multipart uploads: parts are sent as the
-// writer fills them (so memory stays at one part per open object) and the
-// object appears only when the upload is completed.
+// S3 is the S3 store. An object is written to a local temporary file and
+// uploaded when it is published, because its final key may be known only
+// then (the lake names a file by its last row) and S3 cannot rename: a
+// server-side copy would be a second full write, and servers do not all
+// honour If-None-Match on a copy (versitygw v1.8.0 replaces the target). So
+// an open object costs local disk (in os.TempDir()), not memory, and a
+// publish uploads the whole object.
 type S3 struct {
 	client *minio.Client
 	core   minio.Core
@@ -104,106 +110,133 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 
 func (s *S3) key(name string) string { return s.prefix + name }
 
-// Create implements Store: it starts a multipart upload.
+// Create implements Store: it opens the local file the object is spooled to.
 func (s *S3) Create(ctx context.Context, name string) (Object, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
-	key := s.key(name)
-	id, err := s.core.NewMultipartUpload(ctx, s.bucket, key, minio.PutObjectOptions{})
+	f, err := os.CreateTemp("", "millrace-s3-*")
 	if err != nil {
-		return nil, fmt.Errorf("store: s3: start upload of %s: %w", key, err)
+		return nil, fmt.Errorf("store: s3: spool %s: %w", name, err)
 	}
-	return &s3Object{store: s, name: name, key: key, uploadID: id}, nil
+	return &s3Object{store: s, name: name, spool: f}, nil
 }
 
 type s3Object struct {
-	store    *S3
-	name     string
-	key      string
-	uploadID string
+	store *S3
+	name  string
 
 	mu    sync.Mutex // guards the following
-	buf   bytes.Buffer
-	parts []minio.CompletePart
-	done  bool
+	spool *os.File   // nil after Publish or Abort
+	size  int64
 	err   error // sticky
 }
 
 func (o *s3Object) Name() string { return o.name }
 
-// Write buffers p and uploads every full part. Part uploads have no context of
-// their own; they use context.Background and minio-go's retry policy, and a
-// failure is sticky.
+// Write appends p to the local spool file; a failure is sticky.
 func (o *s3Object) Write(p []byte) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.done {
+	if o.spool == nil {
 		return 0, ErrClosed
 	}
 	if o.err != nil {
 		return 0, o.err
 	}
-	o.buf.Write(p)
-	for int64(o.buf.Len()) >= o.store.part {
-		if err := o.uploadPartLocked(context.Background(), o.store.part); err != nil {
-			return len(p), err
-		}
-	}
-	return len(p), nil
-}
-
-func (o *s3Object) uploadPartLocked(ctx context.Context, size int64) error {
-	number := len(o.parts) + 1
-	data := o.buf.Next(int(size))
-	part, err := o.store.core.PutObjectPart(ctx, o.store.bucket, o.key, o.uploadID, number,
-		bytes.NewReader(data), int64(len(data)), minio.PutObjectPartOptions{})
+	n, err := o.spool.Write(p)
+	o.size += int64(n)
 	if err != nil {
-		o.err = fmt.Errorf("store: s3: upload part %d of %s: %w", number, o.key, err)
-		return o.err
+		o.err = fmt.Errorf("store: s3: spool %s: %w", o.name, err)
+		return n, o.err
 	}
-	o.parts = append(o.parts, minio.CompletePart{PartNumber: number, ETag: part.ETag})
-	return nil
+	return n, nil
 }
 
-// Publish uploads the last part and completes the upload; the object appears
-// only then, whole.
-func (o *s3Object) Publish(ctx context.Context) error {
+// Publish implements Object.
+func (o *s3Object) Publish(ctx context.Context) error { return o.PublishAs(ctx, o.name) }
+
+// PublishAs uploads the spooled object under name, with `If-None-Match: *`:
+// as one PUT when it fits in a part, else as a multipart upload whose
+// completion carries the condition. The object appears only whole, and only
+// if the name is free (ErrExists otherwise). The spool is removed whatever
+// happens: a failed publish is retried by writing the object again.
+func (o *s3Object) PublishAs(ctx context.Context, name string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.done {
+	if o.spool == nil {
 		return ErrClosed
 	}
 	if o.err != nil {
 		return o.err
 	}
-	// A completed upload needs at least one part; an empty object is one empty part.
-	if o.buf.Len() > 0 || len(o.parts) == 0 {
-		if err := o.uploadPartLocked(ctx, int64(o.buf.Len())); err != nil {
-			return err
+	defer o.closeSpoolLocked()
+	key := o.store.key(name)
+	var err error
+	if o.size <= o.store.part {
+		opts := minio.PutObjectOptions{DisableMultipart: true}
+		opts.SetMatchETagExcept("*")
+		_, err = o.store.client.PutObject(ctx, o.store.bucket, key, io.NewSectionReader(o.spool, 0, o.size), o.size, opts)
+	} else {
+		err = o.multipartLocked(ctx, key)
+	}
+	if err != nil {
+		if resp := minio.ToErrorResponse(err); resp.Code == "PreconditionFailed" || resp.StatusCode == http.StatusPreconditionFailed {
+			return fmt.Errorf("%w: %s", ErrExists, name)
 		}
+		return fmt.Errorf("store: s3: publish %s: %w", key, err)
 	}
-	if _, err := o.store.core.CompleteMultipartUpload(ctx, o.store.bucket, o.key, o.uploadID, o.parts,
-		minio.PutObjectOptions{}); err != nil {
-		o.err = fmt.Errorf("store: s3: complete %s: %w", o.key, err)
-		return o.err
-	}
-	o.done = true
-	o.buf = bytes.Buffer{}
 	return nil
 }
 
-func (o *s3Object) Abort(ctx context.Context) error {
+// multipartLocked uploads the spool as parts of the store's part size and
+// completes the upload if the key is free; on any failure it aborts it.
+func (o *s3Object) multipartLocked(ctx context.Context, key string) (err error) {
+	core := o.store.core
+	id, err := core.NewMultipartUpload(ctx, o.store.bucket, key, minio.PutObjectOptions{})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			// Best effort: Cleanup removes what this leaves.
+			core.AbortMultipartUpload(context.WithoutCancel(ctx), o.store.bucket, key, id)
+		}
+	}()
+	var parts []minio.CompletePart
+	for off := int64(0); off < o.size; off += o.store.part {
+		n := min(o.store.part, o.size-off)
+		number := len(parts) + 1
+		part, err := core.PutObjectPart(ctx, o.store.bucket, key, id, number,
+			io.NewSectionReader(o.spool, off, n), n, minio.PutObjectPartOptions{})
+		if err != nil {
+			return fmt.Errorf("part %d: %w", number, err)
+		}
+		parts = append(parts, minio.CompletePart{PartNumber: number, ETag: part.ETag})
+	}
+	opts := minio.PutObjectOptions{}
+	opts.SetMatchETagExcept("*")
+	_, err = core.CompleteMultipartUpload(ctx, o.store.bucket, key, id, parts, opts)
+	return err
+}
+
+// closeSpoolLocked closes and removes the spool file.
+func (o *s3Object) closeSpoolLocked() {
+	o.spool.Close()
+	os.Remove(o.spool.Name())
+	o.spool = nil
+}
+
+func (o *s3Object) Abort(context.Context) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.done {
+	if o.spool == nil {
 		return nil
 	}
-	o.done = true
-	o.buf = bytes.Buffer{}
-	if err := o.store.core.AbortMultipartUpload(ctx, o.store.bucket, o.key, o.uploadID); err != nil && !isNoSuchUpload(err) {
-		return fmt.Errorf("store: s3: abort %s: %w", o.key, err)
-	}
+	o.closeSpoolLocked()
 	return nil
 }
 

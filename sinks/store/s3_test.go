@@ -124,7 +124,8 @@ func TestS3Conformance(t *testing.T) {
 			}
 			return s
 		},
-		LargeObject: 11 << 20, // three parts of 5 MiB
+		LargeObject:   11 << 20, // three parts of 5 MiB
+		SpoolsLocally: true,
 	})
 
 	// Objects really live under the prefix.
@@ -144,5 +145,45 @@ func TestS3MissingBucket(t *testing.T) {
 		AccessKey: testAccessKey, SecretKey: testSecretKey})
 	if err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("NewS3 on a missing bucket: %v", err)
+	}
+}
+
+// TestS3CleanupInterruptedPublish: a publish cut off between the parts and
+// the completion leaves an unfinished upload under the final key; Cleanup
+// aborts the matching ones only.
+func TestS3CleanupInterruptedPublish(t *testing.T) {
+	endpoint := startVersitygw(t)
+	ctx := context.Background()
+	admin, err := minio.New(strings.TrimPrefix(endpoint, "http://"), &minio.Options{
+		Creds: credentials.NewStaticV4(testAccessKey, testSecretKey, ""), Region: "us-east-1",
+		BucketLookup: minio.BucketLookupPath,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.MakeBucket(ctx, "lake", minio.MakeBucketOptions{Region: "us-east-1"}); err != nil {
+		t.Fatal(err)
+	}
+	core := minio.Core{Client: admin}
+	for _, key := range []string{"w/c/part-3-0-9.parquet", "w/c/part-4-0-9.parquet"} {
+		if _, err := core.NewMultipartUpload(ctx, "lake", key, minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := store.NewS3(ctx, store.S3Config{Endpoint: endpoint, Bucket: "lake", Prefix: "w",
+		AccessKey: testAccessKey, SecretKey: testSecretKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.Cleanup(ctx, "c/", func(name string) bool { return strings.Contains(name, "/part-3-") })
+	if err != nil || n != 1 {
+		t.Fatalf("Cleanup = %d, %v; want 1", n, err)
+	}
+	var left []string
+	for u := range admin.ListIncompleteUploads(ctx, "lake", "w/", true) {
+		left = append(left, u.Key)
+	}
+	if fmt.Sprint(left) != "[w/c/part-4-0-9.parquet]" {
+		t.Errorf("unfinished uploads left: %v", left)
 	}
 }

@@ -4,17 +4,21 @@
 // writer left behind.
 //
 //   - file: an HDFS-style directory tree. An object is written to
-//     `<dir>/.tmp-<name>-<random>`, fsynced, renamed to `<dir>/<name>`, and the
-//     directory is fsynced, so after a crash a name holds either nothing, the
-//     old file or the whole new one.
-//   - s3: S3-compatible object storage via minio-go. An object is a multipart
-//     upload; it becomes visible only when CompleteMultipartUpload succeeds,
-//     which is the publish step. Unfinished uploads are the leftovers.
+//     `<dir>/.tmp-<name>-<random>`, fsynced, hard-linked to its final name
+//     (link(2) fails when the name exists, so nothing is ever replaced), the
+//     temporary name removed, and the directory fsynced, so after a crash a
+//     name holds either nothing or the whole file.
+//   - s3: S3-compatible object storage via minio-go. An object is spooled to
+//     a local temporary file and uploaded when published (one PUT, or a
+//     multipart upload for more than a part), with `If-None-Match: *` on the
+//     PUT or on CompleteMultipartUpload, so it becomes visible only whole and
+//     only if the name is free. Unfinished uploads are the leftovers.
 //
 // Names are slash-separated keys relative to the store's root
-// ("clicks/dt=2024-05-01/hr=10/part-3-1200.parquet"). Publishing a name that
-// exists replaces it: that is what makes the lake's rewrite after a crash
-// idempotent.
+// ("clicks/dt=2024-05-01/hr=10/part-3-1200-1299.parquet"). Publishing never
+// replaces an object: a name that exists makes Publish fail with ErrExists.
+// The lake relies on it to keep a paused former owner of a partition from
+// replacing the files of the new one (sinks/lake/doc.go).
 package store
 
 import (
@@ -57,9 +61,14 @@ type Object interface {
 	io.Writer
 	// Name is the final name the object is published under.
 	Name() string
-	// Publish makes the object visible under its name, replacing any object of
-	// that name, atomically: readers see the old object or the whole new one.
+	// Publish makes the object visible under its name, atomically: readers
+	// see nothing or the whole object. When an object of that name exists it
+	// fails with ErrExists (wrapped) and leaves the existing one as it was;
+	// the object is then discarded, as by Abort.
 	Publish(ctx context.Context) error
+	// PublishAs is Publish under another name (anywhere in the store), for a
+	// writer that learns the final name only when it has written everything.
+	PublishAs(ctx context.Context, name string) error
 	// Abort discards the object. It is safe to call after Publish or another
 	// Abort (it then does nothing), so `defer obj.Abort(ctx)` is the idiom.
 	Abort(ctx context.Context) error
@@ -84,6 +93,12 @@ type ObjectInfo struct {
 
 // ErrNotFound is returned (wrapped) by Open for a missing object.
 var ErrNotFound = errors.New("store: object not found")
+
+// ErrExists is returned (wrapped) by Publish when the name is taken. On S3 it
+// needs a server that honours `If-None-Match: *` on PutObject and
+// CompleteMultipartUpload (AWS S3 since 2024, MinIO, versitygw); one that
+// ignores the header replaces the object instead.
+var ErrExists = errors.New("store: object already exists")
 
 // ErrClosed is returned by an Object after Publish or Abort.
 var ErrClosed = errors.New("store: object already published or aborted")

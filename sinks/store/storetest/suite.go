@@ -22,6 +22,10 @@ type Config struct {
 	// LargeObject is the size of the object used to check multi-part writes;
 	// make it larger than the backend's part size.
 	LargeObject int
+	// SpoolsLocally is set for a backend that keeps an unpublished object on
+	// the writer's machine (S3): the store holds nothing of it, so Cleanup
+	// finds nothing to remove until a publish was interrupted.
+	SpoolsLocally bool
 }
 
 // Run runs every conformance test against the backend.
@@ -33,7 +37,9 @@ func Run(t *testing.T, cfg Config) {
 		{"PublishMakesVisible", testPublishMakesVisible},
 		{"LargeObject", testLargeObject},
 		{"EmptyObject", testEmptyObject},
-		{"PublishReplaces", testPublishReplaces},
+		{"PublishNeverReplaces", testPublishNeverReplaces},
+		{"PublishAs", testPublishAs},
+		{"RacingPublishes", testRacingPublishes},
 		{"Abort", testAbort},
 		{"ListPrefix", testListPrefix},
 		{"Remove", testRemove},
@@ -206,15 +212,126 @@ func testEmptyObject(t *testing.T, s store.Store, _ Config) {
 	}
 }
 
-func testPublishReplaces(t *testing.T, s store.Store, _ Config) {
-	const name = "t/part-1-5.parquet"
+// testPublishNeverReplaces: a name once published keeps its object; a
+// second publish of it fails with ErrExists, whatever its size (a large one
+// takes the multipart path on S3), and leaves no leftover behind.
+func testPublishNeverReplaces(t *testing.T, s store.Store, cfg Config) {
+	ctx := context.Background()
+	const name = "t/part-1-5-9.parquet"
 	put(t, s, name, []byte("first copy"))
-	put(t, s, name, []byte("second"))
-	if got := read(t, s, name); string(got) != "second" {
-		t.Errorf("content %q", got)
+	for _, size := range []int{6, cfg.LargeObject} {
+		o, err := s.Create(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := o.Write(bytes.Repeat([]byte("z"), size)); err != nil {
+			t.Fatal(err)
+		}
+		if err := o.Publish(ctx); !errors.Is(err, store.ErrExists) {
+			t.Errorf("publishing %d bytes over an existing name: %v, want ErrExists", size, err)
+		}
+		if err := o.Abort(ctx); err != nil {
+			t.Errorf("Abort after a refused Publish: %v", err)
+		}
+	}
+	if got := read(t, s, name); string(got) != "first copy" {
+		t.Errorf("content %q, want the first copy", got)
 	}
 	if got := names(t, s, "t/"); len(got) != 1 {
 		t.Errorf("List: %v", got)
+	}
+	if n, err := s.Cleanup(ctx, "", nil); err != nil || n != 0 {
+		t.Errorf("Cleanup after refused publishes found %d leftovers (%v)", n, err)
+	}
+	// Once removed, the name is free again.
+	if err := s.Remove(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	put(t, s, name, []byte("second"))
+	if got := read(t, s, name); string(got) != "second" {
+		t.Errorf("content after Remove and Publish %q", got)
+	}
+}
+
+// testPublishAs: an object is published under the name given at the end,
+// in another directory too; the name given to Create stays free.
+func testPublishAs(t *testing.T, s store.Store, _ Config) {
+	ctx := context.Background()
+	o, err := s.Create(ctx, "a/part-0-7-7.parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Write([]byte("rows 7..9")); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.PublishAs(ctx, "a/b/part-0-7-9.parquet"); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(t, s, ""); fmt.Sprint(got) != "[a/b/part-0-7-9.parquet]" {
+		t.Errorf("List = %v", got)
+	}
+	if got := read(t, s, "a/b/part-0-7-9.parquet"); string(got) != "rows 7..9" {
+		t.Errorf("content %q", got)
+	}
+	if err := o.PublishAs(ctx, "a/other"); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("second PublishAs: %v", err)
+	}
+	o, err = s.Create(ctx, "a/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Abort(ctx)
+	if err := o.PublishAs(ctx, "../escape"); err == nil {
+		t.Error("PublishAs accepted a name outside the store")
+	}
+	if err := o.PublishAs(ctx, "a/b/part-0-7-9.parquet"); !errors.Is(err, store.ErrExists) {
+		t.Errorf("PublishAs over an existing name: %v", err)
+	}
+}
+
+// testRacingPublishes: objects published under one name at the same time
+// (a paused former owner and the new one) leave exactly one, whole.
+func testRacingPublishes(t *testing.T, s store.Store, _ Config) {
+	ctx := context.Background()
+	const racers = 6
+	objects := make([]store.Object, racers)
+	for i := range objects {
+		o, err := s.Create(ctx, fmt.Sprintf("race/tmp-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer o.Abort(ctx)
+		if _, err := o.Write([]byte(strings.Repeat(fmt.Sprint(i), 1000))); err != nil {
+			t.Fatal(err)
+		}
+		objects[i] = o
+	}
+	errs := make([]error, racers)
+	var wg sync.WaitGroup
+	for i, o := range objects {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = o.PublishAs(ctx, "race/part-0-0-9.parquet")
+		}()
+	}
+	wg.Wait()
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Errorf("publishes %d and %d both succeeded", winner, i)
+		case err == nil:
+			winner = i
+		case !errors.Is(err, store.ErrExists):
+			t.Errorf("publish %d: %v", i, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no publish succeeded")
+	}
+	if got := read(t, s, "race/part-0-0-9.parquet"); string(got) != strings.Repeat(fmt.Sprint(winner), 1000) {
+		t.Errorf("content is not the winner's (%d): %.20q", winner, got)
 	}
 }
 
@@ -299,7 +416,7 @@ func testRemove(t *testing.T, s store.Store, _ Config) {
 // testCleanup models a crashed worker: its unpublished objects are cleaned up
 // by the next owner of the partition and can no longer be published, while
 // other partitions' objects in progress are left alone.
-func testCleanup(t *testing.T, s store.Store, _ Config) {
+func testCleanup(t *testing.T, s store.Store, cfg Config) {
 	ctx := context.Background()
 	put(t, s, "c/dt=2024-05-01/hr=10/part-3-0.parquet", []byte("published"))
 	create := func(name string) store.Object {
@@ -320,16 +437,22 @@ func testCleanup(t *testing.T, s store.Store, _ Config) {
 	outside := create("d/part-3-1.parquet")
 
 	partition3 := func(name string) bool { return strings.Contains(name, "/part-3-") }
+	want := len(crashed)
+	if cfg.SpoolsLocally {
+		want = 0
+	}
 	n, err := s.Cleanup(ctx, "c/", partition3)
-	if err != nil || n != 2 {
-		t.Fatalf("Cleanup = %d, %v; want 2", n, err)
+	if err != nil || n != want {
+		t.Fatalf("Cleanup = %d, %v; want %d", n, err, want)
 	}
 	if n, err := s.Cleanup(ctx, "c/", partition3); err != nil || n != 0 {
 		t.Errorf("second Cleanup = %d, %v; want 0", n, err)
 	}
 	for _, o := range crashed {
-		if err := o.Publish(ctx); err == nil {
-			t.Errorf("%s published after its leftover was cleaned up", o.Name())
+		if !cfg.SpoolsLocally {
+			if err := o.Publish(ctx); err == nil {
+				t.Errorf("%s published after its leftover was cleaned up", o.Name())
+			}
 		}
 		o.Abort(ctx)
 	}
@@ -338,9 +461,12 @@ func testCleanup(t *testing.T, s store.Store, _ Config) {
 			t.Errorf("%s: cleanup touched an object it did not match: %v", o.Name(), err)
 		}
 	}
-	want := "[c/dt=2024-05-01/hr=10/part-3-0.parquet c/dt=2024-05-01/hr=10/part-4-100.parquet d/part-3-1.parquet]"
-	if got := names(t, s, ""); fmt.Sprint(got) != want {
-		t.Errorf("List = %v, want %v", got, want)
+	wantNames := "[c/dt=2024-05-01/hr=10/part-3-0.parquet c/dt=2024-05-01/hr=10/part-4-100.parquet d/part-3-1.parquet]"
+	if got := names(t, s, ""); fmt.Sprint(got) != wantNames {
+		t.Errorf("List = %v, want %v", got, wantNames)
+	}
+	if cfg.SpoolsLocally {
+		return
 	}
 	// A nil match takes everything under the prefix.
 	create("e/x")

@@ -1,0 +1,198 @@
+package lake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/sinks/store"
+)
+
+// Zombie-proof publishing (doc.go, "Superseded owners"): before every
+// publish and every removal the worker asks the group coordinator whether
+// its member and generation are still current, publishes without ever
+// replacing a name, and, the first time it opens a bucket of a partition
+// after the assignment, removes the files an earlier owner published there
+// past the committed offset.
+
+// errFenced says the coordinator no longer knows the worker's member or
+// generation: its partitions may belong to another member already.
+var errFenced = errors.New("lake: this worker is no longer a member of the group's current generation")
+
+// ownershipChecker tells whether the worker still owns what its client
+// thinks it owns; the kgo implementation is below, tests use fakes.
+type ownershipChecker interface {
+	// check returns nil while the member and generation are current,
+	// errFenced (wrapped) when the coordinator says they are not, and
+	// another error when it cannot tell.
+	check(ctx context.Context) error
+}
+
+// fenceTimeout bounds one ownership check.
+const fenceTimeout = 10 * time.Second
+
+// kgoOwnership checks with a Heartbeat of the member and generation the
+// client holds: the coordinator answers it exactly as it would the commit
+// that follows the publish, and it costs one round trip. A rebalance in
+// progress still counts as owning: the coordinator gives no partition of a
+// member to another before that member rejoined or its session expired,
+// which is also why a revoked partition may still be landed.
+type kgoOwnership struct {
+	client *kgo.Client
+	group  string
+}
+
+func (k *kgoOwnership) check(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, fenceTimeout)
+	defer cancel()
+	member, generation := k.client.GroupMetadata()
+	if member == "" || generation < 0 {
+		return fmt.Errorf("%w (not joined)", errFenced)
+	}
+	req := kmsg.NewPtrHeartbeatRequest()
+	req.Group, req.MemberID, req.Generation = k.group, member, generation
+	resp, err := req.RequestWith(ctx, k.client)
+	if err != nil {
+		return fmt.Errorf("lake: checking the group generation: %w", err)
+	}
+	switch err := kerr.ErrorForCode(resp.ErrorCode); {
+	case err == nil, errors.Is(err, kerr.RebalanceInProgress):
+		return nil
+	case errors.Is(err, kerr.IllegalGeneration), errors.Is(err, kerr.UnknownMemberID), errors.Is(err, kerr.FencedInstanceID):
+		return fmt.Errorf("%w (member %s, generation %d: %v)", errFenced, member, generation, err)
+	default:
+		return fmt.Errorf("lake: checking the group generation: %w", err)
+	}
+}
+
+// checkOwnershipLocked runs the check; a worker without a checker (tests)
+// always owns its partitions.
+func (w *Worker) checkOwnershipLocked(ctx context.Context) error {
+	if w.fence == nil {
+		return nil
+	}
+	return w.fence.check(ctx)
+}
+
+// publishFileLocked publishes a closed file of p's window under its final
+// name, which carries its row range, after checking that the worker still
+// owns p. fenced is true when it does not: nothing was published, and the
+// caller must drop the window without committing. A name that exists holds
+// the same rows (see doc.go), so it counts as published.
+func (w *Worker) publishFileLocked(ctx context.Context, p *partitionState, win *window, f *outFile) (fenced bool, err error) {
+	final := w.bucketDir(p.tp.topic, f.bucket) + "/" + FileName(p.tp.partition, f.first, f.last)
+	if err := w.checkOwnershipLocked(ctx); err != nil {
+		if !errors.Is(err, errFenced) {
+			return false, err
+		}
+		w.logger.Warn("publish refused: the partition has moved to another member; the window is discarded",
+			"topic", p.tp.topic, "partition", p.tp.partition, "start", win.start, "next", win.next,
+			"file", final, "err", err)
+		return true, nil
+	}
+	err = f.obj.PublishAs(ctx, final)
+	if errors.Is(err, store.ErrExists) {
+		w.logger.Info("file already published with the same rows", "name", final)
+		err = nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("lake: publish %s: %w", final, err)
+	}
+	f.name = final
+	return false, nil
+}
+
+// clearSupersededLocked is called before p's window opens a file in bucket:
+// the first time in the partition's assignment, it removes p's files in
+// the bucket whose row range ends at or after the window's start (the
+// committed offset). No owner committed them: a crashed attempt published
+// them, or a paused former owner did after losing p; their rows are landed
+// again by this owner, under names that may differ when the cuts do. The
+// files are listed, then the ownership checked, then removed, so a paused
+// former owner never removes a file the new owner published.
+func (w *Worker) clearSupersededLocked(ctx context.Context, p *partitionState, bucket time.Time) error {
+	if p.cleared == nil {
+		p.cleared = map[int64]bool{}
+	}
+	if p.cleared[bucket.Unix()] {
+		return nil
+	}
+	dir := w.bucketDir(p.tp.topic, bucket) + "/"
+	objs, err := w.store.List(ctx, dir+"part-"+strconv.Itoa(int(p.tp.partition))+"-")
+	if err != nil {
+		return fmt.Errorf("lake: listing %s for a superseded owner's files: %w", dir, err)
+	}
+	var stale []string
+	for _, o := range objs {
+		partition, _, last, ok := ParseFileName(o.Name[lastSlash(o.Name)+1:])
+		if ok && partition == p.tp.partition && last >= p.win.start {
+			stale = append(stale, o.Name)
+		}
+	}
+	if len(stale) > 0 {
+		if err := w.checkOwnershipLocked(ctx); err != nil {
+			if errors.Is(err, errFenced) {
+				w.logger.Warn("not removing files past the committed offset: the partition has moved to another member",
+					"topic", p.tp.topic, "partition", p.tp.partition, "files", len(stale), "err", err)
+				return nil // the window's publish is refused as well
+			}
+			return err
+		}
+		for _, name := range stale {
+			if err := w.store.Remove(ctx, name); err != nil {
+				return fmt.Errorf("lake: removing %s: %w", name, err)
+			}
+			w.logger.Warn("removed a file published past the committed offset by a superseded owner",
+				"topic", p.tp.topic, "partition", p.tp.partition, "committed", p.win.start, "name", name)
+		}
+	}
+	p.cleared[bucket.Unix()] = true
+	return nil
+}
+
+// FileName is the name of the file of a partition's bucket holding the
+// bucket's rows from offset first to offset last of one commit window:
+// `part-<partition>-<first, 20 digits>-<last, 20 digits>.parquet`. The
+// padding makes a directory listing sort a partition's files by offset.
+func FileName(partition int32, first, last int64) string {
+	return fmt.Sprintf("part-%d-%020d-%020d.parquet", partition, first, last)
+}
+
+// ParseFileName is the inverse of FileName.
+func ParseFileName(base string) (partition int32, first, last int64, ok bool) {
+	rest, found := strings.CutPrefix(base, "part-")
+	if !found {
+		return 0, 0, 0, false
+	}
+	rest, found = strings.CutSuffix(rest, ".parquet")
+	if !found {
+		return 0, 0, 0, false
+	}
+	fields := strings.Split(rest, "-")
+	if len(fields) != 3 || len(fields[1]) != 20 || len(fields[2]) != 20 {
+		return 0, 0, 0, false
+	}
+	p, err1 := strconv.ParseInt(fields[0], 10, 32)
+	f, err2 := strconv.ParseInt(fields[1], 10, 64)
+	l, err3 := strconv.ParseInt(fields[2], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || p < 0 || f < 0 || l < f || strconv.Itoa(int(p)) != fields[0] {
+		return 0, 0, 0, false
+	}
+	return int32(p), f, l, true
+}
+
+// finalNameMatcher matches the names of one partition's data files, so a
+// newly assigned partition's leftovers can be found.
+func finalNameMatcher(partition int32) func(name string) bool {
+	return func(name string) bool {
+		p, _, _, ok := ParseFileName(name[lastSlash(name)+1:])
+		return ok && p == partition
+	}
+}
