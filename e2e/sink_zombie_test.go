@@ -1,0 +1,142 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"regexp"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// TestSinkZombieWorker: a sink worker holding an unpublished window (its
+// idle-timeout cut pending) is SIGSTOPped past its session timeout; a
+// replacement takes the partition over and lands the same records and more
+// in windows cut elsewhere; then the paused worker is SIGCONTed and its idle
+// cut comes due. Its publish is refused (the group generation check), and
+// the lake holds every event exactly once — on the filesystem store and on
+// versitygw.
+func TestSinkZombieWorker(t *testing.T) {
+	t.Parallel()
+	t.Run("file", func(t *testing.T) {
+		t.Parallel()
+		root := t.TempDir()
+		zombieScenario(t, "file://"+root, nil)
+		checkLake(t, root+"/clicks/**/*.parquet", zombieWant)
+		if l := leftovers(t, root); len(l) != 0 {
+			t.Errorf("temporary files left: %v", l)
+		}
+	})
+	t.Run("s3", func(t *testing.T) {
+		t.Parallel()
+		server := startVersitygw(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		s3, err := minio.New(server.addr, &minio.Options{
+			Creds: credentials.NewStaticV4(s3AccessKey, s3SecretKey, ""), Region: "us-east-1",
+			BucketLookup: minio.BucketLookupPath})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s3.MakeBucket(ctx, "warehouse", minio.MakeBucketOptions{Region: "us-east-1"}); err != nil {
+			t.Fatal(err)
+		}
+		// The sink processes read their credentials from the environment;
+		// t.Setenv is not allowed in a parallel test, and every S3 test
+		// sets these same values.
+		os.Setenv("AWS_ACCESS_KEY_ID", s3AccessKey)
+		os.Setenv("AWS_SECRET_ACCESS_KEY", s3SecretKey)
+		zombieScenario(t, "s3://warehouse/lake", []string{"--s3-endpoint", server.endpoint()})
+		checkS3Lake(t, ctx, s3, "warehouse", zombieWant)
+	})
+}
+
+// zombieWant is the events per hour zombieScenario produces.
+var zombieWant = func() map[string]int {
+	want := map[string]int{}
+	for i := 0; i < zombieTotal; i++ {
+		_, h := clickEvent(i, 2, "")
+		want[h]++
+	}
+	return want
+}()
+
+const zombieTotal = 700
+
+func zombieScenario(t *testing.T, out string, extra []string) {
+	const (
+		topic = "clicks"
+		group = "lake-zombie"
+	)
+	b := startBroker(t)
+	b.createTopic(t, topic, 1, nil)
+	metricsAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	// The idle timeout is long enough to stop the worker while its window
+	// waits for it, and shorter than the test's wait after SIGCONT.
+	zombie := startSink(t, b, "sink-zombie", group, topic, out, append([]string{"--idle-timeout", "5s",
+		"--metrics-listen", metricsAddr}, extra...)...)
+	produceClicks(t, b, topic, 0, 300, 2, nil)
+	// Every record read, files open: the window is pending its idle cut.
+	waitMetrics(t, metricsAddr, 30*time.Second,
+		regexp.MustCompile(`(?m)^millrace_lake_lag_records\{partition="0",topic="clicks"\} 0$`),
+		regexp.MustCompile(`(?m)^millrace_lake_open_files [1-9]`))
+	if err := syscall.Kill(zombie.pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			if err := syscall.Kill(zombie.pid(), syscall.SIGCONT); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(resume) // before the process's own cleanup stops it
+
+	// More records before the replacement starts: its first window holds
+	// 0..499, so its file names differ from the paused worker's 0..299.
+	produceClicks(t, b, topic, 300, 500, 2, nil)
+	replacement := startSink(t, b, "sink-replacement", group, topic, out, extra...)
+	waitLanded(t, b, group, topic, time.Minute, replacement)
+	produceClicks(t, b, topic, 500, zombieTotal, 2, nil)
+	waitLanded(t, b, group, topic, time.Minute, replacement)
+
+	resume()
+	zombie.waitLog("publish refused: the partition has moved to another member", 1, 30*time.Second)
+	for _, p := range []*process{zombie, replacement} {
+		if !p.stop(syscall.SIGTERM, 30*time.Second) || p.exitCode() != 0 {
+			t.Errorf("%s: status %d after SIGTERM", p.name, p.exitCode())
+		}
+	}
+}
+
+// waitMetrics waits until the process's /metrics matches every pattern.
+func waitMetrics(t *testing.T, addr string, timeout time.Duration, patterns ...*regexp.Regexp) {
+	t.Helper()
+	var body []byte
+	for deadline := time.Now().Add(timeout); ; time.Sleep(50 * time.Millisecond) {
+		if resp, err := http.Get("http://" + addr + "/metrics"); err == nil {
+			body, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			matched := 0
+			for _, p := range patterns {
+				if p.Match(body) {
+					matched++
+				}
+			}
+			if matched == len(patterns) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics at %s does not match %v after %v:\n%s", addr, patterns, timeout, grepLines(string(body), "millrace_lake"))
+		}
+	}
+}
