@@ -8,44 +8,57 @@
 // event time — the schema's time field, or Config.TimestampField, with the
 // record's timestamp as the fallback:
 //
-//	<root>/<topic>/dt=YYYY-MM-DD/hr=HH/part-<partition>-<first offset>.parquet
-//	<root>/<topic>/dt=YYYY-MM-DD/part-<partition>-<first offset>.parquet   (partition_by: day)
+//	<root>/<topic>/dt=YYYY-MM-DD/hr=HH/part-<partition>-<first offset>-<last offset>.parquet
+//	<root>/<topic>/dt=YYYY-MM-DD/part-<partition>-<first offset>-<last offset>.parquet   (partition_by: day)
 //
-// The first offset is zero-padded to 20 digits, so a directory listing sorts
-// files by offset within a partition.
+// The offsets are those of the file's first and last row, zero-padded to 20
+// digits, so a directory listing sorts files by offset within a partition.
 //
 // # Commit windows and exactly-once output
 //
 // A worker handles each assigned partition as a sequence of commit windows. A
 // window starts at the partition's committed offset (the first record the
 // group hands out after it) and collects records until it ends; each time
-// bucket seen in the window gets one file, named by the offset of the bucket's
-// first record in the window. Files are written under a temporary identity
-// (a hidden temporary file, or an unfinished multipart upload) and published
-// atomically (fsync + rename, or completing the upload). When a window ends,
+// bucket seen in the window gets one file, named by the offsets of the
+// bucket's first and last record in the window. Files are written under a
+// temporary identity (a hidden temporary file, or a local spool file for S3)
+// and published atomically and without ever replacing a name (fsync + link,
+// or a PUT / multipart completion with If-None-Match: *). When a window ends,
 // ALL its files are published, any dead-letter records are acknowledged, and
 // only THEN is the group offset committed, to the offset after the window's
 // last record.
 //
 // Why this lands every record exactly once, whatever happens between two
 // steps: after a crash (or a rebalance that discarded unpublished work) the
-// next owner starts again at the committed offset and reads the same records.
-// Take any file published by the lost attempt, named by offset X, the first
-// record of bucket b after the committed offset C. Whatever windows the new
-// attempt cuts, the window that contains X starts at some S with C <= S <= X,
-// and no record in [S, X) is in bucket b, so X is again the first offset of b
-// in that window and the window publishes a file of the same name, replacing
-// the earlier copy, before the committed offset moves past X. No file of the
-// lost attempt survives under a name the new attempt does not rewrite, and no
-// record is in two files of different names. Files of committed windows are
-// never rewritten, because no later window starts before the commit.
+// next owner starts again at the committed offset C and reads the same
+// records. Files of committed windows hold only rows before C (a window's
+// rows end before the offset it commits). Any file with a row at or after C
+// — its last offset is >= C — was published by an attempt that never
+// committed it. So the first time the new owner opens a file in a bucket
+// after its assignment, before it publishes anything there, it lists the
+// partition's files in that bucket's directory and removes those whose last
+// offset is >= C (fence.go). Every such file is found in time: its rows are
+// records at or after C of that bucket, so the new owner opens the bucket
+// when it reaches the first of them, before its commit can move past it. It
+// then lands those records itself. No record is in two files, and no
+// committed file is touched. A file whose first offset is before C and whose
+// last is at or after it cannot come from a crashed attempt (which started
+// at C); it comes from a superseded owner (below) and goes too: its rows
+// before C are in the committed files.
 //
+// Two files of one name hold the same rows: the name gives the bucket, the
+// partition and the offsets of the first and last row, and the rows are the
+// records of that bucket between them (which records are dropped — dead
+// letters, skipped batches, repeats — depends on the records alone). So a
+// publish that finds its name taken has nothing to add, and counts as done;
+// cut points that differ between attempts give other names, never a
+// different file under the same name.
+
 // # Where windows end
 //
 // The argument above holds for any cut points, but the cut points that come
-// from the records alone are deterministic, so a rewrite usually also has the
-// same rows as the lost copy (and a slow former owner that publishes late
-// writes the same file): a window ends
+// from the records alone are deterministic, so a rewrite usually has the
+// same names as the lost copy: a window ends
 //   - after RollRows rows;
 //   - when the files' estimated size reaches RollBytes (checked every 1,024
 //     rows, from the writers' own estimate, which depends on the rows only);
@@ -58,16 +71,59 @@
 //     early instead of opening unbounded writers).
 //
 // Four cuts depend on the wall clock or on other partitions, and are exactly
-// once by the naming argument alone: the idle timeout (a window whose
+// once by the removal argument alone: the idle timeout (a window whose
 // partition has delivered nothing for IdleTimeout is ended, so a quiet
 // partition lands promptly — this is the explicit flush DESIGN.md's wall-clock
 // roll-age asked for), the open-file cap when another partition holds the
 // files, a revoke (publish, then commit, in OnPartitionsRevoked), and
 // shutdown. A lost partition (session expired) is discarded without commit.
 //
-// Leftovers of a crashed worker (temporary files, unfinished uploads) are
-// removed when their partition is assigned, by store.Cleanup with a match on
-// the final-name pattern of that partition; whatever they held is rewritten.
+// Leftovers of a crashed worker (temporary files, unfinished uploads of an
+// interrupted publish) are removed when their partition is assigned, by
+// store.Cleanup with a match on the name pattern of that partition; whatever
+// they held is rewritten. (An S3 worker's local spool files of a crash stay
+// in its os.TempDir().)
+//
+// # Superseded owners
+//
+// A worker paused past its session timeout (a long GC, SIGSTOP, a VM
+// migration) is removed from the group while it still holds windows; its
+// partitions move to another member, which lands the same records in
+// windows cut elsewhere and commits. When the paused worker resumes, its
+// idle timeout, a revoke or the open-file cap may end a window before its
+// client has noticed. Three things keep it from changing the lake:
+//   - before each file it publishes, and before removing files as above, the
+//     worker sends the group coordinator a Heartbeat with the member id and
+//     generation its client holds; ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID or
+//     FENCED_INSTANCE_ID mean the partition may be another member's, and the
+//     worker discards the window, publishing and committing nothing ("publish
+//     refused" in its log). REBALANCE_IN_PROGRESS still owns: no partition
+//     moves before its member rejoined or its session expired. Any other
+//     failure stops the worker, like a failed commit;
+//   - a publish never replaces a name, so a late file can never take the
+//     place of the new owner's (whose rows would be lost), and one of the
+//     same name holds the same rows;
+//   - removals list first and check the generation after, so a former owner
+//     only ever removes files that existed while it still owned the
+//     partition.
+//
+// Its temporary files may be gone too (the new owner's Cleanup), which fails
+// a late publish on the filesystem.
+//
+// What remains: a pause longer than the session timeout (plus the
+// rebalance and the new owner's landing) that falls exactly between a
+// passed check and the store operation it guards — the single link(2), PUT
+// or completion request, or a removal. A late publish then adds a file
+// whose rows the new owner also lands (each such row twice, never lost);
+// it is removed if its range reaches the committed offset when the
+// partition is next assigned, and stays otherwise. A late removal can take
+// away a file the new owner published under the same name since (those
+// rows lost). Nothing in S3 or POSIX fences a write by a token the group
+// hands out, so only a store with conditional deletes and a fencing token
+// per object could close this; with the default 45 s session it needs a
+// 45 s stall inside one request. On an S3 server that ignores
+// If-None-Match a late publish of a taken name replaces the file (same
+// rows when the range matches; otherwise the window above).
 //
 // # _SUCCESS markers
 //
@@ -110,8 +166,8 @@
 // commit is lost. Whether a batch is skipped depends only on its bytes in
 // the log (replicas hold the same bytes) and on the bound, which every
 // worker of a group must share, so every owner skips the same offsets and
-// lands the same records around them: the naming argument above is
-// unchanged, and a skip never adds a file.
+// lands the same records around them: the argument above is unchanged,
+// and a skip never adds a file.
 //
 // # Malformed batches
 //
@@ -130,7 +186,7 @@
 // The decision depends only on the log's bytes, never on when the check
 // ran, and the skipped offsets are ones the client never delivers (it
 // stops decoding a batch at its first bad record; records before it are
-// landed): every owner lands the same records, so the naming argument is
+// landed): every owner lands the same records, so the argument above is
 // unchanged. Only the dead letter depends on timing: when records follow
 // the batch in the same fetch before the check runs, the client moves past
 // it on its own and no dead letter is sent (the landed records are the
@@ -168,7 +224,7 @@
 // window's unpublished objects are discarded and the records are landed again
 // from the committed offset by the next owner or the next start. Continuing
 // after a failed commit would start a window beyond the committed offset,
-// which breaks the naming argument. A Runner makes that next start: it shuts
+// which breaks the argument above. A Runner makes that next start: it shuts
 // the stopped worker down, which leaves the group, and starts a new one after
 // a backoff of 1 s doubling to 1 min.
 package lake
