@@ -66,8 +66,9 @@ func (u usage) cpu(v usage) time.Duration { return v.user - u.user + v.sys - u.s
 // has DuckDB, limited to one thread, convert the same events from
 // newline-delimited JSON to Parquet. It reports rows per CPU-second (rows/s per
 // core) for both, after one warm-up run each, and their ratio (lake / DuckDB),
-// for zstd and snappy, and the minor page faults per run and the kernel's
-// share of the CPU of each.
+// for zstd and snappy, with dedup off and on (every click has a distinct
+// UUID, so dedup remembers all 200,000 and drops none), and the minor page
+// faults per run and the kernel's share of the CPU of each.
 func BenchmarkClicksToParquet(b *testing.B) {
 	const n = 200_000
 	recs, ndjson := benchClicks(n)
@@ -86,11 +87,13 @@ func BenchmarkClicksToParquet(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, codec := range []string{"zstd", "snappy"} {
-		b.Run(codec, func(b *testing.B) { benchBoth(b, db, recs, jsonPath, codec) })
+		for _, dedup := range []string{"off", "on"} {
+			b.Run(codec+"/dedup="+dedup, func(b *testing.B) { benchBoth(b, db, recs, jsonPath, codec, dedup) })
+		}
 	}
 }
 
-func benchBoth(b *testing.B, db *sql.DB, recs []*kgo.Record, jsonPath, codec string) {
+func benchBoth(b *testing.B, db *sql.DB, recs []*kgo.Record, jsonPath, codec, dedup string) {
 	n := len(recs)
 	dir := b.TempDir()
 	// CPU time (user + system, all threads of the process), not wall time:
@@ -105,7 +108,7 @@ func benchBoth(b *testing.B, db *sql.DB, recs []*kgo.Record, jsonPath, codec str
 	workers := make([]*Worker, b.N+1)
 	for i := range workers {
 		root := filepath.Join(dir, fmt.Sprint("lake-", i))
-		workers[i], _, _ = testWorker(b, root, func(c *Config) { c.RollRows = int64(n); c.Compression = codec })
+		workers[i], _, _ = testWorker(b, root, func(c *Config) { c.RollRows = int64(n); c.Compression = codec; c.Dedup = dedup })
 	}
 	land := func(w *Worker) {
 		if err := feed(w, recs, 0); err != nil {
