@@ -125,6 +125,65 @@
 // If-None-Match a late publish of a taken name replaces the file (same
 // rows when the range matches; otherwise the window above).
 //
+// # Dedup
+//
+// With Dedup on (the default), a record whose event_id repeats one the
+// partition remembers is read but not landed (dedup.go). Two kinds of id
+// are recognised: the tailer's (32 lower-case hex digits, 16 naming the
+// file and 16 the line's byte offset), dropped when the offset is at or
+// below the largest offset of that file remembered; and UUIDs (the beacon's),
+// dropped when the same UUID is remembered. Any other id, or none, passes and
+// is counted (millrace_lake_records_without_id_total; drops are
+// millrace_lake_duplicates_dropped_total; both per source and hour through
+// Worker.TakeDedupCounts, for the audit).
+//
+// What a partition remembers is a pure function of its records: the last
+// DedupMaxIDs records with an id among those read within DedupWindow of
+// record time, where time is the partition clock, the largest record
+// timestamp read so far. Every record with an id is remembered, dropped or
+// not, so what is remembered never depends on earlier decisions. Record
+// time, not event time, because the broker can find it (ListOffsets by
+// timestamp), which makes the rebuild below exact, and because a repeat is a
+// re-send: both copies carry the same event time, the second arrives later.
+// For the tailer this means a file's watermark lasts as long as the file
+// writes within DedupMaxIDs records or DedupWindow of record time; lines
+// re-sent after a tailer was down for longer than that land twice, and the
+// audit shows them.
+//
+// Decisions therefore depend only on the partition's records before the
+// one decided, never on where windows were cut or which worker read them,
+// and the naming argument above is unchanged: replace "record" by "landed
+// record". A dropped record is dropped by every attempt, so the first
+// landed record of a bucket after the committed offset is the same for
+// every attempt and names the same file; when the first record of a bucket
+// in a window is a repeat, the file is named by the next record of that
+// bucket that is landed. A window may end up with no file at all (every
+// record a repeat); it is committed like any other.
+//
+// A worker that is assigned a partition rebuilds the state before landing
+// its first record, at the committed offset C: the commit's metadata holds
+// the largest record time of the window before C, at most the clock at C,
+// so every record with a timestamp older than it minus DedupWindow is
+// forgotten at C by every worker; the worker lists the first offset at or
+// after that time, reads from there up to C with a client of its own, and
+// decides each record without landing it (millrace_lake_dedup_records_reread_total).
+// Nothing is stored besides what the offsets already store, so the state
+// survives crashes and rebalances exactly like the offsets. The rebuild is
+// exact unless retention deleted records of the stretch, the stretch holds a
+// malformed batch (the reader gives up after StallTimeout and keeps what it
+// read), or the commit has no record time (a window of skipped batches only);
+// the worker then logs a warning and some repeats may be landed. A partition
+// with no committed offset starts with nothing remembered.
+//
+// The tailer's watermark assumes that every line of a file reaches one
+// partition in order: the tailer's default key, "{host}:{path}" with the path
+// the file was first found at (kept in its registry for the file's life,
+// across renames and restarts), does that; `key: none` does not, and with it
+// dedup must be off for the topic, or a line re-sent to another partition
+// could fall below that partition's watermark of its file and be dropped
+// unlanded. Adding partitions to a topic moves keys: repeats across the
+// change may land.
+//
 // # _SUCCESS markers
 //
 // Every commit carries the window's largest record timestamp in the offset's
