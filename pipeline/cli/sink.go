@@ -17,7 +17,7 @@ func init() {
 	register("sink", "sink -b BROKERS --group G --topic T [--topic T2...] --schema log|click|metric "+
 		"[--field NAME:TYPE...] --out file:///PATH|s3://BUCKET/PREFIX [--s3-endpoint URL] [--s3-region R] [--roll-rows N] [--roll-bytes N] "+
 		"[--roll-age D] [--idle-timeout D] [--session-timeout D] [--compression zstd|snappy] [--partition-by hour|day] "+
-		"[--timestamp-field F] [--max-decompressed-batch-bytes N] [--config sink.yaml] [--metrics-listen ADDR]", runSink)
+		"[--timestamp-field F] [--max-decompressed-batch-bytes N] [--dedup on|off] [--dedup-window D] [--dedup-max-ids N] [--config sink.yaml] [--metrics-listen ADDR]", runSink)
 }
 
 // sinkFile is the YAML layout of `millrace sink --config`.
@@ -66,6 +66,9 @@ func runSink(ctx context.Context, e env, args []string) error {
 	timestampField := f.String("timestamp-field", "", "timestamp field that picks the bucket (default the schema's)")
 	maxBatch := f.Int("max-decompressed-batch-bytes", 0, "dead-letter and skip a batch that decompresses past N bytes "+
 		"or cannot be decompressed (default 64 MiB; the same for every worker of a group)")
+	dedup := f.String("dedup", "", "drop repeated event ids: on (default) or off")
+	dedupWindow := f.Duration("dedup-window", 0, "how long in record time a partition remembers ids (default 1h)")
+	dedupMaxIDs := f.Int("dedup-max-ids", 0, "ids a partition remembers at most, about 100 bytes each (default 1000000)")
 	configFile := f.String("config", "", "YAML file with out:, s3_endpoint:, s3_region: and lake: (flags override)")
 	metricsAddr := f.String("metrics-listen", "", "serve Prometheus /metrics on this address")
 	shutdownTimeout := f.Duration("shutdown-timeout", time.Minute, "how long to publish and commit on shutdown")
@@ -104,6 +107,7 @@ func runSink(ctx context.Context, e env, args []string) error {
 	setString(&cfg.Lake.Compression, *compression)
 	setString(&cfg.Lake.PartitionBy, *partitionBy)
 	setString(&cfg.Lake.TimestampField, *timestampField)
+	setString(&cfg.Lake.Dedup, *dedup)
 	if len(topics) > 0 {
 		cfg.Lake.Topics = topics
 	}
@@ -124,6 +128,12 @@ func runSink(ctx context.Context, e env, args []string) error {
 	}
 	if explicit["session-timeout"] {
 		cfg.Lake.SessionTimeout = *sessionTimeout
+	}
+	if explicit["dedup-window"] {
+		cfg.Lake.DedupWindow = *dedupWindow
+	}
+	if explicit["dedup-max-ids"] {
+		cfg.Lake.DedupMaxIDs = *dedupMaxIDs
 	}
 	if explicit["max-decompressed-batch-bytes"] {
 		cfg.Lake.MaxDecompressedBatchBytes = *maxBatch

@@ -96,8 +96,8 @@ type Config struct {
 	// dropped. A worker that takes a partition over reads this much of it
 	// again before landing. Default 1h.
 	DedupWindow time.Duration `yaml:"dedup_window"`
-	// DedupMaxIDs caps the ids a partition remembers (about 90 bytes
-	// each); past it the oldest are forgotten first. Default 1,000,000.
+	// DedupMaxIDs caps the ids a partition remembers (at most about 100
+	// bytes each); past it the oldest are forgotten first. Default 1,000,000.
 	DedupMaxIDs int `yaml:"dedup_max_ids"`
 	// AuditTopic is where the worker publishes its audit counts (rows
 	// landed, deduplicated and dead-lettered per source and hour) before
