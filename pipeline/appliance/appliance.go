@@ -55,6 +55,7 @@ type Appliance struct {
 	metrics   *http.Server // /metrics, at HTTP.MetricsListen
 	metricsAt net.Addr
 	console   *monitor.Collector // feeds /console
+	auditor   *monitor.Auditor   // the console's audit table and gauge; nil without one
 	bg        sync.WaitGroup     // demo writer, ops publisher, HTTP server
 	stopBG    context.CancelFunc
 }
@@ -256,14 +257,31 @@ func (a *Appliance) startHTTP() error {
 		mux.Handle("/", b.Handler())
 	}
 	mux.HandleFunc("GET /{$}", a.serveDemoPage)
-	console, err := monitor.New(monitor.Config{Brokers: a.brokers, MetricsTopic: a.cfg.OpsMetrics.Topic}, a.logger.With("component", "console"))
+	collector, err := monitor.New(monitor.Config{Brokers: a.brokers, MetricsTopic: a.cfg.OpsMetrics.Topic}, a.logger.With("component", "console"))
 	if err != nil {
 		return err
 	}
-	a.console = console
-	console.Start(context.Background())
-	mux.Handle("/console", monitor.Handler(a.console))
-	mux.Handle("/console/", monitor.Handler(a.console))
+	a.console = collector
+	collector.Start(context.Background())
+	var audits monitor.AuditSource
+	if a.cfg.Audit.On() && len(a.cfg.Sinks) > 0 && a.cfg.HTTP.AuditInterval > 0 {
+		lakes := make([]monitor.AuditLake, len(a.cfg.Sinks))
+		for i, sc := range a.cfg.Sinks {
+			// startSink opened a.stores[i] for a.cfg.Sinks[i].
+			lakes[i] = monitor.AuditLake{Name: sc.Name, Store: a.stores[i], Topics: sc.Topics}
+		}
+		auditor, err := monitor.NewAuditor(monitor.AuditConfig{Brokers: a.brokers, Topic: a.cfg.Audit.Topic, Lakes: lakes,
+			Since: a.cfg.HTTP.AuditSince, Interval: a.cfg.HTTP.AuditInterval}, a.registry, a.logger.With("component", "audit"))
+		if err != nil {
+			return err
+		}
+		a.auditor = auditor
+		auditor.Start(context.Background())
+		audits = auditor
+	}
+	console := monitor.Handler(a.console, audits)
+	mux.Handle("/console", console)
+	mux.Handle("/console/", console)
 	ln, err := net.Listen("tcp", a.cfg.HTTP.Listen)
 	if err != nil {
 		return fmt.Errorf("http: %w", err)
@@ -351,6 +369,10 @@ func (a *Appliance) Shutdown(ctx context.Context) error {
 	}
 	if a.console != nil {
 		errs = append(errs, a.console.Shutdown(ctx))
+	}
+	// Before the stores it reads are closed.
+	if a.auditor != nil {
+		errs = append(errs, a.auditor.Shutdown(ctx))
 	}
 	for _, t := range a.tailers {
 		errs = append(errs, t.Shutdown(ctx))

@@ -19,6 +19,7 @@ import (
 	"millrace/agents/tail"
 	"millrace/audit"
 	"millrace/broker"
+	"millrace/pipeline/monitor"
 	"millrace/sinks/lake"
 )
 
@@ -71,6 +72,14 @@ type HTTPConfig struct {
 	// kept apart from Listen so that opening the ingest port to browsers
 	// does not publish the appliance's internals. Default 127.0.0.1:8092.
 	MetricsListen string `yaml:"metrics_listen"`
+	// AuditInterval is how often the console reconciles _millrace.audit with
+	// the sinks' outputs for its audit table and the
+	// millrace_audit_unreconciled_hours gauge (each run reads the audit topic
+	// and the footers of AuditSince). Default 1m, at least 10s; negative
+	// turns it off. With audit.enabled false or no sinks there is no audit.
+	AuditInterval time.Duration `yaml:"audit_interval"`
+	// AuditSince is how far back the console audits. Default 24h, at least 1h.
+	AuditSince time.Duration `yaml:"audit_since"`
 }
 
 // TopicConfig is a topic to create at start.
@@ -145,6 +154,12 @@ func (c Config) withDefaults() Config {
 	if c.HTTP.MetricsListen == "" {
 		c.HTTP.MetricsListen = DefaultMetricsListen
 	}
+	if c.HTTP.AuditInterval == 0 {
+		c.HTTP.AuditInterval = monitor.DefaultAuditInterval
+	}
+	if c.HTTP.AuditSince == 0 {
+		c.HTTP.AuditSince = monitor.DefaultAuditSince
+	}
 	if c.OpsMetrics.Topic == "" {
 		c.OpsMetrics.Topic = DefaultOpsTopic
 	}
@@ -213,6 +228,12 @@ func (c Config) Validate() error {
 	}
 	if c.HTTP.MetricsListen != "" && c.HTTP.MetricsListen == c.HTTP.Listen && !strings.HasSuffix(c.HTTP.Listen, ":0") {
 		errs = append(errs, errors.New("http.metrics_listen must differ from http.listen: /metrics is kept off the ingest port"))
+	}
+	if c.HTTP.AuditInterval > 0 && c.HTTP.AuditInterval < 10*time.Second {
+		errs = append(errs, fmt.Errorf("http.audit_interval %v is below 10s: each audit reads the whole audit topic and the window's footers (negative turns it off)", c.HTTP.AuditInterval))
+	}
+	if c.HTTP.AuditSince < 0 || (c.HTTP.AuditSince > 0 && c.HTTP.AuditSince < time.Hour) {
+		errs = append(errs, fmt.Errorf("http.audit_since %v is below an hour, the audit's unit", c.HTTP.AuditSince))
 	}
 	if err := c.Audit.WithDefaults().Validate(); err != nil {
 		errs = append(errs, err)

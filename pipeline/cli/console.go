@@ -8,12 +8,19 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"millrace/audit"
 	"millrace/internal/httpserver"
 	"millrace/pipeline/monitor"
+	"millrace/sinks/store"
 )
 
 func init() {
-	register("console", "console [-b BROKERS] [--listen 127.0.0.1:8091] [--interval 2s] [--metrics-topic T]   web console at /console", runConsole)
+	register("console", "console [-b BROKERS] [--listen 127.0.0.1:8091] [--interval 2s] [--metrics-topic T] "+
+		"[--lake file:///PATH|s3://BUCKET/PREFIX [--s3-endpoint URL] [--s3-region R] [--audit-interval 1m] [--audit-since 24h]]   "+
+		"web console at /console, Prometheus /metrics", runConsole)
 }
 
 // runConsole serves the web console for a cluster until SIGINT/SIGTERM.
@@ -24,6 +31,12 @@ func runConsole(ctx context.Context, e env, args []string) error {
 	interval := f.Duration("interval", 2*time.Second, "time between cluster reads")
 	metricsTopic := f.String("metrics-topic", monitor.DefaultMetricsTopic, "ops metrics topic to follow for component throughput")
 	logLevel := f.String("log-level", "info", "debug, info, warn or error")
+	lakeURL := f.String("lake", "", "lake root the sinks land into, to audit: file:///PATH or s3://BUCKET/PREFIX (none: no audit)")
+	auditTopic := f.String("audit-topic", audit.Topic, "topic the agents and sinks publish their counts to")
+	auditInterval := f.Duration("audit-interval", monitor.DefaultAuditInterval, "time between audits of the lake (each reads the audit topic and the window's footers)")
+	auditSince := f.Duration("audit-since", monitor.DefaultAuditSince, "audit the hours from this long ago")
+	s3Endpoint := f.String("s3-endpoint", "", "S3 endpoint URL for an s3:// lake (default https://s3.amazonaws.com)")
+	s3Region := f.String("s3-region", "", "S3 region (default us-east-1)")
 	if _, err := f.parse(args, 0); err != nil {
 		return err
 	}
@@ -50,12 +63,35 @@ func runConsole(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
+	reg := prometheus.NewRegistry()
+	var audits monitor.AuditSource
+	if *lakeURL != "" {
+		// Credentials for an s3:// lake come from AWS_ACCESS_KEY_ID and
+		// AWS_SECRET_ACCESS_KEY, as for `millrace sink`.
+		st, err := store.Open(ctx, *lakeURL, store.Options{S3Endpoint: *s3Endpoint, S3Region: *s3Region, Logger: logger})
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer st.Close()
+		auditor, err := monitor.NewAuditor(monitor.AuditConfig{Brokers: s, Topic: *auditTopic, Since: *auditSince, Interval: *auditInterval,
+			Lakes: []monitor.AuditLake{{Name: *lakeURL, Store: st}}}, reg, logger.With("component", "audit"))
+		if err != nil {
+			ln.Close()
+			return usageError("%v", err)
+		}
+		auditor.Start(ctx)
+		// Deferred after st.Close, so it runs first: no run is left reading the lake.
+		defer auditor.Shutdown(context.Background())
+		audits = auditor
+	}
 	if err := col.Start(ctx); err != nil {
 		ln.Close()
 		return err
 	}
 	mux := http.NewServeMux()
-	console := monitor.Handler(col)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	console := monitor.Handler(col, audits)
 	mux.Handle("/console", console)
 	mux.Handle("/console/", console)
 	mux.Handle("GET /{$}", http.RedirectHandler("/console", http.StatusFound))

@@ -15,27 +15,41 @@ type Source interface {
 }
 
 // Handler serves the web console under /console: the page (/console and
-// /console/), its script and style sheet, and /console/api/snapshot, the
-// latest snapshot as JSON, which the page polls. Everything is embedded in
-// the binary and the page loads nothing else, so the console works offline.
-// Mount it for both "/console" and "/console/".
-func Handler(src Source) http.Handler {
+// /console/), its script and style sheet, /console/api/snapshot, the
+// latest snapshot as JSON, and /console/api/audit, the last audit
+// (AuditView; audits nil means the console has no lake), both of which the
+// page polls. Everything is embedded in the binary and the page loads
+// nothing else, so the console works offline. Mount it for both "/console"
+// and "/console/".
+func Handler(src Source, audits AuditSource) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /console", serveFile("console/index.html", "text/html; charset=utf-8"))
 	mux.HandleFunc("GET /console/{$}", serveFile("console/index.html", "text/html; charset=utf-8"))
 	mux.HandleFunc("GET /console/console.js", serveFile("console/console.js", "text/javascript; charset=utf-8"))
 	mux.HandleFunc("GET /console/console.css", serveFile("console/console.css", "text/css; charset=utf-8"))
 	mux.HandleFunc("GET /console/api/snapshot", func(w http.ResponseWriter, _ *http.Request) {
-		body, err := json.Marshal(src.Latest())
-		if err != nil { // a snapshot is plain data; this is a bug, not input
-			http.Error(w, err.Error(), http.StatusInternalServerError)
+		serveJSON(w, src.Latest())
+	})
+	mux.HandleFunc("GET /console/api/audit", func(w http.ResponseWriter, _ *http.Request) {
+		if audits == nil {
+			serveJSON(w, AuditView{Message: NoAuditMessage})
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		w.Write(body)
+		serveJSON(w, audits.LatestAudit())
 	})
 	return mux
+}
+
+// serveJSON answers with v, which the page re-reads on every poll.
+func serveJSON(w http.ResponseWriter, v any) {
+	body, err := json.Marshal(v)
+	if err != nil { // v is plain data; this is a bug, not input
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write(body)
 }
 
 func serveFile(name, contentType string) http.HandlerFunc {

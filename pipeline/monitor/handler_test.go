@@ -29,7 +29,7 @@ func testSnapshot() Snapshot {
 }
 
 func TestHandlerServesPageAssetsAndSnapshot(t *testing.T) {
-	srv := httptest.NewServer(Handler(fixedSource(testSnapshot())))
+	srv := httptest.NewServer(Handler(fixedSource(testSnapshot()), nil))
 	defer srv.Close()
 	for _, tc := range []struct {
 		path, contentType, contains string
@@ -40,6 +40,9 @@ func TestHandlerServesPageAssetsAndSnapshot(t *testing.T) {
 		{"/console/console.js", "text/javascript", "/console/api/snapshot", 200},
 		{"/console/console.css", "text/css", ".chart", 200},
 		{"/console/api/snapshot", "application/json", `"lake-clicks"`, 200},
+		{"/console/api/audit", "application/json", `"configured":false`, 200},
+		{"/console/", "text/html", `id="audit"`, 200},
+		{"/console/console.js", "text/javascript", "/console/api/audit", 200},
 		{"/console/nothing", "", "", 404},
 	} {
 		t.Run(tc.path, func(t *testing.T) {

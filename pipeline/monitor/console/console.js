@@ -1,10 +1,13 @@
 // millrace console: polls /console/api/snapshot every 2 s, fills the tables
-// and keeps a few minutes of rates in the page for the charts. No library,
+// and keeps a few minutes of rates in the page for the charts; polls
+// /console/api/audit, which the server recomputes about once a minute, every
+// 15 s. No library,
 // no build step: the binary serves this file as is. Every value from the
 // cluster (topic names, hosts) goes into the page as text, never as markup.
 "use strict";
 
 const POLL_MS = 2000;
+const AUDIT_POLL_MS = 15000;
 const WINDOW_MS = 5 * 60 * 1000; // chart history kept in the page
 const COLORS = ["#2e90fa", "#f79009", "#12b76a", "#ee46bc", "#7a5af8", "#f04438", "#06aed4", "#667085", "#84cc16", "#a15c07"];
 const SVGNS = "http://www.w3.org/2000/svg";
@@ -189,4 +192,54 @@ async function poll() {
   setTimeout(poll, POLL_MS);
 }
 
+// renderAudit shows the last audit: one row per lake, topic, source and hour;
+// an hour that does not reconcile is marked and followed by a row that says
+// why.
+function renderAudit(a) {
+  const summary = document.getElementById("audit-summary");
+  summary.className = "note";
+  if (!a.configured) {
+    summary.textContent = a.message;
+    fillBody("audit", [], "no lake to audit");
+    return;
+  }
+  if (!a.seq) {
+    summary.textContent = "waiting for the first audit…";
+    return;
+  }
+  const rows = [];
+  let open = 0;
+  for (const lake of a.lakes || []) for (const l of (lake.report && lake.report.lines) || []) {
+    if (l.status === "open") open++;
+    const bad = l.status === "MISMATCH";
+    rows.push(el("tr", { class: bad ? "bad" : l.status === "open" ? "stale" : "", "data-status": l.status },
+      td(lake.name), td(l.topic), td(l.source), td(l.hour), td(num(l.accepted), "num"), td(num(l.landed), "num"),
+      td(num(l.dead_lettered), "num"), td(num(l.deduplicated), "num"), td(num(l.no_id), "num"),
+      td(bad ? "not reconciled" : l.status)));
+    if (bad) rows.push(el("tr", { class: "bad problem" }, el("td", { colspan: 10 }, l.problem)));
+  }
+  const hours = Object.values(a.unreconciled_hours || {}).reduce((s, n) => s + n, 0);
+  let text = `${hours} hour(s) not reconciled · ${open} open · last ${Math.round(a.since_seconds / 3600)} h, ` +
+    (a.computed_at ? `computed ${new Date(a.computed_at).toLocaleTimeString()}` : "no audit completed yet") +
+    `, every ${Math.round(a.interval_seconds)} s`;
+  if (a.error) text += ` · the last audit failed: ${a.error}`;
+  summary.textContent = text;
+  if (hours || a.error) summary.className = "note bad";
+  fillBody("audit", rows, "nothing audited yet: no agent has published counts in this window");
+}
+
+async function pollAudit() {
+  try {
+    const r = await fetch("/console/api/audit", { cache: "no-store" });
+    if (!r.ok) throw new Error(`audit: HTTP ${r.status}`);
+    renderAudit(await r.json());
+  } catch (e) {
+    const summary = document.getElementById("audit-summary");
+    summary.className = "note bad";
+    summary.textContent = `console cannot reach its server: ${e.message}`;
+  }
+  setTimeout(pollAudit, AUDIT_POLL_MS);
+}
+
 poll();
+pollAudit();
