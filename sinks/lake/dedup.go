@@ -236,18 +236,6 @@ func (d *deduper) evictOldest() {
 	}
 }
 
-// DedupCount is what the sink did with the records of one source and hour
-// of a topic that it did not land as rows of their own: dropped as repeats,
-// or landed without an id (those are also landed rows).
-type DedupCount struct {
-	Topic  string
-	Source string // audit source key (audit.LogSource, ClickSource, MetricSource)
-	Hour   string // audit.Hour of the bucketing time
-	// Deduplicated counts records dropped as repeats; NoID counts records
-	// landed without an id of a known shape.
-	Deduplicated, NoID int64
-}
-
 // dedupKey indexes a window's counts.
 type dedupKey struct{ source, hour string }
 
@@ -286,22 +274,11 @@ func auditSource(row *schemas.Row) string {
 	}
 }
 
-// TakeDedupCounts returns the counts of the windows landed since the last
-// call, and resets them.
-func (w *Worker) TakeDedupCounts() []DedupCount {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := w.dedupTotals
-	w.dedupTotals = nil
-	return out
-}
-
-// mergeDedupCountsLocked adds a landed window's counts to the totals and
-// the Prometheus counters.
+// mergeDedupCountsLocked adds a landed window's counts to the Prometheus
+// counters. The audit reads them per source and hour from the window
+// (audit.go).
 func (w *Worker) mergeDedupCountsLocked(topic string, c dedupCounts) {
-	for k, v := range c {
-		w.dedupTotals = append(w.dedupTotals, DedupCount{Topic: topic, Source: k.source, Hour: k.hour,
-			Deduplicated: v[countDeduplicated], NoID: v[countNoID]})
+	for _, v := range c {
 		w.metrics.duplicates.WithLabelValues(topic).Add(float64(v[countDeduplicated]))
 		w.metrics.withoutID.WithLabelValues(topic).Add(float64(v[countNoID]))
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -182,20 +183,27 @@ func TestDedupDropsAndNamesFiles(t *testing.T) {
 	if strings.Join(c.log, " ") != "clicks/0@4 clicks/0@8" {
 		t.Errorf("commits: %v", c.log)
 	}
-	var dropped, noID int64
-	for _, dc := range w.TakeDedupCounts() {
-		if dc.Topic != "clicks" || dc.Source != "-" || dc.Hour != "2024-05-01T10" {
-			t.Errorf("count for %+v", dc)
-		}
-		dropped += dc.Deduplicated
-		noID += dc.NoID
+	if got := prometheusValue(w.metrics.duplicates); got != 2 {
+		t.Errorf("millrace_lake_duplicates_dropped_total = %v, want 2", got)
 	}
-	if dropped != 2 || noID != 1 {
-		t.Errorf("deduplicated %d, no id %d; want 2 and 1", dropped, noID)
+	if got := prometheusValue(w.metrics.withoutID); got != 1 {
+		t.Errorf("millrace_lake_records_without_id_total = %v, want 1", got)
 	}
-	if len(w.TakeDedupCounts()) != 0 {
-		t.Error("counts not reset")
+
+	// By source and hour, in the window, for the audit.
+	w, _, _ = testWorker(t, t.TempDir(), nil)
+	if err := feed(w, recs, 0); err != nil {
+		t.Fatal(err)
 	}
+	counts := w.parts[topicPartition{"clicks", 0}].win.dedup
+	if len(counts) != 1 || *counts[dedupKey{"-", "2024-05-01T10"}] != [2]int64{2, 1} {
+		t.Errorf("window counts %v, want 2 repeats and 1 without id for source - at 2024-05-01T10", counts)
+	}
+}
+
+// prometheusValue is the value of c's series for topic clicks.
+func prometheusValue(c *prometheus.CounterVec) float64 {
+	return testutil.ToFloat64(c.WithLabelValues("clicks"))
 }
 
 // TestDedupRestartedWorkerDropsTheSame: with an in-process broker, a

@@ -134,8 +134,8 @@
 // below the largest offset of that file remembered; and UUIDs (the beacon's),
 // dropped when the same UUID is remembered. Any other id, or none, passes and
 // is counted (millrace_lake_records_without_id_total; drops are
-// millrace_lake_duplicates_dropped_total; both per source and hour through
-// Worker.TakeDedupCounts, for the audit).
+// millrace_lake_duplicates_dropped_total; both per source and hour in the
+// audit records, as "deduplicated" and "no_id").
 //
 // What a partition remembers is a pure function of its records: the last
 // DedupMaxIDs records with an id among those read within DedupWindow of

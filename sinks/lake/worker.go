@@ -52,8 +52,7 @@ type Worker struct {
 	openFiles        int
 	pending          map[string]map[int64]struct{} // topic -> buckets (Unix seconds) with files but no marker yet
 	lastSuccessCheck time.Time
-	err              error        // why the worker stopped on its own
-	dedupTotals      []DedupCount // of landed windows, since TakeDedupCounts
+	err              error // why the worker stopped on its own
 }
 
 // New checks cfg and returns a worker that lands into st. reg may be nil.
