@@ -177,12 +177,17 @@ func (c *Counter) Start(ctx context.Context) {
 	}()
 }
 
-// Shutdown stops the periodic publishing, publishes what changed since
-// the last time and waits for the broker's answers until ctx ends.
+// Shutdown stops the periodic publishing, waits for the producer's records
+// in flight (their acknowledgements may still count), publishes what
+// changed since the last time and waits for the broker's answers until ctx
+// ends. Stop the agent first, the producer after.
 func (c *Counter) Shutdown(ctx context.Context) error {
 	if c.cancel != nil {
 		c.cancel()
 		<-c.done
+	}
+	if err := c.producer.Flush(ctx); err != nil {
+		return fmt.Errorf("audit: waiting for the last acknowledgements: %w", err)
 	}
 	c.Publish(ctx)
 	if err := c.producer.Flush(ctx); err != nil {

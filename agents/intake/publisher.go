@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/agents/ship"
+	"millrace/audit"
 	"millrace/schemas"
 )
 
@@ -28,6 +29,9 @@ type Publisher struct {
 	Source   string
 	Interval time.Duration
 	Logger   *slog.Logger
+	// Audit, when set, counts the samples the broker acknowledged, by
+	// source and hour (the publisher's Source, the samples' ts).
+	Audit *audit.Counter
 }
 
 // Run publishes once per Interval until ctx ends. A failed publication is
@@ -60,7 +64,16 @@ func (p *Publisher) PublishOnce(ctx context.Context, now time.Time) error {
 		if err != nil {
 			return err
 		}
-		p.Producer.Produce(ctx, &kgo.Record{Topic: p.Topic, Key: []byte(s.Name), Value: value}, nil)
+		p.Producer.Produce(ctx, &kgo.Record{Topic: p.Topic, Key: []byte(s.Name), Value: value, Timestamp: s.TS}, p.ack)
 	}
 	return nil
+}
+
+// ack counts an acknowledged sample in the audit. Each
+// sample is counted in the hour of its ts, which PublishOnce puts in its
+// record's timestamp.
+func (p *Publisher) ack(r *kgo.Record, err error) {
+	if err == nil && p.Audit != nil {
+		p.Audit.Add(p.Topic, audit.MetricSource(p.Source), r.Timestamp, 1)
+	}
 }

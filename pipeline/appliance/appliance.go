@@ -48,6 +48,7 @@ type Appliance struct {
 	beacon    *beacon.Server
 	tailers   []*tail.Tailer
 	audits    []*audit.Counter // the agents' audit counters
+	intake    *audit.Counter   // metric samples: POST /v1/metrics and the ops publisher; nil with the audit off
 	sinks     []*lake.Runner
 	stores    []store.Store
 	http      *http.Server
@@ -131,6 +132,9 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (a *Appliance, 
 		return nil, err
 	}
 	if cfg.OpsMetrics.Interval > 0 {
+		if _, err := a.intakeAudit(); err != nil {
+			return nil, err
+		}
 		a.bg.Add(1)
 		go func() {
 			defer a.bg.Done()
@@ -239,15 +243,11 @@ func (a *Appliance) startHTTP() error {
 			return err
 		}
 		if a.cfg.Audit.On() {
-			id := a.cfg.Audit.Instance
-			if id == "" {
-				id = audit.HostInstance(a.cfg.HTTP.Listen)
-			}
-			clicks, err := a.startAudit(audit.RoleBeacon, id, false)
+			clicks, err := a.startAudit(audit.RoleBeacon, a.beaconInstance(), false)
 			if err != nil {
 				return err
 			}
-			metrics, err := a.startAudit(audit.RoleIntake, id, false)
+			metrics, err := a.intakeAudit()
 			if err != nil {
 				return err
 			}
@@ -320,6 +320,26 @@ func (a *Appliance) startAudit(role, instance string, distinct bool) (*audit.Cou
 	return c, nil
 }
 
+// intakeAudit is the counter of metric samples, made on first use, or nil
+// with the audit off. Its instance is the beacon's.
+func (a *Appliance) intakeAudit() (*audit.Counter, error) {
+	if a.intake != nil || !a.cfg.Audit.On() {
+		return a.intake, nil
+	}
+	c, err := a.startAudit(audit.RoleIntake, a.beaconInstance(), false)
+	a.intake = c
+	return c, err
+}
+
+// beaconInstance is the audit instance of the beacon and the ops
+// publisher: audit.instance, or the host name and http.listen.
+func (a *Appliance) beaconInstance() string {
+	if a.cfg.Audit.Instance != "" {
+		return a.cfg.Audit.Instance
+	}
+	return audit.HostInstance(a.cfg.HTTP.Listen)
+}
+
 // serve runs srv on ln until Shutdown, in a goroutine of a.bg.
 func (a *Appliance) serve(srv *http.Server, ln net.Listener, what string) {
 	a.bg.Add(1)
@@ -377,15 +397,15 @@ func (a *Appliance) Shutdown(ctx context.Context) error {
 	for _, t := range a.tailers {
 		errs = append(errs, t.Shutdown(ctx))
 	}
-	// After the agents' last acknowledgements and checkpoints, before the
-	// producer: the last counts are published.
-	for _, c := range a.audits {
-		errs = append(errs, c.Shutdown(ctx))
-	}
 	if a.stopBG != nil {
 		a.stopBG()
 	}
 	a.bg.Wait()
+	// After every agent (the ops publisher too) and its last checkpoint,
+	// before the producer: the last counts are published.
+	for _, c := range a.audits {
+		errs = append(errs, c.Shutdown(ctx))
+	}
 	if a.shipper != nil {
 		errs = append(errs, a.shipper.Shutdown(ctx))
 	}

@@ -70,6 +70,7 @@ func (a *Appliance) publishOpsMetrics(ctx context.Context) {
 		Source:   host + ":millrace-up",
 		Interval: a.cfg.OpsMetrics.Interval,
 		Logger:   a.logger,
+		Audit:    a.intake,
 	}
 	p.Run(ctx)
 }
