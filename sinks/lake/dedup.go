@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/audit"
 	"millrace/schemas"
@@ -392,14 +393,16 @@ func (w *Worker) rebuildDedupLocked(ctx context.Context, p *partitionState, firs
 	return d
 }
 
-// kgoHistory reads the committed offsets with the group's client and
-// replays with a client of its own.
+// kgoHistory reads the committed offsets with the group's client, and
+// replays with direct Fetch requests given to franz-go's own fetch
+// processing, so the replay sees exactly the records the group's client
+// delivered, past transaction markers, and skips the batches the worker
+// skipped (badbatch.go, stall.go) the same way.
 type kgoHistory struct {
 	client       *kgo.Client
 	group        string
-	brokers      []string
+	reader       *kgoBatchReader
 	decompressor kgo.Decompressor // the worker's bounded one
-	stallTimeout time.Duration    // how long the replay waits for a record before giving up
 }
 
 func (h *kgoHistory) committed(ctx context.Context, tp topicPartition) (int64, time.Time, bool, error) {
@@ -427,51 +430,32 @@ func (h *kgoHistory) replay(ctx context.Context, tp topicPartition, since time.T
 	if !ok || start.Err != nil {
 		return fmt.Errorf("listing the offset of %s: %v", since.Format(time.RFC3339Nano), start.Err)
 	}
-	if start.Offset < 0 || start.Offset >= before {
-		return nil
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.ClientID("millrace-sink-dedup"),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{tp.topic: {tp.partition: kgo.NewOffset().At(start.Offset)}}),
-		kgo.WithDecompressor(stoppingDecompressor{h.decompressor}), kgo.FetchMaxWait(500*time.Millisecond))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	next, lastProgress := start.Offset, time.Now()
-	for next < before {
-		pollCtx, cancel := context.WithTimeout(ctx, time.Second)
-		fetches := cl.PollFetches(pollCtx)
-		cancel()
-		if err := ctx.Err(); err != nil {
+	decompressor := stoppingDecompressor{h.decompressor}
+	for position := start.Offset; position >= 0 && position < before; {
+		raw, err := h.reader.fetch(ctx, tp, position)
+		if err != nil {
 			return err
 		}
-		progressed := false
-		var fetchErr error
-		fetches.EachError(func(_ string, _ int32, err error) {
-			// An undecodable batch is skipped by the group's client too
-			// (badbatch.go): move past it the same way.
-			if tooLarge, ok := errors.AsType[*kgo.ErrDecompressTooLarge](err); ok {
-				cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{tp.topic: {tp.partition: {Epoch: -1, Offset: tooLarge.NextOffset}}})
-				next, progressed = tooLarge.NextOffset, true
-			} else if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-				fetchErr = err
-			}
-		})
-		fetches.EachRecord(func(r *kgo.Record) {
-			if r.Offset >= next && r.Offset < before {
+		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Topic: tp.topic, Partition: tp.partition,
+			Offset: position}, &kmsg.FetchResponseTopicPartition{Partition: tp.partition, RecordBatches: raw}, decompressor, nil)
+		for _, r := range fp.Records {
+			if r.Offset >= position && r.Offset < before {
 				fn(r)
 			}
-			if r.Offset >= next {
-				next, progressed = r.Offset+1, true
-			}
-		})
-		if progressed {
-			lastProgress = time.Now()
-		} else if time.Since(lastProgress) > h.stallTimeout {
-			// A malformed batch the group's client stalled at, or a
-			// broker that does not answer.
-			return fmt.Errorf("no record past offset %d for %s (last error: %v)", next, h.stallTimeout, fetchErr)
 		}
+		if tooLarge, ok := errors.AsType[*kgo.ErrDecompressTooLarge](fp.Err); ok {
+			next = tooLarge.NextOffset // skipped by the group's client too
+		} else if fp.Err != nil {
+			return fp.Err
+		}
+		if next <= position {
+			verdict, stuck := findStuckBatch(raw, tp, position, h.decompressor)
+			if verdict != stallMalformed {
+				return fmt.Errorf("no record past offset %d", position)
+			}
+			next = stuck.header.NextOffset() // skipped by the worker too (stall.go)
+		}
+		position = next
 	}
 	return nil
 }

@@ -165,15 +165,18 @@
 // the largest record time of the window before C, at most the clock at C,
 // so every record with a timestamp older than it minus DedupWindow is
 // forgotten at C by every worker; the worker lists the first offset at or
-// after that time, reads from there up to C with a client of its own, and
-// decides each record without landing it (millrace_lake_dedup_records_reread_total).
-// Nothing is stored besides what the offsets already store, so the state
-// survives crashes and rebalances exactly like the offsets. The rebuild is
-// exact unless retention deleted records of the stretch, the stretch holds a
-// malformed batch (the reader gives up after StallTimeout and keeps what it
-// read), or the commit has no record time (a window of skipped batches only);
-// the worker then logs a warning and some repeats may be landed. A partition
-// with no committed offset starts with nothing remembered.
+// after that time, reads from there up to C with direct Fetch requests given
+// to franz-go's own fetch processing (so it sees the records the group's
+// client delivered, and skips undecodable and malformed batches as the
+// worker did), and decides each record without landing it
+// (millrace_lake_dedup_records_reread_total). Nothing is stored besides what
+// the offsets already store, so the state survives crashes and rebalances
+// exactly like the offsets. The rebuild is exact unless retention deleted
+// records of the stretch, or the commit has no record time (a window of
+// skipped batches only); a failed read (after two minutes at most) keeps
+// what was read. The worker then logs a warning and some repeats may be
+// landed. A partition with no committed offset starts with nothing
+// remembered.
 //
 // The tailer's watermark assumes that every line of a file reaches one
 // partition in order: the tailer's default key, "{host}:{path}" with the path

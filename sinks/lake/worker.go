@@ -136,8 +136,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	w.probe = &kgoStallProbe{reader: reader, group: w.cfg.Group, startAt: w.cfg.StartAt}
 	w.seek = kgoSeek(cl)
 	w.fence = &kgoOwnership{client: cl, group: w.cfg.Group}
-	w.history = &kgoHistory{client: cl, group: w.cfg.Group, brokers: w.cfg.Brokers,
-		decompressor: decompressor, stallTimeout: w.cfg.StallTimeout}
+	w.history = &kgoHistory{client: cl, group: w.cfg.Group, reader: reader, decompressor: decompressor}
 	runCtx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
 	go w.run(runCtx)
