@@ -122,7 +122,10 @@ audit:
 	// bound, so kept as sent): their hours are complete, and judged, as soon
 	// as the click sink is past them.
 	clickHour := time.Now().UTC().Add(-2 * time.Hour).Truncate(time.Hour)
-	poster := &clickPoster{url: bc.url + "/v1/events", http: &http.Client{Timeout: 3 * ackTimeout}}
+	// Half the senders wait longer than the ack timeout for an answer (they
+	// get 503s), half give up before it (timeouts, the connection closed).
+	poster := &clickPoster{url: bc.url + "/v1/events", patient: &http.Client{Timeout: 3 * ackTimeout},
+		hasty: &http.Client{Timeout: ackTimeout * 7 / 10}}
 	posterDone := make(chan struct{})
 	wg.Add(1)
 	go func() {
@@ -265,8 +268,8 @@ func writeExactly(ctx context.Context, lw *logWriter, total int, w *tailWatcher)
 // sends the same body (the same event ids) again after a 503, a timeout or
 // a connection error, until it is answered 2xx.
 type clickPoster struct {
-	url  string
-	http *http.Client
+	url            string
+	patient, hasty *http.Client
 
 	requests, retried, connErrors atomic.Int64
 	answers503, timeouts          atomic.Int64
@@ -286,12 +289,16 @@ func (p *clickPoster) String() string {
 func (p *clickPoster) run(ctx context.Context, total, batch int, hour time.Time, interval time.Duration) {
 	bodies := make(chan []byte)
 	var wg sync.WaitGroup
-	for range 4 {
+	for i := range 4 {
+		cl := p.patient
+		if i%2 == 1 {
+			cl = p.hasty
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for body := range bodies {
-				p.deliver(ctx, body)
+				p.deliver(ctx, cl, body)
 			}
 		}()
 	}
@@ -316,7 +323,7 @@ func (p *clickPoster) run(ctx context.Context, total, batch int, hour time.Time,
 
 // deliver posts body until it is answered 2xx; any other answer but 503 is
 // an error of the test's own making.
-func (p *clickPoster) deliver(ctx context.Context, body []byte) {
+func (p *clickPoster) deliver(ctx context.Context, cl *http.Client, body []byte) {
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		if attempt > 0 {
 			p.retried.Add(1)
@@ -329,7 +336,7 @@ func (p *clickPoster) deliver(ctx context.Context, body []byte) {
 			return
 		}
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := p.http.Do(req)
+		resp, err := cl.Do(req)
 		if err != nil {
 			var timeout interface{ Timeout() bool }
 			if errors.As(err, &timeout) && timeout.Timeout() {
