@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"millrace/schemas"
 )
 
@@ -34,7 +36,8 @@ func FuzzSplitEvents(f *testing.F) {
 // FuzzPixelEvent: any query string gives a JSON object the click schema
 // either accepts or rejects with a typed error (never malformed JSON).
 func FuzzPixelEvent(f *testing.F) {
-	for _, s := range []string{"type=page_view&url=x", "ts=123&properties=%7B%22a%22%3A1%7D", "properties=%7B", "%ff=%fe&type=%00"} {
+	for _, s := range []string{"type=page_view&url=x", "ts=123&properties=%7B%22a%22%3A1%7D", "properties=%7B", "%ff=%fe&type=%00",
+		"eid=0190f3c2-7b1e-7abc-8def-0123456789ab&event_id=x", "eid=&event_id=&eid=1"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, query string) {
@@ -73,6 +76,37 @@ func FuzzWithDefaults(f *testing.F) {
 		}
 		if _, ok := got["ts"]; !ok {
 			t.Fatalf("withDefaults(%q) = %q lacks ts", raw, out)
+		}
+	})
+}
+
+// FuzzEventID: the id kept is the client's UUID in canonical form, anything
+// else gets a fresh UUIDv7, and a kept id is kept again unchanged.
+func FuzzEventID(f *testing.F) {
+	for _, s := range []string{"", "0190f3c2-7b1e-7abc-8def-0123456789ab", "{0190F3C2-7B1E-7ABC-8DEF-0123456789AB}",
+		"urn:uuid:f47ac10b-58cc-4372-a567-0e02b2c3d479", "00000000-0000-0000-0000-000000000000", "not-a-uuid"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, client string) {
+		id, made, err := eventID(client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := uuid.Parse(id)
+		if err != nil || u.String() != id {
+			t.Fatalf("eventID(%q) = %q: not a canonical UUID", client, id)
+		}
+		if made {
+			if u.Version() != 7 {
+				t.Fatalf("made id %s is not a UUIDv7", id)
+			}
+			return
+		}
+		if c, err := uuid.Parse(client); err != nil || c != u || u == uuid.Nil || u == uuid.Max {
+			t.Fatalf("eventID(%q) kept %s", client, id)
+		}
+		if again, made, _ := eventID(id); made || again != id {
+			t.Fatalf("eventID(%q) = %q, %v: a kept id must stay", id, again, made)
 		}
 	})
 }
