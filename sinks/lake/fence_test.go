@@ -2,10 +2,14 @@ package lake
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // fakeFence answers ownership checks; fenced makes them fail as the
@@ -152,5 +156,55 @@ func TestFileNames(t *testing.T) {
 	}
 	if p, first, last, ok := ParseFileName(name); !ok || p != 7 || first != 42 || last != 1_000_000 {
 		t.Errorf("ParseFileName(%s) = %d %d %d %v", name, p, first, last, ok)
+	}
+}
+
+// TestOwnershipCheckWithBroker: the check passes for a member of the
+// current generation and reports errFenced once the coordinator has
+// removed the member, as it does when its session expires.
+func TestOwnershipCheckWithBroker(t *testing.T) {
+	addr, _ := startBroker(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := kadm.NewClient(admin).CreateTopic(ctx, 1, 1, nil, "clicks"); err != nil {
+		t.Fatal(err)
+	}
+	member, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup("g"), kgo.ConsumeTopics("clicks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer member.Close()
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		member.PollFetches(pctx)
+		pcancel()
+		if _, generation := member.GroupMetadata(); generation > 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the client never joined the group")
+		}
+	}
+	check := &kgoOwnership{client: member, group: "g"}
+	if err := check.check(ctx); err != nil {
+		t.Fatalf("a current member: %v", err)
+	}
+	// The coordinator forgets the member, as after its session timeout.
+	id, _ := member.GroupMetadata()
+	leave := kmsg.NewPtrLeaveGroupRequest()
+	leave.Group = "g"
+	m := kmsg.NewLeaveGroupRequestMember()
+	m.MemberID = id
+	leave.Members = append(leave.Members, m)
+	if _, err := leave.RequestWith(ctx, admin); err != nil {
+		t.Fatal(err)
+	}
+	if err := check.check(ctx); !errors.Is(err, errFenced) {
+		t.Errorf("a removed member: %v, want errFenced", err)
 	}
 }
