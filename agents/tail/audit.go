@@ -52,7 +52,7 @@ func (t *Tailer) SetAudit(c *audit.Counter) {
 	t.auditor = c
 }
 
-// hourOf is the audit hour of a line read at ts.
+// hourOf is the audit hour of a line whose ts is ts.
 func hourOf(ts time.Time) int32 { return int32(audit.HourOf(ts)) }
 
 // countLocked counts one acknowledged line of hour as it goes before the

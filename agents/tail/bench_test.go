@@ -26,8 +26,13 @@ func writeBenchFile(b *testing.B, path string, size int64) (int64, int) {
 	pad := strings.Repeat("abcdefghij", 20)
 	var written int64
 	lines := 0
+	// One millisecond apart: no two lines share a timestamp, the dearest
+	// case for timestamp.pattern (nothing repeats for its cache).
+	start := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	var ts []byte
 	for written < size {
-		n, _ := fmt.Fprintf(w, "2026-11-25T10:00:00.000Z INFO request id=%d path=/api/v1/items status=200 %s\n", lines, pad[:lines%100])
+		ts = start.Add(time.Duration(lines)*time.Millisecond).AppendFormat(ts[:0], "2006-01-02T15:04:05.000Z07:00")
+		n, _ := fmt.Fprintf(w, "%s INFO request id=%d path=/api/v1/items status=200 %s\n", ts, lines, pad[:lines%100])
 		written += int64(n)
 		lines++
 	}
@@ -42,13 +47,23 @@ func writeBenchFile(b *testing.B, path string, size int64) (int64, int) {
 
 // BenchmarkTailToBroker ships a 256 MiB file to an in-memory broker that
 // discards what it acknowledges, and reports MB/s (from b.SetBytes) and
-// lines/s until the checkpoint reaches the end of the file.
+// lines/s until the checkpoint reaches the end of the file. The
+// "+timestamp" case parses every line's ts with an anchored pattern.
 func BenchmarkTailToBroker(b *testing.B) {
 	dir := b.TempDir()
 	path := filepath.Join(dir, "big.log")
 	size, lines := writeBenchFile(b, path, 256<<20)
-	for _, comp := range []string{"lz4", "zstd", "none"} {
-		b.Run(comp, func(b *testing.B) {
+	for _, bc := range []struct {
+		name, comp string
+		timestamp  Timestamp
+	}{
+		{name: "lz4", comp: "lz4"},
+		{name: "zstd", comp: "zstd"},
+		{name: "none", comp: "none"},
+		{name: "lz4+timestamp", comp: "lz4", timestamp: Timestamp{Pattern: `^(\S+) `}},
+	} {
+		comp := bc.comp
+		b.Run(bc.name, func(b *testing.B) {
 			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, topic), kfake.BlackholeProduce())
 			if err != nil {
 				b.Fatal(err)
@@ -66,6 +81,7 @@ func BenchmarkTailToBroker(b *testing.B) {
 					b.Fatal(err)
 				}
 				cfg := testConfig(dir, b.TempDir())
+				cfg.Timestamp = bc.timestamp
 				tl, err := New(cfg, s, nil, nil)
 				if err != nil {
 					b.Fatal(err)

@@ -105,6 +105,9 @@ type Config struct {
 	Symlinks bool `yaml:"symlinks"`
 	// Multiline joins continuation lines to the line that starts an event.
 	Multiline Multiline `yaml:"multiline"`
+	// Timestamp takes each line's ts from its text (timestamp.go). Off by
+	// default: ts is the time the line was read.
+	Timestamp Timestamp `yaml:"timestamp"`
 }
 
 // Multiline joins lines into one event: a line matching StartPattern begins
@@ -165,6 +168,7 @@ func (c Config) WithDefaults() Config {
 	if c.Multiline.Timeout == 0 {
 		c.Multiline.Timeout = DefaultMultilineTimeout
 	}
+	c.Timestamp = c.Timestamp.withDefaults()
 	return c
 }
 
@@ -213,6 +217,9 @@ func (c Config) Validate() error {
 	}
 	if c.Multiline.MaxLines < 1 {
 		errs = append(errs, errors.New("tail: multiline.max_lines: must be at least 1"))
+	}
+	if err := c.Timestamp.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

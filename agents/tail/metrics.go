@@ -12,6 +12,7 @@ type metrics struct {
 	resent    prometheus.Counter
 	rotations *prometheus.CounterVec
 	symlinks  prometheus.Counter
+	unparsed  prometheus.Counter
 	filesOpen prometheus.Gauge
 	lag       prometheus.Gauge
 	inflight  prometheus.Gauge
@@ -43,6 +44,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		symlinks: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "millrace_tail_symlinks_skipped_total", Help: "Symbolic links matched by a glob and skipped (symlinks is off), once per path.",
 		}),
+		unparsed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "millrace_tail_timestamp_unparsed_total", Help: "Events whose timestamp.pattern did not match or whose capture did not parse; their ts is the read time.",
+		}),
 		filesOpen: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "millrace_tail_files_open", Help: "File descriptors held.",
 		}),
@@ -56,7 +60,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.lines, m.bytes, m.truncated, m.invalid, m.dropped, m.resent, m.rotations, m.symlinks, m.filesOpen, m.lag, m.inflight} {
+	for _, c := range []prometheus.Collector{m.lines, m.bytes, m.truncated, m.invalid, m.dropped, m.resent, m.rotations, m.symlinks, m.unparsed, m.filesOpen, m.lag, m.inflight} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -227,8 +227,18 @@ const eventIDAt = len(`{"event_id":"`)
 // the producer's buffer is full, which pauses all reading.
 func (t *Tailer) ship(h *harvester, ev lineEvent, end int64, now time.Time) {
 	t.idBuf = eventID(t.idBuf[:0], &h.idPrefix, ev.offset)
+	// The event's ts, which the sink buckets by and the audit counts by:
+	// the read time, or the time the line names (timestamp.go).
+	ts := now
+	if t.timestamp != nil {
+		if parsed, ok := t.timestamp.parse(ev.line, now); ok {
+			ts = parsed
+		} else {
+			t.metrics.unparsed.Inc()
+		}
+	}
 	var invalid bool
-	t.valueBuf, invalid = t.enc.encode(t.valueBuf[:0], t.idBuf, h.sourceJS, now, ev)
+	t.valueBuf, invalid = t.enc.encode(t.valueBuf[:0], t.idBuf, h.sourceJS, ts, ev)
 	if invalid {
 		t.metrics.invalid.Inc()
 	}
@@ -247,10 +257,12 @@ func (t *Tailer) ship(h *harvester, ev lineEvent, end int64, now time.Time) {
 	lr.h = h
 	lr.header[0] = kgo.RecordHeader{Key: "event_id", Value: value[eventIDAt : eventIDAt+len(t.idBuf) : eventIDAt+len(t.idBuf)]}
 	// The read time, already taken once per chunk, is the record's
-	// timestamp as it is the value's "ts": left zero, kgo would read the
-	// clock again for every record.
+	// timestamp (left zero, kgo would read the clock again for every
+	// record), also when ts was parsed: the broker's timestamp bounds and
+	// time retention judge when the line arrived (see Timestamp). The
+	// audit counts the line in the hour of its ts, where the sink lands it.
 	lr.rec = kgo.Record{Topic: t.cfg.Topic, Key: h.key, Value: value, Headers: lr.header[:], Timestamp: now}
-	lr.seq = h.track(ev.offset, end, hourOf(now))
+	lr.seq = h.track(ev.offset, end, hourOf(ts))
 	t.producer.ProduceWrapped(t.runCtx, &lr.rec, lr.ack)
 }
 

@@ -42,6 +42,7 @@ type Tailer struct {
 	metrics   *metrics
 	enc       *encoder
 	multiline *regexp.Regexp
+	timestamp *timestampParser // nil unless timestamp.pattern is set
 
 	// Owned by the loop goroutine.
 	watcher  *fsnotify.Watcher // nil if inotify is unavailable; rescans still run
@@ -129,6 +130,11 @@ func New(cfg Config, producer Producer, reg prometheus.Registerer, logger *slog.
 	}
 	if cfg.Multiline.StartPattern != "" {
 		t.multiline = regexp.MustCompile(cfg.Multiline.StartPattern) // validated above
+	}
+	if cfg.Timestamp.Pattern != "" {
+		if t.timestamp, err = newTimestampParser(cfg.Timestamp); err != nil {
+			return nil, err // Validate compiled it already
+		}
 	}
 	return t, nil
 }
