@@ -1,0 +1,93 @@
+package lake
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// BenchmarkDedup is what dedup adds to landing one record: reading the id
+// from the event and deciding, for distinct UUIDs (every one remembered up
+// to DedupMaxIDs, then the oldest forgotten), for one file's tail ids, and
+// for events without an id.
+func BenchmarkDedup(b *testing.B) {
+	const n = 200_000
+	clicks, _ := benchClicks(n)
+	tails := make([]*kgo.Record, n)
+	noIDs := make([]*kgo.Record, n)
+	for i := range tails {
+		tails[i] = &kgo.Record{Offset: int64(i), Timestamp: clicks[i].Timestamp,
+			Value: []byte(`{"event_id":"` + tailID("9f86d081884c7d65", i*80) + `","ts":"2024-05-01T10:00:00Z","host":"web-1","source":"/var/log/app.log","offset":0,"line":"x"}`)}
+		noIDs[i] = click(int64(i), 0)
+	}
+	for _, c := range []struct {
+		name   string
+		schema string
+		recs   []*kgo.Record
+	}{{"uuid", "click", clicks}, {"tail", "log", tails}, {"none", "click", noIDs}} {
+		b.Run(c.name, func(b *testing.B) {
+			w, _, _ := testWorker(b, b.TempDir(), func(cfg *Config) { cfg.Schema = c.schema })
+			row := w.schema.NewRow()
+			for _, r := range c.recs {
+				if err := row.Decode(r.Value); err != nil {
+					b.Fatal(err)
+				}
+			}
+			d := newDeduper(time.Hour, DefaultDedupMaxIDs)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				r := c.recs[i%n]
+				if i%n == 0 {
+					d = newDeduper(time.Hour, DefaultDedupMaxIDs) // every id distinct again
+				}
+				d.observe(r.Timestamp)
+				d.decide(rowEventID(row, r.Value))
+			}
+		})
+	}
+}
+
+// BenchmarkClicksDedupOverhead lands the clicks of BenchmarkClicksToParquet
+// (snappy) with dedup off and on in turns, so that both see the same load
+// from the rest of the machine, and reports the rows per CPU-second of each
+// and their ratio (on / off).
+func BenchmarkClicksDedupOverhead(b *testing.B) {
+	const n = 200_000
+	recs, _ := benchClicks(n)
+	dir := b.TempDir()
+	newWorker := func(i int, dedup string) *Worker {
+		w, _, _ := testWorker(b, filepath.Join(dir, fmt.Sprint(dedup, "-", i)), func(c *Config) {
+			c.RollRows, c.Compression, c.Dedup = n, "snappy", dedup
+		})
+		return w
+	}
+	land := func(w *Worker) time.Duration {
+		start := getUsage(b)
+		if err := feed(w, recs, 0); err != nil {
+			b.Fatal(err)
+		}
+		if err := flushAll(w); err != nil {
+			b.Fatal(err)
+		}
+		return start.cpu(getUsage(b))
+	}
+	land(newWorker(-1, "off")) // warm-up
+	var off, on time.Duration
+	for i := 0; i < b.N; i++ {
+		if i%2 == 0 { // alternate which goes first
+			off += land(newWorker(i, "off"))
+			on += land(newWorker(i, "on"))
+		} else {
+			on += land(newWorker(i, "on"))
+			off += land(newWorker(i, "off"))
+		}
+	}
+	offRate := float64(n*b.N) / off.Seconds()
+	onRate := float64(n*b.N) / on.Seconds()
+	b.ReportMetric(offRate, "off_rows/cpu-s")
+	b.ReportMetric(onRate, "on_rows/cpu-s")
+	b.ReportMetric(onRate/offRate, "on/off")
+}
