@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,6 +79,7 @@ tail:
   poll_interval: 100ms
   close_inactive: 2s
   checkpoint_interval: 200ms
+  `+testLineTimestamp+`
 audit:
   interval: 500ms
 `), 0o644); err != nil {
@@ -201,8 +203,17 @@ audit:
 	}
 	waitLanded(t, b, "lake-logs", "logs", 2*time.Minute, logSink)
 	waitLanded(t, b, "lake-clicks", "clicks", 2*time.Minute, clickSink)
-	marker := filepath.Join(root, "clicks", clickHour.Format("dt=2006-01-02/hr=15"), "_SUCCESS")
-	waitUntil(t, time.Minute, marker, func() bool { _, err := os.Stat(marker); return err == nil })
+	// The lines name hours hours back (testLineTime): the tailer takes their
+	// ts from the text, so each hour is complete, gets its marker and is
+	// judged by the audit like the clicks' hour.
+	logHours := lineHours(lw)
+	markers := []string{filepath.Join(root, "clicks", clickHour.Format("dt=2006-01-02/hr=15"), "_SUCCESS")}
+	for _, hour := range sortedHours(logHours) {
+		markers = append(markers, filepath.Join(root, "logs", hour.Format("dt=2006-01-02/hr=15"), "_SUCCESS"))
+	}
+	for _, marker := range markers {
+		waitUntil(t, time.Minute, marker, func() bool { _, err := os.Stat(marker); return err == nil })
+	}
 	watcher.mu.Lock()
 	for _, m := range append(watcher.badIDs, watcher.bad...)[:min(10, len(watcher.badIDs)+len(watcher.bad))] {
 		t.Error(m)
@@ -216,7 +227,7 @@ audit:
 	logf("all landed; the topics hold %d log records and %d clicks", logRecords, clickRecords)
 
 	checkExactlyOnceLake(t, root, lw)
-	checkExactlyOnceAudit(t, b, lake, clickHour, lines, clicks, logRecords, clickRecords)
+	checkExactlyOnceAudit(t, b, lake, clickHour, logHours, lines, clicks, logRecords, clickRecords)
 	logf("checked")
 }
 
@@ -425,17 +436,36 @@ func checkExactlyOnceLake(t *testing.T, root string, lw *logWriter) {
 	}
 }
 
+// lineHours counts the lines lw wrote by the hour they name.
+func lineHours(lw *logWriter) map[time.Time]int64 {
+	hours := map[time.Time]int64{}
+	for _, s := range lw.streams {
+		for seq := range s.seq {
+			hours[testLineTime(seq).Truncate(time.Hour)]++
+		}
+	}
+	return hours
+}
+
+func sortedHours(hours map[time.Time]int64) []time.Time {
+	out := make([]time.Time, 0, len(hours))
+	for h := range hours {
+		out = append(out, h)
+	}
+	slices.SortFunc(out, time.Time.Compare)
+	return out
+}
+
 // checkExactlyOnceAudit runs `millrace audit --json` and asserts that every
-// (topic, source, hour) adds up with the exact totals. The clicks' hour is
-// complete (its _SUCCESS marker exists) and must be judged ok. The lines'
-// ts is the time the tailer read them, so their hour is the current one and
-// stays open until it ends: for those lines the same formula is checked on
-// the report's numbers.
+// (topic, source, hour) adds up with the exact totals and is judged ok: the
+// clicks' hour and the lines' hours (logHours, the lines written per hour
+// they name) are complete, their _SUCCESS markers exist. Each log hour
+// accepts and lands exactly the lines that name it.
 //
 // logRecords and clickRecords are what the topics hold: every repeat in them
 // must be counted as deduplicated, and the beacon's accepted count must be
 // what the broker acknowledged, retries included.
-func checkExactlyOnceAudit(t *testing.T, b *broker, lake string, clickHour time.Time, lines, clicks, logRecords, clickRecords int64) {
+func checkExactlyOnceAudit(t *testing.T, b *broker, lake string, clickHour time.Time, logHours map[time.Time]int64, lines, clicks, logRecords, clickRecords int64) {
 	t.Helper()
 	out, code := runAudit(t, "audit", "-b", b.addr, "--lake", lake, "--since", "48h", "--json")
 	if code != 0 {
@@ -447,6 +477,7 @@ func checkExactlyOnceAudit(t *testing.T, b *broker, lake string, clickHour time.
 	}
 	type sum struct{ accepted, landed, deduplicated, deadLettered int64 }
 	sums := map[string]*sum{}
+	logAccepted, logLanded := map[string]int64{}, map[string]int64{}
 	for _, l := range report.Lines {
 		s := sums[l.Topic]
 		if s == nil {
@@ -470,9 +501,10 @@ func checkExactlyOnceAudit(t *testing.T, b *broker, lake string, clickHour time.
 		}
 		switch l.Topic {
 		case "logs":
-			if !l.Distinct || l.Status != audit.StatusOK && l.Status != audit.StatusOpen ||
-				!strings.HasPrefix(l.Source, "e2e-1:") {
-				bad = append(bad, "want a distinct tail source, ok or open")
+			logAccepted[l.Hour] += l.Accepted
+			logLanded[l.Hour] += l.Landed
+			if !l.Distinct || l.Status != audit.StatusOK || !strings.HasPrefix(l.Source, "e2e-1:") {
+				bad = append(bad, "want a distinct tail source, complete (ok)")
 			}
 		case "clicks":
 			if l.Distinct || l.Status != audit.StatusOK || l.Source != "shop.example" || l.Hour != audit.Hour(clickHour) {
@@ -493,6 +525,19 @@ func checkExactlyOnceAudit(t *testing.T, b *broker, lake string, clickHour time.
 		logs.accepted, logs.landed, logs.deduplicated, cl.accepted, cl.landed, cl.deduplicated, len(report.Lines), report.Open)
 	if logs.accepted != lines || logs.landed != lines {
 		t.Errorf("audit of logs: accepted %d, landed %d; want %d and %d", logs.accepted, logs.landed, lines, lines)
+	}
+	for _, hour := range sortedHours(logHours) {
+		h, want := audit.Hour(hour), logHours[hour]
+		if logAccepted[h] != want || logLanded[h] != want {
+			t.Errorf("audit of logs in hour %s: accepted %d, landed %d; want the %d lines that name it", h, logAccepted[h], logLanded[h], want)
+		}
+		delete(logAccepted, h)
+	}
+	if len(logAccepted) > 0 {
+		t.Errorf("audit of logs: counts in hours no line names: %v", logAccepted)
+	}
+	if report.Open != 0 {
+		t.Errorf("audit: %d hours still open; every hour of both topics should be complete", report.Open)
 	}
 	if logs.deduplicated != logRecords-lines {
 		t.Errorf("audit of logs: %d deduplicated, but the topic holds %d repeats", logs.deduplicated, logRecords-lines)

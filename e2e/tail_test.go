@@ -132,19 +132,35 @@ func (w *tailWatcher) unique() int {
 	return len(w.first)
 }
 
-// testLine is line seq of stream: unique, 20–90 bytes.
+// testLineEpoch is the time line 0 of every stream names: whole hours in
+// the past, so a tailer that takes ts from the line (testLineTimestamp)
+// lands the lines in hours that are complete. Set once for the process, so
+// testLine stays a function of stream and seq.
+var testLineEpoch = time.Now().UTC().Add(-3 * time.Hour).Truncate(time.Hour)
+
+// testLineTimestamp is the tailer's timestamp setting (YAML, under tail:)
+// that reads the time a testLine starts with.
+const testLineTimestamp = `timestamp: {pattern: '^(\S+) s\d', layout: rfc3339}`
+
+// testLineTime is the time line seq names: 100ms after the one before.
+func testLineTime(seq int) time.Time {
+	return testLineEpoch.Add(time.Duration(seq) * 100 * time.Millisecond)
+}
+
+// testLine is line seq of stream: unique, 45–115 bytes, starting with the
+// time it names, as service logs do.
 func testLine(stream, seq int) string {
 	const pad = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ-_"
-	return fmt.Sprintf("s%d %07d %s", stream, seq, pad[:seq%64])
+	return fmt.Sprintf("%s s%d %07d %s", testLineTime(seq).Format("2006-01-02T15:04:05.000Z"), stream, seq, pad[:seq%64])
 }
 
 func parseTestLine(line string) (stream, seq int, ok bool) {
 	f := strings.Fields(line)
-	if len(f) < 2 || !strings.HasPrefix(f[0], "s") {
+	if len(f) < 3 || !strings.HasPrefix(f[1], "s") {
 		return 0, 0, false
 	}
-	s, err1 := strconv.Atoi(f[0][1:])
-	q, err2 := strconv.Atoi(f[1])
+	s, err1 := strconv.Atoi(f[1][1:])
+	q, err2 := strconv.Atoi(f[2])
 	return s, q, err1 == nil && err2 == nil && line == testLine(s, q)
 }
 
