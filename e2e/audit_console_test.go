@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/audit"
+	"millrace/audit/reconcile"
 	"millrace/pipeline/monitor"
 )
 
@@ -73,7 +74,7 @@ func TestAuditConsoleAndGauge(t *testing.T) {
 		t.Fatalf("lines %+v, want one per hour", lines)
 	}
 	for _, l := range lines {
-		if want := int64(perHour[strings.Replace(l.Hour, "T", " ", 1)]); l.Status != audit.StatusOK || l.Accepted != want || l.Landed != want {
+		if want := int64(perHour[strings.Replace(l.Hour, "T", " ", 1)]); l.Status != reconcile.StatusOK || l.Accepted != want || l.Landed != want {
 			t.Fatalf("line %+v, want ok with %d accepted and landed", l, want)
 		}
 	}
@@ -94,7 +95,7 @@ func TestAuditConsoleAndGauge(t *testing.T) {
 		t.Fatalf("after a file was deleted: %+v", v)
 	}
 	for _, l := range v.Lakes[0].Report.Lines {
-		if (l.Status == audit.StatusMismatch) != (l.Hour == "2024-05-01T09") {
+		if (l.Status == reconcile.StatusMismatch) != (l.Hour == "2024-05-01T09") {
 			t.Fatalf("line %+v: only 2024-05-01T09 lost a file", l)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/audit"
+	"millrace/audit/reconcile"
 )
 
 // TestAuditDeletedFileAndDeadLetters lands clicks of two past hours, a few
@@ -70,7 +71,7 @@ func TestAuditDeletedFileAndDeadLetters(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("audit exited %d on a complete lake:\n%s", code, out)
 	}
-	var report audit.Report
+	var report reconcile.Report
 	if err := json.Unmarshal([]byte(out), &report); err != nil {
 		t.Fatalf("%v:\n%s", err, out)
 	}
@@ -83,7 +84,7 @@ func TestAuditDeletedFileAndDeadLetters(t *testing.T) {
 	}
 	for _, l := range report.Lines {
 		w := want[l.Hour]
-		if l.Topic != "clicks" || l.Source != "shop.example" || l.Status != audit.StatusOK ||
+		if l.Topic != "clicks" || l.Source != "shop.example" || l.Status != reconcile.StatusOK ||
 			l.Accepted != w[0] || l.Landed != w[1] || l.DeadLettered != w[2] || l.SinkLanded != w[1] {
 			t.Errorf("line %+v, want accepted, landed, dead-lettered %v and ok", l, w)
 		}

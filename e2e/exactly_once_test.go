@@ -22,6 +22,7 @@ import (
 	"github.com/google/uuid"
 
 	"millrace/audit"
+	"millrace/audit/reconcile"
 )
 
 // TestEndToEndExactlyOnce runs the whole pipeline as separate processes —
@@ -471,7 +472,7 @@ func checkExactlyOnceAudit(t *testing.T, b *broker, lake string, clickHour time.
 	if code != 0 {
 		t.Fatalf("millrace audit exited %d:\n%s", code, out)
 	}
-	var report audit.Report
+	var report reconcile.Report
 	if err := json.Unmarshal([]byte(out), &report); err != nil {
 		t.Fatalf("%v:\n%s", err, out)
 	}
@@ -503,11 +504,11 @@ func checkExactlyOnceAudit(t *testing.T, b *broker, lake string, clickHour time.
 		case "logs":
 			logAccepted[l.Hour] += l.Accepted
 			logLanded[l.Hour] += l.Landed
-			if !l.Distinct || l.Status != audit.StatusOK || !strings.HasPrefix(l.Source, "e2e-1:") {
+			if !l.Distinct || l.Status != reconcile.StatusOK || !strings.HasPrefix(l.Source, "e2e-1:") {
 				bad = append(bad, "want a distinct tail source, complete (ok)")
 			}
 		case "clicks":
-			if l.Distinct || l.Status != audit.StatusOK || l.Source != "shop.example" || l.Hour != audit.Hour(clickHour) {
+			if l.Distinct || l.Status != reconcile.StatusOK || l.Source != "shop.example" || l.Hour != audit.Hour(clickHour) {
 				bad = append(bad, fmt.Sprintf("want a beacon source shop.example, complete (ok) in hour %s", audit.Hour(clickHour)))
 			}
 		default:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"millrace/audit"
+	"millrace/audit/reconcile"
 	"millrace/sinks/store"
 )
 
@@ -58,7 +59,7 @@ func runAudit(ctx context.Context, e env, args []string) error {
 	defer st.Close()
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	r, err := audit.Run(rctx, audit.Options{Brokers: s, AuditTopic: *auditTopic, Lake: st, Topic: *topic, Since: *since})
+	r, err := reconcile.Run(rctx, reconcile.Options{Brokers: s, AuditTopic: *auditTopic, Lake: st, Topic: *topic, Since: *since})
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/audit"
+	"millrace/audit/reconcile"
 	"millrace/sinks/store"
 )
 
@@ -88,8 +89,8 @@ func (c AuditConfig) Validate() error {
 
 // AuditLakeReport is the last audit of one lake.
 type AuditLakeReport struct {
-	Name   string        `json:"name"`
-	Report *audit.Report `json:"report"`
+	Name   string            `json:"name"`
+	Report *reconcile.Report `json:"report"`
 }
 
 // AuditView is what the console's audit page shows: the last completed
@@ -286,7 +287,7 @@ func unreconciledHours(lakes []AuditLakeReport) map[string]int {
 				out[line.Topic] = 0
 			}
 			k := [2]string{line.Topic, line.Hour}
-			if line.Status == audit.StatusMismatch && !bad[k] {
+			if line.Status == reconcile.StatusMismatch && !bad[k] {
 				bad[k] = true
 				out[line.Topic]++
 			}
@@ -331,11 +332,11 @@ func (c AuditConfig) runAudit(ctx context.Context, now time.Time) ([]AuditLakeRe
 		topics := slices.Sorted(maps.Keys(keep))
 		topics = slices.DeleteFunc(topics, func(t string) bool { return !keep[t] })
 		// A day past now: events may carry times a little ahead of the clock.
-		lake, err := audit.ReadLake(ctx, l.Store, topics, since, now.Add(24*time.Hour))
+		lake, err := reconcile.ReadLake(ctx, l.Store, topics, since, now.Add(24*time.Hour))
 		if err != nil {
 			return nil, fmt.Errorf("lake %s: %w", l.Name, err)
 		}
-		r := audit.Reconcile(records, lake, "", since)
+		r := reconcile.Reconcile(records, lake, "", since)
 		r.SkippedRecords, r.At = skipped, now
 		out = append(out, AuditLakeReport{Name: l.Name, Report: r})
 	}

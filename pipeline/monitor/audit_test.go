@@ -15,13 +15,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"millrace/audit"
+	"millrace/audit/reconcile"
 )
 
 // testReport reconciles two topics: logs with one hour whose file went
 // missing (2 rows short) and one that adds up, clicks that add up.
-func testReport() *audit.Report {
+func testReport() *reconcile.Report {
 	const h1, h2 = "2026-12-02T03", "2026-12-02T04"
-	lake := &audit.Lake{
+	lake := &reconcile.Lake{
 		Rows:     map[string]audit.RowCounts{"logs": {h1: {"web:/a": 10}, h2: {"web:/a": 7}}, "clicks": {h1: {"shop.example": 5}}},
 		Complete: map[string]map[string]bool{"logs": {h2: true}, "clicks": {h1: true}},
 	}
@@ -40,7 +41,7 @@ func testReport() *audit.Report {
 		agent(audit.RoleBeacon, "clicks", "shop.example", h1, 7),
 		sink("clicks", "shop.example", h1, 7, 5, 2),
 	}
-	return audit.Reconcile(audit.Latest(entries), lake, "", time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC))
+	return reconcile.Reconcile(audit.Latest(entries), lake, "", time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC))
 }
 
 type runResult struct {
@@ -118,9 +119,9 @@ func TestAuditEndpointAndGauge(t *testing.T) {
 	if v.Unreconciled["logs"] != 1 || v.Unreconciled["clicks"] != 0 || len(v.Unreconciled) != 2 {
 		t.Fatalf("unreconciled hours %v, want logs 1 and clicks 0", v.Unreconciled)
 	}
-	var mismatch *audit.Line
+	var mismatch *reconcile.Line
 	for i, l := range v.Lakes[0].Report.Lines {
-		if l.Status == audit.StatusMismatch {
+		if l.Status == reconcile.StatusMismatch {
 			if mismatch != nil {
 				t.Fatalf("two mismatched lines: %+v", v.Lakes[0].Report.Lines)
 			}
@@ -159,8 +160,8 @@ millrace_audit_unreconciled_hours{topic="logs"} 1
 	}
 
 	// Once the hour reconciles (say the file was restored), the gauge is 0.
-	deliver(t, a, results, runResult{lakes: []AuditLakeReport{{Name: "logs-sink", Report: &audit.Report{Lines: []audit.Line{
-		{Topic: "logs", Source: "web:/a", Hour: "2026-12-02T04", Accepted: 9, Landed: 9, Status: audit.StatusOK}}}}}})
+	deliver(t, a, results, runResult{lakes: []AuditLakeReport{{Name: "logs-sink", Report: &reconcile.Report{Lines: []reconcile.Line{
+		{Topic: "logs", Source: "web:/a", Hour: "2026-12-02T04", Accepted: 9, Landed: 9, Status: reconcile.StatusOK}}}}}})
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP millrace_audit_unreconciled_hours Complete hours of the audit window whose produced, landed, dead-lettered and deduplicated counts do not add up, per data topic.
 # TYPE millrace_audit_unreconciled_hours gauge

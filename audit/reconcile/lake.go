@@ -1,69 +1,23 @@
-package audit
+package reconcile
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path"
 	"strconv"
 	"strings"
 	"time"
 
+	"millrace/audit"
 	"millrace/sinks/parquet"
 	"millrace/sinks/store"
 )
-
-// MetaRows is the Parquet footer key under which the sink writes how many of
-// a file's rows came from each source and hour, as JSON
-// {"<hour>":{"<source>":rows}} (json.Marshal sorts the keys, so a rewrite of
-// the file after a crash has the same footer). The reconciler counts what
-// the lake holds from these footers alone, so a file deleted by hand lowers
-// the count.
-const MetaRows = "millrace.audit.rows"
-
-// RowCounts counts rows per hour and source: counts[hour][source].
-type RowCounts map[string]map[string]int64
-
-// Add counts n rows of source in hour.
-func (c RowCounts) Add(hour, source string, n int64) {
-	m := c[hour]
-	if m == nil {
-		m = map[string]int64{}
-		c[hour] = m
-	}
-	m[source] += n
-}
-
-// EncodeRowCounts is the MetaRows value for c.
-func EncodeRowCounts(c RowCounts) string {
-	b, _ := json.Marshal(c) // strings and integers: cannot fail
-	return string(b)
-}
-
-// DecodeRowCounts reads a MetaRows value.
-func DecodeRowCounts(s string) (RowCounts, error) {
-	var c RowCounts
-	if err := json.Unmarshal([]byte(s), &c); err != nil {
-		return nil, fmt.Errorf("audit: %s is not {hour:{source:rows}}: %w", MetaRows, err)
-	}
-	for h, m := range c {
-		if _, err := ParseHour(h); err != nil {
-			return nil, err
-		}
-		for s, n := range m {
-			if n < 0 {
-				return nil, fmt.Errorf("audit: %s: %d rows for %s in %s", MetaRows, n, s, h)
-			}
-		}
-	}
-	return c, nil
-}
 
 // Lake is what the reconciler reads from a lake: rows per (topic, hour,
 // source) from the files' footers, and which hours are complete.
 type Lake struct {
 	// Rows counts rows per topic: Rows[topic][hour][source].
-	Rows map[string]RowCounts
+	Rows map[string]audit.RowCounts
 	// Complete holds, per topic, the hours covered by a _SUCCESS marker
 	// (an hour's own, or its day's with partition_by: day).
 	Complete map[string]map[string]bool
@@ -79,7 +33,7 @@ type Lake struct {
 // days from since to until (both UTC, inclusive), listing one day directory
 // at a time (`<topic>/dt=YYYY-MM-DD/`) so an old, large lake is not walked.
 func ReadLake(ctx context.Context, st store.Store, topics []string, since, until time.Time) (*Lake, error) {
-	l := &Lake{Rows: map[string]RowCounts{}, Complete: map[string]map[string]bool{},
+	l := &Lake{Rows: map[string]audit.RowCounts{}, Complete: map[string]map[string]bool{},
 		Unattributed: map[string]map[string]int64{}}
 	const day = 24 * time.Hour
 	for _, topic := range topics {
@@ -136,7 +90,7 @@ func (l *Lake) readFile(ctx context.Context, st store.Store, topic, name string)
 		return fmt.Errorf("audit: %w", err)
 	}
 	l.Files++
-	meta, ok := info.Metadata[MetaRows]
+	meta, ok := info.Metadata[audit.MetaRows]
 	if !ok {
 		dir := path.Dir(name)
 		m := l.Unattributed[topic]
@@ -147,13 +101,13 @@ func (l *Lake) readFile(ctx context.Context, st store.Store, topic, name string)
 		m[dir] += info.Rows
 		return nil
 	}
-	counts, err := DecodeRowCounts(meta)
+	counts, err := audit.DecodeRowCounts(meta)
 	if err != nil {
 		return fmt.Errorf("audit: %s: %w", name, err)
 	}
 	rows := l.Rows[topic]
 	if rows == nil {
-		rows = RowCounts{}
+		rows = audit.RowCounts{}
 		l.Rows[topic] = rows
 	}
 	for h, m := range counts {

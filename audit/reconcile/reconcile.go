@@ -1,4 +1,4 @@
-package audit
+package reconcile
 
 import (
 	"cmp"
@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/sinks/store"
+
+	"millrace/audit"
 )
 
 // Statuses of a Line.
@@ -77,10 +79,10 @@ type Report struct {
 //
 //	distinct sources (tail):  accepted = landed + dead_lettered
 //	other sources (beacon):   accepted = landed + deduplicated + dead_lettered
-func Reconcile(records map[string]Entry, lake *Lake, topicFilter string, since time.Time) *Report {
+func Reconcile(records map[string]audit.Entry, lake *Lake, topicFilter string, since time.Time) *Report {
 	type lineKey struct{ topic, source, hour string }
 	lines := map[lineKey]*Line{}
-	sinceHour := Hour(since)
+	sinceHour := audit.Hour(since)
 	get := func(topic, source, hour string) *Line {
 		k := lineKey{topic, source, hour}
 		l := lines[k]
@@ -96,7 +98,7 @@ func Reconcile(records map[string]Entry, lake *Lake, topicFilter string, since t
 			continue
 		}
 		l := get(e.Topic, e.Source, e.Hour)
-		if e.Role == RoleSink {
+		if e.Role == audit.RoleSink {
 			l.SinkLanded += e.Landed
 			l.Deduplicated += e.Deduplicated
 			l.DeadLettered += e.DeadLettered
@@ -242,7 +244,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, errors.New("audit: brokers and a lake are required")
 	}
 	if o.AuditTopic == "" {
-		o.AuditTopic = Topic
+		o.AuditTopic = audit.Topic
 	}
 	if o.Since <= 0 {
 		o.Since = 24 * time.Hour
@@ -256,15 +258,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
 	defer cl.Close()
-	entries, skipped, err := Read(ctx, cl, o.AuditTopic)
+	entries, skipped, err := audit.Read(ctx, cl, o.AuditTopic)
 	if err != nil {
 		return nil, err
 	}
-	latest := Latest(entries)
+	latest := audit.Latest(entries)
 	since := now.Add(-o.Since).Truncate(time.Hour)
 	topicSet := map[string]bool{}
 	for _, e := range latest {
-		if e.Role != RoleSink && (o.Topic == "" || e.Topic == o.Topic) {
+		if e.Role != audit.RoleSink && (o.Topic == "" || e.Topic == o.Topic) {
 			topicSet[e.Topic] = true
 		}
 	}
