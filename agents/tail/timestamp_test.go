@@ -211,3 +211,31 @@ func TestTimestampFromLine(t *testing.T) {
 		t.Errorf("audit counts by hour %v, want 1 in %s (the hour the line names) and 2 in the hour they were read", byHour, audit.Hour(past))
 	}
 }
+
+// BenchmarkTimestampParse is the per-line cost of timestamp.pattern on a
+// line like the tailer benchmark's, every line a new millisecond.
+func BenchmarkTimestampParse(b *testing.B) {
+	start := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	lines := make([][]byte, 1000)
+	for i := range lines {
+		lines[i] = fmt.Appendf(nil, "%s INFO request id=%d path=/api/v1/items status=200 abcdefghij", start.Add(time.Duration(i)*time.Millisecond).Format("2006-01-02T15:04:05.000Z07:00"), i)
+	}
+	for _, bc := range []struct{ name, pattern, layout string }{
+		{"rfc3339", `^(\S+) `, LayoutRFC3339},
+		{"go-layout", `^(\S+) `, "2006-01-02T15:04:05.000Z07:00"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			p, err := newTimestampParser(Timestamp{Pattern: bc.pattern, Layout: bc.layout}.withDefaults())
+			if err != nil {
+				b.Fatal(err)
+			}
+			now := time.Now()
+			b.ReportAllocs()
+			for i := range b.N {
+				if _, ok := p.parse(lines[i%len(lines)], now); !ok {
+					b.Fatal("not parsed")
+				}
+			}
+		})
+	}
+}
