@@ -1,12 +1,11 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
-	"io"
-	"net/http"
+	"fmt"
 	"os"
-	"regexp"
-	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -15,12 +14,12 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
-// TestSinkZombieWorker: a sink worker holding an unpublished window (its
-// idle-timeout cut pending) is SIGSTOPped past its session timeout; a
-// replacement takes the partition over and lands the same records and more
-// in windows cut elsewhere; then the paused worker is SIGCONTed and its idle
-// cut comes due. Its publish is refused (the group generation check), and
-// the lake holds every event exactly once — on the filesystem store and on
+// TestSinkZombieWorker: a sink worker is SIGSTOPped past its session
+// timeout while its idle-timeout cut is under way, its files written and
+// not published; a replacement takes the partition over and lands the same
+// records and more in windows cut elsewhere; then the paused worker is
+// SIGCONTed. Its publish is refused (the group generation check), and the
+// lake holds every event exactly once — on the filesystem store and on
 // versitygw.
 func TestSinkZombieWorker(t *testing.T) {
 	t.Parallel()
@@ -76,19 +75,12 @@ func zombieScenario(t *testing.T, out string, extra []string) {
 	)
 	b := startBroker(t)
 	b.createTopic(t, topic, 1, nil)
-	metricsAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	// The idle timeout is long enough to stop the worker while its window
-	// waits for it, and shorter than the test's wait after SIGCONT.
-	zombie := startSink(t, b, "sink-zombie", group, topic, out, append([]string{"--idle-timeout", "5s",
-		"--metrics-listen", metricsAddr}, extra...)...)
+	// The first worker stops itself (SIGSTOP) when its first window's idle
+	// cut comes, right before it would check its generation and publish:
+	// the worst moment for a long pause.
+	zombie := startSink(t, b, "sink-zombie", group, topic, out, append([]string{"--stop-before-publish", "1"}, extra...)...)
 	produceClicks(t, b, topic, 0, 300, 2, nil)
-	// Every record read, files open: the window is pending its idle cut.
-	waitMetrics(t, metricsAddr, 30*time.Second,
-		regexp.MustCompile(`(?m)^millrace_lake_lag_records\{partition="0",topic="clicks"\} 0$`),
-		regexp.MustCompile(`(?m)^millrace_lake_open_files [1-9]`))
-	if err := syscall.Kill(zombie.pid(), syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	waitStopped(t, zombie, 30*time.Second)
 	resumed := false
 	resume := func() {
 		if !resumed {
@@ -98,7 +90,7 @@ func zombieScenario(t *testing.T, out string, extra []string) {
 			}
 		}
 	}
-	t.Cleanup(resume) // before the process's own cleanup stops it
+	t.Cleanup(resume) // runs before the process's own cleanup stops it
 
 	// More records before the replacement starts: its first window holds
 	// 0..499, so its file names differ from the paused worker's 0..299.
@@ -107,6 +99,9 @@ func zombieScenario(t *testing.T, out string, extra []string) {
 	waitLanded(t, b, group, topic, time.Minute, replacement)
 	produceClicks(t, b, topic, 500, zombieTotal, 2, nil)
 	waitLanded(t, b, group, topic, time.Minute, replacement)
+	if c := strings.Count(zombie.log(), "stop-before-publish: stopping"); c != 1 {
+		t.Fatalf("the paused worker stopped %d times, want once", c)
+	}
 
 	resume()
 	zombie.waitLog("publish refused: the partition has moved to another member", 1, 30*time.Second)
@@ -117,26 +112,20 @@ func zombieScenario(t *testing.T, out string, extra []string) {
 	}
 }
 
-// waitMetrics waits until the process's /metrics matches every pattern.
-func waitMetrics(t *testing.T, addr string, timeout time.Duration, patterns ...*regexp.Regexp) {
+// waitStopped waits until p is stopped by a signal (state T in /proc).
+func waitStopped(t *testing.T, p *process, timeout time.Duration) {
 	t.Helper()
-	var body []byte
-	for deadline := time.Now().Add(timeout); ; time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get("http://" + addr + "/metrics"); err == nil {
-			body, _ = io.ReadAll(resp.Body)
-			resp.Body.Close()
-			matched := 0
-			for _, p := range patterns {
-				if p.Match(body) {
-					matched++
-				}
-			}
-			if matched == len(patterns) {
-				return
-			}
+	for deadline := time.Now().Add(timeout); ; time.Sleep(20 * time.Millisecond) {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// pid (comm) state ...: the state follows the last ')'.
+		if i := bytes.LastIndexByte(stat, ')'); i > 0 && len(stat) > i+2 && stat[i+2] == 'T' {
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("/metrics at %s does not match %v after %v:\n%s", addr, patterns, timeout, grepLines(string(body), "millrace_lake"))
+			t.Fatalf("%s not stopped after %v:\n%s", p.name, timeout, tail([]byte(p.log()), 2048))
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"millrace/internal/lazyfree"
@@ -77,6 +78,10 @@ func runSink(ctx context.Context, e env, args []string) error {
 	// line: after N published data files the process exits at once with
 	// status 3, as a crash between two publishes of one window would.
 	crashAfter := f.Int("crash-after-publish", 0, "")
+	// Likewise: before the Nth data file's publish (and its group
+	// generation check) the process stops itself with SIGSTOP, as a long
+	// pause would; a SIGCONT resumes it.
+	stopBefore := f.Int("stop-before-publish", 0, "")
 	if _, err := f.parse(args, 0); err != nil {
 		return err
 	}
@@ -156,6 +161,19 @@ func runSink(ctx context.Context, e env, args []string) error {
 			if published.Add(1) >= n {
 				logger.Warn("crash-after-publish: exiting without committing", "published", name)
 				os.Exit(3)
+			}
+		}
+	}
+
+	if *stopBefore > 0 {
+		var publishing atomic.Int64
+		n := int64(*stopBefore)
+		cfg.Lake.BeforePublish = func(name string) {
+			if publishing.Add(1) == n {
+				logger.Warn("stop-before-publish: stopping", "publishing", name)
+				if err := syscall.Kill(os.Getpid(), syscall.SIGSTOP); err != nil {
+					logger.Error("stop-before-publish: SIGSTOP failed", "err", err)
+				}
 			}
 		}
 	}

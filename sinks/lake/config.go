@@ -110,6 +110,12 @@ type Config struct {
 	// --crash-after-publish exits the process from it); it is not part of the
 	// YAML configuration.
 	AfterPublish func(name string) `yaml:"-"`
+	// BeforePublish, when set, is called before every data file's publish,
+	// ahead of the group generation check, with the file's final name. It is
+	// a fault-injection hook for tests (the CLI's hidden --stop-before-publish
+	// stops the process there, as a long pause would); it is not part of the
+	// YAML configuration.
+	BeforePublish func(name string) `yaml:"-"`
 }
 
 // Defaults.

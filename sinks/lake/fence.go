@@ -17,7 +17,7 @@ import (
 
 // Zombie-proof publishing (doc.go, "Superseded owners"): before every
 // publish and every removal the worker asks the group coordinator whether
-// its member and generation are still current, publishes without ever
+// the member the partition was assigned to is still current, publishes without ever
 // replacing a name, and, the first time it opens a bucket of a partition
 // after the assignment, removes the files an earlier owner published there
 // past the committed offset.
@@ -29,10 +29,11 @@ var errFenced = errors.New("lake: this worker is no longer a member of the group
 // ownershipChecker tells whether the worker still owns what its client
 // thinks it owns; the kgo implementation is below, tests use fakes.
 type ownershipChecker interface {
-	// check returns nil while the member and generation are current,
-	// errFenced (wrapped) when the coordinator says they are not, and
-	// another error when it cannot tell.
-	check(ctx context.Context) error
+	// check returns nil while member — the id the partition was assigned
+	// to — is the client's member and current with the client's generation,
+	// errFenced (wrapped) when it is not, and another error when the
+	// coordinator cannot tell.
+	check(ctx context.Context, member string) error
 }
 
 // fenceTimeout bounds one ownership check.
@@ -40,7 +41,11 @@ const fenceTimeout = 10 * time.Second
 
 // kgoOwnership checks with a Heartbeat of the member and generation the
 // client holds: the coordinator answers it exactly as it would the commit
-// that follows the publish, and it costs one round trip. A rebalance in
+// that follows the publish, and it costs one round trip. The member must be
+// the one the partition was assigned to: a client whose member was removed
+// (its session expired) notices it on its own heartbeat and rejoins under a
+// new id, possibly before the worker, which holds its lock through the
+// publish, has run the lost-partitions callback. A rebalance in
 // progress still counts as owning: the coordinator gives no partition of a
 // member to another before that member rejoined or its session expired,
 // which is also why a revoked partition may still be landed.
@@ -49,12 +54,15 @@ type kgoOwnership struct {
 	group  string
 }
 
-func (k *kgoOwnership) check(ctx context.Context) error {
+func (k *kgoOwnership) check(ctx context.Context, assigned string) error {
 	ctx, cancel := context.WithTimeout(ctx, fenceTimeout)
 	defer cancel()
 	member, generation := k.client.GroupMetadata()
 	if member == "" || generation < 0 {
 		return fmt.Errorf("%w (not joined)", errFenced)
+	}
+	if member != assigned {
+		return fmt.Errorf("%w (assigned to member %s, the client is now member %s)", errFenced, assigned, member)
 	}
 	req := kmsg.NewPtrHeartbeatRequest()
 	req.Group, req.MemberID, req.Generation = k.group, member, generation
@@ -72,13 +80,23 @@ func (k *kgoOwnership) check(ctx context.Context) error {
 	}
 }
 
-// checkOwnershipLocked runs the check; a worker without a checker (tests)
-// always owns its partitions.
-func (w *Worker) checkOwnershipLocked(ctx context.Context) error {
+// checkOwnershipLocked runs the check for p; a worker without a checker
+// (tests) always owns its partitions.
+func (w *Worker) checkOwnershipLocked(ctx context.Context, p *partitionState) error {
 	if w.fence == nil {
 		return nil
 	}
-	return w.fence.check(ctx)
+	return w.fence.check(ctx, p.member)
+}
+
+// memberID is the client's group member id, "" without a client (tests) or
+// before joining.
+func (w *Worker) memberID() string {
+	if w.client == nil {
+		return ""
+	}
+	member, _ := w.client.GroupMetadata()
+	return member
 }
 
 // publishFileLocked publishes a closed file of p's window under its final
@@ -88,7 +106,10 @@ func (w *Worker) checkOwnershipLocked(ctx context.Context) error {
 // the same rows (see doc.go), so it counts as published.
 func (w *Worker) publishFileLocked(ctx context.Context, p *partitionState, win *window, f *outFile) (fenced bool, err error) {
 	final := w.bucketDir(p.tp.topic, f.bucket) + "/" + FileName(p.tp.partition, f.first, f.last)
-	if err := w.checkOwnershipLocked(ctx); err != nil {
+	if w.cfg.BeforePublish != nil {
+		w.cfg.BeforePublish(final)
+	}
+	if err := w.checkOwnershipLocked(ctx, p); err != nil {
 		if !errors.Is(err, errFenced) {
 			return false, err
 		}
@@ -137,7 +158,7 @@ func (w *Worker) clearSupersededLocked(ctx context.Context, p *partitionState, b
 		}
 	}
 	if len(stale) > 0 {
-		if err := w.checkOwnershipLocked(ctx); err != nil {
+		if err := w.checkOwnershipLocked(ctx, p); err != nil {
 			if errors.Is(err, errFenced) {
 				w.logger.Warn("not removing files past the committed offset: the partition has moved to another member",
 					"topic", p.tp.topic, "partition", p.tp.partition, "files", len(stale), "err", err)

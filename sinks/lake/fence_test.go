@@ -19,7 +19,7 @@ type fakeFence struct {
 	checks int
 }
 
-func (f *fakeFence) check(context.Context) error {
+func (f *fakeFence) check(context.Context, string) error {
 	f.checks++
 	if f.fenced {
 		return fmt.Errorf("%w (test)", errFenced)
@@ -191,11 +191,14 @@ func TestOwnershipCheckWithBroker(t *testing.T) {
 		}
 	}
 	check := &kgoOwnership{client: member, group: "g"}
-	if err := check.check(ctx); err != nil {
+	id, _ := member.GroupMetadata()
+	if err := check.check(ctx, id); err != nil {
 		t.Fatalf("a current member: %v", err)
 	}
+	if err := check.check(ctx, "a-member-before"); !errors.Is(err, errFenced) {
+		t.Errorf("a partition assigned to an earlier member: %v, want errFenced", err)
+	}
 	// The coordinator forgets the member, as after its session timeout.
-	id, _ := member.GroupMetadata()
 	leave := kmsg.NewPtrLeaveGroupRequest()
 	leave.Group = "g"
 	m := kmsg.NewLeaveGroupRequestMember()
@@ -204,7 +207,23 @@ func TestOwnershipCheckWithBroker(t *testing.T) {
 	if _, err := leave.RequestWith(ctx, admin); err != nil {
 		t.Fatal(err)
 	}
-	if err := check.check(ctx); !errors.Is(err, errFenced) {
+	if err := check.check(ctx, id); !errors.Is(err, errFenced) {
 		t.Errorf("a removed member: %v, want errFenced", err)
+	}
+	// Once the client has rejoined under a new id, the partitions of the
+	// old one are still fenced.
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		member.PollFetches(pctx)
+		pcancel()
+		if now, generation := member.GroupMetadata(); now != id && generation > 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the client never rejoined the group")
+		}
+	}
+	if err := check.check(ctx, id); !errors.Is(err, errFenced) {
+		t.Errorf("the removed member after the client rejoined: %v, want errFenced", err)
 	}
 }

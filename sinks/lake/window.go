@@ -32,8 +32,10 @@ type partitionState struct {
 	position, checkedAt int64
 	progressAt          time.Time
 	// cleared holds the buckets (Unix seconds) checked for a superseded
-	// owner's files since the assignment (fence.go).
+	// owner's files since the assignment, and member is the group member
+	// id the partition was assigned to (fence.go).
 	cleared map[int64]bool
+	member  string
 	// dedup decides repeats (dedup.go); nil until the partition's first
 	// record, when it is rebuilt, and with Dedup off.
 	dedup *deduper

@@ -307,7 +307,8 @@ func (w *Worker) fail(ctx context.Context, err error) {
 func (w *Worker) partitionLocked(tp topicPartition) *partitionState {
 	p := w.parts[tp]
 	if p == nil {
-		p = &partitionState{tp: tp, row: w.schema.NewRow(), position: -1, checkedAt: -1, progressAt: w.now()}
+		p = &partitionState{tp: tp, row: w.schema.NewRow(), position: -1, checkedAt: -1, progressAt: w.now(),
+			member: w.memberID()}
 		w.parts[tp] = p
 	}
 	return p
