@@ -94,12 +94,15 @@
 // client has noticed. Three things keep it from changing the lake:
 //   - before each file it publishes, and before removing files as above, the
 //     worker sends the group coordinator a Heartbeat with the member id and
-//     generation its client holds; ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID or
-//     FENCED_INSTANCE_ID mean the partition may be another member's, and the
-//     worker discards the window, publishing and committing nothing ("publish
-//     refused" in its log). REBALANCE_IN_PROGRESS still owns: no partition
-//     moves before its member rejoined or its session expired. Any other
-//     failure stops the worker, like a failed commit;
+//     generation its client holds, and that member id must be the one the
+//     partition was assigned to (a client that lost its member rejoins under
+//     a new id, maybe before the worker ran its lost-partitions callback);
+//     ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID or another id
+//     mean the partition may be another member's, and the worker discards
+//     the window, publishing and committing nothing ("publish refused" in
+//     its log). REBALANCE_IN_PROGRESS still owns: no partition moves before
+//     its member rejoined or its session expired. Any other failure stops
+//     the worker, like a failed commit;
 //   - a publish never replaces a name, so a late file can never take the
 //     place of the new owner's (whose rows would be lost), and one of the
 //     same name holds the same rows;
