@@ -98,11 +98,14 @@
 //     partition was assigned to (a client that lost its member rejoins under
 //     a new id, maybe before the worker ran its lost-partitions callback);
 //     ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID or another id
-//     mean the partition may be another member's, and the worker discards
-//     the window, publishing and committing nothing ("publish refused" in
-//     its log). REBALANCE_IN_PROGRESS still owns: no partition moves before
-//     its member rejoined or its session expired. Any other failure stops
-//     the worker, like a failed commit;
+//     mean the partition may be another member's: the worker discards the
+//     window, publishing and committing nothing ("publish refused" in its
+//     log), and stops like after a failed commit, so its next start reads
+//     from the committed offsets (going on would let a later window's
+//     commit skip the discarded records, were the refusal ever wrong).
+//     REBALANCE_IN_PROGRESS still owns: no partition moves before its
+//     member rejoined or its session expired. A check that gets no answer
+//     stops the worker too;
 //   - a publish never replaces a name, so a late file can never take the
 //     place of the new owner's (whose rows would be lost), and one of the
 //     same name holds the same rows;

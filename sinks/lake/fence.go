@@ -101,33 +101,36 @@ func (w *Worker) memberID() string {
 
 // publishFileLocked publishes a closed file of p's window under its final
 // name, which carries its row range, after checking that the worker still
-// owns p. fenced is true when it does not: nothing was published, and the
-// caller must drop the window without committing. A name that exists holds
-// the same rows (see doc.go), so it counts as published.
-func (w *Worker) publishFileLocked(ctx context.Context, p *partitionState, win *window, f *outFile) (fenced bool, err error) {
+// owns p. When it does not, nothing is published and the error wraps
+// errFenced: like a failed commit, it stops the worker, whose next start
+// reads from the committed offsets. Going on would be wrong even if the
+// partition were still ours: the client's fetch position is past the
+// discarded window, so a later window's commit would skip its records. A
+// name that exists holds the same rows (see doc.go), so it counts as
+// published.
+func (w *Worker) publishFileLocked(ctx context.Context, p *partitionState, win *window, f *outFile) error {
 	final := w.bucketDir(p.tp.topic, f.bucket) + "/" + FileName(p.tp.partition, f.first, f.last)
 	if w.cfg.BeforePublish != nil {
 		w.cfg.BeforePublish(final)
 	}
 	if err := w.checkOwnershipLocked(ctx, p); err != nil {
-		if !errors.Is(err, errFenced) {
-			return false, err
+		if errors.Is(err, errFenced) {
+			w.logger.Warn("publish refused: the partition has moved to another member; the window is discarded",
+				"topic", p.tp.topic, "partition", p.tp.partition, "start", win.start, "next", win.next,
+				"file", final, "err", err)
 		}
-		w.logger.Warn("publish refused: the partition has moved to another member; the window is discarded",
-			"topic", p.tp.topic, "partition", p.tp.partition, "start", win.start, "next", win.next,
-			"file", final, "err", err)
-		return true, nil
+		return fmt.Errorf("lake: publish %s: %w", final, err)
 	}
-	err = f.obj.PublishAs(ctx, final)
+	err := f.obj.PublishAs(ctx, final)
 	if errors.Is(err, store.ErrExists) {
 		w.logger.Info("file already published with the same rows", "name", final)
 		err = nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("lake: publish %s: %w", final, err)
+		return fmt.Errorf("lake: publish %s: %w", final, err)
 	}
 	f.name = final
-	return false, nil
+	return nil
 }
 
 // clearSupersededLocked is called before p's window opens a file in bucket:
@@ -159,12 +162,7 @@ func (w *Worker) clearSupersededLocked(ctx context.Context, p *partitionState, b
 	}
 	if len(stale) > 0 {
 		if err := w.checkOwnershipLocked(ctx, p); err != nil {
-			if errors.Is(err, errFenced) {
-				w.logger.Warn("not removing files past the committed offset: the partition has moved to another member",
-					"topic", p.tp.topic, "partition", p.tp.partition, "files", len(stale), "err", err)
-				return nil // the window's publish is refused as well
-			}
-			return err
+			return fmt.Errorf("lake: not removing %d files past offset %d in %s: %w", len(stale), p.win.start, dir, err)
 		}
 		for _, name := range stale {
 			if err := w.store.Remove(ctx, name); err != nil {

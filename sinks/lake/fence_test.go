@@ -56,8 +56,9 @@ func zombieRecords() []*kgo.Record {
 
 // TestFencedWorkerPublishesNothing: a worker paused past its session holds
 // a window that the new owner has landed with other cut points since; when
-// it resumes, the generation check refuses its publish, and nothing of it
-// is committed or left behind.
+// it resumes, the generation check refuses its publish, the window ends in
+// an error that stops the worker, and nothing of it is committed or left
+// behind.
 func TestFencedWorkerPublishesNothing(t *testing.T) {
 	recs := zombieRecords()
 	root := t.TempDir()
@@ -76,8 +77,8 @@ func TestFencedWorkerPublishesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	fence.fenced = true
-	if err := flushAll(zombie); err != nil {
-		t.Fatalf("a fenced worker's window end failed: %v", err)
+	if err := flushAll(zombie); !errors.Is(err, errFenced) {
+		t.Fatalf("a fenced worker's window end: %v, want errFenced", err)
 	}
 	if fence.checks == 0 || len(zc.log) != 0 {
 		t.Errorf("zombie: %d checks, commits %v; want a check and no commit", fence.checks, zc.log)
@@ -138,11 +139,8 @@ func TestNewOwnerRemovesSupersededFiles(t *testing.T) {
 	before := landed(t, root)
 	stale, _, _ := testWorker(t, root, nil)
 	stale.fence = &fakeFence{fenced: true}
-	if err := feed(stale, recs, 60); err != nil {
-		t.Fatal(err)
-	}
-	if err := flushAll(stale); err != nil {
-		t.Fatal(err)
+	if err := feed(stale, recs, 60); !errors.Is(err, errFenced) {
+		t.Fatalf("a fenced worker opening a file: %v, want errFenced", err)
 	}
 	if after := landed(t, root); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("a fenced worker changed the lake:\n%v\n%v", before, after)

@@ -278,7 +278,7 @@ func (w *Worker) endWindowLocked(ctx context.Context, p *partitionState, reason 
 		if err := f.w.Close(); err != nil {
 			return fmt.Errorf("lake: %s: %w", f.name, err)
 		}
-		if fenced, err := w.publishFileLocked(ctx, p, win, f); err != nil || fenced {
+		if err := w.publishFileLocked(ctx, p, win, f); err != nil {
 			return err
 		}
 		rows += f.w.Rows()
