@@ -96,8 +96,11 @@ type Config struct {
 	// dropped. A worker that takes a partition over reads this much of it
 	// again before landing. Default 1h.
 	DedupWindow time.Duration `yaml:"dedup_window"`
-	// DedupMaxIDs caps the ids a partition remembers (at most about 100
-	// bytes each); past it the oldest are forgotten first. Default 1,000,000.
+	// DedupMaxIDs caps the ids a partition remembers (about 36 bytes each,
+	// taken as they arrive); past it the oldest are forgotten first. At
+	// most 2^30. Default 1,000,000: an hour of a partition receiving about
+	// 280 ids a second, in at most 36 MB; a partition that reads fewer
+	// holds less, so a worker pays the cap only for its busiest partitions.
 	DedupMaxIDs int `yaml:"dedup_max_ids"`
 	// AuditTopic is where the worker publishes its audit counts (rows
 	// landed, deduplicated and dead-lettered per source and hour) before
@@ -251,6 +254,9 @@ func (c Config) Validate() error {
 	}
 	if c.DedupWindow < 0 || (c.DedupWindow > 0 && c.DedupWindow < time.Millisecond) || c.DedupMaxIDs < 0 {
 		errs = append(errs, errors.New("lake: dedup_window must be at least 1ms (record times are milliseconds) and dedup_max_ids cannot be negative"))
+	}
+	if c.DedupMaxIDs > maxDedupIDs {
+		errs = append(errs, fmt.Errorf("lake: dedup_max_ids %d: at most %d (about 36 bytes each)", c.DedupMaxIDs, maxDedupIDs))
 	}
 	po := parquet.Options{Compression: c.Compression, RowGroupRows: c.RowGroupRows, RowGroupBytes: c.RowGroupBytes}
 	if err := po.Validate(); err != nil {

@@ -3,9 +3,10 @@ package lake
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"time"
 	"unsafe"
 
@@ -33,13 +34,33 @@ import (
 // Entries sit in one ring in the order they were read, and both bounds
 // (age and count) remove from its oldest end, so the ring is exactly the
 // set the definition names. Two indexes point into it:
-//   - UUIDs: a count of each id's entries in the ring; a record is a repeat
-//     when its id has one.
+//   - UUIDs: a hash table (below) of the ring position of each UUID's
+//     newest entry; a record is a repeat when its UUID is in it. An older
+//     entry of the same UUID leaves before the newest (the ring is FIFO), so
+//     "the newest entry is in the ring" is "some entry is".
 //   - Tail ids (file prefix + byte offset): per prefix, the entries whose
 //     offsets decrease from the front (a monotonic queue), so the front is
 //     the largest offset of that file in the ring; a record is a repeat
 //     when its offset is at or below it. A file's offsets grow, so the
 //     queue usually holds one entry.
+//
+// The UUID table is built for memory and cache misses, as a partition may
+// remember millions of ids and several partitions share a worker. Its keys
+// are stored once, in the ring (which the order of eviction needs anyway);
+// a slot is 8 bytes: the position and 32 bits of the UUID's hash. Open
+// addressing with linear probing keeps a lookup to one or two cache lines
+// of slots, and the hash bits let it pass other UUIDs' slots without
+// reading the ring, so a new UUID costs no read of the ring at all. A slot's
+// home is computed from its hash bits, so deleting one shifts the rest of
+// its run back (no tombstones, no rehash). The table has a third more slots
+// than the ring has entries (load at most 3/4). Ring and table grow by
+// doubling up to DedupMaxIDs, so a partition holds the memory of the ids it
+// remembers, not of the cap: 24 bytes an entry in the ring, 1 of kind and
+// about 11 of table, 36 bytes per id in all at the cap. The hash is seeded
+// per deduper (hash/maphash): clients choose their UUIDs (the beacon keeps a
+// client's), and a fixed hash would let them send ids that all probe one
+// run. The seed changes where ids sit, never whether they are found, so
+// decisions stay a function of the records.
 
 // idKind is the shape of an event id.
 type idKind uint8
@@ -51,26 +72,22 @@ const (
 )
 
 // parseEventID classifies id and packs it into 16 bytes: the UUID's bytes,
-// or the tail id's prefix then its offset, both big-endian.
+// or the tail id's prefix then its offset, both big-endian. A tail id is
+// lower case: the tailer writes it so, and "ABC…" and "abc…" must not be
+// two spellings of one id that one worker could treat as equal and another
+// not. A UUID may be either case (RFC 9562).
 func parseEventID(id string) (idKind, [16]byte) {
 	var out [16]byte
 	switch len(id) {
 	case 32:
-		if _, err := hex.Decode(out[:], []byte(id)); err != nil || !isLowerHex(id) {
+		if decodeHex(out[:], id) != hexLower {
 			return idNone, out
 		}
 		return idTail, out
 	case 36:
-		if id[8] != '-' || id[13] != '-' || id[18] != '-' || id[23] != '-' {
-			return idNone, out
-		}
-		var digits [32]byte
-		n := copy(digits[:], id[:8])
-		n += copy(digits[n:], id[9:13])
-		n += copy(digits[n:], id[14:18])
-		n += copy(digits[n:], id[19:23])
-		copy(digits[n:], id[24:])
-		if _, err := hex.Decode(out[:], digits[:]); err != nil {
+		if id[8] != '-' || id[13] != '-' || id[18] != '-' || id[23] != '-' ||
+			decodeHex(out[0:4], id[0:8])|decodeHex(out[4:6], id[9:13])|decodeHex(out[6:8], id[14:18])|
+				decodeHex(out[8:10], id[19:23])|decodeHex(out[10:16], id[24:36]) > hexUpper {
 			return idNone, out
 		}
 		return idUUID, out
@@ -78,24 +95,53 @@ func parseEventID(id string) (idKind, [16]byte) {
 	return idNone, out
 }
 
-// isLowerHex reports whether s has no upper-case hex digit: the tailer
-// writes lower case, and "ABC…" and "abc…" must not be two spellings of one
-// id that one worker could treat as equal and another not.
-func isLowerHex(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= 'A' && s[i] <= 'F' {
-			return false
-		}
+// What decodeHex found; or-ed together they give the worst.
+const (
+	hexLower   = 0    // only 0-9 and a-f
+	hexUpper   = 0x10 // A-F as well
+	hexInvalid = 0xff // something else
+)
+
+// hexValues maps an ASCII byte to its hex value, or-ed with hexUpper for
+// A-F; hexInvalid for any other byte.
+var hexValues = func() (t [256]byte) {
+	for i := range t {
+		t[i] = hexInvalid
 	}
-	return true
+	for i := byte(0); i < 10; i++ {
+		t['0'+i] = i
+	}
+	for i := byte(0); i < 6; i++ {
+		t['a'+i], t['A'+i] = 10+i, hexUpper|(10+i)
+	}
+	return t
+}()
+
+// decodeHex decodes the 2*len(dst) hex digits of src into dst and reports
+// hexLower, hexUpper or (then dst is garbage) hexInvalid.
+func decodeHex(dst []byte, src string) byte {
+	var seen byte
+	for i := range dst {
+		a, b := hexValues[src[2*i]], hexValues[src[2*i+1]]
+		seen |= a | b
+		dst[i] = a<<4 | b&0x0f
+	}
+	if seen > hexUpper|0x0f {
+		return hexInvalid
+	}
+	return seen & hexUpper
 }
 
 // dedupEntry is one remembered record.
 type dedupEntry struct {
 	id    [16]byte
 	clock int64 // the partition clock (Unix ms) when it was read
-	kind  idKind
 }
+
+// uuidSlot is a slot of the UUID table: pos is the ring position of the
+// UUID's newest entry plus one (0: the slot is empty), hash the high 32 bits
+// of its hash, which give the slot's home too.
+type uuidSlot struct{ pos, hash uint32 }
 
 // tailMark is one entry of a prefix's monotonic queue.
 type tailMark struct {
@@ -110,18 +156,26 @@ type deduper struct {
 	clock   int64 // largest record timestamp read (Unix ms); valid when started
 	started bool
 
-	ring []dedupEntry // circular; grows up to maxIDs
-	head int          // index of the oldest entry
-	n    int          // entries held
-	seq  uint64       // sequence number of the next entry
+	ring  []dedupEntry // circular; grows up to maxIDs
+	kinds []idKind     // kinds[i] is the kind of ring[i]
+	head  int          // index of the oldest entry
+	n     int          // entries held
+	seq   uint64       // sequence number of the next entry
 
-	uuids map[[16]byte]int32     // UUID -> entries in the ring
+	seed  maphash.Seed
+	uuids []uuidSlot             // UUID -> its newest entry; see above
 	tails map[[8]byte][]tailMark // file prefix -> queue, largest offset first
 }
 
+// maxDedupIDs is the largest DedupMaxIDs (38 GB of ids): ring positions
+// and the home arithmetic fit 32 bits.
+const maxDedupIDs = 1 << 30
+
 func newDeduper(window time.Duration, maxIDs int) *deduper {
-	return &deduper{window: window.Milliseconds(), maxIDs: maxIDs,
-		uuids: map[[16]byte]int32{}, tails: map[[8]byte][]tailMark{}}
+	d := &deduper{window: window.Milliseconds(), maxIDs: maxIDs, seed: maphash.MakeSeed(),
+		tails: map[[8]byte][]tailMark{}}
+	d.resize(min(1024, maxIDs))
+	return d
 }
 
 // observe moves the partition clock to the record time ts and forgets the
@@ -141,46 +195,91 @@ func (d *deduper) observe(ts time.Time) {
 // repeat, and remembers it either way.
 func (d *deduper) decide(kind idKind, id [16]byte) bool {
 	var repeat bool
+	var hash uint32
 	switch kind {
 	case idNone:
 		return false
 	case idUUID:
-		repeat = d.uuids[id] > 0
+		hash = d.hashUUID(id)
+		repeat = d.uuids[d.findUUID(hash, id)].pos != 0
 	case idTail:
 		if q := d.tails[[8]byte(id[:8])]; len(q) > 0 {
 			repeat = tailOffset(id) <= q[0].offset
 		}
 	}
-	d.remember(kind, id)
+	d.remember(kind, id, hash)
 	return repeat
 }
 
 func tailOffset(id [16]byte) uint64 {
-	var o uint64
-	for _, b := range id[8:] {
-		o = o<<8 | uint64(b)
-	}
-	return o
+	return binary.BigEndian.Uint64(id[8:])
 }
 
-// remember appends an entry, first making room by forgetting the oldest.
-func (d *deduper) remember(kind idKind, id [16]byte) {
+// hashUUID is the high 32 bits of id's hash, all the table keeps of it.
+func (d *deduper) hashUUID(id [16]byte) uint32 {
+	return uint32(maphash.Bytes(d.seed, id[:]) >> 32)
+}
+
+// home is the slot where a probe for hash starts: hash scaled to the
+// table's size (a multiply, not a modulo, so any size will do).
+func (d *deduper) home(hash uint32) int {
+	return int(uint64(hash) * uint64(len(d.uuids)) >> 32)
+}
+
+// findUUID returns the slot of id (with hash), or the empty slot that ends
+// its run when id is not in the table.
+func (d *deduper) findUUID(hash uint32, id [16]byte) int {
+	for i := d.home(hash); ; {
+		s := d.uuids[i]
+		if s.pos == 0 || s.hash == hash && d.ring[s.pos-1].id == id {
+			return i
+		}
+		if i++; i == len(d.uuids) {
+			i = 0
+		}
+	}
+}
+
+// deleteUUID empties slot i, moving back the slots after it in its run
+// that may sit there (their home is not cyclically in (i, j]), so that
+// every UUID stays reachable from its home without crossing an empty slot.
+func (d *deduper) deleteUUID(i int) {
+	for j := i; ; {
+		if j++; j == len(d.uuids) {
+			j = 0
+		}
+		s := d.uuids[j]
+		if s.pos == 0 {
+			break
+		}
+		h := d.home(s.hash)
+		if i <= j && i < h && h <= j || i > j && (i < h || h <= j) {
+			continue // at or past its home from i: it stays
+		}
+		d.uuids[i], i = s, j
+	}
+	d.uuids[i] = uuidSlot{}
+}
+
+// remember appends an entry, first making room by forgetting the oldest;
+// hash is hashUUID(id) when id is a UUID.
+func (d *deduper) remember(kind idKind, id [16]byte, hash uint32) {
 	if d.n == d.maxIDs {
 		d.evictOldest()
 	}
 	if d.n == len(d.ring) {
-		d.grow()
+		d.resize(min(2*len(d.ring), d.maxIDs))
 	}
 	i := d.head + d.n
 	if i >= len(d.ring) {
 		i -= len(d.ring)
 	}
-	d.ring[i] = dedupEntry{id: id, clock: d.clock, kind: kind}
+	d.ring[i], d.kinds[i] = dedupEntry{id: id, clock: d.clock}, kind
 	d.n++
 	seq := d.seq
 	d.seq++
 	if kind == idUUID {
-		d.uuids[id]++
+		d.uuids[d.findUUID(hash, id)] = uuidSlot{pos: uint32(i + 1), hash: hash}
 		return
 	}
 	prefix, offset := [8]byte(id[:8]), tailOffset(id)
@@ -191,37 +290,36 @@ func (d *deduper) remember(kind idKind, id [16]byte) {
 	d.tails[prefix] = append(q, tailMark{seq: seq, offset: offset})
 }
 
-// grow doubles the ring (up to maxIDs), keeping the entries in order: the
-// ring only takes the memory its entries need.
-func (d *deduper) grow() {
-	size := max(2*len(d.ring), 1024)
-	size = min(size, d.maxIDs)
-	ring := make([]dedupEntry, size)
+// resize makes the ring hold size entries, keeping them in order, and
+// builds the UUID table for it again: the state only takes the memory its
+// entries need.
+func (d *deduper) resize(size int) {
+	ring, kinds := make([]dedupEntry, size), make([]idKind, size)
 	for i := 0; i < d.n; i++ {
 		j := d.head + i
 		if j >= len(d.ring) {
 			j -= len(d.ring)
 		}
-		ring[i] = d.ring[j]
+		ring[i], kinds[i] = d.ring[j], d.kinds[j]
 	}
-	d.ring, d.head = ring, 0
+	d.ring, d.kinds, d.head = ring, kinds, 0
+	d.uuids = make([]uuidSlot, size+size/3+1)
+	for i := 0; i < d.n; i++ {
+		if kinds[i] == idUUID { // oldest first, so the newest entry wins
+			hash := d.hashUUID(ring[i].id)
+			d.uuids[d.findUUID(hash, ring[i].id)] = uuidSlot{pos: uint32(i + 1), hash: hash}
+		}
+	}
 }
 
 // evictOldest forgets the oldest entry.
 func (d *deduper) evictOldest() {
-	e := &d.ring[d.head]
+	e, kind, pos := &d.ring[d.head], d.kinds[d.head], d.head
 	seq := d.seq - uint64(d.n)
-	d.head++
-	if d.head == len(d.ring) {
-		d.head = 0
-	}
-	d.n--
-	switch e.kind {
+	switch kind {
 	case idUUID:
-		if c := d.uuids[e.id]; c > 1 {
-			d.uuids[e.id] = c - 1
-		} else {
-			delete(d.uuids, e.id)
+		if i := d.findUUID(d.hashUUID(e.id), e.id); d.uuids[i].pos == uint32(pos+1) {
+			d.deleteUUID(i) // else a newer entry of the UUID remains
 		}
 	case idTail:
 		prefix := [8]byte(e.id[:8])
@@ -235,6 +333,11 @@ func (d *deduper) evictOldest() {
 			d.tails[prefix] = q
 		}
 	}
+	d.head++
+	if d.head == len(d.ring) {
+		d.head = 0
+	}
+	d.n--
 }
 
 // dedupKey indexes a window's counts.

@@ -10,9 +10,10 @@ import (
 )
 
 // BenchmarkDedup is what dedup adds to landing one record: reading the id
-// from the event and deciding, for distinct UUIDs (every one remembered up
-// to DedupMaxIDs, then the oldest forgotten), for one file's tail ids, and
-// for events without an id.
+// from the event and deciding, for distinct UUIDs (every one remembered, in
+// a state that grows to 200,000 ids and starts again; "uuid-full": at a cap
+// of 100,000, so each one also forgets the oldest), for one file's tail
+// ids, and for events without an id.
 func BenchmarkDedup(b *testing.B) {
 	const n = 200_000
 	clicks, _ := benchClicks(n)
@@ -27,7 +28,13 @@ func BenchmarkDedup(b *testing.B) {
 		name   string
 		schema string
 		recs   []*kgo.Record
-	}{{"uuid", "click", clicks}, {"tail", "log", tails}, {"none", "click", noIDs}} {
+		maxIDs int
+	}{
+		{"uuid", "click", clicks, DefaultDedupMaxIDs},
+		{"uuid-full", "click", clicks, n / 2},
+		{"tail", "log", tails, DefaultDedupMaxIDs},
+		{"none", "click", noIDs, DefaultDedupMaxIDs},
+	} {
 		b.Run(c.name, func(b *testing.B) {
 			w, _, _ := testWorker(b, b.TempDir(), func(cfg *Config) { cfg.Schema = c.schema })
 			row := w.schema.NewRow()
@@ -36,12 +43,18 @@ func BenchmarkDedup(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			d := newDeduper(time.Hour, DefaultDedupMaxIDs)
+			d := newDeduper(time.Hour, c.maxIDs)
+			if c.maxIDs < n { // fill it: each id read next is forgotten by now
+				for _, r := range c.recs {
+					d.observe(r.Timestamp)
+					d.decide(rowEventID(row, r.Value))
+				}
+			}
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				r := c.recs[i%n]
-				if i%n == 0 {
-					d = newDeduper(time.Hour, DefaultDedupMaxIDs) // every id distinct again
+				if i%n == 0 && c.maxIDs >= n {
+					d = newDeduper(time.Hour, c.maxIDs) // every id distinct again
 				}
 				d.observe(r.Timestamp)
 				d.decide(rowEventID(row, r.Value))

@@ -3,6 +3,7 @@ package lake
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -99,6 +100,76 @@ func TestDeduperDecisions(t *testing.T) {
 	}
 }
 
+// TestDeduperMatchesDefinition: over random records (few ids, so many
+// repeats; time jumps, so the window forgets; caps around the table's
+// growth steps, so the count forgets and the table grows and deletes in
+// crowded runs), every decision is the one the definition gives, computed
+// here by scanning the records it names, and the UUID table holds exactly
+// the distinct UUIDs among them.
+func TestDeduperMatchesDefinition(t *testing.T) {
+	type entry struct {
+		kind  idKind
+		id    [16]byte
+		clock int64
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, maxIDs := range []int{1, 2, 3, 7, 100, 1500} {
+		d := newDeduper(time.Minute, maxIDs)
+		var remembered []entry // oldest first
+		var clock int64
+		for step := range 6000 {
+			clock = max(clock, base.UnixMilli()+int64(step)*5-int64(rng.IntN(1000)))
+			if rng.IntN(1000) == 0 {
+				clock += 50_000 // most of the window forgotten at once
+			}
+			var s string
+			switch rng.IntN(10) {
+			case 0:
+				s = "e1"
+			case 1, 2, 3:
+				s = tailID(fmt.Sprint(rng.IntN(3)), rng.IntN(400))
+			default:
+				s = uuidOf(rng.IntN(4 * maxIDs))
+			}
+			kind, id := parseEventID(s)
+			d.observe(time.UnixMilli(clock))
+			for len(remembered) > 0 && remembered[0].clock <= clock-time.Minute.Milliseconds() {
+				remembered = remembered[1:]
+			}
+			want := false
+			for _, e := range remembered {
+				want = want || kind == idUUID && e.kind == idUUID && e.id == id ||
+					kind == idTail && e.kind == idTail && [8]byte(e.id[:8]) == [8]byte(id[:8]) && tailOffset(e.id) >= tailOffset(id)
+			}
+			if got := d.decide(kind, id); got != want {
+				t.Fatalf("cap %d, step %d (%s): dropped %v, want %v", maxIDs, step, s, got, want)
+			}
+			if kind != idNone {
+				remembered = append(remembered, entry{kind, id, clock})
+				if len(remembered) > maxIDs {
+					remembered = remembered[1:]
+				}
+			}
+			distinct := map[[16]byte]bool{}
+			for _, e := range remembered {
+				if e.kind == idUUID {
+					distinct[e.id] = true
+				}
+			}
+			inTable := 0
+			for _, s := range d.uuids {
+				if s.pos != 0 {
+					inTable++
+				}
+			}
+			if d.n != len(remembered) || inTable != len(distinct) {
+				t.Fatalf("cap %d, step %d: %d entries and %d UUIDs in the table, want %d and %d",
+					maxIDs, step, d.n, inTable, len(remembered), len(distinct))
+			}
+		}
+	}
+}
+
 // TestDeduperMemoryBound: 10^6 distinct ids through a deduper capped at
 // 10^5 hold no more memory than the cap's worth, and the state keeps only
 // the newest 10^5.
@@ -130,13 +201,19 @@ func TestDeduperMemoryBound(t *testing.T) {
 		}
 	}
 	perID := float64(peak) / maxIDs
-	t.Logf("%d distinct ids, cap %d: %d entries, peak %d bytes (%.0f bytes per remembered id)", n, maxIDs, d.n, peak, perID)
-	if d.n != maxIDs || len(d.uuids) != maxIDs || len(d.ring) != maxIDs {
-		t.Errorf("holds %d entries, %d ids, ring %d; want %d", d.n, len(d.uuids), len(d.ring), maxIDs)
+	t.Logf("%d distinct ids, cap %d: %d entries, peak %d bytes (%.1f bytes per remembered id)", n, maxIDs, d.n, peak, perID)
+	inTable := 0
+	for _, s := range d.uuids {
+		if s.pos != 0 {
+			inTable++
+		}
 	}
-	// The README and the DedupMaxIDs doc promise at most about 100 bytes per id.
-	if perID > 100 {
-		t.Errorf("%.0f bytes per remembered id, want at most 100", perID)
+	if d.n != maxIDs || inTable != maxIDs || len(d.ring) != maxIDs {
+		t.Errorf("holds %d entries, %d ids, ring %d; want %d", d.n, inTable, len(d.ring), maxIDs)
+	}
+	// The README and the DedupMaxIDs doc promise at most about 40 bytes per id.
+	if perID > 40 {
+		t.Errorf("%.1f bytes per remembered id, want at most 40", perID)
 	}
 	if !d.decide(idUUID, ids[n-1]) || d.decide(idUUID, ids[n-maxIDs-1]) {
 		t.Error("the newest id is not remembered, or the one before the newest cap's worth is")
@@ -369,5 +446,18 @@ func TestDedupReplaySkipsWhatTheWorkerSkips(t *testing.T) {
 	}
 	if fmt.Sprint(got) != "[0 1 5 6]" {
 		t.Errorf("replayed offsets %v, want [0 1 5 6]", got)
+	}
+}
+
+// TestDedupMaxIDsValidated: a cap past what 32-bit ring positions hold is
+// refused.
+func TestDedupMaxIDsValidated(t *testing.T) {
+	c := Config{Brokers: []string{"x"}, Group: "g", Topics: []string{"a"}, Schema: "click", DedupMaxIDs: maxDedupIDs}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("dedup_max_ids %d: %v", c.DedupMaxIDs, err)
+	}
+	c.DedupMaxIDs++
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "dedup_max_ids") {
+		t.Errorf("dedup_max_ids %d: got %v, want an error naming dedup_max_ids", c.DedupMaxIDs, err)
 	}
 }
