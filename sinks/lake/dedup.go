@@ -240,9 +240,17 @@ func (d *deduper) findUUID(hash uint32, id [16]byte) int {
 	}
 }
 
-// deleteUUID empties slot i, moving back the slots after it in its run
-// that may sit there (their home is not cyclically in (i, j]), so that
-// every UUID stays reachable from its home without crossing an empty slot.
+// distance is how many slots a probe moves from slot a to slot b.
+func (d *deduper) distance(a, b int) int {
+	if b < a {
+		b += len(d.uuids)
+	}
+	return b - a
+}
+
+// deleteUUID empties slot i, moving back into the hole each slot after it
+// in its run whose home is not after the hole, so that every UUID stays
+// reachable from its home without crossing an empty slot.
 func (d *deduper) deleteUUID(i int) {
 	for j := i; ; {
 		if j++; j == len(d.uuids) {
@@ -252,9 +260,8 @@ func (d *deduper) deleteUUID(i int) {
 		if s.pos == 0 {
 			break
 		}
-		h := d.home(s.hash)
-		if i <= j && i < h && h <= j || i > j && (i < h || h <= j) {
-			continue // at or past its home from i: it stays
+		if d.distance(d.home(s.hash), j) < d.distance(i, j) {
+			continue // its home is after i: it cannot move to i
 		}
 		d.uuids[i], i = s, j
 	}
@@ -294,6 +301,7 @@ func (d *deduper) remember(kind idKind, id [16]byte, hash uint32) {
 // builds the UUID table for it again: the state only takes the memory its
 // entries need.
 func (d *deduper) resize(size int) {
+	oldTable, oldSize, oldHead := d.uuids, len(d.ring), d.head
 	ring, kinds := make([]dedupEntry, size), make([]idKind, size)
 	for i := 0; i < d.n; i++ {
 		j := d.head + i
@@ -304,11 +312,23 @@ func (d *deduper) resize(size int) {
 	}
 	d.ring, d.kinds, d.head = ring, kinds, 0
 	d.uuids = make([]uuidSlot, size+size/3+1)
-	for i := 0; i < d.n; i++ {
-		if kinds[i] == idUUID { // oldest first, so the newest entry wins
-			hash := d.hashUUID(ring[i].id)
-			d.uuids[d.findUUID(hash, ring[i].id)] = uuidSlot{pos: uint32(i + 1), hash: hash}
+	// From the old slots, which hold each UUID once with its hash bits: no
+	// key to hash or compare again.
+	for _, s := range oldTable {
+		if s.pos == 0 {
+			continue
 		}
+		pos := int(s.pos-1) - oldHead
+		if pos < 0 {
+			pos += oldSize
+		}
+		i := d.home(s.hash)
+		for d.uuids[i].pos != 0 {
+			if i++; i == len(d.uuids) {
+				i = 0
+			}
+		}
+		d.uuids[i] = uuidSlot{pos: uint32(pos + 1), hash: s.hash}
 	}
 }
 
