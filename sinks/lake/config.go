@@ -96,10 +96,10 @@ type Config struct {
 	// dropped. A worker that takes a partition over reads this much of it
 	// again before landing. Default 1h.
 	DedupWindow time.Duration `yaml:"dedup_window"`
-	// DedupMaxIDs caps the ids a partition remembers (about 36 bytes each,
+	// DedupMaxIDs caps the ids a partition remembers (about 38 bytes each,
 	// taken as they arrive); past it the oldest are forgotten first. At
 	// most 2^30. Default 1,000,000: an hour of a partition receiving about
-	// 280 ids a second, in at most 36 MB; a partition that reads fewer
+	// 280 ids a second, in at most 38 MB; a partition that reads fewer
 	// holds less, so a worker pays the cap only for its busiest partitions.
 	DedupMaxIDs int `yaml:"dedup_max_ids"`
 	// AuditTopic is where the worker publishes its audit counts (rows
@@ -256,7 +256,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("lake: dedup_window must be at least 1ms (record times are milliseconds) and dedup_max_ids cannot be negative"))
 	}
 	if c.DedupMaxIDs > maxDedupIDs {
-		errs = append(errs, fmt.Errorf("lake: dedup_max_ids %d: at most %d (about 36 bytes each)", c.DedupMaxIDs, maxDedupIDs))
+		errs = append(errs, fmt.Errorf("lake: dedup_max_ids %d: at most %d (about 38 bytes each)", c.DedupMaxIDs, maxDedupIDs))
 	}
 	po := parquet.Options{Compression: c.Compression, RowGroupRows: c.RowGroupRows, RowGroupBytes: c.RowGroupBytes}
 	if err := po.Validate(); err != nil {

@@ -52,11 +52,13 @@ import (
 // of slots, and the hash bits let it pass other UUIDs' slots without
 // reading the ring, so a new UUID costs no read of the ring at all. A slot's
 // home is computed from its hash bits, so deleting one shifts the rest of
-// its run back (no tombstones, no rehash). The table has a third more slots
-// than the ring has entries (load at most 3/4). Ring and table grow by
-// doubling up to DedupMaxIDs, so a partition holds the memory of the ids it
-// remembers, not of the cap: 24 bytes an entry in the ring, 1 of kind and
-// about 11 of table, 36 bytes per id in all at the cap. The hash is seeded
+// its run back (no tombstones, no rehash). The table has two thirds more
+// slots than the ring has entries (load at most 0.6: at 0.75 the runs a
+// deletion walks were twice as long, and a full state took 25% longer per
+// id). Ring and table grow by doubling up to DedupMaxIDs, so a partition
+// holds the memory of the ids it remembers, not of the cap: 24 bytes an
+// entry in the ring, 1 of kind and about 13 of table, 38 bytes per id in
+// all at the cap. The hash is seeded
 // per deduper (hash/maphash): clients choose their UUIDs (the beacon keeps a
 // client's), and a fixed hash would let them send ids that all probe one
 // run. The seed changes where ids sit, never whether they are found, so
@@ -167,7 +169,7 @@ type deduper struct {
 	tails map[[8]byte][]tailMark // file prefix -> queue, largest offset first
 }
 
-// maxDedupIDs is the largest DedupMaxIDs (38 GB of ids): ring positions
+// maxDedupIDs is the largest DedupMaxIDs (40 GB of ids): ring positions
 // and the home arithmetic fit 32 bits.
 const maxDedupIDs = 1 << 30
 
@@ -311,7 +313,7 @@ func (d *deduper) resize(size int) {
 		ring[i], kinds[i] = d.ring[j], d.kinds[j]
 	}
 	d.ring, d.kinds, d.head = ring, kinds, 0
-	d.uuids = make([]uuidSlot, size+size/3+1)
+	d.uuids = make([]uuidSlot, size+2*size/3+1)
 	// From the old slots, which hold each UUID once with its hash bits: no
 	// key to hash or compare again.
 	for _, s := range oldTable {

@@ -63,6 +63,36 @@ func BenchmarkDedup(b *testing.B) {
 	}
 }
 
+// BenchmarkDedupSet is the cost of the decision alone, for ids parsed
+// beforehand: distinct UUIDs into a state that grows to 200,000 ids and
+// starts again ("grow"), or that is full at 100,000 so each one also
+// forgets the oldest ("full").
+func BenchmarkDedupSet(b *testing.B) {
+	const n = 200_000
+	ids := make([][16]byte, n)
+	for i := range ids {
+		_, ids[i] = parseEventID(uuidOf(i))
+	}
+	for _, c := range []struct {
+		name   string
+		maxIDs int
+	}{{"grow", DefaultDedupMaxIDs}, {"full", n / 2}} {
+		b.Run(c.name, func(b *testing.B) {
+			d := newDeduper(time.Hour, c.maxIDs)
+			for _, id := range ids[:min(n, c.maxIDs)] {
+				d.decide(idUUID, id) // full: the ids read next are forgotten by then
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if i%n == 0 && c.maxIDs >= n {
+					d = newDeduper(time.Hour, c.maxIDs) // every id distinct again
+				}
+				d.decide(idUUID, ids[i%n])
+			}
+		})
+	}
+}
+
 // BenchmarkClicksDedupOverhead lands the clicks of BenchmarkClicksToParquet
 // (snappy) with dedup off and on in turns, so that both see the same load
 // from the rest of the machine, and reports the rows per CPU-second of each
