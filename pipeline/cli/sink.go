@@ -69,7 +69,7 @@ func runSink(ctx context.Context, e env, args []string) error {
 		"or cannot be decompressed (default 64 MiB; the same for every worker of a group)")
 	dedup := f.String("dedup", "", "drop repeated event ids: on (default) or off")
 	dedupWindow := f.Duration("dedup-window", 0, "how long in record time a partition remembers ids (default 1h)")
-	dedupMaxIDs := f.Int("dedup-max-ids", 0, "ids a partition remembers at most, about 100 bytes each (default 1000000)")
+	dedupMaxIDs := f.Int("dedup-max-ids", 0, "ids a partition remembers at most, about 38 bytes each (default 1000000)")
 	configFile := f.String("config", "", "YAML file with out:, s3_endpoint:, s3_region: and lake: (flags override)")
 	metricsAddr := f.String("metrics-listen", "", "serve Prometheus /metrics on this address")
 	shutdownTimeout := f.Duration("shutdown-timeout", time.Minute, "how long to publish and commit on shutdown")
