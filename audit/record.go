@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 )
@@ -54,22 +53,78 @@ func ParseHour(s string) (time.Time, error) {
 func LogSource(host, source string) string { return host + ":" + source }
 
 // ClickSource is the source key of a click: the lower-case host of the
-// event's url without its port, or NoSource when the url is empty or has no
-// host. Both sides of the audit compute it from the url the event carries,
-// so a url that does not parse gives NoSource on both.
+// event's url without its port, or NoSource when the url is empty, has no
+// "scheme://host" part or its host is not made of host characters. Both
+// sides of the audit compute it from the url the event carries. It depends
+// only on the url's authority (ClickAuthority), so a caller may keep the
+// key of the last authority it saw instead of computing it per event.
 func ClickSource(rawURL string) string {
-	if rawURL == "" {
+	authority, ok := clickAuthority(rawURL)
+	if !ok {
 		return NoSource
 	}
-	u, err := url.Parse(rawURL)
-	if err != nil {
+	return AuthoritySource(authority)
+}
+
+// ClickAuthority returns the authority of an absolute url held in b (what
+// follows "scheme://" up to the path, query or fragment), or false when it
+// has none; ClickSource is AuthoritySource of it.
+func ClickAuthority(b []byte) ([]byte, bool) { return clickAuthority(b) }
+
+// clickAuthority is ClickAuthority for either form of text, so that the
+// sink can look at a row's bytes without copying them.
+func clickAuthority[T string | []byte](u T) (T, bool) {
+	for i := 0; i+2 < len(u); i++ {
+		c := u[i]
+		if c == ':' && u[i+1] == '/' && u[i+2] == '/' {
+			if i == 0 {
+				return u[:0], false // no scheme
+			}
+			rest := u[i+3:]
+			end := len(rest)
+			for j := 0; j < len(rest); j++ {
+				if rest[j] == '/' || rest[j] == '?' || rest[j] == '#' {
+					end = j
+					break
+				}
+			}
+			return rest[:end], true
+		}
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && (c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return u[:0], false // not a scheme
+		}
+	}
+	return u[:0], false
+}
+
+// AuthoritySource is the source key of a url authority: its host without
+// user information, port or IPv6 brackets, lower-cased; NoSource when that
+// is empty or holds anything but letters, digits, '.', '-', '_' (and ':'
+// inside brackets).
+func AuthoritySource(authority string) string {
+	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
+		authority = authority[at+1:]
+	}
+	host, ipv6 := authority, false
+	if strings.HasPrefix(host, "[") {
+		end := strings.IndexByte(host, ']')
+		if end < 0 {
+			return NoSource
+		}
+		host, ipv6 = host[1:end], true
+	} else if colon := strings.IndexByte(host, ':'); colon >= 0 {
+		host = host[:colon]
+	}
+	if host == "" {
 		return NoSource
 	}
-	h := strings.ToLower(u.Hostname())
-	if h == "" {
-		return NoSource
+	for i := 0; i < len(host); i++ {
+		c := host[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_' || ipv6 && c == ':') {
+			return NoSource
+		}
 	}
-	return h
+	return strings.ToLower(host)
 }
 
 // MetricSource is the source key of a metric sample: its source field, or

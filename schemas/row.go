@@ -117,6 +117,18 @@ func (r *Row) TimeOr(fallback time.Time) time.Time {
 	return fallback
 }
 
+// StringBytes returns the bytes of the string field name as decoded, or
+// nil when the field is unset or not a string. They are the row's own and
+// valid until the next Decode or Reset: for comparing a field across rows
+// without the copy Get makes.
+func (r *Row) StringBytes(name string) []byte {
+	i, ok := r.schema.index[name]
+	if !ok || !r.vals[i].set || r.schema.Fields[i].Type != TypeString {
+		return nil
+	}
+	return r.vals[i].buf
+}
+
 // Get returns the value of the named field as a Go value: string (also for
 // JSON columns, as JSON text), int64, float64, bool, time.Time (UTC),
 // map[string]string, or nil when absent. It allocates; it is for tests, the

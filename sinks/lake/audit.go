@@ -1,6 +1,7 @@
 package lake
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -51,29 +52,39 @@ func (w *Worker) auditInstance(tp topicPartition) string {
 	return w.cfg.Group + "/" + tp.topic + "/" + strconv.Itoa(int(tp.partition))
 }
 
-// rowSource is the audit source key of a decoded row (audit.LogSource and
-// friends), computed from the same fields the agents use.
+// rowSource is the audit source key of row. Rows of one source come in
+// runs, so the key of the previous row is kept with the bytes it was made
+// from (the host and path of a log line, a click url's authority, a
+// sample's source) and reused while they repeat: compared in place, a row
+// costs no allocation.
 func (w *Worker) rowSource(p *partitionState, row *schemas.Row) string {
-	str := func(name string) string { s, _ := row.Get(name).(string); return s }
 	switch w.schema.Name {
 	case "log":
-		host, source := str("host"), str("source")
-		// Lines of one file come in runs: skip the concatenation.
-		if host == p.lastHost && source == p.lastSource && p.lastKey != "" {
+		host, source := row.StringBytes("host"), row.StringBytes("source")
+		if p.lastKey != "" && bytes.Equal(host, p.lastHost) && bytes.Equal(source, p.lastFrom) {
 			return p.lastKey
 		}
-		p.lastHost, p.lastSource, p.lastKey = host, source, audit.LogSource(host, source)
-		return p.lastKey
+		p.lastHost, p.lastFrom = append(p.lastHost[:0], host...), append(p.lastFrom[:0], source...)
+		p.lastKey = audit.LogSource(string(host), string(source))
 	case "click":
-		u := str("url")
-		if u == p.lastSource && p.lastKey != "" {
+		authority, ok := audit.ClickAuthority(row.StringBytes("url"))
+		if !ok {
+			return audit.NoSource
+		}
+		if p.lastKey != "" && bytes.Equal(authority, p.lastFrom) {
 			return p.lastKey
 		}
-		p.lastSource, p.lastKey = u, audit.ClickSource(u)
-		return p.lastKey
+		p.lastFrom = append(p.lastFrom[:0], authority...)
+		p.lastKey = audit.AuthoritySource(string(authority))
 	default:
-		return audit.MetricSource(str("source"))
+		source := row.StringBytes("source")
+		if p.lastKey != "" && bytes.Equal(source, p.lastFrom) {
+			return p.lastKey
+		}
+		p.lastFrom = append(p.lastFrom[:0], source...)
+		p.lastKey = audit.MetricSource(string(source))
 	}
+	return p.lastKey
 }
 
 // countRowLocked counts a row landed in f; hour is its audit hour.

@@ -41,10 +41,12 @@ type partitionState struct {
 	dedup *deduper
 	// Audit (audit.go): the cumulative counts as of the last commit (nil
 	// until the first window after assignment reads them), the audit
-	// records read for that, and the last source key computed.
-	auditTotals                   map[auditKey]auditCounts
-	auditHistory                  []audit.Entry
-	lastHost, lastSource, lastKey string
+	// records read for that, and the last source key computed with the
+	// bytes it was made from (rowSource).
+	auditTotals        map[auditKey]auditCounts
+	auditHistory       []audit.Entry
+	lastHost, lastFrom []byte
+	lastKey            string
 }
 
 // window is one commit window of a partition: the records from start up to
