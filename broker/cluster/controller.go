@@ -178,7 +178,8 @@ func (c *Cluster) actAsController(bg *background, epoch int32) {
 
 // ControllerView returns the controller's view of the model now.
 func (c *Cluster) controllerView(epoch int32) ControllerView {
-	view := ControllerView{Alive: AliveSet(c.Brokers()), UncleanTopics: map[string]bool{}, ControllerEpoch: epoch}
+	view := ControllerView{Alive: AliveSet(c.Brokers()), UncleanTopics: map[string]bool{}, ControllerEpoch: epoch,
+		Reassigning: c.reassigning()}
 	for _, t := range c.Topics() {
 		if t.Config["unclean.leader.election.enable"] == "true" {
 			view.UncleanTopics[t.Name] = true

@@ -125,11 +125,12 @@ func aliveOnly(ids []int32, alive map[int32]bool) []int32 {
 // restores leader counts that differ by at most one. Partitions without a
 // leader are left to ElectOnBrokerChange. The caller runs it on the
 // leader.imbalance.check.interval (or when a broker registers) when
-// auto.leader.rebalance.enable is set.
+// auto.leader.rebalance.enable is set. Partitions being reassigned are
+// left to their reassignment (ControllerView.Reassigning).
 func PreferredLeaderElections(view ControllerView) []Election {
 	var out []Election
 	for _, p := range sortedPartitions(view.Partitions) {
-		if len(p.Replicas) == 0 || p.Leader < 0 {
+		if len(p.Replicas) == 0 || p.Leader < 0 || view.Reassigning[p.Topic][p.Partition] {
 			continue
 		}
 		preferred := p.Replicas[0]

@@ -161,6 +161,22 @@ func TestPreferredLeaderRebalance(t *testing.T) {
 	}
 }
 
+// A partition with a move in progress keeps the leader its reassignment
+// chose: a cancel back from [2 1 3] to [1 3] elects 1, and a preferred-leader
+// election of 2 (first in the assignment until the move ends) would undo it
+// on every pass.
+func TestPreferredLeaderLeavesMovesAlone(t *testing.T) {
+	p := &PartitionState{Topic: "moving", Partition: 0, Replicas: []int32{2, 1, 3}, Leader: 1, LeaderEpoch: 7, ISR: []int32{1, 3, 2}}
+	view := ControllerView{Alive: alive(1, 2, 3), Partitions: []*PartitionState{p}}
+	if e := PreferredLeaderElections(view); len(e) != 1 || e[0].New.Leader != 2 {
+		t.Fatalf("without a move: %+v, want broker 2 elected", e)
+	}
+	view.Reassigning = map[string]map[int32]bool{"moving": {0: true}}
+	if e := PreferredLeaderElections(view); len(e) != 0 {
+		t.Fatalf("a preferred election during a move: %+v", e)
+	}
+}
+
 // Random failures and returns over many partitions: every state keeps the
 // leader in the ISR and the ISR within the replicas, clean elections never
 // pick a replica out of the ISR, and after everything returns and rejoins

@@ -25,6 +25,13 @@ type ControllerView struct {
 	// ControllerEpoch is the epoch of this controller, written into every
 	// state it produces so a state from a deposed controller is recognised.
 	ControllerEpoch int32
+	// Reassigning holds, per topic, the partitions with a move in progress
+	// (/admin/reassign_partitions). Their reassignment steps choose their
+	// leader, so preferred-leader elections leave them alone, as Kafka's
+	// do: the first replica of an assignment in the middle of a move (or of
+	// a cancel) need not be in the target, and electing it would undo the
+	// step that moved the leader into the target, pass after pass.
+	Reassigning map[string]map[int32]bool
 }
 
 // AliveSet builds ControllerView.Alive from broker registrations.

@@ -302,6 +302,31 @@ func (c *Cluster) reassignPass(epoch int32) {
 	}
 }
 
+// reassigning returns, per topic, the partitions named by the reassignment
+// request (ControllerView.Reassigning); none when there is no readable one
+// (reassignPass drops an unreadable request).
+func (c *Cluster) reassigning() map[string]map[int32]bool {
+	data, _, err := c.store.Get(reassignPath)
+	if err != nil {
+		if !errors.Is(err, coord.ErrNoNode) {
+			c.logger.Warn("reading the reassignment request", "err", err)
+		}
+		return nil
+	}
+	var z reassignZnode
+	if json.Unmarshal(data, &z) != nil {
+		return nil
+	}
+	out := map[string]map[int32]bool{}
+	for _, m := range z.Partitions {
+		if out[m.Topic] == nil {
+			out[m.Topic] = map[int32]bool{}
+		}
+		out[m.Topic][m.Partition] = true
+	}
+	return out
+}
+
 // recordOriginals fills in the replicas before the move for entries that
 // lack them (requests other tools write to the znode), from the
 // partitions' assignments, and writes the request back. The controller
