@@ -130,14 +130,15 @@ func (a *admission) refused(now time.Time) int {
 }
 
 // refuse closes a connection over a limit, counting and (rate-limited)
-// logging it.
+// logging it first, so that whoever sees the connection closed finds the
+// refusal counted and logged.
 func (b *Broker) refuse(nc net.Conn, ip, refusedBy string) {
-	nc.Close()
 	b.metrics.connectionRefused(refusedBy)
 	if n := b.admission.refused(time.Now()); n > 0 {
 		b.logger.Warn("refusing connections over a limit", "limit", refusedBy, "remote_ip", ip,
 			"refused_since_last_line", n, "max_connections", b.cfg.MaxConnections, "max_connections_per_ip", b.cfg.MaxConnectionsPerIP)
 	}
+	nc.Close()
 }
 
 // requestBudget is queued.max.request.bytes; see the top of this file.
