@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	_ "time/tzdata" // the zone database, whatever the machine has
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -18,7 +19,7 @@ import (
 func TestTimestampParse(t *testing.T) {
 	paris, err := time.LoadLocation("Europe/Paris")
 	if err != nil {
-		t.Skip("no time zone database:", err)
+		t.Fatal(err)
 	}
 	now := time.Date(2026, 12, 2, 10, 30, 0, 0, time.UTC)
 	for _, tc := range []struct {

@@ -175,7 +175,7 @@ func TestDeduperMatchesDefinition(t *testing.T) {
 // the newest 10^5.
 func TestDeduperMemoryBound(t *testing.T) {
 	if testing.Short() {
-		t.Skip("10^6 ids")
+		t.Skip("10^6 ids take seconds; the full run (make test, no -short) has it")
 	}
 	const maxIDs, n = 100_000, 1_000_000
 	heap := func() uint64 {
