@@ -101,20 +101,6 @@ func TestUndecodableBatchFromBroker(t *testing.T) {
 	addr, stop := startBroker(t, dataDir)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	produce := func(addr string, offsets ...int64) {
-		t.Helper()
-		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("clicks"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cl.Close()
-		for _, o := range offsets {
-			r := click(o, 0)
-			if err := cl.ProduceSync(ctx, &kgo.Record{Value: r.Value, Timestamp: r.Timestamp}).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
 		t.Fatal(err)
@@ -123,14 +109,14 @@ func TestUndecodableBatchFromBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl.Close()
-	produce(addr, 0, 1)
+	produceClicks(ctx, t, addr, 0, 1)
 	stop()
 	junk := junkBatch(0, 3, kgo.CodecZstd, []byte("junk where zstd frames belong"))
 	if at := appendBatchToLog(t, filepath.Join(dataDir, "logs", "clicks-0"), junk); at != 2 {
 		t.Fatalf("the junk batch went to offset %d, want 2", at)
 	}
 	addr, _ = startBroker(t, dataDir)
-	produce(addr, 5, 6)
+	produceClicks(ctx, t, addr, 5, 6)
 
 	root := t.TempDir()
 	st, err := store.NewFile(root, nil)
