@@ -26,8 +26,17 @@ type conn struct {
 	b      *Broker
 	nc     net.Conn
 	remote string
-	host   string // peer host, for group member descriptions
+	host   string // peer host, for group member descriptions and ACL host matches
 	logger *slog.Logger
+
+	// protocol is the security protocol of the listener the connection
+	// came in on (security.go).
+	protocol securityProtocol
+	// principal is who the connection acts as: anonymous until a client
+	// certificate or SASL names someone. Set on the reader goroutine
+	// before the requests that depend on it are read, so handlers read
+	// it without a lock.
+	principal string
 
 	ctx    context.Context // cancelled when the connection closes
 	cancel context.CancelFunc
@@ -67,14 +76,16 @@ func newConn(b *Broker, nc net.Conn) *conn {
 		host = remote
 	}
 	return &conn{
-		b:      b,
-		nc:     nc,
-		remote: remote,
-		host:   host,
-		logger: b.logger.With("remote", remote),
-		ctx:    ctx,
-		cancel: cancel,
-		queue:  make(chan *slot, b.cfg.MaxPipelinedRequests),
+		b:         b,
+		nc:        nc,
+		remote:    remote,
+		host:      host,
+		logger:    b.logger.With("remote", remote),
+		protocol:  protocolPlaintext,
+		principal: anonymous,
+		ctx:       ctx,
+		cancel:    cancel,
+		queue:     make(chan *slot, b.cfg.MaxPipelinedRequests),
 	}
 }
 
