@@ -55,6 +55,23 @@ type SASL struct {
 	PasswordFile string `yaml:"password_file"`
 }
 
+// IsZero reports whether no security is configured (PLAINTEXT).
+func (s Settings) IsZero() bool { return s.TLS == nil && s.SASL == nil }
+
+// Inherit returns s with its unset parts taken from parent: a component's
+// own tls: or sasl: wins, the other comes from the settings around it. So
+// one CA can be given once while every component authenticates as a user
+// of its own.
+func (s Settings) Inherit(parent Settings) Settings {
+	if s.TLS == nil {
+		s.TLS = parent.TLS
+	}
+	if s.SASL == nil {
+		s.SASL = parent.SASL
+	}
+	return s
+}
+
 // Mechanisms are the SASL mechanisms millrace serves and uses, in Kafka's
 // spelling.
 var Mechanisms = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
