@@ -3,6 +3,8 @@ package clientauth
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/certs"
 )
 
 func TestValidate(t *testing.T) {
@@ -161,26 +165,82 @@ func TestSASLAgainstBroker(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			ping := func(password string) error {
-				opts, err := Settings{SASL: &SASL{Mechanism: mech, Username: "admin", Password: password}}.Opts()
-				if err != nil {
-					t.Fatal(err)
-				}
-				cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(c.ListenAddrs()...))...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer cl.Close()
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				return cl.Ping(ctx)
+			user := func(password string) Settings {
+				return Settings{SASL: &SASL{Mechanism: mech, Username: "admin", Password: password}}
 			}
-			if err := ping("right"); err != nil {
+			if err := ping(t, c, user("right")); err != nil {
 				t.Errorf("right password: %v", err)
 			}
-			if err := ping("wrong"); err == nil {
+			if err := ping(t, c, user("wrong")); err == nil {
 				t.Error("a wrong password was accepted")
 			}
 		})
+	}
+}
+
+// ping connects to the cluster with the settings and asks for metadata.
+func ping(t *testing.T, c *kfake.Cluster, s Settings) error {
+	t.Helper()
+	opts, err := s.Opts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(c.ListenAddrs()...))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return cl.Ping(ctx)
+}
+
+// TestTLSAgainstBroker connects to a TLS broker that requires client
+// certificates: with the CA and a client certificate it works; without
+// the certificate, without the CA, or expecting another server name it
+// does not.
+func TestTLSAgainstBroker(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca, err := certs.NewCA(filepath.Join(dir, "ca"), "test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverFile, clientFile := filepath.Join(dir, "broker.pem"), filepath.Join(dir, "client.pem")
+	if _, err := ca.Issue(serverFile, certs.Options{CommonName: "broker", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"}, Usage: certs.Server}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ca.Issue(clientFile, certs.Options{CommonName: "tail", Usage: certs.Client}); err != nil {
+		t.Fatal(err)
+	}
+	serverCert, err := tls.LoadX509KeyPair(serverFile, serverFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Certificate())
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.TLS(&tls.Config{
+		Certificates: []tls.Certificate{serverCert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	// The keystore holds key and chain in one file, so key may be empty.
+	if err := ping(t, c, Settings{TLS: &TLS{CA: ca.CertFile(), Cert: clientFile}}); err != nil {
+		t.Errorf("CA and client certificate: %v", err)
+	}
+	if err := ping(t, c, Settings{TLS: &TLS{CA: ca.CertFile(), Cert: clientFile, Key: clientFile, ServerName: "localhost"}}); err != nil {
+		t.Errorf("server name localhost: %v", err)
+	}
+	for name, s := range map[string]Settings{
+		"no client certificate": {TLS: &TLS{CA: ca.CertFile()}},
+		"system roots":          {TLS: &TLS{Cert: clientFile}},
+		"other server name":     {TLS: &TLS{CA: ca.CertFile(), Cert: clientFile, ServerName: "elsewhere.example"}},
+		"plaintext":             {},
+	} {
+		if err := ping(t, c, s); err == nil {
+			t.Errorf("%s: connected", name)
+		}
 	}
 }
