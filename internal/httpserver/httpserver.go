@@ -3,6 +3,12 @@
 // of net/http's timeouts set. A server without them keeps a goroutine and a
 // connection per client that sends its headers or body a byte at a time
 // (slowloris), never reads its answer, or just stays idle.
+//
+// It also holds what protects those servers: HTTPS from PEM files
+// (TLSConfig, Listen), bearer-token and basic-auth checks with a browser
+// login (AuthConfig, Auth), the random token `millrace up` generates
+// (GenerateToken), and the warning for a server open beyond loopback
+// without authentication (WarnIfOpen).
 package httpserver
 
 import (
