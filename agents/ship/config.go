@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/clientauth"
 )
 
 // Defaults for Config. They favour safety (acks=all, idempotence, unlimited
@@ -36,6 +38,10 @@ const (
 type Config struct {
 	// Brokers are the seed addresses (host:port). Required.
 	Brokers []string `yaml:"brokers"`
+	// Security is the connection's TLS and SASL settings, the tls: and
+	// sasl: keys next to brokers: (see package clientauth). Default none:
+	// PLAINTEXT without authentication.
+	Security clientauth.Settings `yaml:",inline"`
 	// ClientID is sent to the broker with every request. Default "millrace-agent".
 	ClientID string `yaml:"client_id"`
 	// Acks is how many replicas must have a batch before it counts as
@@ -151,6 +157,9 @@ func (c Config) Validate() error {
 	}
 	if c.DeliveryTimeout < 0 || c.RequestTimeout < 0 || c.DialTimeout < 0 {
 		errs = append(errs, errors.New("ship: timeouts must not be negative"))
+	}
+	if err := c.Security.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("ship: %w", err))
 	}
 	return errors.Join(errs...)
 }

@@ -33,6 +33,7 @@ const (
 	KindClosed     Kind = "closed"      // the shipper is closed; not retryable here
 	KindTooLarge   Kind = "too_large"   // the record can never fit a batch
 	KindRejected   Kind = "rejected"    // a non-retriable Kafka error code
+	KindDenied     Kind = "denied"      // authentication or authorization failed; retry once fixed
 	KindOther      Kind = "other"
 )
 
@@ -51,6 +52,12 @@ func Classify(err error) Kind {
 		return KindTimeout
 	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
 		return KindTooLarge
+	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.TopicAuthorizationFailed),
+		errors.Is(err, kerr.ClusterAuthorizationFailed), errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
+		// Kafka calls these permanent, but the record is not at fault: the
+		// agent's credentials or ACLs are, and an operator fixes those.
+		// Dropping the record meanwhile would lose it.
+		return KindDenied
 	}
 	var ke *kerr.Error
 	if errors.As(err, &ke) {
@@ -67,7 +74,7 @@ func Classify(err error) Kind {
 // will fail again however often the record is sent.
 func IsRetryable(err error) bool {
 	switch Classify(err) {
-	case KindBufferFull, KindTimeout, KindBroker, KindCanceled, KindOther:
+	case KindBufferFull, KindTimeout, KindBroker, KindDenied, KindCanceled, KindOther:
 		return true
 	}
 	return false

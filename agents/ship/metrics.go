@@ -40,7 +40,7 @@ func newMetrics(reg prometheus.Registerer, s *Shipper) (*metrics, error) {
 		}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "millrace_ship_errors_total",
-			Help: "Records that failed, by kind (buffer_full, timeout, broker, canceled, closed, too_large, rejected, other).",
+			Help: "Records that failed, by kind (buffer_full, timeout, broker, canceled, closed, too_large, rejected, denied, other).",
 		}, []string{"kind"}),
 		ackLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "millrace_ship_ack_latency_seconds",

@@ -46,6 +46,12 @@ func New(cfg Config, reg prometheus.Registerer, logger *slog.Logger) (*Shipper, 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	// Certificate and password files are read now, so a missing one
+	// fails the agent at start.
+	security, err := cfg.Security.Opts()
+	if err != nil {
+		return nil, fmt.Errorf("ship: %w", err)
+	}
 	s := &Shipper{cfg: cfg, logger: logger.With("component", "ship"), room: newRoom(cfg.MaxBufferedBytes), health: newHealth()}
 	m, err := newMetrics(reg, s)
 	if err != nil {
@@ -53,7 +59,7 @@ func New(cfg Config, reg prometheus.Registerer, logger *slog.Logger) (*Shipper, 
 	}
 	s.metrics = m
 	c, _ := codec(cfg.Compression) // validated above
-	opts := []kgo.Opt{
+	opts := append(security,
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(cfg.ClientID),
 		kgo.ProducerLinger(cfg.Linger),
@@ -73,7 +79,7 @@ func New(cfg Config, reg prometheus.Registerer, logger *slog.Logger) (*Shipper, 
 			d := 100 * time.Millisecond << min(tries, 5)
 			return min(d, 2*time.Second)
 		}),
-	}
+	)
 	if strings.EqualFold(cfg.Compression, "lz4") {
 		opts = append(opts, kgo.WithCompressor(&lz4Compressor{}))
 	}

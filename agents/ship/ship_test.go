@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
+	"go.yaml.in/yaml/v3"
+
+	"millrace/internal/clientauth"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -59,6 +63,8 @@ func TestValidate(t *testing.T) {
 		{"bad compression", Config{Brokers: []string{"a:1"}, Compression: "brotli"}, "compression"},
 		{"tiny batch", Config{Brokers: []string{"a:1"}, MaxBatchBytes: 10}, "max_batch_bytes"},
 		{"buffer below batch", Config{Brokers: []string{"a:1"}, MaxBatchBytes: 1 << 20, MaxBufferedBytes: 1 << 10}, "max_buffered_bytes"},
+		{"sasl without user", Config{Brokers: []string{"a:1"}, Security: clientauth.Settings{SASL: &clientauth.SASL{Mechanism: "PLAIN", Password: "p"}}}, "ship: sasl: username is empty"},
+		{"tls key without cert", Config{Brokers: []string{"a:1"}, Security: clientauth.Settings{TLS: &clientauth.TLS{Key: "k.pem"}}}, "ship: tls: key is set without cert"},
 		{"ok", Config{Brokers: []string{"a:1"}, Compression: "zstd"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,6 +82,41 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// TestConfigYAML reads tls: and sasl: next to brokers:, as agents'
+// ship: sections write them.
+func TestConfigYAML(t *testing.T) {
+	const doc = `
+brokers: [b1:9093]
+tls: {ca: /etc/millrace/ca.pem, server_name: kafka.internal}
+sasl: {mechanism: SCRAM-SHA-512, username: tail, password_file: /etc/millrace/tail.pass}
+`
+	var c Config
+	dec := yaml.NewDecoder(strings.NewReader(doc))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		t.Fatal(err)
+	}
+	want := clientauth.Settings{
+		TLS:  &clientauth.TLS{CA: "/etc/millrace/ca.pem", ServerName: "kafka.internal"},
+		SASL: &clientauth.SASL{Mechanism: "SCRAM-SHA-512", Username: "tail", PasswordFile: "/etc/millrace/tail.pass"},
+	}
+	if !reflect.DeepEqual(c.Security, want) {
+		t.Errorf("security %+v %+v, want %+v %+v", c.Security.TLS, c.Security.SASL, want.TLS, want.SASL)
+	}
+	if err := c.WithDefaults().Validate(); err != nil {
+		t.Error(err)
+	}
+	// The files are read by New, so a missing one stops the agent at
+	// start rather than at its first record.
+	if _, err := New(c, nil, nil); err == nil || !strings.Contains(err.Error(), "ship: tls: reading the CA file") {
+		t.Errorf("New with a missing CA file: %v", err)
+	}
+	c.Security.TLS = nil
+	if _, err := New(c, nil, nil); err == nil || !strings.Contains(err.Error(), "ship: sasl: reading the password file") {
+		t.Errorf("New with a missing password file: %v", err)
+	}
+}
+
 func TestClassify(t *testing.T) {
 	for _, tc := range []struct {
 		err       error
@@ -88,6 +129,8 @@ func TestClassify(t *testing.T) {
 		{kerr.NotLeaderForPartition, KindBroker, true},
 		{kerr.MessageTooLarge, KindTooLarge, false},
 		{kerr.InvalidRecord, KindRejected, false},
+		{kerr.TopicAuthorizationFailed, KindDenied, true},
+		{fmt.Errorf("wrapped: %w", kerr.SaslAuthenticationFailed), KindDenied, true},
 		{fmt.Errorf("wrapped: %w", kgo.ErrClientClosed), KindClosed, false},
 		{context.Canceled, KindCanceled, true},
 	} {
@@ -320,5 +363,38 @@ func BenchmarkPromise(b *testing.B) {
 	r := &kgo.Record{Key: []byte("host:/var/log/app.log"), Value: make([]byte, 300), Timestamp: time.Now()}
 	for b.Loop() {
 		p(r, nil)
+	}
+}
+
+// TestProduceAuthenticates ships to a broker that requires SASL: with the
+// configured user the record is acknowledged; with a wrong password it
+// fails with an error the agents retry, since the record itself is fine.
+func TestProduceAuthenticates(t *testing.T) {
+	t.Parallel()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"),
+		kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "tail", "right"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	produce := func(password string) error {
+		cfg := Config{Security: clientauth.Settings{SASL: &clientauth.SASL{Mechanism: "SCRAM-SHA-512", Username: "tail", Password: password}},
+			DeliveryTimeout: time.Second}
+		s := startShipper(t, c, cfg, nil)
+		defer s.Close()
+		errc := make(chan error, 1)
+		s.Produce(context.Background(), &kgo.Record{Topic: "t", Value: []byte("line")}, func(_ *kgo.Record, err error) { errc <- err })
+		return <-errc
+	}
+	if err := produce("right"); err != nil {
+		t.Fatalf("authenticated produce: %v", err)
+	}
+	err = produce("wrong")
+	if err == nil {
+		t.Fatal("a wrong password produced")
+	}
+	t.Logf("wrong password: %v (kind %s)", err, Classify(err))
+	if !IsRetryable(err) {
+		t.Errorf("error %v (kind %s) is permanent: an agent would drop the record for its own misconfiguration", err, Classify(err))
 	}
 }
