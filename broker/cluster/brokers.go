@@ -63,9 +63,16 @@ type registration struct {
 // retryInterval is how long the broker watch waits after a store error.
 const retryInterval = 500 * time.Millisecond
 
-// Register publishes this broker at /brokers/ids/<id> (ephemeral) with the
-// address clients should use, loads the live brokers and keeps both current
-// until Close.
+// Register publishes this broker at /brokers/ids/<id> (ephemeral) with one
+// PLAINTEXT listener at host:port; see RegisterEndpoints.
+func (c *Cluster) Register(host string, port int32, rack string) error {
+	return c.RegisterEndpoints([]Endpoint{{Listener: "PLAINTEXT", SecurityProtocol: "PLAINTEXT", Host: host, Port: port}}, rack)
+}
+
+// RegisterEndpoints publishes this broker at /brokers/ids/<id> (ephemeral)
+// with the addresses clients should use, one per listener, the inter-broker
+// listener's first; loads the live brokers and keeps both current until
+// Close.
 //
 // A broker restarted right after a crash finds its ID still held by its
 // previous life: ZooKeeper keeps that session's ephemerals until the session
@@ -74,12 +81,12 @@ const retryInterval = 500 * time.Millisecond
 // it, and logging once) for up to registrationWait, then registers. Only an
 // ID still held after that is refused, naming the address of the broker that
 // holds it: another live broker was given the same broker.id.
-func (c *Cluster) Register(host string, port int32, rack string) error {
-	z := brokerZnode{Version: 4, Host: host, Port: port}
-	if rack != "" {
-		z.Rack = &rack
+func (c *Cluster) RegisterEndpoints(endpoints []Endpoint, rack string) error {
+	if len(endpoints) == 0 {
+		return errors.New("cluster: a broker registers at least one endpoint")
 	}
-	reg := &registration{c: c, data: mustJSON(z), stopping: make(chan struct{}), done: make(chan struct{})}
+	host, port := endpoints[0].Host, endpoints[0].Port
+	reg := &registration{c: c, data: encodeBroker(endpoints, rack), stopping: make(chan struct{}), done: make(chan struct{})}
 	if err := c.claimBrokerID(reg.data); err != nil {
 		return err
 	}
@@ -220,14 +227,10 @@ func (r *registration) refresh() (<-chan coord.Event, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cluster: reading broker %d: %w", id, err)
 		}
-		var z brokerZnode
-		if err := json.Unmarshal(data, &z); err != nil {
+		info, err := decodeBroker(int32(id), data)
+		if err != nil {
 			c.logger.Warn("ignoring an unreadable broker registration", "broker_id", id, "err", err)
 			continue
-		}
-		info := BrokerInfo{ID: int32(id), Host: z.Host, Port: z.Port}
-		if z.Rack != nil {
-			info.Rack = *z.Rack
 		}
 		brokers = append(brokers, info)
 		registered = registered || name == own

@@ -5,9 +5,11 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 // Topic is one topic's metadata. Values handed out by Cluster are immutable
@@ -47,10 +49,36 @@ type PartitionState struct {
 
 // BrokerInfo is a live broker's registration at /brokers/ids/<id>.
 type BrokerInfo struct {
-	ID   int32
+	ID int32
+	// Host and Port are the inter-broker listener's advertised address.
 	Host string
 	Port int32
 	Rack string // empty when unset
+	// Endpoints are the advertised listeners, the inter-broker one first.
+	Endpoints []Endpoint
+}
+
+// Endpoint is one advertised listener of a broker, written in
+// /brokers/ids/<id> as "NAME://host:port" with its protocol in
+// listener_security_protocol_map.
+type Endpoint struct {
+	// Listener is the listener's name (PLAINTEXT, INTERNAL, ...).
+	Listener string
+	// SecurityProtocol is PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.
+	SecurityProtocol string
+	Host             string
+	Port             int32
+}
+
+// Endpoint returns the broker's endpoint of the named listener; ok is false
+// when the broker has no such listener.
+func (b BrokerInfo) Endpoint(listener string) (e Endpoint, ok bool) {
+	for _, e := range b.Endpoints {
+		if e.Listener == listener {
+			return e, true
+		}
+	}
+	return Endpoint{}, false
 }
 
 // TopicIDString renders a topic ID the way Kafka does: URL-safe base64 without
@@ -119,13 +147,74 @@ type configZnode struct {
 	Config  map[string]string `json:"config"`
 }
 
-// brokerZnode is /brokers/ids/<id>: {"host":"h","port":9092,"rack":"r"}
-// (rack omitted when unset), plus Kafka's "version" field.
+// brokerZnode is /brokers/ids/<id>, Kafka's version 4 layout:
+//
+//	{"version":4,"host":"h","port":9092,"rack":"r",
+//	 "endpoints":["INTERNAL://h:9092","EXTERNAL://e:9094"],
+//	 "listener_security_protocol_map":{"INTERNAL":"SSL","EXTERNAL":"SASL_SSL"}}
+//
+// host and port are the inter-broker listener's, for readers that know only
+// those; rack is omitted when unset. A registration without endpoints (an
+// older millrace's) is one PLAINTEXT listener at host:port.
 type brokerZnode struct {
-	Version int     `json:"version"`
-	Host    string  `json:"host"`
-	Port    int32   `json:"port"`
-	Rack    *string `json:"rack,omitempty"`
+	Version                     int               `json:"version"`
+	Host                        string            `json:"host"`
+	Port                        int32             `json:"port"`
+	Rack                        *string           `json:"rack,omitempty"`
+	Endpoints                   []string          `json:"endpoints,omitempty"`
+	ListenerSecurityProtocolMap map[string]string `json:"listener_security_protocol_map,omitempty"`
+}
+
+// encodeBroker is the registration of a broker with these endpoints, the
+// first being the inter-broker listener's.
+func encodeBroker(endpoints []Endpoint, rack string) []byte {
+	z := brokerZnode{Version: 4, Host: endpoints[0].Host, Port: endpoints[0].Port, ListenerSecurityProtocolMap: make(map[string]string, len(endpoints))}
+	if rack != "" {
+		z.Rack = &rack
+	}
+	for _, e := range endpoints {
+		z.Endpoints = append(z.Endpoints, e.Listener+"://"+net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port))))
+		z.ListenerSecurityProtocolMap[e.Listener] = e.SecurityProtocol
+	}
+	return mustJSON(z)
+}
+
+// decodeBroker reads a registration. An endpoint whose listener is not in
+// the protocol map is taken to be named after its protocol (PLAINTEXT://),
+// as Kafka's default map has it.
+func decodeBroker(id int32, data []byte) (BrokerInfo, error) {
+	var z brokerZnode
+	if err := json.Unmarshal(data, &z); err != nil {
+		return BrokerInfo{}, err
+	}
+	info := BrokerInfo{ID: id, Host: z.Host, Port: z.Port}
+	if z.Rack != nil {
+		info.Rack = *z.Rack
+	}
+	if len(z.Endpoints) == 0 {
+		info.Endpoints = []Endpoint{{Listener: "PLAINTEXT", SecurityProtocol: "PLAINTEXT", Host: z.Host, Port: z.Port}}
+		return info, nil
+	}
+	for _, text := range z.Endpoints {
+		name, addr, ok := strings.Cut(text, "://")
+		if !ok {
+			return BrokerInfo{}, fmt.Errorf("endpoint %q is not NAME://host:port", text)
+		}
+		host, portText, err := net.SplitHostPort(addr)
+		if err != nil {
+			return BrokerInfo{}, fmt.Errorf("endpoint %q: %w", text, err)
+		}
+		port, err := strconv.ParseUint(portText, 10, 16)
+		if err != nil {
+			return BrokerInfo{}, fmt.Errorf("endpoint %q: port %q is not a number from 0 to 65535", text, portText)
+		}
+		protocol, ok := z.ListenerSecurityProtocolMap[name]
+		if !ok {
+			protocol = name
+		}
+		info.Endpoints = append(info.Endpoints, Endpoint{Listener: name, SecurityProtocol: protocol, Host: host, Port: int32(port)})
+	}
+	return info, nil
 }
 
 func encodeTopic(t *Topic) []byte {
