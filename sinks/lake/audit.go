@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -276,9 +277,10 @@ const auditLoadTimeout = time.Minute
 // kgoAudit publishes with the worker's client and reads back with a client
 // of its own.
 type kgoAudit struct {
-	client  *kgo.Client
-	topic   string
-	brokers []string
+	client   *kgo.Client
+	topic    string
+	brokers  []string
+	security []kgo.Opt // the worker's TLS and SASL options
 
 	mu  sync.Mutex // guards the following
 	err error      // first failed produce since the last flush
@@ -310,7 +312,7 @@ func (a *kgoAudit) flush(ctx context.Context) error {
 }
 
 func (a *kgoAudit) load(ctx context.Context) ([]audit.Entry, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(a.brokers...), kgo.ClientID("millrace-sink-audit"))
+	cl, err := kgo.NewClient(append(slices.Clip(a.security), kgo.SeedBrokers(a.brokers...), kgo.ClientID("millrace-sink-audit"))...)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"millrace/audit"
+	"millrace/internal/clientauth"
 	"millrace/schemas"
 	"millrace/sinks/parquet"
 )
@@ -16,6 +17,11 @@ import (
 type Config struct {
 	// Brokers are the seed brokers ("host:port"). Required.
 	Brokers []string `yaml:"brokers"`
+	// Security is the TLS and SASL settings of the sink's connections (its
+	// group consumer, dead letters, audit records), the tls: and sasl: keys
+	// next to brokers: (see package clientauth). Default none: PLAINTEXT
+	// without authentication.
+	Security clientauth.Settings `yaml:",inline"`
 	// Group is the consumer group; the workers of one sink share it. Required.
 	Group string `yaml:"group"`
 	// Topics to land; all of them carry events of Schema. Required.
@@ -200,6 +206,9 @@ func (c Config) Validate() error {
 	var errs []error
 	if len(c.Brokers) == 0 {
 		errs = append(errs, errors.New("lake: brokers: at least one seed broker is needed"))
+	}
+	if err := c.Security.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("lake: %w", err))
 	}
 	if c.Group == "" {
 		errs = append(errs, errors.New("lake: group: the workers of a sink share a consumer group; name it"))

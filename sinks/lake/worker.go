@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -95,7 +96,11 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	if w.cfg.StartAt == "latest" {
 		reset = kgo.NewOffset().AtEnd()
 	}
-	cl, err := kgo.NewClient(
+	security, err := w.cfg.Security.Opts()
+	if err != nil {
+		return fmt.Errorf("lake: %w", err)
+	}
+	cl, err := kgo.NewClient(append(slices.Clip(security),
 		kgo.SeedBrokers(w.cfg.Brokers...),
 		kgo.ClientID("millrace-sink"),
 		kgo.ConsumerGroup(w.cfg.Group),
@@ -114,7 +119,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		// Bounded, and every batch it cannot decode stops its partition
 		// with the batch's offsets, for skipBatchLocked (badbatch.go).
 		kgo.WithDecompressor(stoppingDecompressor{decompressor}),
-	)
+	)...)
 	if err != nil {
 		return fmt.Errorf("lake: %w", err)
 	}
@@ -128,7 +133,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	w.dlq = &kgoDeadLetters{client: cl}
 	if w.cfg.AuditTopic != "off" {
 		w.ensureTopic(ctx, cl, w.cfg.AuditTopic)
-		w.audit = &kgoAudit{client: cl, topic: w.cfg.AuditTopic, brokers: w.cfg.Brokers}
+		w.audit = &kgoAudit{client: cl, topic: w.cfg.AuditTopic, brokers: w.cfg.Brokers, security: security}
 	}
 	w.progress = &kgoProgress{client: cl, group: w.cfg.Group}
 	reader := &kgoBatchReader{client: cl, decompressor: decompressor}
