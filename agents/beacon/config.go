@@ -93,6 +93,11 @@ type Config struct {
 	// opens it), so the public ingest port does not show the beacon's
 	// internals. Default "": /metrics is served on Listen.
 	MetricsListen string `yaml:"metrics_listen"`
+	// TLS serves Listen and MetricsListen over HTTPS from PEM files
+	// (tls.cert: the certificate chain, with the key unless tls.key names
+	// it). The routes stay public: the beacon takes events from anyone.
+	// Default: none, plain HTTP.
+	TLS *httpserver.TLSConfig `yaml:"tls"`
 	// Topic receives valid click events. Default "clicks".
 	Topic string `yaml:"topic"`
 	// DLQTopic receives rejected click events in an envelope with the
@@ -315,6 +320,9 @@ func (c Config) Validate() error {
 	}
 	if c.BodyReadTimeout > c.ReadTimeout {
 		errs = append(errs, fmt.Errorf("beacon: body_read_timeout %v must not exceed read_timeout %v, which already bounds the whole request", c.BodyReadTimeout, c.ReadTimeout))
+	}
+	if err := c.TLS.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("beacon: %w", err))
 	}
 	if c.MaxClockSkew <= 0 {
 		errs = append(errs, errors.New("beacon: max_clock_skew: must be positive"))

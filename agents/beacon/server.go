@@ -283,7 +283,11 @@ type listening struct {
 
 // serve listens on addr and serves h in a goroutine that shutdown joins.
 func (s *Server) serve(addr string, h http.Handler, t httpserver.Timeouts, what string) (*listening, error) {
-	l, err := net.Listen("tcp", addr)
+	tlsConfig, err := s.cfg.TLS.Load()
+	if err != nil {
+		return nil, fmt.Errorf("beacon: %w", err)
+	}
+	l, err := httpserver.Listen(addr, tlsConfig)
 	if err != nil {
 		return nil, fmt.Errorf("beacon: listen (%s): %w", what, err)
 	}
@@ -294,7 +298,7 @@ func (s *Server) serve(addr string, h http.Handler, t httpserver.Timeouts, what 
 			s.logger.Error("http server stopped", "server", what, "err", err)
 		}
 	}()
-	s.logger.Info("beacon listening", "server", what, "addr", l.Addr().String())
+	s.logger.Info("beacon listening", "server", what, "addr", l.Addr().String(), "scheme", httpserver.Scheme(tlsConfig))
 	return ls, nil
 }
 

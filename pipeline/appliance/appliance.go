@@ -55,6 +55,7 @@ type Appliance struct {
 	httpAddr  net.Addr
 	metrics   *http.Server // /metrics, at HTTP.MetricsListen
 	metricsAt net.Addr
+	httpSec   httpSecurity       // TLS and authentication of both web servers
 	console   *monitor.Collector // feeds /console
 	auditor   *monitor.Auditor   // the console's audit table and gauge; nil without one
 	bg        sync.WaitGroup     // demo writer, ops publisher, HTTP server
@@ -230,8 +231,14 @@ func (a *Appliance) startSink(ctx context.Context, sc SinkConfig) error {
 // startHTTP serves the demo page at /, the console, and — when the beacon
 // is on — its routes (/beacon.js, /b.gif, /v1/events, /v1/metrics,
 // /healthz, /readyz) on HTTP.Listen, and Prometheus /metrics on
-// HTTP.MetricsListen.
+// HTTP.MetricsListen. With http.auth the console and /metrics need
+// credentials; the beacon's routes and the demo page stay public.
 func (a *Appliance) startHTTP() error {
+	sec, err := a.loadHTTPSecurity()
+	if err != nil {
+		return err
+	}
+	a.httpSec = sec
 	mux := http.NewServeMux()
 	if a.cfg.Beacon != nil {
 		bc := *a.cfg.Beacon
@@ -279,10 +286,10 @@ func (a *Appliance) startHTTP() error {
 		auditor.Start(context.Background())
 		audits = auditor
 	}
-	console := monitor.Handler(a.console, audits)
+	console := sec.protect(monitor.Handler(a.console, audits))
 	mux.Handle("/console", console)
 	mux.Handle("/console/", console)
-	ln, err := net.Listen("tcp", a.cfg.HTTP.Listen)
+	ln, err := a.listen(a.cfg.HTTP.Listen, "http")
 	if err != nil {
 		return fmt.Errorf("http: %w", err)
 	}
@@ -296,14 +303,14 @@ func (a *Appliance) startHTTP() error {
 	}
 	a.http = httpserver.New(mux, timeouts, a.logger.With("component", "http"))
 	a.serve(a.http, ln, "http")
-	metricsLn, err := net.Listen("tcp", a.cfg.HTTP.MetricsListen)
+	metricsLn, err := a.listen(a.cfg.HTTP.MetricsListen, "metrics")
 	if err != nil {
 		return fmt.Errorf("http.metrics_listen: %w", err)
 	}
 	a.metricsAt = metricsLn.Addr()
 	metricsMux := http.NewServeMux()
 	metricsMux.Handle("GET /metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}))
-	a.metrics = httpserver.New(metricsMux, httpserver.Timeouts{}, a.logger.With("component", "metrics"))
+	a.metrics = httpserver.New(sec.protect(metricsMux), httpserver.Timeouts{}, a.logger.With("component", "metrics"))
 	a.serve(a.metrics, metricsLn, "metrics")
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"millrace/agents/tail"
 	"millrace/audit"
 	"millrace/broker"
+	"millrace/internal/httpserver"
 	"millrace/pipeline/monitor"
 	"millrace/sinks/lake"
 )
@@ -80,7 +81,34 @@ type HTTPConfig struct {
 	AuditInterval time.Duration `yaml:"audit_interval"`
 	// AuditSince is how far back the console audits. Default 24h, at least 1h.
 	AuditSince time.Duration `yaml:"audit_since"`
+	// Auth protects the console and /metrics with a bearer token or
+	// basic-auth credentials; the beacon's routes, /healthz, /readyz and
+	// the demo page stay public. Default: no authentication.
+	Auth HTTPAuthConfig `yaml:"auth"`
+	// TLS serves http.listen and http.metrics_listen over HTTPS from PEM
+	// files (tls.cert, tls.key). Default: none, plain HTTP.
+	TLS *httpserver.TLSConfig `yaml:"tls"`
 }
+
+// HTTPAuthConfig protects the appliance's private web routes.
+type HTTPAuthConfig struct {
+	// Token "generate" makes a random token (32 bytes from crypto/rand,
+	// hex) on first start, keeps it in <data>/http-token with mode 0600,
+	// reuses it on later starts, and prints the file and a console login
+	// URL at start. Empty (the default) generates nothing; token_file and
+	// basic_file then choose the credentials.
+	Token string `yaml:"token"`
+	// Inline: token_file (one bearer token) and basic_file (user:password
+	// lines); see internal/httpserver.AuthConfig.
+	httpserver.AuthConfig `yaml:",inline"`
+}
+
+// TokenGenerate is the value of http.auth.token that makes the appliance
+// generate its token.
+const TokenGenerate = "generate"
+
+// On reports whether the private routes need credentials.
+func (c HTTPAuthConfig) On() bool { return c.Token == TokenGenerate || c.AuthConfig.On() }
 
 // TopicConfig is a topic to create at start.
 type TopicConfig struct {
@@ -237,6 +265,18 @@ func (c Config) Validate() error {
 	}
 	if err := c.Audit.WithDefaults().Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.HTTP.Auth.Token != "" && c.HTTP.Auth.Token != TokenGenerate {
+		errs = append(errs, fmt.Errorf("http.auth.token: %q is not %q (a token of your own goes in a file named by http.auth.token_file)", c.HTTP.Auth.Token, TokenGenerate))
+	}
+	if c.HTTP.Auth.Token == TokenGenerate && c.HTTP.Auth.TokenFile != "" {
+		errs = append(errs, errors.New("http.auth: token: generate and token_file both name the token; keep one"))
+	}
+	if err := c.HTTP.TLS.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("http.%w", err))
+	}
+	if c.Beacon != nil && c.Beacon.TLS != nil {
+		errs = append(errs, errors.New("beacon.tls: under millrace up, the beacon is served on http.listen; set http.tls instead"))
 	}
 	if c.Beacon != nil && c.Beacon.MetricsListen != "" {
 		errs = append(errs, errors.New("beacon.metrics_listen: under millrace up, /metrics is served at http.metrics_listen; set that instead"))
