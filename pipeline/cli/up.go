@@ -49,7 +49,7 @@ func runUp(ctx context.Context, e env, args []string) error {
 
 // printWhere tells a new user where everything is.
 func printWhere(e env, a *appliance.Appliance, cfg appliance.Config) {
-	web := "http://" + a.HTTPAddr().String()
+	web := a.HTTPScheme() + "://" + a.HTTPAddr().String()
 	fmt.Fprintf(e.stdout, "millrace %s is up\n", Version)
 	fmt.Fprintf(e.stdout, "  broker (Kafka protocol)  %v\n", a.Brokers())
 	fmt.Fprintf(e.stdout, "  demo page                %s/\n", web)
@@ -58,7 +58,11 @@ func printWhere(e env, a *appliance.Appliance, cfg appliance.Config) {
 		fmt.Fprintf(e.stdout, "  metrics intake           POST %s/v1/metrics\n", web)
 	}
 	fmt.Fprintf(e.stdout, "  console                  %s/console\n", web)
-	fmt.Fprintf(e.stdout, "  prometheus metrics       http://%s/metrics\n", a.MetricsAddr())
+	fmt.Fprintf(e.stdout, "  prometheus metrics       %s://%s/metrics\n", a.HTTPScheme(), a.MetricsAddr())
+	if login := a.ConsoleLoginURL(); login != "" {
+		fmt.Fprintf(e.stdout, "  console login            %s\n", login)
+		fmt.Fprintf(e.stdout, "  http token (bearer)      %s\n", a.TokenFile())
+	}
 	for _, s := range a.Sinks() {
 		fmt.Fprintf(e.stdout, "  lake (%s)%*s%s\n", s.Name, max(1, 17-len(s.Name)), "", s.Out)
 	}
