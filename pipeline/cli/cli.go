@@ -1,12 +1,46 @@
 // Package cli implements the millrace command line: one binary whose first
 // argument picks the part to run (broker, agents, sinks) or the client command
 // to execute (topics, produce, consume, groups, benchmarks).
+//
+// The commands are a cobra tree with pflag flags (POSIX short flags,
+// --flag=value, positional arguments anywhere between flags). The client
+// flags (-b/--brokers, --tls*, --sasl-*; see clientflags.go) are persistent
+// flags of the root, so every command inherits them and they may come
+// before or after the command's name.
+//
+// Adding a command: write pipeline/cli/NAME.go with
+//
+//	func init() { addCommand("topic", topicCreateCommand) }
+//
+//	func topicCreateCommand(e *env) *cobra.Command {
+//		cmd := &cobra.Command{
+//			Use:   "create NAME --partitions N",  // name, then the rest of the usage line
+//			Short: "create a topic",               // one line for `millrace help` and completion
+//			Args:  exactArgs(1),                   // or anyArgs; errors are usage errors
+//		}
+//		partitions := cmd.Flags().Int("partitions", -1, "number of partitions")
+//		cmd.RunE = func(cmd *cobra.Command, args []string) error {
+//			adm, done, err := e.newAdmin(cmd.Context()) // carries -b, TLS and SASL
+//			...
+//		}
+//		return cmd
+//	}
+//
+// The first argument of addCommand is the parent word ("" for a top-level
+// command); a parent that does not exist yet is created, so `millrace user add`
+// is addCommand("user", ...). Clients come from e.newClient and e.newAdmin,
+// components with clients of their own get e.client.settings(). Return
+// usageError(...) for a wrongly called command (exit 2, usage line printed),
+// any other error for a failure (exit 1); both print one line. A command that
+// makes no Kafka client (a server, a local file tool) sets
+// Annotations: noClient, so its help leaves the client flags out and giving
+// one is an error. Fault-injection flags for tests are hidden with
+// cmd.Flags().MarkHidden.
 package cli
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -16,33 +50,50 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/pipeline/monitor"
 )
 
-// env carries the process's standard streams so commands can be tested
-// in-process.
+// env carries the process's standard streams and the parsed client flags to
+// the commands, so commands can be tested in-process.
 type env struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
+	// client holds the root's persistent client flags once parsed.
+	client *clientFlags
 }
 
-// command is one subcommand: its usage line and its run function, which gets
-// the arguments after the command's name.
-type command struct {
-	usage string
-	run   func(ctx context.Context, e env, args []string) error
+// builder makes one command of a fresh tree; Main builds the tree anew for
+// every run, so no flag value outlives it.
+type builder struct {
+	parent string
+	build  func(e *env) *cobra.Command
 }
 
-// commands is filled by each command file's init, so the list lives beside
+// builders is filled by each command file's init, so the list lives beside
 // the code.
-var commands = map[string]command{}
+var builders []builder
 
-func register(name, usage string, run func(ctx context.Context, e env, args []string) error) {
-	commands[name] = command{usage: usage, run: run}
+// addCommand registers a command under parent ("" for top level).
+func addCommand(parent string, build func(e *env) *cobra.Command) {
+	builders = append(builders, builder{parent: parent, build: build})
+}
+
+// noClient is the annotation of commands that make no Kafka client.
+var noClient = map[string]string{"millrace.client": "none"}
+
+func isClient(cmd *cobra.Command) bool {
+	for c := cmd; c != nil; c = c.Parent() {
+		if c.Annotations["millrace.client"] == "none" {
+			return false
+		}
+	}
+	return true
 }
 
 // errUsage marks an error caused by how the command was called; Main prints
@@ -60,42 +111,52 @@ type usageErr struct{ msg string }
 func (e *usageErr) Error() string        { return e.msg }
 func (e *usageErr) Is(target error) bool { return target == errUsage }
 
-// Main runs the command named by args[0] and returns the process exit code.
-// Errors are one line on stderr.
+// unknownCommand is a command name that names nothing: one line, exit 2,
+// without a usage line (the list of commands would bury it).
+type unknownCommand struct{ name string }
+
+func (u unknownCommand) Error() string {
+	return fmt.Sprintf("unknown command %q (try: millrace help)", u.name)
+}
+
+// exactArgs wants n positional arguments.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageError("expected %d argument(s), got %d", n, len(args))
+		}
+		return nil
+	}
+}
+
+// anyArgs takes any number of positional arguments.
+var anyArgs = cobra.ArbitraryArgs
+
+// Main runs the command named by args and returns the process exit code:
+// 0 on success or help, 1 when the command failed, 2 when it was called
+// wrongly. Errors are one line on stderr.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		printUsage(stderr)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	name := args[0]
-	// Two-word commands ("topic create") are registered under both words.
-	if len(args) > 1 {
-		if _, ok := commands[name+" "+args[1]]; ok {
-			name, args = name+" "+args[1], args[1:]
-		}
-	}
-	cmd, ok := commands[name]
-	if !ok {
-		fmt.Fprintf(stderr, "millrace: unknown command %q (try: millrace help)\n", strings.Join(args[:1], " "))
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := newRoot(e)
+	if len(args) == 0 {
+		printUsage(stderr, root)
 		return 2
 	}
+	root.SetArgs(args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := cmd.run(ctx, env{stdin: stdin, stdout: stdout, stderr: stderr}, args[1:])
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return 0
+	}
+	name := commandName(cmd)
+	var unknown unknownCommand
 	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprintf(stderr, "usage: millrace %s\n", cmd.usage)
-		if h := (*helpRequest)(nil); errors.As(err, &h) && h.listing != "" {
-			fmt.Fprintf(stderr, "\nflags:\n%s", h.listing)
-		}
-		return 0
+	case errors.As(err, &unknown):
+		fmt.Fprintf(stderr, "millrace: %v\n", err)
+		return 2
 	case errors.Is(err, errUsage):
-		fmt.Fprintf(stderr, "millrace %s: %v\nusage: millrace %s\n", name, err, cmd.usage)
+		fmt.Fprintf(stderr, "millrace %s: %v\nusage: %s\n", name, err, usageLine(cmd))
 		return 2
 	default:
 		fmt.Fprintf(stderr, "millrace %s: %v\n", name, err)
@@ -103,90 +164,206 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 }
 
-func printUsage(w io.Writer) {
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	fmt.Fprintln(w, "usage: millrace <command> [flags]\n\ncommands:")
-	for _, n := range names {
-		fmt.Fprintf(w, "  %s\n", commands[n].usage)
-	}
-	fmt.Fprintln(w, "\nClient commands take -b/--brokers HOST:PORT[,...] (default 127.0.0.1:9092, env MILLRACE_BROKERS).")
-}
-
-// flags is a flag set that also accepts positional arguments between flags
-// ("topic create NAME --partitions 3"), as users expect from Kafka's tools.
-type flags struct {
-	*flag.FlagSet
-	shorthands map[string]string // long name -> one-letter alias
-}
-
-func newFlags(name string) flags {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // Main prints one clear line instead of flag's dump.
-	return flags{fs, map[string]string{}}
-}
-
-// helpRequest is what parse returns for -h or --help: it matches
-// flag.ErrHelp and carries the flags' descriptions, which Main prints under
-// the usage line.
-type helpRequest struct{ listing string }
-
-func (h *helpRequest) Error() string        { return flag.ErrHelp.Error() }
-func (h *helpRequest) Is(target error) bool { return target == flag.ErrHelp }
-
-// parse parses args and returns the positional arguments; want is how many
-// are required (-1: any number).
-func (f flags) parse(args []string, want int) ([]string, error) {
-	var positional []string
-	for {
-		if err := f.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, &helpRequest{listing: f.listing()}
+// newRoot builds the command tree.
+func newRoot(e *env) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "millrace",
+		Short:         "the millrace pipeline appliance: broker, agents, sinks and client commands",
+		Args:          anyArgs,
+		SilenceErrors: true, // Main prints one line instead
+		SilenceUsage:  true,
+		// A root without a run function would answer an unknown command
+		// with its help and exit 0.
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageError("no command given")
 			}
-			return nil, usageError("%v", err)
-		}
-		args = f.Args()
-		if len(args) == 0 {
-			break
-		}
-		positional = append(positional, args[0])
-		args = args[1:]
+			return unknownCommand{args[0]}
+		},
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := e.client.envErr; err != nil {
+				return usageError("%v", err)
+			}
+			if !isClient(cmd) {
+				var given string
+				cmd.Root().PersistentFlags().VisitAll(func(f *pflag.Flag) {
+					if given == "" && f.Changed && cmd.Flags().Lookup(f.Name) == f {
+						given = f.Name
+					}
+				})
+				if given != "" {
+					return usageError("unknown flag: --%s (%s makes no Kafka client)", given, commandName(cmd))
+				}
+			}
+			return nil
+		},
 	}
-	if want >= 0 && len(positional) != want {
-		return nil, usageError("expected %d argument(s), got %d", want, len(positional))
+	root.SetOut(e.stdout) // completion scripts
+	root.SetErr(e.stderr)
+	root.SetHelpFunc(func(cmd *cobra.Command, _ []string) { printHelp(e.stderr, cmd) })
+	root.SetUsageFunc(func(cmd *cobra.Command) error { printHelp(e.stderr, cmd); return nil })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError("%v", err) })
+	root.CompletionOptions.HiddenDefaultCmd = true
+	e.client = newClientFlags(root.PersistentFlags())
+
+	groups := map[string]*cobra.Command{}
+	for _, b := range builders {
+		parent := root
+		if b.parent != "" {
+			if parent = groups[b.parent]; parent == nil {
+				parent = groupCommand(b.parent)
+				groups[b.parent] = parent
+				root.AddCommand(parent)
+			}
+		}
+		parent.AddCommand(b.build(e))
 	}
-	return positional, nil
+	for _, g := range groups {
+		var names []string
+		for _, c := range g.Commands() {
+			names = append(names, c.Name())
+		}
+		g.Short = g.Name() + " " + strings.Join(names, "|")
+	}
+	root.AddCommand(completionCommand(e))
+	return root
 }
 
-// listing describes every flag that has a usage text, in name order: the
-// flag with its value's type, then the text and any default that is not the
-// zero value; a one-letter alias stands beside its long name. Flags without
-// a text (fault injection for tests) stay out.
-func (f flags) listing() string {
-	var b strings.Builder
-	aliases := map[string]bool{}
-	for _, short := range f.shorthands {
-		aliases[short] = true
+// groupCommand is the first word of two-word commands ("topic" of
+// "topic create"); alone, or before an unknown word, it is a usage error.
+func groupCommand(name string) *cobra.Command {
+	return &cobra.Command{
+		Use:  name + " <command>",
+		Args: anyArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageError("missing command after %q", name)
+			}
+			return unknownCommand{name + " " + args[0]}
+		},
 	}
-	f.VisitAll(func(fl *flag.Flag) {
-		if fl.Usage == "" || aliases[fl.Name] {
+}
+
+func completionCommand(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:         "completion bash|zsh|fish",
+		Short:       "print the shell completion script (e.g. source <(millrace completion bash))",
+		Args:        exactArgs(1),
+		ValidArgs:   []string{"bash", "zsh", "fish"},
+		Annotations: noClient,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch args[0] {
+			case "bash":
+				return cmd.Root().GenBashCompletionV2(e.stdout, true)
+			case "zsh":
+				return cmd.Root().GenZshCompletion(e.stdout)
+			case "fish":
+				return cmd.Root().GenFishCompletion(e.stdout, true)
+			}
+			return usageError("no completion for shell %q: bash, zsh or fish", args[0])
+		},
+	}
+}
+
+// commandName is the command's path without "millrace " ("topic create").
+func commandName(cmd *cobra.Command) string {
+	if cmd == nil {
+		return ""
+	}
+	return strings.TrimPrefix(strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()), " ")
+}
+
+// usageLine is "millrace " and the command's words and usage.
+func usageLine(cmd *cobra.Command) string {
+	if cmd == nil || !cmd.HasParent() {
+		return "millrace <command> [flags]"
+	}
+	return cmd.Parent().CommandPath() + " " + cmd.Use
+}
+
+// printUsage lists every command with its usage line and what it does.
+func printUsage(w io.Writer, root *cobra.Command) {
+	var lines []string
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			if sub.Hidden || sub.Name() == "help" {
+				continue
+			}
+			if sub.HasSubCommands() {
+				walk(sub)
+				continue
+			}
+			line := strings.TrimPrefix(usageLine(sub), "millrace ")
+			if sub.Short != "" {
+				line += "   " + sub.Short
+			}
+			lines = append(lines, line)
+		}
+	}
+	walk(root)
+	sort.Strings(lines)
+	fmt.Fprintln(w, "usage: millrace <command> [flags]\n\ncommands:")
+	for _, l := range lines {
+		fmt.Fprintf(w, "  %s\n", l)
+	}
+	fmt.Fprintf(w, "\nclient flags (every client command; also from the environment, see below):\n%s", flagListing(root.PersistentFlags(), nil))
+	fmt.Fprintln(w, "\n"+clientEnvHelp)
+}
+
+// printHelp prints a command's usage line, its description and its flags.
+func printHelp(w io.Writer, cmd *cobra.Command) {
+	if !cmd.HasParent() {
+		printUsage(w, cmd)
+		return
+	}
+	fmt.Fprintf(w, "usage: %s\n", usageLine(cmd))
+	if cmd.Long != "" {
+		fmt.Fprintf(w, "\n%s\n", cmd.Long)
+	} else if cmd.Short != "" {
+		fmt.Fprintf(w, "\n%s\n", cmd.Short)
+	}
+	if cmd.HasAvailableSubCommands() {
+		fmt.Fprintln(w, "\ncommands:")
+		for _, sub := range cmd.Commands() {
+			if !sub.Hidden {
+				fmt.Fprintf(w, "  %s   %s\n", strings.TrimPrefix(usageLine(sub), "millrace "), sub.Short)
+			}
+		}
+	}
+	if local := flagListing(cmd.LocalFlags(), nil); local != "" {
+		fmt.Fprintf(w, "\nflags:\n%s", local)
+	}
+	if isClient(cmd) {
+		// A local flag of the same name (cluster reassign's --brokers)
+		// hides the inherited one.
+		shadowed := func(f *pflag.Flag) bool { return cmd.LocalFlags().Lookup(f.Name) != nil }
+		fmt.Fprintf(w, "\nclient flags (see millrace help for their environment variables):\n%s", flagListing(cmd.Root().PersistentFlags(), shadowed))
+	}
+}
+
+// flagListing describes every visible flag in name order: the flag with its
+// value's type, then the text and any default that is not the zero value,
+// with a one-letter alias beside the long name. Hidden flags (fault
+// injection for tests), the help flag and those skip reports stay out.
+func flagListing(fs *pflag.FlagSet, skip func(*pflag.Flag) bool) string {
+	var b strings.Builder
+	fs.VisitAll(func(fl *pflag.Flag) {
+		if fl.Hidden || fl.Usage == "" || fl.Name == "help" || skip != nil && skip(fl) {
 			return
 		}
 		b.WriteString("  ")
-		if short, ok := f.shorthands[fl.Name]; ok {
-			fmt.Fprintf(&b, "-%s, ", short)
+		if fl.Shorthand != "" {
+			fmt.Fprintf(&b, "-%s, ", fl.Shorthand)
 		}
-		typ, usage := flag.UnquoteUsage(fl)
+		typ, usage := pflag.UnquoteUsage(fl)
 		b.WriteString("--" + fl.Name)
 		if typ != "" {
 			fmt.Fprintf(&b, " %s", typ)
 		}
 		fmt.Fprintf(&b, "\n        %s", usage)
 		switch fl.DefValue {
-		case "", "0", "false", "0s", "map[]":
+		case "", "0", "false", "0s", "[]", "map[]":
 		default:
 			fmt.Fprintf(&b, " (default %s)", fl.DefValue)
 		}
@@ -195,29 +372,14 @@ func (f flags) listing() string {
 	return b.String()
 }
 
-// visited reports the flags given on the command line.
-func visited(f flags) map[string]bool {
-	seen := map[string]bool{}
-	f.Visit(func(fl *flag.Flag) { seen[fl.Name] = true })
-	return seen
-}
-
-// brokers registers -b/--brokers.
-func (f flags) brokers() *string {
-	def := os.Getenv("MILLRACE_BROKERS")
-	if def == "" {
-		def = "127.0.0.1:9092"
-	}
-	p := f.String("brokers", def, "seed brokers, comma-separated")
-	f.StringVar(p, "b", def, "seed brokers (shorthand)")
-	f.shorthands["brokers"] = "b"
-	return p
-}
-
-// keyValues is a repeatable k=v flag.
+// keyValues is a repeatable k=v flag; unlike pflag's map flags it does not
+// split at commas, so a value may hold them (listeners=A://x,B://y).
 type keyValues map[string]string
 
 func (kv keyValues) String() string { return fmt.Sprint(map[string]string(kv)) }
+
+// Type names the value in help when the usage text quotes none.
+func (kv keyValues) Type() string { return "key=value" }
 
 func (kv keyValues) Set(s string) error {
 	k, v, ok := strings.Cut(s, "=")
@@ -238,35 +400,29 @@ func seeds(brokers string) []string {
 	return out
 }
 
-// newClient makes a franz-go client for the seed brokers plus opts.
-func newClient(brokers string, opts ...kgo.Opt) (*kgo.Client, error) {
-	s := seeds(brokers)
+// newClient makes a franz-go client for the seed brokers of -b, with the
+// TLS and SASL of the client flags, plus opts.
+func (e *env) newClient(opts ...kgo.Opt) (*kgo.Client, error) {
+	s := e.client.seeds()
 	if len(s) == 0 {
 		return nil, usageError("no brokers given")
 	}
-	opts = append(append(monitor.ClientOpts(), kgo.SeedBrokers(s...), kgo.ClientID("millrace-cli")), opts...)
-	return kgo.NewClient(opts...)
-}
-
-// adminCommand parses the arguments of a client command whose only flag is
-// -b/--brokers, wanting want positional arguments, and connects an admin
-// client; done closes it.
-func adminCommand(ctx context.Context, name string, args []string, want int) (pos []string, adm *kadm.Client, done func(), err error) {
-	f := newFlags(name)
-	brokers := f.brokers()
-	if pos, err = f.parse(args, want); err != nil {
-		return nil, nil, nil, err
+	auth, err := e.client.settings()
+	if err != nil {
+		return nil, err
 	}
-	if adm, done, err = newAdmin(ctx, *brokers); err != nil {
-		return nil, nil, nil, err
+	authOpts, err := auth.Opts()
+	if err != nil {
+		return nil, err
 	}
-	return pos, adm, done, nil
+	base := append(monitor.ClientOpts(), kgo.SeedBrokers(s...), kgo.ClientID("millrace-cli"))
+	return kgo.NewClient(append(append(base, authOpts...), opts...)...)
 }
 
 // newAdmin makes an admin client and checks that a broker answers, so a wrong
 // address fails fast with one clear line instead of retrying forever.
-func newAdmin(ctx context.Context, brokers string) (*kadm.Client, func(), error) {
-	cl, err := newClient(brokers)
+func (e *env) newAdmin(ctx context.Context) (*kadm.Client, func(), error) {
+	cl, err := e.newClient()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -274,7 +430,7 @@ func newAdmin(ctx context.Context, brokers string) (*kadm.Client, func(), error)
 	defer cancel()
 	if err := monitor.Ping(pingCtx, cl); err != nil {
 		cl.Close()
-		return nil, nil, fmt.Errorf("cannot reach brokers %s: %w", brokers, err)
+		return nil, nil, fmt.Errorf("cannot reach brokers %s: %w", e.client.brokers, err)
 	}
 	return kadm.NewClient(cl), cl.Close, nil
 }
