@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -13,9 +14,10 @@ import (
 
 // EnsureTopic creates the audit topic unless it exists: one partition (the
 // records are few, and one partition keeps every key's records in one
-// order) with the cluster's default replication factor.
-func EnsureTopic(ctx context.Context, brokers []string, topic string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ClientID("millrace-audit"))
+// order) with the cluster's default replication factor. opts are added to
+// the client's: the agent's TLS and SASL options (clientauth.Settings.Opts).
+func EnsureTopic(ctx context.Context, brokers []string, topic string, opts ...kgo.Opt) error {
+	cl, err := kgo.NewClient(append(slices.Clip(opts), kgo.SeedBrokers(brokers...), kgo.ClientID("millrace-audit"))...)
 	if err != nil {
 		return err
 	}

@@ -13,9 +13,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"millrace/sinks/store"
-
 	"millrace/audit"
+	"millrace/internal/clientauth"
+	"millrace/sinks/store"
 )
 
 // Statuses of a Line.
@@ -225,6 +225,9 @@ func (r *Report) WriteText(w io.Writer) error {
 type Options struct {
 	// Brokers are the seed brokers of the cluster with the audit topic.
 	Brokers []string
+	// Security is the TLS and SASL settings of the connection to Brokers.
+	// Default none: PLAINTEXT without authentication.
+	Security clientauth.Settings
 	// AuditTopic defaults to Topic.
 	AuditTopic string
 	// Lake is the sink's output store.
@@ -253,7 +256,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		o.Now = time.Now
 	}
 	now := o.Now().UTC()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(o.Brokers...), kgo.ClientID("millrace-audit"))
+	security, err := o.Security.Opts()
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	cl, err := kgo.NewClient(append(security, kgo.SeedBrokers(o.Brokers...), kgo.ClientID("millrace-audit"))...)
 	if err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
