@@ -121,6 +121,9 @@ type Config struct {
 	// duplicate detection for a retry of their last batches, nothing
 	// else). One producer costs about 250 bytes.
 	MaxProducerIDsPerPartition int
+
+	// Authorizer holds the ACL settings (authorize.go).
+	Authorizer AuthorizerConfig
 }
 
 // DefaultConfig returns Kafka's defaults, with bounds where Kafka has none
@@ -220,6 +223,7 @@ func (c Config) Validate() error {
 	if c.ClientIDMaxBytes < 0 {
 		errs = append(errs, fmt.Errorf("millrace.client.id.max.bytes %d must not be negative", c.ClientIDMaxBytes))
 	}
+	errs = append(errs, c.Authorizer.validate()...)
 	return errors.Join(errs...)
 }
 

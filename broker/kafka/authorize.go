@@ -1,0 +1,158 @@
+package kafka
+
+// Authorization. With authorizer.class.name set, every request is checked
+// against the ACLs (broker/acl) the way Kafka's handlers check them: one
+// call to b.authorized per resource a request touches, with the
+// connection's principal and host. The ACLs come from a cache each broker
+// keeps in step with the coordination store (the "acl" component below);
+// CreateAcls and DeleteAcls write the store.
+//
+// Without an authorizer everything is allowed, as in Kafka.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"millrace/broker/acl"
+)
+
+// Names accepted for authorizer.class.name: Kafka's two ACL authorizers
+// (ZooKeeper-backed and KRaft) and millrace's own; all three mean the same
+// authorizer, with ACLs in the coordination store.
+var authorizerNames = []string{
+	"kafka.security.authorizer.AclAuthorizer",
+	"org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+	"millrace",
+}
+
+// AuthorizerConfig holds the authorizer's settings.
+type AuthorizerConfig struct {
+	// ClassName (authorizer.class.name, default empty = no authorizer:
+	// every request allowed, the ACL APIs answer SECURITY_DISABLED) turns
+	// ACLs on: kafka.security.authorizer.AclAuthorizer,
+	// org.apache.kafka.metadata.authorizer.StandardAuthorizer or millrace.
+	ClassName string
+	// SuperUsers (super.users, default empty) are principals allowed
+	// everything whatever the ACLs say, separated by semicolons as in
+	// Kafka: "User:admin;User:broker". The brokers' own principal belongs
+	// here (or needs ClusterAction on the cluster) for replication.
+	SuperUsers string
+	// AllowEveryoneIfNoACLFound (allow.everyone.if.no.acl.found, default
+	// false) allows any principal to act on a resource no ACL applies to.
+	AllowEveryoneIfNoACLFound bool
+}
+
+// enabled reports whether an authorizer is configured.
+func (a AuthorizerConfig) enabled() bool { return a.ClassName != "" }
+
+func (a AuthorizerConfig) validate() []error {
+	var errs []error
+	if a.ClassName != "" {
+		known := false
+		for _, n := range authorizerNames {
+			known = known || a.ClassName == n
+		}
+		if !known {
+			errs = append(errs, fmt.Errorf("authorizer.class.name %q is not one millrace provides: use %s, or leave it empty for no authorization", a.ClassName, strings.Join(authorizerNames, ", ")))
+		}
+	}
+	for _, p := range acl.ParseSuperUsers(a.SuperUsers) {
+		if typ, name, ok := strings.Cut(p, ":"); !ok || typ == "" || name == "" {
+			errs = append(errs, fmt.Errorf("super.users: %q is not a principal of the form User:name (principals are separated by ';')", p))
+		}
+	}
+	return errs
+}
+
+func init() {
+	configEntries["authorizer.class.name"] = configEntry{
+		func(c *Config, v string) error { c.Authorizer.ClassName = strings.TrimSpace(v); return nil },
+		func(c Config) string { return c.Authorizer.ClassName },
+	}
+	configEntries["super.users"] = configEntry{
+		func(c *Config, v string) error { c.Authorizer.SuperUsers = v; return nil },
+		func(c Config) string { return c.Authorizer.SuperUsers },
+	}
+	configEntries["allow.everyone.if.no.acl.found"] = configEntry{
+		func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("must be true or false")
+			}
+			c.Authorizer.AllowEveryoneIfNoACLFound = b
+			return nil
+		},
+		func(c Config) string { return strconv.FormatBool(c.Authorizer.AllowEveryoneIfNoACLFound) },
+	}
+	regComponent("acl", openAuthorizer)
+}
+
+// authorizer is the broker's ACL cache and settings; absent (componentOf
+// fails) when no authorizer is configured.
+type authorizer struct {
+	cache    *acl.Cache
+	settings acl.Settings
+}
+
+func (a *authorizer) Close() error { return a.cache.Close() }
+
+// noAuthorizerComponent stands in for the component when authorization is
+// off, so that componentOf's lookup fails for the right reason.
+type noAuthorizerComponent struct{}
+
+func (noAuthorizerComponent) Close() error { return nil }
+
+func openAuthorizer(b *Broker) (io.Closer, error) {
+	if !b.cfg.Authorizer.enabled() {
+		return noAuthorizerComponent{}, nil
+	}
+	if b.store == nil {
+		return nil, errors.New("authorizer.class.name is set but the broker has no coordination store to keep ACLs in")
+	}
+	cache, err := acl.OpenCache(b.store, b.logger)
+	if err != nil {
+		return nil, err
+	}
+	return &authorizer{cache: cache, settings: acl.Settings{
+		SuperUsers:   acl.ParseSuperUsers(b.cfg.Authorizer.SuperUsers),
+		AllowIfNoACL: b.cfg.Authorizer.AllowEveryoneIfNoACLFound,
+	}}, nil
+}
+
+// acls returns the authorizer, nil when authorization is off.
+func (b *Broker) acls() *authorizer {
+	a, _ := componentOf[*authorizer](b, "acl")
+	return a
+}
+
+// authorized reports whether r's principal may perform op on the resource
+// typ/name. Without an authorizer everything is allowed.
+func (b *Broker) authorized(r *request, typ acl.ResourceType, name string, op acl.Operation) bool {
+	a := b.acls()
+	if a == nil {
+		return true
+	}
+	ok := a.cache.Snapshot().Authorize(a.settings, r.conn.principal, r.conn.host, op, typ, name)
+	if !ok {
+		r.conn.logger.Debug("authorization denied", "principal", r.conn.principal, "operation", op.String(), "resource_type", typ.String(), "resource", name, "api_key", r.key)
+	}
+	return ok
+}
+
+// authorizedCluster is authorized on the one Cluster resource.
+func (b *Broker) authorizedCluster(r *request, op acl.Operation) bool {
+	return b.authorized(r, acl.Cluster, acl.ClusterName, op)
+}
+
+// authorizedAny reports whether r's principal may perform op on some
+// resource of type typ (Kafka's authorizeByResourceType).
+func (b *Broker) authorizedAny(r *request, typ acl.ResourceType, op acl.Operation) bool {
+	a := b.acls()
+	if a == nil {
+		return true
+	}
+	return a.cache.Snapshot().AnyAllowed(a.settings, r.conn.principal, r.conn.host, op, typ)
+}
