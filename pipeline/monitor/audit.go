@@ -15,6 +15,7 @@ import (
 
 	"millrace/audit"
 	"millrace/audit/reconcile"
+	"millrace/internal/clientauth"
 	"millrace/sinks/store"
 )
 
@@ -34,6 +35,9 @@ type AuditConfig struct {
 	// Brokers are the seed brokers of the cluster with the audit topic
 	// (required).
 	Brokers []string
+	// Security is the TLS and SASL settings of the connection to Brokers.
+	// Default none: PLAINTEXT without authentication.
+	Security clientauth.Settings
 	// Topic is the audit topic. Default _millrace.audit.
 	Topic string
 	// Lakes are audited against the topic (at least one).
@@ -83,6 +87,9 @@ func (c AuditConfig) Validate() error {
 		if l.Store == nil {
 			return fmt.Errorf("monitor: audit: lake %d (%s) has no store", i, l.Name)
 		}
+	}
+	if err := c.Security.Validate(); err != nil {
+		return fmt.Errorf("monitor: audit: %w", err)
 	}
 	return nil
 }
@@ -300,7 +307,13 @@ func unreconciledHours(lakes []AuditLakeReport) map[string]int {
 // the records of its own topics (records of a topic landed elsewhere
 // would otherwise show as events lost in this lake).
 func (c AuditConfig) runAudit(ctx context.Context, now time.Time) ([]AuditLakeReport, error) {
-	cl, err := kgo.NewClient(append(ClientOpts(), kgo.SeedBrokers(c.Brokers...), kgo.ClientID("millrace-audit"))...)
+	// The files are read every run, so a rotated password or
+	// certificate is taken up without a restart.
+	security, err := c.Security.Opts()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append(append(ClientOpts(), security...), kgo.SeedBrokers(c.Brokers...), kgo.ClientID("millrace-audit"))...)
 	if err != nil {
 		return nil, err
 	}

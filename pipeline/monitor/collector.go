@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/clientauth"
 )
 
 // DefaultMetricsTopic is the ops topic the components publish to.
@@ -19,6 +21,9 @@ const DefaultMetricsTopic = "_millrace.metrics"
 type Config struct {
 	// Brokers are the seed brokers (required).
 	Brokers []string
+	// Security is the TLS and SASL settings of the connections to
+	// Brokers. Default none: PLAINTEXT without authentication.
+	Security clientauth.Settings
 	// Interval is the time between cluster reads. Default 2s.
 	Interval time.Duration
 	// MetricsTopic is the ops topic to follow. Default _millrace.metrics.
@@ -63,6 +68,9 @@ func (c Config) Validate() error {
 	case c.Lookback < 0 || c.StaleAfter < 0 || c.MaxSeries < 0:
 		return errors.New("monitor: lookback, stale_after and max_series cannot be negative")
 	}
+	if err := c.Security.Validate(); err != nil {
+		return fmt.Errorf("monitor: %w", err)
+	}
 	return nil
 }
 
@@ -94,7 +102,11 @@ func New(cfg Config, logger *slog.Logger) (*Collector, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	opts := append(ClientOpts(), kgo.SeedBrokers(cfg.Brokers...), kgo.ClientID("millrace-monitor"))
+	security, err := cfg.Security.Opts()
+	if err != nil {
+		return nil, fmt.Errorf("monitor: %w", err)
+	}
+	opts := append(append(ClientOpts(), security...), kgo.SeedBrokers(cfg.Brokers...), kgo.ClientID("millrace-monitor"))
 	admin, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, err
