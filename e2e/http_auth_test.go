@@ -1,0 +1,157 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"millrace/pipeline/appliance"
+)
+
+// TestUpHTTPAuth runs `millrace up` with http.auth.token: generate. The
+// token is made in the data directory with mode 0600 and the login URL is
+// printed; the console and /metrics answer 401 without it and 200 with it,
+// while the beacon stays public; Chromium opens the printed login URL and
+// the console renders the cluster through the cookie it set.
+func TestUpHTTPAuth(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var metricsAddr string
+	cfgPath, kafkaAddr, webAddr := writeDemoConfig(t, dir, func(cfg *appliance.Config) {
+		// Only the parts this test reads: the broker, the beacon, the console.
+		cfg.Tail, cfg.Sinks, cfg.Demo.WriteLog = nil, nil, ""
+		cfg.HTTP.Auth.Token = appliance.TokenGenerate
+		metricsAddr = cfg.HTTP.MetricsListen
+	})
+	up := startProcess(t, "up", "up", "--config", cfgPath)
+	web := "http://" + webAddr
+	waitHTTP(t, up, web+"/healthz") // public, as the beacon's routes are
+	up.waitLog("console login", 1, 30*time.Second)
+
+	tokenFile := filepath.Join(dir, "data", appliance.TokenFileName)
+	info, err := os.Stat(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Mode().Perm() != 0o600 {
+		t.Fatalf("token file mode %v, want 0600", info.Mode().Perm())
+	}
+	raw, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(string(raw))
+	m := regexp.MustCompile(`console login\s+(\S+)`).FindStringSubmatch(up.log())
+	if m == nil || m[1] != web+"/console?token="+token || !strings.Contains(up.log(), tokenFile) {
+		t.Fatalf("the login URL and the token file are not printed:\n%s", up.log())
+	}
+
+	get := func(url, bearer string) int {
+		t.Helper()
+		req, err := http.NewRequest("GET", url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusUnauthorized && !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer ") {
+			t.Fatalf("%s: 401 without a Bearer challenge", url)
+		}
+		return resp.StatusCode
+	}
+	private := []string{web + "/console", web + "/console/api/snapshot", "http://" + metricsAddr + "/metrics"}
+	for _, url := range private {
+		if code := get(url, ""); code != http.StatusUnauthorized {
+			t.Errorf("%s without the token: %d, want 401", url, code)
+		}
+		if code := get(url, token[:len(token)-1]+"x"); code != http.StatusUnauthorized {
+			t.Errorf("%s with a wrong token: %d, want 401", url, code)
+		}
+		if code := get(url, token); code != http.StatusOK {
+			t.Errorf("%s with the token: %d, want 200", url, code)
+		}
+	}
+	if code := get(web+"/", ""); code != http.StatusOK {
+		t.Errorf("the demo page: %d, want 200 without a token", code)
+	}
+	if !strings.Contains(up.log(), "http authentication failed") {
+		t.Fatalf("failed attempts are not logged:\n%s", up.log())
+	}
+	// Once: the printed login URL. Neither a guess nor the token is logged.
+	if n := strings.Count(up.log(), token[:len(token)-1]); n != 1 {
+		t.Fatalf("the token or a guess at it is in the log %d times:\n%s", n, up.log())
+	}
+	if g := gaugeWith(t, "http://"+metricsAddr, `millrace_http_auth_failures_total{reason="invalid"}`, token); g != "3" {
+		t.Errorf("invalid attempts counted %q, want 3", g)
+	}
+
+	browser := newBrowser(t)
+	if err := chromedp.Do(browser, chromedp.Navigate(m[1])); err != nil {
+		t.Fatalf("opening the login URL: %v", err)
+	}
+	step, cancel := context.WithTimeout(browser, 30*time.Second)
+	defer cancel()
+	var brokers, topics string
+	waitUntil(t, 30*time.Second, "the console showing the broker and the beacon's topic", func() bool {
+		brokers, err = chromedp.Run(step, chromedp.Evaluate[string](`document.querySelector("#brokers tbody").innerText`))
+		if err != nil {
+			t.Fatalf("reading the page: %v", err)
+		}
+		topics, err = chromedp.Run(step, chromedp.Evaluate[string](`document.querySelector("#topics tbody").innerText`))
+		if err != nil {
+			t.Fatalf("reading the page: %v", err)
+		}
+		return strings.Contains(brokers, kafkaAddr) && hasCells(topics, "clicks")
+	})
+	location, err := chromedp.Run(step, chromedp.Evaluate[string](`location.href`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cookies, err := chromedp.Run(step, chromedp.Evaluate[string](`document.cookie`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if location != web+"/console" || cookies != "" {
+		t.Fatalf("after the login the page is at %q with script-visible cookies %q: want the token gone from the URL and an HttpOnly cookie", location, cookies)
+	}
+}
+
+// gaugeWith is the value of one series on base's /metrics, read with a
+// bearer token; "" if absent.
+func gaugeWith(t *testing.T, base, series, token string) string {
+	t.Helper()
+	req, err := http.NewRequest("GET", base+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
+			return v
+		}
+	}
+	return ""
+}
