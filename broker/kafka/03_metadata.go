@@ -19,6 +19,10 @@ package kafka
 // beyond that get UNKNOWN_TOPIC_OR_PARTITION (a later request may create
 // them), and the cluster at most millrace.max.partitions (POLICY_VIOLATION).
 //
+// Brokers are listed with their address on the listener the request came in
+// on; a broker without that listener is left out, and partitions it leads get
+// LISTENER_NOT_FOUND (LEADER_NOT_AVAILABLE before v6), as in Kafka.
+//
 // Authorized operations (v8+) are reported only when asked for; millrace has
 // no ACLs, so every operation is allowed. Version 13 (top-level error code) is
 // not served.
@@ -69,10 +73,17 @@ func handleMetadata(_ context.Context, b *Broker, r *request) (kmsg.Response, er
 
 	brokers := b.cluster.Brokers()
 	live := make(map[int32]bool, len(brokers))
+	listener := b.listenerOf(r)
+	reachable := make(map[int32]bool, len(brokers))
 	for _, info := range brokers {
 		live[info.ID] = true
+		host, port, ok := advertisedOn(info, listener)
+		if !ok {
+			continue
+		}
+		reachable[info.ID] = true
 		rb := kmsg.NewMetadataResponseBroker()
-		rb.NodeID, rb.Host, rb.Port = info.ID, info.Host, info.Port
+		rb.NodeID, rb.Host, rb.Port = info.ID, host, port
 		if info.Rack != "" {
 			rb.Rack = strp(info.Rack)
 		}
@@ -87,7 +98,7 @@ func handleMetadata(_ context.Context, b *Broker, r *request) (kmsg.Response, er
 	allTopics := req.Topics == nil || req.Version == 0 && len(req.Topics) == 0
 	if allTopics {
 		for _, t := range b.cluster.Topics() {
-			resp.Topics = append(resp.Topics, metadataTopic(t, live, req.IncludeTopicAuthorizedOperations))
+			resp.Topics = append(resp.Topics, metadataTopic(t, live, reachable, req.Version, req.IncludeTopicAuthorizedOperations))
 		}
 		return resp, nil
 	}
@@ -109,7 +120,7 @@ func handleMetadata(_ context.Context, b *Broker, r *request) (kmsg.Response, er
 				resp.Topics = append(resp.Topics, mt)
 				continue
 			}
-			resp.Topics = append(resp.Topics, metadataTopic(t, live, req.IncludeTopicAuthorizedOperations))
+			resp.Topics = append(resp.Topics, metadataTopic(t, live, reachable, req.Version, req.IncludeTopicAuthorizedOperations))
 			continue
 		}
 		name := *rt.Topic
@@ -128,7 +139,7 @@ func handleMetadata(_ context.Context, b *Broker, r *request) (kmsg.Response, er
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, metadataTopic(t, live, req.IncludeTopicAuthorizedOperations))
+		resp.Topics = append(resp.Topics, metadataTopic(t, live, reachable, req.Version, req.IncludeTopicAuthorizedOperations))
 	}
 	return resp, nil
 }
@@ -169,8 +180,9 @@ func (b *Broker) metadataLookup(name string, autoCreate bool) (t *cluster.Topic,
 	return t, true, nil
 }
 
-// metadataTopic describes one topic; live holds the live broker IDs.
-func metadataTopic(t *cluster.Topic, live map[int32]bool, withOps bool) kmsg.MetadataResponseTopic {
+// metadataTopic describes one topic; live holds the live broker IDs and
+// reachable those with the client's listener.
+func metadataTopic(t *cluster.Topic, live, reachable map[int32]bool, version int16, withOps bool) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	mt.Topic = strp(t.Name)
 	mt.TopicID = t.ID
@@ -190,8 +202,17 @@ func metadataTopic(t *cluster.Topic, live map[int32]bool, withOps bool) kmsg.Met
 				mp.OfflineReplicas = append(mp.OfflineReplicas, id)
 			}
 		}
-		if p.Leader < 0 || !live[p.Leader] {
+		switch {
+		case p.Leader < 0 || !live[p.Leader]:
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+			mp.Leader = -1
+		case !reachable[p.Leader]:
+			// The leader lacks the client's listener: a
+			// misconfiguration, named as Kafka does from v6 on.
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+			if version >= 6 {
+				mp.ErrorCode = kerr.ListenerNotFound.Code
+			}
 			mp.Leader = -1
 		}
 		if mp.Replicas == nil {

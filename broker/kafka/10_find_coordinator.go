@@ -5,9 +5,10 @@ package kafka
 // A group key (type 0, or any key before v1) gets the live broker that
 // coordinates the group (cluster.GroupCoordinator: every broker answers
 // alike; a single broker coordinates every group), or
-// COORDINATOR_NOT_AVAILABLE while no broker is known. The other brokers
-// answer that group's requests with NOT_COORDINATOR, so clients look it up
-// again when it moves. Transaction coordinators (type 1) are refused with
+// COORDINATOR_NOT_AVAILABLE while no broker is known or the coordinator has
+// no listener of the name the request came in on (the address given is
+// that listener's). The other brokers answer that group's requests with
+// NOT_COORDINATOR, so clients look it up again when it moves. Transaction coordinators (type 1) are refused with
 // INVALID_REQUEST: millrace does not support transactions (idempotent
 // producers do not need a coordinator). Other key types get INVALID_REQUEST
 // too. A group ID longer than millrace.group.id.max.bytes gets
@@ -40,7 +41,11 @@ func handleFindCoordinator(_ context.Context, b *Broker, r *request) (kmsg.Respo
 		if !ok {
 			return kerr.CoordinatorNotAvailable.Code, strp("no live broker is known"), -1, "", -1
 		}
-		return 0, nil, c.ID, c.Host, c.Port
+		cHost, cPort, reachable := advertisedOn(c, b.listenerOf(r))
+		if !reachable {
+			return kerr.CoordinatorNotAvailable.Code, strp("the coordinator has no listener of the name this connection came in on"), -1, "", -1
+		}
+		return 0, nil, c.ID, cHost, cPort
 	}
 	if req.Version < 4 {
 		resp.ErrorCode, resp.ErrorMessage, resp.NodeID, resp.Host, resp.Port = find(req.CoordinatorKey)

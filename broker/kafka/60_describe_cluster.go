@@ -2,7 +2,9 @@ package kafka
 
 // DescribeCluster (key 60), versions 0–1 (KIP-700).
 //
-// Returns the cluster ID, the controller and the live brokers, and the
+// Returns the cluster ID, the controller and the live brokers (their
+// addresses on the listener the request came in on; brokers without it are
+// left out), and the
 // cluster authorized operations when asked (everything: millrace has no
 // ACLs). Version 1's endpoint type 1 (brokers) is served; type 2
 // (controllers, a KRaft notion) gets UNSUPPORTED_ENDPOINT_TYPE. Version 2
@@ -29,9 +31,14 @@ func handleDescribeCluster(_ context.Context, b *Broker, r *request) (kmsg.Respo
 	}
 	resp.ClusterID = b.cluster.ClusterID()
 	resp.ControllerID = b.cluster.ControllerID()
+	listener := b.listenerOf(r)
 	for _, info := range b.cluster.Brokers() {
+		host, port, ok := advertisedOn(info, listener)
+		if !ok {
+			continue
+		}
 		rb := kmsg.NewDescribeClusterResponseBroker()
-		rb.NodeID, rb.Host, rb.Port = info.ID, info.Host, info.Port
+		rb.NodeID, rb.Host, rb.Port = info.ID, host, port
 		if info.Rack != "" {
 			rb.Rack = strp(info.Rack)
 		}

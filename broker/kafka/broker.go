@@ -17,7 +17,6 @@ import (
 	"log/slog"
 	"net"
 	"sort"
-	"strconv"
 	"sync"
 
 	"millrace/broker/cluster"
@@ -45,7 +44,7 @@ type Deps struct {
 	HighWatermarkCheckpoint string
 }
 
-// Broker serves the Kafka protocol on one listener.
+// Broker serves the Kafka protocol on its listeners (listeners.go).
 type Broker struct {
 	cfg     Config
 	cluster *cluster.Cluster
@@ -56,6 +55,10 @@ type Broker struct {
 	metrics *brokerMetrics
 	// hwCheckpoint is Deps.HighWatermarkCheckpoint.
 	hwCheckpoint string
+	// interBroker is the name of the inter-broker listener, and tls the
+	// TLS settings of the listeners and replication connections (tls.go).
+	interBroker string
+	tls         tlsConfigs
 	// admission and budget are the connection and request byte limits
 	// (conn_limits.go).
 	admission admission
@@ -72,8 +75,8 @@ type Broker struct {
 	serveWG sync.WaitGroup // Serve calls in progress
 	connWG  sync.WaitGroup // connection goroutines
 
-	mu             sync.Mutex // guards the following
-	listener       net.Listener
+	mu             sync.Mutex       // guards the following
+	listeners      []*boundListener // set by Listen
 	conns          map[*conn]struct{}
 	closed         bool
 	closeErr       error
@@ -91,6 +94,22 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	specs, err := cfg.listenerSpecs()
+	if err != nil {
+		return nil, fmt.Errorf("kafka: invalid config: %w", err)
+	}
+	interBroker, err := cfg.interBrokerListener(specs)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: invalid config: %w", err)
+	}
+	serving := false
+	for _, s := range specs {
+		serving = serving || s.protocol.usesTLS()
+	}
+	tlsCfg, err := loadTLS(cfg, serving)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Broker{
 		cfg:          cfg,
@@ -99,6 +118,8 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 		logs:         deps.Logs,
 		store:        deps.Store,
 		hwCheckpoint: deps.HighWatermarkCheckpoint,
+		interBroker:  interBroker.name,
+		tls:          tlsCfg,
 		logger:       logger.With("component", "kafka"),
 		components:   make(map[string]io.Closer, len(components)),
 		ctx:          ctx,
@@ -137,114 +158,6 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 // Config returns the broker's configuration.
 func (b *Broker) Config() Config { return b.cfg }
 
-// Listen binds the listener and registers the broker, with its advertised
-// address, in the coordination store.
-func (b *Broker) Listen() error {
-	host, _, err := splitListener(b.cfg.Listener)
-	if err != nil {
-		return err
-	}
-	_, port, _ := splitListener(b.cfg.Listener)
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(int(port))))
-	if err != nil {
-		return fmt.Errorf("kafka: listening on %s: %w", b.cfg.Listener, err)
-	}
-	advHost, advPort := host, int32(ln.Addr().(*net.TCPAddr).Port)
-	if b.cfg.AdvertisedListener != "" {
-		advHost, advPort, _ = splitListener(b.cfg.AdvertisedListener)
-	} else if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-		// A wildcard bind is not an address a client can use.
-		advHost = "localhost"
-	}
-	b.mu.Lock()
-	if b.closed || b.listener != nil {
-		b.mu.Unlock()
-		ln.Close()
-		return errors.New("kafka: Listen after Close or twice")
-	}
-	b.listener = ln
-	b.mu.Unlock()
-	if err := b.cluster.Register(advHost, advPort, b.cfg.Rack); err != nil {
-		return err
-	}
-	b.logger.Info("listening", "addr", ln.Addr().String(), "advertised", net.JoinHostPort(advHost, strconv.Itoa(int(advPort))), "broker_id", b.cfg.BrokerID)
-	return nil
-}
-
-// Addr is the bound address (nil before Listen).
-func (b *Broker) Addr() net.Addr {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.listener == nil {
-		return nil
-	}
-	return b.listener.Addr()
-}
-
-// Serve accepts connections until ctx is done or Close is called, then
-// closes every connection and returns once their goroutines are gone. It
-// returns nil when stopped that way (also when Close came first), and an
-// error when Listen was not called or accepting fails.
-func (b *Broker) Serve(ctx context.Context) error {
-	b.mu.Lock()
-	ln := b.listener
-	if b.closed {
-		b.mu.Unlock()
-		return nil
-	}
-	if ln == nil {
-		b.mu.Unlock()
-		return errors.New("kafka: Serve needs Listen first")
-	}
-	b.serveWG.Add(1)
-	b.mu.Unlock()
-	defer b.serveWG.Done()
-	stop := context.AfterFunc(ctx, b.shutdown)
-	defer stop()
-
-	var err error
-	for {
-		nc, aerr := ln.Accept()
-		if aerr != nil {
-			b.mu.Lock()
-			closed := b.closed
-			b.mu.Unlock()
-			if !closed {
-				err = fmt.Errorf("kafka: accepting connections: %w", aerr)
-				b.logger.Error("accept failed; stopping", "err", aerr)
-			}
-			break
-		}
-		ip := remoteIP(nc)
-		if refusedBy := b.admission.admit(&b.cfg, ip); refusedBy != "" {
-			b.refuse(nc, ip, refusedBy)
-			continue
-		}
-		c := newConn(b, nc)
-		b.mu.Lock()
-		if b.closed {
-			b.mu.Unlock()
-			nc.Close()
-			b.admission.release(ip)
-			break
-		}
-		b.conns[c] = struct{}{}
-		b.connWG.Add(1)
-		b.mu.Unlock()
-		go func() {
-			defer b.connWG.Done()
-			c.serve()
-			b.mu.Lock()
-			delete(b.conns, c)
-			b.mu.Unlock()
-			b.admission.release(ip)
-		}()
-	}
-	b.shutdown()
-	b.connWG.Wait()
-	return err
-}
-
 // shutdown stops accepting, cancels every connection and closes them.
 func (b *Broker) shutdown() {
 	b.mu.Lock()
@@ -253,15 +166,15 @@ func (b *Broker) shutdown() {
 		return
 	}
 	b.closed = true
-	ln := b.listener
+	listeners := b.listeners
 	conns := make([]*conn, 0, len(b.conns))
 	for c := range b.conns {
 		conns = append(conns, c)
 	}
 	b.mu.Unlock()
 	b.cancel()
-	if ln != nil {
-		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+	for _, l := range listeners {
+		if err := l.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 			b.mu.Lock()
 			b.closeErr = err
 			b.mu.Unlock()

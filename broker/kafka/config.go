@@ -13,14 +13,54 @@ import (
 // Config is the wire server's configuration, named after Kafka's broker
 // configs. DefaultConfig fills in Kafka's defaults.
 type Config struct {
-	// Listener (listeners, default "PLAINTEXT://:9092") is the address to bind,
-	// "host:port" or "PLAINTEXT://host:port". Port 0 picks a free port.
+	// Listener (listeners, default "PLAINTEXT://:9092") is the
+	// comma-separated list of listeners to bind, each "NAME://host:port"
+	// (e.g. "INTERNAL://127.0.0.1:9093,EXTERNAL://0.0.0.0:9094"); a plain
+	// "host:port" is one listener named PLAINTEXT. Port 0 picks a free
+	// port. Names are unique, as are non-zero ports; the security protocol
+	// of each comes from ListenerSecurityProtocolMap.
 	Listener string
+	// ListenerSecurityProtocolMap (listener.security.protocol.map, default
+	// "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL")
+	// maps listener names to security protocols, "NAME:PROTOCOL,...".
+	ListenerSecurityProtocolMap string
 	// AdvertisedListener (advertised.listeners, default empty = the bound
-	// address, with the host of Listener or "localhost" when that is empty
-	// or unspecified) is the address given to clients in Metadata and
-	// FindCoordinator responses and registered in /brokers/ids.
+	// addresses, with the host of each listener, or "localhost" where that
+	// is empty or unspecified) is the comma-separated list of addresses
+	// given to clients, "NAME://host:port" for listeners of the same name;
+	// a listener not named is advertised at its bound address. A plain
+	// "host:port" is allowed when there is one listener. Clients get the
+	// address of the listener they connected to in Metadata,
+	// FindCoordinator and DescribeCluster; all are registered in
+	// /brokers/ids.
 	AdvertisedListener string
+	// InterBrokerListenerName (inter.broker.listener.name, default empty =
+	// the listener named PLAINTEXT, else the first) is the listener other
+	// brokers connect to for replication; its host and port are also
+	// registered as /brokers/ids' host and port.
+	InterBrokerListenerName string
+	// SSLKeystoreType (ssl.keystore.type, default "PEM"; Kafka's is JKS,
+	// which millrace does not read) must be PEM.
+	SSLKeystoreType string
+	// SSLKeystoreLocation (ssl.keystore.location, default empty) is a PEM
+	// file holding the unencrypted private key and the certificate chain,
+	// leaf first. SSL and SASL_SSL listeners present it, and replication
+	// connections to an SSL inter-broker listener present it as the
+	// client certificate. Required when a listener uses TLS.
+	SSLKeystoreLocation string
+	// SSLTruststoreType (ssl.truststore.type, default "PEM") must be PEM.
+	SSLTruststoreType string
+	// SSLTruststoreLocation (ssl.truststore.location, default empty = the
+	// system's roots) is a PEM file of the CA certificates that client
+	// certificates and, for replication, other brokers' certificates are
+	// verified against. Required when ssl.client.auth is not none.
+	SSLTruststoreLocation string
+	// SSLClientAuth (ssl.client.auth, default "none") is whether TLS
+	// listeners ask for client certificates: none, requested (verified
+	// when given) or required. A client that presents one acts as
+	// "User:" plus its certificate subject (RFC 2253, e.g.
+	// "User:CN=alice,O=acme"); one that does not as User:ANONYMOUS.
+	SSLClientAuth string
 	// BrokerID (broker.id, default 0) identifies this broker.
 	BrokerID int32
 	// Rack (broker.rack, default empty) is reported in Metadata (KIP-36).
@@ -130,21 +170,25 @@ type Config struct {
 // (connection counts, the request byte budget) and millrace's own settings.
 func DefaultConfig() Config {
 	return Config{
-		Listener:                 "PLAINTEXT://:9092",
-		BrokerID:                 0,
-		SocketRequestMaxBytes:    104857600,
-		AutoCreateTopics:         true,
-		NumPartitions:            1,
-		DefaultReplicationFactor: 1,
-		ConnectionsMaxIdle:       10 * time.Minute,
-		MaxPipelinedRequests:     16,
-		MaxConnections:           4096,
-		MaxConnectionsPerIP:      1000,
-		QueuedMaxRequestBytes:    104857600,
-		RequestReadTimeout:       30 * time.Second,
-		ControlRequestMaxBytes:   1 << 20,
-		FetchMaxWait:             30 * time.Second,
-		ClientIDMaxBytes:         1024,
+		Listener:                    "PLAINTEXT://:9092",
+		ListenerSecurityProtocolMap: defaultSecurityProtocolMap,
+		SSLKeystoreType:             "PEM",
+		SSLTruststoreType:           "PEM",
+		SSLClientAuth:               "none",
+		BrokerID:                    0,
+		SocketRequestMaxBytes:       104857600,
+		AutoCreateTopics:            true,
+		NumPartitions:               1,
+		DefaultReplicationFactor:    1,
+		ConnectionsMaxIdle:          10 * time.Minute,
+		MaxPipelinedRequests:        16,
+		MaxConnections:              4096,
+		MaxConnectionsPerIP:         1000,
+		QueuedMaxRequestBytes:       104857600,
+		RequestReadTimeout:          30 * time.Second,
+		ControlRequestMaxBytes:      1 << 20,
+		FetchMaxWait:                30 * time.Second,
+		ClientIDMaxBytes:            1024,
 
 		ProducerIDExpiration:       24 * time.Hour,
 		MaxProducerIDsPerPartition: 10000,
@@ -158,18 +202,7 @@ const requestHeaderMinBytes = 10
 // Validate rejects impossible settings with a sentence that says why.
 func (c Config) Validate() error {
 	var errs []error
-	if _, _, err := splitListener(c.Listener); err != nil {
-		errs = append(errs, fmt.Errorf("listeners: %w", err))
-	}
-	if c.AdvertisedListener != "" {
-		host, port, err := splitListener(c.AdvertisedListener)
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("advertised.listeners: %w", err))
-		case host == "" || port == 0:
-			errs = append(errs, fmt.Errorf("advertised.listeners %q needs a host and a non-zero port: clients connect to it", c.AdvertisedListener))
-		}
-	}
+	errs = append(errs, c.validateListeners()...)
 	if c.BrokerID < 0 {
 		errs = append(errs, fmt.Errorf("broker.id %d must not be negative", c.BrokerID))
 	}
@@ -227,29 +260,6 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// splitListener parses "host:port" or "PLAINTEXT://host:port". Only the
-// PLAINTEXT security protocol is served.
-func splitListener(s string) (host string, port int32, err error) {
-	if scheme, rest, ok := strings.Cut(s, "://"); ok {
-		if !strings.EqualFold(scheme, "PLAINTEXT") {
-			return "", 0, fmt.Errorf("%q: only PLAINTEXT listeners are supported, not %s", s, scheme)
-		}
-		s = rest
-	}
-	if strings.Contains(s, ",") {
-		return "", 0, fmt.Errorf("%q: only one listener is supported", s)
-	}
-	host, portText, err := net.SplitHostPort(s)
-	if err != nil {
-		return "", 0, fmt.Errorf("%q is not host:port: %w", s, err)
-	}
-	p, err := strconv.ParseUint(portText, 10, 16)
-	if err != nil {
-		return "", 0, fmt.Errorf("%q: port %q is not a number from 0 to 65535", s, portText)
-	}
-	return host, int32(p), nil
-}
-
 // configEntry describes one broker config for Set and Values.
 type configEntry struct {
 	set func(c *Config, v string) error
@@ -276,6 +286,13 @@ var configEntries = map[string]configEntry{
 		func(c *Config, v string) error { c.AdvertisedListener = v; return nil },
 		func(c Config) string { return c.AdvertisedListener },
 	},
+	"listener.security.protocol.map": stringEntry(func(c *Config) *string { return &c.ListenerSecurityProtocolMap }),
+	"inter.broker.listener.name":     stringEntry(func(c *Config) *string { return &c.InterBrokerListenerName }),
+	"ssl.keystore.type":              stringEntry(func(c *Config) *string { return &c.SSLKeystoreType }),
+	"ssl.keystore.location":          stringEntry(func(c *Config) *string { return &c.SSLKeystoreLocation }),
+	"ssl.truststore.type":            stringEntry(func(c *Config) *string { return &c.SSLTruststoreType }),
+	"ssl.truststore.location":        stringEntry(func(c *Config) *string { return &c.SSLTruststoreLocation }),
+	"ssl.client.auth":                stringEntry(func(c *Config) *string { return &c.SSLClientAuth }),
 	"broker.id": {
 		intSetter(32, func(c *Config) *int32 { return &c.BrokerID }),
 		func(c Config) string { return strconv.Itoa(int(c.BrokerID)) },
@@ -357,6 +374,14 @@ var configEntries = map[string]configEntry{
 		intSetter(32, func(c *Config) *int { return &c.ClientIDMaxBytes }),
 		func(c Config) string { return strconv.Itoa(c.ClientIDMaxBytes) },
 	},
+}
+
+// stringEntry is a setting kept as written; Validate judges it.
+func stringEntry(dst func(*Config) *string) configEntry {
+	return configEntry{
+		func(c *Config, v string) error { *dst(c) = v; return nil },
+		func(c Config) string { return *dst(&c) },
+	}
 }
 
 // msEntry is a setting of milliseconds held as a Duration.

@@ -29,8 +29,9 @@ type conn struct {
 	host   string // peer host, for group member descriptions and ACL host matches
 	logger *slog.Logger
 
-	// protocol is the security protocol of the listener the connection
-	// came in on (security.go).
+	// listener is the name of the listener the connection came in on
+	// (listeners.go), and protocol its security protocol (security.go).
+	listener string
 	protocol securityProtocol
 	// principal is who the connection acts as: anonymous until a client
 	// certificate or SASL names someone. Set on the reader goroutine

@@ -132,26 +132,48 @@ func (f *fetcher) run() {
 	}
 }
 
-// connect dials the leader's registered address.
+// connect dials the leader's inter-broker listener, with TLS when that
+// listener is SSL or SASL_SSL, and authenticates when it is SASL.
 func (f *fetcher) connect() (*replicaConn, error) {
-	info, ok := f.rp.m.b.cluster.Broker(f.leader)
+	b := f.rp.m.b
+	info, ok := b.cluster.Broker(f.leader)
 	if !ok {
 		return nil, fmt.Errorf("leader %d is not registered", f.leader)
 	}
-	addr := net.JoinHostPort(info.Host, strconv.Itoa(int(info.Port)))
-	conn, err := net.DialTimeout("tcp", addr, 3*time.Second)
+	endpoint, ok := info.Endpoint(b.interBroker)
+	if !ok {
+		return nil, fmt.Errorf("leader %d has no listener %s (inter.broker.listener.name)", f.leader, b.interBroker)
+	}
+	protocol := securityProtocol(endpoint.SecurityProtocol)
+	conn, err := b.dialBroker(endpoint.Host, endpoint.Port, protocol, 3*time.Second)
 	if err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if f.stopped() {
+		f.mu.Unlock()
 		conn.Close()
 		return nil, errors.New("stopped")
 	}
 	f.conn = conn
-	id := f.rp.m.b.cfg.BrokerID
-	return &replicaConn{conn: conn, formatter: kmsg.NewRequestFormatter(kmsg.FormatterClientID("millrace-replica-" + strconv.Itoa(int(id))))}, nil
+	f.mu.Unlock()
+	c := &replicaConn{conn: conn, formatter: kmsg.NewRequestFormatter(kmsg.FormatterClientID("millrace-replica-" + strconv.Itoa(int(b.cfg.BrokerID))))}
+	// The one place a replication connection authenticates, before its
+	// first request.
+	if err := f.authenticate(c, protocol); err != nil {
+		f.closeConn()
+		return nil, fmt.Errorf("authenticating to leader %d: %w", f.leader, err)
+	}
+	return c, nil
+}
+
+// authenticate runs SASL on a new replication connection when the leader's
+// inter-broker listener requires it.
+func (f *fetcher) authenticate(_ *replicaConn, protocol securityProtocol) error {
+	if !protocol.usesSASL() {
+		return nil
+	}
+	return fmt.Errorf("the inter-broker listener is %s and replication connections have no SASL client", protocol)
 }
 
 func (f *fetcher) closeConn() {
