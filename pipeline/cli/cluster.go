@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -21,9 +22,16 @@ import (
 )
 
 func init() {
-	register("cluster status", "cluster status", clusterStatus)
-	register("cluster reassign", "cluster reassign --zookeeper HOST:PORT[/chroot] --topic T --brokers 1,2,4 [--wait]", clusterReassign)
-	register("cluster elect", "cluster elect [--unclean] [--topic T [--partition P]]", clusterElect)
+	addCommand("cluster", func(e *env) *cobra.Command {
+		return &cobra.Command{
+			Use:   "status",
+			Short: "show the brokers, the controller, leaders, disk use, under-replicated and offline partitions, moves in progress",
+			Args:  exactArgs(0),
+			RunE:  func(cmd *cobra.Command, _ []string) error { return clusterStatus(cmd.Context(), e) },
+		}
+	})
+	addCommand("cluster", clusterReassignCommand)
+	addCommand("cluster", clusterElectCommand)
 }
 
 // clusterElect asks the controller for leader elections (ElectLeaders):
@@ -31,43 +39,51 @@ func init() {
 // partitions whose leader is gone; every partition, or those of --topic.
 // It prints the partitions that got a new leader and those that could not,
 // and fails if any could not.
-func clusterElect(ctx context.Context, e env, args []string) error {
-	f := newFlags("cluster elect")
-	brokers := f.brokers()
+func clusterElectCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "elect [--unclean] [--topic T [--partition P]]",
+		Short: "elect preferred leaders, or with --unclean any alive replica where the leader is gone",
+		Args:  exactArgs(0),
+	}
+	f := cmd.Flags()
 	unclean := f.Bool("unclean", false, "elect an alive replica for partitions whose leader is gone, out of sync if need be (records may be lost)")
 	topic := f.String("topic", "", "only this topic's partitions")
 	partition := f.Int("partition", -1, "only this partition of --topic")
-	if _, err := f.parse(args, 0); err != nil {
-		return err
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return clusterElect(cmd.Context(), e, *unclean, *topic, *partition)
 	}
-	if *partition >= 0 && *topic == "" {
+	return cmd
+}
+
+func clusterElect(ctx context.Context, e *env, unclean bool, topic string, partition int) error {
+	if partition >= 0 && topic == "" {
 		return usageError("--partition needs --topic")
 	}
-	adm, done, err := newAdmin(ctx, *brokers)
+	adm, done, err := e.newAdmin(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
 	var which kadm.TopicsSet // nil: every partition
-	if *topic != "" {
+	if topic != "" {
 		which = kadm.TopicsSet{}
-		if *partition >= 0 {
-			which.Add(*topic, int32(*partition))
+		if partition >= 0 {
+			which.Add(topic, int32(partition))
 		} else {
-			md, err := adm.Metadata(ctx, *topic)
+			md, err := adm.Metadata(ctx, topic)
 			if err != nil {
 				return err
 			}
-			if err := md.Topics[*topic].Err; err != nil {
-				return fmt.Errorf("topic %s: %w", *topic, err)
+			if err := md.Topics[topic].Err; err != nil {
+				return fmt.Errorf("topic %s: %w", topic, err)
 			}
-			for _, p := range md.Topics[*topic].Partitions {
-				which.Add(*topic, p.Partition)
+			for _, p := range md.Topics[topic].Partitions {
+				which.Add(topic, p.Partition)
 			}
 		}
 	}
 	how := kadm.ElectPreferredReplica
-	if *unclean {
+	if unclean {
 		how = kadm.ElectLiveReplica
 	}
 	results, err := adm.ElectLeaders(ctx, how, which)
@@ -119,32 +135,44 @@ func diskColumns(dirs kadm.DescribedLogDirs) string {
 // controller carries it out. Partition p gets the list rotated by p, so the
 // preferred leaders (first replicas) stay spread over the brokers. With
 // --wait it returns once the request is done.
-func clusterReassign(ctx context.Context, e env, args []string) error {
-	f := newFlags("cluster reassign")
+func clusterReassignCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "reassign --zookeeper HOST:PORT[/chroot] --topic T --brokers 1,2,4 [--wait]",
+		Short: "move every partition of a topic onto the listed brokers",
+		Args:  exactArgs(0),
+		// It writes the request to ZooKeeper, as kafka-reassign-partitions
+		// did; its --brokers are broker IDs, not addresses.
+		Annotations: noClient,
+	}
+	f := cmd.Flags()
 	zkServers := f.String("zookeeper", "127.0.0.1:2181", "ZooKeeper servers, host:port[,host:port...][/chroot]")
 	topic := f.String("topic", "", "the topic to move")
 	list := f.String("brokers", "", "target broker IDs, comma-separated; the first is the preferred leader")
 	wait := f.Bool("wait", false, "wait until the reassignment is complete")
-	if _, err := f.parse(args, 0); err != nil {
-		return err
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return clusterReassign(cmd.Context(), e, *zkServers, *topic, *list, *wait)
 	}
-	if *topic == "" || *list == "" {
+	return cmd
+}
+
+func clusterReassign(ctx context.Context, e *env, zkServers, topic, list string, wait bool) error {
+	if topic == "" || list == "" {
 		return usageError("--topic and --brokers are required")
 	}
 	var target []int32
-	for _, s := range strings.Split(*list, ",") {
+	for _, s := range strings.Split(list, ",") {
 		id, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
 		if err != nil || id < 0 {
 			return usageError("--brokers: %q is not a broker ID", s)
 		}
 		target = append(target, int32(id))
 	}
-	store, err := zk.Connect(*zkServers, 10*time.Second, slog.New(slog.DiscardHandler))
+	store, err := zk.Connect(zkServers, 10*time.Second, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	partitions, err := cluster.TopicPartitionCount(store, *topic)
+	partitions, err := cluster.TopicPartitionCount(store, topic)
 	if err != nil {
 		return err
 	}
@@ -152,13 +180,13 @@ func clusterReassign(ctx context.Context, e env, args []string) error {
 	for p := int32(0); p < partitions; p++ {
 		k := int(p) % len(target)
 		replicas := append(slices.Clone(target[k:]), target[:k]...)
-		moves = append(moves, cluster.Reassignment{Topic: *topic, Partition: p, Replicas: replicas})
+		moves = append(moves, cluster.Reassignment{Topic: topic, Partition: p, Replicas: replicas})
 	}
 	if err := cluster.RequestReassignment(store, moves); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "reassignment of %d partition(s) of %s to brokers %s requested\n", partitions, *topic, ints(target))
-	if !*wait {
+	fmt.Fprintf(e.stdout, "reassignment of %d partition(s) of %s to brokers %s requested\n", partitions, topic, ints(target))
+	if !wait {
 		return nil
 	}
 	for {
@@ -181,8 +209,8 @@ func clusterReassign(ctx context.Context, e env, args []string) error {
 // clusterStatus prints the live brokers, the controller, the leader count of
 // each broker, and the partitions that are under-replicated (ISR smaller
 // than the replicas) or offline (no leader), from Metadata.
-func clusterStatus(ctx context.Context, e env, args []string) error {
-	_, adm, done, err := adminCommand(ctx, "cluster status", args, 0)
+func clusterStatus(ctx context.Context, e *env) error {
+	adm, done, err := e.newAdmin(ctx)
 	if err != nil {
 		return err
 	}

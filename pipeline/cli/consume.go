@@ -9,52 +9,68 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func init() {
-	register("consume", "consume TOPIC [--group G] [--from-beginning | --offset N --partition P] [--max N] [--format '%k %v']", consume)
+	addCommand("", consumeCommand)
+}
+
+func consumeCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "consume TOPIC [--group G] [--from-beginning | --offset N --partition P] [--max N] [--format '%k %v']",
+		Short: "print records, one per line",
+		Args:  exactArgs(1),
+	}
+	f := cmd.Flags()
+	var o consumeOptions
+	f.StringVar(&o.group, "group", "", "consumer group (offsets are committed for it)")
+	f.BoolVar(&o.fromBeginning, "from-beginning", false, "start at the earliest offset when there is no committed offset (default: the end)")
+	f.Int64Var(&o.offset, "offset", -1, "start at this offset of --partition (no group)")
+	f.IntVar(&o.partition, "partition", -1, "partition to read with --offset")
+	f.IntVar(&o.maxRecords, "max", 0, "stop after this many records (0: never)")
+	f.StringVar(&o.format, "format", "%v", "output per record: %t topic, %p partition, %o offset, %k key, %v value, %T timestamp (ms), %h headers, \\n \\t")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error { return consume(cmd.Context(), e, args[0], o) }
+	return cmd
+}
+
+// consumeOptions are the flags of consume.
+type consumeOptions struct {
+	group         string
+	fromBeginning bool
+	offset        int64
+	partition     int
+	maxRecords    int
+	format        string
 }
 
 // consume prints records until --max is reached or the user interrupts. In a
 // group, only the records printed are committed, so an interrupted consumer
 // resumes exactly after the last line it wrote.
-func consume(ctx context.Context, e env, args []string) error {
-	f := newFlags("consume")
-	brokers := f.brokers()
-	group := f.String("group", "", "consumer group (offsets are committed for it)")
-	fromBeginning := f.Bool("from-beginning", false, "start at the earliest offset when there is no committed offset (default: the end)")
-	offset := f.Int64("offset", -1, "start at this offset of --partition (no group)")
-	partition := f.Int("partition", -1, "partition to read with --offset")
-	maxRecords := f.Int("max", 0, "stop after this many records (0: never)")
-	format := f.String("format", "%v", "output per record: %t topic, %p partition, %o offset, %k key, %v value, %T timestamp (ms), %h headers, \\n \\t")
-	pos, err := f.parse(args, 1)
-	if err != nil {
-		return err
-	}
-	topic := pos[0]
-	if (*offset >= 0) != (*partition >= 0) {
+func consume(ctx context.Context, e *env, topic string, o consumeOptions) error {
+	if (o.offset >= 0) != (o.partition >= 0) {
 		return usageError("--offset and --partition go together")
 	}
-	if *offset >= 0 && *group != "" {
+	if o.offset >= 0 && o.group != "" {
 		return usageError("--offset cannot be used with --group (use group reset)")
 	}
 	start := kgo.NewOffset().AtEnd()
-	if *fromBeginning {
+	if o.fromBeginning {
 		start = kgo.NewOffset().AtStart()
 	}
 	opts := []kgo.Opt{kgo.ConsumeResetOffset(start)}
 	switch {
-	case *offset >= 0:
+	case o.offset >= 0:
 		opts = append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
-			topic: {int32(*partition): kgo.NewOffset().At(*offset)},
+			topic: {int32(o.partition): kgo.NewOffset().At(o.offset)},
 		}))
-	case *group != "":
-		opts = append(opts, kgo.ConsumeTopics(topic), kgo.ConsumerGroup(*group), kgo.AutoCommitMarks(), kgo.BlockRebalanceOnPoll())
+	case o.group != "":
+		opts = append(opts, kgo.ConsumeTopics(topic), kgo.ConsumerGroup(o.group), kgo.AutoCommitMarks(), kgo.BlockRebalanceOnPoll())
 	default:
 		opts = append(opts, kgo.ConsumeTopics(topic))
 	}
-	cl, err := newClient(*brokers, opts...)
+	cl, err := e.newClient(opts...)
 	if err != nil {
 		return err
 	}
@@ -62,10 +78,10 @@ func consume(ctx context.Context, e env, args []string) error {
 
 	out := bufio.NewWriter(e.stdout)
 	defer out.Flush()
-	tmpl := parseFormat(*format)
+	tmpl := parseFormat(o.format)
 	printed := 0
-	for *maxRecords == 0 || printed < *maxRecords {
-		fetches := cl.PollRecords(ctx, *maxRecords-printed)
+	for o.maxRecords == 0 || printed < o.maxRecords {
+		fetches := cl.PollRecords(ctx, o.maxRecords-printed)
 		if ctx.Err() != nil {
 			break
 		}
@@ -83,16 +99,16 @@ func consume(ctx context.Context, e env, args []string) error {
 		if err := out.Flush(); err != nil {
 			return err
 		}
-		if *group != "" {
+		if o.group != "" {
 			cl.MarkCommitRecords(fetches.Records()...)
 		}
 		cl.AllowRebalance()
 	}
-	if *group != "" {
+	if o.group != "" {
 		commitCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := cl.CommitMarkedOffsets(commitCtx); err != nil {
-			return fmt.Errorf("commit offsets for group %s: %w", *group, err)
+			return fmt.Errorf("commit offsets for group %s: %w", o.group, err)
 		}
 	}
 	return nil

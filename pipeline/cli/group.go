@@ -7,17 +7,32 @@ import (
 	"strconv"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 func init() {
-	register("group list", "group list", groupList)
-	register("group describe", "group describe GROUP", groupDescribe)
-	register("group reset", "group reset GROUP --topic T --to-earliest|--to-latest|--to-offset N", groupReset)
+	addCommand("group", func(e *env) *cobra.Command {
+		return &cobra.Command{
+			Use:   "list",
+			Short: "list the consumer groups",
+			Args:  exactArgs(0),
+			RunE:  func(cmd *cobra.Command, _ []string) error { return groupList(cmd.Context(), e) },
+		}
+	})
+	addCommand("group", func(e *env) *cobra.Command {
+		return &cobra.Command{
+			Use:   "describe GROUP",
+			Short: "show a group's members and, per partition, committed offset, end and lag",
+			Args:  exactArgs(1),
+			RunE:  func(cmd *cobra.Command, args []string) error { return groupDescribe(cmd.Context(), e, args[0]) },
+		}
+	})
+	addCommand("group", groupResetCommand)
 }
 
-func groupList(ctx context.Context, e env, args []string) error {
-	_, adm, done, err := adminCommand(ctx, "group list", args, 0)
+func groupList(ctx context.Context, e *env) error {
+	adm, done, err := e.newAdmin(ctx)
 	if err != nil {
 		return err
 	}
@@ -36,21 +51,21 @@ func groupList(ctx context.Context, e env, args []string) error {
 
 // groupDescribe prints a group's members and, per partition, the committed
 // offset, the end offset and the lag.
-func groupDescribe(ctx context.Context, e env, args []string) error {
-	pos, adm, done, err := adminCommand(ctx, "group describe", args, 1)
+func groupDescribe(ctx context.Context, e *env, group string) error {
+	adm, done, err := e.newAdmin(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
-	described, err := adm.DescribeGroups(ctx, pos[0])
+	described, err := adm.DescribeGroups(ctx, group)
 	if err != nil {
 		return err
 	}
-	g, ok := described[pos[0]]
+	g, ok := described[group]
 	if !ok || g.Err != nil {
-		return fmt.Errorf("describe %s: %w", pos[0], errOr(g.Err, "no such group"))
+		return fmt.Errorf("describe %s: %w", group, errOr(g.Err, "no such group"))
 	}
-	committed, err := adm.FetchOffsets(ctx, pos[0])
+	committed, err := adm.FetchOffsets(ctx, group)
 	if err != nil {
 		return err
 	}
@@ -114,58 +129,70 @@ func groupDescribe(ctx context.Context, e env, args []string) error {
 
 // groupReset moves a group's committed offsets; Kafka requires the group to
 // have no active members, and so does the broker.
-func groupReset(ctx context.Context, e env, args []string) error {
-	f := newFlags("group reset")
-	brokers := f.brokers()
-	topic := f.String("topic", "", "topic whose offsets to reset (required)")
-	toEarliest := f.Bool("to-earliest", false, "reset to each partition's earliest offset")
-	toLatest := f.Bool("to-latest", false, "reset to each partition's end")
-	toOffset := f.Int64("to-offset", -1, "reset every partition to this offset")
-	pos, err := f.parse(args, 1)
-	if err != nil {
-		return err
+func groupResetCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "reset GROUP --topic T --to-earliest|--to-latest|--to-offset N",
+		Short: "move a group's committed offsets (the group must have no active members)",
+		Args:  exactArgs(1),
 	}
+	f := cmd.Flags()
+	var o groupResetOptions
+	f.StringVar(&o.topic, "topic", "", "topic whose offsets to reset (required)")
+	f.BoolVar(&o.toEarliest, "to-earliest", false, "reset to each partition's earliest offset")
+	f.BoolVar(&o.toLatest, "to-latest", false, "reset to each partition's end")
+	f.Int64Var(&o.toOffset, "to-offset", -1, "reset every partition to this offset")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error { return groupReset(cmd.Context(), e, args[0], o) }
+	return cmd
+}
+
+type groupResetOptions struct {
+	topic                string
+	toEarliest, toLatest bool
+	toOffset             int64
+}
+
+func groupReset(ctx context.Context, e *env, group string, opt groupResetOptions) error {
 	chosen := 0
-	for _, b := range []bool{*toEarliest, *toLatest, *toOffset >= 0} {
+	for _, b := range []bool{opt.toEarliest, opt.toLatest, opt.toOffset >= 0} {
 		if b {
 			chosen++
 		}
 	}
-	if *topic == "" || chosen != 1 {
+	if opt.topic == "" || chosen != 1 {
 		return usageError("give --topic and exactly one of --to-earliest, --to-latest, --to-offset")
 	}
-	adm, done, err := newAdmin(ctx, *brokers)
+	adm, done, err := e.newAdmin(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
 	var listed kadm.ListedOffsets
-	if *toLatest {
-		listed, err = adm.ListEndOffsets(ctx, *topic)
+	if opt.toLatest {
+		listed, err = adm.ListEndOffsets(ctx, opt.topic)
 	} else {
-		listed, err = adm.ListStartOffsets(ctx, *topic)
+		listed, err = adm.ListStartOffsets(ctx, opt.topic)
 	}
 	if err != nil {
 		return err
 	}
 	if err := listed.Error(); err != nil {
-		return fmt.Errorf("list offsets of %s: %w", *topic, err)
+		return fmt.Errorf("list offsets of %s: %w", opt.topic, err)
 	}
 	offsets := make(kadm.Offsets)
 	listed.Each(func(o kadm.ListedOffset) {
 		at := o.Offset
-		if *toOffset >= 0 {
-			at = *toOffset
+		if opt.toOffset >= 0 {
+			at = opt.toOffset
 		}
 		offsets.Add(kadm.Offset{Topic: o.Topic, Partition: o.Partition, At: at, LeaderEpoch: -1})
 	})
-	resp, err := adm.CommitOffsets(ctx, pos[0], offsets)
+	resp, err := adm.CommitOffsets(ctx, group, offsets)
 	if err != nil {
 		return err
 	}
 	if err := resp.Error(); err != nil {
-		return fmt.Errorf("reset %s: %w (a group with active members cannot be reset)", pos[0], err)
+		return fmt.Errorf("reset %s: %w (a group with active members cannot be reset)", group, err)
 	}
-	fmt.Fprintf(e.stdout, "reset group %s on %s (%d partitions)\n", pos[0], *topic, len(listed.Offsets()))
+	fmt.Fprintf(e.stdout, "reset group %s on %s (%d partitions)\n", group, opt.topic, len(listed.Offsets()))
 	return nil
 }

@@ -10,11 +10,37 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func init() {
-	register("produce", "produce TOPIC [--key-separator SEP] [--partitioner hash|random|round-robin] [--compression zstd|lz4|snappy|gzip|none] [--acks all|1|0]", produce)
+	addCommand("", produceCommand)
+}
+
+func produceCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "produce TOPIC [--key-separator SEP] [--partitioner hash|random|round-robin] [--compression zstd|lz4|snappy|gzip|none] [--acks all|1|0]",
+		Short: "send one record per line of standard input",
+		Args:  exactArgs(1),
+	}
+	f := cmd.Flags()
+	var o produceOptions
+	f.StringVar(&o.keySep, "key-separator", "", "split each line at the first SEP into key and value")
+	f.StringVar(&o.partitioner, "partitioner", "hash", "hash (murmur2 of the key, as Kafka), random or round-robin")
+	f.StringVar(&o.compression, "compression", "none", "zstd, lz4, snappy, gzip or none")
+	f.StringVar(&o.acks, "acks", "all", "all, 1 or 0")
+	f.IntVar(&o.maxLine, "max-line-bytes", 1<<20, "longest accepted input line")
+	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "give up on a record not acknowledged within this time")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error { return produce(cmd.Context(), e, args[0], o) }
+	return cmd
+}
+
+// produceOptions are the flags of produce.
+type produceOptions struct {
+	keySep, partitioner, compression, acks string
+	maxLine                                int
+	timeout                                time.Duration
 }
 
 // producerOpts turns the shared producer flags into client options.
@@ -70,24 +96,12 @@ func codecFor(name string) (kgo.CompressionCodec, error) {
 
 // produce sends one record per stdin line and exits once every record is
 // acknowledged, or with the first error.
-func produce(ctx context.Context, e env, args []string) error {
-	f := newFlags("produce")
-	brokers := f.brokers()
-	keySep := f.String("key-separator", "", "split each line at the first SEP into key and value")
-	partitioner := f.String("partitioner", "hash", "hash (murmur2 of the key, as Kafka), random or round-robin")
-	compression := f.String("compression", "none", "zstd, lz4, snappy, gzip or none")
-	acks := f.String("acks", "all", "all, 1 or 0")
-	maxLine := f.Int("max-line-bytes", 1<<20, "longest accepted input line")
-	timeout := f.Duration("timeout", 30*time.Second, "give up on a record not acknowledged within this time")
-	pos, err := f.parse(args, 1)
+func produce(ctx context.Context, e *env, topic string, o produceOptions) error {
+	opts, err := producerOpts(o.acks, o.compression, o.partitioner)
 	if err != nil {
 		return err
 	}
-	opts, err := producerOpts(*acks, *compression, *partitioner)
-	if err != nil {
-		return err
-	}
-	cl, err := newClient(*brokers, append(opts, kgo.DefaultProduceTopic(pos[0]), kgo.ProducerLinger(5*time.Millisecond), kgo.RecordDeliveryTimeout(*timeout))...)
+	cl, err := e.newClient(append(opts, kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(5*time.Millisecond), kgo.RecordDeliveryTimeout(o.timeout))...)
 	if err != nil {
 		return err
 	}
@@ -108,12 +122,12 @@ func produce(ctx context.Context, e env, args []string) error {
 		}
 	}
 	sc := bufio.NewScanner(e.stdin)
-	sc.Buffer(make([]byte, 64<<10), *maxLine)
+	sc.Buffer(make([]byte, 64<<10), o.maxLine)
 	for sc.Scan() {
 		line := sc.Text()
 		r := &kgo.Record{Value: []byte(line)}
-		if *keySep != "" {
-			if k, v, ok := strings.Cut(line, *keySep); ok {
+		if o.keySep != "" {
+			if k, v, ok := strings.Cut(line, o.keySep); ok {
 				r.Key, r.Value = []byte(k), []byte(v)
 			}
 		}
@@ -122,7 +136,7 @@ func produce(ctx context.Context, e env, args []string) error {
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			err = fmt.Errorf("line %d is longer than --max-line-bytes %d", sent+1, *maxLine)
+			err = fmt.Errorf("line %d is longer than --max-line-bytes %d", sent+1, o.maxLine)
 		}
 		return err
 	}
@@ -132,8 +146,8 @@ func produce(ctx context.Context, e env, args []string) error {
 	mu.Lock()
 	defer mu.Unlock()
 	if firstErr != nil {
-		return fmt.Errorf("produce to %s: %w", pos[0], firstErr)
+		return fmt.Errorf("produce to %s: %w", topic, firstErr)
 	}
-	fmt.Fprintf(e.stderr, "produced %d records to %s\n", sent, pos[0])
+	fmt.Fprintf(e.stderr, "produced %d records to %s\n", sent, topic)
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -15,75 +16,98 @@ import (
 )
 
 func init() {
-	register("topic create", "topic create NAME --partitions N [--replication-factor R] [--config k=v]...", topicCreate)
-	register("topic list", "topic list", topicList)
-	register("topic describe", "topic describe NAME", topicDescribe)
-	register("topic delete", "topic delete NAME", topicDelete)
-	register("topic alter", "topic alter NAME --config k=v [--config k=v]...", topicAlter)
+	addCommand("topic", topicCreateCommand)
+	addCommand("topic", topicListCommand)
+	addCommand("topic", topicDescribeCommand)
+	addCommand("topic", topicDeleteCommand)
+	addCommand("topic", topicAlterCommand)
 }
 
-func topicCreate(ctx context.Context, e env, args []string) error {
-	f := newFlags("topic create")
-	brokers := f.brokers()
+func topicCreateCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "create NAME --partitions N [--replication-factor R] [--config k=v]...",
+		Short: "create a topic",
+		Args:  exactArgs(1),
+	}
+	f := cmd.Flags()
 	partitions := f.Int("partitions", -1, "number of partitions (-1: the broker's num.partitions)")
 	replication := f.Int("replication-factor", -1, "replicas per partition (-1: the broker's default)")
 	configs := keyValues{}
 	f.Var(configs, "config", "topic config `key=value` (repeatable)")
-	pos, err := f.parse(args, 1)
-	if err != nil {
-		return err
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx := cmd.Context()
+		adm, done, err := e.newAdmin(ctx)
+		if err != nil {
+			return err
+		}
+		defer done()
+		cfg := make(map[string]*string, len(configs))
+		for k, v := range configs {
+			cfg[k] = &v
+		}
+		resp, err := adm.CreateTopic(ctx, int32(*partitions), int16(*replication), cfg, args[0])
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil {
+			return fmt.Errorf("create %s: %w", args[0], err)
+		}
+		fmt.Fprintf(e.stdout, "created topic %s (%d partitions, replication factor %d)\n", resp.Topic, resp.NumPartitions, resp.ReplicationFactor)
+		return nil
 	}
-	adm, done, err := newAdmin(ctx, *brokers)
-	if err != nil {
-		return err
-	}
-	defer done()
-	cfg := make(map[string]*string, len(configs))
-	for k, v := range configs {
-		cfg[k] = &v
-	}
-	resp, err := adm.CreateTopic(ctx, int32(*partitions), int16(*replication), cfg, pos[0])
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		return fmt.Errorf("create %s: %w", pos[0], err)
-	}
-	fmt.Fprintf(e.stdout, "created topic %s (%d partitions, replication factor %d)\n", resp.Topic, resp.NumPartitions, resp.ReplicationFactor)
-	return nil
+	return cmd
 }
 
-func topicList(ctx context.Context, e env, args []string) error {
-	_, adm, done, err := adminCommand(ctx, "topic list", args, 0)
-	if err != nil {
-		return err
+func topicListCommand(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "list the topics with their partitions and replication factor",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			adm, done, err := e.newAdmin(ctx)
+			if err != nil {
+				return err
+			}
+			defer done()
+			topics, err := adm.ListTopics(ctx)
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "TOPIC\tPARTITIONS\tREPLICATION")
+			for _, t := range topics.Sorted() {
+				fmt.Fprintf(w, "%s\t%d\t%d\n", t.Topic, len(t.Partitions), t.Partitions.NumReplicas())
+			}
+			return w.Flush()
+		},
 	}
-	defer done()
-	topics, err := adm.ListTopics(ctx)
-	if err != nil {
-		return err
-	}
-	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "TOPIC\tPARTITIONS\tREPLICATION")
-	for _, t := range topics.Sorted() {
-		fmt.Fprintf(w, "%s\t%d\t%d\n", t.Topic, len(t.Partitions), t.Partitions.NumReplicas())
-	}
-	return w.Flush()
 }
 
-func topicDescribe(ctx context.Context, e env, args []string) error {
-	pos, adm, done, err := adminCommand(ctx, "topic describe", args, 1)
+func topicDescribeCommand(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "describe NAME",
+		Short: "show a topic's configs and, per partition, leader, replicas, ISR, offsets and size",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return topicDescribe(cmd.Context(), e, args[0])
+		},
+	}
+}
+
+func topicDescribe(ctx context.Context, e *env, name string) error {
+	adm, done, err := e.newAdmin(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
-	topics, err := adm.ListTopics(ctx, pos[0])
+	topics, err := adm.ListTopics(ctx, name)
 	if err != nil {
 		return err
 	}
-	t, ok := topics[pos[0]]
+	t, ok := topics[name]
 	if !ok || t.Err != nil {
-		return fmt.Errorf("describe %s: %w", pos[0], errOr(t.Err, "no such topic"))
+		return fmt.Errorf("describe %s: %w", name, errOr(t.Err, "no such topic"))
 	}
 	// The offsets and sizes come from each partition's leader, the configs
 	// from any broker; all are read at once, and a partition whose leader
@@ -106,16 +130,16 @@ func topicDescribe(ctx context.Context, e env, args []string) error {
 		configs      kadm.ResourceConfigs
 		configsErr   error
 	)
-	reads.Go(func() { starts, _ = adm.ListStartOffsets(offsetsCtx, pos[0]) })
-	reads.Go(func() { ends, _ = adm.ListEndOffsets(offsetsCtx, pos[0]) })
+	reads.Go(func() { starts, _ = adm.ListStartOffsets(offsetsCtx, name) })
+	reads.Go(func() { ends, _ = adm.ListEndOffsets(offsetsCtx, name) })
 	reads.Go(func() { dirs, _ = monitor.ReadLogDirs(ctx, adm, leaders, held) })
-	reads.Go(func() { configs, configsErr = adm.DescribeTopicConfigs(ctx, pos[0]) })
+	reads.Go(func() { configs, configsErr = adm.DescribeTopicConfigs(ctx, name) })
 	reads.Wait()
 	if configsErr != nil {
 		return configsErr
 	}
 	fmt.Fprintf(e.stdout, "topic %s  id %s  partitions %d  replication %d\n", t.Topic, t.ID, len(t.Partitions), t.Partitions.NumReplicas())
-	if rc, err := configs.On(pos[0], nil); err == nil {
+	if rc, err := configs.On(name, nil); err == nil {
 		var set []string
 		for _, c := range rc.Configs {
 			if c.Source == kmsg.ConfigSourceDynamicTopicConfig {
@@ -145,59 +169,70 @@ func topicDescribe(ctx context.Context, e env, args []string) error {
 	return w.Flush()
 }
 
-func topicDelete(ctx context.Context, e env, args []string) error {
-	pos, adm, done, err := adminCommand(ctx, "topic delete", args, 1)
-	if err != nil {
-		return err
+func topicDeleteCommand(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete NAME",
+		Short: "delete a topic",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			adm, done, err := e.newAdmin(ctx)
+			if err != nil {
+				return err
+			}
+			defer done()
+			resp, err := adm.DeleteTopic(ctx, args[0])
+			if err == nil {
+				err = resp.Err
+			}
+			if err != nil {
+				return fmt.Errorf("delete %s: %w", args[0], err)
+			}
+			fmt.Fprintf(e.stdout, "deleted topic %s\n", args[0])
+			return nil
+		},
 	}
-	defer done()
-	resp, err := adm.DeleteTopic(ctx, pos[0])
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		return fmt.Errorf("delete %s: %w", pos[0], err)
-	}
-	fmt.Fprintf(e.stdout, "deleted topic %s\n", pos[0])
-	return nil
 }
 
-func topicAlter(ctx context.Context, e env, args []string) error {
-	f := newFlags("topic alter")
-	brokers := f.brokers()
+func topicAlterCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "alter NAME --config k=v [--config k=v]...",
+		Short: "set or remove a topic's config overrides",
+		Args:  exactArgs(1),
+	}
 	configs := keyValues{}
-	f.Var(configs, "config", "topic config `key=value` (repeatable; empty value removes the override)")
-	pos, err := f.parse(args, 1)
-	if err != nil {
-		return err
-	}
-	if len(configs) == 0 {
-		return usageError("nothing to alter: give --config k=v")
-	}
-	adm, done, err := newAdmin(ctx, *brokers)
-	if err != nil {
-		return err
-	}
-	defer done()
-	var alters []kadm.AlterConfig
-	for k, v := range configs {
-		if v == "" {
-			alters = append(alters, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k})
-			continue
+	cmd.Flags().Var(configs, "config", "topic config `key=value` (repeatable; empty value removes the override)")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx := cmd.Context()
+		if len(configs) == 0 {
+			return usageError("nothing to alter: give --config k=v")
 		}
-		alters = append(alters, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: &v})
-	}
-	resps, err := adm.AlterTopicConfigs(ctx, alters, pos[0])
-	if err != nil {
-		return err
-	}
-	for _, r := range resps {
-		if r.Err != nil {
-			return fmt.Errorf("alter %s: %w (%s)", r.Name, r.Err, r.ErrMessage)
+		adm, done, err := e.newAdmin(ctx)
+		if err != nil {
+			return err
 		}
+		defer done()
+		var alters []kadm.AlterConfig
+		for k, v := range configs {
+			if v == "" {
+				alters = append(alters, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k})
+				continue
+			}
+			alters = append(alters, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: &v})
+		}
+		resps, err := adm.AlterTopicConfigs(ctx, alters, args[0])
+		if err != nil {
+			return err
+		}
+		for _, r := range resps {
+			if r.Err != nil {
+				return fmt.Errorf("alter %s: %w (%s)", r.Name, r.Err, r.ErrMessage)
+			}
+		}
+		fmt.Fprintf(e.stdout, "altered topic %s\n", args[0])
+		return nil
 	}
-	fmt.Fprintf(e.stdout, "altered topic %s\n", pos[0])
-	return nil
+	return cmd
 }
 
 func ints(v []int32) string {
