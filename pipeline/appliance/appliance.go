@@ -177,7 +177,11 @@ func (a *Appliance) createTopics(ctx context.Context) error {
 	if len(topics) == 0 {
 		return nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(a.brokers...))
+	security, err := a.cfg.Security.Opts()
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(append(security, kgo.SeedBrokers(a.brokers...))...)
 	if err != nil {
 		return err
 	}
@@ -264,7 +268,7 @@ func (a *Appliance) startHTTP() error {
 		mux.Handle("/", b.Handler())
 	}
 	mux.HandleFunc("GET /{$}", a.serveDemoPage)
-	collector, err := monitor.New(monitor.Config{Brokers: a.brokers, MetricsTopic: a.cfg.OpsMetrics.Topic}, a.logger.With("component", "console"))
+	collector, err := monitor.New(monitor.Config{Brokers: a.brokers, Security: a.cfg.Security, MetricsTopic: a.cfg.OpsMetrics.Topic}, a.logger.With("component", "console"))
 	if err != nil {
 		return err
 	}
@@ -277,7 +281,7 @@ func (a *Appliance) startHTTP() error {
 			// startSink opened a.stores[i] for a.cfg.Sinks[i].
 			lakes[i] = monitor.AuditLake{Name: sc.Name, Store: a.stores[i], Topics: sc.Topics}
 		}
-		auditor, err := monitor.NewAuditor(monitor.AuditConfig{Brokers: a.brokers, Topic: a.cfg.Audit.Topic, Lakes: lakes,
+		auditor, err := monitor.NewAuditor(monitor.AuditConfig{Brokers: a.brokers, Security: a.cfg.Security, Topic: a.cfg.Audit.Topic, Lakes: lakes,
 			Since: a.cfg.HTTP.AuditSince, Interval: a.cfg.HTTP.AuditInterval}, a.registry, a.logger.With("component", "audit"))
 		if err != nil {
 			return err
@@ -286,10 +290,10 @@ func (a *Appliance) startHTTP() error {
 		auditor.Start(context.Background())
 		audits = auditor
 	}
-	console := sec.protect(monitor.Handler(a.console, audits))
+	console := sec.Protect(monitor.Handler(a.console, audits))
 	mux.Handle("/console", console)
 	mux.Handle("/console/", console)
-	ln, err := a.listen(a.cfg.HTTP.Listen, "http")
+	ln, err := sec.Listen(a.cfg.HTTP.Listen, "http", a.logger)
 	if err != nil {
 		return fmt.Errorf("http: %w", err)
 	}
@@ -303,14 +307,14 @@ func (a *Appliance) startHTTP() error {
 	}
 	a.http = httpserver.New(mux, timeouts, a.logger.With("component", "http"))
 	a.serve(a.http, ln, "http")
-	metricsLn, err := a.listen(a.cfg.HTTP.MetricsListen, "metrics")
+	metricsLn, err := sec.Listen(a.cfg.HTTP.MetricsListen, "metrics", a.logger)
 	if err != nil {
 		return fmt.Errorf("http.metrics_listen: %w", err)
 	}
 	a.metricsAt = metricsLn.Addr()
 	metricsMux := http.NewServeMux()
 	metricsMux.Handle("GET /metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}))
-	a.metrics = httpserver.New(sec.protect(metricsMux), httpserver.Timeouts{}, a.logger.With("component", "metrics"))
+	a.metrics = httpserver.New(sec.Protect(metricsMux), httpserver.Timeouts{}, a.logger.With("component", "metrics"))
 	a.serve(a.metrics, metricsLn, "metrics")
 	return nil
 }

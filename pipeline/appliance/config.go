@@ -19,6 +19,7 @@ import (
 	"millrace/agents/tail"
 	"millrace/audit"
 	"millrace/broker"
+	"millrace/internal/clientauth"
 	"millrace/internal/httpserver"
 	"millrace/pipeline/monitor"
 	"millrace/sinks/lake"
@@ -31,6 +32,12 @@ type Config struct {
 	Data string `yaml:"data"`
 	// Brokers, when set, are an external cluster: no broker is started.
 	Brokers []string `yaml:"brokers"`
+	// Security is the TLS and SASL settings (tls:, sasl:; see package
+	// clientauth) of every Kafka client the appliance runs: its topic
+	// creation, the console and the audit. ship: and each sink may set
+	// tls: or sasl: of their own; what they leave unset they take from
+	// here. Default none: PLAINTEXT without authentication.
+	Security clientauth.Settings `yaml:",inline"`
 	// Broker is the embedded broker (used when Brokers is empty).
 	Broker BrokerConfig `yaml:"broker"`
 	// HTTP serves the beacon, the metrics intake, the demo page and the
@@ -213,9 +220,11 @@ func (c Config) withDefaults() Config {
 			c.Tail[i].DataDir = filepath.Join(c.Data, "tail", c.Tail[i].Name)
 		}
 	}
+	c.Ship.Security = c.Ship.Security.Inherit(c.Security)
 	c.Sinks = append([]SinkConfig(nil), c.Sinks...)
 	for i := range c.Sinks {
 		s := &c.Sinks[i]
+		s.Security = s.Security.Inherit(c.Security)
 		if s.Out != "" && !strings.Contains(s.Out, "://") {
 			s.Out = filepath.Join(c.Data, s.Out)
 		}
@@ -229,6 +238,17 @@ func (c Config) withDefaults() Config {
 // Validate rejects what cannot run, with a sentence per problem.
 func (c Config) Validate() error {
 	var errs []error
+	if err := c.Security.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := ownSecurity(c.Ship.Security, c.Security).Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("ship: %w", err))
+	}
+	for i, s := range c.Sinks {
+		if err := ownSecurity(s.Security, c.Security).Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("sinks[%d] %q: %w", i, s.Name, err))
+		}
+	}
 	names := map[string]bool{}
 	for i, t := range c.Tail {
 		if t.Name == "" {
@@ -282,6 +302,18 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("beacon.metrics_listen: under millrace up, /metrics is served at http.metrics_listen; set that instead"))
 	}
 	return errors.Join(errs...)
+}
+
+// ownSecurity is the part of a section's settings it did not inherit from
+// top (see withDefaults), so a problem at the top is reported once.
+func ownSecurity(s, top clientauth.Settings) clientauth.Settings {
+	if s.TLS == top.TLS {
+		s.TLS = nil
+	}
+	if s.SASL == top.SASL {
+		s.SASL = nil
+	}
+	return s
 }
 
 // usedTopics are the topics the appliance's parts write to that Topics does
