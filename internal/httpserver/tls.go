@@ -9,8 +9,11 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // TLSConfig serves HTTPS from PEM files. The files are read once, at start.
@@ -123,3 +126,47 @@ func GenerateToken(path string) (token string, created bool, err error) {
 	}
 	return token, true, nil
 }
+
+// Security is a server's loaded TLS configuration (nil: plain HTTP) and
+// authentication (nil: none).
+type Security struct {
+	TLS  *tls.Config
+	Auth *Auth
+}
+
+// LoadSecurity reads the PEM files of tlsConfig (nil: plain HTTP) and the
+// credential files of auth (none set: no authentication); reg and logger
+// are NewAuth's.
+func LoadSecurity(tlsConfig *TLSConfig, auth AuthConfig, reg prometheus.Registerer, logger *slog.Logger) (Security, error) {
+	var s Security
+	var err error
+	if s.TLS, err = tlsConfig.Load(); err != nil {
+		return s, err
+	}
+	if auth.On() {
+		s.Auth, err = NewAuth(auth, reg, logger)
+	}
+	return s, err
+}
+
+// Protect puts h behind the authentication, when there is one.
+func (s Security) Protect(h http.Handler) http.Handler {
+	if s.Auth == nil {
+		return h
+	}
+	return s.Auth.Wrap(h)
+}
+
+// Listen opens addr for the server what, over TLS when configured, and
+// warns on logger when it is open beyond loopback without authentication.
+func (s Security) Listen(addr, what string, logger *slog.Logger) (net.Listener, error) {
+	ln, err := Listen(addr, s.TLS)
+	if err != nil {
+		return nil, err
+	}
+	WarnIfOpen(logger, what, ln.Addr(), s.Auth != nil)
+	return ln, nil
+}
+
+// Scheme is "https" with TLS and "http" without.
+func (s Security) Scheme() string { return Scheme(s.TLS) }
