@@ -290,10 +290,10 @@ func (a *Appliance) startHTTP() error {
 		auditor.Start(context.Background())
 		audits = auditor
 	}
-	console := sec.protect(monitor.Handler(a.console, audits))
+	console := sec.Protect(monitor.Handler(a.console, audits))
 	mux.Handle("/console", console)
 	mux.Handle("/console/", console)
-	ln, err := a.listen(a.cfg.HTTP.Listen, "http")
+	ln, err := sec.Listen(a.cfg.HTTP.Listen, "http", a.logger)
 	if err != nil {
 		return fmt.Errorf("http: %w", err)
 	}
@@ -307,14 +307,14 @@ func (a *Appliance) startHTTP() error {
 	}
 	a.http = httpserver.New(mux, timeouts, a.logger.With("component", "http"))
 	a.serve(a.http, ln, "http")
-	metricsLn, err := a.listen(a.cfg.HTTP.MetricsListen, "metrics")
+	metricsLn, err := sec.Listen(a.cfg.HTTP.MetricsListen, "metrics", a.logger)
 	if err != nil {
 		return fmt.Errorf("http.metrics_listen: %w", err)
 	}
 	a.metricsAt = metricsLn.Addr()
 	metricsMux := http.NewServeMux()
 	metricsMux.Handle("GET /metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}))
-	a.metrics = httpserver.New(sec.protect(metricsMux), httpserver.Timeouts{}, a.logger.With("component", "metrics"))
+	a.metrics = httpserver.New(sec.Protect(metricsMux), httpserver.Timeouts{}, a.logger.With("component", "metrics"))
 	a.serve(a.metrics, metricsLn, "metrics")
 	return nil
 }
