@@ -11,59 +11,102 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func init() {
-	register("bench produce", "bench produce [--topic T] [--records N] [--record-size B] [--partitions P] [--replication-factor R] [--acks all|1|0] [--compression C] [--producers K] [--topic-config name=value]...", benchProduce)
-	register("bench consume", "bench consume [--topic T] [--records N] [--consumers K]", benchConsume)
+	addCommand("bench", benchProduceCommand)
+	addCommand("bench", benchConsumeCommand)
+}
+
+func benchProduceCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use: "produce [--topic T] [--records N] [--record-size B] [--partitions P] [--replication-factor R] [--acks all|1|0] " +
+			"[--compression C] [--producers K] [--topic-config name=value]...",
+		Short: "produce records as fast as possible; report throughput and acknowledgement latency",
+		Args:  exactArgs(0),
+	}
+	f := cmd.Flags()
+	var o benchProduceOptions
+	f.StringVar(&o.topic, "topic", "millrace-bench", "topic (created when missing)")
+	f.Int64Var(&o.records, "records", 1_000_000, "records to produce")
+	f.IntVar(&o.size, "record-size", 100, "value bytes per record")
+	f.IntVar(&o.partitions, "partitions", 1, "partitions when the topic is created")
+	f.IntVar(&o.replication, "replication-factor", 1, "replication factor when the topic is created")
+	f.StringVar(&o.acks, "acks", "1", "all, 1 or 0")
+	f.StringVar(&o.compression, "compression", "none", "zstd, lz4, snappy, gzip or none")
+	f.IntVar(&o.producers, "producers", 1, "concurrent producer clients")
+	f.DurationVar(&o.linger, "linger", 5*time.Millisecond, "producer linger")
+	f.IntVar(&o.batchBytes, "batch-bytes", 1<<20, "producer max batch bytes")
+	f.BoolVar(&o.quiet, "quiet", false, "no progress bar")
+	o.topicConfigs = keyValues{}
+	f.Var(o.topicConfigs, "topic-config", "topic config `name=value` when the topic is created, e.g. millrace.flush.on.ack=true (repeatable)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return benchProduce(cmd.Context(), e, o) }
+	return cmd
+}
+
+// benchProduceOptions are the flags of bench produce.
+type benchProduceOptions struct {
+	topic, acks, compression                             string
+	records                                              int64
+	size, partitions, replication, producers, batchBytes int
+	linger                                               time.Duration
+	quiet                                                bool
+	topicConfigs                                         keyValues
+}
+
+func benchConsumeCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "consume [--topic T] [--records N] [--consumers K]",
+		Short: "consume records from the beginning as fast as possible; report throughput and poll latency",
+		Args:  exactArgs(0),
+	}
+	f := cmd.Flags()
+	var o benchConsumeOptions
+	f.StringVar(&o.topic, "topic", "millrace-bench", "topic to read from the beginning")
+	f.Int64Var(&o.records, "records", 1_000_000, "records to consume")
+	f.IntVar(&o.consumers, "consumers", 1, "concurrent consumer clients, in one group")
+	f.BoolVar(&o.quiet, "quiet", false, "no progress bar")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return benchConsume(cmd.Context(), e, o) }
+	return cmd
+}
+
+// benchConsumeOptions are the flags of bench consume.
+type benchConsumeOptions struct {
+	topic     string
+	records   int64
+	consumers int
+	quiet     bool
 }
 
 // benchProduce writes --records records of --record-size bytes as fast as the
 // producers can, like Kafka's producer perf test, and reports throughput and
 // per-record acknowledgement latency.
-func benchProduce(ctx context.Context, e env, args []string) error {
-	f := newFlags("bench produce")
-	brokers := f.brokers()
-	topic := f.String("topic", "millrace-bench", "topic (created when missing)")
-	records := f.Int64("records", 1_000_000, "records to produce")
-	size := f.Int("record-size", 100, "value bytes per record")
-	partitions := f.Int("partitions", 1, "partitions when the topic is created")
-	replication := f.Int("replication-factor", 1, "replication factor when the topic is created")
-	acks := f.String("acks", "1", "all, 1 or 0")
-	compression := f.String("compression", "none", "zstd, lz4, snappy, gzip or none")
-	producers := f.Int("producers", 1, "concurrent producer clients")
-	linger := f.Duration("linger", 5*time.Millisecond, "producer linger")
-	batchBytes := f.Int("batch-bytes", 1<<20, "producer max batch bytes")
-	quiet := f.Bool("quiet", false, "no progress bar")
-	topicConfigs := keyValues{}
-	f.Var(topicConfigs, "topic-config", "topic config `name=value` when the topic is created, e.g. millrace.flush.on.ack=true (repeatable)")
-	if _, err := f.parse(args, 0); err != nil {
-		return err
-	}
-	if *records <= 0 || *size < 0 || *producers <= 0 {
+func benchProduce(ctx context.Context, e *env, o benchProduceOptions) error {
+	if o.records <= 0 || o.size < 0 || o.producers <= 0 {
 		return usageError("--records and --producers must be positive, --record-size not negative")
 	}
-	if err := ensureTopic(ctx, *brokers, *topic, *partitions, *replication, topicConfigs); err != nil {
+	if err := ensureTopic(ctx, e, o.topic, o.partitions, o.replication, o.topicConfigs); err != nil {
 		return err
 	}
 	// Unkeyed records under the hash partitioner stick to one partition per
 	// batch, as Kafka's default partitioner does: large batches, even spread.
-	opts, err := producerOpts(*acks, *compression, "hash")
+	opts, err := producerOpts(o.acks, o.compression, "hash")
 	if err != nil {
 		return err
 	}
-	opts = append(opts, kgo.DefaultProduceTopic(*topic), kgo.ProducerLinger(*linger),
-		kgo.ProducerBatchMaxBytes(int32(*batchBytes)), kgo.MaxBufferedRecords(250_000))
-	if *acks != "all" && *acks != "-1" {
+	opts = append(opts, kgo.DefaultProduceTopic(o.topic), kgo.ProducerLinger(o.linger),
+		kgo.ProducerBatchMaxBytes(int32(o.batchBytes)), kgo.MaxBufferedRecords(250_000))
+	if o.acks != "all" && o.acks != "-1" {
 		// Without idempotence kgo keeps one produce request in flight per
 		// broker; Kafka's clients default to five, as an idempotent kgo
 		// producer does. Ordering across retries does not matter here.
 		opts = append(opts, kgo.MaxProduceRequestsInflightPerBroker(5))
 	}
 
-	value := make([]byte, *size)
+	value := make([]byte, o.size)
 	for i := range value {
 		value[i] = 'a' + byte(i%26)
 	}
@@ -75,15 +118,15 @@ func benchProduce(ctx context.Context, e env, args []string) error {
 		firstEr error
 		wg      sync.WaitGroup
 	)
-	progress := startProgress(e.stderr, *quiet, "produce", *records, &done)
+	progress := startProgress(e.stderr, o.quiet, "produce", o.records, &done)
 	start := time.Now()
-	per := *records / int64(*producers)
-	for i := 0; i < *producers; i++ {
+	per := o.records / int64(o.producers)
+	for i := 0; i < o.producers; i++ {
 		n := per
 		if i == 0 {
-			n += *records % int64(*producers)
+			n += o.records % int64(o.producers)
 		}
-		cl, err := newClient(*brokers, opts...)
+		cl, err := e.newClient(opts...)
 		if err != nil {
 			return err
 		}
@@ -125,24 +168,15 @@ func benchProduce(ctx context.Context, e env, args []string) error {
 
 // benchConsume reads --records records from the beginning of the topic and
 // reports throughput and how long each poll took.
-func benchConsume(ctx context.Context, e env, args []string) error {
-	f := newFlags("bench consume")
-	brokers := f.brokers()
-	topic := f.String("topic", "millrace-bench", "topic to read from the beginning")
-	records := f.Int64("records", 1_000_000, "records to consume")
-	consumers := f.Int("consumers", 1, "concurrent consumer clients, in one group")
-	quiet := f.Bool("quiet", false, "no progress bar")
-	if _, err := f.parse(args, 0); err != nil {
-		return err
-	}
-	if *records <= 0 || *consumers <= 0 {
+func benchConsume(ctx context.Context, e *env, o benchConsumeOptions) error {
+	if o.records <= 0 || o.consumers <= 0 {
 		return usageError("--records and --consumers must be positive")
 	}
-	opts := []kgo.Opt{kgo.ConsumeTopics(*topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	opts := []kgo.Opt{kgo.ConsumeTopics(o.topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		// Larger fetches cost the client more (page faults on huge
 		// buffers) than they save in round trips.
 		kgo.FetchMaxBytes(16 << 20), kgo.FetchMaxPartitionBytes(4 << 20)}
-	if *consumers > 1 {
+	if o.consumers > 1 {
 		opts = append(opts, kgo.ConsumerGroup(fmt.Sprintf("millrace-bench-%d", time.Now().UnixNano())), kgo.DisableAutoCommit())
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -155,10 +189,10 @@ func benchConsume(ctx context.Context, e env, args []string) error {
 		errMu sync.Mutex
 		ferr  error
 	)
-	progress := startProgress(e.stderr, *quiet, "consume", *records, &done)
+	progress := startProgress(e.stderr, o.quiet, "consume", o.records, &done)
 	start := time.Now()
-	for i := 0; i < *consumers; i++ {
-		cl, err := newClient(*brokers, opts...)
+	for i := 0; i < o.consumers; i++ {
+		cl, err := e.newClient(opts...)
 		if err != nil {
 			return err
 		}
@@ -186,7 +220,7 @@ func benchConsume(ctx context.Context, e env, args []string) error {
 					hist.record(time.Since(polled))
 				}
 				bytes.Add(b)
-				if done.Add(n) >= *records {
+				if done.Add(n) >= o.records {
 					cancel()
 				}
 			}
@@ -198,8 +232,8 @@ func benchConsume(ctx context.Context, e env, args []string) error {
 	if ferr != nil {
 		return ferr
 	}
-	if done.Load() < *records {
-		return fmt.Errorf("interrupted after %d of %d records", done.Load(), *records)
+	if done.Load() < o.records {
+		return fmt.Errorf("interrupted after %d of %d records", done.Load(), o.records)
 	}
 	printSummary(e.stdout, "consume", done.Load(), bytes.Load(), elapsed, &hist, "poll latency")
 	return nil
@@ -207,8 +241,8 @@ func benchConsume(ctx context.Context, e env, args []string) error {
 
 // ensureTopic creates the topic with configs unless it exists (an existing
 // topic keeps its own configs).
-func ensureTopic(ctx context.Context, brokers, topic string, partitions, replication int, configs map[string]string) error {
-	adm, done, err := newAdmin(ctx, brokers)
+func ensureTopic(ctx context.Context, e *env, topic string, partitions, replication int, configs map[string]string) error {
+	adm, done, err := e.newAdmin(ctx)
 	if err != nil {
 		return err
 	}

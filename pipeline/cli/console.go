@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
 
 	"millrace/audit"
 	"millrace/internal/httpserver"
@@ -18,37 +19,49 @@ import (
 )
 
 func init() {
-	register("console", "console [-b BROKERS] [--listen 127.0.0.1:8091] [--interval 2s] [--metrics-topic T] "+
-		"[--lake file:///PATH|s3://BUCKET/PREFIX [--s3-endpoint URL] [--s3-region R] [--audit-interval 1m] [--audit-since 24h]]   "+
-		"web console at /console, Prometheus /metrics", runConsole)
+	addCommand("", consoleCommand)
+}
+
+func consoleCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use: "console [-b BROKERS] [--listen 127.0.0.1:8091] [--interval 2s] [--metrics-topic T] " +
+			"[--lake file:///PATH|s3://BUCKET/PREFIX [--s3-endpoint URL] [--s3-region R] [--audit-interval 1m] [--audit-since 24h]]",
+		Short: "web console at /console, Prometheus /metrics",
+		Args:  exactArgs(0),
+	}
+	f := cmd.Flags()
+	var o consoleOptions
+	f.StringVar(&o.listen, "listen", "127.0.0.1:8091", "HTTP address of the console")
+	f.DurationVar(&o.interval, "interval", 2*time.Second, "time between cluster reads")
+	f.StringVar(&o.metricsTopic, "metrics-topic", monitor.DefaultMetricsTopic, "ops metrics topic to follow for component throughput")
+	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&o.lakeURL, "lake", "", "lake root the sinks land into, to audit: file:///PATH or s3://BUCKET/PREFIX (none: no audit)")
+	f.StringVar(&o.auditTopic, "audit-topic", audit.Topic, "topic the agents and sinks publish their counts to")
+	f.DurationVar(&o.auditInterval, "audit-interval", monitor.DefaultAuditInterval, "time between audits of the lake (each reads the audit topic and the window's footers)")
+	f.DurationVar(&o.auditSince, "audit-since", monitor.DefaultAuditSince, "audit the hours from this long ago")
+	f.StringVar(&o.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL for an s3:// lake (default https://s3.amazonaws.com)")
+	f.StringVar(&o.s3Region, "s3-region", "", "S3 region (default us-east-1)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return runConsole(cmd.Context(), e, o) }
+	return cmd
+}
+
+// consoleOptions are the flags of console.
+type consoleOptions struct {
+	listen, metricsTopic, logLevel, lakeURL, auditTopic, s3Endpoint, s3Region string
+	interval, auditInterval, auditSince                                       time.Duration
 }
 
 // runConsole serves the web console for a cluster until SIGINT/SIGTERM.
-func runConsole(ctx context.Context, e env, args []string) error {
-	f := newFlags("console")
-	brokers := f.brokers()
-	listen := f.String("listen", "127.0.0.1:8091", "HTTP address of the console")
-	interval := f.Duration("interval", 2*time.Second, "time between cluster reads")
-	metricsTopic := f.String("metrics-topic", monitor.DefaultMetricsTopic, "ops metrics topic to follow for component throughput")
-	logLevel := f.String("log-level", "info", "debug, info, warn or error")
-	lakeURL := f.String("lake", "", "lake root the sinks land into, to audit: file:///PATH or s3://BUCKET/PREFIX (none: no audit)")
-	auditTopic := f.String("audit-topic", audit.Topic, "topic the agents and sinks publish their counts to")
-	auditInterval := f.Duration("audit-interval", monitor.DefaultAuditInterval, "time between audits of the lake (each reads the audit topic and the window's footers)")
-	auditSince := f.Duration("audit-since", monitor.DefaultAuditSince, "audit the hours from this long ago")
-	s3Endpoint := f.String("s3-endpoint", "", "S3 endpoint URL for an s3:// lake (default https://s3.amazonaws.com)")
-	s3Region := f.String("s3-region", "", "S3 region (default us-east-1)")
-	if _, err := f.parse(args, 0); err != nil {
-		return err
-	}
-	logger, err := newLogger(e, *logLevel)
+func runConsole(ctx context.Context, e *env, o consoleOptions) error {
+	logger, err := newLogger(*e, o.logLevel)
 	if err != nil {
 		return err
 	}
-	s := seeds(*brokers)
+	s := e.client.seeds()
 	if len(s) == 0 {
 		return usageError("no brokers given")
 	}
-	col, err := monitor.New(monitor.Config{Brokers: s, Interval: *interval, MetricsTopic: *metricsTopic}, logger.With("component", "console"))
+	col, err := monitor.New(monitor.Config{Brokers: s, Interval: o.interval, MetricsTopic: o.metricsTopic}, logger.With("component", "console"))
 	if err != nil {
 		return usageError("%v", err)
 	}
@@ -57,25 +70,25 @@ func runConsole(ctx context.Context, e env, args []string) error {
 	err = col.Ping(pingCtx)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("cannot reach brokers %s: %w", *brokers, err)
+		return fmt.Errorf("cannot reach brokers %s: %w", e.client.brokers, err)
 	}
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return err
 	}
 	reg := prometheus.NewRegistry()
 	var audits monitor.AuditSource
-	if *lakeURL != "" {
+	if o.lakeURL != "" {
 		// Credentials for an s3:// lake come from AWS_ACCESS_KEY_ID and
 		// AWS_SECRET_ACCESS_KEY, as for `millrace sink`.
-		st, err := store.Open(ctx, *lakeURL, store.Options{S3Endpoint: *s3Endpoint, S3Region: *s3Region, Logger: logger})
+		st, err := store.Open(ctx, o.lakeURL, store.Options{S3Endpoint: o.s3Endpoint, S3Region: o.s3Region, Logger: logger})
 		if err != nil {
 			ln.Close()
 			return err
 		}
 		defer st.Close()
-		auditor, err := monitor.NewAuditor(monitor.AuditConfig{Brokers: s, Topic: *auditTopic, Since: *auditSince, Interval: *auditInterval,
-			Lakes: []monitor.AuditLake{{Name: *lakeURL, Store: st}}}, reg, logger.With("component", "audit"))
+		auditor, err := monitor.NewAuditor(monitor.AuditConfig{Brokers: s, Topic: o.auditTopic, Since: o.auditSince, Interval: o.auditInterval,
+			Lakes: []monitor.AuditLake{{Name: o.lakeURL, Store: st}}}, reg, logger.With("component", "audit"))
 		if err != nil {
 			ln.Close()
 			return usageError("%v", err)
@@ -98,7 +111,7 @@ func runConsole(ctx context.Context, e env, args []string) error {
 	srv := httpserver.New(mux, httpserver.Timeouts{}, logger)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	fmt.Fprintf(e.stdout, "millrace console at http://%s/console (brokers %s)\n", ln.Addr(), *brokers)
+	fmt.Fprintf(e.stdout, "millrace console at http://%s/console (brokers %s)\n", ln.Addr(), e.client.brokers)
 	select {
 	case <-ctx.Done():
 	case err := <-served:

@@ -7,30 +7,42 @@ import (
 	"os"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"millrace/sinks/parquet"
 	"millrace/sinks/store"
 )
 
 func init() {
-	register("lake inspect", "lake inspect FILE|DIR|file:///PATH|s3://BUCKET/KEY [--s3-endpoint URL] [--s3-region R]", lakeInspect)
+	addCommand("lake", func(e *env) *cobra.Command {
+		cmd := &cobra.Command{
+			Use:         "inspect FILE|DIR|file:///PATH|s3://BUCKET/KEY [--s3-endpoint URL] [--s3-region R]",
+			Short:       "show what an independent Parquet reader sees in landed files",
+			Args:        exactArgs(1),
+			Annotations: noClient,
+		}
+		f := cmd.Flags()
+		s3Endpoint := f.String("s3-endpoint", "", "S3 endpoint URL for an s3:// target (default https://s3.amazonaws.com)")
+		s3Region := f.String("s3-region", "", "S3 region (default us-east-1)")
+		cmd.RunE = func(cmd *cobra.Command, args []string) error {
+			return lakeInspect(cmd.Context(), e, args[0], store.Options{S3Endpoint: *s3Endpoint, S3Region: *s3Region})
+		}
+		return cmd
+	})
 }
 
 // lakeInspect prints what an independent reader (xitongsys/parquet-go) sees
 // in a landed file, or in every file under a directory or S3 prefix: schema,
 // rows, row groups, codec, min/max of the time column, footer metadata.
-func lakeInspect(ctx context.Context, e env, args []string) error {
-	f := newFlags("lake inspect")
-	s3Endpoint := f.String("s3-endpoint", "", "S3 endpoint URL for an s3:// target (default https://s3.amazonaws.com)")
-	s3Region := f.String("s3-region", "", "S3 region (default us-east-1)")
-	pos, err := f.parse(args, 1)
-	if err != nil {
-		return err
-	}
-	var infos []*parquet.FileInfo
-	if target := pos[0]; strings.HasPrefix(target, "s3://") {
+func lakeInspect(ctx context.Context, e *env, target string, s3 store.Options) error {
+	var (
+		infos []*parquet.FileInfo
+		err   error
+	)
+	if strings.HasPrefix(target, "s3://") {
 		// Credentials come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY,
 		// as for `millrace sink`.
-		infos, err = inspectS3(ctx, target, store.Options{S3Endpoint: *s3Endpoint, S3Region: *s3Region})
+		infos, err = inspectS3(ctx, target, s3)
 	} else {
 		infos, err = inspectLocal(strings.TrimPrefix(target, "file://"))
 	}

@@ -9,13 +9,35 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
 	"millrace/pipeline/monitor"
 )
 
 func init() {
-	register("top", "top [-b BROKERS] [--interval 2s] [--metrics-topic T] [--once]   live view of rates, lag and component throughput", runTop)
+	addCommand("", func(e *env) *cobra.Command {
+		cmd := &cobra.Command{
+			Use:   "top [-b BROKERS] [--interval 2s] [--metrics-topic T] [--once]",
+			Short: "live view of rates, lag and component throughput",
+			Args:  exactArgs(0),
+		}
+		f := cmd.Flags()
+		var o topOptions
+		f.DurationVar(&o.interval, "interval", 2*time.Second, "time between cluster reads and redraws")
+		f.StringVar(&o.metricsTopic, "metrics-topic", monitor.DefaultMetricsTopic, "ops metrics topic to follow for component throughput")
+		f.BoolVar(&o.once, "once", false, "print one view (rates over one interval) and exit")
+		f.StringVar(&o.logLevel, "log-level", "error", "debug, info, warn or error (logs go to stderr)")
+		cmd.RunE = func(cmd *cobra.Command, _ []string) error { return runTop(cmd.Context(), e, o) }
+		return cmd
+	})
+}
+
+// topOptions are the flags of top.
+type topOptions struct {
+	interval               time.Duration
+	metricsTopic, logLevel string
+	once                   bool
 }
 
 // Terminal control: home the cursor and clear, hide and show the cursor.
@@ -28,28 +50,19 @@ const (
 // runTop redraws the monitor's tables every interval until q or Ctrl-C.
 // With --once it waits for two cluster reads one interval apart, so the
 // rates exist, prints the tables once without control codes and exits.
-func runTop(ctx context.Context, e env, args []string) error {
-	f := newFlags("top")
-	brokers := f.brokers()
-	interval := f.Duration("interval", 2*time.Second, "time between cluster reads and redraws")
-	metricsTopic := f.String("metrics-topic", monitor.DefaultMetricsTopic, "ops metrics topic to follow for component throughput")
-	once := f.Bool("once", false, "print one view (rates over one interval) and exit")
-	logLevel := f.String("log-level", "error", "debug, info, warn or error (logs go to stderr)")
-	if _, err := f.parse(args, 0); err != nil {
-		return err
-	}
-	if *interval < 100*time.Millisecond {
+func runTop(ctx context.Context, e *env, o topOptions) error {
+	if o.interval < 100*time.Millisecond {
 		return usageError("--interval must be at least 100ms")
 	}
-	logger, err := newLogger(e, *logLevel)
+	logger, err := newLogger(*e, o.logLevel)
 	if err != nil {
 		return err
 	}
-	s := seeds(*brokers)
+	s := e.client.seeds()
 	if len(s) == 0 {
 		return usageError("no brokers given")
 	}
-	col, err := monitor.New(monitor.Config{Brokers: s, Interval: *interval, MetricsTopic: *metricsTopic}, logger)
+	col, err := monitor.New(monitor.Config{Brokers: s, Interval: o.interval, MetricsTopic: o.metricsTopic}, logger)
 	if err != nil {
 		return err
 	}
@@ -58,16 +71,16 @@ func runTop(ctx context.Context, e env, args []string) error {
 	cancel()
 	if err != nil {
 		col.Shutdown(context.Background())
-		return fmt.Errorf("cannot reach brokers %s: %w", *brokers, err)
+		return fmt.Errorf("cannot reach brokers %s: %w", e.client.brokers, err)
 	}
 	if err := col.Start(ctx); err != nil {
 		return err
 	}
 	defer col.Shutdown(context.Background())
-	if *once {
-		return topOnce(ctx, e, col)
+	if o.once {
+		return topOnce(ctx, *e, col)
 	}
-	return topLive(ctx, e, col)
+	return topLive(ctx, *e, col)
 }
 
 func topOnce(ctx context.Context, e env, col *monitor.Collector) error {
