@@ -5,19 +5,25 @@ import (
 	"log/slog"
 	"time"
 
+	"millrace/agents/ship"
 	"millrace/audit"
 )
 
 // ensureAuditTopic creates the audit topic when the audit is on and the
-// topic is missing. A failure is only logged: the broker may be down at
-// start (the agent retries its records) or create topics on first use.
-func ensureAuditTopic(ctx context.Context, cfg audit.Config, brokers []string, logger *slog.Logger) {
+// topic is missing, connecting as the agent's producer does. A failure is
+// only logged: the broker may be down at start (the agent retries its
+// records) or create topics on first use.
+func ensureAuditTopic(ctx context.Context, cfg audit.Config, producer ship.Config, logger *slog.Logger) {
 	if !cfg.On() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := audit.EnsureTopic(ctx, brokers, cfg.WithDefaults().Topic); err != nil {
+	opts, err := producer.Security.Opts()
+	if err == nil {
+		err = audit.EnsureTopic(ctx, producer.Brokers, cfg.WithDefaults().Topic, opts...)
+	}
+	if err != nil {
 		logger.Warn("audit topic not created", "err", err)
 	}
 }

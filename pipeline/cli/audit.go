@@ -65,6 +65,10 @@ func runAudit(ctx context.Context, e *env, o auditOptions) error {
 	if len(s) == 0 {
 		return usageError("no brokers given")
 	}
+	security, err := e.client.settings()
+	if err != nil {
+		return err
+	}
 	// Credentials for an s3:// lake come from AWS_ACCESS_KEY_ID and
 	// AWS_SECRET_ACCESS_KEY, as for `millrace sink`.
 	st, err := store.Open(ctx, o.lake, store.Options{S3Endpoint: o.s3Endpoint, S3Region: o.s3Region})
@@ -74,7 +78,7 @@ func runAudit(ctx context.Context, e *env, o auditOptions) error {
 	defer st.Close()
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	r, err := reconcile.Run(rctx, reconcile.Options{Brokers: s, AuditTopic: o.auditTopic, Lake: st, Topic: o.topic, Since: o.since})
+	r, err := reconcile.Run(rctx, reconcile.Options{Brokers: s, Security: security, AuditTopic: o.auditTopic, Lake: st, Topic: o.topic, Since: o.since})
 	if err != nil {
 		return err
 	}

@@ -6,13 +6,40 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"millrace/agents/beacon"
 	"millrace/agents/ship"
 	"millrace/audit"
 )
 
 func init() {
-	register("beacon", "beacon --listen ADDR --topic T [--metrics-topic T] [--metrics-listen ADDR] [--config beacon.yaml]", runBeacon)
+	addCommand("", beaconCommand)
+}
+
+func beaconCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "beacon --listen ADDR --topic T [--metrics-topic T] [--metrics-listen ADDR] [--config beacon.yaml]",
+		Short: "serve the click beacon and the metrics intake, answering once the broker acknowledged",
+		Args:  exactArgs(0),
+	}
+	f := cmd.Flags()
+	var o beaconOptions
+	f.StringVar(&o.listen, "listen", "", "HTTP address (default from the config, else :8090)")
+	f.StringVar(&o.topic, "topic", "", "topic for click events (default clicks)")
+	f.StringVar(&o.metricsTopic, "metrics-topic", "", "topic for POST /v1/metrics samples (default ops.metrics)")
+	f.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus /metrics on this address instead of the ingest one (default from the config)")
+	f.StringVar(&o.configFile, "config", "", "YAML file with ship: and beacon: sections (flags override)")
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown may wait for requests in flight and acknowledgements")
+	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return runBeacon(cmd.Context(), e, o) }
+	return cmd
+}
+
+// beaconOptions are the flags of beacon.
+type beaconOptions struct {
+	listen, topic, metricsTopic, metricsListen, configFile, logLevel string
+	shutdownTimeout                                                  time.Duration
 }
 
 // beaconFile is the YAML layout of `millrace beacon --config`.
@@ -28,43 +55,34 @@ type beaconFile struct {
 // runBeacon serves the click beacon and metrics intake until SIGINT/SIGTERM,
 // then stops accepting, lets requests in flight finish (each answers only
 // after the broker acknowledged its events) and flushes the producer.
-func runBeacon(ctx context.Context, e env, args []string) error {
-	f := newFlags("beacon")
-	brokers := f.brokers()
-	listen := f.String("listen", "", "HTTP address (default from the config, else :8090)")
-	topic := f.String("topic", "", "topic for click events (default clicks)")
-	metricsTopic := f.String("metrics-topic", "", "topic for POST /v1/metrics samples (default ops.metrics)")
-	metricsListen := f.String("metrics-listen", "", "serve Prometheus /metrics on this address instead of the ingest one (default from the config)")
-	configFile := f.String("config", "", "YAML file with ship: and beacon: sections (flags override)")
-	shutdownTimeout := f.Duration("shutdown-timeout", 30*time.Second, "how long shutdown may wait for requests in flight and acknowledgements")
-	logLevel := f.String("log-level", "info", "debug, info, warn or error")
-	if _, err := f.parse(args, 0); err != nil {
-		return err
-	}
-	logger, err := newLogger(e, *logLevel)
+func runBeacon(ctx context.Context, e *env, o beaconOptions) error {
+	logger, err := newLogger(*e, o.logLevel)
 	if err != nil {
 		return err
 	}
 	var cfg beaconFile
-	if *configFile != "" {
-		if err := loadYAML(*configFile, &cfg); err != nil {
+	if o.configFile != "" {
+		if err := loadYAML(o.configFile, &cfg); err != nil {
 			return err
 		}
 	}
-	if explicit := visited(f); explicit["brokers"] || explicit["b"] || len(cfg.Ship.Brokers) == 0 {
-		cfg.Ship.Brokers = seeds(*brokers)
+	if e.client.brokersGiven() || len(cfg.Ship.Brokers) == 0 {
+		cfg.Ship.Brokers = e.client.seeds()
 	}
-	if *listen != "" {
-		cfg.Beacon.Listen = *listen
+	if err := e.client.applyTo(&cfg.Ship.Security); err != nil {
+		return err
 	}
-	if *metricsListen != "" {
-		cfg.Beacon.MetricsListen = *metricsListen
+	if o.listen != "" {
+		cfg.Beacon.Listen = o.listen
 	}
-	if *topic != "" {
-		cfg.Beacon.Topic = *topic
+	if o.metricsListen != "" {
+		cfg.Beacon.MetricsListen = o.metricsListen
 	}
-	if *metricsTopic != "" {
-		cfg.Beacon.MetricsTopic = *metricsTopic
+	if o.topic != "" {
+		cfg.Beacon.Topic = o.topic
+	}
+	if o.metricsTopic != "" {
+		cfg.Beacon.MetricsTopic = o.metricsTopic
 	}
 
 	reg := newRegistry()
@@ -85,7 +103,7 @@ func runBeacon(ctx context.Context, e env, args []string) error {
 		shipper.Close()
 		return err
 	}
-	ensureAuditTopic(ctx, cfg.Audit, shipper.Config().Brokers, logger)
+	ensureAuditTopic(ctx, cfg.Audit, shipper.Config(), logger)
 	instance := cfg.Audit.Instance
 	if instance == "" {
 		instance = audit.HostInstance(server.Config().Listen)
@@ -112,7 +130,7 @@ func runBeacon(ctx context.Context, e env, args []string) error {
 		fmt.Fprintf(e.stderr, "prometheus metrics on http://%s/metrics\n", a)
 	}
 	<-ctx.Done()
-	sctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 	defer cancel()
 	herr := server.Shutdown(sctx)
 	// After the requests in flight, before the producer: the last counts.

@@ -61,7 +61,11 @@ func runConsole(ctx context.Context, e *env, o consoleOptions) error {
 	if len(s) == 0 {
 		return usageError("no brokers given")
 	}
-	col, err := monitor.New(monitor.Config{Brokers: s, Interval: o.interval, MetricsTopic: o.metricsTopic}, logger.With("component", "console"))
+	security, err := e.client.settings()
+	if err != nil {
+		return err
+	}
+	col, err := monitor.New(monitor.Config{Brokers: s, Security: security, Interval: o.interval, MetricsTopic: o.metricsTopic}, logger.With("component", "console"))
 	if err != nil {
 		return usageError("%v", err)
 	}
@@ -87,7 +91,7 @@ func runConsole(ctx context.Context, e *env, o consoleOptions) error {
 			return err
 		}
 		defer st.Close()
-		auditor, err := monitor.NewAuditor(monitor.AuditConfig{Brokers: s, Topic: o.auditTopic, Since: o.auditSince, Interval: o.auditInterval,
+		auditor, err := monitor.NewAuditor(monitor.AuditConfig{Brokers: s, Security: security, Topic: o.auditTopic, Since: o.auditSince, Interval: o.auditInterval,
 			Lakes: []monitor.AuditLake{{Name: o.lakeURL, Store: st}}}, reg, logger.With("component", "audit"))
 		if err != nil {
 			ln.Close()

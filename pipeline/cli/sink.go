@@ -4,10 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"millrace/internal/lazyfree"
 	"millrace/sinks/lake"
@@ -15,10 +16,71 @@ import (
 )
 
 func init() {
-	register("sink", "sink -b BROKERS --group G --topic T [--topic T2...] --schema log|click|metric "+
-		"[--field NAME:TYPE...] --out file:///PATH|s3://BUCKET/PREFIX [--s3-endpoint URL] [--s3-region R] [--roll-rows N] [--roll-bytes N] "+
-		"[--roll-age D] [--idle-timeout D] [--session-timeout D] [--compression zstd|snappy] [--partition-by hour|day] "+
-		"[--timestamp-field F] [--max-decompressed-batch-bytes N] [--dedup on|off] [--dedup-window D] [--dedup-max-ids N] [--config sink.yaml] [--metrics-listen ADDR]", runSink)
+	addCommand("", sinkCommand)
+}
+
+func sinkCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use: "sink -b BROKERS --group G --topic T [--topic T2...] --schema log|click|metric " +
+			"[--field NAME:TYPE...] --out file:///PATH|s3://BUCKET/PREFIX [--s3-endpoint URL] [--s3-region R] [--roll-rows N] [--roll-bytes N] " +
+			"[--roll-age D] [--idle-timeout D] [--session-timeout D] [--compression zstd|snappy] [--partition-by hour|day] " +
+			"[--timestamp-field F] [--max-decompressed-batch-bytes N] [--dedup on|off] [--dedup-window D] [--dedup-max-ids N] [--config sink.yaml] [--metrics-listen ADDR]",
+		Short: "land topics as Parquet files, exactly once, as a consumer group",
+		Args:  exactArgs(0),
+	}
+	f := cmd.Flags()
+	var o sinkOptions
+	f.StringVar(&o.group, "group", "", "consumer group shared by the sink's workers")
+	f.StringArrayVar(&o.topics, "topic", nil, "`topic` to land (repeatable)")
+	f.StringVar(&o.schema, "schema", "", "event schema: log, click or metric")
+	f.StringArrayVar(&o.fields, "field", nil, "declare an optional typed column `NAME:TYPE`, TYPE string|int64|double|bool|timestamp "+
+		"(repeatable; replaces fields: of --config; only ever append)")
+	f.StringVar(&o.out, "out", "", "lake root: file:///PATH or s3://BUCKET/PREFIX")
+	f.StringVar(&o.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL (default https://s3.amazonaws.com)")
+	f.StringVar(&o.s3Region, "s3-region", "", "S3 region (default us-east-1)")
+	f.Int64Var(&o.rollRows, "roll-rows", 0, "end a commit window after N rows (default 1000000)")
+	f.Int64Var(&o.rollBytes, "roll-bytes", 0, "end a commit window at N bytes of Parquet (default 256 MiB)")
+	f.DurationVar(&o.rollAge, "roll-age", 0, "end a commit window at this span of record time (default 1m)")
+	f.DurationVar(&o.idleTimeout, "idle-timeout", 0, "land a partition's window after this long without records (default 30s)")
+	f.DurationVar(&o.sessionTimeout, "session-timeout", 0, "group session timeout: how soon a crashed worker's partitions move (default 45s)")
+	f.StringVar(&o.compression, "compression", "", "snappy (default) or zstd (smaller files, slower to write)")
+	f.StringVar(&o.partitionBy, "partition-by", "", "hour (default) or day")
+	f.StringVar(&o.timestampField, "timestamp-field", "", "timestamp field that picks the bucket (default the schema's)")
+	f.IntVar(&o.maxBatch, "max-decompressed-batch-bytes", 0, "dead-letter and skip a batch that decompresses past N bytes "+
+		"or cannot be decompressed (default 64 MiB; the same for every worker of a group)")
+	f.StringVar(&o.dedup, "dedup", "", "drop repeated event ids: on (default) or off")
+	f.DurationVar(&o.dedupWindow, "dedup-window", 0, "how long in record time a partition remembers ids (default 1h)")
+	f.IntVar(&o.dedupMaxIDs, "dedup-max-ids", 0, "ids a partition remembers at most, about 38 bytes each (default 1000000)")
+	f.StringVar(&o.configFile, "config", "", "YAML file with out:, s3_endpoint:, s3_region: and lake: (flags override)")
+	f.StringVar(&o.metricsAddr, "metrics-listen", "", "serve Prometheus /metrics on this address")
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", time.Minute, "how long to publish and commit on shutdown")
+	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	// Fault injection for the e2e tests, hidden from the help: after N
+	// published data files the process exits at once with status 3, as a
+	// crash between two publishes of one window would.
+	f.IntVar(&o.crashAfter, "crash-after-publish", 0, "")
+	// Likewise: before the Nth data file's publish (and its group
+	// generation check) the process stops itself with SIGSTOP, as a long
+	// pause would; a SIGCONT resumes it.
+	f.IntVar(&o.stopBefore, "stop-before-publish", 0, "")
+	for _, name := range []string{"crash-after-publish", "stop-before-publish"} {
+		if err := f.MarkHidden(name); err != nil {
+			panic(err) // a flag defined just above
+		}
+	}
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return runSink(cmd.Context(), e, o, cmd.Flags().Changed) }
+	return cmd
+}
+
+// sinkOptions are the flags of sink.
+type sinkOptions struct {
+	group, schema, out, s3Endpoint, s3Region, compression, partitionBy string
+	timestampField, dedup, configFile, metricsAddr, logLevel           string
+	topics, fields                                                     []string
+	rollRows, rollBytes                                                int64
+	rollAge, idleTimeout, sessionTimeout, dedupWindow                  time.Duration
+	shutdownTimeout                                                    time.Duration
+	maxBatch, dedupMaxIDs, crashAfter, stopBefore                      int
 }
 
 // sinkFile is the YAML layout of `millrace sink --config`.
@@ -33,115 +95,68 @@ type sinkFile struct {
 	Lake lake.Config `yaml:"lake"`
 }
 
-// stringList is a repeatable string flag.
-type stringList []string
-
-func (s *stringList) String() string { return strings.Join(*s, ",") }
-func (s *stringList) Set(v string) error {
-	*s = append(*s, v)
-	return nil
-}
-
 // runSink lands topics as Parquet until SIGINT/SIGTERM, then publishes and
 // commits what it has read (up to --shutdown-timeout) and leaves the group.
-func runSink(ctx context.Context, e env, args []string) error {
-	f := newFlags("sink")
-	brokers := f.brokers()
-	group := f.String("group", "", "consumer group shared by the sink's workers")
-	var topics stringList
-	f.Var(&topics, "topic", "`topic` to land (repeatable)")
-	schema := f.String("schema", "", "event schema: log, click or metric")
-	var fields stringList
-	f.Var(&fields, "field", "declare an optional typed column `NAME:TYPE`, TYPE string|int64|double|bool|timestamp "+
-		"(repeatable; replaces fields: of --config; only ever append)")
-	out := f.String("out", "", "lake root: file:///PATH or s3://BUCKET/PREFIX")
-	s3Endpoint := f.String("s3-endpoint", "", "S3 endpoint URL (default https://s3.amazonaws.com)")
-	s3Region := f.String("s3-region", "", "S3 region (default us-east-1)")
-	rollRows := f.Int64("roll-rows", 0, "end a commit window after N rows (default 1000000)")
-	rollBytes := f.Int64("roll-bytes", 0, "end a commit window at N bytes of Parquet (default 256 MiB)")
-	rollAge := f.Duration("roll-age", 0, "end a commit window at this span of record time (default 1m)")
-	idleTimeout := f.Duration("idle-timeout", 0, "land a partition's window after this long without records (default 30s)")
-	sessionTimeout := f.Duration("session-timeout", 0, "group session timeout: how soon a crashed worker's partitions move (default 45s)")
-	compression := f.String("compression", "", "snappy (default) or zstd (smaller files, slower to write)")
-	partitionBy := f.String("partition-by", "", "hour (default) or day")
-	timestampField := f.String("timestamp-field", "", "timestamp field that picks the bucket (default the schema's)")
-	maxBatch := f.Int("max-decompressed-batch-bytes", 0, "dead-letter and skip a batch that decompresses past N bytes "+
-		"or cannot be decompressed (default 64 MiB; the same for every worker of a group)")
-	dedup := f.String("dedup", "", "drop repeated event ids: on (default) or off")
-	dedupWindow := f.Duration("dedup-window", 0, "how long in record time a partition remembers ids (default 1h)")
-	dedupMaxIDs := f.Int("dedup-max-ids", 0, "ids a partition remembers at most, about 38 bytes each (default 1000000)")
-	configFile := f.String("config", "", "YAML file with out:, s3_endpoint:, s3_region: and lake: (flags override)")
-	metricsAddr := f.String("metrics-listen", "", "serve Prometheus /metrics on this address")
-	shutdownTimeout := f.Duration("shutdown-timeout", time.Minute, "how long to publish and commit on shutdown")
-	logLevel := f.String("log-level", "info", "debug, info, warn or error")
-	// Fault injection for the e2e tests, deliberately left out of the usage
-	// line: after N published data files the process exits at once with
-	// status 3, as a crash between two publishes of one window would.
-	crashAfter := f.Int("crash-after-publish", 0, "")
-	// Likewise: before the Nth data file's publish (and its group
-	// generation check) the process stops itself with SIGSTOP, as a long
-	// pause would; a SIGCONT resumes it.
-	stopBefore := f.Int("stop-before-publish", 0, "")
-	if _, err := f.parse(args, 0); err != nil {
-		return err
-	}
-	logger, err := newLogger(e, *logLevel)
+func runSink(ctx context.Context, e *env, o sinkOptions, given func(flag string) bool) error {
+	logger, err := newLogger(*e, o.logLevel)
 	if err != nil {
 		return err
 	}
 	var cfg sinkFile
-	if *configFile != "" {
-		if err := loadYAML(*configFile, &cfg); err != nil {
+	if o.configFile != "" {
+		if err := loadYAML(o.configFile, &cfg); err != nil {
 			return err
 		}
 	}
-	explicit := visited(f)
-	if explicit["brokers"] || explicit["b"] || len(cfg.Lake.Brokers) == 0 {
-		cfg.Lake.Brokers = seeds(*brokers)
+	if e.client.brokersGiven() || len(cfg.Lake.Brokers) == 0 {
+		cfg.Lake.Brokers = e.client.seeds()
+	}
+	if err := e.client.applyTo(&cfg.Lake.Security); err != nil {
+		return err
 	}
 	setString := func(dst *string, v string) {
 		if v != "" {
 			*dst = v
 		}
 	}
-	setString(&cfg.Lake.Group, *group)
-	setString(&cfg.Lake.Schema, *schema)
-	setString(&cfg.Out, *out)
-	setString(&cfg.S3Endpoint, *s3Endpoint)
-	setString(&cfg.S3Region, *s3Region)
-	setString(&cfg.Lake.Compression, *compression)
-	setString(&cfg.Lake.PartitionBy, *partitionBy)
-	setString(&cfg.Lake.TimestampField, *timestampField)
-	setString(&cfg.Lake.Dedup, *dedup)
-	if len(topics) > 0 {
-		cfg.Lake.Topics = topics
+	setString(&cfg.Lake.Group, o.group)
+	setString(&cfg.Lake.Schema, o.schema)
+	setString(&cfg.Out, o.out)
+	setString(&cfg.S3Endpoint, o.s3Endpoint)
+	setString(&cfg.S3Region, o.s3Region)
+	setString(&cfg.Lake.Compression, o.compression)
+	setString(&cfg.Lake.PartitionBy, o.partitionBy)
+	setString(&cfg.Lake.TimestampField, o.timestampField)
+	setString(&cfg.Lake.Dedup, o.dedup)
+	if len(o.topics) > 0 {
+		cfg.Lake.Topics = o.topics
 	}
-	if len(fields) > 0 {
-		cfg.Lake.Fields = fields
+	if len(o.fields) > 0 {
+		cfg.Lake.Fields = o.fields
 	}
-	if explicit["roll-rows"] {
-		cfg.Lake.RollRows = *rollRows
+	if given("roll-rows") {
+		cfg.Lake.RollRows = o.rollRows
 	}
-	if explicit["roll-bytes"] {
-		cfg.Lake.RollBytes = *rollBytes
+	if given("roll-bytes") {
+		cfg.Lake.RollBytes = o.rollBytes
 	}
-	if explicit["roll-age"] {
-		cfg.Lake.RollAge = *rollAge
+	if given("roll-age") {
+		cfg.Lake.RollAge = o.rollAge
 	}
-	if explicit["idle-timeout"] {
-		cfg.Lake.IdleTimeout = *idleTimeout
+	if given("idle-timeout") {
+		cfg.Lake.IdleTimeout = o.idleTimeout
 	}
-	if explicit["session-timeout"] {
-		cfg.Lake.SessionTimeout = *sessionTimeout
+	if given("session-timeout") {
+		cfg.Lake.SessionTimeout = o.sessionTimeout
 	}
-	if explicit["dedup-window"] {
-		cfg.Lake.DedupWindow = *dedupWindow
+	if given("dedup-window") {
+		cfg.Lake.DedupWindow = o.dedupWindow
 	}
-	if explicit["dedup-max-ids"] {
-		cfg.Lake.DedupMaxIDs = *dedupMaxIDs
+	if given("dedup-max-ids") {
+		cfg.Lake.DedupMaxIDs = o.dedupMaxIDs
 	}
-	if explicit["max-decompressed-batch-bytes"] {
-		cfg.Lake.MaxDecompressedBatchBytes = *maxBatch
+	if given("max-decompressed-batch-bytes") {
+		cfg.Lake.MaxDecompressedBatchBytes = o.maxBatch
 	}
 	if cfg.Out == "" {
 		return usageError("--out file:///PATH or s3://BUCKET/PREFIX (or out: in --config) is required")
@@ -154,9 +169,9 @@ func runSink(ctx context.Context, e env, args []string) error {
 	if err := lazyfree.Reexec(); err != nil {
 		logger.Warn("freed memory goes back to the kernel at once (slower)", "err", err)
 	}
-	if *crashAfter > 0 {
+	if o.crashAfter > 0 {
 		var published atomic.Int64
-		n := int64(*crashAfter)
+		n := int64(o.crashAfter)
 		cfg.Lake.AfterPublish = func(name string) {
 			if published.Add(1) >= n {
 				logger.Warn("crash-after-publish: exiting without committing", "published", name)
@@ -165,9 +180,9 @@ func runSink(ctx context.Context, e env, args []string) error {
 		}
 	}
 
-	if *stopBefore > 0 {
+	if o.stopBefore > 0 {
 		var publishing atomic.Int64
-		n := int64(*stopBefore)
+		n := int64(o.stopBefore)
 		cfg.Lake.BeforePublish = func(name string) {
 			if publishing.Add(1) == n {
 				logger.Warn("stop-before-publish: stopping", "publishing", name)
@@ -184,7 +199,7 @@ func runSink(ctx context.Context, e env, args []string) error {
 	}
 	defer st.Close()
 	reg := newRegistry()
-	waitMetrics, err := serveMetrics(ctx, *metricsAddr, reg, logger)
+	waitMetrics, err := serveMetrics(ctx, o.metricsAddr, reg, logger)
 	if err != nil {
 		return err
 	}
@@ -194,8 +209,8 @@ func runSink(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	<-ctx.Done()
-	logger.Info("shutting down: landing open windows", "timeout", *shutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
+	logger.Info("shutting down: landing open windows", "timeout", o.shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 	defer cancel()
 	if err := runner.Shutdown(sctx); err != nil {
 		return fmt.Errorf("%w (records not landed are landed again from the committed offsets)", err)

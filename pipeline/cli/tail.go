@@ -8,13 +8,43 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"millrace/agents/ship"
 	"millrace/agents/tail"
 	"millrace/audit"
 )
 
 func init() {
-	register("tail", "tail --topic T [--data DIR] [--config agent.yaml] [--metrics-listen ADDR] [--symlinks] GLOB...", runTail)
+	addCommand("", tailCommand)
+}
+
+func tailCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "tail --topic T [--data DIR] [--config agent.yaml] [--metrics-listen ADDR] [--symlinks] GLOB...",
+		Short: "ship log lines of the files the globs match, checkpointing what the broker acknowledged",
+		Args:  anyArgs,
+	}
+	f := cmd.Flags()
+	var o tailOptions
+	f.StringVar(&o.topic, "topic", "", "topic for the log lines")
+	f.StringVar(&o.data, "data", "", "directory of the checkpoint registry")
+	f.StringVar(&o.configFile, "config", "", "YAML file with ship: and tail: sections (flags override)")
+	f.StringVar(&o.metricsAddr, "metrics-listen", "", "serve Prometheus /metrics on this address")
+	f.BoolVar(&o.symlinks, "symlinks", false, "follow symbolic links the globs match (tail.symlinks; default: skip them)")
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to wait for acknowledgements on shutdown")
+	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	cmd.RunE = func(cmd *cobra.Command, globs []string) error {
+		return runTail(cmd.Context(), e, globs, o, cmd.Flags().Changed("symlinks"))
+	}
+	return cmd
+}
+
+// tailOptions are the flags of tail.
+type tailOptions struct {
+	topic, data, configFile, metricsAddr, logLevel string
+	symlinks                                       bool
+	shutdownTimeout                                time.Duration
 }
 
 // tailFile is the YAML layout of `millrace tail --config`.
@@ -29,45 +59,34 @@ type tailFile struct {
 
 // runTail ships log lines until SIGINT/SIGTERM, then waits for the broker to
 // acknowledge what was read (up to --shutdown-timeout) and checkpoints.
-func runTail(ctx context.Context, e env, args []string) error {
-	f := newFlags("tail")
-	brokers := f.brokers()
-	topic := f.String("topic", "", "topic for the log lines")
-	data := f.String("data", "", "directory of the checkpoint registry")
-	configFile := f.String("config", "", "YAML file with ship: and tail: sections (flags override)")
-	metricsAddr := f.String("metrics-listen", "", "serve Prometheus /metrics on this address")
-	symlinks := f.Bool("symlinks", false, "follow symbolic links the globs match (tail.symlinks; default: skip them)")
-	shutdownTimeout := f.Duration("shutdown-timeout", 30*time.Second, "how long to wait for acknowledgements on shutdown")
-	logLevel := f.String("log-level", "info", "debug, info, warn or error")
-	globs, err := f.parse(args, -1)
-	if err != nil {
-		return err
-	}
-	logger, err := newLogger(e, *logLevel)
+func runTail(ctx context.Context, e *env, globs []string, o tailOptions, symlinksGiven bool) error {
+	logger, err := newLogger(*e, o.logLevel)
 	if err != nil {
 		return err
 	}
 	var cfg tailFile
-	if *configFile != "" {
-		if err := loadYAML(*configFile, &cfg); err != nil {
+	if o.configFile != "" {
+		if err := loadYAML(o.configFile, &cfg); err != nil {
 			return err
 		}
 	}
-	explicit := visited(f)
-	if explicit["brokers"] || explicit["b"] || len(cfg.Ship.Brokers) == 0 {
-		cfg.Ship.Brokers = seeds(*brokers)
+	if e.client.brokersGiven() || len(cfg.Ship.Brokers) == 0 {
+		cfg.Ship.Brokers = e.client.seeds()
 	}
-	if *topic != "" {
-		cfg.Tail.Topic = *topic
+	if err := e.client.applyTo(&cfg.Ship.Security); err != nil {
+		return err
 	}
-	if *data != "" {
-		cfg.Tail.DataDir = *data
+	if o.topic != "" {
+		cfg.Tail.Topic = o.topic
+	}
+	if o.data != "" {
+		cfg.Tail.DataDir = o.data
 	}
 	if len(globs) > 0 {
 		cfg.Tail.Paths = globs
 	}
-	if explicit["symlinks"] {
-		cfg.Tail.Symlinks = *symlinks
+	if symlinksGiven {
+		cfg.Tail.Symlinks = o.symlinks
 	}
 	if len(cfg.Tail.Paths) == 0 {
 		return usageError("give at least one GLOB (or tail.paths in --config)")
@@ -90,7 +109,7 @@ func runTail(ctx context.Context, e env, args []string) error {
 		shipper.Close()
 		return err
 	}
-	waitMetrics, err := serveMetrics(ctx, *metricsAddr, reg, logger)
+	waitMetrics, err := serveMetrics(ctx, o.metricsAddr, reg, logger)
 	if err != nil {
 		shipper.Close()
 		return err
@@ -104,7 +123,7 @@ func runTail(ctx context.Context, e env, args []string) error {
 		shipper.Close()
 		return err
 	}
-	ensureAuditTopic(ctx, cfg.Audit, shipper.Config().Brokers, logger)
+	ensureAuditTopic(ctx, cfg.Audit, shipper.Config(), logger)
 	instance := cfg.Audit.Instance
 	if instance == "" && cfg.Audit.On() {
 		if instance, err = audit.InstanceID(tailer.Config().DataDir); err != nil {
@@ -128,8 +147,8 @@ func runTail(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	<-ctx.Done()
-	logger.Info("shutting down: waiting for acknowledgements", "timeout", *shutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
+	logger.Info("shutting down: waiting for acknowledgements", "timeout", o.shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 	defer cancel()
 	terr := tailer.Shutdown(sctx)
 	aerr := shutdownAudit(sctx, counter) // after the tailer's last checkpoint

@@ -62,7 +62,11 @@ func runTop(ctx context.Context, e *env, o topOptions) error {
 	if len(s) == 0 {
 		return usageError("no brokers given")
 	}
-	col, err := monitor.New(monitor.Config{Brokers: s, Interval: o.interval, MetricsTopic: o.metricsTopic}, logger)
+	security, err := e.client.settings()
+	if err != nil {
+		return err
+	}
+	col, err := monitor.New(monitor.Config{Brokers: s, Security: security, Interval: o.interval, MetricsTopic: o.metricsTopic}, logger)
 	if err != nil {
 		return err
 	}
