@@ -164,6 +164,9 @@ type Config struct {
 
 	// Authorizer holds the ACL settings (authorize.go).
 	Authorizer AuthorizerConfig
+
+	// SASL holds the SASL settings (sasl_config.go).
+	SASL SASLConfig
 }
 
 // DefaultConfig returns Kafka's defaults, with bounds where Kafka has none
@@ -192,6 +195,8 @@ func DefaultConfig() Config {
 
 		ProducerIDExpiration:       24 * time.Hour,
 		MaxProducerIDsPerPartition: 10000,
+
+		SASL: defaultSASLConfig(),
 	}
 }
 
@@ -257,6 +262,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("millrace.client.id.max.bytes %d must not be negative", c.ClientIDMaxBytes))
 	}
 	errs = append(errs, c.Authorizer.validate()...)
+	errs = append(errs, c.SASL.validate(c.ConnectionsMaxIdle)...)
 	return errors.Join(errs...)
 }
 

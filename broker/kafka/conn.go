@@ -38,6 +38,9 @@ type conn struct {
 	// before the requests that depend on it are read, so handlers read
 	// it without a lock.
 	principal string
+	// sasl is the SASL authentication progress (sasl.go), used by the
+	// reader goroutine only.
+	sasl saslState
 
 	ctx    context.Context // cancelled when the connection closes
 	cancel context.CancelFunc
@@ -140,6 +143,13 @@ func (c *conn) readLoop() string {
 			return c.readFailure(err, "reading a request size")
 		}
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+		if c.sasl.raw {
+			// After a version 0 SaslHandshake: a raw SASL frame.
+			if reason, ok := c.serveRawSASL(size, deadline); !ok {
+				return reason
+			}
+			continue
+		}
 		if err := checkSize(size, maxBytes); err != nil {
 			c.closeWith(err.Error(), nil)
 			return err.Error()
@@ -161,6 +171,11 @@ func (c *conn) readLoop() string {
 			return err.Error()
 		}
 		r.conn = c
+		if err := c.saslGate(r); err != nil {
+			c.b.budget.release(charge)
+			c.closeWith(err.Error(), r)
+			return err.Error()
+		}
 		s := &slot{r: r, done: make(chan struct{}), charge: charge}
 		c.inflight.Add(1)
 		select {

@@ -27,6 +27,7 @@ type brokerMetrics struct {
 	isrShrinks    prometheus.Counter
 	isrExpands    prometheus.Counter
 	refused       *prometheus.CounterVec
+	saslAuth      *prometheus.CounterVec
 }
 
 func newBrokerMetrics(reg prometheus.Registerer, model *cluster.Cluster, logs *log.Manager, b *Broker) (*brokerMetrics, error) {
@@ -55,6 +56,9 @@ func newBrokerMetrics(reg prometheus.Registerer, model *cluster.Cluster, logs *l
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "millrace_broker_connections_refused_total", Help: "Connections closed as soon as accepted, by the limit they were over (max.connections, max.connections.per.ip).",
 		}, []string{"limit"}),
+		saslAuth: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "millrace_broker_sasl_authentications_total", Help: "SASL authentications (re-authentications included), by mechanism and result (ok, failed).",
+		}, []string{"mechanism", "result"}),
 	}
 	if reg == nil {
 		return m, nil
@@ -68,7 +72,7 @@ func newBrokerMetrics(reg prometheus.Registerer, model *cluster.Cluster, logs *l
 	queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "millrace_broker_queued_request_bytes", Help: "Request bytes read and not yet answered, as charged against queued.max.request.bytes (requests other than Produce count what decoding them may allocate).",
 	}, func() float64 { return float64(b.budget.used.Load()) })
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.producedRecs, m.producedBytes, m.isrShrinks, m.isrExpands, m.refused, fetched, open, queued, newReplicationCollector(model), newDiskCollector(logs)} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.producedRecs, m.producedBytes, m.isrShrinks, m.isrExpands, m.refused, m.saslAuth, fetched, open, queued, newReplicationCollector(model), newDiskCollector(logs)} {
 		if err := reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 			return nil, err
 		}
@@ -95,6 +99,12 @@ func (m *brokerMetrics) produced(topic string, records, bytes int) {
 // connectionRefused counts a connection refused by limit.
 func (m *brokerMetrics) connectionRefused(limit string) {
 	m.refused.WithLabelValues(limit).Inc()
+}
+
+// saslAuthenticated counts one SASL authentication. The mechanism is one
+// the handshake accepted, so the label values are few.
+func (m *brokerMetrics) saslAuthenticated(mechanism, result string) {
+	m.saslAuth.WithLabelValues(mechanism, result).Inc()
 }
 
 // isrChanged records an ISR change the leader wrote. A change either

@@ -18,6 +18,7 @@
 package users
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
@@ -50,6 +51,10 @@ const (
 // MaxNameBytes bounds a user name. Names come from clients (SASL messages,
 // AlterUserScramCredentials) and become store node names and log fields.
 const MaxNameBytes = 255
+
+// MaxSaltBytes bounds a salt a client supplies (AlterUserScramCredentials);
+// generated salts are saltBytes long.
+const MaxSaltBytes = 256
 
 // saltBytes is the length of a generated salt; Kafka's is 32 random bytes
 // too (RFC 5802 asks only for a random one).
@@ -149,6 +154,42 @@ func derive(hash scram.HashGeneratorFcn, mechanism, password string, salt []byte
 		return Credential{}, err
 	}
 	return Credential{Mechanism: mechanism, Salt: append([]byte(nil), salt...), StoredKey: sc.StoredKey, ServerKey: sc.ServerKey, Iterations: iterations}, nil
+}
+
+// FromSaltedPassword computes the credential from a salted password, the
+// form AlterUserScramCredentials carries (the client ran PBKDF2, so the
+// password never reaches the broker): RFC 5802's
+// StoredKey = H(HMAC(SaltedPassword, "Client Key")) and
+// ServerKey = HMAC(SaltedPassword, "Server Key"), with the standard
+// library's HMAC and the mechanism's hash.
+func FromSaltedPassword(mechanism string, salt, saltedPassword []byte, iterations int) (Credential, error) {
+	hash, ok := Hash(mechanism)
+	if !ok {
+		return Credential{}, fmt.Errorf("%w: mechanism %q is not one of %s", ErrInvalid, mechanism, strings.Join(Mechanisms, ", "))
+	}
+	if err := CheckIterations(iterations); err != nil {
+		return Credential{}, err
+	}
+	switch size := hash().Size(); {
+	case len(salt) == 0 || len(salt) > MaxSaltBytes:
+		return Credential{}, fmt.Errorf("%w: a salt of %d bytes (1 to %d)", ErrInvalid, len(salt), MaxSaltBytes)
+	case len(saltedPassword) != size:
+		return Credential{}, fmt.Errorf("%w: a %s salted password is %d bytes, not %d", ErrInvalid, mechanism, size, len(saltedPassword))
+	}
+	keyed := func(key []byte, label string) []byte {
+		m := hmac.New(hash, key)
+		m.Write([]byte(label))
+		return m.Sum(nil)
+	}
+	h := hash()
+	h.Write(keyed(saltedPassword, "Client Key"))
+	return Credential{
+		Mechanism:  mechanism,
+		Salt:       append([]byte(nil), salt...),
+		StoredKey:  h.Sum(nil),
+		ServerKey:  keyed(saltedPassword, "Server Key"),
+		Iterations: iterations,
+	}, nil
 }
 
 // Verify reports whether password is the one the credential was derived

@@ -1,6 +1,7 @@
 package users
 
 import (
+	"crypto/pbkdf2"
 	"encoding/base64"
 	"errors"
 	"strings"
@@ -263,5 +264,33 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 5s")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestFromSaltedPassword: the credential computed from a client's salted
+// password (AlterUserScramCredentials) is the one derived from the
+// password itself.
+func TestFromSaltedPassword(t *testing.T) {
+	for _, mech := range Mechanisms {
+		hash, _ := Hash(mech)
+		salt := []byte("0123456789abcdef")
+		salted, err := pbkdf2.Key(hash, "pencil", salt, MinIterations, hash().Size())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := FromSaltedPassword(mech, salt, salted, MinIterations)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := Derive(mech, "pencil", salt, MinIterations)
+		if got.Encode() != want.Encode() || !got.Verify("pencil") {
+			t.Fatalf("%s: %s, want %s", mech, got.Encode(), want.Encode())
+		}
+		if _, err := FromSaltedPassword(mech, salt, salted[1:], MinIterations); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("%s: short salted password: %v", mech, err)
+		}
+		if _, err := FromSaltedPassword(mech, nil, salted, MinIterations); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("%s: no salt: %v", mech, err)
+		}
 	}
 }

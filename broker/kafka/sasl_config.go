@@ -1,0 +1,129 @@
+package kafka
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"millrace/broker/users"
+)
+
+// SASL settings of the broker, Kafka's names. They apply to listeners
+// whose security protocol is SASL_PLAINTEXT or SASL_SSL; the
+// inter-broker ones to the replication connections this broker opens.
+
+// mechanismPlain is SASL PLAIN (RFC 4616). The SCRAM mechanisms are
+// users.SCRAMSHA256 and users.SCRAMSHA512.
+const mechanismPlain = "PLAIN"
+
+// saslMechanisms are the mechanisms served, in Kafka's spelling.
+var saslMechanisms = []string{mechanismPlain, users.SCRAMSHA256, users.SCRAMSHA512}
+
+// SASLConfig are the SASL settings.
+type SASLConfig struct {
+	// EnabledMechanisms (sasl.enabled.mechanisms, default
+	// "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512") are the mechanisms a client may
+	// pick in SaslHandshake. PLAIN checks the password against the user's
+	// stored SCRAM credential, so it needs no password store of its own;
+	// it sends the password itself, so enable it only over TLS
+	// (SASL_SSL) outside tests.
+	EnabledMechanisms []string
+	// ConnectionsMaxReauth (connections.max.reauth.ms, default 0 = never,
+	// KIP-368) is the longest an authentication holds. When set, clients
+	// are told the session lifetime (SaslAuthenticate v1+) and must
+	// authenticate again, as the same user, before it ends: a connection
+	// whose session ended is closed at its next request. A deleted user or
+	// changed password then locks a client out within this time.
+	ConnectionsMaxReauth time.Duration
+	// FailedAuthenticationDelay (connection.failed.authentication.delay.ms,
+	// default 100, Kafka's) delays the answer to a failed authentication,
+	// slowing password guessing. It must be less than
+	// connections.max.idle.ms.
+	FailedAuthenticationDelay time.Duration
+	// InterBrokerMechanism (sasl.mechanism.inter.broker.protocol, default
+	// SCRAM-SHA-512; Kafka's is GSSAPI, which millrace does not serve) is
+	// the mechanism this broker authenticates with to the other brokers'
+	// SASL listeners.
+	InterBrokerMechanism string
+	// InterBrokerUsername (millrace.inter.broker.sasl.username, default
+	// empty = replication connections do not authenticate) is the user this
+	// broker authenticates as; Kafka puts it in the listener's JAAS
+	// config. Its principal (User:<name>) needs ClusterAction when ACLs
+	// are on, or belongs in super.users.
+	InterBrokerUsername string
+	// InterBrokerPasswordFile (millrace.inter.broker.sasl.password.file,
+	// default empty) is a file holding that user's password (a trailing
+	// newline is ignored); required with InterBrokerUsername.
+	InterBrokerPasswordFile string
+}
+
+func defaultSASLConfig() SASLConfig {
+	return SASLConfig{
+		EnabledMechanisms:         slices.Clone(saslMechanisms),
+		FailedAuthenticationDelay: 100 * time.Millisecond,
+		InterBrokerMechanism:      users.SCRAMSHA512,
+	}
+}
+
+// validate reports impossible SASL settings; idle is
+// connections.max.idle.ms.
+func (s SASLConfig) validate(idle time.Duration) []error {
+	var errs []error
+	if len(s.EnabledMechanisms) == 0 {
+		errs = append(errs, errors.New("sasl.enabled.mechanisms is empty: a SASL listener could authenticate no one"))
+	}
+	for _, m := range s.EnabledMechanisms {
+		if !slices.Contains(saslMechanisms, m) {
+			errs = append(errs, fmt.Errorf("sasl.enabled.mechanisms: %q is not one of %s", m, strings.Join(saslMechanisms, ", ")))
+		}
+	}
+	if s.ConnectionsMaxReauth < 0 {
+		errs = append(errs, fmt.Errorf("connections.max.reauth.ms %v must not be negative (0 turns re-authentication off)", s.ConnectionsMaxReauth))
+	}
+	if s.FailedAuthenticationDelay < 0 || s.FailedAuthenticationDelay >= idle {
+		errs = append(errs, fmt.Errorf("connection.failed.authentication.delay.ms %v must be from 0 to less than connections.max.idle.ms %v", s.FailedAuthenticationDelay, idle))
+	}
+	if !slices.Contains(saslMechanisms, s.InterBrokerMechanism) {
+		errs = append(errs, fmt.Errorf("sasl.mechanism.inter.broker.protocol %q is not one of %s", s.InterBrokerMechanism, strings.Join(saslMechanisms, ", ")))
+	}
+	if (s.InterBrokerUsername == "") != (s.InterBrokerPasswordFile == "") {
+		errs = append(errs, errors.New("millrace.inter.broker.sasl.username and millrace.inter.broker.sasl.password.file go together: set both or neither"))
+	}
+	if s.InterBrokerUsername != "" {
+		if err := users.CheckName(s.InterBrokerUsername); err != nil {
+			errs = append(errs, fmt.Errorf("millrace.inter.broker.sasl.username: %w", err))
+		}
+	}
+	return errs
+}
+
+func init() {
+	configEntries["sasl.enabled.mechanisms"] = configEntry{
+		func(c *Config, v string) error {
+			var ms []string
+			for m := range strings.SplitSeq(v, ",") {
+				if m = strings.TrimSpace(m); m != "" {
+					ms = append(ms, strings.ToUpper(m))
+				}
+			}
+			c.SASL.EnabledMechanisms = ms
+			return nil
+		},
+		func(c Config) string { return strings.Join(c.SASL.EnabledMechanisms, ",") },
+	}
+	configEntries["connections.max.reauth.ms"] = msEntry(func(c *Config) *time.Duration { return &c.SASL.ConnectionsMaxReauth })
+	configEntries["connection.failed.authentication.delay.ms"] = msEntry(func(c *Config) *time.Duration { return &c.SASL.FailedAuthenticationDelay })
+	configEntries["sasl.mechanism.inter.broker.protocol"] = saslStringEntry(func(c *Config) *string { return &c.SASL.InterBrokerMechanism })
+	configEntries["millrace.inter.broker.sasl.username"] = saslStringEntry(func(c *Config) *string { return &c.SASL.InterBrokerUsername })
+	configEntries["millrace.inter.broker.sasl.password.file"] = saslStringEntry(func(c *Config) *string { return &c.SASL.InterBrokerPasswordFile })
+}
+
+// saslStringEntry is a setting held as a string.
+func saslStringEntry(dst func(*Config) *string) configEntry {
+	return configEntry{
+		func(c *Config, v string) error { *dst(c) = v; return nil },
+		func(c Config) string { return *dst(&c) },
+	}
+}
