@@ -6,76 +6,98 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/spf13/cobra"
+
 	"millrace/broker"
 )
 
 func init() {
-	register("broker", "broker --listen HOST:PORT --data DIR [--id N] [--metrics-listen ADDR] [--zookeeper HOST:PORT[,...][/chroot]] [--config FILE] [--set name=value]...", runBroker)
+	addCommand("", brokerCommand)
+}
+
+func brokerCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use: "broker --listen HOST:PORT --data DIR [--id N] [--metrics-listen ADDR] [--zookeeper HOST:PORT[,...][/chroot]] " +
+			"[--config FILE] [--set name=value]...",
+		Short:       "run a broker: embedded coordination, or one broker of a ZooKeeper cluster",
+		Args:        exactArgs(0),
+		Annotations: noClient,
+	}
+	f := cmd.Flags()
+	var o brokerOptions
+	f.StringVar(&o.listen, "listen", "127.0.0.1:9092", "address to serve the Kafka protocol on")
+	f.StringVar(&o.data, "data", "", "data directory (partition logs and coordination state)")
+	f.IntVar(&o.id, "id", 1, "broker id")
+	f.StringVar(&o.zookeeper, "zookeeper", "", "ZooKeeper connect string host:port[,host:port...][/chroot]; runs the broker as part of a replicated cluster (zookeeper.connect)")
+	f.StringVar(&o.configFile, "config", "", "Kafka server.properties-style file of broker settings")
+	o.sets = keyValues{}
+	f.Var(o.sets, "set", "broker setting `name=value` by its Kafka name, after --config (repeatable)")
+	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&o.metricsAddr, "metrics-listen", "", "serve Prometheus /metrics on this address")
+	// Fault injection for the e2e tests, hidden from the help: writes not
+	// yet fsynced stay in the process's memory, so a SIGKILL loses what a
+	// power cut would (broker.Config.HoldUnsyncedWrites).
+	f.BoolVar(&o.holdUnsynced, "hold-unsynced-writes", false, "")
+	if err := f.MarkHidden("hold-unsynced-writes"); err != nil {
+		panic(err) // a flag defined just above
+	}
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return runBroker(cmd.Context(), e, o, cmd.Flags().Changed) }
+	return cmd
+}
+
+// brokerOptions are the flags of broker.
+type brokerOptions struct {
+	listen, data, zookeeper, configFile, logLevel, metricsAddr string
+	id                                                         int
+	sets                                                       keyValues
+	holdUnsynced                                               bool
 }
 
 // runBroker runs a broker until SIGINT/SIGTERM: with embedded coordination,
 // or with --zookeeper as one broker of a replicated cluster.
-func runBroker(ctx context.Context, e env, args []string) error {
-	f := newFlags("broker")
-	listen := f.String("listen", "127.0.0.1:9092", "address to serve the Kafka protocol on")
-	data := f.String("data", "", "data directory (partition logs and coordination state)")
-	id := f.Int("id", 1, "broker id")
-	zookeeper := f.String("zookeeper", "", "ZooKeeper connect string host:port[,host:port...][/chroot]; runs the broker as part of a replicated cluster (zookeeper.connect)")
-	configFile := f.String("config", "", "Kafka server.properties-style file of broker settings")
-	sets := keyValues{}
-	f.Var(sets, "set", "broker setting `name=value` by its Kafka name, after --config (repeatable)")
-	logLevel := f.String("log-level", "info", "debug, info, warn or error")
-	metricsAddr := f.String("metrics-listen", "", "serve Prometheus /metrics on this address")
-	// Fault injection for the e2e tests, deliberately left out of the usage
-	// line: writes not yet fsynced stay in the process's memory, so a
-	// SIGKILL loses what a power cut would (broker.Config.HoldUnsyncedWrites).
-	holdUnsynced := f.Bool("hold-unsynced-writes", false, "")
-	if _, err := f.parse(args, 0); err != nil {
-		return err
-	}
-	logger, err := newLogger(e, *logLevel)
+func runBroker(ctx context.Context, e *env, o brokerOptions, given func(flag string) bool) error {
+	logger, err := newLogger(*e, o.logLevel)
 	if err != nil {
 		return err
 	}
 
 	cfg := broker.DefaultConfig()
-	if *configFile != "" {
-		file, err := os.Open(*configFile)
+	if o.configFile != "" {
+		file, err := os.Open(o.configFile)
 		if err != nil {
 			return err
 		}
 		err = cfg.LoadProperties(file)
 		file.Close()
 		if err != nil {
-			return fmt.Errorf("%s: %w", *configFile, err)
+			return fmt.Errorf("%s: %w", o.configFile, err)
 		}
 	}
-	for name, value := range sets {
+	for name, value := range o.sets {
 		if err := cfg.Set(name, value); err != nil {
 			return err
 		}
 	}
 	// Flags given explicitly win over the file, as users expect.
-	explicit := visited(f)
-	if explicit["listen"] || cfg.Kafka.Listener == broker.DefaultConfig().Kafka.Listener {
-		cfg.Kafka.Listener = *listen
+	if given("listen") || cfg.Kafka.Listener == broker.DefaultConfig().Kafka.Listener {
+		cfg.Kafka.Listener = o.listen
 	}
-	if explicit["data"] || cfg.DataDir == "" {
-		cfg.DataDir = *data
+	if given("data") || cfg.DataDir == "" {
+		cfg.DataDir = o.data
 	}
-	if explicit["id"] || cfg.Kafka.BrokerID == 0 {
-		cfg.Kafka.BrokerID = int32(*id)
+	if given("id") || cfg.Kafka.BrokerID == 0 {
+		cfg.Kafka.BrokerID = int32(o.id)
 	}
-	if explicit["zookeeper"] {
-		cfg.ZooKeeper = *zookeeper
+	if given("zookeeper") {
+		cfg.ZooKeeper = o.zookeeper
 	}
 	if cfg.DataDir == "" {
 		return usageError("--data DIR is required")
 	}
-	cfg.HoldUnsyncedWrites = *holdUnsynced
+	cfg.HoldUnsyncedWrites = o.holdUnsynced
 	reg := newRegistry()
 	cfg.Metrics = reg
-	waitMetrics, err := serveMetrics(ctx, *metricsAddr, reg, logger)
+	waitMetrics, err := serveMetrics(ctx, o.metricsAddr, reg, logger)
 	if err != nil {
 		return err
 	}

@@ -5,44 +5,67 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"millrace/pipeline/appliance"
 )
 
 func init() {
-	register("up", "up [--config millrace.yaml]   run the whole appliance on this machine", runUp)
+	addCommand("", func(e *env) *cobra.Command {
+		cmd := &cobra.Command{
+			Use:   "up [--config millrace.yaml]",
+			Short: "run the whole appliance on this machine",
+			Long: "Run the whole appliance on this machine. The client flags apply to its parts' clients: " +
+				"-b runs against those brokers instead of an embedded one (as brokers: does), and --tls*/--sasl-* " +
+				"replace the file's top-level tls:/sasl: (the environment only fills what the file leaves out).",
+			Args: exactArgs(0),
+		}
+		f := cmd.Flags()
+		var o upOptions
+		f.StringVar(&o.configFile, "config", "", "appliance YAML (default: built-in defaults, embedded broker only)")
+		f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 60*time.Second, "how long a clean shutdown may take")
+		f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+		cmd.RunE = func(cmd *cobra.Command, _ []string) error { return runUp(cmd.Context(), e, o) }
+		return cmd
+	})
+}
+
+// upOptions are the flags of up.
+type upOptions struct {
+	configFile, logLevel string
+	shutdownTimeout      time.Duration
 }
 
 // runUp runs the appliance until SIGINT/SIGTERM, then shuts it down in
 // order: intake stops, agents flush, sinks publish, the broker stops last.
-func runUp(ctx context.Context, e env, args []string) error {
-	f := newFlags("up")
-	configFile := f.String("config", "", "appliance YAML (default: built-in defaults, embedded broker only)")
-	shutdownTimeout := f.Duration("shutdown-timeout", 60*time.Second, "how long a clean shutdown may take")
-	logLevel := f.String("log-level", "info", "debug, info, warn or error")
-	if _, err := f.parse(args, 0); err != nil {
-		return err
-	}
-	logger, err := newLogger(e, *logLevel)
+func runUp(ctx context.Context, e *env, o upOptions) error {
+	logger, err := newLogger(*e, o.logLevel)
 	if err != nil {
 		return err
 	}
 	var cfg appliance.Config
-	if *configFile != "" {
-		if err := loadYAML(*configFile, &cfg); err != nil {
+	if o.configFile != "" {
+		if err := loadYAML(o.configFile, &cfg); err != nil {
 			return err
 		}
+	}
+	if e.client.brokersGiven() {
+		cfg.Brokers = e.client.seeds()
+	}
+	if err := e.client.applyTo(&cfg.Security); err != nil {
+		return err
 	}
 	a, err := appliance.Start(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
-	printWhere(e, a, cfg)
+	printWhere(*e, a, cfg)
 	select {
 	case <-ctx.Done():
 	case err := <-a.BrokerDone():
 		logger.Error("the broker stopped; shutting down", "err", err)
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 	defer cancel()
 	return a.Shutdown(sctx)
 }
