@@ -169,11 +169,11 @@ func (f *fetcher) connect() (*replicaConn, error) {
 
 // authenticate runs SASL on a new replication connection when the leader's
 // inter-broker listener requires it.
-func (f *fetcher) authenticate(_ *replicaConn, protocol securityProtocol) error {
+func (f *fetcher) authenticate(c *replicaConn, protocol securityProtocol) error {
 	if !protocol.usesSASL() {
 		return nil
 	}
-	return fmt.Errorf("the inter-broker listener is %s and replication connections have no SASL client", protocol)
+	return f.rp.m.b.authenticateReplica(c) // sasl_client.go
 }
 
 func (f *fetcher) closeConn() {
