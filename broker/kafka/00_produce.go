@@ -48,6 +48,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"millrace/broker/acl"
+
 	"millrace/broker/log"
 )
 
@@ -92,6 +94,9 @@ func handleProduce(ctx context.Context, b *Broker, r *request) (kmsg.Response, e
 			} else {
 				topicCode = kerr.UnknownTopicID.Code
 			}
+		}
+		if topicCode == 0 && !b.authorized(r, acl.Topic, name, acl.Write) {
+			topicCode = kerr.TopicAuthorizationFailed.Code
 		}
 		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, 0, len(rt.Partitions))
 		for _, part := range rt.Partitions {

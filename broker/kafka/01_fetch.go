@@ -33,6 +33,10 @@ package kafka
 // FETCH_SESSION_ID_NOT_FOUND; a session epoch other than 0 or -1 without a
 // session INVALID_FETCH_SESSION_EPOCH; forgotten topics are ignored.
 //
+// With an authorizer, a consumer needs Read on each topic and a replica
+// ClusterAction on the cluster (TOPIC_AUTHORIZATION_FAILED otherwise, as
+// Kafka answers; see fetchDenied).
+//
 // Record bytes are not copied: the response carries log slices, written to
 // the socket with sendfile (data_stream.go).
 
@@ -43,6 +47,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"millrace/broker/acl"
 	"millrace/broker/log"
 )
 
@@ -65,6 +70,7 @@ func handleFetch(ctx context.Context, b *Broker, r *request) (kmsg.Response, err
 		}
 	}
 
+	denied := b.fetchDenied(r, req)
 	maxWait := min(time.Duration(req.MaxWaitMillis)*time.Millisecond, b.cfg.FetchMaxWait)
 	var wake <-chan struct{}
 	if maxWait > 0 && req.MinBytes > 0 {
@@ -84,7 +90,7 @@ func handleFetch(ctx context.Context, b *Broker, r *request) (kmsg.Response, err
 	}
 	expired := maxWait <= 0
 	for {
-		f, bytes, failed := b.fetchOnce(req)
+		f, bytes, failed := b.fetchOnce(req, denied)
 		if expired || failed || bytes >= int64(req.MinBytes) {
 			return f, nil
 		}
@@ -99,6 +105,37 @@ func handleFetch(ctx context.Context, b *Broker, r *request) (kmsg.Response, err
 			expired = true
 		}
 	}
+}
+
+// fetchDenial is what a fetch may not read: every partition (all) or the
+// topics in topics.
+type fetchDenial struct {
+	all    bool
+	topics map[string]bool
+}
+
+func (d fetchDenial) has(topic string) bool { return d.all || d.topics[topic] }
+
+// fetchDenied authorizes a fetch as Kafka does: a replica fetch (replica
+// ID >= 0) needs ClusterAction on the cluster, or every partition fails
+// with TOPIC_AUTHORIZATION_FAILED before anything is read or any follower
+// state (ISR, high watermark) moves — without it any client could claim
+// to be a follower and advance the high watermark. A consumer fetch needs
+// Read on each topic.
+func (b *Broker) fetchDenied(r *request, req *kmsg.FetchRequest) fetchDenial {
+	if isFollowerFetch(req) {
+		return fetchDenial{all: !b.authorizedCluster(r, acl.ClusterAction)}
+	}
+	var d fetchDenial
+	for _, rt := range req.Topics {
+		if name, ok := b.fetchTopicName(req, rt); ok && !d.topics[name] && !b.authorized(r, acl.Topic, name, acl.Read) {
+			if d.topics == nil {
+				d.topics = map[string]bool{}
+			}
+			d.topics[name] = true
+		}
+	}
+	return d
 }
 
 // fetchPartitions lists the partitions a fetch reads, for the waiters.
@@ -146,7 +183,7 @@ func fetchReplicaID(req *kmsg.FetchRequest) int32 {
 
 // fetchOnce reads every requested partition once. It returns the response,
 // the record bytes in it, and whether any partition failed.
-func (b *Broker) fetchOnce(req *kmsg.FetchRequest) (f *streamedFetch, bytes int64, failed bool) {
+func (b *Broker) fetchOnce(req *kmsg.FetchRequest, denied fetchDenial) (f *streamedFetch, bytes int64, failed bool) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	resp.SessionID = 0
 	f = &streamedFetch{FetchResponse: resp}
@@ -167,9 +204,12 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest) (f *streamedFetch, bytes int6
 				sp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
 			}
 			var slice *log.Slice
-			if !known {
+			switch {
+			case denied.has(name):
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			case !known:
 				sp.ErrorCode = kerr.UnknownTopicID.Code
-			} else {
+			default:
 				first := bytes == 0 // nothing returned yet: the first batch is returned whole
 				slice = b.fetchPartition(req, name, rp, &sp, follower, min(int64(rp.PartitionMaxBytes), remaining), first)
 			}

@@ -24,8 +24,10 @@ import (
 	"context"
 	"io"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"millrace/broker/acl"
 	"millrace/broker/log"
 )
 
@@ -48,9 +50,15 @@ func handleListOffsets(_ context.Context, b *Broker, r *request) (kmsg.Response,
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
+		allowed := b.authorized(r, acl.Topic, rt.Topic, acl.Describe)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
+			if !allowed {
+				sp.ErrorCode, sp.Offset, sp.Timestamp = kerr.TopicAuthorizationFailed.Code, -1, -1
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			epoch := int32(noLeaderEpoch)
 			if req.Version >= 4 {
 				epoch = rp.CurrentLeaderEpoch

@@ -23,9 +23,14 @@ package kafka
 // on; a broker without that listener is left out, and partitions it leads get
 // LISTENER_NOT_FOUND (LEADER_NOT_AVAILABLE before v6), as in Kafka.
 //
-// Authorized operations (v8+) are reported only when asked for; millrace has
-// no ACLs, so every operation is allowed. Version 13 (top-level error code) is
-// not served.
+// With an authorizer, topics the principal may not Describe are left out of
+// an all-topics answer and get TOPIC_AUTHORIZATION_FAILED when named (by
+// name or ID), and auto-creation needs Create on the cluster or the topic
+// (TOPIC_AUTHORIZATION_FAILED otherwise), as in Kafka (authorizeMetadata).
+//
+// Authorized operations (v8+) are reported only when asked for: every
+// operation without an authorizer, else those the ACLs allow. Version 13
+// (top-level error code) is not served.
 
 import (
 	"context"
@@ -70,6 +75,7 @@ var (
 func handleMetadata(_ context.Context, b *Broker, r *request) (kmsg.Response, error) {
 	req := r.body.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	defer b.authorizeMetadata(r, req, resp)
 
 	brokers := b.cluster.Brokers()
 	live := make(map[int32]bool, len(brokers))
@@ -128,6 +134,12 @@ func handleMetadata(_ context.Context, b *Broker, r *request) (kmsg.Response, er
 			continue
 		}
 		seenNames[name] = true
+		if b.metadataTopicDenied(r, name, autoCreate) {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic, mt.ErrorCode = strp(name), kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, mt)
+			continue
+		}
 		t, created, err := b.metadataLookup(name, autoCreate && budget >= int64(b.cfg.NumPartitions))
 		if created {
 			budget -= int64(b.cfg.NumPartitions)

@@ -16,5 +16,5 @@ import (
 func init() { regGroupKey(8, handleOffsetCommit) }
 
 func handleOffsetCommit(ctx context.Context, b *Broker, r *request) (kmsg.Response, error) {
-	return b.groups.OffsetCommit(withClient(ctx, r), r.body.(*kmsg.OffsetCommitRequest)), nil
+	return b.authorizedOffsetCommit(withClient(ctx, r), r, r.body.(*kmsg.OffsetCommitRequest)), nil
 }

@@ -14,5 +14,5 @@ import (
 func init() { regGroupKey(9, handleOffsetFetch) }
 
 func handleOffsetFetch(ctx context.Context, b *Broker, r *request) (kmsg.Response, error) {
-	return b.groups.OffsetFetch(withClient(ctx, r), r.body.(*kmsg.OffsetFetchRequest)), nil
+	return b.authorizedOffsetFetch(withClient(ctx, r), r, r.body.(*kmsg.OffsetFetchRequest)), nil
 }

@@ -12,13 +12,16 @@ package kafka
 // INVALID_REQUEST: millrace does not support transactions (idempotent
 // producers do not need a coordinator). Other key types get INVALID_REQUEST
 // too. A group ID longer than millrace.group.id.max.bytes gets
-// INVALID_GROUP_ID, as every group API answers it.
+// INVALID_GROUP_ID, as every group API answers it. With an authorizer a
+// group key needs Describe on the group (GROUP_AUTHORIZATION_FAILED).
 
 import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/broker/acl"
 )
 
 func init() { regKey(10, 0, 4, handleFindCoordinator) }
@@ -33,6 +36,9 @@ func handleFindCoordinator(_ context.Context, b *Broker, r *request) (kmsg.Respo
 			return kerr.InvalidRequest.Code, strp("millrace does not support transactions"), -1, "", -1
 		default:
 			return kerr.InvalidRequest.Code, strp("unknown coordinator key type"), -1, "", -1
+		}
+		if !b.authorized(r, acl.Group, key, acl.Describe) {
+			return kerr.GroupAuthorizationFailed.Code, nil, -1, "", -1
 		}
 		if key != "" && !b.groups.ValidGroupID(key) {
 			return kerr.InvalidGroupID.Code, strp("the group ID is longer than millrace.group.id.max.bytes"), -1, "", -1

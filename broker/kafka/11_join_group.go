@@ -16,5 +16,9 @@ import (
 func init() { regBlockingGroupKey(11, handleJoinGroup) }
 
 func handleJoinGroup(ctx context.Context, b *Broker, r *request) (kmsg.Response, error) {
-	return b.groups.JoinGroup(withClient(ctx, r), r.body.(*kmsg.JoinGroupRequest)), nil
+	req := r.body.(*kmsg.JoinGroupRequest)
+	if resp, denied := b.groupDenied(r, req.Group); denied {
+		return resp, nil
+	}
+	return b.groups.JoinGroup(withClient(ctx, r), req), nil
 }

@@ -14,5 +14,9 @@ import (
 func init() { regGroupKey(12, handleHeartbeat) }
 
 func handleHeartbeat(ctx context.Context, b *Broker, r *request) (kmsg.Response, error) {
-	return b.groups.Heartbeat(withClient(ctx, r), r.body.(*kmsg.HeartbeatRequest)), nil
+	req := r.body.(*kmsg.HeartbeatRequest)
+	if resp, denied := b.groupDenied(r, req.Group); denied {
+		return resp, nil
+	}
+	return b.groups.Heartbeat(withClient(ctx, r), req), nil
 }

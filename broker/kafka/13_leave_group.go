@@ -14,5 +14,9 @@ import (
 func init() { regGroupKey(13, handleLeaveGroup) }
 
 func handleLeaveGroup(ctx context.Context, b *Broker, r *request) (kmsg.Response, error) {
-	return b.groups.LeaveGroup(withClient(ctx, r), r.body.(*kmsg.LeaveGroupRequest)), nil
+	req := r.body.(*kmsg.LeaveGroupRequest)
+	if resp, denied := b.groupDenied(r, req.Group); denied {
+		return resp, nil
+	}
+	return b.groups.LeaveGroup(withClient(ctx, r), req), nil
 }

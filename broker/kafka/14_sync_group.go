@@ -14,5 +14,9 @@ import (
 func init() { regBlockingGroupKey(14, handleSyncGroup) }
 
 func handleSyncGroup(ctx context.Context, b *Broker, r *request) (kmsg.Response, error) {
-	return b.groups.SyncGroup(withClient(ctx, r), r.body.(*kmsg.SyncGroupRequest)), nil
+	req := r.body.(*kmsg.SyncGroupRequest)
+	if resp, denied := b.groupDenied(r, req.Group); denied {
+		return resp, nil
+	}
+	return b.groups.SyncGroup(withClient(ctx, r), req), nil
 }

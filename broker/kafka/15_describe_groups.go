@@ -14,5 +14,5 @@ import (
 func init() { regGroupKey(15, handleDescribeGroups) }
 
 func handleDescribeGroups(ctx context.Context, b *Broker, r *request) (kmsg.Response, error) {
-	return b.groups.DescribeGroups(withClient(ctx, r), r.body.(*kmsg.DescribeGroupsRequest)), nil
+	return b.authorizedDescribeGroups(withClient(ctx, r), r, r.body.(*kmsg.DescribeGroupsRequest)), nil
 }

@@ -14,5 +14,5 @@ import (
 func init() { regGroupKey(16, handleListGroups) }
 
 func handleListGroups(ctx context.Context, b *Broker, r *request) (kmsg.Response, error) {
-	return b.groups.ListGroups(withClient(ctx, r), r.body.(*kmsg.ListGroupsRequest)), nil
+	return b.authorizedListGroups(withClient(ctx, r), r, r.body.(*kmsg.ListGroupsRequest)), nil
 }

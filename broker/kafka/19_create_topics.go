@@ -55,6 +55,11 @@ func handleCreateTopics(_ context.Context, b *Broker, r *request) (kmsg.Response
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
+		if !b.mayCreateTopic(r, rt.Topic) {
+			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		requested := int64(rt.NumPartitions)
 		switch {
 		case len(rt.ReplicaAssignment) > 0:

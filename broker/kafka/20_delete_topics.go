@@ -15,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/broker/acl"
 )
 
 func init() { regKey(20, 0, 6, handleDeleteTopics) }
@@ -49,6 +51,14 @@ func handleDeleteTopics(_ context.Context, b *Broker, r *request) (kmsg.Response
 			}
 			name = t.Name
 			st.Topic = strp(name)
+		}
+		if !b.authorized(r, acl.Topic, name, acl.Delete) {
+			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			if rt.Topic == nil {
+				st.Topic = nil // named by ID: the name is not the principal's to learn
+			}
+			resp.Topics = append(resp.Topics, st)
+			continue
 		}
 		if t, ok := b.cluster.Topic(name); ok && req.Version >= 6 {
 			st.TopicID = t.ID

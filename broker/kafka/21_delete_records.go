@@ -18,6 +18,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/broker/acl"
 )
 
 func init() { regKey(21, 0, 2, handleDeleteRecords) }
@@ -31,9 +33,15 @@ func handleDeleteRecords(_ context.Context, b *Broker, r *request) (kmsg.Respons
 	for _, rt := range req.Topics {
 		st := kmsg.NewDeleteRecordsResponseTopic()
 		st.Topic = rt.Topic
+		allowed := b.authorized(r, acl.Topic, rt.Topic, acl.Delete)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
+			if !allowed {
+				sp.LowWatermark, sp.ErrorCode = -1, kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			sp.LowWatermark, sp.ErrorCode = b.deleteRecords(rt.Topic, rp.Partition, rp.Offset)
 			st.Partitions = append(st.Partitions, sp)
 		}

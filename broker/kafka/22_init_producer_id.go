@@ -23,6 +23,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/broker/acl"
 )
 
 func init() { regKey(22, 0, 5, handleInitProducerID) }
@@ -34,6 +36,15 @@ func handleInitProducerID(_ context.Context, b *Broker, r *request) (kmsg.Respon
 
 	if req.TransactionalID != nil {
 		resp.ErrorCode = kerr.InvalidRequest.Code
+		if !b.authorized(r, acl.TransactionalID, *req.TransactionalID, acl.Write) {
+			resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		}
+		return resp, nil
+	}
+	// An idempotent producer needs IdempotentWrite on the cluster or, as
+	// Kafka allows since KIP-679, Write on some topic.
+	if !b.authorizedCluster(r, acl.IdempotentWrite) && !b.authorizedAny(r, acl.Topic, acl.Write) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 		return resp, nil
 	}
 	if (req.ProducerID < 0) != (req.ProducerEpoch < 0) {

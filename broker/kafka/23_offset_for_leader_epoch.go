@@ -18,7 +18,10 @@ package kafka
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/broker/acl"
 )
 
 func init() { regKey(23, 0, 4, handleOffsetForLeaderEpoch) }
@@ -26,9 +29,13 @@ func init() { regKey(23, 0, 4, handleOffsetForLeaderEpoch) }
 func handleOffsetForLeaderEpoch(_ context.Context, b *Broker, r *request) (kmsg.Response, error) {
 	req := r.body.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	// As in Kafka: ClusterAction (a follower) answers every topic,
+	// otherwise Describe on each.
+	replica := b.authorizedCluster(r, acl.ClusterAction)
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
+		allowed := replica || b.authorized(r, acl.Topic, rt.Topic, acl.Describe)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
@@ -38,6 +45,9 @@ func handleOffsetForLeaderEpoch(_ context.Context, b *Broker, r *request) (kmsg.
 				current = rp.CurrentLeaderEpoch
 			}
 			p, code := b.leaderPartition(rt.Topic, rp.Partition, current)
+			if !allowed {
+				code = kerr.TopicAuthorizationFailed.Code
+			}
 			if code != 0 {
 				sp.ErrorCode = code
 			} else {

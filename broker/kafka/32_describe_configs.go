@@ -22,6 +22,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/broker/acl"
 )
 
 func init() { regKey(32, 0, 4, handleDescribeConfigs) }
@@ -32,6 +34,11 @@ func handleDescribeConfigs(_ context.Context, b *Broker, r *request) (kmsg.Respo
 	for _, rr := range req.Resources {
 		sr := kmsg.NewDescribeConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		if code := b.configResourceDenied(r, rr.ResourceType, rr.ResourceName, acl.DescribeConfigs); code != 0 {
+			sr.ErrorCode = code
+			resp.Resources = append(resp.Resources, sr)
+			continue
+		}
 		var want map[string]bool
 		if rr.ConfigNames != nil {
 			want = make(map[string]bool, len(rr.ConfigNames))

@@ -18,6 +18,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/broker/acl"
 )
 
 func init() { regKey(33, 0, 2, handleAlterConfigs) }
@@ -37,7 +39,9 @@ func handleAlterConfigs(_ context.Context, b *Broker, r *request) (kmsg.Response
 	for _, rr := range req.Resources {
 		sr := kmsg.NewAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		sr.ErrorCode, sr.ErrorMessage = b.alterConfigs(rr, repeated[configResource{rr.ResourceType, rr.ResourceName}], req.ValidateOnly)
+		if sr.ErrorCode = b.configResourceDenied(r, rr.ResourceType, rr.ResourceName, acl.AlterConfigs); sr.ErrorCode == 0 {
+			sr.ErrorCode, sr.ErrorMessage = b.alterConfigs(rr, repeated[configResource{rr.ResourceType, rr.ResourceName}], req.ValidateOnly)
+		}
 		resp.Resources = append(resp.Resources, sr)
 	}
 	return resp, nil

@@ -18,8 +18,10 @@ import (
 	"sort"
 	"syscall"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"millrace/broker/acl"
 	"millrace/broker/log"
 )
 
@@ -28,6 +30,10 @@ func init() { regKey(35, 0, 4, handleDescribeLogDirs) }
 func handleDescribeLogDirs(_ context.Context, b *Broker, r *request) (kmsg.Response, error) {
 	req := r.body.(*kmsg.DescribeLogDirsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
+	if !b.authorizedCluster(r, acl.Describe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code // v3+; older versions see no directories
+		return resp, nil
+	}
 	dir := kmsg.NewDescribeLogDirsResponseDir()
 	dir.Dir = b.logs.DataDir()
 	if abs, err := filepath.Abs(dir.Dir); err == nil {

@@ -22,6 +22,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/broker/acl"
 )
 
 func init() { regKey(37, 0, 3, handleCreatePartitions) }
@@ -43,6 +45,11 @@ func handleCreatePartitions(_ context.Context, b *Broker, r *request) (kmsg.Resp
 		if twice[rt.Topic] {
 			st.ErrorCode = kerr.InvalidRequest.Code
 			st.ErrorMessage = strp("the topic is listed more than once in the request")
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
+		if !b.authorized(r, acl.Topic, rt.Topic, acl.Alter) {
+			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}

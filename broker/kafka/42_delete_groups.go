@@ -14,5 +14,5 @@ import (
 func init() { regGroupKey(42, handleDeleteGroups) }
 
 func handleDeleteGroups(ctx context.Context, b *Broker, r *request) (kmsg.Response, error) {
-	return b.groups.DeleteGroups(withClient(ctx, r), r.body.(*kmsg.DeleteGroupsRequest)), nil
+	return b.authorizedDeleteGroups(withClient(ctx, r), r, r.body.(*kmsg.DeleteGroupsRequest)), nil
 }

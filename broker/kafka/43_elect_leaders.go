@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"millrace/broker/acl"
 	"millrace/broker/cluster"
 	"millrace/broker/log"
 )
@@ -33,6 +34,21 @@ var errBadElectionType = errors.New("election type must be 0 (preferred) or 1 (u
 func handleElectLeaders(_ context.Context, b *Broker, r *request) (kmsg.Response, error) {
 	req := r.body.(*kmsg.ElectLeadersRequest)
 	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
+	if !b.authorizedCluster(r, acl.Alter) {
+		// As Kafka: the partitions named, none for all partitions.
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		for _, t := range req.Topics {
+			rt := kmsg.NewElectLeadersResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewElectLeadersResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p, kerr.ClusterAuthorizationFailed.Code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil
+	}
 	var partitions []log.TopicPartition
 	if req.Topics == nil {
 		for _, t := range b.cluster.Topics() {

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"millrace/broker/acl"
 	"millrace/broker/cluster"
 )
 
@@ -35,7 +36,9 @@ func handleIncrementalAlterConfigs(_ context.Context, b *Broker, r *request) (km
 	for _, rr := range req.Resources {
 		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		sr.ErrorCode, sr.ErrorMessage = b.incrementalAlterConfigs(rr, repeated[configResource{rr.ResourceType, rr.ResourceName}], req.ValidateOnly)
+		if sr.ErrorCode = b.configResourceDenied(r, rr.ResourceType, rr.ResourceName, acl.AlterConfigs); sr.ErrorCode == 0 {
+			sr.ErrorCode, sr.ErrorMessage = b.incrementalAlterConfigs(rr, repeated[configResource{rr.ResourceType, rr.ResourceName}], req.ValidateOnly)
+		}
 		resp.Resources = append(resp.Resources, sr)
 	}
 	return resp, nil

@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"millrace/broker/acl"
 	"millrace/broker/cluster"
 )
 
@@ -32,6 +33,10 @@ func init() { regKey(45, 0, 1, handleAlterPartitionAssignments) }
 func handleAlterPartitionAssignments(_ context.Context, b *Broker, r *request) (kmsg.Response, error) {
 	req := r.body.(*kmsg.AlterPartitionAssignmentsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
+	if !b.authorizedCluster(r, acl.Alter) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp, nil
+	}
 	type key struct {
 		topic     string
 		partition int32

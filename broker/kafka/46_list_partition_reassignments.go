@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"millrace/broker/acl"
 	"millrace/broker/cluster"
 )
 
@@ -24,6 +25,10 @@ func init() { regKey(46, 0, 0, handleListPartitionReassignments) }
 func handleListPartitionReassignments(_ context.Context, b *Broker, r *request) (kmsg.Response, error) {
 	req := r.body.(*kmsg.ListPartitionReassignmentsRequest)
 	resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+	if !b.authorizedCluster(r, acl.Describe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp, nil
+	}
 	pending, err := cluster.PendingReassignments(b.store)
 	if err != nil {
 		b.logger.Error("reading partition reassignments", "err", err)

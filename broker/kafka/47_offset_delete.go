@@ -14,5 +14,5 @@ import (
 func init() { regGroupKey(47, handleOffsetDelete) }
 
 func handleOffsetDelete(ctx context.Context, b *Broker, r *request) (kmsg.Response, error) {
-	return b.groups.OffsetDelete(withClient(ctx, r), r.body.(*kmsg.OffsetDeleteRequest)), nil
+	return b.authorizedOffsetDelete(withClient(ctx, r), r, r.body.(*kmsg.OffsetDeleteRequest)), nil
 }

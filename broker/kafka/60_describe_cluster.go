@@ -15,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/broker/acl"
 )
 
 func init() { regKey(60, 0, 1, handleDescribeCluster) }
@@ -45,7 +47,7 @@ func handleDescribeCluster(_ context.Context, b *Broker, r *request) (kmsg.Respo
 		resp.Brokers = append(resp.Brokers, rb)
 	}
 	if req.IncludeClusterAuthorizedOperations {
-		resp.ClusterAuthorizedOperations = clusterOperations
+		resp.ClusterAuthorizedOperations = b.authorizedOperations(r, acl.Cluster, acl.ClusterName, clusterOperations)
 	}
 	return resp, nil
 }

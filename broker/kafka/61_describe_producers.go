@@ -12,8 +12,10 @@ package kafka
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"millrace/broker/acl"
 	"millrace/broker/log"
 )
 
@@ -26,10 +28,14 @@ func handleDescribeProducers(_ context.Context, b *Broker, r *request) (kmsg.Res
 	for _, rt := range req.Topics {
 		st := kmsg.NewDescribeProducersResponseTopic()
 		st.Topic = rt.Topic
+		allowed := b.authorized(r, acl.Topic, rt.Topic, acl.Read)
 		for _, partition := range rt.Partitions {
 			sp := kmsg.NewDescribeProducersResponseTopicPartition()
 			sp.Partition = partition
 			p, code := b.leaderPartition(rt.Topic, partition, noLeaderEpoch)
+			if !allowed {
+				code = kerr.TopicAuthorizationFailed.Code
+			}
 			if code == 0 {
 				sp.ActiveProducers, code = states.describe(log.TopicPartition{Topic: rt.Topic, Partition: partition}, p.log)
 			}

@@ -16,6 +16,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"millrace/broker/acl"
 )
 
@@ -129,17 +132,24 @@ func (b *Broker) acls() *authorizer {
 }
 
 // authorized reports whether r's principal may perform op on the resource
-// typ/name. Without an authorizer everything is allowed.
+// typ/name. Without an authorizer everything is allowed. A denial is logged
+// at Debug.
 func (b *Broker) authorized(r *request, typ acl.ResourceType, name string, op acl.Operation) bool {
-	a := b.acls()
-	if a == nil {
-		return true
-	}
-	ok := a.cache.Snapshot().Authorize(a.settings, r.conn.principal, r.conn.host, op, typ, name)
+	ok := b.allowed(r, typ, name, op)
 	if !ok {
 		r.conn.logger.Debug("authorization denied", "principal", r.conn.principal, "operation", op.String(), "resource_type", typ.String(), "resource", name, "api_key", r.key)
 	}
 	return ok
+}
+
+// allowed is authorized without the log line, for questions that are not
+// a request's check (authorized operations, filters).
+func (b *Broker) allowed(r *request, typ acl.ResourceType, name string, op acl.Operation) bool {
+	a := b.acls()
+	if a == nil {
+		return true
+	}
+	return a.cache.Snapshot().Authorize(a.settings, r.conn.principal, r.conn.host, op, typ, name)
 }
 
 // authorizedCluster is authorized on the one Cluster resource.
@@ -155,4 +165,88 @@ func (b *Broker) authorizedAny(r *request, typ acl.ResourceType, op acl.Operatio
 		return true
 	}
 	return a.cache.Snapshot().AnyAllowed(a.settings, r.conn.principal, r.conn.host, op, typ)
+}
+
+// mayCreateTopic: creating a topic needs Create on the cluster or on the
+// topic (Kafka 2.0 on).
+func (b *Broker) mayCreateTopic(r *request, name string) bool {
+	return b.allowed(r, acl.Cluster, acl.ClusterName, acl.Create) || b.authorized(r, acl.Topic, name, acl.Create)
+}
+
+// metadataTopicDenied reports whether a Metadata request naming topic must
+// get TOPIC_AUTHORIZATION_FAILED: the principal may not Describe it, or it
+// is missing, would be auto-created and the principal may not create it.
+func (b *Broker) metadataTopicDenied(r *request, name string, autoCreate bool) bool {
+	if b.acls() == nil {
+		return false
+	}
+	if !b.authorized(r, acl.Topic, name, acl.Describe) {
+		return true
+	}
+	if _, exists := b.cluster.Topic(name); !exists && autoCreate {
+		return !b.mayCreateTopic(r, name)
+	}
+	return false
+}
+
+// authorizeMetadata finishes a Metadata response with an authorizer on: an
+// all-topics answer loses the topics the principal may not Describe, a
+// topic named by ID that it may not Describe becomes TOPIC_AUTHORIZATION_FAILED
+// (with no name, so its existence is not confirmed), and the authorized
+// operations asked for are the ones the ACLs allow. Topics named by name
+// were checked before lookup (metadataTopicDenied).
+func (b *Broker) authorizeMetadata(r *request, req *kmsg.MetadataRequest, resp *kmsg.MetadataResponse) {
+	if b.acls() == nil {
+		return
+	}
+	allTopics := req.Topics == nil || req.Version == 0 && len(req.Topics) == 0
+	kept := resp.Topics[:0]
+	for _, t := range resp.Topics {
+		if t.ErrorCode == 0 && t.Topic != nil && !b.allowed(r, acl.Topic, *t.Topic, acl.Describe) {
+			if allTopics {
+				continue
+			}
+			denied := kmsg.NewMetadataResponseTopic()
+			denied.TopicID, denied.ErrorCode = t.TopicID, kerr.TopicAuthorizationFailed.Code
+			t = denied
+		}
+		if req.IncludeTopicAuthorizedOperations && t.ErrorCode == 0 && t.Topic != nil {
+			t.AuthorizedOperations = b.authorizedOperations(r, acl.Topic, *t.Topic, topicOperations)
+		}
+		kept = append(kept, t)
+	}
+	resp.Topics = kept
+	if req.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = b.authorizedOperations(r, acl.Cluster, acl.ClusterName, clusterOperations)
+	}
+}
+
+// authorizedOperations is the KIP-430 bit set of the operations in ops
+// that the principal may perform on typ/name.
+func (b *Broker) authorizedOperations(r *request, typ acl.ResourceType, name string, ops int32) int32 {
+	var out int32
+	for op := acl.All; op <= acl.IdempotentWrite; op++ {
+		if ops&(1<<op) != 0 && b.allowed(r, typ, name, op) {
+			out |= 1 << op
+		}
+	}
+	return out
+}
+
+// configResourceDenied checks a DescribeConfigs or AlterConfigs resource:
+// op on the topic (TOPIC_AUTHORIZATION_FAILED) or, for a broker or broker
+// logger, on the cluster (CLUSTER_AUTHORIZATION_FAILED). It returns 0 when
+// allowed, and for resource types the handler refuses anyway.
+func (b *Broker) configResourceDenied(r *request, typ kmsg.ConfigResourceType, name string, op acl.Operation) int16 {
+	switch typ {
+	case kmsg.ConfigResourceTypeTopic:
+		if !b.authorized(r, acl.Topic, name, op) {
+			return kerr.TopicAuthorizationFailed.Code
+		}
+	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
+		if !b.authorizedCluster(r, op) {
+			return kerr.ClusterAuthorizationFailed.Code
+		}
+	}
+	return 0
 }
