@@ -360,6 +360,14 @@ func (s *Server) Addr() net.Addr {
 	return s.ingest.addr()
 }
 
+// Scheme is "https" when the listeners serve TLS (Config.TLS), else "http".
+func (s *Server) Scheme() string {
+	if s.cfg.TLS != nil {
+		return "https"
+	}
+	return "http"
+}
+
 // MetricsAddr is the address of the /metrics listener Start opened for
 // MetricsListen, or nil.
 func (s *Server) MetricsAddr() net.Addr {

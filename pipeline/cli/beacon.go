@@ -125,9 +125,9 @@ func runBeacon(ctx context.Context, e *env, o beaconOptions) error {
 		shipper.Close()
 		return err
 	}
-	fmt.Fprintf(e.stderr, "millrace beacon serving on http://%s (tracker: /beacon.js, events: POST /v1/events, pixel: /b.gif, metrics in: POST /v1/metrics)\n", server.Addr())
+	fmt.Fprintf(e.stderr, "millrace beacon serving on %s://%s (tracker: /beacon.js, events: POST /v1/events, pixel: /b.gif, metrics in: POST /v1/metrics)\n", server.Scheme(), server.Addr())
 	if a := server.MetricsAddr(); a != nil {
-		fmt.Fprintf(e.stderr, "prometheus metrics on http://%s/metrics\n", a)
+		fmt.Fprintf(e.stderr, "prometheus metrics on %s://%s/metrics\n", server.Scheme(), a)
 	}
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)

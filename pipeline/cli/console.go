@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"time"
 
@@ -41,6 +40,10 @@ func consoleCommand(e *env) *cobra.Command {
 	f.DurationVar(&o.auditSince, "audit-since", monitor.DefaultAuditSince, "audit the hours from this long ago")
 	f.StringVar(&o.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL for an s3:// lake (default https://s3.amazonaws.com)")
 	f.StringVar(&o.s3Region, "s3-region", "", "S3 region (default us-east-1)")
+	f.StringVar(&o.httpAuth.TokenFile, "http-token-file", "", "file holding the bearer token the console and /metrics require (browsers log in once with /console?token=...)")
+	f.StringVar(&o.httpAuth.BasicFile, "http-basic-file", "", "file of user:password lines for HTTP basic auth on the console and /metrics")
+	f.StringVar(&o.httpTLS.Cert, "http-tls-cert", "", "serve HTTPS with this PEM certificate chain (it may hold the key too)")
+	f.StringVar(&o.httpTLS.Key, "http-tls-key", "", "PEM private key of --http-tls-cert, when in a file of its own")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return runConsole(cmd.Context(), e, o) }
 	return cmd
 }
@@ -49,6 +52,9 @@ func consoleCommand(e *env) *cobra.Command {
 type consoleOptions struct {
 	listen, metricsTopic, logLevel, lakeURL, auditTopic, s3Endpoint, s3Region string
 	interval, auditInterval, auditSince                                       time.Duration
+	// httpAuth and httpTLS protect the console's own HTTP server.
+	httpAuth httpserver.AuthConfig
+	httpTLS  httpserver.TLSConfig
 }
 
 // runConsole serves the web console for a cluster until SIGINT/SIGTERM.
@@ -65,6 +71,18 @@ func runConsole(ctx context.Context, e *env, o consoleOptions) error {
 	if err != nil {
 		return err
 	}
+	var tlsConfig *httpserver.TLSConfig
+	if o.httpTLS.Cert != "" || o.httpTLS.Key != "" {
+		if o.httpTLS.Cert == "" {
+			return usageError("--http-tls-key needs --http-tls-cert")
+		}
+		tlsConfig = &o.httpTLS
+	}
+	reg := prometheus.NewRegistry()
+	web, err := httpserver.LoadSecurity(tlsConfig, o.httpAuth, reg, logger.With("component", "http"))
+	if err != nil {
+		return usageError("%v", err)
+	}
 	col, err := monitor.New(monitor.Config{Brokers: s, Security: security, Interval: o.interval, MetricsTopic: o.metricsTopic}, logger.With("component", "console"))
 	if err != nil {
 		return usageError("%v", err)
@@ -76,11 +94,10 @@ func runConsole(ctx context.Context, e *env, o consoleOptions) error {
 	if err != nil {
 		return fmt.Errorf("cannot reach brokers %s: %w", e.client.brokers, err)
 	}
-	ln, err := net.Listen("tcp", o.listen)
+	ln, err := web.Listen(o.listen, "console", logger)
 	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
 	var audits monitor.AuditSource
 	if o.lakeURL != "" {
 		// Credentials for an s3:// lake come from AWS_ACCESS_KEY_ID and
@@ -112,10 +129,10 @@ func runConsole(ctx context.Context, e *env, o consoleOptions) error {
 	mux.Handle("/console", console)
 	mux.Handle("/console/", console)
 	mux.Handle("GET /{$}", http.RedirectHandler("/console", http.StatusFound))
-	srv := httpserver.New(mux, httpserver.Timeouts{}, logger)
+	srv := httpserver.New(web.Protect(mux), httpserver.Timeouts{}, logger)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	fmt.Fprintf(e.stdout, "millrace console at http://%s/console (brokers %s)\n", ln.Addr(), e.client.brokers)
+	fmt.Fprintf(e.stdout, "millrace console at %s://%s/console (brokers %s)\n", web.Scheme(), ln.Addr(), e.client.brokers)
 	select {
 	case <-ctx.Done():
 	case err := <-served:
