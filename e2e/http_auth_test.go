@@ -2,17 +2,22 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"millrace/internal/certs"
 	"millrace/pipeline/appliance"
 )
 
@@ -154,4 +159,67 @@ func gaugeWith(t *testing.T, base, series, token string) string {
 		}
 	}
 	return ""
+}
+
+// TestConsoleHTTPAuthOverTLS serves `millrace console` with
+// --http-token-file and --http-tls-cert (a certificate made by the test):
+// it answers over HTTPS only, 401 without the token and 200 with it.
+func TestConsoleHTTPAuthOverTLS(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	dir := t.TempDir()
+	ca, err := certs.NewCA(dir, "console test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pem := filepath.Join(dir, "console.pem")
+	if _, err := ca.Issue(pem, certs.Options{CommonName: "console", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Usage: certs.Server}); err != nil {
+		t.Fatal(err)
+	}
+	token := "console-token-0123456789"
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	console := startProcess(t, "console", "console", "-b", b.addr, "--listen", listen,
+		"--http-token-file", tokenFile, "--http-tls-cert", pem)
+	console.waitLog("millrace console at https://"+listen+"/console", 1, 30*time.Second)
+
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Certificate())
+	transport := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}
+	defer transport.CloseIdleConnections()
+	client := &http.Client{Transport: transport}
+	get := func(url, bearer string) int {
+		t.Helper()
+		req, err := http.NewRequest("GET", url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", url, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, path := range []string{"/console", "/console/api/snapshot", "/metrics"} {
+		url := "https://" + listen + path
+		if code := get(url, ""); code != http.StatusUnauthorized {
+			t.Errorf("%s without the token: %d, want 401", url, code)
+		}
+		if code := get(url, token); code != http.StatusOK {
+			t.Errorf("%s with the token: %d, want 200", url, code)
+		}
+	}
+	if resp, err := http.Get("http://" + listen + "/console"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Fatal("plain HTTP served the console")
+		}
+	}
 }
