@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -256,7 +257,13 @@ func (a *Auth) login(w http.ResponseWriter, r *http.Request) {
 		SameSite: http.SameSiteStrictMode,
 	})
 	q.Del("token")
-	target := url.URL{Path: r.URL.Path, RawQuery: q.Encode()}
+	// Cleaned to one leading slash: "//host/x" would send the browser to
+	// another site.
+	clean := path.Clean("/" + r.URL.Path)
+	if strings.HasSuffix(r.URL.Path, "/") && clean != "/" {
+		clean += "/"
+	}
+	target := url.URL{Path: clean, RawQuery: q.Encode()}
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, target.String(), http.StatusSeeOther)
 }

@@ -128,6 +128,18 @@ func TestAuthCookieLogin(t *testing.T) {
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console?x=1" {
 		t.Fatalf("login: %d to %q, want 303 to /console?x=1", resp.StatusCode, resp.Header.Get("Location"))
 	}
+	for from, to := range map[string]string{"//evil.example/x": "/evil.example/x", "/console/": "/console/"} {
+		req, _ := http.NewRequest("GET", srv.URL+"/?token="+testToken, nil)
+		req.URL.Path = from
+		resp, err := noFollow.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("Location"); got != to {
+			t.Errorf("login at %q redirects to %q, want %q", from, got, to)
+		}
+	}
 	cookies := resp.Cookies()
 	if len(cookies) != 1 {
 		t.Fatalf("cookies %v", cookies)
