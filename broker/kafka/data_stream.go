@@ -12,7 +12,8 @@ package kafka
 // 0x01 in flexible ones (uvarint length+1, 0 = null). The frame is then
 // written as: skeleton up to the first field, the real length (int32 N, or
 // uvarint N+1), the records by Slice.WriteTo (sendfile on a TCP socket, a
-// plain copy otherwise), the skeleton up to the next field, and so on. The
+// plain copy otherwise: a TLS connection is no syscall.Conn, so its records
+// are copied through the TLS writer to be encrypted), the skeleton up to the next field, and so on. The
 // frame size prefix is recomputed to count the real lengths and records.
 // Should the encodings ever not differ as expected, the records are read
 // into memory and the response encoded the ordinary way instead.

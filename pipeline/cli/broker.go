@@ -25,7 +25,7 @@ func brokerCommand(e *env) *cobra.Command {
 	}
 	f := cmd.Flags()
 	var o brokerOptions
-	f.StringVar(&o.listen, "listen", "127.0.0.1:9092", "address to serve the Kafka protocol on")
+	f.StringVar(&o.listen, "listen", "127.0.0.1:9092", "address to serve the Kafka protocol on: one PLAINTEXT listener, short for --set listeners=PLAINTEXT://HOST:PORT (a listeners setting given instead names several, with their security protocols)")
 	f.StringVar(&o.data, "data", "", "data directory (partition logs and coordination state)")
 	f.IntVar(&o.id, "id", 1, "broker id")
 	f.StringVar(&o.zookeeper, "zookeeper", "", "ZooKeeper connect string host:port[,host:port...][/chroot]; runs the broker as part of a replicated cluster (zookeeper.connect)")
