@@ -1,8 +1,9 @@
 package e2e
 
 // millrace's own clients on a secured broker: the tailer ships and the sink
-// lands through an SSL listener that requires client certificates, each
-// with the tls: settings next to the brokers: of its YAML file.
+// lands through a listener that requires client certificates (SSL) or SCRAM
+// users (SASL_SSL), each with the tls: and sasl: settings next to the
+// brokers: of its YAML file.
 
 import (
 	"context"
@@ -25,67 +26,112 @@ import (
 
 func TestClientsOverTLS(t *testing.T) {
 	t.Parallel()
+	s := newSecureSetup(t)
+	tailPEM := s.issue("tail", certs.Options{CommonName: "tail", Usage: certs.Client})
+	sinkPEM := s.issue("sink", certs.Options{CommonName: "sink", Usage: certs.Client})
+	b := startProcess(t, "broker", "broker", "--data", s.brokerData, "--id", "1",
+		"--set", "listeners=SSL://"+s.addr, "--set", "ssl.keystore.location="+s.brokerPEM,
+		"--set", "ssl.truststore.location="+s.ca.CertFile(), "--set", "ssl.client.auth=required")
+	waitSecureReady(t, b, s.addr, clientauth.Settings{TLS: &clientauth.TLS{CA: s.ca.CertFile(), Cert: tailPEM}})
+	s.pipeline(
+		fmt.Sprintf("tls: {ca: %s, cert: %s}", s.ca.CertFile(), tailPEM),
+		fmt.Sprintf("tls: {ca: %s, cert: %s}", s.ca.CertFile(), sinkPEM))
+}
+
+func TestClientsOverSASL(t *testing.T) {
+	t.Parallel()
+	s := newSecureSetup(t)
+	// The users exist before the broker starts, in its embedded store.
+	sasl := map[string]*clientauth.SASL{}
+	for _, user := range []string{"tail", "sink"} {
+		pass := s.writeFile(user+".password", "secret of "+user+"\n")
+		run(t, 30*time.Second, "", millraceBin, "user", "add", user, "--mechanism", "SCRAM-SHA-512", "--password-file", pass, "--data", s.brokerData)
+		sasl[user] = &clientauth.SASL{Mechanism: "SCRAM-SHA-512", Username: user, PasswordFile: pass}
+	}
+	b := startProcess(t, "broker", "broker", "--data", s.brokerData, "--id", "1",
+		"--set", "listeners=SASL_SSL://"+s.addr, "--set", "ssl.keystore.location="+s.brokerPEM,
+		"--set", "sasl.enabled.mechanisms=SCRAM-SHA-512")
+	waitSecureReady(t, b, s.addr, clientauth.Settings{TLS: &clientauth.TLS{CA: s.ca.CertFile()}, SASL: sasl["tail"]})
+	section := func(a *clientauth.SASL) string {
+		return fmt.Sprintf("tls: {ca: %s}\n  sasl: {mechanism: %s, username: %s, password_file: %s}",
+			s.ca.CertFile(), a.Mechanism, a.Username, a.PasswordFile)
+	}
+	s.pipeline(section(sasl["tail"]), section(sasl["sink"]))
+}
+
+// secureSetup is a test's directory, CA, broker keystore and broker address.
+type secureSetup struct {
+	t          *testing.T
+	dir        string
+	ca         *certs.CA
+	brokerPEM  string
+	brokerData string
+	addr       string
+}
+
+func newSecureSetup(t *testing.T) *secureSetup {
+	t.Helper()
 	dir := t.TempDir()
 	ca, err := certs.NewCA(filepath.Join(dir, "ca"), "millrace clients CA")
 	if err != nil {
 		t.Fatal(err)
 	}
-	issue := func(name string, opts certs.Options) string {
-		path := filepath.Join(dir, name+".pem")
-		if _, err := ca.Issue(path, opts); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
-	brokerPEM := issue("broker", certs.Options{CommonName: "broker", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
-	tailPEM := issue("tail", certs.Options{CommonName: "tail", Usage: certs.Client})
-	sinkPEM := issue("sink", certs.Options{CommonName: "sink", Usage: certs.Client})
+	s := &secureSetup{t: t, dir: dir, ca: ca, brokerData: filepath.Join(dir, "broker"),
+		addr: "127.0.0.1:" + strconv.Itoa(freePort(t))}
+	s.brokerPEM = s.issue("broker", certs.Options{CommonName: "broker", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Usage: certs.Server})
+	return s
+}
 
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	b := startProcess(t, "broker", "broker", "--data", filepath.Join(dir, "broker"), "--id", "1",
-		"--set", "listeners=SSL://"+addr, "--set", "ssl.keystore.location="+brokerPEM,
-		"--set", "ssl.truststore.location="+ca.CertFile(), "--set", "ssl.client.auth=required")
-	opts, err := clientauth.Settings{TLS: &clientauth.TLS{CA: ca.CertFile(), Cert: tailPEM}}.Opts()
-	if err != nil {
-		t.Fatal(err)
+func (s *secureSetup) issue(name string, opts certs.Options) string {
+	path := filepath.Join(s.dir, name+".pem")
+	if _, err := s.ca.Issue(path, opts); err != nil {
+		s.t.Fatal(err)
 	}
-	waitTLSReady(t, b, addr, opts)
+	return path
+}
 
-	writeFile := func(name, text string) string {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
+func (s *secureSetup) writeFile(name, text string) string {
+	path := filepath.Join(s.dir, name)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		s.t.Fatal(err)
 	}
-	logDir := filepath.Join(dir, "logs")
-	if err := os.Mkdir(logDir, 0o755); err != nil {
-		t.Fatal(err)
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		s.t.Fatal(err)
 	}
-	writeFile("logs/app.log", "one\ntwo\nthree\n")
-	tailCfg := writeFile("tail.yaml", fmt.Sprintf(`
+	return path
+}
+
+// pipeline tails three lines to topic logs and lands them with a sink, the
+// tailer's ship: and the sink's lake: sections holding the security
+// settings given (YAML lines at two spaces' indent), and checks that each
+// line lands once.
+func (s *secureSetup) pipeline(tailSecurity, sinkSecurity string) {
+	t := s.t
+	t.Helper()
+	logFile := s.writeFile("logs/app.log", "one\ntwo\nthree\n")
+	tailCfg := s.writeFile("tail.yaml", fmt.Sprintf(`
 ship:
   brokers: [%s]
-  tls: {ca: %s, cert: %s}
+  %s
 tail:
   start_position: beginning
   poll_interval: 100ms
-`, addr, ca.CertFile(), tailPEM))
-	startProcess(t, "tail", "tail", "--topic", "logs", "--data", filepath.Join(dir, "tail"), "--config", tailCfg, "--log-level", "warn",
-		filepath.Join(logDir, "*.log"))
+`, s.addr, tailSecurity))
+	startProcess(t, "tail", "tail", "--topic", "logs", "--data", filepath.Join(s.dir, "tail"), "--config", tailCfg,
+		"--log-level", "warn", logFile)
 
-	root := filepath.Join(dir, "lake")
-	sinkCfg := writeFile("sink.yaml", fmt.Sprintf(`
+	root := filepath.Join(s.dir, "lake")
+	sinkCfg := s.writeFile("sink.yaml", fmt.Sprintf(`
 out: file://%s
 lake:
   brokers: [%s]
-  tls: {ca: %s, cert: %s}
+  %s
   group: secure-sink
   topics: [logs]
   schema: log
   idle_timeout: 300ms
   session_timeout: 6s
-`, root, addr, ca.CertFile(), sinkPEM))
+`, root, s.addr, sinkSecurity))
 	sink := startProcess(t, "sink", "sink", "--config", sinkCfg, "--log-level", "warn")
 
 	deadline := time.Now().Add(60 * time.Second)
@@ -120,12 +166,17 @@ lake:
 	}
 }
 
-// waitTLSReady waits until a client with opts gets an answer from addr.
-func waitTLSReady(t *testing.T, p *process, addr string, opts []kgo.Opt) {
+// waitSecureReady waits until a client with the settings gets an answer
+// from addr.
+func waitSecureReady(t *testing.T, p *process, addr string, security clientauth.Settings) {
 	t.Helper()
+	opts, err := security.Opts()
+	if err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		cl, err := kgo.NewClient(append(slices.Clip(opts), kgo.SeedBrokers(addr))...)
+		cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(addr))...)
 		if err != nil {
 			t.Fatal(err)
 		}
