@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -299,6 +300,59 @@ func TestTLSListener(t *testing.T) {
 				t.Fatal("the record fetched over TLS differs from the one produced")
 			}
 			return
+		}
+	}
+}
+
+// BenchmarkProduceTLS produces b.N records through franz-go (idempotent,
+// acks=all) over a PLAINTEXT and an SSL listener of the same broker, the
+// cost of TLS per record size.
+func BenchmarkProduceTLS(b *testing.B) {
+	dir := b.TempDir()
+	ca, err := certs.NewCA(dir, "bench CA")
+	if err != nil {
+		b.Fatal(err)
+	}
+	server := filepath.Join(dir, "server.pem")
+	if _, err := ca.Issue(server, certs.Options{CommonName: "broker", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}}); err != nil {
+		b.Fatal(err)
+	}
+	pem, err := os.ReadFile(ca.CertFile())
+	if err != nil {
+		b.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pem)
+	tb := startBroker(b, withConfig(func(c *Config) {
+		c.Listener = "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0"
+		c.SSLKeystoreLocation = server
+	}))
+	for _, listener := range []string{"PLAINTEXT", "SSL"} {
+		for _, size := range []int{100, 1024} {
+			b.Run(fmt.Sprintf("%s/record=%d", listener, size), func(b *testing.B) {
+				opts := []kgo.Opt{kgo.DefaultProduceTopic(fmt.Sprintf("bench-%s-%d", listener, size)), kgo.AllowAutoTopicCreation(), kgo.ProducerLinger(time.Millisecond),
+					// Uncompressed, so TLS encrypts every record byte.
+					kgo.ProducerBatchCompression(kgo.NoCompression())}
+				if listener == "SSL" {
+					opts = append(opts, kgo.DialTLSConfig(&tls.Config{RootCAs: roots}))
+				}
+				prod := newClient(b, tb.broker.ListenerAddr(listener).String(), opts...)
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+				defer cancel()
+				value := make([]byte, size)
+				b.SetBytes(int64(size))
+				b.ResetTimer()
+				for range b.N {
+					prod.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+						if err != nil {
+							b.Error(err)
+						}
+					})
+				}
+				if err := prod.Flush(ctx); err != nil {
+					b.Fatal(err)
+				}
+			})
 		}
 	}
 }
