@@ -15,26 +15,6 @@ import (
 	"millrace/sinks/parquet"
 )
 
-func TestFlagsAcceptPositionalBetweenFlags(t *testing.T) {
-	f := newFlags("topic create")
-	parts := f.Int("partitions", -1, "")
-	cfg := keyValues{}
-	f.Var(cfg, "config", "")
-	pos, err := f.parse([]string{"--partitions", "6", "orders", "--config", "retention.ms=1000", "--config", "segment.bytes=2048"}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if pos[0] != "orders" || *parts != 6 || cfg["retention.ms"] != "1000" || cfg["segment.bytes"] != "2048" {
-		t.Fatalf("pos %v partitions %d config %v", pos, *parts, cfg)
-	}
-	if _, err := newFlags("x").parse([]string{"a", "b"}, 1); err == nil {
-		t.Fatal("two positionals accepted where one is wanted")
-	}
-	if err := cfg.Set("novalue"); err == nil {
-		t.Fatal("config without '=' accepted")
-	}
-}
-
 func TestMainReportsOneLineErrors(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if code := Main([]string{"topic", "create"}, strings.NewReader(""), &out, &errOut); code != 2 {
