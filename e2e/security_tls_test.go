@@ -193,6 +193,16 @@ func TestTLSListeners(t *testing.T) {
 		produceConsume(t, []string{sslAddr}, "tls-franz", 3, withCert)
 	})
 
+	t.Run("kcat", func(t *testing.T) {
+		tls := []string{"-b", sslAddr, "-X", "security.protocol=SSL", "-X", "ssl.ca.location=" + pki.ca,
+			"-X", "ssl.certificate.location=" + pki.client, "-X", "ssl.key.location=" + pki.client}
+		run(t, 30*time.Second, "k0\nk1\nk2\n", "kcat", append(tls, "-P", "-t", "tls-kcat")...)
+		out := run(t, 30*time.Second, "", "kcat", append(tls, "-C", "-t", "tls-kcat", "-o", "beginning", "-e", "-q")...)
+		if strings.Join(strings.Fields(out), ",") != "k0,k1,k2" {
+			t.Fatalf("kcat consumed %q over SSL, want k0 k1 k2", out)
+		}
+	})
+
 	// kafka-python takes the keystore as both its certfile and its
 	// keyfile: key and chain in one PEM file, as Kafka's PEM keystore is.
 	script := `
