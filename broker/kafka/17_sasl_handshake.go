@@ -45,6 +45,7 @@ func handleSASLHandshake(_ context.Context, b *Broker, r *request) (kmsg.Respons
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		return resp, nil
 	}
-	s.mechanism, s.raw, s.scram = req.Mechanism, r.version == 0, nil
+	s.mechanism, s.raw = req.Mechanism, r.version == 0
+	s.scram, s.clientFirst, s.serverFirst = nil, "", ""
 	return resp, nil
 }

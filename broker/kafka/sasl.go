@@ -64,8 +64,10 @@ type saslState struct {
 	mechanism string
 	// raw marks a version 0 handshake: the exchange follows as raw frames.
 	raw bool
-	// scram is the SCRAM exchange in progress.
-	scram *scram.ServerConversation
+	// scram is the SCRAM exchange in progress; clientFirst and
+	// serverFirst its first two messages (for users.VerifyClientFinal).
+	scram                    *scram.ServerConversation
+	clientFirst, serverFirst string
 	// authenticated is set once an exchange succeeded; authMechanism and
 	// user are what it established, which a re-authentication must keep.
 	authenticated bool
@@ -193,8 +195,14 @@ func (c *conn) saslExchange(msg []byte) (reply []byte, user string, done bool, e
 		}
 		s.scram = server.NewConversation()
 	}
+	if s.serverFirst != "" && users.ExtendedNonce(string(msg), users.ServerNonce(s.serverFirst)) {
+		return c.scramFinalExtended(sc, msg)
+	}
 	out, err := s.scram.Step(string(msg))
 	user = s.scram.Username()
+	if err == nil && s.serverFirst == "" {
+		s.clientFirst, s.serverFirst = string(msg), out
+	}
 	if err != nil {
 		return nil, user, false, authFailed("Authentication failed during authentication due to invalid credentials with SASL mechanism %s", s.mechanism)
 	}
@@ -203,6 +211,26 @@ func (c *conn) saslExchange(msg []byte) (reply []byte, user string, done bool, e
 	}
 	if !s.scram.Valid() {
 		return nil, user, false, authFailed("Authentication failed during authentication due to invalid credentials with SASL mechanism %s", s.mechanism)
+	}
+	if authz := s.scram.AuthzID(); authz != "" && authz != user {
+		return nil, user, false, authFailed("authorization id %q is not the user name", authz)
+	}
+	return []byte(out), user, true, nil
+}
+
+// scramFinalExtended finishes a SCRAM exchange whose client-final nonce
+// extends the server's (librdkafka's form; see users.ExtendedNonce).
+func (c *conn) scramFinalExtended(sc *saslComponent, msg []byte) (reply []byte, user string, done bool, err error) {
+	s := &c.sasl
+	user = s.scram.Username()
+	failed := authFailed("Authentication failed during authentication due to invalid credentials with SASL mechanism %s", s.mechanism)
+	cred, ok := sc.cache.Lookup(user, s.mechanism)
+	if !ok {
+		return nil, user, false, failed
+	}
+	out, err := users.VerifyClientFinal(cred, s.clientFirst, s.serverFirst, string(msg))
+	if err != nil {
+		return nil, user, false, failed
 	}
 	if authz := s.scram.AuthzID(); authz != "" && authz != user {
 		return nil, user, false, authFailed("authorization id %q is not the user name", authz)
@@ -258,7 +286,7 @@ func (c *conn) saslComplete(user string) error {
 		c.principal = principal
 	}
 	s.authenticated, s.authMechanism, s.user = true, s.mechanism, user
-	s.mechanism, s.raw, s.scram = "", false, nil
+	s.mechanism, s.raw, s.scram, s.clientFirst, s.serverFirst = "", false, nil, "", ""
 	if reauth := c.b.cfg.SASL.ConnectionsMaxReauth; reauth > 0 {
 		s.expires = time.Now().Add(reauth)
 	}
@@ -271,7 +299,7 @@ func (c *conn) saslComplete(user string) error {
 // connection for closing.
 func (c *conn) saslFail(ctx context.Context, mechanism, user string, err error) {
 	c.sasl.failed = true
-	c.sasl.scram = nil
+	c.sasl.scram, c.sasl.clientFirst, c.sasl.serverFirst = nil, "", ""
 	c.b.metrics.saslAuthenticated(mechanism, "failed")
 	c.logger.Warn("SASL authentication failed", "client", c.remote, "user", user, "mechanism", mechanism, "reason", err.Error())
 	if d := c.b.cfg.SASL.FailedAuthenticationDelay; d > 0 {

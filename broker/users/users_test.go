@@ -1,7 +1,10 @@
 package users
 
 import (
+	"crypto/hmac"
 	"crypto/pbkdf2"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"strings"
@@ -291,6 +294,60 @@ func TestFromSaltedPassword(t *testing.T) {
 		}
 		if _, err := FromSaltedPassword(mech, nil, salted, MinIterations); !errors.Is(err, ErrInvalid) {
 			t.Fatalf("%s: no salt: %v", mech, err)
+		}
+	}
+}
+
+// TestVerifyClientFinal: the RFC 7677 exchange verifies and yields the
+// RFC's server-final message; the same exchange with librdkafka's extended
+// nonce (client nonce, then the whole server nonce) verifies too, with a
+// proof computed over what that client sends; a wrong proof, a foreign
+// nonce and a wrong channel binding fail.
+func TestVerifyClientFinal(t *testing.T) {
+	v := rfcVectors[0]
+	salt, _ := base64.StdEncoding.DecodeString(v.salt)
+	cred, err := Derive(SCRAMSHA256, "pencil", salt, v.iterations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := VerifyClientFinal(cred, v.clientFirst, v.serverFirst, v.clientFinal)
+	if err != nil || got != v.serverFinal {
+		t.Fatalf("RFC 7677: %q, %v", got, err)
+	}
+
+	clientNonce := "rOprNGfwEbeRWgbNEkqO"
+	serverNonce := ServerNonce(v.serverFirst)
+	withoutProof := "c=biws,r=" + clientNonce + serverNonce
+	if !ExtendedNonce(withoutProof, serverNonce) || ExtendedNonce(v.clientFinal, serverNonce) {
+		t.Fatal("ExtendedNonce misjudges")
+	}
+	// The client's side, computed here from the password.
+	salted, _ := pbkdf2.Key(sha256.New, "pencil", salt, v.iterations, 32)
+	mac := func(key []byte, msg string) []byte {
+		m := hmac.New(sha256.New, key)
+		m.Write([]byte(msg))
+		return m.Sum(nil)
+	}
+	clientKey := mac(salted, "Client Key")
+	storedKey := sha256.Sum256(clientKey)
+	authMessage := strings.TrimPrefix(v.clientFirst, "n,,") + "," + v.serverFirst + "," + withoutProof
+	proof := make([]byte, 32)
+	subtle.XORBytes(proof, clientKey, mac(storedKey[:], authMessage))
+	final := withoutProof + ",p=" + base64.StdEncoding.EncodeToString(proof)
+	want := "v=" + base64.StdEncoding.EncodeToString(mac(mac(salted, "Server Key"), authMessage))
+	if got, err := VerifyClientFinal(cred, v.clientFirst, v.serverFirst, final); err != nil || got != want {
+		t.Fatalf("extended nonce: %q, %v", got, err)
+	}
+
+	proof[0] ^= 1
+	for name, bad := range map[string]string{
+		"wrong proof":     withoutProof + ",p=" + base64.StdEncoding.EncodeToString(proof),
+		"foreign nonce":   strings.Replace(v.clientFinal, "r=rOpr", "r=xOpr", 1),
+		"channel binding": strings.Replace(v.clientFinal, "c=biws", "c=eSws", 1),
+		"no proof":        withoutProof,
+	} {
+		if _, err := VerifyClientFinal(cred, v.clientFirst, v.serverFirst, bad); err == nil {
+			t.Errorf("%s accepted", name)
 		}
 	}
 }
