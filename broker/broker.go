@@ -116,8 +116,12 @@ func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 	return b, nil
 }
 
-// Addr is the address the listener is bound to.
+// Addr is the address the inter-broker listener is bound to.
 func (b *Broker) Addr() net.Addr { return b.server.Addr() }
+
+// ListenerAddr is the address the named listener is bound to, nil when
+// there is no such listener.
+func (b *Broker) ListenerAddr(name string) net.Addr { return b.server.ListenerAddr(name) }
 
 // Run serves until ctx is done, then shuts down cleanly: connections closed,
 // logs flushed with their clean-shutdown markers, the store closed.

@@ -236,6 +236,7 @@ func TestTLSListener(t *testing.T) {
 		c.SSLKeystoreLocation = server
 		c.SSLTruststoreLocation = ca.CertFile()
 		c.SSLClientAuth = "required"
+		c.RequestReadTimeout = time.Second
 	}))
 	sslAddr := tb.broker.ListenerAddr("SSL").String()
 
@@ -274,6 +275,7 @@ func TestTLSListener(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stalled.Close()
+	defer (&rawClient{t: t, nc: stalled}).expectClosed() // after millrace.request.read.timeout.ms
 
 	// Records larger than a TLS record go through the TLS writer, not
 	// sendfile.
