@@ -349,11 +349,17 @@ type replicaConn struct {
 	formatter   *kmsg.RequestFormatter
 	correlation int32
 	buf         []byte
+	// session, when set, re-authenticates the connection before its SASL
+	// session ends (sasl_client.go).
+	session *replicaSession
 }
 
 // do sends req and decodes the answer into resp. Only non-flexible versions
 // are used, so the response header is the correlation ID alone.
 func (c *replicaConn) do(req kmsg.Request, resp kmsg.Response, timeout time.Duration) error {
+	if err := c.session.renew(c); err != nil {
+		return err
+	}
 	c.correlation++
 	c.buf = c.formatter.AppendRequest(c.buf[:0], req, c.correlation)
 	if err := c.conn.SetDeadline(time.Now().Add(timeout)); err != nil {

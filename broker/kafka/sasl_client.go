@@ -8,9 +8,10 @@ package kafka
 // millrace.inter.broker.sasl.username and .password.file; the exchange
 // itself is franz-go's (pkg/sasl, through internal/clientauth).
 //
-// Replication connections do not re-authenticate: with
-// connections.max.reauth.ms set on the leader, the leader closes one when
-// its session ends and the follower dials again (followerBackoff later).
+// When the leader reports a session lifetime (its connections.max.reauth.ms,
+// KIP-368), the connection authenticates again before its next request once
+// 85% of the lifetime has passed, as Kafka's clients do between 85% and
+// 95%, so the leader never has to close it.
 
 import (
 	"context"
@@ -28,9 +29,24 @@ import (
 // authentication.
 const saslClientTimeout = 10 * time.Second
 
+// replicaSession is a replication connection's SASL session.
+type replicaSession struct {
+	b       *Broker
+	renewAt time.Time
+}
+
+// renew re-authenticates c when its session is due; a nil session never is.
+func (s *replicaSession) renew(c *replicaConn) error {
+	if s == nil || time.Now().Before(s.renewAt) {
+		return nil
+	}
+	c.session = nil // the exchange's own requests must not renew
+	return s.b.authenticateReplica(c)
+}
+
 // authenticateReplica authenticates c as this broker's inter-broker user.
-// The password file is read on every connection, so a rotated password
-// is used from the next connection on.
+// The password file is read on every authentication, so a rotated
+// password is used from the next one on.
 func (b *Broker) authenticateReplica(c *replicaConn) error {
 	cfg := b.cfg.SASL
 	if cfg.InterBrokerUsername == "" {
@@ -75,6 +91,9 @@ func (b *Broker) authenticateReplica(c *replicaConn) error {
 			return err
 		}
 		if done {
+			if lifetime := time.Duration(resp.SessionLifetimeMillis) * time.Millisecond; lifetime > 0 {
+				c.session = &replicaSession{b: b, renewAt: time.Now().Add(lifetime * 85 / 100)}
+			}
 			return nil
 		}
 		msg = next

@@ -465,3 +465,36 @@ func TestUserSCRAMCredentialAPIs(t *testing.T) {
 		t.Fatalf("carol after deletion: %+v", d["carol"])
 	}
 }
+
+// TestSASLInterBrokerReauthentication: a replication connection told a
+// session lifetime re-authenticates before it ends, so requests keep being
+// served across several lifetimes.
+func TestSASLInterBrokerReauthentication(t *testing.T) {
+	const lifetime = 200 * time.Millisecond
+	password := filepath.Join(t.TempDir(), "pw")
+	os.WriteFile(password, []byte("broker-secret"), 0o600)
+	tb := startBroker(t, withConfig(func(c *Config) {
+		c.SASL.InterBrokerUsername, c.SASL.InterBrokerPasswordFile = "broker", password
+		c.SASL.ConnectionsMaxReauth = lifetime
+	}))
+	addUser(t, tb, "broker", "broker-secret")
+	client, _ := saslConn(t, tb)
+	rc := &replicaConn{conn: client.nc, formatter: kmsg.NewRequestFormatter(kmsg.FormatterClientID("millrace-replica-1"))}
+	if err := tb.broker.authenticateReplica(rc); err != nil {
+		t.Fatal(err)
+	}
+	if rc.session == nil {
+		t.Fatal("no session kept for a connection with a lifetime")
+	}
+	before := testutil.ToFloat64(tb.broker.metrics.saslAuth.WithLabelValues(users.SCRAMSHA512, "ok"))
+	for deadline := time.Now().Add(3 * lifetime); time.Now().Before(deadline); time.Sleep(lifetime / 4) {
+		req := kmsg.NewPtrMetadataRequest()
+		req.SetVersion(1)
+		if err := rc.do(req, kmsg.NewPtrMetadataResponse(), 5*time.Second); err != nil {
+			t.Fatalf("a request across session lifetimes: %v", err)
+		}
+	}
+	if after := testutil.ToFloat64(tb.broker.metrics.saslAuth.WithLabelValues(users.SCRAMSHA512, "ok")); after-before < 2 {
+		t.Fatalf("%v re-authentications in three lifetimes", after-before)
+	}
+}
