@@ -201,6 +201,11 @@ func TestACLsOnCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := parts[0]
+		md, err := adm.Metadata(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		topicID := md.Topics[topic].ID
 		follower := p.Replicas[0]
 		if follower == p.Leader {
 			follower = p.Replicas[1]
@@ -237,10 +242,13 @@ func TestACLsOnCluster(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cl.Close()
+			// kgo sends the highest version both sides know: the replica
+			// is named in replica_id up to v14 and replica_state from
+			// v15, the topic by ID from v13.
 			req := kmsg.NewPtrFetchRequest()
-			req.Version, req.ReplicaID, req.MaxBytes = 11, replica, 1<<20
+			req.ReplicaID, req.ReplicaState.ID, req.MaxBytes = replica, replica, 1<<20
 			rt := kmsg.NewFetchRequestTopic()
-			rt.Topic = topic
+			rt.Topic, rt.TopicID = topic, topicID
 			rp := kmsg.NewFetchRequestTopicPartition()
 			rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = 1, 1<<20, -1
 			rt.Partitions = append(rt.Partitions, rp)
