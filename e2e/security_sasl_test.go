@@ -17,10 +17,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"millrace/internal/zktest"
 )
 
 func writeSecret(t *testing.T, dir, name, secret string) string {
@@ -189,4 +192,86 @@ print(','.join(sorted(seen)))
 			t.Fatal("a client without SASL was served on a SASL listener")
 		}
 	})
+}
+
+// TestSASLInterBrokerCluster runs three ZooKeeper brokers replicating over
+// a SASL_PLAINTEXT inter-broker listener as a user made with `millrace user
+// add --zookeeper` before any broker starts, with KIP-368 sessions shorter
+// than the test: acks=all on a replication factor 3 topic keeps
+// succeeding, and the ISR keeps all three, only if the followers
+// authenticate and re-authenticate.
+func TestSASLInterBrokerCluster(t *testing.T) {
+	t.Parallel()
+	zk := zktest.Start(t)
+	secrets := t.TempDir()
+	brokerPass := writeSecret(t, secrets, "broker", "replicate-me")
+	run(t, time.Minute, "", millraceBin, "user", "add", "broker", "--zookeeper", zk.Connect(), "--password-file", brokerPass)
+	if out := run(t, time.Minute, "", millraceBin, "user", "list", "--zookeeper", zk.Connect()); !strings.Contains(out, "broker  SCRAM-SHA-512  4096") {
+		t.Fatalf("user list --zookeeper:\n%s", out)
+	}
+	var seeds []string
+	var procs []*process
+	for id := 1; id <= 3; id++ {
+		client := "127.0.0.1:" + strconv.Itoa(freePort(t))
+		internal := "127.0.0.1:" + strconv.Itoa(freePort(t))
+		seeds = append(seeds, client)
+		procs = append(procs, startProcess(t, "broker"+strconv.Itoa(id), "broker", "--data", t.TempDir(), "--id", strconv.Itoa(id), "--zookeeper", zk.Connect(),
+			"--set", "listeners=CLIENT://"+client+",INTERNAL://"+internal,
+			"--set", "listener.security.protocol.map=CLIENT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT",
+			"--set", "inter.broker.listener.name=INTERNAL",
+			"--set", "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512",
+			"--set", "millrace.inter.broker.sasl.username=broker",
+			"--set", "millrace.inter.broker.sasl.password.file="+brokerPass,
+			"--set", "connections.max.reauth.ms=1500",
+			"--set", "zookeeper.session.timeout.ms=4000", "--set", "replica.lag.time.max.ms=3000"))
+	}
+	for i, p := range procs {
+		waitAnswers(t, p, seeds[i])
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for {
+		if md, err := adm.Metadata(ctx); err == nil && len(md.Brokers) == 3 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("three brokers never registered")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	two := "2"
+	if resp, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{"min.insync.replicas": &two}, "sasl-replicated"); err != nil || resp.Err != nil {
+		t.Fatalf("create topic: %v %v", err, resp.Err)
+	}
+	fullISR := func() bool {
+		md, err := adm.Metadata(ctx, "sasl-replicated")
+		return err == nil && len(md.Topics["sasl-replicated"].Partitions[0].ISR) == 3
+	}
+	for !fullISR() {
+		if ctx.Err() != nil {
+			t.Fatal("the ISR never held all three replicas")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	produceConsume(t, seeds, "sasl-replicated", 3)
+	// Past two session lifetimes: the followers re-authenticated instead
+	// of being cut off.
+	time.Sleep(3500 * time.Millisecond)
+	if !fullISR() {
+		t.Fatal("a follower left the ISR across session lifetimes")
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "sasl-replicated", Value: []byte("later")}).FirstErr(); err != nil {
+		t.Fatalf("acks=all after the session lifetimes: %v", err)
+	}
+	for _, p := range procs {
+		if strings.Contains(p.log(), "SASL authentication failed") || strings.Contains(p.log(), "expired without re-authentication") {
+			t.Fatalf("%s refused a replication connection:\n%s", p.name, tail([]byte(p.log()), 2000))
+		}
+	}
 }
