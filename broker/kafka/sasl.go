@@ -301,6 +301,9 @@ func (c *conn) saslFail(ctx context.Context, mechanism, user string, err error) 
 	c.sasl.failed = true
 	c.sasl.scram, c.sasl.clientFirst, c.sasl.serverFirst = nil, "", ""
 	c.b.metrics.saslAuthenticated(mechanism, "failed")
+	if users.CheckName(user) != nil {
+		user = "(not a valid user name)" // client text of any size and bytes
+	}
 	c.logger.Warn("SASL authentication failed", "client", c.remote, "user", user, "mechanism", mechanism, "reason", err.Error())
 	if d := c.b.cfg.SASL.FailedAuthenticationDelay; d > 0 {
 		t := time.NewTimer(d)
