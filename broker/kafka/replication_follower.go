@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strconv"
 	"sync"
@@ -117,7 +118,7 @@ func (f *fetcher) run() {
 		}
 		if err := f.truncate(c); err != nil {
 			if !f.stopped() {
-				m.logger.Debug("truncating by leader epoch", "topic", tp.Topic, "partition", tp.Partition, "leader", f.leader, "err", err)
+				m.logger.Log(context.Background(), followerLogLevel(err), "truncating by leader epoch", "topic", tp.Topic, "partition", tp.Partition, "leader", f.leader, "err", err)
 			}
 			f.closeConn()
 			f.pause(followerBackoff)
@@ -126,7 +127,7 @@ func (f *fetcher) run() {
 		err = f.fetchLoop(c)
 		f.closeConn()
 		if !f.stopped() && err != nil {
-			m.logger.Debug("fetching from the leader", "topic", tp.Topic, "partition", tp.Partition, "leader", f.leader, "err", err)
+			m.logger.Log(context.Background(), followerLogLevel(err), "fetching from the leader", "topic", tp.Topic, "partition", tp.Partition, "leader", f.leader, "err", err)
 			f.pause(followerBackoff)
 		}
 	}
@@ -188,6 +189,20 @@ func (f *fetcher) closeConn() {
 // errRetry is a leader answer worth retrying after a pause (the leader has
 // not caught up with the new epoch yet, or is moving).
 var errRetry = errors.New("leader not ready")
+
+// errReplicaDenied is the leader's authorizer refusing this broker
+// ClusterAction (authorize.go): nothing replicates until an operator grants
+// it, so it is logged at Warn rather than with the passing errors.
+var errReplicaDenied = errors.New("the leader refuses this broker's replica requests: its principal needs ClusterAction on the cluster or a place in super.users")
+
+// followerLogLevel is Debug for the passing errors of following, Warn for
+// a refusal only an operator can end.
+func followerLogLevel(err error) slog.Level {
+	if errors.Is(err, errReplicaDenied) {
+		return slog.LevelWarn
+	}
+	return slog.LevelDebug
+}
 
 // truncate cuts the log where its history departs from the leader's.
 func (f *fetcher) truncate(c *replicaConn) error {
@@ -252,6 +267,9 @@ func (f *fetcher) offsetForLeaderEpoch(c *replicaConn, epoch int32) (replica.Epo
 		return replica.EpochEndOffset{}, errors.New("malformed OffsetForLeaderEpoch response")
 	}
 	p := resp.Topics[0].Partitions[0]
+	if p.ErrorCode == kerr.TopicAuthorizationFailed.Code {
+		return replica.EpochEndOffset{}, errReplicaDenied
+	}
 	if p.ErrorCode != 0 {
 		return replica.EpochEndOffset{}, fmt.Errorf("%w: OffsetForLeaderEpoch: %v", errRetry, kerr.ErrorForCode(p.ErrorCode))
 	}
@@ -300,6 +318,8 @@ func (f *fetcher) fetchLoop(c *replicaConn) error {
 		case 0:
 		case kerr.OffsetOutOfRange.Code:
 			return fmt.Errorf("fetch at %d: %v", p.FetchOffset, kerr.ErrorForCode(sp.ErrorCode))
+		case kerr.TopicAuthorizationFailed.Code:
+			return errReplicaDenied
 		default:
 			return fmt.Errorf("%w: fetch: %v", errRetry, kerr.ErrorForCode(sp.ErrorCode))
 		}
