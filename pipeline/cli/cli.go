@@ -149,17 +149,20 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	name := commandName(cmd)
+	name := "millrace"
+	if n := commandName(cmd); n != "" {
+		name += " " + n
+	}
 	var unknown unknownCommand
 	switch {
 	case errors.As(err, &unknown):
 		fmt.Fprintf(stderr, "millrace: %v\n", err)
 		return 2
 	case errors.Is(err, errUsage):
-		fmt.Fprintf(stderr, "millrace %s: %v\nusage: %s\n", name, err, usageLine(cmd))
+		fmt.Fprintf(stderr, "%s: %v\nusage: %s\n", name, err, usageLine(cmd))
 		return 2
 	default:
-		fmt.Fprintf(stderr, "millrace %s: %v\n", name, err)
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 1
 	}
 }
@@ -202,7 +205,7 @@ func newRoot(e *env) *cobra.Command {
 	root.SetErr(e.stderr)
 	root.SetHelpFunc(func(cmd *cobra.Command, _ []string) { printHelp(e.stderr, cmd) })
 	root.SetUsageFunc(func(cmd *cobra.Command) error { printHelp(e.stderr, cmd); return nil })
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError("%v", err) })
+	root.SetFlagErrorFunc(flagError)
 	root.CompletionOptions.HiddenDefaultCmd = true
 	e.client = newClientFlags(root.PersistentFlags())
 
@@ -227,6 +230,20 @@ func newRoot(e *env) *cobra.Command {
 	}
 	root.AddCommand(completionCommand(e))
 	return root
+}
+
+// flagError makes a flag parsing error a usage error. Go's flag package
+// read -name as a long flag; pflag reads it as one-letter flags, so a
+// single-dash word gets a hint.
+func flagError(_ *cobra.Command, err error) error {
+	msg := err.Error()
+	if _, word, ok := strings.Cut(msg, "unknown shorthand flag: "); ok {
+		if _, arg, ok := strings.Cut(word, " in -"); ok && len(arg) > 1 {
+			name, _, _ := strings.Cut(arg, "=")
+			msg += fmt.Sprintf(" (long flags take two dashes: --%s)", name)
+		}
+	}
+	return usageError("%s", msg)
 }
 
 // groupCommand is the first word of two-word commands ("topic" of
@@ -318,18 +335,19 @@ func printHelp(w io.Writer, cmd *cobra.Command) {
 		return
 	}
 	fmt.Fprintf(w, "usage: %s\n", usageLine(cmd))
+	if cmd.HasAvailableSubCommands() { // a group: its commands say the rest
+		fmt.Fprintln(w, "\ncommands:")
+		for _, sub := range cmd.Commands() {
+			if sub.IsAvailableCommand() {
+				fmt.Fprintf(w, "  %s   %s\n", strings.TrimPrefix(usageLine(sub), "millrace "), sub.Short)
+			}
+		}
+		return
+	}
 	if cmd.Long != "" {
 		fmt.Fprintf(w, "\n%s\n", cmd.Long)
 	} else if cmd.Short != "" {
 		fmt.Fprintf(w, "\n%s\n", cmd.Short)
-	}
-	if cmd.HasAvailableSubCommands() {
-		fmt.Fprintln(w, "\ncommands:")
-		for _, sub := range cmd.Commands() {
-			if !sub.Hidden {
-				fmt.Fprintf(w, "  %s   %s\n", strings.TrimPrefix(usageLine(sub), "millrace "), sub.Short)
-			}
-		}
 	}
 	if local := flagListing(cmd.LocalFlags(), nil); local != "" {
 		fmt.Fprintf(w, "\nflags:\n%s", local)

@@ -257,6 +257,15 @@ func TestHelpAndCommandsWithoutClients(t *testing.T) {
 	if code, _, stderr := run("topic", "nosuch"); code != 2 || stderr != "millrace: unknown command \"topic nosuch\" (try: millrace help)\n" {
 		t.Errorf("topic nosuch: exit %d, stderr %q", code, stderr)
 	}
+	// Go's flag package took -name for --name; pflag reads one-letter flags,
+	// and the error says how to write the long one.
+	if code, _, stderr := run("topic", "create", "x", "-partitions", "3"); code != 2 ||
+		!strings.HasPrefix(stderr, "millrace topic create: unknown shorthand flag: 'p' in -partitions (long flags take two dashes: --partitions)\n") {
+		t.Errorf("-partitions: exit %d, stderr %q", code, stderr)
+	}
+	if code, _, stderr := run("-tls-ca=x", "topic", "list"); code != 2 || !strings.HasPrefix(stderr, "millrace topic list: unknown shorthand flag: 't' in -tls-ca=x (long flags take two dashes: --tls-ca)\n") {
+		t.Errorf("-tls-ca=x before the command: exit %d, stderr %q", code, stderr)
+	}
 	// A command that makes no client neither lists nor takes the client flags.
 	if code, _, help := run("broker", "--help"); code != 0 || strings.Contains(help, "--tls") || !strings.Contains(help, "  --data string\n") ||
 		strings.Contains(help, "hold-unsynced-writes") {
