@@ -28,10 +28,12 @@
 //
 // The first argument of addCommand is the parent word ("" for a top-level
 // command); a parent that does not exist yet is created, so `millrace user add`
-// is addCommand("user", ...). Clients come from e.newClient and e.newAdmin,
-// components with clients of their own get e.client.settings(). Return
-// usageError(...) for a wrongly called command (exit 2, usage line printed),
-// any other error for a failure (exit 1); both print one line. A command that
+// is addCommand("user", ...). Clients come from e.newClient and e.newAdmin;
+// components with clients of their own get e.client.settings(), or
+// e.client.applyTo(&cfg.Security) where a --config file may set tls: and
+// sasl: too. Return usageError(...) for a wrongly called command (exit 2,
+// the usage line follows the error), any other error for a failure (exit 1);
+// either is printed as one line. A command that
 // makes no Kafka client (a server, a local file tool) sets
 // Annotations: noClient, so its help leaves the client flags out and giving
 // one is an error. Fault-injection flags for tests are hidden with
