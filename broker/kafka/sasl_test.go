@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"bytes"
 	"encoding/binary"
 	"io"
 	"net"
@@ -497,4 +498,42 @@ func TestSASLInterBrokerReauthentication(t *testing.T) {
 	if after := testutil.ToFloat64(tb.broker.metrics.saslAuth.WithLabelValues(users.SCRAMSHA512, "ok")); after-before < 2 {
 		t.Fatalf("%v re-authentications in three lifetimes", after-before)
 	}
+}
+
+// FuzzSASLExchange feeds a mechanism two client messages (split at the
+// first 0xff byte): whatever they hold, the exchange answers or fails
+// without panicking, and it never authenticates anyone without the
+// password.
+func FuzzSASLExchange(f *testing.F) {
+	f.Add(byte(0), []byte("\x00admin\x00guess"))
+	f.Add(byte(1), []byte("n,,n=admin,r=abc\xffc=biws,r=abc,p=AAAA"))
+	f.Add(byte(2), []byte("n,a=admin,n=admin,r=x\xffc=biws,r=xx,p="))
+	tb := startBroker(f)
+	for _, m := range users.Mechanisms {
+		cred, _ := users.NewCredential(m, "the password", users.MinIterations)
+		if err := users.Upsert(tb.store, "admin", cred); err != nil {
+			f.Fatal(err)
+		}
+	}
+	sc, _ := componentOf[*saslComponent](tb.broker, saslComponentName)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, ok := sc.cache.Lookup("admin", users.SCRAMSHA256); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			f.Fatal("the cache never had the user")
+		}
+	}
+	f.Fuzz(func(t *testing.T, mechanism byte, data []byte) {
+		c := &conn{b: tb.broker, protocol: protocolSASLPlaintext, principal: anonymous}
+		c.sasl.mechanism = saslMechanisms[int(mechanism)%len(saslMechanisms)]
+		first, second, two := bytes.Cut(data, []byte{0xff})
+		_, _, done, err := c.saslExchange(first)
+		if err == nil && !done && two {
+			_, _, done, err = c.saslExchange(second)
+		}
+		if err == nil && done {
+			t.Fatalf("%s authenticated with %q", c.sasl.mechanism, data)
+		}
+	})
 }
