@@ -537,3 +537,33 @@ func FuzzSASLExchange(f *testing.F) {
 		}
 	})
 }
+
+// TestUserSCRAMCredentialAuthorization: with an authorizer on, describing
+// and altering credentials needs Describe and Alter on the cluster: a
+// super user may, an authenticated user without ACLs may not.
+func TestUserSCRAMCredentialAuthorization(t *testing.T) {
+	tb := startBroker(t, withConfig(func(c *Config) {
+		c.Authorizer.ClassName = "kafka.security.authorizer.AclAuthorizer"
+		c.Authorizer.SuperUsers = "User:admin"
+	}))
+	addUser(t, tb, "admin", "a")
+	addUser(t, tb, "mallory", "m")
+	alter := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+	up := kmsg.NewAlterUserSCRAMCredentialsRequestUpsertion()
+	up.Name, up.Mechanism, up.Iterations, up.Salt, up.SaltedPassword = "mallory", 1, 4096, []byte("salt"), make([]byte, 32)
+	alter.Upsertions = append(alter.Upsertions, up)
+	describe := kmsg.NewPtrDescribeUserSCRAMCredentialsRequest()
+	for user, want := range map[string]int16{"mallory": kerr.ClusterAuthorizationFailed.Code, "admin": 0} {
+		c, _ := saslConn(t, tb)
+		var correlation int32
+		if resp := authenticate(t, c, mechanismFor(users.SCRAMSHA512, user, map[string]string{"admin": "a", "mallory": "m"}[user]), 1, &correlation); resp.ErrorCode != 0 {
+			t.Fatalf("%s: authentication error %d", user, resp.ErrorCode)
+		}
+		if d := c.roundTrip(describe, correlation+1).(*kmsg.DescribeUserSCRAMCredentialsResponse); d.ErrorCode != want {
+			t.Fatalf("%s describes: error %d, want %d", user, d.ErrorCode, want)
+		}
+		if a := c.roundTrip(alter, correlation+2).(*kmsg.AlterUserSCRAMCredentialsResponse); len(a.Results) != 1 || a.Results[0].ErrorCode != want {
+			t.Fatalf("%s alters: %+v, want error %d", user, a.Results, want)
+		}
+	}
+}
