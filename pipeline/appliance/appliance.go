@@ -26,6 +26,7 @@ import (
 	"millrace/agents/tail"
 	"millrace/audit"
 	"millrace/broker"
+	"millrace/internal/clientauth"
 	"millrace/internal/httpserver"
 	"millrace/pipeline/monitor"
 	"millrace/sinks/lake"
@@ -44,7 +45,14 @@ type Appliance struct {
 	broker    *broker.Broker
 	brokerErr chan error // Run's result, when the broker is embedded
 	brokers   []string
-	shipper   *ship.Shipper
+	shipper   *ship.Shipper // the beacon's, the ops publisher's and, unless secure, the tailers'
+	// tailShipper is the tailers' own producer in secure mode, where they
+	// authenticate as a user of their own; nil otherwise.
+	tailShipper *ship.Shipper
+	// secure is secure mode's material; nil when security is off.
+	secure *secureMaterial
+	// consoleSecurity is the console's and its audit's client settings.
+	consoleSecurity clientauth.Settings
 	beacon    *beacon.Server
 	tailers   []*tail.Tailer
 	audits    []*audit.Counter // the agents' audit counters
@@ -71,7 +79,28 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (a *Appliance, 
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	a = &Appliance{cfg: cfg, logger: logger, registry: reg}
+	var secure *secureMaterial
+	consoleSecurity := cfg.Security
+	if cfg.Secure {
+		hosts, err := brokerHosts(cfg.Broker.Listen)
+		if err != nil {
+			return nil, err
+		}
+		m, err := ensureSecureMaterial(filepath.Join(cfg.Data, SecurityDirName), hosts)
+		if err != nil {
+			return nil, err
+		}
+		secure = &m
+		cfg.Security = m.clientSettings(AdminUser)
+		cfg.Ship.Security = m.clientSettings(BeaconUser)
+		for i := range cfg.Sinks {
+			cfg.Sinks[i].Security = m.clientSettings(SinkUser)
+		}
+		consoleSecurity = m.clientSettings(ConsoleUser)
+		logger.Info("security on: SASL_SSL with SCRAM-SHA-512 and ACLs; CA and passwords in the security directory",
+			"dir", m.dir, "created", m.created)
+	}
+	a = &Appliance{cfg: cfg, logger: logger, registry: reg, secure: secure, consoleSecurity: consoleSecurity}
 	defer func() {
 		if err != nil {
 			a.Shutdown(context.Background())
@@ -88,11 +117,29 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (a *Appliance, 
 	}
 	shipCfg := cfg.Ship
 	shipCfg.Brokers = a.brokers
-	if a.shipper, err = ship.New(shipCfg, reg, logger); err != nil {
+	shipReg := prometheus.Registerer(reg)
+	if secure != nil {
+		// Two producers, one per user: their metrics are told apart by
+		// a producer label.
+		shipReg = prometheus.WrapRegistererWith(prometheus.Labels{"producer": "beacon"}, reg)
+	}
+	if a.shipper, err = ship.New(shipCfg, shipReg, logger); err != nil {
 		return nil, err
 	}
 	if err := a.shipper.Start(ctx); err != nil {
 		return nil, err
+	}
+	tailProducer := a.shipper
+	if secure != nil && len(cfg.Tail) > 0 {
+		tailCfg := shipCfg
+		tailCfg.Security = secure.clientSettings(TailUser)
+		if a.tailShipper, err = ship.New(tailCfg, prometheus.WrapRegistererWith(prometheus.Labels{"producer": "tail"}, reg), logger.With("producer", "tail")); err != nil {
+			return nil, err
+		}
+		if err := a.tailShipper.Start(ctx); err != nil {
+			return nil, err
+		}
+		tailProducer = a.tailShipper
 	}
 	if cfg.Demo.WriteLog != "" {
 		a.bg.Add(1)
@@ -102,7 +149,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (a *Appliance, 
 		}()
 	}
 	for _, tc := range cfg.Tail {
-		t, err := tail.New(tc.Config, a.shipper, prometheus.WrapRegistererWith(prometheus.Labels{"input": tc.Name}, reg), logger.With("input", tc.Name))
+		t, err := tail.New(tc.Config, tailProducer, prometheus.WrapRegistererWith(prometheus.Labels{"input": tc.Name}, reg), logger.With("input", tc.Name))
 		if err != nil {
 			return nil, fmt.Errorf("tail %s: %w", tc.Name, err)
 		}
@@ -111,7 +158,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (a *Appliance, 
 			if err != nil {
 				return nil, fmt.Errorf("tail %s: %w", tc.Name, err)
 			}
-			c, err := a.startAudit(audit.RoleTail, id, true)
+			c, err := a.startAudit(audit.RoleTail, id, true, tailProducer)
 			if err != nil {
 				return nil, fmt.Errorf("tail %s: %w", tc.Name, err)
 			}
@@ -154,6 +201,16 @@ func (a *Appliance) startBroker() error {
 	if err != nil {
 		return err
 	}
+	if a.secure != nil {
+		if err := secureBrokerConfig(&bc, *a.secure, a.cfg.Broker.Listen); err != nil {
+			return err
+		}
+		// Before the broker opens the store: its first request already
+		// meets the users and the ACLs.
+		if err := provisionStore(filepath.Join(bc.DataDir, "coord"), *a.secure, secureACLs(a.cfg), a.logger); err != nil {
+			return err
+		}
+	}
 	bc.Metrics = a.registry
 	b, err := broker.Open(bc, a.logger)
 	if err != nil {
@@ -162,7 +219,11 @@ func (a *Appliance) startBroker() error {
 	a.broker = b
 	a.brokerErr = make(chan error, 1)
 	go func() { a.brokerErr <- b.Run(context.Background()) }()
-	a.brokers = []string{b.Addr().String()}
+	addr := b.Addr().String()
+	if a.secure != nil {
+		addr = dialable(b.Addr())
+	}
+	a.brokers = []string{addr}
 	return nil
 }
 
@@ -254,7 +315,7 @@ func (a *Appliance) startHTTP() error {
 			return err
 		}
 		if a.cfg.Audit.On() {
-			clicks, err := a.startAudit(audit.RoleBeacon, a.beaconInstance(), false)
+			clicks, err := a.startAudit(audit.RoleBeacon, a.beaconInstance(), false, a.shipper)
 			if err != nil {
 				return err
 			}
@@ -268,7 +329,7 @@ func (a *Appliance) startHTTP() error {
 		mux.Handle("/", b.Handler())
 	}
 	mux.HandleFunc("GET /{$}", a.serveDemoPage)
-	collector, err := monitor.New(monitor.Config{Brokers: a.brokers, Security: a.cfg.Security, MetricsTopic: a.cfg.OpsMetrics.Topic}, a.logger.With("component", "console"))
+	collector, err := monitor.New(monitor.Config{Brokers: a.brokers, Security: a.consoleSecurity, MetricsTopic: a.cfg.OpsMetrics.Topic}, a.logger.With("component", "console"))
 	if err != nil {
 		return err
 	}
@@ -281,7 +342,7 @@ func (a *Appliance) startHTTP() error {
 			// startSink opened a.stores[i] for a.cfg.Sinks[i].
 			lakes[i] = monitor.AuditLake{Name: sc.Name, Store: a.stores[i], Topics: sc.Topics}
 		}
-		auditor, err := monitor.NewAuditor(monitor.AuditConfig{Brokers: a.brokers, Security: a.cfg.Security, Topic: a.cfg.Audit.Topic, Lakes: lakes,
+		auditor, err := monitor.NewAuditor(monitor.AuditConfig{Brokers: a.brokers, Security: a.consoleSecurity, Topic: a.cfg.Audit.Topic, Lakes: lakes,
 			Since: a.cfg.HTTP.AuditSince, Interval: a.cfg.HTTP.AuditInterval}, a.registry, a.logger.With("component", "audit"))
 		if err != nil {
 			return err
@@ -319,10 +380,10 @@ func (a *Appliance) startHTTP() error {
 	return nil
 }
 
-// startAudit makes and starts an agent's audit counter on the shared
+// startAudit makes and starts an agent's audit counter on the agent's
 // producer; Shutdown stops it.
-func (a *Appliance) startAudit(role, instance string, distinct bool) (*audit.Counter, error) {
-	c, err := audit.NewCounter(a.cfg.Audit, role, instance, distinct, a.shipper, a.logger)
+func (a *Appliance) startAudit(role, instance string, distinct bool, producer *ship.Shipper) (*audit.Counter, error) {
+	c, err := audit.NewCounter(a.cfg.Audit, role, instance, distinct, producer, a.logger)
 	if err != nil {
 		return nil, err
 	}
@@ -337,7 +398,7 @@ func (a *Appliance) intakeAudit() (*audit.Counter, error) {
 	if a.intake != nil || !a.cfg.Audit.On() {
 		return a.intake, nil
 	}
-	c, err := a.startAudit(audit.RoleIntake, a.beaconInstance(), false)
+	c, err := a.startAudit(audit.RoleIntake, a.beaconInstance(), false, a.shipper)
 	a.intake = c
 	return c, err
 }
@@ -419,6 +480,9 @@ func (a *Appliance) Shutdown(ctx context.Context) error {
 	}
 	if a.shipper != nil {
 		errs = append(errs, a.shipper.Shutdown(ctx))
+	}
+	if a.tailShipper != nil {
+		errs = append(errs, a.tailShipper.Shutdown(ctx))
 	}
 	for _, r := range a.sinks {
 		errs = append(errs, r.Shutdown(ctx))

@@ -38,6 +38,17 @@ type Config struct {
 	// tls: or sasl: of their own; what they leave unset they take from
 	// here. Default none: PLAINTEXT without authentication.
 	Security clientauth.Settings `yaml:",inline"`
+	// Secure (security: on) secures the embedded broker and every client
+	// of it: on first start a local CA, the broker's certificate and
+	// SCRAM-SHA-512 users with random passwords (admin, and one user per
+	// component) are made in <data>/security and reused later; the broker
+	// serves one SASL_SSL listener at broker.listen with ACLs on, each
+	// component connects as its own user with least-privilege ACLs, and
+	// the console and /metrics need the generated HTTP token unless
+	// http.auth names credentials. It cannot be combined with brokers:,
+	// tls:/sasl: settings, or broker.settings of listeners, SSL, SASL or
+	// the authorizer, which it sets itself. Default off.
+	Secure bool `yaml:"security"`
 	// Broker is the embedded broker (used when Brokers is empty).
 	Broker BrokerConfig `yaml:"broker"`
 	// HTTP serves the beacon, the metrics intake, the demo page and the
@@ -205,6 +216,9 @@ func (c Config) withDefaults() Config {
 		c.Demo.Interval = time.Second
 	}
 	c.Audit = c.Audit.WithDefaults()
+	if c.Secure && !c.HTTP.Auth.On() {
+		c.HTTP.Auth.Token = TokenGenerate
+	}
 	c.Topics = append([]TopicConfig(nil), c.Topics...)
 	for i := range c.Topics {
 		if c.Topics[i].Partitions == 0 {
@@ -238,6 +252,9 @@ func (c Config) withDefaults() Config {
 // Validate rejects what cannot run, with a sentence per problem.
 func (c Config) Validate() error {
 	var errs []error
+	if c.Secure {
+		errs = append(errs, c.validateSecure()...)
+	}
 	if err := c.Security.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -302,6 +319,31 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("beacon.metrics_listen: under millrace up, /metrics is served at http.metrics_listen; set that instead"))
 	}
 	return errors.Join(errs...)
+}
+
+// validateSecure reports what security: on cannot be combined with.
+func (c Config) validateSecure() []error {
+	var errs []error
+	if len(c.Brokers) > 0 {
+		errs = append(errs, errors.New("security: on secures the embedded broker; with brokers: (or -b) give the external cluster's tls: and sasl: instead"))
+	}
+	conflict := !c.Security.IsZero() || !ownSecurity(c.Ship.Security, c.Security).IsZero()
+	for _, s := range c.Sinks {
+		conflict = conflict || !ownSecurity(s.Security, c.Security).IsZero()
+	}
+	if conflict {
+		errs = append(errs, errors.New("security: on makes every client's tls: and sasl: itself; remove them from the file (and the --tls*/--sasl* flags and MILLRACE_TLS*/MILLRACE_SASL* environment)"))
+	}
+	var owned []string
+	for _, name := range secureOwnedSettings {
+		if _, ok := c.Broker.Settings[name]; ok {
+			owned = append(owned, name)
+		}
+	}
+	if len(owned) > 0 {
+		errs = append(errs, fmt.Errorf("broker.settings: %s are set by security: on; remove them", strings.Join(owned, ", ")))
+	}
+	return errs
 }
 
 // ownSecurity is the part of a section's settings it did not inherit from
