@@ -53,21 +53,21 @@ type Appliance struct {
 	secure *secureMaterial
 	// consoleSecurity is the console's and its audit's client settings.
 	consoleSecurity clientauth.Settings
-	beacon    *beacon.Server
-	tailers   []*tail.Tailer
-	audits    []*audit.Counter // the agents' audit counters
-	intake    *audit.Counter   // metric samples: POST /v1/metrics and the ops publisher; nil with the audit off
-	sinks     []*lake.Runner
-	stores    []store.Store
-	http      *http.Server
-	httpAddr  net.Addr
-	metrics   *http.Server // /metrics, at HTTP.MetricsListen
-	metricsAt net.Addr
-	httpSec   httpSecurity       // TLS and authentication of both web servers
-	console   *monitor.Collector // feeds /console
-	auditor   *monitor.Auditor   // the console's audit table and gauge; nil without one
-	bg        sync.WaitGroup     // demo writer, ops publisher, HTTP server
-	stopBG    context.CancelFunc
+	beacon          *beacon.Server
+	tailers         []*tail.Tailer
+	audits          []*audit.Counter // the agents' audit counters
+	intake          *audit.Counter   // metric samples: POST /v1/metrics and the ops publisher; nil with the audit off
+	sinks           []*lake.Runner
+	stores          []store.Store
+	http            *http.Server
+	httpAddr        net.Addr
+	metrics         *http.Server // /metrics, at HTTP.MetricsListen
+	metricsAt       net.Addr
+	httpSec         httpSecurity       // TLS and authentication of both web servers
+	console         *monitor.Collector // feeds /console
+	auditor         *monitor.Auditor   // the console's audit table and gauge; nil without one
+	bg              sync.WaitGroup     // demo writer, ops publisher, HTTP server
+	stopBG          context.CancelFunc
 }
 
 // Start validates cfg and starts every configured part. On error, what was
