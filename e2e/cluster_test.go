@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,6 +34,9 @@ type localCluster struct {
 	zk      string
 	nodes   map[int32]*clusterNode
 	initial []int32
+	// clientOpts start the options of every client the harness makes
+	// (TLS, SASL); empty for the plaintext clusters of up.sh.
+	clientOpts []kgo.Opt
 }
 
 // clusterNode is one broker. Started by up.sh it is known by PID; once
@@ -186,7 +190,7 @@ func (c *localCluster) seeds() []string {
 
 func (c *localCluster) client(opts ...kgo.Opt) *kgo.Client {
 	c.t.Helper()
-	return kafkaClient(c.t, c, opts...)
+	return kafkaClient(c.t, c, append(slices.Clone(c.clientOpts), opts...)...)
 }
 
 func (c *localCluster) admin() *kadm.Client { return kadm.NewClient(c.client()) }
@@ -247,7 +251,7 @@ func (c *localCluster) waitReady(node *clusterNode) {
 	c.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		if answers(node.addr) {
+		if answers(node.addr, c.clientOpts...) {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)

@@ -212,9 +212,10 @@ func (b *broker) restart(sig syscall.Signal) {
 	b.waitReady()
 }
 
-// answers reports whether the broker at addr answers a request within a second.
-func answers(addr string) bool {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+// answers reports whether the broker at addr answers a request within a
+// second, to a client with opts.
+func answers(addr string, opts ...kgo.Opt) bool {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
 	if err != nil {
 		return false
 	}
