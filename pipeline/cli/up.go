@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -89,5 +90,32 @@ func printWhere(e env, a *appliance.Appliance, cfg appliance.Config) {
 	for _, s := range a.Sinks() {
 		fmt.Fprintf(e.stdout, "  lake (%s)%*s%s\n", s.Name, max(1, 17-len(s.Name)), "", s.Out)
 	}
+	if sc, ok := a.SecureClient(); ok {
+		printSecureClient(e, sc)
+	}
 	fmt.Fprintln(e.stdout, "Stop with Ctrl-C; acknowledged events are never lost.")
+}
+
+// printSecureClient prints what a client needs to connect as admin under
+// security: on: the paths of the CA and of the password, never the
+// password itself.
+func printSecureClient(e env, sc appliance.SecureClient) {
+	ca, pw := shellQuote(sc.CAFile), shellQuote(sc.PasswordFile)
+	fmt.Fprintf(e.stdout, "  security                 SASL_SSL, %s, ACLs on (made now: %v)\n", sc.Mechanism, sc.Created)
+	fmt.Fprintf(e.stdout, "  CA certificate           %s\n", sc.CAFile)
+	fmt.Fprintf(e.stdout, "  admin user               %s, password in %s\n", sc.Username, sc.PasswordFile)
+	fmt.Fprintf(e.stdout, "  kcat                     kcat -b %s -X security.protocol=SASL_SSL -X sasl.mechanisms=%s -X sasl.username=%s -X sasl.password=\"$(cat %s)\" -X ssl.ca.location=%s -L\n",
+		sc.Bootstrap, sc.Mechanism, sc.Username, pw, ca)
+	fmt.Fprintf(e.stdout, "  millrace CLI             millrace topic list -b %s --tls-ca %s --sasl-mechanism %s --sasl-username %s --sasl-password-file %s\n",
+		sc.Bootstrap, ca, sc.Mechanism, sc.Username, pw)
+	fmt.Fprintf(e.stdout, "                           (or MILLRACE_SASL_PASSWORD=\"$(cat %s)\" instead of --sasl-password-file)\n", pw)
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but safe
+// characters.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:=@,+%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
