@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -120,14 +121,23 @@ func TestSystemdUnits(t *testing.T) {
 	}
 }
 
+// manifest is one document of a Kubernetes manifest file.
+type manifest struct {
+	where string // file kind/name, for messages
+	doc   map[string]any
+}
+
 // TestKubernetesManifests parses every manifest and checks what the API
 // server would refuse or what would never become ready: missing kinds or
 // names, selectors that do not match their pod labels, containers without
-// images, and millrace command lines the CLI rejects.
+// images, millrace command lines the CLI rejects, files a container reads
+// that no volume it mounts provides, Secrets with anything but placeholders,
+// and NetworkPolicies that select no pod or name a port no pod has.
 func TestKubernetesManifests(t *testing.T) {
 	bin := staticBin
 	files, _ := filepath.Glob("kubernetes/*.yaml")
 	kinds := map[string]int{}
+	var all []manifest
 	for _, file := range files {
 		f, err := os.Open(file)
 		if err != nil {
@@ -147,36 +157,42 @@ func TestKubernetesManifests(t *testing.T) {
 			}
 			kinds[str(doc, "kind")]++
 			switch str(doc, "kind") {
-			case "Deployment", "StatefulSet", "DaemonSet":
+			case "Deployment", "StatefulSet", "DaemonSet", "Job":
 				checkWorkload(t, bin, where, doc)
 			}
+			all = append(all, manifest{where, doc})
 		}
 		f.Close()
 	}
-	for _, k := range []string{"StatefulSet", "DaemonSet", "Deployment", "Service", "ConfigMap"} {
+	for _, k := range []string{"StatefulSet", "DaemonSet", "Deployment", "Job", "Service", "ConfigMap", "Secret", "NetworkPolicy"} {
 		if kinds[k] == 0 {
 			t.Errorf("no %s among the manifests", k)
 		}
 	}
+	checkSecrets(t, all)
+	checkNetworkPolicies(t, all)
 }
 
 func checkWorkload(t *testing.T, bin, where string, doc map[string]any) {
 	t.Helper()
-	selector, _ := get(doc, "spec", "selector", "matchLabels").(map[string]any)
-	labels, _ := get(doc, "spec", "template", "metadata", "labels").(map[string]any)
-	if len(selector) == 0 {
-		t.Errorf("%s: no selector", where)
-	}
-	for k, v := range selector {
-		if labels[k] != v {
-			t.Errorf("%s: selector %s=%v does not match the pod labels %v", where, k, v, labels)
+	if str(doc, "kind") != "Job" {
+		selector, _ := get(doc, "spec", "selector", "matchLabels").(map[string]any)
+		labels, _ := get(doc, "spec", "template", "metadata", "labels").(map[string]any)
+		if len(selector) == 0 {
+			t.Errorf("%s: no selector", where)
+		}
+		for k, v := range selector {
+			if labels[k] != v {
+				t.Errorf("%s: selector %s=%v does not match the pod labels %v", where, k, v, labels)
+			}
 		}
 	}
 	containers, _ := get(doc, "spec", "template", "spec", "containers").([]any)
 	if len(containers) == 0 {
 		t.Errorf("%s: no containers", where)
 	}
-	for _, c := range containers {
+	inits, _ := get(doc, "spec", "template", "spec", "initContainers").([]any)
+	for _, c := range append(containers, inits...) {
 		c := c.(map[string]any)
 		if str(c, "image") == "" {
 			t.Errorf("%s: container %s has no image", where, str(c, "name"))
@@ -194,6 +210,235 @@ func checkWorkload(t *testing.T, bin, where string, doc map[string]any) {
 			line = strings.TrimPrefix(line, "exec /millrace ")
 			acceptsArgs(t, bin, where, strings.Fields(line))
 		}
+	}
+}
+
+// secretFile is how millrace's configurations name a mounted certificate or
+// credential: a file in a directory of /etc/millrace.
+var secretFile = regexp.MustCompile(`/etc/millrace/[a-z]+/[A-Za-z0-9._-]+`)
+
+// checkSecrets checks that the Secrets hold placeholders only, and that every
+// certificate or credential file a millrace container is told to read (on its
+// command line, in its environment or in a ConfigMap it reads) is a key of a
+// Secret or ConfigMap mounted at that path in that container.
+func checkSecrets(t *testing.T, all []manifest) {
+	t.Helper()
+	keys := map[string]map[string]bool{} // "Secret/name" or "ConfigMap/name" -> keys
+	texts := map[string]string{}         // "ConfigMap/name" -> every value
+	for _, m := range all {
+		kind, name := str(m.doc, "kind"), str(m.doc, "metadata", "name")
+		switch kind {
+		case "Secret":
+			if m.doc["data"] != nil {
+				t.Errorf("%s: base64 data: in a Secret template; use stringData: placeholders", m.where)
+			}
+			data, _ := m.doc["stringData"].(map[string]any)
+			keys[kind+"/"+name] = map[string]bool{}
+			for k, v := range data {
+				keys[kind+"/"+name][k] = true
+				if s, _ := v.(string); !strings.Contains(s, "replace-me") || strings.Contains(s, "-----BEGIN") {
+					t.Errorf("%s: %s is not a placeholder (replace-me, no PEM block)", m.where, k)
+				}
+			}
+		case "ConfigMap":
+			data, _ := m.doc["data"].(map[string]any)
+			keys[kind+"/"+name] = map[string]bool{}
+			for k, v := range data {
+				keys[kind+"/"+name][k] = true
+				s, _ := v.(string)
+				texts[kind+"/"+name] += s + "\n"
+			}
+		}
+	}
+	for _, m := range all {
+		spec, _ := get(m.doc, "spec", "template", "spec").(map[string]any)
+		if spec == nil {
+			continue
+		}
+		// The files each volume provides, by volume name.
+		volumes := map[string]map[string]bool{}
+		for _, v := range spec["volumes"].([]any) {
+			v := v.(map[string]any)
+			ref, kind := "", ""
+			var source map[string]any
+			if s, ok := v["secret"].(map[string]any); ok {
+				ref, kind, source = str(s, "secretName"), "Secret", s
+			} else if c, ok := v["configMap"].(map[string]any); ok {
+				ref, kind, source = str(c, "name"), "ConfigMap", c
+			} else {
+				continue
+			}
+			have, ok := keys[kind+"/"+ref]
+			if !ok {
+				t.Errorf("%s: volume %s mounts %s %s, which no manifest defines", m.where, str(v, "name"), kind, ref)
+				continue
+			}
+			files := map[string]bool{}
+			items, _ := source["items"].([]any)
+			for _, it := range items {
+				it := it.(map[string]any)
+				if !have[str(it, "key")] {
+					t.Errorf("%s: volume %s takes key %s, which %s %s lacks", m.where, str(v, "name"), str(it, "key"), kind, ref)
+				}
+				files[str(it, "path")] = true
+			}
+			if len(items) == 0 {
+				files = have
+			}
+			volumes[str(v, "name")] = files
+		}
+		inits, _ := spec["initContainers"].([]any)
+		containers, _ := spec["containers"].([]any)
+		for _, c := range append(containers, inits...) {
+			c := c.(map[string]any)
+			if !strings.HasPrefix(str(c, "image"), "millrace") {
+				continue
+			}
+			mounted := map[string]bool{}
+			var text strings.Builder
+			for _, vm := range c["volumeMounts"].([]any) {
+				vm := vm.(map[string]any)
+				for f := range volumes[str(vm, "name")] {
+					mounted[str(vm, "mountPath")+"/"+f] = true
+				}
+				for ref, s := range texts {
+					if get(findVolume(spec, str(vm, "name")), "configMap", "name") == strings.TrimPrefix(ref, "ConfigMap/") {
+						text.WriteString(s)
+					}
+				}
+			}
+			for _, e := range anyList(c["envFrom"]) {
+				text.WriteString(texts["ConfigMap/"+str(e.(map[string]any), "configMapRef", "name")])
+			}
+			text.WriteString(strings.Join(strs(c["args"]), " ") + " " + strings.Join(strs(c["command"]), " "))
+			for _, path := range secretFile.FindAllString(text.String(), -1) {
+				if !mounted[path] {
+					t.Errorf("%s: container %s reads %s, which none of its volumes provides", m.where, str(c, "name"), path)
+				}
+			}
+		}
+	}
+}
+
+func findVolume(spec map[string]any, name string) map[string]any {
+	for _, v := range anyList(spec["volumes"]) {
+		if v := v.(map[string]any); str(v, "name") == name {
+			return v
+		}
+	}
+	return nil
+}
+
+func anyList(v any) []any {
+	list, _ := v.([]any)
+	return list
+}
+
+// selects reports whether a NetworkPolicy label selector selects a pod with
+// labels (matchLabels and In expressions, all that the manifests use).
+func selects(selector map[string]any, labels map[string]any) bool {
+	matchLabels, _ := get(selector, "matchLabels").(map[string]any)
+	for k, v := range matchLabels {
+		if labels[k] != v {
+			return false
+		}
+	}
+	for _, e := range anyList(selector["matchExpressions"]) {
+		e := e.(map[string]any)
+		if str(e, "operator") != "In" || !slices.Contains(strs(e["values"]), fmt.Sprint(labels[str(e, "key")])) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkNetworkPolicies checks that ingress is denied by default, that each
+// policy selects pods and names ports they have, that each pod peer selects
+// a pod, and that ZooKeeper's client port is open to the brokers alone.
+func checkNetworkPolicies(t *testing.T, all []manifest) {
+	t.Helper()
+	type pod struct {
+		labels map[string]any
+		ports  map[string]bool
+	}
+	var pods []pod
+	for _, m := range all {
+		labels, _ := get(m.doc, "spec", "template", "metadata", "labels").(map[string]any)
+		if labels == nil {
+			continue
+		}
+		p := pod{labels: labels, ports: map[string]bool{}}
+		for _, c := range anyList(get(m.doc, "spec", "template", "spec", "containers")) {
+			for _, port := range anyList(c.(map[string]any)["ports"]) {
+				p.ports[str(port.(map[string]any), "name")] = true
+			}
+		}
+		pods = append(pods, p)
+	}
+	matching := func(selector map[string]any) []pod {
+		var out []pod
+		for _, p := range pods {
+			if selects(selector, p.labels) {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	defaultDeny := false
+	for _, m := range all {
+		if str(m.doc, "kind") != "NetworkPolicy" {
+			continue
+		}
+		selector, _ := get(m.doc, "spec", "podSelector").(map[string]any)
+		ingress := anyList(get(m.doc, "spec", "ingress"))
+		if len(selector) == 0 {
+			defaultDeny = defaultDeny || len(ingress) == 0
+			continue
+		}
+		selected := matching(selector)
+		if len(selected) == 0 {
+			t.Errorf("%s selects no pod", m.where)
+		}
+		zookeeper := false
+		for _, p := range selected {
+			zookeeper = zookeeper || p.labels["app"] == "zookeeper"
+		}
+		for _, rule := range ingress {
+			rule := rule.(map[string]any)
+			ports := anyList(rule["ports"])
+			for _, port := range ports {
+				name := fmt.Sprint(port.(map[string]any)["port"])
+				for _, p := range selected {
+					if !p.ports[name] {
+						t.Errorf("%s: port %s is not a port of the pods %v", m.where, name, p.labels)
+					}
+				}
+			}
+			for _, peer := range anyList(rule["from"]) {
+				ps, _ := peer.(map[string]any)["podSelector"].(map[string]any)
+				if ps != nil && peer.(map[string]any)["namespaceSelector"] == nil && len(matching(ps)) == 0 {
+					t.Errorf("%s: a peer selects no pod: %v", m.where, ps)
+				}
+			}
+			opensClient := len(ports) == 0
+			for _, port := range ports {
+				opensClient = opensClient || port.(map[string]any)["port"] == "client"
+			}
+			if zookeeper && opensClient {
+				for _, peer := range anyList(rule["from"]) {
+					ps, _ := peer.(map[string]any)["podSelector"].(map[string]any)
+					if ps == nil || peer.(map[string]any)["namespaceSelector"] != nil || fmt.Sprint(ps) != fmt.Sprint(map[string]any{"matchLabels": map[string]any{"app": "millrace-broker"}}) {
+						t.Errorf("%s: ZooKeeper's client port is open to %v, not to the brokers alone", m.where, peer)
+					}
+				}
+				if len(anyList(rule["from"])) == 0 {
+					t.Errorf("%s: ZooKeeper's client port is open to everyone", m.where)
+				}
+			}
+		}
+	}
+	if !defaultDeny {
+		t.Error("no NetworkPolicy denies ingress by default (podSelector {} without ingress rules)")
 	}
 }
 
