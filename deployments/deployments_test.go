@@ -118,6 +118,72 @@ func TestSystemdUnits(t *testing.T) {
 		if err != nil || len(bytes.TrimSpace(out)) > 0 {
 			t.Errorf("systemd-analyze verify %s: %v\n%s", unit, err, out)
 		}
+		checkCommentedSecurity(t, bin, unit, string(text))
+	}
+}
+
+var (
+	commentedProperty = regexp.MustCompile(`(?m)^#   ([a-z][a-z0-9.]*)=(.*)$`)
+	commentedCommand  = regexp.MustCompile(`(?m)^#(?:ExecStart=/usr/local/bin/millrace|   millrace) (.*)$`)
+	commentedSinkArgs = regexp.MustCompile(`(?m)^#   SINK_ARGS=(.*)$`)
+	commentedShip     = regexp.MustCompile(`(?m)^#   ship:\n(?:#     .*\n)+`)
+)
+
+// checkCommentedSecurity checks the security settings a unit carries in
+// comments, to be turned on by hand: broker properties a broker accepts
+// (a SASL_SSL listener, keystore, truststore, authorizer, super users), a
+// ship: section with valid tls: and sasl:, or the sink's client flags; and
+// every millrace command line among them is one the CLI takes.
+func checkCommentedSecurity(t *testing.T, bin, unit, text string) {
+	t.Helper()
+	found := false
+	if props := commentedProperty.FindAllStringSubmatch(text, -1); len(props) > 0 {
+		found = true
+		cfg := broker.DefaultConfig()
+		set := map[string]string{}
+		for _, p := range props {
+			set[p[1]] = p[2]
+			if err := cfg.Set(p[1], p[2]); err != nil {
+				t.Errorf("%s: commented setting %s=%s: %v", unit, p[1], p[2], err)
+			}
+		}
+		cfg.DataDir = t.TempDir()
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%s: the commented broker settings do not validate: %v", unit, err)
+		}
+		for _, name := range []string{"listeners", "ssl.keystore.location", "ssl.truststore.location", "authorizer.class.name", "super.users"} {
+			if set[name] == "" {
+				t.Errorf("%s: no commented %s", unit, name)
+			}
+		}
+		if !strings.Contains(set["listeners"], "SASL_SSL://") {
+			t.Errorf("%s: the commented listeners=%s has no SASL_SSL listener", unit, set["listeners"])
+		}
+	}
+	for _, m := range commentedCommand.FindAllStringSubmatch(text, -1) {
+		acceptsArgs(t, bin, unit, strings.Fields(m[1]))
+	}
+	for _, m := range commentedSinkArgs.FindAllStringSubmatch(text, -1) {
+		acceptsArgs(t, bin, unit, append([]string{"sink"}, strings.Fields(m[1])...))
+		found = found || strings.Contains(m[1], "--tls-ca") && strings.Contains(m[1], "--sasl-mechanism")
+	}
+	if block := commentedShip.FindString(text); block != "" {
+		found = true
+		var cfg struct {
+			Ship ship.Config `yaml:"ship"`
+		}
+		dec := yaml.NewDecoder(strings.NewReader(regexp.MustCompile(`(?m)^#   `).ReplaceAllString(block, "")))
+		dec.KnownFields(true)
+		if err := dec.Decode(&cfg); err != nil {
+			t.Errorf("%s: the commented ship: section: %v", unit, err)
+		} else if sec := cfg.Ship.Security; sec.TLS == nil || sec.SASL == nil {
+			t.Errorf("%s: the commented ship: section lacks tls: or sasl:", unit)
+		} else if err := sec.Validate(); err != nil {
+			t.Errorf("%s: the commented ship: section: %v", unit, err)
+		}
+	}
+	if !found {
+		t.Errorf("%s: no commented security settings (broker properties, ship: tls:/sasl:, or SINK_ARGS with --tls-ca and --sasl-mechanism)", unit)
 	}
 }
 
