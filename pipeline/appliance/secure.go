@@ -360,8 +360,10 @@ func exactFilter(b acl.Binding) acl.Filter {
 //   - millrace-console describes the cluster, every topic and every group,
 //     and reads the ops metrics and audit topics.
 //
-// The agents' producers are idempotent; InitProducerId is allowed by Write
-// on any topic (KIP-679), so no IdempotentWrite on the cluster is granted.
+// Each of the three producing users also has IdempotentWrite on the
+// cluster: their producers are idempotent, and InitProducerId checks it
+// first (Write on any topic would do since KIP-679, but only after a
+// logged denial, and Kafka before 3.0 requires it).
 func secureACLs(c Config) []acl.Binding {
 	var out []acl.Binding
 	add := func(user string, typ acl.ResourceType, name string, ops ...acl.Operation) {
@@ -378,6 +380,7 @@ func secureACLs(c Config) []acl.Binding {
 			}
 		}
 	}
+	idempotent := func(user string) { add(user, acl.Cluster, acl.ClusterName, acl.IdempotentWrite) }
 	audit := ""
 	if c.Audit.On() {
 		audit = c.Audit.Topic
@@ -385,6 +388,7 @@ func secureACLs(c Config) []acl.Binding {
 	for _, t := range c.Tail {
 		add(TailUser, acl.Topic, t.Topic, acl.Write)
 		add(TailUser, acl.Topic, audit, acl.Write)
+		idempotent(TailUser)
 	}
 	if c.Beacon != nil {
 		b := c.Beacon.WithDefaults()
@@ -392,10 +396,12 @@ func secureACLs(c Config) []acl.Binding {
 			add(BeaconUser, acl.Topic, t, acl.Write)
 		}
 		add(BeaconUser, acl.Topic, audit, acl.Write)
+		idempotent(BeaconUser)
 	}
 	if c.OpsMetrics.Interval > 0 {
 		add(BeaconUser, acl.Topic, c.OpsMetrics.Topic, acl.Write)
 		add(BeaconUser, acl.Topic, audit, acl.Write)
+		idempotent(BeaconUser)
 	}
 	for _, s := range c.Sinks {
 		for _, t := range s.Topics {
@@ -404,6 +410,7 @@ func secureACLs(c Config) []acl.Binding {
 		}
 		add(SinkUser, acl.Group, s.Group, acl.Read)
 		add(SinkUser, acl.Topic, audit, acl.Create, acl.Write, acl.Read)
+		idempotent(SinkUser)
 	}
 	add(ConsoleUser, acl.Cluster, acl.ClusterName, acl.Describe)
 	add(ConsoleUser, acl.Topic, acl.Wildcard, acl.Describe)

@@ -212,6 +212,7 @@ func TestSecureACLs(t *testing.T) {
 	}
 	slices.Sort(got)
 	want := []string{
+		"User:millrace-beacon IdempotentWrite Cluster:kafka-cluster",
 		"User:millrace-beacon Write Topic:_millrace.audit",
 		"User:millrace-beacon Write Topic:_millrace.metrics",
 		"User:millrace-beacon Write Topic:clicks",
@@ -226,6 +227,7 @@ func TestSecureACLs(t *testing.T) {
 		"User:millrace-sink Create Topic:_millrace.audit",
 		"User:millrace-sink Create Topic:clicks.dlq",
 		"User:millrace-sink Create Topic:logs.dlq",
+		"User:millrace-sink IdempotentWrite Cluster:kafka-cluster",
 		"User:millrace-sink Read Group:millrace-sink-clicks",
 		"User:millrace-sink Read Group:millrace-sink-logs",
 		"User:millrace-sink Read Topic:_millrace.audit",
@@ -234,6 +236,7 @@ func TestSecureACLs(t *testing.T) {
 		"User:millrace-sink Write Topic:_millrace.audit",
 		"User:millrace-sink Write Topic:clicks.dlq",
 		"User:millrace-sink Write Topic:logs.dlq",
+		"User:millrace-tail IdempotentWrite Cluster:kafka-cluster",
 		"User:millrace-tail Write Topic:_millrace.audit",
 		"User:millrace-tail Write Topic:logs",
 	}
