@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,8 +30,9 @@ import (
 // (the broker's log names every one) with no authorization refused; the
 // printed kcat line lists the broker's metadata as admin; a PLAINTEXT client
 // and a TLS client without SASL get nothing; the tail user cannot read the
-// clicks topic the sink user reads, nor write it; the console answers 401
-// without the generated token and 200 with it.
+// clicks topic the sink user reads, nor write it; a restart reuses the CA
+// and the passwords and lands more; the console answers 401 without the
+// generated token and 200 with it.
 func TestUpSecure(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -81,6 +84,15 @@ func TestUpSecure(t *testing.T) {
 	out := run(t, time.Minute, "", "bash", "-c", m[1])
 	if !strings.Contains(out, "1 brokers:") || !strings.Contains(out, `topic "clicks"`) {
 		t.Fatalf("the printed kcat line listed:\n%s", out)
+	}
+
+	// And the printed millrace CLI flags, with the password from its file.
+	m = regexp.MustCompile(`(?m)^\s+millrace CLI\s+millrace (.*)$`).FindStringSubmatch(banner)
+	if m == nil {
+		t.Fatalf("no millrace CLI line in the banner:\n%s", banner)
+	}
+	if out := run(t, time.Minute, "", "bash", "-c", millraceBin+" "+m[1]); !strings.Contains(out, "clicks") {
+		t.Fatalf("the printed millrace line listed:\n%s", out)
 	}
 
 	// Events from the beacon and the tailer land once.
@@ -176,6 +188,30 @@ func TestUpSecure(t *testing.T) {
 		}
 	})
 
+	t.Run("a restart reuses the CA and the passwords", func(t *testing.T) {
+		before := readDir(t, secDir)
+		if !up.stop(syscall.SIGTERM, 60*time.Second) || up.exitCode() != 0 {
+			t.Fatalf("millrace up did not stop cleanly on SIGTERM:\n%s", tail([]byte(up.log()), 4096))
+		}
+		up.start()
+		up.waitLog("Stop with Ctrl-C", 2, 30*time.Second)
+		if !strings.Contains(up.log(), "ACLs on (made now: false)") {
+			t.Errorf("the second start made its security files again:\n%s", linesWith(up.log(), "ACLs on", 2))
+		}
+		after := readDir(t, secDir)
+		if len(after) != len(before) {
+			t.Errorf("the security directory held %d files, now %d", len(before), len(after))
+		}
+		for name, b := range before {
+			if !bytes.Equal(after[name], b) {
+				t.Errorf("%s changed on restart", name)
+			}
+		}
+		postClicks(t, web, 20, 30)
+		waitForRows(t, lake+"/clicks/**/*.parquet", 30, 60*time.Second)
+		checkDistinct(t, lake+"/clicks/**/*.parquet", "title", 30)
+	})
+
 	t.Run("the console needs the token", func(t *testing.T) {
 		raw, err := os.ReadFile(filepath.Join(dir, "data", appliance.TokenFileName))
 		if err != nil {
@@ -200,6 +236,24 @@ func TestUpSecure(t *testing.T) {
 			}
 		}
 	})
+}
+
+// readDir is every file of dir by name.
+func readDir(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]byte{}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[e.Name()] = b
+	}
+	return out
 }
 
 // linesWith is up to n lines of log that contain s.
