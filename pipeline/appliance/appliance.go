@@ -46,28 +46,29 @@ type Appliance struct {
 	brokerErr chan error // Run's result, when the broker is embedded
 	brokers   []string
 	shipper   *ship.Shipper // the beacon's, the ops publisher's and, unless secure, the tailers'
+	beacon    *beacon.Server
+	tailers   []*tail.Tailer
+	audits    []*audit.Counter // the agents' audit counters
+	intake    *audit.Counter   // metric samples: POST /v1/metrics and the ops publisher; nil with the audit off
+	sinks     []*lake.Runner
+	stores    []store.Store
+	http      *http.Server
+	httpAddr  net.Addr
+	metrics   *http.Server // /metrics, at HTTP.MetricsListen
+	metricsAt net.Addr
+	httpSec   httpSecurity       // TLS and authentication of both web servers
+	console   *monitor.Collector // feeds /console
+	auditor   *monitor.Auditor   // the console's audit table and gauge; nil without one
+	bg        sync.WaitGroup     // demo writer, ops publisher, HTTP server
+	stopBG    context.CancelFunc
+
+	// secure is secure mode's material; nil when security is off.
+	secure *secureMaterial
 	// tailShipper is the tailers' own producer in secure mode, where they
 	// authenticate as a user of their own; nil otherwise.
 	tailShipper *ship.Shipper
-	// secure is secure mode's material; nil when security is off.
-	secure *secureMaterial
 	// consoleSecurity is the console's and its audit's client settings.
 	consoleSecurity clientauth.Settings
-	beacon          *beacon.Server
-	tailers         []*tail.Tailer
-	audits          []*audit.Counter // the agents' audit counters
-	intake          *audit.Counter   // metric samples: POST /v1/metrics and the ops publisher; nil with the audit off
-	sinks           []*lake.Runner
-	stores          []store.Store
-	http            *http.Server
-	httpAddr        net.Addr
-	metrics         *http.Server // /metrics, at HTTP.MetricsListen
-	metricsAt       net.Addr
-	httpSec         httpSecurity       // TLS and authentication of both web servers
-	console         *monitor.Collector // feeds /console
-	auditor         *monitor.Auditor   // the console's audit table and gauge; nil without one
-	bg              sync.WaitGroup     // demo writer, ops publisher, HTTP server
-	stopBG          context.CancelFunc
 }
 
 // Start validates cfg and starts every configured part. On error, what was
@@ -82,23 +83,10 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (a *Appliance, 
 	var secure *secureMaterial
 	consoleSecurity := cfg.Security
 	if cfg.Secure {
-		hosts, err := brokerHosts(cfg.Broker.Listen)
-		if err != nil {
+		if secure, err = prepareSecure(&cfg, logger); err != nil {
 			return nil, err
 		}
-		m, err := ensureSecureMaterial(filepath.Join(cfg.Data, SecurityDirName), hosts)
-		if err != nil {
-			return nil, err
-		}
-		secure = &m
-		cfg.Security = m.clientSettings(AdminUser)
-		cfg.Ship.Security = m.clientSettings(BeaconUser)
-		for i := range cfg.Sinks {
-			cfg.Sinks[i].Security = m.clientSettings(SinkUser)
-		}
-		consoleSecurity = m.clientSettings(ConsoleUser)
-		logger.Info("security on: SASL_SSL with SCRAM-SHA-512 and ACLs; CA and passwords in the security directory",
-			"dir", m.dir, "created", m.created)
+		consoleSecurity = secure.clientSettings(ConsoleUser)
 	}
 	a = &Appliance{cfg: cfg, logger: logger, registry: reg, secure: secure, consoleSecurity: consoleSecurity}
 	defer func() {

@@ -151,6 +151,28 @@ func ensureSecureMaterial(dir string, hosts []string) (secureMaterial, error) {
 	return m, nil
 }
 
+// prepareSecure makes or loads secure mode's material for cfg and points
+// the admin's, the beacon's and the sinks' client settings at it (the
+// tailers' and the console's are made where they are used).
+func prepareSecure(cfg *Config, logger *slog.Logger) (*secureMaterial, error) {
+	hosts, err := brokerHosts(cfg.Broker.Listen)
+	if err != nil {
+		return nil, err
+	}
+	m, err := ensureSecureMaterial(filepath.Join(cfg.Data, SecurityDirName), hosts)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Security = m.clientSettings(AdminUser)
+	cfg.Ship.Security = m.clientSettings(BeaconUser)
+	for i := range cfg.Sinks {
+		cfg.Sinks[i].Security = m.clientSettings(SinkUser)
+	}
+	logger.Info("security on: SASL_SSL with SCRAM-SHA-512 and ACLs; CA and passwords in the security directory",
+		"dir", m.dir, "created", m.created)
+	return &m, nil
+}
+
 // newPasswordFile writes a new random password to path, mode 0600, failing
 // if the file exists.
 func newPasswordFile(path string) error {
