@@ -210,26 +210,50 @@ func TestACLsOnCluster(t *testing.T) {
 		if follower == p.Leader {
 			follower = p.Replicas[1]
 		}
-		// Stop the real follower, so that it fetches nothing meanwhile.
-		c.signal(follower, syscall.SIGSTOP)
-		t.Cleanup(func() { c.signal(follower, syscall.SIGCONT) })
+		// Every request from here goes to the leader alone: a client that
+		// asked the stopped broker anything would wait for its timeout.
 		leaderAddr := c.nodes[p.Leader].addr
-		producer := c.client(kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(), kgo.DefaultProduceTopic(topic))
-		if err := producer.ProduceSync(ctx, &kgo.Record{Value: []byte("unreplicated")}).FirstErr(); err != nil {
-			t.Fatalf("produce: %v", err)
+		producer, err := kgo.NewClient(kgo.SeedBrokers(leaderAddr), kgo.MetadataMaxAge(time.Hour),
+			kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(), kgo.DefaultProduceTopic(topic))
+		if err != nil {
+			t.Fatal(err)
 		}
+		defer producer.Close()
 		hw := func() int64 {
 			t.Helper()
-			ends, err := adm.ListEndOffsets(ctx, topic)
+			req := kmsg.NewPtrListOffsetsRequest()
+			rt := kmsg.NewListOffsetsRequestTopic()
+			rt.Topic = topic
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Timestamp, rp.CurrentLeaderEpoch = -1, -1 // latest: the high watermark
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			resp, err := req.RequestWith(ctx, producer.SeedBrokers()[0])
 			if err != nil {
 				t.Fatal(err)
 			}
-			o, _ := ends.Lookup(topic, 0)
-			return o.Offset
+			if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
+				t.Fatalf("ListOffsets: error %d", code)
+			}
+			return resp.Topics[0].Partitions[0].Offset
 		}
-		before := hw()
-		if before != 0 {
-			t.Fatalf("high watermark %d with the follower stopped, want 0", before)
+		produce := func() {
+			t.Helper()
+			if err := producer.ProduceSync(ctx, &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
+				t.Fatalf("produce: %v", err)
+			}
+		}
+		// A first record, replicated: the follower has fetched up to 1.
+		produce()
+		c.waitFor("the follower to replicate the first record", 10*time.Second, func() bool { return hw() == 1 })
+		// Stop the real follower, so that it fetches nothing meanwhile,
+		// and write a second record only the leader holds.
+		c.signal(follower, syscall.SIGSTOP)
+		t.Cleanup(func() { c.signal(follower, syscall.SIGCONT) })
+		produce()
+		const before = 1
+		if got := hw(); got != before {
+			t.Fatalf("high watermark %d with the follower stopped, want %d", got, before)
 		}
 
 		spoof := func(from string, replica int32) int16 {
@@ -250,7 +274,7 @@ func TestACLsOnCluster(t *testing.T) {
 			rt := kmsg.NewFetchRequestTopic()
 			rt.Topic, rt.TopicID = topic, topicID
 			rp := kmsg.NewFetchRequestTopicPartition()
-			rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = 1, 1<<20, -1
+			rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = before+1, 1<<20, -1
 			rt.Partitions = append(rt.Partitions, rp)
 			req.Topics = append(req.Topics, rt)
 			resp, err := req.RequestWith(ctx, cl.SeedBrokers()[0])
@@ -278,8 +302,8 @@ func TestACLsOnCluster(t *testing.T) {
 		if code := spoof("127.0.0.1", follower); code != 0 {
 			t.Fatalf("fetch as replica %d from 127.0.0.1: error %d", follower, code)
 		}
-		if got := hw(); got != 1 {
-			t.Fatalf("a follower's fetch with ClusterAction left the high watermark at %d, want 1", got)
+		if got := hw(); got != before+1 {
+			t.Fatalf("a follower's fetch with ClusterAction left the high watermark at %d, want %d", got, before+1)
 		}
 	})
 }
