@@ -29,16 +29,26 @@ func init() { regKey(29, 0, 3, handleDescribeACLs) }
 // noAuthorizer is the message sent with SECURITY_DISABLED.
 const noAuthorizer = "no authorizer is configured (authorizer.class.name is empty)"
 
+// aclAPI returns the authorizer for an ACL API request that needs op on
+// the cluster, or nil with the error to answer: SECURITY_DISABLED without
+// an authorizer, CLUSTER_AUTHORIZATION_FAILED without op.
+func (b *Broker) aclAPI(r *request, op acl.Operation) (a *authorizer, code int16, msg *string) {
+	a = b.acls()
+	switch {
+	case a == nil:
+		return nil, kerr.SecurityDisabled.Code, strp(noAuthorizer)
+	case !b.authorizedCluster(r, op):
+		return nil, kerr.ClusterAuthorizationFailed.Code, nil
+	}
+	return a, 0, nil
+}
+
 func handleDescribeACLs(_ context.Context, b *Broker, r *request) (kmsg.Response, error) {
 	req := r.body.(*kmsg.DescribeACLsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeACLsResponse)
-	a := b.acls()
+	a, code, msg := b.aclAPI(r, acl.Describe)
 	if a == nil {
-		resp.ErrorCode, resp.ErrorMessage = kerr.SecurityDisabled.Code, strp(noAuthorizer)
-		return resp, nil
-	}
-	if !b.authorizedCluster(r, acl.Describe) {
-		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		resp.ErrorCode, resp.ErrorMessage = code, msg
 		return resp, nil
 	}
 	f, err := aclFilter(r.version, int8(req.ResourceType), req.ResourceName, int8(req.ResourcePatternType), req.Principal, req.Host, int8(req.Operation), int8(req.PermissionType))

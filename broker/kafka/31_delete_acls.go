@@ -28,12 +28,8 @@ func handleDeleteACLs(_ context.Context, b *Broker, r *request) (kmsg.Response, 
 	for i := range resp.Results {
 		resp.Results[i] = kmsg.NewDeleteACLsResponseResult()
 	}
-	a := b.acls()
-	if a == nil || !b.authorizedCluster(r, acl.Alter) {
-		code, msg := kerr.ClusterAuthorizationFailed.Code, (*string)(nil)
-		if a == nil {
-			code, msg = kerr.SecurityDisabled.Code, strp(noAuthorizer)
-		}
+	a, code, msg := b.aclAPI(r, acl.Alter)
+	if a == nil {
 		for i := range resp.Results {
 			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = code, msg
 		}
