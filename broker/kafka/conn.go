@@ -150,7 +150,11 @@ func (c *conn) readLoop() string {
 			}
 			continue
 		}
-		if err := checkSize(size, maxBytes); err != nil {
+		err := checkSize(size, maxBytes)
+		if err == nil {
+			err = c.checkUnauthenticatedSize(size)
+		}
+		if err != nil {
 			c.closeWith(err.Error(), nil)
 			return err.Error()
 		}

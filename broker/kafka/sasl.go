@@ -113,6 +113,15 @@ func (c *conn) saslGate(r *request) error {
 	return nil
 }
 
+// checkUnauthenticatedSize refuses, on a SASL listener before the client
+// has authenticated, a frame larger than sasl.server.max.receive.size.
+func (c *conn) checkUnauthenticatedSize(size int32) error {
+	if limit := c.b.cfg.SASL.ServerMaxReceiveSize; c.protocol.usesSASL() && !c.sasl.authenticated && size > limit {
+		return closef("request of %d bytes before SASL authentication is larger than sasl.server.max.receive.size %d", size, limit)
+	}
+	return nil
+}
+
 // saslComponent holds the credential cache and a SCRAM server per
 // mechanism.
 type saslComponent struct {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,6 +43,14 @@ type SASLConfig struct {
 	// slowing password guessing. It must be less than
 	// connections.max.idle.ms.
 	FailedAuthenticationDelay time.Duration
+	// ServerMaxReceiveSize (sasl.server.max.receive.size, default 524288,
+	// Kafka's) is the largest request frame read on a SASL listener before
+	// the connection has authenticated; a larger size prefix closes the
+	// connection before anything is read or decoded. Without it, anyone
+	// who can reach the port could have socket.request.max.bytes read and
+	// decoded per request without a password. SASL messages themselves
+	// are bounded far lower (16 KiB).
+	ServerMaxReceiveSize int32
 	// InterBrokerMechanism (sasl.mechanism.inter.broker.protocol, default
 	// SCRAM-SHA-512; Kafka's is GSSAPI, which millrace does not serve) is
 	// the mechanism this broker authenticates with to the other brokers'
@@ -63,6 +72,7 @@ func defaultSASLConfig() SASLConfig {
 	return SASLConfig{
 		EnabledMechanisms:         slices.Clone(saslMechanisms),
 		FailedAuthenticationDelay: 100 * time.Millisecond,
+		ServerMaxReceiveSize:      524288,
 		InterBrokerMechanism:      users.SCRAMSHA512,
 	}
 }
@@ -84,6 +94,9 @@ func (s SASLConfig) validate(idle time.Duration) []error {
 	}
 	if s.FailedAuthenticationDelay < 0 || s.FailedAuthenticationDelay >= idle {
 		errs = append(errs, fmt.Errorf("connection.failed.authentication.delay.ms %v must be from 0 to less than connections.max.idle.ms %v", s.FailedAuthenticationDelay, idle))
+	}
+	if s.ServerMaxReceiveSize < requestHeaderMinBytes {
+		errs = append(errs, fmt.Errorf("sasl.server.max.receive.size %d cannot hold a request header (%d bytes)", s.ServerMaxReceiveSize, requestHeaderMinBytes))
 	}
 	if !slices.Contains(saslMechanisms, s.InterBrokerMechanism) {
 		errs = append(errs, fmt.Errorf("sasl.mechanism.inter.broker.protocol %q is not one of %s", s.InterBrokerMechanism, strings.Join(saslMechanisms, ", ")))
@@ -115,6 +128,10 @@ func init() {
 	}
 	configEntries["connections.max.reauth.ms"] = msEntry(func(c *Config) *time.Duration { return &c.SASL.ConnectionsMaxReauth })
 	configEntries["connection.failed.authentication.delay.ms"] = msEntry(func(c *Config) *time.Duration { return &c.SASL.FailedAuthenticationDelay })
+	configEntries["sasl.server.max.receive.size"] = configEntry{
+		intSetter(32, func(c *Config) *int32 { return &c.SASL.ServerMaxReceiveSize }),
+		func(c Config) string { return strconv.Itoa(int(c.SASL.ServerMaxReceiveSize)) },
+	}
 	configEntries["sasl.mechanism.inter.broker.protocol"] = saslStringEntry(func(c *Config) *string { return &c.SASL.InterBrokerMechanism })
 	configEntries["millrace.inter.broker.sasl.username"] = saslStringEntry(func(c *Config) *string { return &c.SASL.InterBrokerUsername })
 	configEntries["millrace.inter.broker.sasl.password.file"] = saslStringEntry(func(c *Config) *string { return &c.SASL.InterBrokerPasswordFile })

@@ -139,6 +139,38 @@ func TestSASLRequiredBeforeOtherRequests(t *testing.T) {
 	}
 }
 
+// TestSASLUnauthenticatedFrameLimit: before authentication only a frame up
+// to sasl.server.max.receive.size is read; after it, a larger one is served.
+func TestSASLUnauthenticatedFrameLimit(t *testing.T) {
+	tb := startBroker(t)
+	addUser(t, tb, "alice", "wonder land")
+	// A size prefix over the limit, and nothing after it: the broker must
+	// close without waiting for the bytes.
+	over := binary.BigEndian.AppendUint32(nil, uint32(tb.broker.cfg.SASL.ServerMaxReceiveSize)+1)
+	c, _ := saslConn(t, tb)
+	c.send(over)
+	c.expectClosed()
+	if !strings.Contains(tb.logOut.String(), "larger than sasl.server.max.receive.size") {
+		t.Fatal("the close is not logged")
+	}
+
+	c, _ = saslConn(t, tb)
+	var correlation int32
+	if resp := authenticate(t, c, mechanismFor(users.SCRAMSHA512, "alice", "wonder land"), 2, &correlation); resp.ErrorCode != 0 {
+		t.Fatalf("authenticate: error %d", resp.ErrorCode)
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(1)
+	big := kmsg.NewMetadataRequestTopic()
+	big.Topic = kmsg.StringPtr(strings.Repeat("t", 30000))
+	for range 20 { // 600 KB, over the limit
+		req.Topics = append(req.Topics, big)
+	}
+	if _, ok := c.roundTrip(req, correlation+1).(*kmsg.MetadataResponse); !ok {
+		t.Fatal("a large request after authentication was not answered")
+	}
+}
+
 func TestSASLMechanisms(t *testing.T) {
 	tb := startBroker(t)
 	addUser(t, tb, "alice", "wonder land")
