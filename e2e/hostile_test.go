@@ -40,7 +40,7 @@ func TestHostileClients(t *testing.T) {
 	b := startBroker(t,
 		"--metrics-listen", metricsAddr,
 		// Small enough that the test reaches them quickly; the defaults
-		// are in the README's "Limits and safety".
+		// are in docs/limits.md.
 		"--set", "millrace.max.groups=2000",
 		"--set", "max.connections.per.ip=500",
 		"--set", "millrace.request.read.timeout.ms=3000",

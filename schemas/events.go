@@ -3,7 +3,7 @@ package schemas
 import "fmt"
 
 // The built-in schemas. Their field names are the wire contract between the
-// agents, the sinks and users (DESIGN.md §7); new fields are only ever appended,
+// agents, the sinks and users (docs/architecture.md §7); new fields are only ever appended,
 // optional, with the version bumped (see CheckEvolution).
 var (
 	// Log is a line read by `millrace tail`.

@@ -1,5 +1,5 @@
 // Package beacon is millrace's HTTP ingest server for web activity and ops
-// metrics (DESIGN.md §7). It takes click events as a 1x1 pixel GET
+// metrics (docs/architecture.md §7). It takes click events as a 1x1 pixel GET
 // (/b.gif), as JSON POSTs (/v1/events, one event or an array, also as
 // text/plain so navigator.sendBeacon needs no CORS preflight), serves a small
 // tracker script (/beacon.js), and takes metric samples as Prometheus text or

@@ -20,7 +20,7 @@ import (
 // body's first character (an exposition never starts with '{' or '['):
 //
 //   - JSON: one metric-sample object or an array of them, in the event
-//     format of DESIGN.md §7 ({"name","kind","value","labels","ts","source"});
+//     format of docs/architecture.md §7 ({"name","kind","value","labels","ts","source"});
 //     a sample without ts gets the receive time, one without source gets
 //     the request's source (below).
 //   - Prometheus text exposition format (what /metrics pages serve). Each

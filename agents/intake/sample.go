@@ -1,5 +1,5 @@
 // Package intake turns Prometheus metrics into metric-sample events (the
-// metric schema of DESIGN.md §7): the beacon's POST /v1/metrics uses it for
+// metric schema of docs/architecture.md §7): the beacon's POST /v1/metrics uses it for
 // pushed expositions, and the ops publisher for every component's own
 // metrics, so both write the same series a Prometheus server would store.
 package intake

@@ -1,7 +1,7 @@
 // Package ship is the one producer every millrace agent publishes through.
 //
-// It wraps a franz-go kgo client with the settings DESIGN.md §7 asks of all
-// agents: idempotent writes acknowledged by every in-sync replica, batching by
+// It wraps a franz-go kgo client with the settings docs/architecture.md §7
+// describes for all agents: idempotent writes acknowledged by every in-sync replica, batching by
 // linger and size, compression, and a bounded buffer so an agent never holds
 // unbounded memory while the broker is slow or down. Every record is
 // acknowledged through a callback; errors are classified retryable or

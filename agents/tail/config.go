@@ -2,7 +2,7 @@
 // ships every line to the broker through agents/ship, at least once, with a
 // stable event id per line so duplicates can be dropped downstream.
 //
-// Delivery rule (DESIGN.md §7): a file's checkpoint in the registry is the
+// Delivery rule (docs/architecture.md §7): a file's checkpoint in the registry is the
 // start of its oldest line the broker has not acknowledged, never the read
 // position, so a crash or a broker outage loses nothing; lines read again
 // after a crash carry the same event_id because the id is derived from the

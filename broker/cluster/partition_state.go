@@ -30,7 +30,7 @@ var ErrStateChanged = errors.New("cluster: partition state changed concurrently"
 
 // WritePartitionState writes a partition's leader, leader epoch, ISR and
 // controller epoch with compare-and-set on expectedVersion, returning the
-// new version. The leader uses it for ISR changes (DESIGN §5). Errors wrap
+// new version. The leader uses it for ISR changes (docs/architecture.md §5). Errors wrap
 // ErrStateChanged on a version mismatch; any other error leaves the outcome
 // unknown, so the caller re-reads.
 func (c *Cluster) WritePartitionState(p *PartitionState, expectedVersion int32) (int32, error) {

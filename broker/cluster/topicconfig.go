@@ -17,7 +17,7 @@ var brokerTopicConfigs = map[string]struct {
 	def   string
 	check func(string) error
 }{
-	// Checked by acks=all produce against the ISR size (DESIGN §5).
+	// Checked by acks=all produce against the ISR size (docs/architecture.md §5).
 	"min.insync.replicas": {"1", func(v string) error {
 		n, err := strconv.ParseInt(v, 10, 32)
 		if err != nil || n < 1 {
@@ -25,7 +25,7 @@ var brokerTopicConfigs = map[string]struct {
 		}
 		return nil
 	}},
-	// Lets a controller elect an out-of-sync leader (DESIGN §5).
+	// Lets a controller elect an out-of-sync leader (docs/architecture.md §5).
 	"unclean.leader.election.enable": {"false", func(v string) error {
 		if _, err := strconv.ParseBool(v); err != nil {
 			return fmt.Errorf("must be true or false")

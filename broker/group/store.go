@@ -10,7 +10,7 @@ import (
 	"millrace/broker/coord"
 )
 
-// Store layout (DESIGN.md §4):
+// Store layout (docs/architecture.md §4):
 //
 //	/consumers/<group>                                persistent, empty
 //	/consumers/<group>/offsets/<topic>/<partition>    persistent: committed offset (offsetEntry JSON)

@@ -3,7 +3,7 @@ package kafka
 // Produce (key 0), versions 3–13.
 //
 // Versions 0–2 carry the old message-set format (magic 0 and 1), which
-// millrace does not store (DESIGN §2: the unit on disk is the v2 record
+// millrace does not store (docs/architecture.md §2: the unit on disk is the v2 record
 // batch); Kafka 4 dropped them too. A v3+ request whose records are an old
 // message set gets UNSUPPORTED_FOR_MESSAGE_FORMAT.
 //

@@ -70,7 +70,7 @@ func checkLeaderEpoch(client, ours int32) int16 {
 
 // highWatermark is the offset below which records are committed and visible
 // to consumers. With replication it becomes the smallest log end offset in
-// the ISR (DESIGN §5); on a single broker every written record is
+// the ISR (docs/architecture.md §5); on a single broker every written record is
 // committed, so it is the log end offset.
 //
 // With several brokers it is the replica manager's (replication_leader.go).

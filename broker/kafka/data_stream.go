@@ -1,7 +1,7 @@
 package kafka
 
 // Streamed responses: a Fetch response whose record bytes go from the log
-// segment to the socket with sendfile(2) (DESIGN §2, the zero-copy path),
+// segment to the socket with sendfile(2) (docs/architecture.md §2, the zero-copy path),
 // while everything else is encoded by kmsg.
 //
 // To find where the records go in kmsg's encoding, the response is encoded

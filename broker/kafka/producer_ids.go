@@ -1,6 +1,6 @@
 package kafka
 
-// Producer ID allocation (DESIGN §3, KIP-98). Every broker hands out IDs
+// Producer ID allocation (docs/architecture.md §3, KIP-98). Every broker hands out IDs
 // from a block it reserved in the coordination store, so that IDs are
 // unique across brokers and restarts without a store write per producer.
 //

@@ -1,6 +1,6 @@
 package kafka
 
-// Idempotent-producer state (DESIGN §3; KIP-98 without transactions). Each
+// Idempotent-producer state (docs/architecture.md §3; KIP-98 without transactions). Each
 // partition leader remembers, per producer ID, the producer epoch and the
 // last five batches it appended (first and last sequence, first and last
 // offset), and checks every idempotent batch against them before it is

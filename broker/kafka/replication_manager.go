@@ -1,6 +1,6 @@
 package kafka
 
-// The replica manager (multi-broker mode, DESIGN §5): for every partition
+// The replica manager (multi-broker mode, docs/architecture.md §5): for every partition
 // this broker hosts, lead it or follow its leader as the partition state in
 // the coordination store says (the cluster model follows the state znodes
 // through watches; there is no LeaderAndIsr request).

@@ -8,8 +8,8 @@
 // kernel) when the heap grows back; with MADV_FREE the kernel only takes the
 // pages when it needs memory, so they are mostly still there. On the
 // project's machines this cut the sink's page faults from about 4,700 to a few
-// hundred per 200,000 events and its CPU per event by 7-12% (README,
-// Benchmarks, Sinks). The price is in accounting only: freed pages count in
+// hundred per 200,000 events and its CPU per event by 7-12% (docs/benchmarks.md,
+// Sinks). The price is in accounting only: freed pages count in
 // the process's RSS until the kernel reclaims them.
 //
 // The setting is read once, at start-up, from GODEBUG (go.mod's godebug

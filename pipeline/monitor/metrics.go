@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// metricSample is the metric-sample event on the ops topics (DESIGN.md §7).
+// metricSample is the metric-sample event on the ops topics (docs/architecture.md §7).
 type metricSample struct {
 	Name   string            `json:"name"`
 	Kind   string            `json:"kind"`

@@ -127,7 +127,7 @@ func benchBoth(b *testing.B, db *sql.DB, recs []*kgo.Record, jsonPath, codec, de
 	lakeTime := start.cpu(end)
 	// The kernel's share of the sink's CPU is mostly page faults: the Go
 	// runtime gives freed heap pages back and the next batches fault them
-	// in again (see README, Benchmarks, Sinks).
+	// in again (see docs/benchmarks.md, Sinks).
 	b.ReportMetric(float64(end.sys-start.sys)/float64(lakeTime), "lake_sys_share")
 	b.ReportMetric(float64(end.faults-start.faults)/float64(b.N), "lake_faults/op")
 	convert := func(i int) {

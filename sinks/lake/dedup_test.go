@@ -211,7 +211,7 @@ func TestDeduperMemoryBound(t *testing.T) {
 	if d.n != maxIDs || inTable != maxIDs || len(d.ring) != maxIDs {
 		t.Errorf("holds %d entries, %d ids, ring %d; want %d", d.n, inTable, len(d.ring), maxIDs)
 	}
-	// The README and the DedupMaxIDs doc promise at most about 40 bytes per id.
+	// docs/settings.md and the DedupMaxIDs doc promise at most about 40 bytes per id.
 	if perID > 40 {
 		t.Errorf("%.1f bytes per remembered id, want at most 40", perID)
 	}

@@ -1,6 +1,6 @@
 // Package lake is millrace's Parquet sink: a consumer-group worker that lands
 // topics as Hive-partitioned Parquet files on a filesystem or S3, exactly once
-// (DESIGN.md §8).
+// (docs/architecture.md §8).
 //
 // # Layout
 //
@@ -73,10 +73,10 @@
 // Four cuts depend on the wall clock or on other partitions, and are exactly
 // once by the removal argument alone: the idle timeout (a window whose
 // partition has delivered nothing for IdleTimeout is ended, so a quiet
-// partition lands promptly — this is the explicit flush DESIGN.md's wall-clock
-// roll-age asked for), the open-file cap when another partition holds the
-// files, a revoke (publish, then commit, in OnPartitionsRevoked), and
-// shutdown. A lost partition (session expired) is discarded without commit.
+// partition lands promptly — the explicit flush a wall-clock roll age would
+// give, without making the other cut points depend on the clock), the
+// open-file cap when another partition holds the files, a revoke (publish,
+// then commit, in OnPartitionsRevoked), and shutdown. A lost partition (session expired) is discarded without commit.
 //
 // Leftovers of a crashed worker (temporary files, unfinished uploads of an
 // interrupted publish) are removed when their partition is assigned, by

@@ -40,7 +40,7 @@ const (
 // Options configures a Writer. The zero value is usable.
 type Options struct {
 	// Compression is "snappy" (default) or "zstd". zstd files are smaller
-	// and take a little more CPU to write (see the README's benchmark).
+	// and take a little more CPU to write (see docs/benchmarks.md, Sinks).
 	Compression string
 	// RowGroupRows closes a row group at this many rows. Default 1,000,000.
 	RowGroupRows int
