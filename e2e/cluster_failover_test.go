@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -161,21 +162,17 @@ func checkAcknowledged(t *testing.T, acks *ackLog, got map[int32][]ackedRecord) 
 	}
 }
 
-// TestClusterFailoverLosesNothing kills the leader of a random partition
-// with SIGKILL at least 20 times while an idempotent acks=all producer
-// writes, then checks that every acknowledged record is stored exactly
-// once, in order, and that all replicas are identical.
-func TestClusterFailoverLosesNothing(t *testing.T) {
-	const topic, partitions, kills = "failover", 6, 20
-	c := startLocalCluster(t, 3, 1)
-	c.createReplicatedTopic(topic, partitions)
-	adm := c.admin()
-
-	stop := make(chan struct{})
-	acks, producerDone := produceContinuously(t, c, topic, stop)
+// killLeaders kills the leader of a random partition of topic with SIGKILL
+// kills times, each once the producer behind acks has had 500 more records
+// acknowledged (so that every leader dies with writes in flight), waits for
+// a new leader, restarts the broker and waits for full replication. It
+// returns how long each leadership move took.
+func killLeaders(t *testing.T, c *localCluster, adm *kadm.Client, topic string, partitions, kills int, acks *ackLog) []time.Duration {
+	t.Helper()
 	var moves []time.Duration
 	for i := 0; i < kills; i++ {
-		time.Sleep(500 * time.Millisecond)
+		before := acks.count()
+		c.waitFor("acknowledgements before a kill", 30*time.Second, func() bool { return acks.count() >= before+500 })
 		p := int32(rand.IntN(partitions))
 		parts, err := c.partitions(adm, topic)
 		if err != nil {
@@ -193,6 +190,22 @@ func TestClusterFailoverLosesNothing(t *testing.T) {
 		c.waitFor("full replication after a restart", 60*time.Second, func() bool { return c.fullyReplicated(adm, topic) })
 		t.Logf("kill %d: partition %d leader %d, moved in %v, %d acknowledged so far", i+1, p, victim, moves[i].Round(time.Millisecond), acks.count())
 	}
+	return moves
+}
+
+// TestClusterFailoverLosesNothing kills the leader of a random partition
+// with SIGKILL at least 20 times while an idempotent acks=all producer
+// writes, then checks that every acknowledged record is stored exactly
+// once, in order, and that all replicas are identical.
+func TestClusterFailoverLosesNothing(t *testing.T) {
+	const topic, partitions, kills = "failover", 6, 20
+	c := startLocalCluster(t, 3, 1)
+	c.createReplicatedTopic(topic, partitions)
+	adm := c.admin()
+
+	stop := make(chan struct{})
+	acks, producerDone := produceContinuously(t, c, topic, stop)
+	moves := killLeaders(t, c, adm, topic, partitions, kills, acks)
 	close(stop)
 	<-producerDone
 	acked := acks.count()

@@ -10,11 +10,9 @@ package e2e
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"net"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -148,29 +146,7 @@ func TestClusterSecureFailoverLosesNothing(t *testing.T) {
 
 	stop := make(chan struct{})
 	acks, producerDone := produceContinuously(t, &producer, topic, stop)
-	var moves []time.Duration
-	for i := 0; i < kills; i++ {
-		// Acknowledgements since the last kill, so that every leader
-		// dies with writes in flight.
-		before := acks.count()
-		c.waitFor("acknowledgements before a kill", 30*time.Second, func() bool { return acks.count() >= before+500 })
-		p := int32(rand.IntN(partitions))
-		parts, err := c.partitions(adm, topic)
-		if err != nil {
-			t.Fatal(err)
-		}
-		victim := parts[p].Leader
-		start := time.Now()
-		c.signal(victim, syscall.SIGKILL)
-		c.waitFor("a new leader", 30*time.Second, func() bool {
-			parts, err := c.partitions(adm, topic)
-			return err == nil && parts[p].Leader >= 0 && parts[p].Leader != victim
-		})
-		moves = append(moves, time.Since(start))
-		c.restart(victim)
-		c.waitFor("full replication after a restart", 60*time.Second, func() bool { return c.fullyReplicated(adm, topic) })
-		t.Logf("kill %d: partition %d leader %d, moved in %v, %d acknowledged so far", i+1, p, victim, moves[i].Round(time.Millisecond), acks.count())
-	}
+	moves := killLeaders(t, c, adm, topic, partitions, kills, acks)
 	close(stop)
 	<-producerDone
 	t.Logf("leadership moves: %d, median %v; records acknowledged: %d (failed: %d)", len(moves), median(moves).Round(time.Millisecond), acks.count(), acks.failed)

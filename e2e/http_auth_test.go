@@ -104,13 +104,23 @@ func TestUpHTTPAuth(t *testing.T) {
 		t.Errorf("invalid attempts counted %q, want 3", g)
 	}
 
+	consoleInBrowser(t, m[1], web, kafkaAddr)
+}
+
+// consoleInBrowser logs in to the console in Chromium through loginURL
+// (web/console?token=...) and waits for the page to show the broker at
+// kafkaAddr and the clicks topic: the login left the token out of the URL
+// and in an HttpOnly cookie only.
+func consoleInBrowser(t *testing.T, loginURL, web, kafkaAddr string) {
+	t.Helper()
 	browser := newBrowser(t)
-	if err := chromedp.Do(browser, chromedp.Navigate(m[1])); err != nil {
+	if err := chromedp.Do(browser, chromedp.Navigate(loginURL)); err != nil {
 		t.Fatalf("opening the login URL: %v", err)
 	}
 	step, cancel := context.WithTimeout(browser, 30*time.Second)
 	defer cancel()
 	var brokers, topics string
+	var err error
 	waitUntil(t, 30*time.Second, "the console showing the broker and the beacon's topic", func() bool {
 		brokers, err = chromedp.Run(step, chromedp.Evaluate[string](`document.querySelector("#brokers tbody").innerText`))
 		if err != nil {

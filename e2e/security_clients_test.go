@@ -6,7 +6,6 @@ package e2e
 // brokers: of its YAML file.
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"os"
@@ -15,8 +14,6 @@ import (
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/internal/certs"
 	"millrace/internal/clientauth"
@@ -174,26 +171,5 @@ func waitSecureReady(t *testing.T, p *process, addr string, security clientauth.
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(addr))...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err = cl.Ping(ctx)
-		cancel()
-		cl.Close()
-		if err == nil {
-			return
-		}
-		select {
-		case <-p.done:
-			t.Fatalf("%s exited before answering on %s:\n%s", p.name, addr, tail([]byte(p.log()), 4096))
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not answering on %s after 30s: %v\n%s", p.name, addr, err, tail([]byte(p.log()), 4096))
-		}
-	}
+	waitAnswers(t, p, addr, opts...)
 }

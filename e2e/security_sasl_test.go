@@ -110,33 +110,18 @@ func TestSASLClients(t *testing.T) {
 		failedAs(t, "alice", "not-alices")
 	})
 
-	script := `
-import logging, sys
-from kafka import KafkaProducer, KafkaConsumer
-logging.basicConfig(level=logging.ERROR)
-addr, user, password, topic = sys.argv[1:5]
-auth = dict(security_protocol='SASL_PLAINTEXT', sasl_mechanism='SCRAM-SHA-256',
-            sasl_plain_username=user, sasl_plain_password=password)
-p = KafkaProducer(bootstrap_servers=addr, acks='all', **auth)
-for i in range(3):
-    p.send(topic, value=b'py%d' % i)
-p.flush()
-c = KafkaConsumer(topic, bootstrap_servers=addr, auto_offset_reset='earliest', consumer_timeout_ms=15000, **auth)
-seen = []
-for m in c:
-    seen.append(m.value.decode())
-    if len(seen) == 3:
-        break
-print(','.join(sorted(seen)))
-`
+	scramConf := func(user, password string) map[string]any {
+		return map[string]any{"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-256",
+			"sasl_plain_username": user, "sasl_plain_password": password}
+	}
 	t.Run("kafka-python SCRAM-SHA-256 over SASL_PLAINTEXT", func(t *testing.T) {
-		out := run(t, time.Minute, "", "/usr/bin/python3", "-c", script, saslAddr, "bob", bobPass, "sasl-python")
+		out := run(t, time.Minute, "", "/usr/bin/python3", pythonArgs(t, saslAddr, "sasl-python", scramConf("bob", bobPass))...)
 		if strings.TrimSpace(out) != "py0,py1,py2" {
 			t.Fatalf("kafka-python consumed %q, want py0,py1,py2", strings.TrimSpace(out))
 		}
 	})
 	t.Run("kafka-python with a wrong password", func(t *testing.T) {
-		out, errOut, err := runErr(time.Minute, "", "/usr/bin/python3", "-c", script, saslAddr, "bob", "not-bobs", "sasl-python-refused")
+		out, errOut, err := runErr(time.Minute, "", "/usr/bin/python3", pythonArgs(t, saslAddr, "sasl-python-refused", scramConf("bob", "not-bobs"))...)
 		if err == nil {
 			t.Fatalf("kafka-python with a wrong password succeeded: %q", out)
 		}
@@ -236,19 +221,7 @@ func TestSASLInterBrokerCluster(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for {
-		if md, err := adm.Metadata(ctx); err == nil && len(md.Brokers) == 3 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal("three brokers never registered")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	two := "2"
-	if resp, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{"min.insync.replicas": &two}, "sasl-replicated"); err != nil || resp.Err != nil {
-		t.Fatalf("create topic: %v %v", err, resp.Err)
-	}
+	createReplicated(ctx, t, adm, "sasl-replicated")
 	fullISR := func() bool {
 		md, err := adm.Metadata(ctx, "sasl-replicated")
 		return err == nil && len(md.Topics["sasl-replicated"].Partitions[0].ISR) == 3

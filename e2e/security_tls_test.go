@@ -9,7 +9,9 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -205,27 +207,11 @@ func TestTLSListeners(t *testing.T) {
 
 	// kafka-python takes the keystore as both its certfile and its
 	// keyfile: key and chain in one PEM file, as Kafka's PEM keystore is.
-	script := `
-import sys
-from kafka import KafkaProducer, KafkaConsumer
-addr, ca, cert, topic = sys.argv[1:5]
-tls = dict(security_protocol='SSL', ssl_cafile=ca, ssl_check_hostname=True)
-if cert:
-    tls['ssl_certfile'] = tls['ssl_keyfile'] = cert
-p = KafkaProducer(bootstrap_servers=addr, acks='all', **tls)
-for i in range(3):
-    p.send(topic, value=b'py%d' % i)
-p.flush()
-c = KafkaConsumer(topic, bootstrap_servers=addr, auto_offset_reset='earliest', consumer_timeout_ms=15000, **tls)
-seen = []
-for m in c:
-    seen.append(m.value.decode())
-    if len(seen) == 3:
-        break
-print(','.join(sorted(seen)))
-`
+	pyTLS := map[string]any{"security_protocol": "SSL", "ssl_cafile": pki.ca, "ssl_check_hostname": true}
+	pyTLSCert := map[string]any{"ssl_certfile": pki.client, "ssl_keyfile": pki.client}
+	maps.Copy(pyTLSCert, pyTLS)
 	t.Run("kafka-python with a client certificate", func(t *testing.T) {
-		out := run(t, time.Minute, "", "/usr/bin/python3", "-c", script, sslAddr, pki.ca, pki.client, "tls-python")
+		out := run(t, time.Minute, "", "/usr/bin/python3", pythonArgs(t, sslAddr, "tls-python", pyTLSCert)...)
 		if strings.TrimSpace(out) != "py0,py1,py2" {
 			t.Fatalf("kafka-python consumed %q, want py0,py1,py2", strings.TrimSpace(out))
 		}
@@ -233,7 +219,7 @@ print(','.join(sorted(seen)))
 
 	t.Run("kafka-python without a client certificate is refused", func(t *testing.T) {
 		before := strings.Count(b.log(), "client didn't provide a certificate")
-		out, errOut, err := runErr(time.Minute, "", "/usr/bin/python3", "-c", script, sslAddr, pki.ca, "", "tls-refused")
+		out, errOut, err := runErr(time.Minute, "", "/usr/bin/python3", pythonArgs(t, sslAddr, "tls-refused", pyTLS)...)
 		if err == nil {
 			t.Fatalf("kafka-python without a certificate succeeded: %q", out)
 		}
@@ -278,21 +264,7 @@ func TestTLSInterBrokerCluster(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for {
-		// Every broker must have registered before an RF 3 topic can be
-		// placed.
-		if md, err := adm.Metadata(ctx); err == nil && len(md.Brokers) == 3 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal("three brokers never registered")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	two := "2"
-	if resp, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{"min.insync.replicas": &two}, "tls-replicated"); err != nil || resp.Err != nil {
-		t.Fatalf("create topic: %v %v", err, resp.Err)
-	}
+	createReplicated(ctx, t, adm, "tls-replicated")
 	produceConsume(t, seeds, "tls-replicated", 3)
 	// Clients of the CLIENT listener are told CLIENT addresses only.
 	for id, addr := range clientAddrs {
@@ -320,4 +292,57 @@ func TestTLSInterBrokerCluster(t *testing.T) {
 	if n := strings.Count(procs[leader-1].log(), `listener=INTERNAL principal="User:CN=broker"`); n < 2 {
 		t.Errorf("the leader logged %d TLS handshakes of brokers on INTERNAL, want one per follower at least", n)
 	}
+}
+
+// createReplicated waits for three brokers to register, then creates topic
+// with one partition on all three and min.insync.replicas=2.
+func createReplicated(ctx context.Context, t *testing.T, adm *kadm.Client, topic string) {
+	t.Helper()
+	for {
+		// Every broker must have registered before an RF 3 topic can be
+		// placed.
+		if md, err := adm.Metadata(ctx); err == nil && len(md.Brokers) == 3 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("three brokers never registered")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	two := "2"
+	if resp, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{"min.insync.replicas": &two}, topic); err != nil || resp.Err != nil {
+		t.Fatalf("create topic %s: %v %v", topic, err, resp.Err)
+	}
+}
+
+// pythonProduceConsume is a kafka-python client that produces py0, py1 and
+// py2 to a topic with acks=all, consumes them back and prints them sorted,
+// comma-separated. Its arguments are the bootstrap address, the topic and
+// the JSON of the connection settings (kafka-python's keyword arguments).
+const pythonProduceConsume = `
+import json, logging, sys
+from kafka import KafkaProducer, KafkaConsumer
+logging.basicConfig(level=logging.ERROR)
+addr, topic, conf = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+p = KafkaProducer(bootstrap_servers=addr, acks='all', **conf)
+for i in range(3):
+    p.send(topic, value=b'py%d' % i)
+p.flush()
+c = KafkaConsumer(topic, bootstrap_servers=addr, auto_offset_reset='earliest', consumer_timeout_ms=15000, **conf)
+seen = []
+for m in c:
+    seen.append(m.value.decode())
+    if len(seen) == 3:
+        break
+print(','.join(sorted(seen)))
+`
+
+// pythonArgs are python3's arguments to run pythonProduceConsume.
+func pythonArgs(t *testing.T, addr, topic string, conf map[string]any) []string {
+	t.Helper()
+	js, err := json.Marshal(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{"-c", pythonProduceConsume, addr, topic, string(js)}
 }

@@ -32,7 +32,8 @@ import (
 // and a TLS client without SASL get nothing; the tail user cannot read the
 // clicks topic the sink user reads, nor write it; a restart reuses the CA
 // and the passwords and lands more; the console answers 401 without the
-// generated token and 200 with it.
+// generated token and 200 with it, and shows the broker and topics in
+// Chromium after the token login.
 func TestUpSecure(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -235,6 +236,9 @@ func TestUpSecure(t *testing.T) {
 				t.Errorf("console with token %v: %d, want %d", bearer != "", resp.StatusCode, want)
 			}
 		}
+		// In Chromium, with the data it reads as millrace-console over
+		// SASL_SSL.
+		consoleInBrowser(t, web+"/console?token="+token, web, kafkaAddr)
 	})
 }
 
