@@ -102,15 +102,9 @@ type authorizer struct {
 
 func (a *authorizer) Close() error { return a.cache.Close() }
 
-// noAuthorizerComponent stands in for the component when authorization is
-// off, so that componentOf's lookup fails for the right reason.
-type noAuthorizerComponent struct{}
-
-func (noAuthorizerComponent) Close() error { return nil }
-
 func openAuthorizer(b *Broker) (io.Closer, error) {
 	if !b.cfg.Authorizer.enabled() {
-		return noAuthorizerComponent{}, nil
+		return nopCloser{}, nil // componentOf finds no *authorizer: off
 	}
 	if b.store == nil {
 		return nil, errors.New("authorizer.class.name is set but the broker has no coordination store to keep ACLs in")

@@ -137,3 +137,9 @@ func componentOf[T io.Closer](b *Broker, name string) (T, bool) {
 	c, ok := b.components[name].(T)
 	return c, ok
 }
+
+// nopCloser stands in for a component that is turned off, so that
+// componentOf finds none of its type.
+type nopCloser struct{}
+
+func (nopCloser) Close() error { return nil }

@@ -161,10 +161,6 @@ func init() {
 func (sc *saslComponent) start()       { sc.cache.Start() }
 func (sc *saslComponent) Close() error { return sc.cache.Close() }
 
-type nopCloser struct{}
-
-func (nopCloser) Close() error { return nil }
-
 // saslStep feeds one client message to the chosen mechanism and returns
 // the server's reply. An *errAuthentication is a failed authentication;
 // it has been counted, logged and delayed.
