@@ -70,7 +70,7 @@ const transactionsUnsupported = "millrace does not support transactions; use an 
 func handleProduce(ctx context.Context, b *Broker, r *request) (kmsg.Response, error) {
 	req := r.body.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
-	states, _ := componentOf[*producerStates](b, producerStateComponent)
+	states := b.producers
 	byID := req.Version >= 13
 
 	// pending is a written partition waiting for its acknowledgement,

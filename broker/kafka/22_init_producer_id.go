@@ -51,12 +51,7 @@ func handleInitProducerID(_ context.Context, b *Broker, r *request) (kmsg.Respon
 		resp.ErrorCode = kerr.InvalidRequest.Code
 		return resp, nil
 	}
-	states, ok := componentOf[*producerStates](b, producerStateComponent)
-	if !ok {
-		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		return resp, nil
-	}
-	id, err := states.ids.nextID()
+	id, err := b.producers.ids.nextID()
 	if err != nil {
 		b.logger.Error("allocating a producer ID", "err", err)
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code

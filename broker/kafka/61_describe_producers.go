@@ -24,7 +24,7 @@ func init() { regKey(61, 0, 0, handleDescribeProducers) }
 func handleDescribeProducers(_ context.Context, b *Broker, r *request) (kmsg.Response, error) {
 	req := r.body.(*kmsg.DescribeProducersRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
-	states, _ := componentOf[*producerStates](b, producerStateComponent)
+	states := b.producers
 	for _, rt := range req.Topics {
 		st := kmsg.NewDescribeProducersResponseTopic()
 		st.Topic = rt.Topic

@@ -64,6 +64,11 @@ type Broker struct {
 	admission admission
 	budget    *requestBudget
 
+	// producers is the idempotent-producer state (producer_state.go). It
+	// needs nothing of the components, and replication needs it, so it opens
+	// before them and closes after them. Set in New, read-only afterwards.
+	producers *producerStates
+
 	// components are the handler files' broker-lifetime state; see
 	// regComponent. Set in New, read-only afterwards.
 	components map[string]io.Closer
@@ -133,6 +138,7 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 		return nil, fmt.Errorf("kafka: registering metrics: %w", err)
 	}
 	b.metrics = metrics
+	b.producers = openProducerStates(b)
 	names := make([]string, 0, len(components))
 	for name := range components {
 		names = append(names, name)
@@ -214,5 +220,8 @@ func (b *Broker) closeComponents() {
 		if err := b.components[name].Close(); err != nil {
 			b.logger.Error("closing a component", "component_name", name, "err", err)
 		}
+	}
+	if err := b.producers.Close(); err != nil {
+		b.logger.Error("closing a component", "component_name", "producer-state", "err", err)
 	}
 }

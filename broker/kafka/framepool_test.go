@@ -92,10 +92,7 @@ func TestProduceFramesRecycled(t *testing.T) {
 			t.Fatalf("%s holds %d bytes, sent %d", topic, len(stored), pos)
 		}
 	}
-	states, ok := componentOf[*producerStates](tb.broker, producerStateComponent)
-	if !ok {
-		t.Fatal("no producer state component")
-	}
+	states := tb.broker.producers
 	states.mu.Lock()
 	defer states.mu.Unlock()
 	for _, topic := range topics {

@@ -45,7 +45,6 @@ package kafka
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"sort"
@@ -61,7 +60,6 @@ import (
 )
 
 const (
-	producerStateComponent = "producer-state"
 	// producerSnapshotInterval is how often changed producer state is
 	// written to its snapshot.
 	producerSnapshotInterval = time.Minute
@@ -72,12 +70,11 @@ const (
 	producerScanChunk = 1 << 20
 )
 
-func init() {
-	regComponent(producerStateComponent, func(b *Broker) (io.Closer, error) {
-		s := newProducerStates(b.logs, b.store, b.cfg.BrokerID, b.logger)
-		s.expiration, s.maxPerPartition = b.cfg.ProducerIDExpiration, b.cfg.MaxProducerIDsPerPartition
-		return s, nil
-	})
+// openProducerStates opens b's idempotent-producer state (Broker.producers).
+func openProducerStates(b *Broker) *producerStates {
+	s := newProducerStates(b.logs, b.store, b.cfg.BrokerID, b.logger)
+	s.expiration, s.maxPerPartition = b.cfg.ProducerIDExpiration, b.cfg.MaxProducerIDsPerPartition
+	return s
 }
 
 // producerBatch is one remembered batch.

@@ -138,10 +138,7 @@ func TestProducerStateSnapshotAndTruncation(t *testing.T) {
 	c.produceRaw(9, "trunc", 0, -1, makeBatch(t, idempotentBatch(pid, 0, 0, "a")), 2)
 	c.produceRaw(9, "trunc", 0, -1, append([]byte(nil), second...), 3)
 
-	states, ok := componentOf[*producerStates](tb.broker, producerStateComponent)
-	if !ok {
-		t.Fatal("no producer state component")
-	}
+	states := tb.broker.producers
 	states.maintain(false)
 	snap, err := readProducerSnapshot(l.Dir())
 	if err != nil || snap == nil || snap.offset != 2 || len(snap.producers[pid].batches) != 2 {

@@ -230,10 +230,7 @@ func (f *fetcher) truncate(c *replicaConn) error {
 	if cut.Offset >= l.EndOffset() {
 		return nil
 	}
-	states, ok := componentOf[*producerStates](rp.m.b, producerStateComponent)
-	if !ok {
-		return errors.New("no producer state")
-	}
+	states := rp.m.b.producers
 	pp := states.lockedPartition(rp.tp, l)
 	defer pp.mu.Unlock()
 	from := l.EndOffset()
@@ -281,10 +278,7 @@ func (f *fetcher) offsetForLeaderEpoch(c *replicaConn, epoch int32) (replica.Epo
 func (f *fetcher) fetchLoop(c *replicaConn) error {
 	rp := f.rp
 	me := rp.m.b.cfg.BrokerID
-	states, ok := componentOf[*producerStates](rp.m.b, producerStateComponent)
-	if !ok {
-		return errors.New("no producer state")
-	}
+	states := rp.m.b.producers
 	for !f.stopped() {
 		req := kmsg.NewPtrFetchRequest()
 		req.Version = 11

@@ -372,11 +372,9 @@ func (rp *replicaPartition) becomeLeaderLocked(state *cluster.PartitionState, mi
 	if !rp.leading {
 		// The log was written by a fetcher since this broker last led: the
 		// idempotent-producer state must describe exactly this log.
-		if states, ok := componentOf[*producerStates](m.b, producerStateComponent); ok {
-			if err := states.rebuild(rp.tp, rp.log); err != nil {
-				m.logger.Error("rebuilding producer state before leading", "topic", rp.tp.Topic, "partition", rp.tp.Partition, "err", err)
-				return
-			}
+		if err := m.b.producers.rebuild(rp.tp, rp.log); err != nil {
+			m.logger.Error("rebuilding producer state before leading", "topic", rp.tp.Topic, "partition", rp.tp.Partition, "err", err)
+			return
 		}
 	}
 	d, err := rp.leader.BecomeLeader(replica.LeaderState{
