@@ -74,13 +74,11 @@ func handleFetch(ctx context.Context, b *Broker, r *request) (kmsg.Response, err
 	maxWait := min(time.Duration(req.MaxWaitMillis)*time.Millisecond, b.cfg.FetchMaxWait)
 	var wake <-chan struct{}
 	if maxWait > 0 && req.MinBytes > 0 {
-		if waiters, ok := componentOf[*dataWaiters](b, dataWaitersComponent); ok {
-			// Registered before the first read, so an append racing with
-			// it still wakes this fetch.
-			w := waiters.watch(b.fetchPartitions(req))
-			defer waiters.unwatch(w)
-			wake = w.wake
-		}
+		// Registered before the first read, so an append racing with it
+		// still wakes this fetch.
+		w := b.waiters.watch(b.fetchPartitions(req))
+		defer b.waiters.unwatch(w)
+		wake = w.wake
 	}
 	var timeout <-chan time.Time
 	if maxWait > 0 {

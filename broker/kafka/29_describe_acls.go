@@ -33,7 +33,7 @@ const noAuthorizer = "no authorizer is configured (authorizer.class.name is empt
 // the cluster, or nil with the error to answer: SECURITY_DISABLED without
 // an authorizer, CLUSTER_AUTHORIZATION_FAILED without op.
 func (b *Broker) aclAPI(r *request, op acl.Operation) (a *authorizer, code int16, msg *string) {
-	a = b.acls()
+	a = b.authorizer
 	switch {
 	case a == nil:
 		return nil, kerr.SecurityDisabled.Code, strp(noAuthorizer)

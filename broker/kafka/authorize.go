@@ -4,7 +4,7 @@ package kafka
 // against the ACLs (broker/acl) the way Kafka's handlers check them: one
 // call to b.authorized per resource a request touches, with the
 // connection's principal and host. The ACLs come from a cache each broker
-// keeps in step with the coordination store (the "acl" component below);
+// keeps in step with the coordination store (Broker.authorizer, below);
 // CreateAcls and DeleteAcls write the store.
 //
 // Without an authorizer everything is allowed, as in Kafka.
@@ -12,7 +12,6 @@ package kafka
 import (
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 
@@ -90,11 +89,10 @@ func init() {
 		},
 		func(c Config) string { return strconv.FormatBool(c.Authorizer.AllowEveryoneIfNoACLFound) },
 	}
-	regComponent("acl", openAuthorizer)
 }
 
-// authorizer is the broker's ACL cache and settings; absent (componentOf
-// fails) when no authorizer is configured.
+// authorizer is the broker's ACL cache and settings (Broker.authorizer); nil
+// when no authorizer is configured.
 type authorizer struct {
 	cache    *acl.Cache
 	settings acl.Settings
@@ -102,9 +100,10 @@ type authorizer struct {
 
 func (a *authorizer) Close() error { return a.cache.Close() }
 
-func openAuthorizer(b *Broker) (io.Closer, error) {
+// openAuthorizer opens b's authorizer; nil when authorization is off.
+func openAuthorizer(b *Broker) (*authorizer, error) {
 	if !b.cfg.Authorizer.enabled() {
-		return nopCloser{}, nil // componentOf finds no *authorizer: off
+		return nil, nil
 	}
 	if b.store == nil {
 		return nil, errors.New("authorizer.class.name is set but the broker has no coordination store to keep ACLs in")
@@ -117,12 +116,6 @@ func openAuthorizer(b *Broker) (io.Closer, error) {
 		SuperUsers:   acl.ParseSuperUsers(b.cfg.Authorizer.SuperUsers),
 		AllowIfNoACL: b.cfg.Authorizer.AllowEveryoneIfNoACLFound,
 	}}, nil
-}
-
-// acls returns the authorizer, nil when authorization is off.
-func (b *Broker) acls() *authorizer {
-	a, _ := componentOf[*authorizer](b, "acl")
-	return a
 }
 
 // authorized reports whether r's principal may perform op on the resource
@@ -139,7 +132,7 @@ func (b *Broker) authorized(r *request, typ acl.ResourceType, name string, op ac
 // allowed is authorized without the log line, for questions that are not
 // a request's check (authorized operations, filters).
 func (b *Broker) allowed(r *request, typ acl.ResourceType, name string, op acl.Operation) bool {
-	a := b.acls()
+	a := b.authorizer
 	if a == nil {
 		return true
 	}
@@ -154,7 +147,7 @@ func (b *Broker) authorizedCluster(r *request, op acl.Operation) bool {
 // authorizedAny reports whether r's principal may perform op on some
 // resource of type typ (Kafka's authorizeByResourceType).
 func (b *Broker) authorizedAny(r *request, typ acl.ResourceType, op acl.Operation) bool {
-	a := b.acls()
+	a := b.authorizer
 	if a == nil {
 		return true
 	}
@@ -171,7 +164,7 @@ func (b *Broker) mayCreateTopic(r *request, name string) bool {
 // get TOPIC_AUTHORIZATION_FAILED: the principal may not Describe it, or it
 // is missing, would be auto-created and the principal may not create it.
 func (b *Broker) metadataTopicDenied(r *request, name string, autoCreate bool) bool {
-	if b.acls() == nil {
+	if b.authorizer == nil {
 		return false
 	}
 	if !b.authorized(r, acl.Topic, name, acl.Describe) {
@@ -190,7 +183,7 @@ func (b *Broker) metadataTopicDenied(r *request, name string, autoCreate bool) b
 // operations asked for are the ones the ACLs allow. Topics named by name
 // were checked before lookup (metadataTopicDenied).
 func (b *Broker) authorizeMetadata(r *request, req *kmsg.MetadataRequest, resp *kmsg.MetadataResponse) {
-	if b.acls() == nil {
+	if b.authorizer == nil {
 		return
 	}
 	allTopics := req.Topics == nil || req.Version == 0 && len(req.Topics) == 0

@@ -96,7 +96,7 @@ func (b *Broker) authorizedOffsetCommit(ctx context.Context, r *request, req *km
 // Describe TOPIC_AUTHORIZATION_FAILED per partition, and a request for
 // every topic (null list) sees only the topics it may Describe.
 func (b *Broker) authorizedOffsetFetch(ctx context.Context, r *request, req *kmsg.OffsetFetchRequest) kmsg.Response {
-	if b.acls() == nil {
+	if b.authorizer == nil {
 		return b.groups.OffsetFetch(ctx, req)
 	}
 	if req.Version < 8 {
@@ -243,7 +243,7 @@ func (b *Broker) authorizedDescribeGroups(ctx context.Context, r *request, req *
 // groupOperations reports, when asked and an authorizer is on, the
 // operations the ACLs allow on each described group (KIP-430).
 func (b *Broker) groupOperations(r *request, asked bool, dg *kmsg.DescribeGroupsResponse) {
-	if !asked || b.acls() == nil {
+	if !asked || b.authorizer == nil {
 		return
 	}
 	const groupOps = 1<<acl.Read | 1<<acl.Delete | 1<<acl.Describe
@@ -258,7 +258,7 @@ func (b *Broker) groupOperations(r *request, asked bool, dg *kmsg.DescribeGroups
 // the cluster, else the groups it may Describe.
 func (b *Broker) authorizedListGroups(ctx context.Context, r *request, req *kmsg.ListGroupsRequest) kmsg.Response {
 	lg := b.groups.ListGroups(ctx, req)
-	if b.acls() == nil || b.allowed(r, acl.Cluster, acl.ClusterName, acl.Describe) {
+	if b.authorizer == nil || b.allowed(r, acl.Cluster, acl.ClusterName, acl.Describe) {
 		return lg
 	}
 	kept := lg.Groups[:0]

@@ -39,7 +39,7 @@ func grant(t *testing.T, tb *testBroker, bindings ...acl.Binding) {
 			t.Fatal(err)
 		}
 	}
-	a := tb.broker.acls()
+	a := tb.broker.authorizer
 	var patterns []acl.Pattern
 	for _, b := range bindings {
 		patterns = append(patterns, b.Pattern)

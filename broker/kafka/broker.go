@@ -12,12 +12,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus"
-	"io"
 	"log/slog"
 	"net"
-	"sort"
 	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"millrace/broker/cluster"
 	"millrace/broker/coord"
@@ -64,14 +63,14 @@ type Broker struct {
 	admission admission
 	budget    *requestBudget
 
-	// producers is the idempotent-producer state (producer_state.go). It
-	// needs nothing of the components, and replication needs it, so it opens
-	// before them and closes after them. Set in New, read-only afterwards.
-	producers *producerStates
-
-	// components are the handler files' broker-lifetime state; see
-	// regComponent. Set in New, read-only afterwards.
-	components map[string]io.Closer
+	// The broker's parts: broker-lifetime state the handler files need
+	// beyond the Deps, opened by openParts in the order it gives and closed
+	// by closeParts in reverse. Set in New, read-only afterwards.
+	authorizer     *authorizer         // ACL cache (authorize.go); nil when authorization is off
+	sasl           *saslComponent      // SCRAM credentials (sasl.go); nil without a store: SASL fails closed
+	waiters        *dataWaiters        // long-poll Fetch wake-ups (data_wait.go)
+	producers      *producerStates     // idempotent producers (producer_state.go)
+	replicaManager *replicationManager // leads and follows partitions (replication_manager.go)
 
 	// ctx is the parent of every connection's context; cancel ends them all.
 	ctx    context.Context
@@ -80,12 +79,12 @@ type Broker struct {
 	serveWG sync.WaitGroup // Serve calls in progress
 	connWG  sync.WaitGroup // connection goroutines
 
-	mu             sync.Mutex       // guards the following
-	listeners      []*boundListener // set by Listen
-	conns          map[*conn]struct{}
-	closed         bool
-	closeErr       error
-	componentsDone bool
+	mu          sync.Mutex       // guards the following
+	listeners   []*boundListener // set by Listen
+	conns       map[*conn]struct{}
+	closed      bool
+	closeErr    error
+	partsClosed bool
 }
 
 // New builds a broker; Listen binds it and Serve runs it.
@@ -126,7 +125,6 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 		interBroker:  interBroker.name,
 		tls:          tlsCfg,
 		logger:       logger.With("component", "kafka"),
-		components:   make(map[string]io.Closer, len(components)),
 		ctx:          ctx,
 		cancel:       cancel,
 		conns:        make(map[*conn]struct{}),
@@ -138,27 +136,85 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 		return nil, fmt.Errorf("kafka: registering metrics: %w", err)
 	}
 	b.metrics = metrics
-	b.producers = openProducerStates(b)
-	names := make([]string, 0, len(components))
-	for name := range components {
-		names = append(names, name)
+	if err := b.openParts(); err != nil {
+		cancel()
+		b.closeParts()
+		return nil, fmt.Errorf("kafka: %w", err)
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		c, err := components[name](b)
-		if err != nil {
-			cancel()
-			b.closeComponents()
-			return nil, fmt.Errorf("kafka: opening %s: %w", name, err)
-		}
-		b.components[name] = c
-	}
-	for _, name := range names {
-		if s, ok := b.components[name].(starter); ok {
-			s.start()
-		}
-	}
+	b.startParts()
 	return b, nil
+}
+
+// openParts opens the broker's parts, each after the parts it uses:
+//
+//  1. authorizer: the ACL cache, read from the coordination store.
+//  2. sasl: the credential cache, read from the coordination store.
+//  3. waiters: needs nothing.
+//  4. producers: needs the logs and the store (producer ID blocks).
+//  5. replicaManager: its fetchers truncate and append under the producer
+//     state, its leaders rebuild that state before leading, and a high
+//     watermark it moves wakes waiting Fetches: it needs producers and
+//     waiters.
+//
+// The first three need no other part, so their order is free among
+// themselves; the two that can refuse the configuration (an authorizer
+// without a store) open before anything that runs a goroutine (producers
+// writes snapshots from the start). Nothing outside New reaches a part
+// before New returns: connections are accepted only by Serve.
+func (b *Broker) openParts() error {
+	var err error
+	if b.authorizer, err = openAuthorizer(b); err != nil {
+		return fmt.Errorf("opening the authorizer: %w", err)
+	}
+	if b.sasl, err = openSASL(b); err != nil {
+		return fmt.Errorf("opening SASL: %w", err)
+	}
+	b.waiters = newDataWaiters()
+	b.producers = openProducerStates(b)
+	b.replicaManager = newReplicationManager(b)
+	return nil
+}
+
+// startParts starts the parts' background work once every part is open, so
+// the work may use any part from its first step; same order as openParts.
+func (b *Broker) startParts() {
+	if b.sasl != nil {
+		b.sasl.start()
+	}
+	b.replicaManager.start()
+}
+
+// closeParts closes the parts opened, in the reverse of openParts: the
+// replica manager stops its fetchers before the producer state they wrote
+// takes its final snapshot, and the security caches, which no connection
+// uses any more, go last. The waiters hold nothing to release: a waiting
+// Fetch ends with its connection's context, cancelled before this. Close
+// calls it after the last connection is gone.
+func (b *Broker) closeParts() {
+	b.mu.Lock()
+	if b.partsClosed {
+		b.mu.Unlock()
+		return
+	}
+	b.partsClosed = true
+	b.mu.Unlock()
+	closed := func(part string, err error) {
+		if err != nil {
+			b.logger.Error("closing a part of the broker", "part", part, "err", err)
+		}
+	}
+	if b.replicaManager != nil {
+		closed("replication", b.replicaManager.Close())
+	}
+	if b.producers != nil {
+		closed("producer state", b.producers.Close())
+	}
+	if b.sasl != nil {
+		closed("sasl", b.sasl.Close())
+	}
+	if b.authorizer != nil {
+		closed("acl", b.authorizer.Close())
+	}
 }
 
 // Config returns the broker's configuration.
@@ -192,36 +248,13 @@ func (b *Broker) shutdown() {
 }
 
 // Close stops the broker: no new connections, every connection closed, every
-// goroutine joined, components closed. The Deps stay open.
+// goroutine joined, parts closed (closeParts). The Deps stay open.
 func (b *Broker) Close() error {
 	b.shutdown()
 	b.serveWG.Wait()
 	b.connWG.Wait()
-	b.closeComponents()
+	b.closeParts()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.closeErr
-}
-
-func (b *Broker) closeComponents() {
-	b.mu.Lock()
-	if b.componentsDone {
-		b.mu.Unlock()
-		return
-	}
-	b.componentsDone = true
-	b.mu.Unlock()
-	names := make([]string, 0, len(b.components))
-	for name := range b.components {
-		names = append(names, name)
-	}
-	sort.Sort(sort.Reverse(sort.StringSlice(names)))
-	for _, name := range names {
-		if err := b.components[name].Close(); err != nil {
-			b.logger.Error("closing a component", "component_name", name, "err", err)
-		}
-	}
-	if err := b.producers.Close(); err != nil {
-		b.logger.Error("closing a component", "component_name", "producer-state", "err", err)
-	}
 }

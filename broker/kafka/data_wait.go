@@ -8,19 +8,13 @@ package kafka
 // wake-up, its max wait, or the connection closing.
 
 import (
-	"io"
 	"sync"
 
 	"millrace/broker/log"
 )
 
-const dataWaitersComponent = "data-waiters"
-
-func init() {
-	regComponent(dataWaitersComponent, func(*Broker) (io.Closer, error) { return newDataWaiters(), nil })
-}
-
-// dataWaiters maps partitions to the Fetch requests waiting on them.
+// dataWaiters maps partitions to the Fetch requests waiting on them
+// (Broker.waiters).
 type dataWaiters struct {
 	mu      sync.Mutex // guards the following
 	waiting map[log.TopicPartition]map[*dataWaiter]struct{}
@@ -37,10 +31,6 @@ type dataWaiter struct {
 func newDataWaiters() *dataWaiters {
 	return &dataWaiters{waiting: make(map[log.TopicPartition]map[*dataWaiter]struct{})}
 }
-
-// Close has nothing to release: waiting Fetches end with their connection's
-// context, which the broker cancels before closing components.
-func (d *dataWaiters) Close() error { return nil }
 
 // watch registers a waiter on partitions. Register before reading, so that
 // an append racing with the read still wakes the waiter. The caller must
@@ -88,7 +78,5 @@ func (d *dataWaiters) notify(tp log.TopicPartition) {
 // notifyData tells waiting Fetches that topic/partition has new visible
 // data. Call it after an append and whenever the high watermark advances.
 func (b *Broker) notifyData(topic string, partition int32) {
-	if d, ok := componentOf[*dataWaiters](b, dataWaitersComponent); ok {
-		d.notify(log.TopicPartition{Topic: topic, Partition: partition})
-	}
+	b.waiters.notify(log.TopicPartition{Topic: topic, Partition: partition})
 }

@@ -19,15 +19,16 @@ package kafka
 // Adding an API: a file named <key>_<name>.go with the header comment and an
 // init() calling regKey (or regBlockingKey for handlers that wait: long-poll
 // Fetch, anything waiting on other clients). Produce with acks=0 returns
-// noResponse. Broker-lifetime state (idempotent producer sequences, producer
-// ID blocks) is a component: regComponent in init(), componentOf in the
-// handler. Handlers reach the metadata model as b.cluster, partition logs
+// noResponse. Handlers reach the metadata model as b.cluster, partition logs
 // through b.cluster.Partition or b.logs, the coordination store as b.store.
+// Broker-lifetime state a handler needs beyond those (the ACL cache, the
+// idempotent-producer state, the replica manager) is a typed field of
+// Broker, a part: new state gets its own field, opened in openParts
+// (broker.go) after the parts it uses and closed in reverse by closeParts.
 
 import (
 	"context"
 	"fmt"
-	"io"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -107,39 +108,3 @@ func servedAPIs() []kmsg.ApiVersionsResponseApiKey {
 var noResponse kmsg.Response = noResponseT{}
 
 type noResponseT struct{ kmsg.Response }
-
-// A component is broker-lifetime state that a handler file needs beyond the
-// cluster and group coordinator — the idempotent-producer state of
-// 22_init_producer_id.go, for example. The file registers an opener with
-// regComponent in init(); New opens every component and Close closes them,
-// after the last connection is gone. Handlers reach a component with
-// componentOf.
-type componentOpener func(b *Broker) (io.Closer, error)
-
-// starter is a component with background work. New calls start once every
-// component is open, so the work may use componentOf from its first step.
-type starter interface{ start() }
-
-// components are opened in name order, closed in reverse.
-var components = map[string]componentOpener{}
-
-// regComponent registers a component opener under a unique name.
-func regComponent(name string, open componentOpener) {
-	if _, dup := components[name]; dup {
-		panic("kafka: component " + name + " registered twice")
-	}
-	components[name] = open
-}
-
-// componentOf returns the broker's component of the given name and type.
-// The second result is false when it is missing or of another type.
-func componentOf[T io.Closer](b *Broker, name string) (T, bool) {
-	c, ok := b.components[name].(T)
-	return c, ok
-}
-
-// nopCloser stands in for a component that is turned off, so that
-// componentOf finds none of its type.
-type nopCloser struct{}
-
-func (nopCloser) Close() error { return nil }

@@ -21,11 +21,10 @@ package kafka
 // pending acks=all requests fail with NOT_LEADER_OR_FOLLOWER and no write
 // is acknowledged until the model was re-read under a new session.
 //
-// Without multi-broker mode the component is inert and the data path keeps
-// its single-broker rules (every written record is committed).
+// Without multi-broker mode the replica manager is inert and the data path
+// keeps its single-broker rules (every written record is committed).
 
 import (
-	"io"
 	"log/slog"
 	"maps"
 	"strconv"
@@ -38,13 +37,8 @@ import (
 	"millrace/broker/replica"
 )
 
-const replicationComponent = "replication"
-
-func init() {
-	regComponent(replicationComponent, func(b *Broker) (io.Closer, error) { return newReplicationManager(b), nil })
-}
-
-// replicationManager is the replica manager of one broker.
+// replicationManager is the replica manager of one broker
+// (Broker.replicaManager).
 type replicationManager struct {
 	b      *Broker
 	cfg    cluster.Config
@@ -160,11 +154,10 @@ func (m *replicationManager) writeCheckpoint() {
 
 // replication returns the replica manager, or nil without multi-broker mode.
 func (b *Broker) replication() *replicationManager {
-	m, ok := componentOf[*replicationManager](b, replicationComponent)
-	if !ok || !m.cfg.Replicated {
+	if !b.replicaManager.cfg.Replicated {
 		return nil
 	}
-	return m
+	return b.replicaManager
 }
 
 // Close stops reconciling, fences every leadership and stops the fetchers.

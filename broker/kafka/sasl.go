@@ -15,7 +15,7 @@ package kafka
 //   - PLAIN (RFC 4616) checks the password against the user's stored SCRAM
 //     credential; SCRAM-SHA-256/512 (RFC 5802, 7677) run xdg-go/scram's
 //     server over the stored credentials. Credentials come from the
-//     users.Cache component, which follows the coordination store.
+//     users.Cache of Broker.sasl, which follows the coordination store.
 //   - Success makes the connection's principal "User:<name>". With
 //     connections.max.reauth.ms set (KIP-368) the session has that
 //     lifetime: SaslAuthenticate v1+ says so, the client re-authenticates
@@ -37,7 +37,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"time"
 
@@ -129,33 +128,31 @@ type saslComponent struct {
 	servers map[string]*scram.Server
 }
 
-const saslComponentName = "sasl"
-
-func init() {
-	regComponent(saslComponentName, func(b *Broker) (io.Closer, error) {
-		if b.store == nil {
-			return nopCloser{}, nil // no store, no credentials: SASL fails closed
-		}
-		sc := &saslComponent{cache: users.NewCache(b.store, b.logger.With("component", "users")), servers: map[string]*scram.Server{}}
-		for _, m := range users.Mechanisms {
-			hash, _ := users.Hash(m)
-			server, err := hash.NewServer(func(user string) (scram.StoredCredentials, error) {
-				if users.CheckName(user) != nil {
-					return scram.StoredCredentials{}, errors.New("invalid user name")
-				}
-				cred, ok := sc.cache.Lookup(user, m)
-				if !ok {
-					return scram.StoredCredentials{}, errors.New("unknown user")
-				}
-				return cred.Stored(), nil
-			})
-			if err != nil {
-				return nil, err
+// openSASL opens b's SASL part (Broker.sasl); nil without a coordination
+// store: no store, no credentials, so SASL fails closed.
+func openSASL(b *Broker) (*saslComponent, error) {
+	if b.store == nil {
+		return nil, nil
+	}
+	sc := &saslComponent{cache: users.NewCache(b.store, b.logger.With("component", "users")), servers: map[string]*scram.Server{}}
+	for _, m := range users.Mechanisms {
+		hash, _ := users.Hash(m)
+		server, err := hash.NewServer(func(user string) (scram.StoredCredentials, error) {
+			if users.CheckName(user) != nil {
+				return scram.StoredCredentials{}, errors.New("invalid user name")
 			}
-			sc.servers[m] = server
+			cred, ok := sc.cache.Lookup(user, m)
+			if !ok {
+				return scram.StoredCredentials{}, errors.New("unknown user")
+			}
+			return cred.Stored(), nil
+		})
+		if err != nil {
+			return nil, err
 		}
-		return sc, nil
-	})
+		sc.servers[m] = server
+	}
+	return sc, nil
 }
 
 func (sc *saslComponent) start()       { sc.cache.Start() }
@@ -185,8 +182,8 @@ func (c *conn) saslExchange(msg []byte) (reply []byte, user string, done bool, e
 	if len(msg) > maxSASLMessageBytes {
 		return nil, "", false, authFailed("SASL message of %d bytes is longer than %d", len(msg), maxSASLMessageBytes)
 	}
-	sc, ok := componentOf[*saslComponent](c.b, saslComponentName)
-	if !ok {
+	sc := c.b.sasl
+	if sc == nil {
 		return nil, "", false, authFailed("no credential store")
 	}
 	if s.mechanism == mechanismPlain {

@@ -56,8 +56,8 @@ func addUser(t *testing.T, tb *testBroker, user, password string) {
 			t.Fatal(err)
 		}
 	}
-	sc, ok := componentOf[*saslComponent](tb.broker, saslComponentName)
-	if !ok {
+	sc := tb.broker.sasl
+	if sc == nil {
 		t.Fatal("no SASL component")
 	}
 	waitFor(t, 5*time.Second, "the cache has the user", func() bool {
@@ -441,7 +441,7 @@ func TestUserSCRAMCredentialAPIs(t *testing.T) {
 
 	// The credential made through the API authenticates on a SASL
 	// connection, through the cache.
-	sc, _ := componentOf[*saslComponent](tb.broker, saslComponentName)
+	sc := tb.broker.sasl
 	waitFor(t, 5*time.Second, "the cache has carol", func() bool { _, ok := sc.cache.Lookup("carol", users.SCRAMSHA512); return ok })
 	c, _ := saslConn(t, tb)
 	var correlation int32
@@ -547,7 +547,7 @@ func FuzzSASLExchange(f *testing.F) {
 			f.Fatal(err)
 		}
 	}
-	sc, _ := componentOf[*saslComponent](tb.broker, saslComponentName)
+	sc := tb.broker.sasl
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if _, ok := sc.cache.Lookup("admin", users.SCRAMSHA256); ok {
 			break
