@@ -35,6 +35,8 @@ type Log struct {
 
 	flush flushState // fsync on demand (group commit) and the flush.ms timer; see flush.go
 
+	producers producerState // idempotent-producer state; its lock is taken before appendMu (producers.go)
+
 	mu          sync.RWMutex // guards the following; never held across an fsync
 	cfg         Config
 	segments    []*segment // by base offset; the last one is active
@@ -80,6 +82,7 @@ func openLog(dir string, cfg Config, logger *slog.Logger, opts options) (*Log, e
 		return nil, fmt.Errorf("log: open %s: %w", dir, err)
 	}
 	l := &Log{dir: dir, logger: logger.With("component", "log", "dir", filepath.Base(dir)), now: opts.now, openFile: opts.openFile, cfg: cfg}
+	l.producers.now, l.producers.cfg = opts.now, DefaultProducerStateConfig()
 	if err := l.load(); err != nil {
 		for _, s := range l.segments {
 			s.release()
@@ -322,6 +325,10 @@ type AppendInfo struct {
 	LogAppendTime int64 // the broker's append time, -1 unless message.timestamp.type is LogAppendTime
 	Records       int   // records appended
 	Batches       []BatchHeader
+	// Duplicate is set by AppendValidated for a retried idempotent batch
+	// already in the log: nothing was appended, and FirstOffset and
+	// LastOffset are the original batch's.
+	Duplicate bool
 }
 
 // Append validates one or more concatenated producer batches, assigns them
@@ -331,7 +338,12 @@ type AppendInfo struct {
 // partitionLeaderEpoch (not covered by the CRC) and, for LogAppendTime,
 // attributes, maxTimestamp and the CRC. The caller must not reuse it for
 // another partition.
+//
+// Unlike AppendValidated it does not check idempotent producers' sequences;
+// the batches are recorded in the producer state all the same.
 func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
+	l.producers.mu.Lock()
+	defer l.producers.mu.Unlock()
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.writableLocked(); err != nil {
@@ -341,7 +353,11 @@ func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
 	if err != nil {
 		return AppendInfo{}, err
 	}
-	return l.appendFreshLocked(batches, headers, leaderEpoch)
+	info, err := l.appendFreshLocked(batches, headers, leaderEpoch)
+	if err == nil {
+		l.recordProducersLocked(info.Batches)
+	}
+	return info, err
 }
 
 // ValidBatches are producer batches that passed ValidateProduce, ready for
@@ -371,7 +387,38 @@ func ValidateProduce(b []byte, cfg Config, now time.Time) (ValidBatches, error) 
 // AppendValidated is Append for batches already validated by
 // ValidateProduce; only max.message.bytes is checked again, in case the
 // configuration has lowered it since.
+//
+// A single idempotent batch (what a Produce request carries) is first
+// checked against its producer's sequence under the producer lock, which is
+// held until it is appended and recorded (producers.go): a retry of a batch
+// already written is answered with AppendInfo.Duplicate, a refused one with
+// a *ProducerError, and a state that cannot be loaded with an error
+// wrapping ErrProducerState.
 func (l *Log) AppendValidated(v ValidBatches, leaderEpoch int32) (AppendInfo, error) {
+	ps := &l.producers
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if len(v.headers) == 1 && isIdempotent(v.headers[0]) {
+		if err := l.ensureProducersLoadedLocked(); err != nil {
+			return AppendInfo{}, err
+		}
+		dup, err := ps.checkLocked(v.headers[0])
+		if err != nil {
+			return AppendInfo{}, err
+		}
+		if dup != nil {
+			return AppendInfo{FirstOffset: dup.firstOffset, LastOffset: dup.lastOffset, MaxTimestamp: -1, LogAppendTime: -1, Duplicate: true}, nil
+		}
+	}
+	info, err := l.appendValidated(v, leaderEpoch)
+	if err == nil {
+		l.recordProducersLocked(info.Batches)
+	}
+	return info, err
+}
+
+// appendValidated is AppendValidated after the producer checks.
+func (l *Log) appendValidated(v ValidBatches, leaderEpoch int32) (AppendInfo, error) {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.writableLocked(); err != nil {
@@ -441,6 +488,17 @@ func (l *Log) appendFreshLocked(batches []byte, headers []BatchHeader, leaderEpo
 // offsets and leader epochs. The first batch must start at EndOffset() and
 // each must follow the previous, else ErrOffsetMismatch.
 func (l *Log) AppendReplicated(batches []byte) (AppendInfo, error) {
+	l.producers.mu.Lock()
+	defer l.producers.mu.Unlock()
+	info, err := l.appendReplicated(batches)
+	if err == nil {
+		l.recordProducersLocked(info.Batches)
+	}
+	return info, err
+}
+
+// appendReplicated is AppendReplicated under the producer lock.
+func (l *Log) appendReplicated(batches []byte) (AppendInfo, error) {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.writableLocked(); err != nil {
@@ -724,13 +782,22 @@ func (l *Log) Size() int64 {
 // Close flushes, writes the clean-shutdown marker and releases the files
 // (a segment still read by a Slice closes when the Slice does). No marker is
 // written if a write had failed, so the next Open recovers.
-func (l *Log) Close() error {
+//
+// It writes the producer state snapshot first, if the state was loaded.
+func (l *Log) Close() error { return l.close(true) }
+
+func (l *Log) close(snapshot bool) error {
 	// After the unlock: a firing timer takes appendMu itself.
 	defer l.flush.timer.stop()
+	l.producers.mu.Lock()
+	defer l.producers.mu.Unlock()
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if l.closed {
 		return nil
+	}
+	if snapshot {
+		l.maintainProducersLocked(true)
 	}
 	var errs []error
 	if l.writeErr == nil {
@@ -756,8 +823,9 @@ func (l *Log) Close() error {
 }
 
 // Delete closes the log and removes its directory (topic deletion).
+// No producer state snapshot is written for a directory about to go.
 func (l *Log) Delete() error {
-	err := l.Close()
+	err := l.close(false)
 	if rerr := os.RemoveAll(l.dir); rerr != nil {
 		return errors.Join(err, rerr)
 	}

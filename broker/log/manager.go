@@ -27,19 +27,21 @@ func (tp TopicPartition) String() string {
 const DefaultRetentionCheckInterval = 5 * time.Minute
 
 // Manager owns every partition log of one data directory, one subdirectory
-// <topic>-<partition> each, and runs retention and flush.ms checks.
+// <topic>-<partition> each, and runs retention and flush.ms checks and the
+// producer state snapshots.
 type Manager struct {
 	dataDir  string
 	defaults Config
 	logger   *slog.Logger
 	opts     options
 
-	mu      sync.Mutex // guards the following
-	logs    map[TopicPartition]*Log
-	closed  bool
-	started bool          // Start ran
-	stop    chan struct{} // closed by Close to end the background goroutine
-	wg      sync.WaitGroup
+	mu          sync.Mutex // guards the following
+	logs        map[TopicPartition]*Log
+	producerCfg ProducerStateConfig // given to every log
+	closed      bool
+	started     bool          // Start ran
+	stop        chan struct{} // closed by Close to end the background goroutine
+	wg          sync.WaitGroup
 }
 
 // OpenManager opens every partition log found in dataDir with the default
@@ -58,7 +60,7 @@ func openManager(dataDir string, defaults Config, logger *slog.Logger, opts opti
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return nil, err
 	}
-	m := &Manager{dataDir: dataDir, defaults: defaults, logger: logger, opts: opts, logs: map[TopicPartition]*Log{}, stop: make(chan struct{})}
+	m := &Manager{dataDir: dataDir, defaults: defaults, logger: logger, opts: opts, logs: map[TopicPartition]*Log{}, producerCfg: DefaultProducerStateConfig(), stop: make(chan struct{})}
 	entries, err := os.ReadDir(dataDir)
 	if err != nil {
 		return nil, err
@@ -136,6 +138,9 @@ func (m *Manager) Create(topic string, partition int32, cfg Config) (*Log, error
 	if err != nil {
 		return nil, err
 	}
+	if err := l.SetProducerStateConfig(m.producerCfg); err != nil {
+		return nil, errors.Join(err, l.Close())
+	}
 	m.logs[tp] = l
 	return l, nil
 }
@@ -151,6 +156,23 @@ func (m *Manager) Remove(topic string, partition int32) error {
 		return nil
 	}
 	return l.Delete()
+}
+
+// SetProducerStateConfig sets the producer state bounds of every log, those
+// open now and those created later.
+func (m *Manager) SetProducerStateConfig(c ProducerStateConfig) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.producerCfg = c
+	for _, l := range m.logs {
+		if err := l.SetProducerStateConfig(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // DataDir is the directory holding the partition logs.
@@ -170,7 +192,9 @@ func (m *Manager) All() map[TopicPartition]*Log {
 // Start runs retention and flush.ms checks every checkInterval (Kafka's
 // log.retention.check.interval.ms, DefaultRetentionCheckInterval) until
 // Close; each log's own timer already flushes on time, so the flush.ms
-// check is a backstop. Calling it more than once has no effect.
+// check is a backstop. It also expires idle producers and writes changed
+// producer state snapshots every producerSnapshotInterval. Calling it more
+// than once has no effect.
 func (m *Manager) Start(checkInterval time.Duration) {
 	if checkInterval <= 0 {
 		checkInterval = DefaultRetentionCheckInterval
@@ -189,12 +213,18 @@ func (m *Manager) run(interval time.Duration) {
 	defer m.wg.Done()
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	snapshots := time.NewTicker(producerSnapshotInterval)
+	defer snapshots.Stop()
 	for {
 		select {
 		case <-m.stop:
 			return
 		case <-t.C:
 			m.checkAll()
+		case <-snapshots.C:
+			for _, l := range m.All() {
+				l.maintainProducers()
+			}
 		}
 	}
 }

@@ -147,7 +147,25 @@ func (l *Log) AdvanceStartOffset(offset int64) error {
 // Later segments are deleted, the active one is trimmed with its indexes.
 // An offset below the start offset empties the log and restarts it at
 // offset. Reads racing with a truncation of the same bytes may fail.
+//
+// A truncation that removed batches rebuilds the producer state from its
+// snapshot (unless that reaches past the new end) and the log, so it
+// forgets the removed batches (producers.go).
 func (l *Log) TruncateTo(offset int64) error {
+	l.producers.mu.Lock()
+	defer l.producers.mu.Unlock()
+	before := l.EndOffset()
+	if err := l.truncateTo(offset); err != nil {
+		return err
+	}
+	if l.EndOffset() < before {
+		return l.rebuildProducersLocked()
+	}
+	return nil
+}
+
+// truncateTo is TruncateTo under the producer lock.
+func (l *Log) truncateTo(offset int64) error {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.writableLocked(); err != nil {
