@@ -24,17 +24,24 @@ import (
 // Config.ZooKeeper is set, as one of several brokers sharing a ZooKeeper
 // ensemble (replicated partitions, an elected controller).
 type Broker struct {
-	cfg     Config
-	logger  *slog.Logger
-	coord   *embedded.Server
-	store   coord.Store
-	logs    *log.Manager
-	cluster *cluster.Cluster
-	groups  *group.Coordinator
-	server  *kafka.Broker
+	cfg    Config
+	logger *slog.Logger
+
+	// The parts, in the order Open opens them, each needing only parts
+	// above it; closeParts closes them in reverse.
+	coord   *embedded.Server   // embedded coordination, without ZooKeeper; nil with it
+	store   coord.Store        // coordination session (metadata, offsets, ACLs, producer IDs)
+	logs    *log.Manager       // partition logs, each recovered as it opens
+	cluster *cluster.Cluster   // metadata model: the store, and the logs of hosted partitions
+	groups  *group.Coordinator // the store, and the cluster (partitions, coordinator ownership)
+	server  *kafka.Broker      // wire server: all of the above (kafka.Deps); opens its own parts
 }
 
-// Open opens every part and binds the listener; Run serves.
+// Open opens every part in the order of Broker's fields, then starts them:
+// the wire server's Listen binds the listeners and registers this broker
+// under the bound addresses, which cluster.Start needs before it syncs the
+// model and stands for controller (cluster.Start says so); the logs'
+// retention and flush checks start last. Run serves.
 func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -142,8 +149,12 @@ func (b *Broker) Close() error {
 	return nil
 }
 
-// closeParts closes what Open opened, in reverse order; parts never opened
-// are nil and skipped.
+// closeParts closes what Open opened, in the reverse of Open's order, so
+// each part closes while the parts it uses are still open: the wire server
+// first (no request or replication fetcher touches anything after it), then
+// groups, the cluster (deregistering), the logs (flushed, with their
+// clean-shutdown markers), and the store last. Parts never opened are nil
+// and skipped.
 func (b *Broker) closeParts() error {
 	var errs []error
 	if b.server != nil {
