@@ -35,6 +35,8 @@ type Log struct {
 
 	flush flushState // fsync on demand (group commit) and the flush.ms timer; see flush.go
 
+	replace replaceState // segment replacement for the cleaner; see replace.go
+
 	producers producerState // idempotent-producer state; its lock is taken before appendMu (producers.go)
 
 	mu          sync.RWMutex // guards the following; never held across an fsync
@@ -97,6 +99,9 @@ func openLog(dir string, cfg Config, logger *slog.Logger, opts options) (*Log, e
 
 // load reads the directory and recovers the segments.
 func (l *Log) load() error {
+	if err := recoverReplacement(l.dir, l.logger); err != nil {
+		return err
+	}
 	entries, err := os.ReadDir(l.dir)
 	if err != nil {
 		return err

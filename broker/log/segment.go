@@ -368,9 +368,11 @@ func (s *segment) scanLocked(pos, end int64, interval int, validate bool) (int64
 		}
 		h := parseHeader(hdr[:])
 		size := int64(h.Size())
+		// Offsets must increase but may leave gaps: a replaced segment
+		// (replace.go) keeps the offsets of the batches it kept.
 		if h.Magic != batchMagic || h.Length < batchHeaderSize-batchLengthOverhead || size > end-pos ||
 			h.LastOffsetDelta < 0 || h.Records < 1 || int64(h.Records) > int64(h.LastOffsetDelta)+1 ||
-			h.BaseOffset < s.nextOffset || (s.size > 0 && h.BaseOffset != s.nextOffset) || (s.size == 0 && h.BaseOffset != s.baseOffset) ||
+			h.BaseOffset < s.nextOffset ||
 			h.LastOffset()-s.baseOffset > maxRelativeOffset {
 			return pos, nil
 		}
