@@ -62,7 +62,8 @@ type options struct {
 // stop (no clean-shutdown marker) it scans every segment from the one holding
 // the recovery point, truncates at the first torn or corrupt batch and
 // rebuilds the indexes; after a clean Close it only loads the active
-// segment's indexes.
+// segment's indexes. Before anything else it completes or undoes a segment
+// replacement a crash interrupted (replace.go).
 func Open(dir string, cfg Config, logger *slog.Logger) (*Log, error) {
 	return openLog(dir, cfg, logger, options{})
 }

@@ -243,10 +243,12 @@ func (w *SegmentWriter) Append(batches []byte) error {
 	if err != nil {
 		return err
 	}
+	next := w.next
 	for _, h := range headers {
-		if h.BaseOffset < w.next || h.LastOffset() >= w.to {
-			return fmt.Errorf("%w: batch [%d, %d] is not after offset %d and below %d", ErrOffsetMismatch, h.BaseOffset, h.LastOffset(), w.next, w.to)
+		if h.BaseOffset < next || h.LastOffset() >= w.to {
+			return fmt.Errorf("%w: batch [%d, %d] is not after offset %d and below %d", ErrOffsetMismatch, h.BaseOffset, h.LastOffset(), next, w.to)
 		}
+		next = h.NextOffset()
 	}
 	pos := 0
 	for _, h := range headers {
@@ -341,6 +343,7 @@ func (w *SegmentWriter) prepare(build func(w *SegmentWriter) error, modTime time
 		if err != nil {
 			return fmt.Errorf("log: writing replacement segment %d: %w", s.baseOffset, err)
 		}
+		s.dirty = false // fsynced: the log's next flush has nothing to do for it
 	}
 	record := [][]int64{{w.from}, {w.to}}
 	for _, s := range w.segments {

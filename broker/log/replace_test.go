@@ -180,8 +180,12 @@ func TestReplaceSegmentsKeepsOffsets(t *testing.T) {
 	segs := l.Segments()
 	from, to := segs[1].BaseOffset, segs[5].BaseOffset
 	build, want := filteredCopy(t, l, from, to)
+	lastOld, err := os.Stat(segmentPath(dir, segs[4].BaseOffset, logSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var newSegments []SegmentInfo
-	err := l.ReplaceSegments(from, to, func(w *SegmentWriter) error {
+	err = l.ReplaceSegments(from, to, func(w *SegmentWriter) error {
 		if err := build(w); err != nil {
 			return err
 		}
@@ -197,6 +201,16 @@ func TestReplaceSegmentsKeepsOffsets(t *testing.T) {
 	}
 	checkContents(t, l, want)
 	checkNoReplacementFiles(t, dir)
+	// Time retention judges the new segments as it judged the old ones.
+	for _, s := range newSegments {
+		fi, err := os.Stat(segmentPath(dir, s.BaseOffset, logSuffix))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !fi.ModTime().Equal(lastOld.ModTime()) || s.MaxTimestamp < 1000 {
+			t.Fatalf("new segment %d: modified %v, largest timestamp %d; want the last old segment's time %v and a record timestamp", s.BaseOffset, fi.ModTime(), s.MaxTimestamp, lastOld.ModTime())
+		}
+	}
 	end := l.EndOffset()
 	if info := mustAppend(t, l, makeBatch(2, 10, 5000, 1)); info.FirstOffset != end {
 		t.Fatalf("append after the replacement at %d, want %d", info.FirstOffset, end)
@@ -438,6 +452,9 @@ func TestReplaceSegmentsRefused(t *testing.T) {
 				return err
 			}
 			return w.Append(inRun[0].bytes)
+		},
+		"offsets going back in one call": func(w *SegmentWriter) error {
+			return w.Append(slices.Concat(inRun[1].bytes, inRun[0].bytes))
 		},
 		"corrupt batch": func(w *SegmentWriter) error {
 			b := bytes.Clone(inRun[0].bytes)
