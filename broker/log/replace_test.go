@@ -506,3 +506,37 @@ func TestReplaceSegmentsConflict(t *testing.T) {
 		t.Fatalf("append after an abandoned replacement: %v", err)
 	}
 }
+
+// TestReplaceSegmentsWithNothing drops a whole run: one empty segment keeps
+// its place, and reads of its offsets go on to the next segment, before and
+// after an unclean reopen.
+func TestReplaceSegmentsWithNothing(t *testing.T) {
+	dir := t.TempDir()
+	l := buildReplaceLog(t, dir)
+	segs := l.Segments()
+	from, to := segs[2].BaseOffset, segs[4].BaseOffset
+	var want []storedBatch
+	for _, b := range readStored(t, l) {
+		if b.base < from || b.base >= to {
+			want = append(want, b)
+		}
+	}
+	if err := l.ReplaceSegments(from, to, func(*SegmentWriter) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	checkContents(t, l, want)
+	if got := l.Segments()[2]; got.BaseOffset != from || got.Size != 0 {
+		t.Fatalf("segment after the replacement: %+v, want an empty one at %d", got, from)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{cleanShutdownFile, recoveryPointFile} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l = openTest(t, dir, replaceConfig(), options{})
+	defer l.Close()
+	checkContents(t, l, want)
+}
