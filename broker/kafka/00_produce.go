@@ -20,8 +20,9 @@ package kafka
 // and 1 get INVALID_REQUIRED_ACKS.
 //
 // Idempotent batches (producer ID set) are checked against the partition's
-// producer state (producer_state.go): duplicates of one of the last five
-// batches are answered with the original base offset and not appended.
+// producer state, which its log keeps (broker/log/producers.go): duplicates
+// of one of the last five batches are answered with the original base
+// offset and not appended.
 // Transactions are not supported: a transactional ID, or a batch with the
 // transactional or control attribute, gets INVALID_RECORD with a message
 // saying so.
@@ -70,7 +71,6 @@ const transactionsUnsupported = "millrace does not support transactions; use an 
 func handleProduce(ctx context.Context, b *Broker, r *request) (kmsg.Response, error) {
 	req := r.body.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
-	states := b.producers
 	byID := req.Version >= 13
 
 	// pending is a written partition waiting for its acknowledgement,
@@ -114,7 +114,7 @@ func handleProduce(ctx context.Context, b *Broker, r *request) (kmsg.Response, e
 				// Fewer in-sync replicas than min.insync.replicas: refused
 				// before anything is written (replication_leader.go).
 			default:
-				if p, last := b.produceTo(name, part, states, &sp); sp.ErrorCode == 0 {
+				if p, last := b.produceTo(name, part, &sp); sp.ErrorCode == 0 {
 					written = append(written, pending{topic: len(resp.Topics), partition: len(st.Partitions), p: p, last: last})
 				}
 			}
@@ -143,7 +143,11 @@ func handleProduce(ctx context.Context, b *Broker, r *request) (kmsg.Response, e
 // produceTo appends one partition's records and fills in its response. It
 // returns the partition and the last offset written (or of the duplicate
 // found), for awaitReplication.
-func (b *Broker) produceTo(topic string, part kmsg.ProduceRequestTopicPartition, states *producerStates, sp *kmsg.ProduceResponseTopicPartition) (ledPartition, int64) {
+//
+// The log checks an idempotent batch against its producer's sequence and
+// appends it under one lock (broker/log's producer state); this maps what
+// it answers to Kafka's error codes.
+func (b *Broker) produceTo(topic string, part kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition) (ledPartition, int64) {
 	p, code := b.leaderPartition(topic, part.Partition, noLeaderEpoch)
 	if code != 0 {
 		sp.ErrorCode = code
@@ -169,45 +173,46 @@ func (b *Broker) produceTo(topic string, part kmsg.ProduceRequestTopicPartition,
 		sp.ErrorCode, sp.ErrorMessage = kerr.InvalidRecord.Code, strp(transactionsUnsupported)
 		return ledPartition{}, -1
 	}
-	tp := log.TopicPartition{Topic: topic, Partition: part.Partition}
-	if states == nil {
+	info, err := p.log.AppendValidated(batches, p.state.LeaderEpoch)
+	var refused *log.ProducerError
+	switch {
+	case errors.Is(err, log.ErrProducerState):
+		b.logger.Error("loading producer state", "topic", topic, "partition", part.Partition, "err", err)
 		sp.ErrorCode = kerr.KafkaStorageError.Code
 		return ledPartition{}, -1
-	}
-	pp := states.lockedPartition(tp, p.log)
-	defer pp.mu.Unlock()
-	if isIdempotent(h) {
-		if err := pp.ensureLoadedLocked(states.logger); err != nil {
-			b.logger.Error("loading producer state", "topic", topic, "partition", part.Partition, "err", err)
-			sp.ErrorCode = kerr.KafkaStorageError.Code
-			return ledPartition{}, -1
-		}
-		dup, code, msg := pp.checkLocked(h)
-		if code != 0 {
-			sp.ErrorCode, sp.ErrorMessage = code, strp(msg)
-			return ledPartition{}, -1
-		}
-		if dup != nil {
-			sp.BaseOffset, sp.LogStartOffset = dup.firstOffset, p.log.StartOffset()
-			return p, dup.lastOffset
-		}
-	}
-	info, err := p.log.AppendValidated(batches, p.state.LeaderEpoch)
-	if err != nil {
+	case errors.As(err, &refused):
+		sp.ErrorCode, sp.ErrorMessage = producerErrorCode(refused), strp(refused.Message)
+		return ledPartition{}, -1
+	case err != nil:
 		code, serverFault := logErrorCode(err)
 		if serverFault {
 			b.logger.Error("appending to a partition", "topic", topic, "partition", part.Partition, "err", err)
 		}
 		sp.ErrorCode, sp.ErrorMessage = code, strp(err.Error())
 		return ledPartition{}, -1
-	}
-	if pp.loaded {
-		pp.applyLocked(info.Batches[0])
+	case info.Duplicate:
+		// A retry of a batch already written: its original offsets.
+		sp.BaseOffset, sp.LogStartOffset = info.FirstOffset, p.log.StartOffset()
+		return p, info.LastOffset
 	}
 	sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = info.FirstOffset, info.LogAppendTime, p.log.StartOffset()
 	b.metrics.produced(topic, info.Records, len(part.Records))
 	b.notifyData(topic, part.Partition)
 	return p, info.LastOffset
+}
+
+// producerErrorCode maps an idempotent batch refused by the log's producer
+// state: INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, or
+// INVALID_RECORD for a producer ID without an epoch or sequence.
+func producerErrorCode(err *log.ProducerError) int16 {
+	switch {
+	case errors.Is(err, log.ErrInvalidProducerEpoch):
+		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, log.ErrOutOfOrderSequence):
+		return kerr.OutOfOrderSequenceNumber.Code
+	default:
+		return kerr.InvalidRecord.Code
+	}
 }
 
 // produceErrorCode maps a validation error: INVALID_TIMESTAMP, which only

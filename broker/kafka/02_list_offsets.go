@@ -126,6 +126,9 @@ func (b *Broker) listOffset(topic string, partition, currentEpoch int32, timesta
 	return offset, ts, epochAt(p.log, offset), 0
 }
 
+// batchHeaderBytes is the size of a v2 record batch header.
+const batchHeaderBytes = 61
+
 // epochAt is the leader epoch of the batch holding offset; for the log end,
 // the latest epoch. -1 when unknown.
 func epochAt(l *log.Log, offset int64) int32 {

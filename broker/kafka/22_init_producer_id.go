@@ -51,7 +51,7 @@ func handleInitProducerID(_ context.Context, b *Broker, r *request) (kmsg.Respon
 		resp.ErrorCode = kerr.InvalidRequest.Code
 		return resp, nil
 	}
-	id, err := b.producers.ids.nextID()
+	id, err := b.producerIDs.nextID()
 	if err != nil {
 		b.logger.Error("allocating a producer ID", "err", err)
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code

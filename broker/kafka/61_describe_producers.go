@@ -2,7 +2,8 @@ package kafka
 
 // DescribeProducers (key 61), version 0 (KIP-664).
 //
-// The idempotent producers a partition leader remembers (producer_state.go):
+// The idempotent producers a partition leader's log remembers
+// (broker/log/producers.go):
 // producer ID, epoch, last sequence and the timestamp of its last batch.
 // millrace has no transactions, so coordinator_epoch and
 // current_txn_start_offset are always -1. A partition this broker does not
@@ -24,7 +25,6 @@ func init() { regKey(61, 0, 0, handleDescribeProducers) }
 func handleDescribeProducers(_ context.Context, b *Broker, r *request) (kmsg.Response, error) {
 	req := r.body.(*kmsg.DescribeProducersRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
-	states := b.producers
 	for _, rt := range req.Topics {
 		st := kmsg.NewDescribeProducersResponseTopic()
 		st.Topic = rt.Topic
@@ -37,7 +37,7 @@ func handleDescribeProducers(_ context.Context, b *Broker, r *request) (kmsg.Res
 				code = kerr.TopicAuthorizationFailed.Code
 			}
 			if code == 0 {
-				sp.ActiveProducers, code = states.describe(log.TopicPartition{Topic: rt.Topic, Partition: partition}, p.log)
+				sp.ActiveProducers, code = b.describeProducers(rt.Topic, partition, p.log)
 			}
 			sp.ErrorCode = code
 			st.Partitions = append(st.Partitions, sp)
@@ -45,4 +45,23 @@ func handleDescribeProducers(_ context.Context, b *Broker, r *request) (kmsg.Res
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp, nil
+}
+
+// describeProducers lists a partition's producers by ID; the code is
+// KAFKA_STORAGE_ERROR when the log cannot load its producer state.
+func (b *Broker) describeProducers(topic string, partition int32, l *log.Log) ([]kmsg.DescribeProducersResponseTopicPartitionActiveProducer, int16) {
+	producers, err := l.Producers()
+	if err != nil {
+		b.logger.Error("loading producer state", "topic", topic, "partition", partition, "err", err)
+		return nil, kerr.KafkaStorageError.Code
+	}
+	out := make([]kmsg.DescribeProducersResponseTopicPartitionActiveProducer, 0, len(producers))
+	for _, p := range producers {
+		ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+		ap.ProducerID, ap.ProducerEpoch = p.ID, int32(p.Epoch)
+		ap.LastSequence, ap.LastTimestamp = p.LastSequence, p.LastTimestamp
+		ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = -1, -1
+		out = append(out, ap)
+	}
+	return out, 0
 }

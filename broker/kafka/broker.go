@@ -69,7 +69,7 @@ type Broker struct {
 	authorizer     *authorizer         // ACL cache (authorize.go); nil when authorization is off
 	sasl           *saslComponent      // SCRAM credentials (sasl.go); nil without a store: SASL fails closed
 	waiters        *dataWaiters        // long-poll Fetch wake-ups (data_wait.go)
-	producers      *producerStates     // idempotent producers (producer_state.go)
+	producerIDs    *producerIDs        // producer ID blocks (producer_ids.go)
 	replicaManager *replicationManager // leads and follows partitions (replication_manager.go)
 
 	// ctx is the parent of every connection's context; cancel ends them all.
@@ -150,17 +150,17 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 //  1. authorizer: the ACL cache, read from the coordination store.
 //  2. sasl: the credential cache, read from the coordination store.
 //  3. waiters: needs nothing.
-//  4. producers: needs the logs and the store (producer ID blocks).
-//  5. replicaManager: its fetchers truncate and append under the producer
-//     state, its leaders rebuild that state before leading, and a high
-//     watermark it moves wakes waiting Fetches: it needs producers and
-//     waiters.
+//  4. producerIDs: the producer ID blocks, from the coordination store.
+//     The idempotent-producer state itself lives in each partition's log
+//     (broker/log), which gets its bounds here.
+//  5. replicaManager: a high watermark it moves wakes waiting Fetches: it
+//     needs waiters.
 //
 // The first three need no other part, so their order is free among
 // themselves; the two that can refuse the configuration (an authorizer
-// without a store) open before anything that runs a goroutine (producers
-// writes snapshots from the start). Nothing outside New reaches a part
-// before New returns: connections are accepted only by Serve.
+// without a store) open before anything that runs a goroutine. Nothing
+// outside New reaches a part before New returns: connections are accepted
+// only by Serve.
 func (b *Broker) openParts() error {
 	var err error
 	if b.authorizer, err = openAuthorizer(b); err != nil {
@@ -170,7 +170,15 @@ func (b *Broker) openParts() error {
 		return fmt.Errorf("opening SASL: %w", err)
 	}
 	b.waiters = newDataWaiters()
-	b.producers = openProducerStates(b)
+	if b.logs != nil {
+		if err := b.logs.SetProducerStateConfig(log.ProducerStateConfig{
+			IDExpiration:       b.cfg.ProducerIDExpiration,
+			MaxIDsPerPartition: b.cfg.MaxProducerIDsPerPartition,
+		}); err != nil {
+			return fmt.Errorf("producer state: %w", err)
+		}
+	}
+	b.producerIDs = newProducerIDs(b.store, b.cfg.BrokerID)
 	b.replicaManager = newReplicationManager(b)
 	return nil
 }
@@ -185,11 +193,11 @@ func (b *Broker) startParts() {
 }
 
 // closeParts closes the parts opened, in the reverse of openParts: the
-// replica manager stops its fetchers before the producer state they wrote
-// takes its final snapshot, and the security caches, which no connection
-// uses any more, go last. The waiters hold nothing to release: a waiting
-// Fetch ends with its connection's context, cancelled before this. Close
-// calls it after the last connection is gone.
+// replica manager stops its fetchers first (each log writes its producer
+// state snapshot when the logs close, after the broker), and the security
+// caches, which no connection uses any more, go last. The waiters hold
+// nothing to release: a waiting Fetch ends with its connection's context,
+// cancelled before this. Close calls it after the last connection is gone.
 func (b *Broker) closeParts() {
 	b.mu.Lock()
 	if b.partsClosed {
@@ -205,9 +213,6 @@ func (b *Broker) closeParts() {
 	}
 	if b.replicaManager != nil {
 		closed("replication", b.replicaManager.Close())
-	}
-	if b.producers != nil {
-		closed("producer state", b.producers.Close())
 	}
 	if b.sasl != nil {
 		closed("sasl", b.sasl.Close())

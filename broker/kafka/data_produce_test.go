@@ -310,7 +310,7 @@ func TestProducerStateSurvivesRestart(t *testing.T) {
 		}
 	}
 	tb.stop()
-	snapshot := filepath.Join(dir, "data", "state-0", producerSnapshotFile)
+	snapshot := filepath.Join(dir, "data", "state-0", "producer-state.snapshot")
 	if _, err := os.Stat(snapshot); err != nil {
 		t.Fatalf("no snapshot after a clean stop: %v", err)
 	}

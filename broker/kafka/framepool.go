@@ -14,12 +14,11 @@ import (
 // Only Produce frames go back. A Produce request is decoded in place
 // (UnsafeReadFrom): its topic names and record batches alias the frame, so
 // whatever the Produce path keeps after the handler returns must be a copy.
-// It keeps topic names in two places, both cloned: the producer state of a
-// partition (producerStates.lockedPartition) and the per-topic metric labels
+// It keeps topic names in one place, cloned: the per-topic metric labels
 // (brokerMetrics.produced). Everything else it touches is a lookup (cluster
 // model, replication, data waiters), is written out before it returns
 // (segment WriteAt, slog's synchronous handlers, the encoded response) or is
-// a number (producer state batches). Other requests are decoded with copied
+// a number (the log's producer state). Other requests are decoded with copied
 // strings, though their byte slices (group member metadata, assignments)
 // still alias the frame; their frames are left to the garbage collector.
 //

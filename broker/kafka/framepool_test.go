@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
-
-	"millrace/broker/log"
 )
 
 // A pooled buffer is never shorter than the frame, and a buffer is
@@ -44,9 +42,8 @@ func TestFrameBufferClasses(t *testing.T) {
 
 // Produce frames are recycled once answered. Requests of many sizes to two
 // topics from idempotent producers on one connection, so that buffers are
-// reused across topics: every record is stored as sent, and the producer
-// state keeps its own copy of each topic name rather than one that points
-// into a reused frame.
+// reused across topics: every record is stored as sent, and each
+// partition's producer state holds the producer's last sequence there.
 func TestProduceFramesRecycled(t *testing.T) {
 	tb := startBroker(t)
 	topics := []string{"recycled-alpha", "recycled-beta"}
@@ -92,13 +89,10 @@ func TestProduceFramesRecycled(t *testing.T) {
 			t.Fatalf("%s holds %d bytes, sent %d", topic, len(stored), pos)
 		}
 	}
-	states := tb.broker.producers
-	states.mu.Lock()
-	defer states.mu.Unlock()
 	for _, topic := range topics {
-		pp := states.partitions[tb.partitionLog(topic, 0)]
-		if pp == nil || pp.tp != (log.TopicPartition{Topic: topic, Partition: 0}) {
-			t.Fatalf("producer state of %s: %+v", topic, pp)
+		producers, err := tb.partitionLog(topic, 0).Producers()
+		if err != nil || len(producers) != 1 || producers[0].ID != pid || producers[0].LastSequence != seq[topic]-1 {
+			t.Fatalf("producer state of %s: %+v, %v; want producer %d at sequence %d", topic, producers, err, pid, seq[topic]-1)
 		}
 	}
 }

@@ -230,15 +230,10 @@ func (f *fetcher) truncate(c *replicaConn) error {
 	if cut.Offset >= l.EndOffset() {
 		return nil
 	}
-	states := rp.m.b.producers
-	pp := states.lockedPartition(rp.tp, l)
-	defer pp.mu.Unlock()
 	from := l.EndOffset()
+	// The log rebuilds its producer state as it truncates.
 	if err := l.TruncateTo(cut.Offset); err != nil {
 		return fmt.Errorf("truncating to %d: %w", cut.Offset, err)
-	}
-	if err := pp.rebuildLocked(states.logger); err != nil {
-		return err
 	}
 	rp.m.logger.Info("truncated the log by leader epoch", "topic", rp.tp.Topic, "partition", rp.tp.Partition,
 		"from", from, "to", l.EndOffset(), "leader", f.leader, "leader_epoch", f.epoch)
@@ -278,7 +273,6 @@ func (f *fetcher) offsetForLeaderEpoch(c *replicaConn, epoch int32) (replica.Epo
 func (f *fetcher) fetchLoop(c *replicaConn) error {
 	rp := f.rp
 	me := rp.m.b.cfg.BrokerID
-	states := rp.m.b.producers
 	for !f.stopped() {
 		req := kmsg.NewPtrFetchRequest()
 		req.Version = 11
@@ -318,7 +312,7 @@ func (f *fetcher) fetchLoop(c *replicaConn) error {
 			return fmt.Errorf("%w: fetch: %v", errRetry, kerr.ErrorForCode(sp.ErrorCode))
 		}
 		if len(sp.RecordBatches) > 0 {
-			if err := f.append(states, sp.RecordBatches); err != nil {
+			if err := f.append(sp.RecordBatches); err != nil {
 				return err
 			}
 			// With millrace.flush.on.ack the next fetch offset, which the
@@ -336,22 +330,14 @@ func (f *fetcher) fetchLoop(c *replicaConn) error {
 	return nil
 }
 
-// append writes fetched batches and records them in the producer state.
-func (f *fetcher) append(states *producerStates, batches []byte) error {
-	rp := f.rp
-	pp := states.lockedPartition(rp.tp, rp.log)
-	defer pp.mu.Unlock()
+// append writes fetched batches; the log records them in its producer
+// state.
+func (f *fetcher) append(batches []byte) error {
 	if f.stopped() {
 		return errors.New("stopped")
 	}
-	info, err := rp.log.AppendReplicated(batches)
-	if err != nil {
+	if _, err := f.rp.log.AppendReplicated(batches); err != nil {
 		return fmt.Errorf("appending replicated batches: %w", err)
-	}
-	if pp.loaded {
-		for _, h := range info.Batches {
-			pp.applyLocked(h)
-		}
 	}
 	return nil
 }

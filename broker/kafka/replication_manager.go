@@ -362,14 +362,6 @@ func (rp *replicaPartition) becomeLeaderLocked(state *cluster.PartitionState, mi
 	} else {
 		rp.setMinISRLocked(minISR)
 	}
-	if !rp.leading {
-		// The log was written by a fetcher since this broker last led: the
-		// idempotent-producer state must describe exactly this log.
-		if err := m.b.producers.rebuild(rp.tp, rp.log); err != nil {
-			m.logger.Error("rebuilding producer state before leading", "topic", rp.tp.Topic, "partition", rp.tp.Partition, "err", err)
-			return
-		}
-	}
 	d, err := rp.leader.BecomeLeader(replica.LeaderState{
 		LocalID:       m.b.cfg.BrokerID,
 		LeaderEpoch:   state.LeaderEpoch,
