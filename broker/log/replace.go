@@ -250,13 +250,9 @@ func (w *SegmentWriter) Append(batches []byte) error {
 		}
 		next = h.NextOffset()
 	}
-	pos := 0
-	for _, h := range headers {
-		if err := w.appendOne(h, batches[pos:pos+h.Size()]); err != nil {
-			w.err = fmt.Errorf("log: writing replacement segment: %w", err)
-			return w.err
-		}
-		pos += h.Size()
+	if err := w.write(batches, headers); err != nil {
+		w.err = fmt.Errorf("log: writing replacement segment: %w", err)
+		return w.err
 	}
 	return nil
 }
@@ -270,29 +266,43 @@ func (w *SegmentWriter) Segments() []SegmentInfo {
 	return out
 }
 
-func (w *SegmentWriter) appendOne(h BatchHeader, b []byte) error {
+// write notes each batch in the current segment, starting a new one first
+// where needed, and writes the batches bound for one segment with one call.
+func (w *SegmentWriter) write(batches []byte, headers []BatchHeader) error {
 	s := w.segments[len(w.segments)-1]
-	s.mu.Lock()
-	indexFull := (len(s.index)+1)*offsetIndexEntrySize > w.cfg.SegmentIndexBytes || (len(s.times)+1)*timeIndexEntrySize > w.cfg.SegmentIndexBytes
-	s.mu.Unlock()
-	if h.LastOffset()-s.baseOffset > maxRelativeOffset || (s.size > 0 && (s.size+int64(len(b)) > w.cfg.SegmentBytes || indexFull)) {
-		if err := w.startSegment(h.BaseOffset); err != nil {
-			return err
+	chunk, chunkPos := 0, s.size // batches[chunk:pos] go to s at chunkPos, not written yet
+	pos := 0
+	for _, h := range headers {
+		n := h.Size()
+		s.mu.Lock()
+		indexFull := (len(s.index)+1)*offsetIndexEntrySize > w.cfg.SegmentIndexBytes || (len(s.times)+1)*timeIndexEntrySize > w.cfg.SegmentIndexBytes
+		s.mu.Unlock()
+		if h.LastOffset()-s.baseOffset > maxRelativeOffset || (s.size > 0 && (s.size+int64(n) > w.cfg.SegmentBytes || indexFull)) {
+			if err := writeFull(s.log, batches[chunk:pos], chunkPos); err != nil {
+				return err
+			}
+			if err := w.startSegment(h.BaseOffset); err != nil {
+				return err
+			}
+			s = w.segments[len(w.segments)-1]
+			chunk, chunkPos = pos, 0
 		}
-		s = w.segments[len(w.segments)-1]
+		s.mu.Lock()
+		s.noteBatchLocked(h.BaseOffset, h.NextOffset(), s.size, n, h.MaxTimestamp, w.cfg.IndexIntervalBytes)
+		s.mu.Unlock()
+		w.next = h.NextOffset()
+		pos += n
 	}
-	n, err := s.log.WriteAt(b, s.size)
+	return writeFull(s.log, batches[chunk:pos], chunkPos)
+}
+
+// writeFull writes b at pos, calling a short write an error.
+func writeFull(f file, b []byte, pos int64) error {
+	n, err := f.WriteAt(b, pos)
 	if err == nil && n != len(b) {
 		err = fmt.Errorf("short write of %d of %d bytes", n, len(b))
 	}
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.noteBatchLocked(h.BaseOffset, h.NextOffset(), s.size, len(b), h.MaxTimestamp, w.cfg.IndexIntervalBytes)
-	s.mu.Unlock()
-	w.next = h.NextOffset()
-	return nil
+	return err
 }
 
 // startSegment opens the .cleaned files of a new segment at base.
