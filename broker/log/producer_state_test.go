@@ -205,3 +205,48 @@ func TestProducerStateAcrossReopen(t *testing.T) {
 		}
 	}
 }
+
+// TestProducerSnapshotAfterTruncationAndCrash: a truncation below the
+// snapshot, appends past the snapshot's offset, then a crash (no Close).
+// The reopened log must not take the old snapshot, which still holds the
+// truncated batch, for the state of the batches below its offset.
+func TestProducerSnapshotAfterTruncationAndCrash(t *testing.T) {
+	dir := t.TempDir()
+	l := openTest(t, dir, DefaultConfig(), options{})
+	defer l.Close()
+	const truncated, other = 5, 6
+	for seq := range int32(2) {
+		if _, err := appendProduced(t, l, idempotentBatch(truncated, 0, seq, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.maintainProducers()
+	if err := l.TruncateTo(1); err != nil {
+		t.Fatal(err)
+	}
+	for seq := range int32(2) {
+		if _, err := appendProduced(t, l, idempotentBatch(other, 0, seq, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	crashed := filepath.Join(t.TempDir(), "p-0")
+	copyDir(t, dir, crashed)
+	reopened := openTest(t, crashed, DefaultConfig(), options{})
+	defer reopened.Close()
+	producers, err := reopened.Producers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ProducerInfo{{ID: truncated, LastSequence: 0}, {ID: other, LastSequence: 1}}
+	if len(producers) != len(want) {
+		t.Fatalf("producers %+v, want %+v", producers, want)
+	}
+	for i, p := range producers {
+		if p.ID != want[i].ID || p.LastSequence != want[i].LastSequence {
+			t.Fatalf("producer %d: %+v, want %+v", i, p, want[i])
+		}
+	}
+}

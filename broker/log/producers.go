@@ -29,8 +29,9 @@ package log
 // headers carry producer ID, epoch and sequence), so an unclean stop, or a
 // lost snapshot, loses nothing but time; a snapshot past the log end (the
 // log lost its tail after it was written) is ignored and the state is
-// rebuilt from the log. The snapshot is written on Close and, by the
-// Manager, every producerSnapshotInterval while the state changes.
+// rebuilt from the log. The snapshot is written on Close, after a
+// truncation and, by the Manager, every producerSnapshotInterval while the
+// state changes.
 //
 // Every append and truncation happens under the producer lock
 // (producerState.mu, taken before appendMu), so the state always describes
@@ -403,14 +404,21 @@ func (l *Log) maintainProducersLocked(final bool) {
 		return
 	}
 	ps.expireLocked(ps.now().Add(-ps.cfg.IDExpiration).UnixMilli())
-	if !ps.dirty && !final {
-		return
+	if ps.dirty || final {
+		if err := l.writeProducerSnapshotLocked(); err != nil {
+			l.logger.Warn("writing a producer state snapshot", "err", err)
+		}
 	}
+}
+
+// writeProducerSnapshotLocked writes the snapshot for the current log end.
+func (l *Log) writeProducerSnapshotLocked() error {
+	ps := &l.producers
 	if err := writeProducerSnapshot(l.dir, producerSnapshot{offset: l.EndOffset(), producers: ps.producers}); err != nil {
-		l.logger.Warn("writing a producer state snapshot", "err", err)
-		return
+		return err
 	}
 	ps.dirty = false
+	return nil
 }
 
 // recordProducersLocked records appended batches in the state, once it is

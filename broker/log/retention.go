@@ -150,7 +150,10 @@ func (l *Log) AdvanceStartOffset(offset int64) error {
 //
 // A truncation that removed batches rebuilds the producer state from its
 // snapshot (unless that reaches past the new end) and the log, so it
-// forgets the removed batches (producers.go).
+// forgets the removed batches (producers.go), and writes the snapshot at
+// once: an older one past the new end would otherwise be trusted again
+// after a crash once appends carried the log end beyond it, though it
+// describes batches the truncation removed.
 func (l *Log) TruncateTo(offset int64) error {
 	l.producers.mu.Lock()
 	defer l.producers.mu.Unlock()
@@ -158,8 +161,15 @@ func (l *Log) TruncateTo(offset int64) error {
 	if err := l.truncateTo(offset); err != nil {
 		return err
 	}
-	if l.EndOffset() < before {
-		return l.rebuildProducersLocked()
+	if l.EndOffset() >= before {
+		return nil
+	}
+	if err := l.rebuildProducersLocked(); err != nil {
+		return err
+	}
+	if err := l.writeProducerSnapshotLocked(); err != nil {
+		// The state stays dirty: the Manager's next round writes it.
+		l.logger.Warn("writing the producer state snapshot after truncating", "err", err)
 	}
 	return nil
 }
