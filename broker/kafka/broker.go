@@ -156,9 +156,10 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 //  5. replicaManager: a high watermark it moves wakes waiting Fetches: it
 //     needs waiters.
 //
-// The first three need no other part, so their order is free among
-// themselves; the two that can refuse the configuration (an authorizer
-// without a store) open before anything that runs a goroutine. Nothing
+// The first three need no other part, so their order among themselves is
+// free; the security caches come first because the authorizer is the part
+// that can refuse the configuration (authorizer.class.name without a
+// store), and refusing before the rest open leaves less to undo. Nothing
 // outside New reaches a part before New returns: connections are accepted
 // only by Serve.
 func (b *Broker) openParts() error {
