@@ -22,9 +22,10 @@ package kafka
 // noResponse. Handlers reach the metadata model as b.cluster, partition logs
 // through b.cluster.Partition or b.logs, the coordination store as b.store.
 // Broker-lifetime state a handler needs beyond those (the ACL cache, the
-// idempotent-producer state, the replica manager) is a typed field of
-// Broker, a part: new state gets its own field, opened in openParts
-// (broker.go) after the parts it uses and closed in reverse by closeParts.
+// producer ID blocks, the replica manager) is a typed field of Broker, a
+// part: new state gets its own field, opened in openParts (broker.go) after
+// the parts it uses and closed in reverse by closeParts. Per-partition
+// state (idempotent producers) lives with the partition's log.
 
 import (
 	"context"
