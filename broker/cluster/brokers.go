@@ -248,6 +248,7 @@ func (r *registration) refresh() (<-chan coord.Event, error) {
 	c.mu.Lock()
 	c.brokers = brokers
 	c.brokerGen++
+	c.signalModelLocked()
 	c.mu.Unlock()
 	c.poke()
 	return watch, nil

@@ -188,6 +188,9 @@ type Cluster struct {
 	// deleting are the topics marked for deletion (delete.go); they are
 	// not in topics.
 	deleting map[string]*pendingDeletion
+	// modelChanged is closed and replaced by every change of topics,
+	// deleting or brokers, and by Close (await.go).
+	modelChanged chan struct{}
 
 	registration *registration // set by Register; owns the watch goroutine
 	background   *background   // set by Start (replicated mode)
@@ -226,6 +229,8 @@ func Open(cfg Config, store coord.Store, logs *log.Manager, defaults log.Config,
 		byID:     make(map[[16]byte]*topicEntry),
 		deleting: make(map[string]*pendingDeletion),
 		changes:  make(chan struct{}, 1),
+
+		modelChanged: make(chan struct{}),
 	}
 	c.sessionOK.Store(true)
 	c.controllerID.Store(cfg.BrokerID)
@@ -402,6 +407,7 @@ func (c *Cluster) Close() error {
 		return nil
 	}
 	c.closed = true
+	c.signalModelLocked()
 	reg := c.registration
 	bg := c.background
 	c.mu.Unlock()

@@ -62,6 +62,7 @@ func (c *Cluster) AlterConfig(name string, overrides map[string]string, validate
 	c.mu.Lock()
 	c.topics[name] = next
 	c.byID[t.ID] = next
+	c.signalModelLocked()
 	c.mu.Unlock()
 	for p, l := range entry.logs {
 		if l == nil {

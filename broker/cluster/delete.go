@@ -140,6 +140,7 @@ func (c *Cluster) applyDeletionsLocked(pending map[string]*Topic) {
 	}
 	c.mu.Lock()
 	c.deleting = next
+	c.signalModelLocked()
 	c.mu.Unlock()
 }
 

@@ -322,5 +322,6 @@ func (c *Cluster) applyModelLocked(read map[string]*Topic) {
 	}
 	c.mu.Lock()
 	c.topics, c.byID = topics, byID
+	c.signalModelLocked()
 	c.mu.Unlock()
 }

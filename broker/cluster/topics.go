@@ -77,6 +77,7 @@ func (c *Cluster) CreateTopic(spec TopicSpec, validateOnly bool) (*Topic, error)
 	c.mu.Lock()
 	c.topics[t.Name] = entry
 	c.byID[t.ID] = entry
+	c.signalModelLocked()
 	c.mu.Unlock()
 	c.logger.Info("topic created", "topic", t.Name, "topic_id", TopicIDString(t.ID), "partitions", len(t.Partitions))
 	return t, nil
@@ -299,6 +300,7 @@ func (c *Cluster) DeleteTopic(name string) error {
 	c.mu.Lock()
 	delete(c.topics, name)
 	delete(c.byID, entry.topic.ID)
+	c.signalModelLocked()
 	c.mu.Unlock()
 	c.removeLogs(entry)
 	c.logger.Info("topic deleted", "topic", name)
@@ -430,6 +432,7 @@ func (c *Cluster) CreatePartitions(name string, count int32, assignment [][]int3
 	c.mu.Lock()
 	c.topics[name] = next
 	c.byID[t.ID] = next
+	c.signalModelLocked()
 	c.mu.Unlock()
 	c.logger.Info("partitions added", "topic", name, "partitions", count)
 	return t, nil
