@@ -28,6 +28,12 @@ package kafka
 // name or ID), and auto-creation needs Create on the cluster or the topic
 // (TOPIC_AUTHORIZATION_FAILED otherwise), as in Kafka (authorizeMetadata).
 //
+// A topic is never listed without its partitions, as Kafka's metadata
+// cache: one whose assignment names none (written to the store by another
+// tool) is left out of an all-topics answer and gets
+// UNKNOWN_TOPIC_OR_PARTITION when named; a partition without a live leader
+// is listed with LEADER_NOT_AVAILABLE.
+//
 // Authorized operations (v8+) are reported only when asked for: every
 // operation without an authorizer, else those the ACLs allow. Version 13
 // (top-level error code) is not served.
@@ -104,6 +110,9 @@ func handleMetadata(_ context.Context, b *Broker, r *request) (kmsg.Response, er
 	allTopics := req.Topics == nil || req.Version == 0 && len(req.Topics) == 0
 	if allTopics {
 		for _, t := range b.cluster.Topics() {
+			if len(t.Partitions) == 0 {
+				continue
+			}
 			resp.Topics = append(resp.Topics, metadataTopic(t, live, reachable, req.Version, req.IncludeTopicAuthorizedOperations))
 		}
 		return resp, nil
@@ -120,7 +129,7 @@ func handleMetadata(_ context.Context, b *Broker, r *request) (kmsg.Response, er
 			}
 			seenIDs[rt.TopicID] = true
 			t, ok := b.cluster.TopicByID(rt.TopicID)
-			if !ok {
+			if !ok || len(t.Partitions) == 0 {
 				mt := kmsg.NewMetadataResponseTopic()
 				mt.ErrorCode, mt.TopicID = kerr.UnknownTopicID.Code, rt.TopicID
 				resp.Topics = append(resp.Topics, mt)
@@ -160,6 +169,9 @@ func handleMetadata(_ context.Context, b *Broker, r *request) (kmsg.Response, er
 // autoCreate allows; created reports whether this call created it.
 func (b *Broker) metadataLookup(name string, autoCreate bool) (t *cluster.Topic, created bool, err error) {
 	if t, ok := b.cluster.Topic(name); ok {
+		if len(t.Partitions) == 0 {
+			return nil, false, fmt.Errorf("%w: %q has no partitions", cluster.ErrUnknownTopic, name)
+		}
 		return t, false, nil
 	}
 	if err := cluster.ValidateTopicName(name); err != nil {

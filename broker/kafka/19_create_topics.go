@@ -20,11 +20,23 @@ package kafka
 // more than millrace.max.partitions, the topic gets POLICY_VIOLATION; the
 // message names the limit.
 //
-// Creation is synchronous, so timeout_ms is not needed and not used.
+// As Kafka (DelayedCreateTopics), the answer waits until this broker's
+// metadata lists each created topic with every partition led by a live
+// broker, so a Metadata request that follows never sees the topic partly;
+// at most timeout_ms, after which the topic gets REQUEST_TIMED_OUT while its
+// creation goes ahead. timeout_ms <= 0 answers at once, as Kafka. The wait
+// is on the model's change notification (cluster.AwaitTopicReady), not a
+// poll. The handler stays ordered (regKey) although it may wait: Kafka reads
+// nothing more from a connection until its request is answered, so a
+// Metadata pipelined behind CreateTopics sees the topic; the wait holds only
+// this connection, and is short, since this broker's model holds the topic
+// when the creation returns.
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -34,13 +46,14 @@ import (
 
 func init() { regKey(19, 0, 7, handleCreateTopics) }
 
-func handleCreateTopics(_ context.Context, b *Broker, r *request) (kmsg.Response, error) {
+func handleCreateTopics(ctx context.Context, b *Broker, r *request) (kmsg.Response, error) {
 	req := r.body.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 
 	twice := listedTwice(req.Topics, func(rt kmsg.CreateTopicsRequestTopic) string { return rt.Topic })
 	answered := make(map[string]bool, len(req.Topics))
 	budget := int64(b.cluster.MaxPartitionsPerRequest())
+	var created []int // indexes in resp.Topics of the topics created
 	for _, rt := range req.Topics {
 		if answered[rt.Topic] {
 			continue
@@ -77,10 +90,40 @@ func handleCreateTopics(_ context.Context, b *Broker, r *request) (kmsg.Response
 		}
 		if b.createTopic(&st, rt, req.ValidateOnly) {
 			budget -= max(requested, 0)
+			if !req.ValidateOnly {
+				created = append(created, len(resp.Topics))
+			}
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
+	if req.TimeoutMillis > 0 && len(created) > 0 {
+		b.awaitCreated(ctx, req.TimeoutMillis, resp.Topics, created)
+	}
 	return resp, nil
+}
+
+// awaitCreated waits, at most timeoutMillis in all, until this broker's
+// metadata lists every created topic whole; those not listed by then get
+// REQUEST_TIMED_OUT.
+func (b *Broker) awaitCreated(ctx context.Context, timeoutMillis int32, topics []kmsg.CreateTopicsResponseTopic, created []int) {
+	wait, cancel := context.WithTimeout(ctx, time.Duration(timeoutMillis)*time.Millisecond)
+	defer cancel()
+	for _, i := range created {
+		st := &topics[i]
+		err := b.cluster.AwaitTopicReady(wait, st.Topic, st.TopicID)
+		switch {
+		case err == nil, errors.Is(err, cluster.ErrUnknownTopic):
+			// Ready, or deleted or re-created since: the creation
+			// itself succeeded.
+		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+			st.ErrorCode = kerr.RequestTimedOut.Code
+			st.ErrorMessage = strp(fmt.Sprintf("the topic was created but not every partition had a leader within timeout_ms (%d ms); the creation goes ahead", timeoutMillis))
+		default:
+			// The connection or the broker is closing: the answer
+			// does not go out.
+			return
+		}
+	}
 }
 
 // createTopic creates (or validates) one topic into its response entry and

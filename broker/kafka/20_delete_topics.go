@@ -8,10 +8,20 @@ package kafka
 // deletion is synchronous (store nodes, then the partition logs); with
 // several the topic is marked for deletion and is gone for clients at once,
 // while the controller finishes it once every replica deleted its data
-// (possibly long after, when a replica is down). timeout_ms is not used.
+// (possibly long after, when a replica is down).
+//
+// As Kafka (DelayedDeleteTopics), the answer waits until this broker's
+// metadata no longer lists each deleted topic (nor so its partitions), at
+// most timeout_ms, after which the topic gets REQUEST_TIMED_OUT while its
+// deletion goes ahead; timeout_ms <= 0 answers at once. The wait is on the
+// model's change notification (cluster.AwaitTopicGone) and, like
+// CreateTopics', holds only this connection, in request order as Kafka.
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -21,7 +31,7 @@ import (
 
 func init() { regKey(20, 0, 6, handleDeleteTopics) }
 
-func handleDeleteTopics(_ context.Context, b *Broker, r *request) (kmsg.Response, error) {
+func handleDeleteTopics(ctx context.Context, b *Broker, r *request) (kmsg.Response, error) {
 	req := r.body.(*kmsg.DeleteTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
 
@@ -34,6 +44,12 @@ func handleDeleteTopics(_ context.Context, b *Broker, r *request) (kmsg.Response
 			topics = append(topics, rt)
 		}
 	}
+	type deleted struct {
+		index int // in resp.Topics
+		name  string
+		id    [16]byte
+	}
+	var gone []deleted
 	for _, rt := range topics {
 		st := kmsg.NewDeleteTopicsResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
@@ -60,16 +76,41 @@ func handleDeleteTopics(_ context.Context, b *Broker, r *request) (kmsg.Response
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
-		if t, ok := b.cluster.Topic(name); ok && req.Version >= 6 {
-			st.TopicID = t.ID
+		var id [16]byte
+		if t, ok := b.cluster.Topic(name); ok {
+			id = t.ID
+			if req.Version >= 6 {
+				st.TopicID = t.ID
+			}
 		}
 		if err := b.cluster.DeleteTopic(name); err != nil {
 			st.ErrorCode, st.ErrorMessage = clusterErrorCode(err)
 			if !isClientError(err) {
 				b.logger.Error("deleting a topic", "topic", name, "err", err)
 			}
+		} else {
+			gone = append(gone, deleted{index: len(resp.Topics), name: name, id: id})
 		}
 		resp.Topics = append(resp.Topics, st)
+	}
+	if req.TimeoutMillis <= 0 || len(gone) == 0 {
+		return resp, nil
+	}
+	wait, cancel := context.WithTimeout(ctx, time.Duration(req.TimeoutMillis)*time.Millisecond)
+	defer cancel()
+	for _, d := range gone {
+		err := b.cluster.AwaitTopicGone(wait, d.name, d.id)
+		switch {
+		case err == nil:
+		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+			st := &resp.Topics[d.index]
+			st.ErrorCode = kerr.RequestTimedOut.Code
+			st.ErrorMessage = strp(fmt.Sprintf("the topic was still listed after timeout_ms (%d ms); the deletion goes ahead", req.TimeoutMillis))
+		default:
+			// The connection or the broker is closing: the answer
+			// does not go out.
+			return resp, nil
+		}
 	}
 	return resp, nil
 }
