@@ -49,7 +49,8 @@ func TestAwaitTopicReady(t *testing.T) {
 	}
 
 	done := make(chan error, 1)
-	go func() { done <- e.c.AwaitTopicReady(context.Background(), "ready", topic.ID) }()
+	c := e.c // e.close sets e.c to nil
+	go func() { done <- c.AwaitTopicReady(context.Background(), "ready", topic.ID) }()
 	e.setLeaderForTest("ready", 1, 0)
 	select {
 	case err := <-done:
@@ -108,7 +109,8 @@ func TestAwaitTopicGone(t *testing.T) {
 	}
 
 	done := make(chan error, 1)
-	go func() { done <- e.c.AwaitTopicGone(context.Background(), "stays", ids[1]) }()
+	c := e.c // e.close sets e.c to nil
+	go func() { done <- c.AwaitTopicGone(context.Background(), "stays", ids[1]) }()
 	e.close()
 	select {
 	case err := <-done:
