@@ -66,11 +66,12 @@ type Broker struct {
 	// The broker's parts: broker-lifetime state the handler files need
 	// beyond the Deps, opened by openParts in the order it gives and closed
 	// by closeParts in reverse. Set in New, read-only afterwards.
-	authorizer     *authorizer         // ACL cache (authorize.go); nil when authorization is off
-	sasl           *saslComponent      // SCRAM credentials (sasl.go); nil without a store: SASL fails closed
-	waiters        *dataWaiters        // long-poll Fetch wake-ups (data_wait.go)
-	producerIDs    *producerIDs        // producer ID blocks (producer_ids.go)
-	replicaManager *replicationManager // leads and follows partitions (replication_manager.go)
+	authorizer         *authorizer         // ACL cache (authorize.go); nil when authorization is off
+	sasl               *saslComponent      // SCRAM credentials (sasl.go); nil without a store: SASL fails closed
+	waiters            *dataWaiters        // long-poll Fetch wake-ups (data_wait.go)
+	producerIDs        *producerIDs        // producer ID blocks (producer_ids.go)
+	replicaManager     *replicationManager // leads and follows partitions (replication_manager.go)
+	interBrokerClients *interBrokerClients // clients to the other brokers (interbroker.go)
 
 	// ctx is the parent of every connection's context; cancel ends them all.
 	ctx    context.Context
@@ -155,6 +156,7 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 //     (broker/log), which gets its bounds here.
 //  5. replicaManager: a high watermark it moves wakes waiting Fetches: it
 //     needs waiters.
+//  6. interBrokerClients: clients to the other brokers, built on first use.
 //
 // The first three need no other part, so their order among themselves is
 // free; the security caches come first because the authorizer is the part
@@ -181,6 +183,7 @@ func (b *Broker) openParts() error {
 	}
 	b.producerIDs = newProducerIDs(b.store, b.cfg.BrokerID)
 	b.replicaManager = newReplicationManager(b)
+	b.interBrokerClients = newInterBrokerClients(b)
 	return nil
 }
 
@@ -211,6 +214,9 @@ func (b *Broker) closeParts() {
 		if err != nil {
 			b.logger.Error("closing a part of the broker", "part", part, "err", err)
 		}
+	}
+	if b.interBrokerClients != nil {
+		closed("inter-broker clients", b.interBrokerClients.Close())
 	}
 	if b.replicaManager != nil {
 		closed("replication", b.replicaManager.Close())
