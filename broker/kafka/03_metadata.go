@@ -10,9 +10,11 @@ package kafka
 //
 // A missing topic is created with the broker defaults (num.partitions,
 // default.replication.factor) when auto.create.topics.enable is on and the
-// request allows it (allow_auto_topic_creation, v4+; always before v4). The
-// creation is synchronous, so unlike Kafka the new topic is returned at once
-// with its leaders rather than with LEADER_NOT_AVAILABLE. An invalid name gets
+// request allows it (allow_auto_topic_creation, v4+; always before v4). As in
+// Kafka, the request that creates a topic gets LEADER_NOT_AVAILABLE for it
+// with no partitions, and the client asks again: a client that only looks
+// (kafka-go's ReadPartitions right after deleting a topic) sees no
+// partitions, never a topic that appeared under its feet. An invalid name gets
 // INVALID_TOPIC_EXCEPTION; a missing topic without auto-creation gets
 // UNKNOWN_TOPIC_OR_PARTITION. One request auto-creates at most
 // millrace.max.partitions.per.request partitions, as CreateTopics: topics
@@ -157,6 +159,12 @@ func handleMetadata(_ context.Context, b *Broker, r *request) (kmsg.Response, er
 			mt := kmsg.NewMetadataResponseTopic()
 			mt.Topic = strp(name)
 			mt.ErrorCode, _ = clusterErrorCode(err)
+			resp.Topics = append(resp.Topics, mt)
+			continue
+		}
+		if created {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic, mt.ErrorCode = strp(name), kerr.LeaderNotAvailable.Code
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
