@@ -272,7 +272,7 @@ func TestConfigOverrides(t *testing.T) {
 	if l.Config().SegmentAge != time.Second {
 		t.Fatalf("open log not reconfigured: %v", l.Config().SegmentAge)
 	}
-	for _, bad := range []map[string]string{{"segment.ms": "x"}, {"nope": "1"}, {"min.insync.replicas": "0"}, {"cleanup.policy": "compact"}} {
+	for _, bad := range []map[string]string{{"segment.ms": "x"}, {"nope": "1"}, {"min.insync.replicas": "0"}, {"cleanup.policy": "compacted"}, {"min.cleanable.dirty.ratio": "1.5"}} {
 		if err := e.c.AlterConfig("c", bad, false); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%v: %v", bad, err)
 		}

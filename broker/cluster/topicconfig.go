@@ -11,8 +11,9 @@ import (
 // Topic configs that are not about the log's storage: replication and
 // policies enforced above the log. They are validated here; broker/log
 // validates the rest. Only values millrace honours are accepted, so a client
-// asking for log compaction or broker-side recompression gets INVALID_CONFIG
-// instead of a setting that silently does nothing.
+// asking for broker-side recompression gets INVALID_CONFIG
+// instead of a setting that silently does nothing. cleanup.policy is a log
+// setting (log.Config.CleanupPolicy): the log's retention and cleaner obey it.
 var brokerTopicConfigs = map[string]struct {
 	def   string
 	check func(string) error
@@ -29,12 +30,6 @@ var brokerTopicConfigs = map[string]struct {
 	"unclean.leader.election.enable": {"false", func(v string) error {
 		if _, err := strconv.ParseBool(v); err != nil {
 			return fmt.Errorf("must be true or false")
-		}
-		return nil
-	}},
-	"cleanup.policy": {"delete", func(v string) error {
-		if v != "delete" {
-			return fmt.Errorf("only \"delete\" is supported; millrace does not compact logs")
 		}
 		return nil
 	}},

@@ -85,7 +85,7 @@ func TestAdminTopicLifecycle(t *testing.T) {
 		{"bad config", 1, 1, nil, kerr.InvalidTopicException},
 		{"unknown-config", 1, 1, map[string]*string{"no.such.config": kadm.StringPtr("1")}, kerr.InvalidConfig},
 		{"bad-value", 1, 1, map[string]*string{"retention.ms": kadm.StringPtr("soon")}, kerr.InvalidConfig},
-		{"compaction", 1, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, kerr.InvalidConfig},
+		{"unknown-policy", 1, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact,archive")}, kerr.InvalidConfig},
 		{"null-value", 1, 1, map[string]*string{"retention.ms": nil}, kerr.InvalidConfig},
 	}
 	for _, tc := range bad {

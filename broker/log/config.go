@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -82,6 +83,60 @@ type Config struct {
 	// Must be at least max.message.bytes, so every batch that fits
 	// uncompressed also fits decompressed.
 	MaxDecompressedBytes int64
+	// CleanupPolicy (cleanup.policy, default "delete"): "delete" removes
+	// whole old segments by retention.ms and retention.bytes; "compact"
+	// keeps only the last record of each key (cleaner.go) and deletes
+	// nothing by age or size; "compact,delete" does both.
+	CleanupPolicy string
+	// MinCleanableDirtyRatio (min.cleanable.dirty.ratio, default 0.5): a
+	// compacted log is cleaned once the bytes not yet cleaned make up at
+	// least this share of its closed segments. Between 0 and 1.
+	MinCleanableDirtyRatio float64
+	// MinCompactionLag (min.compaction.lag.ms, default 0): a record stays
+	// uncompacted at least this long after its timestamp; the cleaner stops
+	// at the first closed segment holding a younger record.
+	MinCompactionLag time.Duration
+	// MaxCompactionLag (max.compaction.lag.ms, default never): a log whose
+	// oldest uncleaned record is older than this is cleaned whatever its
+	// dirty ratio. At least min.compaction.lag.ms.
+	MaxCompactionLag time.Duration
+	// DeleteRetention (delete.retention.ms, default 1 day): a tombstone (a
+	// record with a key and a null value) of a compacted log is removed
+	// this long after its timestamp, so a consumer reading the log within
+	// that time sees the key's deletion. Must not be negative.
+	DeleteRetention time.Duration
+}
+
+// Cleanup policies (cleanup.policy's list items).
+const (
+	PolicyDelete  = "delete"
+	PolicyCompact = "compact"
+)
+
+// Compacts reports whether cleanup.policy includes compact.
+func (c Config) Compacts() bool { return policyHas(c.CleanupPolicy, PolicyCompact) }
+
+// Deletes reports whether cleanup.policy includes delete.
+func (c Config) Deletes() bool { return policyHas(c.CleanupPolicy, PolicyDelete) }
+
+func policyHas(policy, item string) bool {
+	for _, p := range strings.Split(policy, ",") {
+		if strings.TrimSpace(p) == item {
+			return true
+		}
+	}
+	return false
+}
+
+// checkPolicy accepts a non-empty comma-separated list of delete and compact.
+func checkPolicy(policy string) error {
+	items := strings.Split(policy, ",")
+	for _, p := range items {
+		if p = strings.TrimSpace(p); p != PolicyDelete && p != PolicyCompact {
+			return fmt.Errorf("cleanup.policy %q must be delete, compact or both (\"compact,delete\")", policy)
+		}
+	}
+	return nil
 }
 
 // DefaultConfig returns Kafka's topic defaults.
@@ -102,6 +157,11 @@ func DefaultConfig() Config {
 		MessageTimestampBeforeMax: never,
 		MessageTimestampAfterMax:  time.Hour,
 		MaxDecompressedBytes:      64 << 20,
+
+		CleanupPolicy:          PolicyDelete,
+		MinCleanableDirtyRatio: 0.5,
+		MaxCompactionLag:       never,
+		DeleteRetention:        24 * time.Hour,
 	}
 }
 
@@ -144,11 +204,27 @@ func (c Config) Validate() error {
 	if c.MaxDecompressedBytes < int64(c.MaxMessageBytes) {
 		errs = append(errs, fmt.Errorf("millrace.max.decompressed.bytes %d must be at least max.message.bytes %d: a batch that is accepted uncompressed must also be accepted compressed", c.MaxDecompressedBytes, c.MaxMessageBytes))
 	}
+	if err := checkPolicy(c.CleanupPolicy); err != nil {
+		errs = append(errs, err)
+	}
+	if !(c.MinCleanableDirtyRatio >= 0 && c.MinCleanableDirtyRatio <= 1) {
+		errs = append(errs, fmt.Errorf("min.cleanable.dirty.ratio %v must be between 0 and 1", c.MinCleanableDirtyRatio))
+	}
+	if c.MinCompactionLag < 0 {
+		errs = append(errs, fmt.Errorf("min.compaction.lag.ms %v must not be negative", c.MinCompactionLag))
+	}
+	if c.MaxCompactionLag < time.Millisecond || c.MaxCompactionLag < c.MinCompactionLag {
+		errs = append(errs, fmt.Errorf("max.compaction.lag.ms %v must be at least 1 ms and at least min.compaction.lag.ms %v", c.MaxCompactionLag, c.MinCompactionLag))
+	}
+	if c.DeleteRetention < 0 {
+		errs = append(errs, fmt.Errorf("delete.retention.ms %v must not be negative", c.DeleteRetention))
+	}
 	return errors.Join(errs...)
 }
 
 // configNames lists the Kafka topic-config names Config understands.
 var configNames = []string{
+	"cleanup.policy", "delete.retention.ms", "max.compaction.lag.ms", "min.cleanable.dirty.ratio", "min.compaction.lag.ms",
 	"file.delete.delay.ms", "flush.messages", "flush.ms", "index.interval.bytes",
 	"max.message.bytes", "message.timestamp.after.max.ms", "message.timestamp.before.max.ms",
 	"message.timestamp.type", "millrace.flush.on.ack", "millrace.max.decompressed.bytes", "retention.bytes", "retention.ms",
@@ -170,6 +246,21 @@ func (c *Config) Set(name, value string) error {
 			return fmt.Errorf("log: %s must be %s or %s, not %q", name, CreateTime, LogAppendTime, value)
 		}
 		c.MessageTimestampType = value
+		return nil
+	}
+	if name == "cleanup.policy" {
+		if err := checkPolicy(value); err != nil {
+			return fmt.Errorf("log: %w", err)
+		}
+		c.CleanupPolicy = value
+		return nil
+	}
+	if name == "min.cleanable.dirty.ratio" {
+		r, err := strconv.ParseFloat(value, 64)
+		if err != nil || !(r >= 0 && r <= 1) {
+			return fmt.Errorf("log: %s must be a number between 0 and 1, not %q", name, value)
+		}
+		c.MinCleanableDirtyRatio = r
 		return nil
 	}
 	if name == "millrace.flush.on.ack" {
@@ -214,6 +305,12 @@ func (c *Config) Set(name, value string) error {
 		c.MessageTimestampAfterMax = msToDuration(v)
 	case "millrace.max.decompressed.bytes":
 		c.MaxDecompressedBytes = v
+	case "min.compaction.lag.ms":
+		c.MinCompactionLag = msToDuration(v)
+	case "max.compaction.lag.ms":
+		c.MaxCompactionLag = msToDuration(v)
+	case "delete.retention.ms":
+		c.DeleteRetention = msToDuration(v)
 	default:
 		return fmt.Errorf("log: unknown topic config %q", name)
 	}
@@ -239,6 +336,12 @@ func (c Config) Values() map[string]string {
 		"message.timestamp.before.max.ms": durationToMs(c.MessageTimestampBeforeMax),
 		"message.timestamp.after.max.ms":  durationToMs(c.MessageTimestampAfterMax),
 		"millrace.max.decompressed.bytes": strconv.FormatInt(c.MaxDecompressedBytes, 10),
+
+		"cleanup.policy":            c.CleanupPolicy,
+		"min.cleanable.dirty.ratio": strconv.FormatFloat(c.MinCleanableDirtyRatio, 'g', -1, 64),
+		"min.compaction.lag.ms":     durationToMs(c.MinCompactionLag),
+		"max.compaction.lag.ms":     durationToMs(c.MaxCompactionLag),
+		"delete.retention.ms":       durationToMs(c.DeleteRetention),
 	}
 }
 

@@ -11,7 +11,8 @@ import (
 
 // EnforceRetention deletes whole segments from the oldest: those wholly
 // below the log start offset, those whose largest timestamp is older than
-// retention.ms, and those beyond retention.bytes. The active segment is
+// retention.ms, and those beyond retention.bytes (those two only when
+// cleanup.policy includes delete). The active segment is
 // never deleted. Deleted segments leave the log at once; their files are
 // removed when the last Slice reading them is closed.
 func (l *Log) EnforceRetention(now time.Time) (deleted int, err error) {
@@ -26,14 +27,16 @@ func (l *Log) EnforceRetention(now time.Time) (deleted int, err error) {
 	for n < last && segs[n+1].baseOffset <= l.startOffset {
 		n++
 	}
-	if cfg.Retention >= 0 {
+	// A compact-only log keeps its segments whatever their age or size:
+	// the cleaner shrinks it instead (cleaner.go).
+	if cfg.Retention >= 0 && cfg.Deletes() {
 		cutoff := now.Add(-cfg.Retention).UnixMilli()
 		times := l.retentionTimesLocked(now)
 		for n < last && times[n] < cutoff {
 			n++
 		}
 	}
-	if cfg.RetentionBytes >= 0 {
+	if cfg.RetentionBytes >= 0 && cfg.Deletes() {
 		var remaining int64
 		for _, s := range segs[n:] {
 			remaining += s.size
