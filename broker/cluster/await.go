@@ -1,7 +1,7 @@
 package cluster
 
-// Waiting for the model to show an admin change, so that CreateTopics and
-// DeleteTopics answer once this broker's metadata reflects them, as Kafka's
+// Waiting for the model to show an admin change, so that CreateTopics,
+// CreatePartitions and DeleteTopics answer once this broker's metadata reflects them, as Kafka's
 // DelayedCreatePartitions (every new partition has a leader in the metadata
 // cache) and DelayedDeleteTopics (the topic is gone from it) do.
 //
@@ -28,6 +28,12 @@ func (c *Cluster) signalModelLocked() {
 // cluster closes, and an error wrapping ErrUnknownTopic when the topic was
 // deleted (or re-created under another ID) meanwhile.
 func (c *Cluster) AwaitTopicReady(ctx context.Context, name string, id [16]byte) error {
+	return c.AwaitPartitionsReady(ctx, name, id, 1)
+}
+
+// AwaitPartitionsReady is AwaitTopicReady for a topic that must also have at
+// least count partitions (CreatePartitions waits for the new ones).
+func (c *Cluster) AwaitPartitionsReady(ctx context.Context, name string, id [16]byte, count int32) error {
 	return c.awaitModel(ctx, func() (bool, error) {
 		e, ok := c.topics[name]
 		if !ok {
@@ -41,7 +47,7 @@ func (c *Cluster) AwaitTopicReady(ctx context.Context, name string, id [16]byte)
 		if e.topic.ID != id {
 			return false, fmt.Errorf("%w: %q was re-created under another ID", ErrUnknownTopic, name)
 		}
-		return topicLedLocked(e.topic, c.brokers), nil
+		return int32(len(e.topic.Partitions)) >= count && topicLedLocked(e.topic, c.brokers), nil
 	})
 }
 

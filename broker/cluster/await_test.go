@@ -61,6 +61,19 @@ func TestAwaitTopicReady(t *testing.T) {
 		t.Fatal("the waiter did not wake when the partition got a leader")
 	}
 
+	// More partitions than the topic has: not ready until they exist.
+	short3, cancel3 := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel3()
+	if err := e.c.AwaitPartitionsReady(short3, "ready", topic.ID, 3); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("waiting for a third partition: %v, want the context's deadline", err)
+	}
+	if _, err := e.c.CreatePartitions("ready", 3, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.AwaitPartitionsReady(context.Background(), "ready", topic.ID, 3); err != nil {
+		t.Fatalf("after CreatePartitions: %v", err)
+	}
+
 	// A leader that is not a live broker is no leader for Metadata.
 	e.setLeaderForTest("ready", 0, 7)
 	short2, cancel2 := context.WithTimeout(context.Background(), 20*time.Millisecond)

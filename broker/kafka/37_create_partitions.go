@@ -13,28 +13,36 @@ package kafka
 // request's topics (in request order) would add more than
 // millrace.max.partitions.per.request partitions, or the cluster would hold
 // more than millrace.max.partitions, the topic gets POLICY_VIOLATION. Both
-// are checked before anything is sized from the count. timeout_ms is not used: the change
-// is synchronous.
+// are checked before anything is sized from the count.
+//
+// As Kafka's DelayedCreatePartitions, the answer waits until this broker's
+// metadata lists every grown topic with its new partitions led, at most
+// timeout_ms, after which the topic gets REQUEST_TIMED_OUT while the change
+// goes ahead; timeout_ms <= 0 answers at once.
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/broker/acl"
+	"millrace/broker/cluster"
 )
 
 func init() { regKey(37, 0, 3, handleCreatePartitions) }
 
-func handleCreatePartitions(_ context.Context, b *Broker, r *request) (kmsg.Response, error) {
+func handleCreatePartitions(ctx context.Context, b *Broker, r *request) (kmsg.Response, error) {
 	req := r.body.(*kmsg.CreatePartitionsRequest)
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 
 	twice := listedTwice(req.Topics, func(rt kmsg.CreatePartitionsRequestTopic) string { return rt.Topic })
 	answered := make(map[string]bool, len(req.Topics))
 	budget := int64(b.cluster.MaxPartitionsPerRequest())
+	var grown []grownTopic
 	for _, rt := range req.Topics {
 		if answered[rt.Topic] {
 			continue
@@ -72,15 +80,53 @@ func handleCreatePartitions(_ context.Context, b *Broker, r *request) (kmsg.Resp
 				assignment[i] = a.Replicas
 			}
 		}
-		if _, err := b.cluster.CreatePartitions(rt.Topic, rt.Count, assignment, req.ValidateOnly); err != nil {
+		t, err := b.cluster.CreatePartitions(rt.Topic, rt.Count, assignment, req.ValidateOnly)
+		if err != nil {
 			st.ErrorCode, st.ErrorMessage = clusterErrorCode(err)
 			if !isClientError(err) {
 				b.logger.Error("adding partitions", "topic", rt.Topic, "err", err)
 			}
 		} else {
 			budget -= added
+			if !req.ValidateOnly {
+				grown = append(grown, grownTopic{len(resp.Topics), t.ID, rt.Count})
+			}
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
+	if req.TimeoutMillis > 0 && len(grown) > 0 {
+		b.awaitGrown(ctx, req.TimeoutMillis, resp.Topics, grown)
+	}
 	return resp, nil
+}
+
+// grownTopic is a topic CreatePartitions grew: its answer's index, its ID
+// and the partition count it now has.
+type grownTopic struct {
+	index int
+	id    [16]byte
+	count int32
+}
+
+// awaitGrown waits, at most timeoutMillis in all, until this broker's
+// metadata lists every grown topic with its new partitions led; those not
+// listed by then get REQUEST_TIMED_OUT.
+func (b *Broker) awaitGrown(ctx context.Context, timeoutMillis int32, topics []kmsg.CreatePartitionsResponseTopic, grown []grownTopic) {
+	wait, cancel := context.WithTimeout(ctx, time.Duration(timeoutMillis)*time.Millisecond)
+	defer cancel()
+	for _, g := range grown {
+		st := &topics[g.index]
+		err := b.cluster.AwaitPartitionsReady(wait, st.Topic, g.id, g.count)
+		switch {
+		case err == nil, errors.Is(err, cluster.ErrUnknownTopic):
+			// Ready, or deleted since: the change itself succeeded.
+		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+			st.ErrorCode = kerr.RequestTimedOut.Code
+			st.ErrorMessage = strp(fmt.Sprintf("the partitions were added but not every one had a leader within timeout_ms (%d ms); the change goes ahead", timeoutMillis))
+		default:
+			// The connection or the broker is closing: the answer
+			// does not go out.
+			return
+		}
+	}
 }

@@ -23,7 +23,7 @@ func metadataTopicsOf(resp *kmsg.MetadataResponse, topic string) (kmsg.MetadataR
 // all-topics Metadata on one connection, as Kafka's per-connection order
 // allows: the Metadata lists the new topic with every partition led, and
 // after a pipelined DeleteTopics it lists neither the topic nor its
-// partitions.
+// partitions; so after a pipelined CreatePartitions with the new ones.
 func TestAdminAnswersOnceMetadataShowsIt(t *testing.T) {
 	tb := startBroker(t)
 	c := dial(t, tb.addr)
@@ -48,6 +48,26 @@ func TestAdminAnswersOnceMetadataShowsIt(t *testing.T) {
 	for _, p := range mt.Partitions {
 		if p.ErrorCode != 0 || p.Leader != tb.broker.cfg.BrokerID {
 			t.Fatalf("partition %d: error %d, leader %d", p.Partition, p.ErrorCode, p.Leader)
+		}
+	}
+
+	grow := kmsg.NewPtrCreatePartitionsRequest()
+	grow.Version = 1
+	grow.TimeoutMillis = 5000
+	gt := kmsg.NewCreatePartitionsRequestTopic()
+	gt.Topic, gt.Count = "waited", partitions+2
+	grow.Topics = append(grow.Topics, gt)
+	c.send(append(frame(grow, 5), frame(meta, 6)...))
+	if resp := c.readResponse(grow, 5).(*kmsg.CreatePartitionsResponse); len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("CreatePartitions: %+v", resp.Topics)
+	}
+	mt, ok = metadataTopicsOf(c.readResponse(meta, 6).(*kmsg.MetadataResponse), "waited")
+	if !ok || len(mt.Partitions) != partitions+2 {
+		t.Fatalf("Metadata right after CreatePartitions: listed %v, %+v", ok, mt)
+	}
+	for _, p := range mt.Partitions {
+		if p.ErrorCode != 0 || p.Leader != tb.broker.cfg.BrokerID {
+			t.Fatalf("partition %d after CreatePartitions: error %d, leader %d", p.Partition, p.ErrorCode, p.Leader)
 		}
 	}
 
