@@ -1,0 +1,101 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Defaults of Config, as Kafka's.
+const (
+	// DefaultMaxTimeout is transaction.max.timeout.ms' default, 900000.
+	DefaultMaxTimeout = 15 * time.Minute
+	// DefaultIDExpiration is transactional.id.expiration.ms' default,
+	// 604800000 (7 days).
+	DefaultIDExpiration = 7 * 24 * time.Hour
+	// DefaultAbortCheckInterval is
+	// transaction.abort.timed.out.transaction.cleanup.interval.ms' default,
+	// 10000.
+	DefaultAbortCheckInterval = 10 * time.Second
+)
+
+// Config configures the transaction coordinator.
+type Config struct {
+	// MaxTimeout (transaction.max.timeout.ms, default 15 minutes) is the
+	// longest transaction timeout a producer may ask for in InitProducerId;
+	// a longer one gets INVALID_TRANSACTION_TIMEOUT. It bounds how long an
+	// abandoned transaction holds back read_committed consumers.
+	MaxTimeout time.Duration
+	// IDExpiration (transactional.id.expiration.ms, default 7 days) is how
+	// long a transactional ID with no transaction in progress is kept after
+	// its last change; then its state is removed from the store and a
+	// producer using the ID again gets a new producer ID.
+	IDExpiration time.Duration
+	// AbortCheckInterval
+	// (transaction.abort.timed.out.transaction.cleanup.interval.ms, default
+	// 10 s) is how often the coordinator looks for transactions past their
+	// timeout (which it aborts), transactional IDs past their expiration
+	// (which it removes) and transactions whose markers a previous
+	// coordinator left unsent (which it completes).
+	AbortCheckInterval time.Duration
+	// Owner reports whether this broker coordinates a transactional ID, and
+	// the generation of the view it decided from (which changes whenever
+	// any ID may have moved, so the coordinator then looks for IDs it took
+	// over). Nil: this broker coordinates every ID.
+	Owner func(transactionalID string) (owned bool, generation uint64)
+	// NewProducerID allocates a producer ID never used before. Required.
+	NewProducerID func() (int64, error)
+	// Markers writes transaction markers. Required.
+	Markers MarkerWriter
+	// Now returns the current time. Nil means time.Now.
+	Now func() time.Time
+}
+
+// MarkerWriter writes the markers that end a transaction.
+type MarkerWriter interface {
+	// WriteMarkers writes m's marker on each of its partitions and completes
+	// its groups' offsets, returning nil once every one is written (or its
+	// partition no longer exists). An error means some were not: the
+	// coordinator calls again with the same markers until they all are.
+	WriteMarkers(ctx context.Context, m Markers) error
+}
+
+// Markers are the markers that end one transaction.
+type Markers struct {
+	TransactionalID string
+	ProducerID      int64
+	ProducerEpoch   int16
+	Commit          bool
+	// CoordinatorEpoch is the version of the transaction's store node the
+	// decision was written at: it only grows, so a partition can refuse a
+	// former coordinator's late marker.
+	CoordinatorEpoch int32
+	// Partitions are the transaction's partitions by topic.
+	Partitions map[string][]int32
+	// Groups are the consumer groups whose offsets the transaction commits.
+	Groups []string
+}
+
+// DefaultConfig returns a Config with the defaults filled in (Owner,
+// NewProducerID and Markers left to the caller).
+func DefaultConfig() Config {
+	return Config{MaxTimeout: DefaultMaxTimeout, IDExpiration: DefaultIDExpiration, AbortCheckInterval: DefaultAbortCheckInterval}
+}
+
+// Validate reports settings that cannot work.
+func (c Config) Validate() error {
+	var errs []error
+	if c.MaxTimeout <= 0 {
+		errs = append(errs, errors.New("transaction.max.timeout.ms must be positive"))
+	}
+	if c.IDExpiration <= 0 {
+		errs = append(errs, errors.New("transactional.id.expiration.ms must be positive"))
+	}
+	if c.AbortCheckInterval <= 0 {
+		errs = append(errs, errors.New("transaction.abort.timed.out.transaction.cleanup.interval.ms must be positive"))
+	}
+	if c.NewProducerID == nil || c.Markers == nil {
+		errs = append(errs, errors.New("the transaction coordinator needs a producer ID allocator and a marker writer"))
+	}
+	return errors.Join(errs...)
+}
