@@ -27,11 +27,9 @@ package kafka
 // waiting fetch holds a goroutine and request budget, and answering before
 // max_wait_ms is always allowed.
 //
-// Fetch sessions (KIP-227) are not kept: every response has session ID 0,
-// which tells clients that no session was created, so each of their
-// requests is a full fetch. A request naming a session ID gets
-// FETCH_SESSION_ID_NOT_FOUND; a session epoch other than 0 or -1 without a
-// session INVALID_FETCH_SESSION_EPOCH; forgotten topics are ignored.
+// Fetch sessions (KIP-227) are kept as Kafka keeps them
+// (fetch_sessions.go): an incremental fetch reads every partition of its
+// session and answers only those with something new.
 //
 // With an authorizer, a consumer needs Read on each topic and a replica
 // ClusterAction on the cluster (TOPIC_AUTHORIZATION_FAILED otherwise, as
@@ -54,21 +52,13 @@ import (
 func init() { regBlockingKey(1, 4, 18, handleFetch) }
 
 func handleFetch(ctx context.Context, b *Broker, r *request) (kmsg.Response, error) {
-	req := r.body.(*kmsg.FetchRequest)
-	if req.Version >= 7 {
-		code := int16(0)
-		switch {
-		case req.SessionID != 0:
-			code = kerr.FetchSessionIDNotFound.Code
-		case req.SessionEpoch != 0 && req.SessionEpoch != -1:
-			code = kerr.InvalidFetchSessionEpoch.Code
-		}
-		if code != 0 {
-			resp := req.ResponseKind().(*kmsg.FetchResponse)
-			resp.ErrorCode = code
-			return resp, nil
-		}
+	session := b.fetchSessions.begin(r.body.(*kmsg.FetchRequest))
+	if session.errorCode != 0 {
+		resp := session.request.ResponseKind().(*kmsg.FetchResponse)
+		resp.ErrorCode = session.errorCode
+		return resp, nil
 	}
+	req := session.request // an incremental fetch reads its whole session
 
 	denied := b.fetchDenied(r, req)
 	maxWait := min(time.Duration(req.MaxWaitMillis)*time.Millisecond, b.cfg.FetchMaxWait)
@@ -90,7 +80,7 @@ func handleFetch(ctx context.Context, b *Broker, r *request) (kmsg.Response, err
 	for {
 		f, bytes, failed := b.fetchOnce(req, denied)
 		if expired || failed || bytes >= int64(req.MinBytes) {
-			return f, nil
+			return session.finish(f), nil
 		}
 		f.releaseRecords()
 		select {

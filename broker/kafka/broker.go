@@ -69,6 +69,7 @@ type Broker struct {
 	authorizer         *authorizer         // ACL cache (authorize.go); nil when authorization is off
 	sasl               *saslComponent      // SCRAM credentials (sasl.go); nil without a store: SASL fails closed
 	waiters            *dataWaiters        // long-poll Fetch wake-ups (data_wait.go)
+	fetchSessions      *fetchSessionCache  // KIP-227 fetch sessions (fetch_sessions.go)
 	producerIDs        *producerIDs        // producer ID blocks (producer_ids.go)
 	replicaManager     *replicationManager // leads and follows partitions (replication_manager.go)
 	interBrokerClients *interBrokerClients // clients to the other brokers (interbroker.go)
@@ -173,6 +174,9 @@ func (b *Broker) openParts() error {
 		return fmt.Errorf("opening SASL: %w", err)
 	}
 	b.waiters = newDataWaiters()
+	b.fetchSessions = newFetchSessionCache(b.cfg.FetchSessionCacheSlots, b.cfg.FetchSessionEvictionMin, func() int {
+		return int(b.cluster.MaxPartitionsPerRequest())
+	})
 	if b.logs != nil {
 		if err := b.logs.SetProducerStateConfig(log.ProducerStateConfig{
 			IDExpiration:       b.cfg.ProducerIDExpiration,

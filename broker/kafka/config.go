@@ -161,6 +161,22 @@ type Config struct {
 	// duplicate detection for a retry of their last batches, nothing
 	// else). One producer costs about 250 bytes.
 	MaxProducerIDsPerPartition int
+	// FetchSessionCacheSlots (max.incremental.fetch.session.cache.slots,
+	// default 1000, Kafka's) is the most fetch sessions (KIP-227) the
+	// broker keeps; 0 turns sessions off, every fetch then being a full
+	// one. A session holds the parameters and last answered offsets of
+	// each partition its consumer or follower fetches (about 200 bytes a
+	// partition), so that incremental fetches name only what changed.
+	// When the cache is full, a new session takes the slot of one unused
+	// for FetchSessionEvictionMin, else of a smaller one older than that
+	// (a follower's session also of a consumer's); otherwise the client
+	// gets no session and keeps sending full fetches.
+	FetchSessionCacheSlots int
+	// FetchSessionEvictionMin (min.incremental.fetch.session.eviction.ms,
+	// default 120000, Kafka's) is how long a fetch session is safe from
+	// eviction by a larger one after it was created, and how long unused
+	// before any new session may take its slot.
+	FetchSessionEvictionMin time.Duration
 
 	// Authorizer holds the ACL settings (authorize.go).
 	Authorizer AuthorizerConfig
@@ -195,6 +211,8 @@ func DefaultConfig() Config {
 
 		ProducerIDExpiration:       24 * time.Hour,
 		MaxProducerIDsPerPartition: 10000,
+		FetchSessionCacheSlots:     1000,
+		FetchSessionEvictionMin:    120 * time.Second,
 
 		SASL: defaultSASLConfig(),
 	}
@@ -257,6 +275,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxProducerIDsPerPartition < 1 {
 		errs = append(errs, fmt.Errorf("millrace.max.producer.ids.per.partition %d must be at least 1", c.MaxProducerIDsPerPartition))
+	}
+	if c.FetchSessionCacheSlots < 0 {
+		errs = append(errs, fmt.Errorf("max.incremental.fetch.session.cache.slots %d must not be negative (0 turns fetch sessions off)", c.FetchSessionCacheSlots))
+	}
+	if c.FetchSessionEvictionMin < 0 {
+		errs = append(errs, fmt.Errorf("min.incremental.fetch.session.eviction.ms %v must not be negative", c.FetchSessionEvictionMin))
 	}
 	if c.ClientIDMaxBytes < 0 {
 		errs = append(errs, fmt.Errorf("millrace.client.id.max.bytes %d must not be negative", c.ClientIDMaxBytes))
@@ -376,6 +400,11 @@ var configEntries = map[string]configEntry{
 		intSetter(32, func(c *Config) *int { return &c.MaxProducerIDsPerPartition }),
 		func(c Config) string { return strconv.Itoa(c.MaxProducerIDsPerPartition) },
 	},
+	"max.incremental.fetch.session.cache.slots": {
+		intSetter(32, func(c *Config) *int { return &c.FetchSessionCacheSlots }),
+		func(c Config) string { return strconv.Itoa(c.FetchSessionCacheSlots) },
+	},
+	"min.incremental.fetch.session.eviction.ms": msEntry(func(c *Config) *time.Duration { return &c.FetchSessionEvictionMin }),
 	"millrace.client.id.max.bytes": {
 		intSetter(32, func(c *Config) *int { return &c.ClientIDMaxBytes }),
 		func(c Config) string { return strconv.Itoa(c.ClientIDMaxBytes) },
