@@ -43,7 +43,7 @@ func (f *fakeMarkers) all() []Markers {
 // clock is a settable test clock.
 type clock struct{ ms atomic.Int64 }
 
-func (c *clock) now() time.Time         { return time.UnixMilli(c.ms.Load()) }
+func (c *clock) now() time.Time          { return time.UnixMilli(c.ms.Load()) }
 func (c *clock) advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 
 type fixture struct {
