@@ -42,6 +42,12 @@ const (
 	// truncation removes it; the file is unlinked once no reader holds it,
 	// and any left over at startup are removed.
 	deletedSuffix = ".deleted"
+)
+
+// segmentSuffixes are the files of one segment.
+var segmentSuffixes = []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix}
+
+const (
 	// cleanShutdownFile: written by Close after everything is fsynced; Open
 	// deletes it, so its absence at the next Open means the log was not
 	// closed cleanly and must be scanned from the recovery point.

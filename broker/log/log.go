@@ -39,6 +39,9 @@ type Log struct {
 
 	producers producerState // idempotent-producer state; its lock is taken before appendMu (producers.go)
 
+	// txnStateLoaded mirrors producers.loaded for lock-free readers.
+	txnStateLoaded atomic.Bool
+
 	mu          sync.RWMutex // guards the following; never held across an fsync
 	cfg         Config
 	segments    []*segment // by base offset; the last one is active
@@ -86,6 +89,7 @@ func openLog(dir string, cfg Config, logger *slog.Logger, opts options) (*Log, e
 	}
 	l := &Log{dir: dir, logger: logger.With("component", "log", "dir", filepath.Base(dir)), now: opts.now, openFile: opts.openFile, cfg: cfg}
 	l.producers.now, l.producers.cfg = opts.now, DefaultProducerStateConfig()
+	l.producers.firstUnstable.Store(-1)
 	if err := l.load(); err != nil {
 		for _, s := range l.segments {
 			s.release()
@@ -109,8 +113,12 @@ func (l *Log) load() error {
 	}
 	var bases []int64
 	hasLog := map[int64]bool{}
+	hasTxnIndex := map[int64]bool{}
 	for _, e := range entries {
 		name := e.Name()
+		if name == producerSnapshotFile {
+			l.producers.hasSnapshot.Store(true)
+		}
 		if strings.HasSuffix(name, deletedSuffix) || strings.HasSuffix(name, ".tmp") {
 			// Left by a deletion or checkpoint write cut short by a crash.
 			if err := os.Remove(filepath.Join(l.dir, name)); err != nil {
@@ -126,13 +134,16 @@ func (l *Log) load() error {
 	for _, e := range entries {
 		name := e.Name()
 		ext := filepath.Ext(name)
-		if ext != indexSuffix && ext != timeIndexSuffix {
+		if ext != indexSuffix && ext != timeIndexSuffix && ext != txnIndexSuffix {
 			continue
 		}
-		if base, ok := parseSegmentName(strings.TrimSuffix(name, ext) + logSuffix); ok && !hasLog[base] {
+		base, ok := parseSegmentName(strings.TrimSuffix(name, ext) + logSuffix)
+		if ok && !hasLog[base] {
 			if err := os.Remove(filepath.Join(l.dir, name)); err != nil {
 				return err
 			}
+		} else if ok && ext == txnIndexSuffix {
+			hasTxnIndex[base] = true
 		}
 	}
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
@@ -180,6 +191,9 @@ func (l *Log) load() error {
 		l.startOffset = l.endOffset
 	}
 	l.truncateEpochsLocked(l.endOffset)
+	if err := l.loadTxnIndexes(hasTxnIndex); err != nil {
+		return err
+	}
 	if clean {
 		l.recoveryPoint = min(recoveryPoint, l.endOffset)
 		if recoveryPoint >= l.endOffset {
@@ -282,7 +296,7 @@ func (l *Log) loadSegments(bases []int64, clean bool, recoveryPoint int64) error
 			// Everything after a damaged batch is unreliable: drop later segments.
 			for _, later := range bases[i+1:] {
 				l.logger.Warn("dropping segment after corrupt data", "segment", later)
-				for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+				for _, suffix := range segmentSuffixes {
 					if err := os.Remove(segmentPath(l.dir, later, suffix)); err != nil && !os.IsNotExist(err) {
 						return err
 					}
@@ -350,6 +364,11 @@ type AppendInfo struct {
 func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
 	l.producers.mu.Lock()
 	defer l.producers.mu.Unlock()
+	if hasTransactional(batches) {
+		if err := l.ensureTxnStateLocked(); err != nil {
+			return AppendInfo{}, err
+		}
+	}
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.writableLocked(); err != nil {
@@ -361,7 +380,7 @@ func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
 	}
 	info, err := l.appendFreshLocked(batches, headers, leaderEpoch)
 	if err == nil {
-		l.recordProducersLocked(info.Batches)
+		l.recordProducersLocked(info.Batches, batches)
 	}
 	return info, err
 }
@@ -404,6 +423,11 @@ func (l *Log) AppendValidated(v ValidBatches, leaderEpoch int32) (AppendInfo, er
 	ps := &l.producers
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
+	if hasTransactional(v.bytes) {
+		if err := l.ensureTxnStateLocked(); err != nil {
+			return AppendInfo{}, err
+		}
+	}
 	if len(v.headers) == 1 && isIdempotent(v.headers[0]) {
 		if err := l.ensureProducersLoadedLocked(); err != nil {
 			return AppendInfo{}, err
@@ -418,7 +442,7 @@ func (l *Log) AppendValidated(v ValidBatches, leaderEpoch int32) (AppendInfo, er
 	}
 	info, err := l.appendValidated(v, leaderEpoch)
 	if err == nil {
-		l.recordProducersLocked(info.Batches)
+		l.recordProducersLocked(info.Batches, v.bytes)
 	}
 	return info, err
 }
@@ -496,9 +520,17 @@ func (l *Log) appendFreshLocked(batches []byte, headers []BatchHeader, leaderEpo
 func (l *Log) AppendReplicated(batches []byte) (AppendInfo, error) {
 	l.producers.mu.Lock()
 	defer l.producers.mu.Unlock()
+	if hasTransactional(batches) {
+		// Transactional batches and markers are recorded as they are
+		// replicated, so a follower that becomes leader knows the
+		// ongoing transactions and the aborted ones.
+		if err := l.ensureTxnStateLocked(); err != nil {
+			return AppendInfo{}, err
+		}
+	}
 	info, err := l.appendReplicated(batches)
 	if err == nil {
-		l.recordProducersLocked(info.Batches)
+		l.recordProducersLocked(info.Batches, batches)
 	}
 	return info, err
 }

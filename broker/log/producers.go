@@ -54,6 +54,7 @@ import (
 	"math"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -127,8 +128,14 @@ func (c ProducerStateConfig) Validate() error {
 type ProducerInfo struct {
 	ID            int64
 	Epoch         int16
-	LastSequence  int32
+	LastSequence  int32 // -1 when its epoch began with a marker and no batch followed
 	LastTimestamp int64 // its last write (ms), see the package comment
+	// CoordinatorEpoch is the coordinator epoch of its last transaction
+	// marker, -1 if none.
+	CoordinatorEpoch int32
+	// CurrentTxnStartOffset is the first offset of its ongoing
+	// transaction, -1 if none.
+	CurrentTxnStartOffset int64
 }
 
 // producerBatch is one remembered batch.
@@ -147,6 +154,22 @@ type producerEntry struct {
 	// but not later than when the batch was applied: the producer's last
 	// write time, for expiration.
 	lastTimestamp int64
+	// txnOngoing is set from the producer's first transactional batch
+	// until a marker ends the transaction; txnFirstOffset is that batch's
+	// base offset.
+	txnOngoing     bool
+	txnFirstOffset int64
+	// coordinatorEpoch is the coordinator epoch of the last marker plus
+	// one, 0 before any: a marker from an older coordinator is fenced.
+	coordinatorEpoch int32
+}
+
+// txnStart is the first offset of e's ongoing transaction, -1 if none.
+func (e *producerEntry) txnStart() int64 {
+	if !e.txnOngoing {
+		return -1
+	}
+	return e.txnFirstOffset
 }
 
 // producerState is a log's producer state.
@@ -160,6 +183,25 @@ type producerState struct {
 	loaded    bool // producers reflects the whole log
 	producers map[int64]*producerEntry
 	dirty     bool // changed since the last snapshot
+
+	// hasSnapshot is set once a snapshot file exists: a log that never
+	// had one never held a transaction, so FirstUnstableOffset need not
+	// load its state (txn.go).
+	hasSnapshot atomic.Bool
+	// firstUnstable is the first offset of the oldest ongoing transaction,
+	// -1 if none; set under mu, read without it.
+	firstUnstable atomic.Int64
+}
+
+// recomputeFirstUnstableLocked sets firstUnstable from the producers.
+func (ps *producerState) recomputeFirstUnstableLocked() {
+	first := int64(-1)
+	for _, e := range ps.producers {
+		if e.txnOngoing && (first < 0 || e.txnFirstOffset < first) {
+			first = e.txnFirstOffset
+		}
+	}
+	ps.firstUnstable.Store(first)
 }
 
 // SetProducerStateConfig changes the producer state's bounds; they apply
@@ -185,7 +227,10 @@ func (l *Log) Producers() ([]ProducerInfo, error) {
 	}
 	out := make([]ProducerInfo, 0, len(ps.producers))
 	for id, e := range ps.producers {
-		out = append(out, ProducerInfo{ID: id, Epoch: e.epoch, LastSequence: e.batches[len(e.batches)-1].lastSeq, LastTimestamp: e.lastTimestamp})
+		out = append(out, ProducerInfo{
+			ID: id, Epoch: e.epoch, LastSequence: e.batches[len(e.batches)-1].lastSeq, LastTimestamp: e.lastTimestamp,
+			CoordinatorEpoch: e.coordinatorEpoch - 1, CurrentTxnStartOffset: e.txnStart(),
+		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
@@ -205,6 +250,7 @@ func (l *Log) ensureProducersLoadedLocked() error {
 func (l *Log) rebuildProducersLocked() error {
 	ps := &l.producers
 	ps.loaded = false
+	l.txnStateLoaded.Store(false)
 	ps.producers = make(map[int64]*producerEntry)
 	end := l.EndOffset()
 	from := int64(0)
@@ -221,11 +267,13 @@ func (l *Log) rebuildProducersLocked() error {
 	default:
 		ps.producers, from = snap.producers, snap.offset
 	}
-	scanned, err := l.scanProducerBatches(from, end, ps.applyLocked)
+	ps.recomputeFirstUnstableLocked()
+	scanned, err := l.scanProducerBatches(from, end, l.applyBatchLocked)
 	if err != nil {
 		return fmt.Errorf("%w: rebuilding it from %s: %w", ErrProducerState, l.dir, err)
 	}
 	ps.loaded = true
+	l.txnStateLoaded.Store(true)
 	// A rebuilt state that scanned batches is newer than its snapshot.
 	ps.dirty = scanned > 0 || snap == nil || from != snap.offset
 	return nil
@@ -233,7 +281,7 @@ func (l *Log) rebuildProducersLocked() error {
 
 // scanProducerBatches calls apply for each batch in [from, end) and returns
 // how many batches it read.
-func (l *Log) scanProducerBatches(from, end int64, apply func(BatchHeader)) (int, error) {
+func (l *Log) scanProducerBatches(from, end int64, apply func(BatchHeader, []byte)) (int, error) {
 	off := max(from, l.StartOffset())
 	n := 0
 	for off < end {
@@ -254,7 +302,7 @@ func (l *Log) scanProducerBatches(from, end int64, apply func(BatchHeader)) (int
 			}
 			if h.BaseOffset >= from {
 				n++
-				apply(h)
+				apply(h, data[pos:pos+h.Size()])
 			}
 			pos += h.Size()
 		}
@@ -296,6 +344,9 @@ func (ps *producerState) checkLocked(h BatchHeader) (*producerBatch, error) {
 	if e == nil {
 		return nil, nil
 	}
+	if e.txnOngoing && !h.Transactional() {
+		return refuse(ErrInvalidTxnState, "producer ID %d: a non-transactional batch while its transaction from offset %d is ongoing", h.ProducerID, e.txnFirstOffset)
+	}
 	switch {
 	case h.ProducerEpoch < e.epoch:
 		return refuse(ErrInvalidProducerEpoch, "producer ID %d: epoch %d is older than the current epoch %d", h.ProducerID, h.ProducerEpoch, e.epoch)
@@ -331,8 +382,20 @@ func (ps *producerState) applyLocked(h BatchHeader) {
 		if e == nil {
 			ps.makeRoomLocked()
 		}
-		e = &producerEntry{epoch: h.ProducerEpoch}
+		fresh := &producerEntry{epoch: h.ProducerEpoch}
+		if e != nil {
+			// A new epoch keeps the transaction state: only a marker
+			// ends a transaction.
+			fresh.txnOngoing, fresh.txnFirstOffset, fresh.coordinatorEpoch = e.txnOngoing, e.txnFirstOffset, e.coordinatorEpoch
+		}
+		e = fresh
 		ps.producers[h.ProducerID] = e
+	}
+	if h.Transactional() && !e.txnOngoing {
+		e.txnOngoing, e.txnFirstOffset = true, h.BaseOffset
+		if cur := ps.firstUnstable.Load(); cur < 0 || h.BaseOffset < cur {
+			ps.firstUnstable.Store(h.BaseOffset)
+		}
 	}
 	if len(e.batches) == producerBatchesKept {
 		copy(e.batches, e.batches[1:])
@@ -361,19 +424,26 @@ func (ps *producerState) makeRoomLocked() {
 	}
 	all := make([]idle, 0, len(ps.producers))
 	for id, e := range ps.producers {
-		all = append(all, idle{id, e.lastTimestamp})
+		last := e.lastTimestamp
+		if e.txnOngoing {
+			last = math.MaxInt64 // forgotten last: it holds the LSO back
+		}
+		all = append(all, idle{id, last})
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].last < all[j].last })
 	keep := limit - 1 - limit/10
 	for _, p := range all[:len(all)-max(keep, 0)] {
 		delete(ps.producers, p.id)
 	}
+	ps.recomputeFirstUnstableLocked()
 }
 
 // expireLocked forgets producers whose last batch is older than before (ms).
 func (ps *producerState) expireLocked(before int64) {
 	for id, e := range ps.producers {
-		if e.lastTimestamp < before {
+		// A producer in a transaction stays until a marker ends it, as in
+		// Kafka: forgetting it would move the LSO past its records.
+		if e.lastTimestamp < before && !e.txnOngoing {
 			delete(ps.producers, id)
 			ps.dirty = true
 		}
@@ -417,17 +487,20 @@ func (l *Log) writeProducerSnapshotLocked() error {
 	if err := writeProducerSnapshot(l.dir, producerSnapshot{offset: l.EndOffset(), producers: ps.producers}); err != nil {
 		return err
 	}
+	ps.hasSnapshot.Store(true)
 	ps.dirty = false
 	return nil
 }
 
 // recordProducersLocked records appended batches in the state, once it is
 // loaded (loading scans them from the log anyway).
-func (l *Log) recordProducersLocked(headers []BatchHeader) {
+func (l *Log) recordProducersLocked(headers []BatchHeader, batches []byte) {
 	if !l.producers.loaded {
 		return
 	}
+	pos := 0
 	for _, h := range headers {
-		l.producers.applyLocked(h)
+		l.applyBatchLocked(h, batches[pos:pos+h.Size()])
+		pos += h.Size()
 	}
 }

@@ -206,6 +206,9 @@ func (l *Log) swapLocked(w *SegmentWriter, run []*segment, first int) error {
 	l.mu.Lock()
 	l.segments = slices.Concat(l.segments[:first], w.segments, l.segments[first+len(old):])
 	l.mu.Unlock()
+	if err := l.carryTxnIndexes(old, w.segments); err != nil {
+		return err
+	}
 	l.logger.Info("replaced segments", "from", w.from, "to", w.to, "old_segments", len(old), "new_segments", len(w.segments))
 	w.segments = nil // the log owns them now
 	for _, s := range old {

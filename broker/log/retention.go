@@ -246,6 +246,9 @@ func (l *Log) truncateTo(offset int64) error {
 	}
 	end := l.endOffset
 	l.mu.Unlock()
+	if err == nil {
+		err = l.truncateTxnIndexLocked(s, end)
+	}
 	if err != nil {
 		l.writeErr = fmt.Errorf("log: truncating indexes of segment %d: %w", s.baseOffset, err)
 		return l.writeErr

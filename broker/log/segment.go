@@ -25,13 +25,14 @@ type segment struct {
 	log        file // the .log file, open for the segment's whole life
 
 	// appender state
-	size            int64     // bytes of valid batches
-	nextOffset      int64     // offset after the last batch; baseOffset if empty
-	maxTimestamp    int64     // largest batch timestamp, -1 if none
-	offsetOfMaxTs   int64     // base offset of the batch that first reached maxTimestamp
-	firstAppend     time.Time // when the first batch was appended (or the log opened); for segment.ms
-	bytesSinceIndex int       // log bytes since the last offset index entry
-	dirty           bool      // written since the last fsync
+	size            int64        // bytes of valid batches
+	nextOffset      int64        // offset after the last batch; baseOffset if empty
+	maxTimestamp    int64        // largest batch timestamp, -1 if none
+	offsetOfMaxTs   int64        // base offset of the batch that first reached maxTimestamp
+	firstAppend     time.Time    // when the first batch was appended (or the log opened); for segment.ms
+	bytesSinceIndex int          // log bytes since the last offset index entry
+	dirty           bool         // written since the last fsync
+	aborted         []AbortedTxn // its transaction index (txn_index.go); guarded by Log.mu, replaced, never changed in place
 
 	mu             sync.Mutex // guards the following
 	loaded         bool       // index and times hold the files' contents
@@ -114,7 +115,7 @@ func (s *segment) release() error {
 		errs = append(errs, s.timeFile.Close())
 	}
 	if s.deleted.Load() {
-		for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		for _, suffix := range segmentSuffixes {
 			if err := os.Remove(segmentPath(s.dir, s.baseOffset, suffix) + deletedSuffix); err != nil && !os.IsNotExist(err) {
 				errs = append(errs, err)
 			}
@@ -130,7 +131,7 @@ func (s *segment) markDeleted() error {
 		return nil
 	}
 	var errs []error
-	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suffix := range segmentSuffixes {
 		p := segmentPath(s.dir, s.baseOffset, suffix)
 		if err := os.Rename(p, p+deletedSuffix); err != nil && !os.IsNotExist(err) {
 			errs = append(errs, err)
