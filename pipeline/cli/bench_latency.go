@@ -264,43 +264,30 @@ func runLatency(ctx context.Context, e *env, o benchLatencyOptions) (latencyRun,
 			for i := range filler {
 				filler[i] = 'a' + byte(i%26)
 			}
-			var next int64
-			for next < n && ctx.Err() == nil {
-				now := time.Since(base)
-				upTo := min(p.dueBy(now), n)
-				for ; next < upTo; next++ {
-					due := p.due(next)
-					value := make([]byte, o.size)
-					binary.BigEndian.PutUint64(value, uint64(due))
-					copy(value[stampBytes:], filler)
-					r := &kgo.Record{Value: value}
-					if o.keys > 0 {
-						r.Key = strconv.AppendInt(nil, (next*int64(o.producers)+int64(k))%int64(o.keys), 10)
+			p.run(ctx, base, n, func(i int64, due time.Duration) {
+				value := make([]byte, o.size)
+				binary.BigEndian.PutUint64(value, uint64(due))
+				copy(value[stampBytes:], filler)
+				r := &kgo.Record{Value: value}
+				if o.keys > 0 {
+					r.Key = strconv.AppendInt(nil, (i*int64(o.producers)+int64(k))%int64(o.keys), 10)
+				}
+				lag := int64(time.Since(base) - due)
+				for old := behind.Load(); lag > old && !behind.CompareAndSwap(old, lag); old = behind.Load() {
+				}
+				sent.Add(1)
+				cl.Produce(ctx, r, func(r *kgo.Record, err error) {
+					if err != nil {
+						fail(fmt.Errorf("produce: %w", err))
+						return
 					}
-					lag := int64(time.Since(base) - due)
-					for old := behind.Load(); lag > old && !behind.CompareAndSwap(old, lag); old = behind.Load() {
+					acked.Add(1)
+					if due := readStamp(r.Value); due >= warmup {
+						ack.record(time.Since(base) - due)
+						countedAcked.Add(1)
 					}
-					sent.Add(1)
-					cl.Produce(ctx, r, func(r *kgo.Record, err error) {
-						if err != nil {
-							fail(fmt.Errorf("produce: %w", err))
-							return
-						}
-						acked.Add(1)
-						if due := readStamp(r.Value); due >= warmup {
-							ack.record(time.Since(base) - due)
-							countedAcked.Add(1)
-						}
-					})
-				}
-				if next >= n {
-					break
-				}
-				select {
-				case <-ctx.Done():
-				case <-time.After(p.due(next) - time.Since(base)):
-				}
-			}
+				})
+			})
 			if err := cl.Flush(ctx); err != nil && ctx.Err() == nil {
 				fail(fmt.Errorf("flush: %w", err))
 			}
@@ -378,6 +365,27 @@ func newPacer(rate float64, offset time.Duration) pacer {
 // due is when record i is due, since the run's start.
 func (p pacer) due(i int64) time.Duration {
 	return p.offset + time.Duration(float64(i)*p.interval)
+}
+
+// run calls send for records 0..n-1 in order, none before it is due
+// (measured from base), sleeping until the next is due and sending every
+// record due at each wake-up, until done or ctx ends.
+func (p pacer) run(ctx context.Context, base time.Time, n int64, send func(i int64, due time.Duration)) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for next := int64(0); next < n && ctx.Err() == nil; {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		for upTo := min(p.dueBy(time.Since(base)), n); next < upTo; next++ {
+			send(next, p.due(next))
+		}
+		if next < n {
+			timer.Reset(p.due(next) - time.Since(base))
+		}
+	}
 }
 
 // dueBy is how many records are due at elapsed (records 0..dueBy-1).
