@@ -25,6 +25,9 @@ import (
 var millraceBin string
 
 func TestMain(m *testing.M) {
+	if role := os.Getenv(roleEnv); role != "" {
+		os.Exit(runRole(role, os.Args[1:]))
+	}
 	dir, err := os.MkdirTemp("", "millrace-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -58,6 +61,8 @@ func freePort(t testing.TB) int {
 type process struct {
 	t       testing.TB
 	name    string
+	bin     string   // millraceBin unless set
+	env     []string // added to the test's environment
 	args    []string
 	logPath string
 
@@ -68,7 +73,20 @@ type process struct {
 
 func startProcess(t testing.TB, name string, args ...string) *process {
 	t.Helper()
-	p := &process{t: t, name: name, args: args, logPath: filepath.Join(t.TempDir(), name+".log")}
+	return startProcessOf(t, &process{t: t, name: name, bin: millraceBin, args: args})
+}
+
+// startRole runs this test binary as a client process playing role (see
+// runRole), so a test can SIGKILL or SIGSTOP a client as it does a broker.
+func startRole(t testing.TB, name, role string, args ...string) *process {
+	t.Helper()
+	return startProcessOf(t, &process{t: t, name: name, bin: os.Args[0], env: []string{roleEnv + "=" + role}, args: args})
+}
+
+func startProcessOf(t testing.TB, p *process) *process {
+	t.Helper()
+	name := p.name
+	p.logPath = filepath.Join(t.TempDir(), name+".log")
 	p.start()
 	t.Cleanup(func() {
 		p.stop(syscall.SIGTERM, 15*time.Second)
@@ -90,7 +108,8 @@ func (p *process) start() {
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	cmd := exec.Command(millraceBin, p.args...)
+	cmd := exec.Command(p.bin, p.args...)
+	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		p.t.Fatalf("start %s: %v", p.name, err)
