@@ -22,6 +22,7 @@ import (
 	"millrace/broker/coord"
 	"millrace/broker/group"
 	"millrace/broker/log"
+	"millrace/broker/txn"
 )
 
 // Deps are the broker's collaborators. The caller creates them, and closes
@@ -73,6 +74,7 @@ type Broker struct {
 	producerIDs        *producerIDs        // producer ID blocks (producer_ids.go)
 	replicaManager     *replicationManager // leads and follows partitions (replication_manager.go)
 	interBrokerClients *interBrokerClients // clients to the other brokers (interbroker.go)
+	txn                *txn.Coordinator    // transaction coordinator (broker/txn); nil without a store
 
 	// ctx is the parent of every connection's context; cancel ends them all.
 	ctx    context.Context
@@ -158,6 +160,9 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 //  5. replicaManager: a high watermark it moves wakes waiting Fetches: it
 //     needs waiters.
 //  6. interBrokerClients: clients to the other brokers, built on first use.
+//  7. txn: the transaction coordinator, state in the coordination store;
+//     it allocates producer IDs (producerIDs) and sends markers through
+//     interBrokerClients.
 //
 // The first three need no other part, so their order among themselves is
 // free; the security caches come first because the authorizer is the part
@@ -188,6 +193,18 @@ func (b *Broker) openParts() error {
 	b.producerIDs = newProducerIDs(b.store, b.cfg.BrokerID)
 	b.replicaManager = newReplicationManager(b)
 	b.interBrokerClients = newInterBrokerClients(b)
+	if b.store != nil {
+		if b.txn, err = txn.New(b.store, txn.Config{
+			MaxTimeout:         b.cfg.TransactionMaxTimeout,
+			IDExpiration:       b.cfg.TransactionalIDExpiration,
+			AbortCheckInterval: b.cfg.TransactionAbortCheckInterval,
+			Owner:              b.coordinatesTxn,
+			NewProducerID:      b.producerIDs.nextID,
+			Markers:            txnMarkerWriter{b},
+		}, b.logger); err != nil {
+			return fmt.Errorf("opening the transaction coordinator: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -198,6 +215,9 @@ func (b *Broker) startParts() {
 		b.sasl.start()
 	}
 	b.replicaManager.start()
+	if b.txn != nil {
+		b.txn.Start()
+	}
 }
 
 // closeParts closes the parts opened, in the reverse of openParts: the
@@ -219,6 +239,9 @@ func (b *Broker) closeParts() {
 			b.logger.Error("closing a part of the broker", "part", part, "err", err)
 		}
 	}
+	if b.txn != nil {
+		closed("transactions", b.txn.Close())
+	}
 	if b.interBrokerClients != nil {
 		closed("inter-broker clients", b.interBrokerClients.Close())
 	}
@@ -231,6 +254,14 @@ func (b *Broker) closeParts() {
 	if b.authorizer != nil {
 		closed("acl", b.authorizer.Close())
 	}
+}
+
+// coordinatesTxn reports whether this broker coordinates transactional ID
+// id: the same choice as a group's (cluster.GroupCoordinator), and the
+// generation of the live-broker view it was made from.
+func (b *Broker) coordinatesTxn(id string) (bool, uint64) {
+	c, gen, ok := b.cluster.GroupCoordinator(id)
+	return ok && c.ID == b.cfg.BrokerID, gen
 }
 
 // Config returns the broker's configuration.

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"millrace/broker/txn"
 )
 
 // Config is the wire server's configuration, named after Kafka's broker
@@ -177,6 +179,23 @@ type Config struct {
 	// eviction by a larger one after it was created, and how long unused
 	// before any new session may take its slot.
 	FetchSessionEvictionMin time.Duration
+	// TransactionMaxTimeout (transaction.max.timeout.ms, default 900000 =
+	// 15 minutes, Kafka's) is the longest transaction timeout a producer
+	// may ask for; a longer one gets INVALID_TRANSACTION_TIMEOUT. An
+	// abandoned transaction holds read_committed consumers back until its
+	// timeout aborts it.
+	TransactionMaxTimeout time.Duration
+	// TransactionalIDExpiration (transactional.id.expiration.ms, default
+	// 604800000 = 7 days, Kafka's) is how long the coordinator keeps a
+	// transactional ID with no transaction in progress after its last
+	// change; a producer using it later gets a new producer ID.
+	TransactionalIDExpiration time.Duration
+	// TransactionAbortCheckInterval
+	// (transaction.abort.timed.out.transaction.cleanup.interval.ms, default
+	// 10000, Kafka's) is how often the coordinator aborts transactions past
+	// their timeout, removes expired transactional IDs and finishes
+	// transactions whose markers another coordinator left unwritten.
+	TransactionAbortCheckInterval time.Duration
 
 	// Authorizer holds the ACL settings (authorize.go).
 	Authorizer AuthorizerConfig
@@ -213,6 +232,10 @@ func DefaultConfig() Config {
 		MaxProducerIDsPerPartition: 10000,
 		FetchSessionCacheSlots:     1000,
 		FetchSessionEvictionMin:    120 * time.Second,
+
+		TransactionMaxTimeout:         txn.DefaultMaxTimeout,
+		TransactionalIDExpiration:     txn.DefaultIDExpiration,
+		TransactionAbortCheckInterval: txn.DefaultAbortCheckInterval,
 
 		SASL: defaultSASLConfig(),
 	}
@@ -284,6 +307,15 @@ func (c Config) Validate() error {
 	}
 	if c.ClientIDMaxBytes < 0 {
 		errs = append(errs, fmt.Errorf("millrace.client.id.max.bytes %d must not be negative", c.ClientIDMaxBytes))
+	}
+	if c.TransactionMaxTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("transaction.max.timeout.ms %v must be positive", c.TransactionMaxTimeout))
+	}
+	if c.TransactionalIDExpiration <= 0 {
+		errs = append(errs, fmt.Errorf("transactional.id.expiration.ms %v must be positive", c.TransactionalIDExpiration))
+	}
+	if c.TransactionAbortCheckInterval <= 0 {
+		errs = append(errs, fmt.Errorf("transaction.abort.timed.out.transaction.cleanup.interval.ms %v must be positive", c.TransactionAbortCheckInterval))
 	}
 	errs = append(errs, c.Authorizer.validate()...)
 	errs = append(errs, c.SASL.validate(c.ConnectionsMaxIdle)...)
@@ -409,6 +441,9 @@ var configEntries = map[string]configEntry{
 		intSetter(32, func(c *Config) *int { return &c.ClientIDMaxBytes }),
 		func(c Config) string { return strconv.Itoa(c.ClientIDMaxBytes) },
 	},
+	"transaction.max.timeout.ms":                                  msEntry(func(c *Config) *time.Duration { return &c.TransactionMaxTimeout }),
+	"transactional.id.expiration.ms":                              msEntry(func(c *Config) *time.Duration { return &c.TransactionalIDExpiration }),
+	"transaction.abort.timed.out.transaction.cleanup.interval.ms": msEntry(func(c *Config) *time.Duration { return &c.TransactionAbortCheckInterval }),
 }
 
 // stringEntry is a setting kept as written; Validate judges it.
