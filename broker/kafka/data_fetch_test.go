@@ -149,7 +149,7 @@ func TestFetchErrors(t *testing.T) {
 		t.Fatalf("DeleteRecords to the high watermark: %+v", p)
 	}
 
-	// No fetch sessions: a session ID is unknown.
+	// A session ID the broker does not know.
 	req = fetchRequest(11, 0, 1, 1<<20, fetchPart{"ferr", 0, 2, 1 << 20})
 	req.SessionID, req.SessionEpoch = 42, 1
 	if resp := c.roundTrip(req, 8).(*kmsg.FetchResponse); resp.ErrorCode != kerr.FetchSessionIDNotFound.Code {
