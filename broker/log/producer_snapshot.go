@@ -13,12 +13,19 @@ package log
 //	  producerID     int64
 //	  epoch          int16
 //	  lastTimestamp  int64   largest timestamp of its last batch (ms)
+//	  txnFirstOffset int64   first offset of its ongoing transaction, -1
+//	                         if none (version 2 on)
+//	  coordEpoch     int32   coordinator epoch of its last transaction
+//	                         marker, -1 if none (version 2 on)
 //	  batches        int8    1 to producerBatchesKept
 //	  per batch, oldest first:
 //	    firstSeq     int32
 //	    lastSeq      int32
 //	    firstOffset  int64
 //	    lastOffset   int64
+//
+// Version 1 (written before transactions) lacks the two transaction
+// fields; it is read as having no ongoing transaction.
 //
 // It is replaced atomically: written to a temporary file (which Open
 // removes if a crash leaves it behind), fsynced, renamed over the old one,
@@ -41,11 +48,18 @@ const (
 	// producerSnapshotMagic opens every snapshot.
 	producerSnapshotMagic = "MRPS"
 	// producerSnapshotVersion is the format version written.
-	producerSnapshotVersion = 1
+	producerSnapshotVersion = 2
+	// producerSnapshotVersion1 is the version without transaction fields,
+	// still read.
+	producerSnapshotVersion1 = 1
 	// producerSnapshotHeader: magic, version, crc, offset, count.
 	producerSnapshotHeader = 4 + 2 + 4 + 8 + 4
-	// producerSnapshotEntryFixed: producerID, epoch, lastTimestamp, batch count.
-	producerSnapshotEntryFixed = 8 + 2 + 8 + 1
+	// producerSnapshotEntryFixed: producerID, epoch, lastTimestamp,
+	// txnFirstOffset, coordEpoch, batch count.
+	producerSnapshotEntryFixed = 8 + 2 + 8 + 8 + 4 + 1
+	// producerSnapshotEntryFixedV1: version 1's, without the transaction
+	// fields.
+	producerSnapshotEntryFixedV1 = 8 + 2 + 8 + 1
 	// producerSnapshotBatch: firstSeq, lastSeq, firstOffset, lastOffset.
 	producerSnapshotBatch = 4 + 4 + 8 + 8
 )
@@ -73,6 +87,8 @@ func encodeProducerSnapshot(s producerSnapshot) []byte {
 		b = be.AppendUint64(b, uint64(id))
 		b = be.AppendUint16(b, uint16(e.epoch))
 		b = be.AppendUint64(b, uint64(e.lastTimestamp))
+		b = be.AppendUint64(b, uint64(e.txnStart()))
+		b = be.AppendUint32(b, uint32(e.coordinatorEpoch-1))
 		b = append(b, byte(len(e.batches)))
 		for _, pb := range e.batches {
 			b = be.AppendUint32(b, uint32(pb.firstSeq))
@@ -93,8 +109,14 @@ func decodeProducerSnapshot(b []byte) (producerSnapshot, error) {
 	if len(b) < producerSnapshotHeader || string(b[:4]) != producerSnapshotMagic {
 		return producerSnapshot{}, fmt.Errorf("%w: no header", errBadProducerSnapshot)
 	}
-	if v := be.Uint16(b[4:]); v != producerSnapshotVersion {
-		return producerSnapshot{}, fmt.Errorf("%w: version %d", errBadProducerSnapshot, v)
+	version := be.Uint16(b[4:])
+	fixed := producerSnapshotEntryFixed
+	switch version {
+	case producerSnapshotVersion:
+	case producerSnapshotVersion1:
+		fixed = producerSnapshotEntryFixedV1
+	default:
+		return producerSnapshot{}, fmt.Errorf("%w: version %d", errBadProducerSnapshot, version)
 	}
 	if got, want := crc32.Checksum(b[10:], castagnoli), be.Uint32(b[6:]); got != want {
 		return producerSnapshot{}, fmt.Errorf("%w: CRC-32C %08x, header says %08x", errBadProducerSnapshot, got, want)
@@ -102,18 +124,26 @@ func decodeProducerSnapshot(b []byte) (producerSnapshot, error) {
 	s := producerSnapshot{offset: int64(be.Uint64(b[10:]))}
 	count := int64(be.Uint32(b[18:]))
 	rest := b[producerSnapshotHeader:]
-	if s.offset < 0 || count > int64(len(rest)/producerSnapshotEntryFixed) {
+	if s.offset < 0 || count > int64(len(rest)/fixed) {
 		return producerSnapshot{}, fmt.Errorf("%w: offset %d, %d entries in %d bytes", errBadProducerSnapshot, s.offset, count, len(rest))
 	}
 	s.producers = make(map[int64]*producerEntry, count)
 	for range count {
-		if len(rest) < producerSnapshotEntryFixed {
+		if len(rest) < fixed {
 			return producerSnapshot{}, fmt.Errorf("%w: truncated entry", errBadProducerSnapshot)
 		}
 		id := int64(be.Uint64(rest))
 		e := &producerEntry{epoch: int16(be.Uint16(rest[8:])), lastTimestamp: int64(be.Uint64(rest[10:]))}
-		n := int(rest[18])
-		rest = rest[producerSnapshotEntryFixed:]
+		if version >= producerSnapshotVersion {
+			if first := int64(be.Uint64(rest[18:])); first >= 0 {
+				e.txnOngoing, e.txnFirstOffset = true, first
+			} else if first != -1 {
+				return producerSnapshot{}, fmt.Errorf("%w: producer %d transaction offset %d", errBadProducerSnapshot, id, first)
+			}
+			e.coordinatorEpoch = max(int32(be.Uint32(rest[26:])), -1) + 1
+		}
+		n := int(rest[fixed-1])
+		rest = rest[fixed:]
 		if n < 1 || n > producerBatchesKept || len(rest) < n*producerSnapshotBatch {
 			return producerSnapshot{}, fmt.Errorf("%w: producer %d has %d batches", errBadProducerSnapshot, id, n)
 		}

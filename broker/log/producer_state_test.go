@@ -33,10 +33,12 @@ func TestProducerSnapshotRoundTrip(t *testing.T) {
 }
 
 // TestProducerSnapshotFormat decodes a snapshot as the broker wrote it when
-// producer state lived in the Kafka layer, and checks that the same state
-// encodes to the same bytes: a broker upgraded in place keeps its state.
+// producer state lived in the Kafka layer (version 1), so a broker upgraded
+// in place keeps its state, and checks that the same state encodes to the
+// version 2 bytes (the same plus no transaction, no coordinator epoch).
 func TestProducerSnapshotFormat(t *testing.T) {
-	const written = "4d52505300014929c261000000000000002a00000001000000000000000700030000019b76daa800020000000000000004000000000000001e0000000000000022000000050000000500000000000000280000000000000028"
+	const v1 = "4d52505300014929c261000000000000002a00000001000000000000000700030000019b76daa800020000000000000004000000000000001e0000000000000022000000050000000500000000000000280000000000000028"
+	const written = "4d5250530002c896729d000000000000002a00000001000000000000000700030000019b76daa800ffffffffffffffffffffffff020000000000000004000000000000001e0000000000000022000000050000000500000000000000280000000000000028"
 	b, err := hex.DecodeString(written)
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +49,13 @@ func TestProducerSnapshotFormat(t *testing.T) {
 	got, err := decodeProducerSnapshot(b)
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("decoded %+v, %v; want %+v", got, err, want)
+	}
+	old, err := hex.DecodeString(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := decodeProducerSnapshot(old); err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("decoded version 1 %+v, %v; want %+v", got, err, want)
 	}
 	if again := hex.EncodeToString(encodeProducerSnapshot(want)); again != written {
 		t.Fatalf("encoded\n%s\nwant\n%s", again, written)
