@@ -206,8 +206,9 @@ func lower(s string) string {
 	return string(b)
 }
 
-// DeleteGroups serves DeleteGroups v0–v3: an Empty group's committed offsets
-// and store subtree /consumers/<group> are removed; a group with members gets
+// DeleteGroups serves DeleteGroups v0–v3: an Empty group's committed offsets,
+// pending transactional ones included, and store subtree /consumers/<group>
+// are removed; a group with members gets
 // NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND.
 func (c *Coordinator) DeleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRequest) *kmsg.DeleteGroupsResponse {
 	resp := kmsg.NewPtrDeleteGroupsResponse()
@@ -254,11 +255,15 @@ func (c *Coordinator) deleteGroup(id string) int16 {
 	c.stopTimersLocked(g)
 	g.mu.Unlock()
 	c.forgetGroup(g)
-	g.offsets = make(map[topicPartition]offsetEntry)
+	pending := g.txnOffsets
+	g.offsets, g.txnOffsets = make(map[topicPartition]offsetEntry), make(map[int64]*pendingTxnOffsets)
 	if err := deleteRecursive(c.store, groupPath(id)); err != nil {
 		c.log.Error("deleting group from the store", "group", id, "err", err)
 		return errCoordinatorNotAvailable
 	}
+	// Pending transactional offsets went with the group, as in Kafka (their
+	// marker later finds nothing to complete).
+	c.dropTxnIndexLocked(g, pending)
 	c.log.Info("group deleted", "group", id)
 	return errNone
 }

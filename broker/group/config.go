@@ -48,6 +48,12 @@ type Config struct {
 	// OffsetsRetentionCheckInterval (offsets.retention.check.interval.ms,
 	// default 10 minutes) is how often expired offsets are looked for.
 	OffsetsRetentionCheckInterval time.Duration
+	// ProducerIDExpiration (producer.id.expiration.ms, default 24 hours)
+	// is how long the epoch of a transactional producer is remembered,
+	// once it has no pending transactional offsets, to refuse its zombie's
+	// late TxnOffsetCommit (see txn_offsets.go): as long as Kafka keeps an
+	// idle producer's state.
+	ProducerIDExpiration time.Duration
 	// PartitionExists reports whether a topic partition exists, so that
 	// OffsetCommit answers UNKNOWN_TOPIC_OR_PARTITION for others. Nil accepts
 	// every partition.
@@ -83,6 +89,7 @@ const (
 	// DefaultOffsetsRetention is offsets.retention.minutes' default, 10080.
 	DefaultOffsetsRetention              = 7 * 24 * time.Hour
 	DefaultOffsetsRetentionCheckInterval = 10 * time.Minute
+	DefaultProducerIDExpiration          = 24 * time.Hour
 )
 
 // DefaultConfig returns a Config with every default filled in.
@@ -98,6 +105,7 @@ func DefaultConfig() Config {
 		OffsetsRetention:      DefaultOffsetsRetention,
 
 		OffsetsRetentionCheckInterval: DefaultOffsetsRetentionCheckInterval,
+		ProducerIDExpiration:          DefaultProducerIDExpiration,
 	}
 }
 
@@ -133,6 +141,9 @@ func (c Config) withDefaults() Config {
 	if c.OffsetsRetentionCheckInterval == 0 {
 		c.OffsetsRetentionCheckInterval = DefaultOffsetsRetentionCheckInterval
 	}
+	if c.ProducerIDExpiration == 0 {
+		c.ProducerIDExpiration = DefaultProducerIDExpiration
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -164,6 +175,9 @@ func (c Config) Validate() error {
 	}
 	if d.OffsetsRetentionCheckInterval < time.Millisecond {
 		errs = append(errs, fmt.Errorf("group: offsets.retention.check.interval.ms %v must be positive", d.OffsetsRetentionCheckInterval))
+	}
+	if d.ProducerIDExpiration < time.Millisecond {
+		errs = append(errs, fmt.Errorf("group: producer.id.expiration.ms %v must be positive", d.ProducerIDExpiration))
 	}
 	return errors.Join(errs...)
 }

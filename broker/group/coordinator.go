@@ -1,6 +1,7 @@
 // Package group is millrace's consumer-group coordinator: the Kafka classic
 // group membership protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) and
-// committed-offset storage (OffsetCommit, OffsetFetch, OffsetDelete), plus the
+// committed-offset storage (OffsetCommit, OffsetFetch, OffsetDelete,
+// TxnOffsetCommit), plus the
 // admin APIs DescribeGroups, ListGroups and DeleteGroups.
 //
 // The wire server decodes a request with kmsg, calls the method of the same
@@ -43,8 +44,12 @@
 // Config.MaxGroupIDBytes long and the coordinator holds at most
 // Config.MaxGroups groups in memory.
 //
-// Not supported: the KIP-848 consumer protocol, transactional offset
-// commits, and the per-commit retention time of OffsetCommit v2–v4.
+// Transactional offset commits (TxnOffsetCommit) stay pending, beside the
+// group in the store, until the transaction's marker completes them
+// (CompleteTxnOffsets; txn_offsets.go).
+//
+// Not supported: the KIP-848 consumer protocol, and the per-commit
+// retention time of OffsetCommit v2–v4.
 package group
 
 import (

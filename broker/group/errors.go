@@ -12,16 +12,19 @@ const (
 	errNotCoordinator            int16 = 16
 	errIllegalGeneration         int16 = 22
 	errInconsistentGroupProtocol int16 = 23
+	errInvalidCommitOffsetSize   int16 = 28
 	errInvalidGroupID            int16 = 24
 	errUnknownMemberID           int16 = 25
 	errInvalidSessionTimeout     int16 = 26
 	errRebalanceInProgress       int16 = 27
 	errUnsupportedVersion        int16 = 35
 	errInvalidRequest            int16 = 42
+	errInvalidProducerEpoch      int16 = 47
 	errNonEmptyGroup             int16 = 68
 	errGroupIDNotFound           int16 = 69
 	errMemberIDRequired          int16 = 79
 	errGroupMaxSizeReached       int16 = 81
 	errFencedInstanceID          int16 = 82
 	errGroupSubscribedToTopic    int16 = 86
+	errUnstableOffsetCommit      int16 = 88
 )

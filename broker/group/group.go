@@ -139,6 +139,10 @@ type group struct {
 	offsetsGen    uint64 // Config.Owner's generation when the offsets were loaded
 	fence         int32  // version this broker set on coordinatorPath, or unfenced
 	offsets       map[topicPartition]offsetEntry
+	// txnOffsets holds the offsets transactions committed (TxnOffsetCommit)
+	// that their transaction's marker has not yet completed, by producer ID
+	// (txn_offsets.go). Loaded with offsets.
+	txnOffsets map[int64]*pendingTxnOffsets
 
 	mu             sync.Mutex // guards the following
 	state          state
@@ -164,12 +168,13 @@ type group struct {
 
 func newGroup(id string) *group {
 	return &group{
-		id:        id,
-		fence:     unfenced,
-		offsets:   make(map[topicPartition]offsetEntry),
-		members:   make(map[string]*member),
-		instances: make(map[string]string),
-		pending:   make(map[string]*pendingMember),
+		id:         id,
+		fence:      unfenced,
+		offsets:    make(map[topicPartition]offsetEntry),
+		txnOffsets: make(map[int64]*pendingTxnOffsets),
+		members:    make(map[string]*member),
+		instances:  make(map[string]string),
+		pending:    make(map[string]*pendingMember),
 	}
 }
 
@@ -332,8 +337,9 @@ func memberTopics(m *member, protocol string) ([]string, bool) {
 }
 
 // existsLocked reports whether g is a group worth reporting: it has or had
-// members, or has committed offsets. A group object made only to answer a
-// lookup is not. The caller holds offsetMu (offsets loaded) and mu.
+// members, or has committed offsets, pending transactional ones included. A
+// group object made only to answer a lookup is not. The caller holds
+// offsetMu (offsets loaded) and mu.
 func (g *group) existsLocked() bool {
-	return len(g.members) > 0 || g.state != stateEmpty || g.generation > 0 || len(g.offsets) > 0
+	return len(g.members) > 0 || g.state != stateEmpty || g.generation > 0 || len(g.offsets) > 0 || len(g.txnOffsets) > 0
 }

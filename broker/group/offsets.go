@@ -108,7 +108,11 @@ func (c *Coordinator) loadOffsetsLocked(g *group, fresh bool) error {
 			offsets[topicPartition{topic, int32(p)}] = e
 		}
 	}
-	g.offsets, g.offsetsGen = offsets, gen
+	pending, err := c.loadTxnOffsetsLocked(g)
+	if err != nil {
+		return err
+	}
+	g.offsets, g.txnOffsets, g.offsetsGen = offsets, pending, gen
 	g.offsetsLoaded = true
 	return nil
 }
@@ -420,8 +424,10 @@ func (c *Coordinator) fencedMultiLocked(g *group, ops []coord.Op) error {
 
 // OffsetFetch serves OffsetFetch v0–v9 (v8+ for several groups at once).
 // Partitions without a committed offset answer offset -1; null topics (v2+)
-// mean every committed partition. RequireStable (v7+) needs no waiting: there
-// are no transactional commits.
+// mean every committed partition. With RequireStable (v7+) a requested
+// partition for which a transaction holds a pending offset (TxnOffsetCommit)
+// answers UNSTABLE_OFFSET_COMMIT, which clients retry until the transaction
+// completes; as in Kafka, a fetch of every partition does not check.
 func (c *Coordinator) OffsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchResponse {
 	resp := kmsg.NewPtrOffsetFetchResponse()
 	resp.Version = req.Version
@@ -438,7 +444,7 @@ func (c *Coordinator) OffsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequ
 					requested[t.Topic] = append(requested[t.Topic], t.Partitions...)
 				}
 			}
-			topics, code := c.fetchOffsets(req.Version, rg.Group, order, requested)
+			topics, code := c.fetchOffsets(req.Version, rg.Group, order, requested, req.RequireStable)
 			out.ErrorCode = code
 			for _, t := range topics {
 				ot := kmsg.NewOffsetFetchResponseGroupTopic()
@@ -464,7 +470,7 @@ func (c *Coordinator) OffsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequ
 			requested[t.Topic] = append(requested[t.Topic], t.Partitions...)
 		}
 	}
-	topics, code := c.fetchOffsets(req.Version, req.Group, order, requested)
+	topics, code := c.fetchOffsets(req.Version, req.Group, order, requested, req.Version >= 7 && req.RequireStable)
 	resp.Topics = topics
 	if req.Version >= 2 {
 		resp.ErrorCode = code
@@ -475,9 +481,10 @@ func (c *Coordinator) OffsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequ
 // fetchOffsets answers one group's fetch. requested nil means every committed
 // partition; order keeps the requested topic order. A group-level failure is
 // also copied into every partition, which is where v0–v1 clients look.
-func (c *Coordinator) fetchOffsets(version int16, groupID string, order []string, requested map[string][]int32) ([]kmsg.OffsetFetchResponseTopic, int16) {
+func (c *Coordinator) fetchOffsets(version int16, groupID string, order []string, requested map[string][]int32, requireStable bool) ([]kmsg.OffsetFetchResponseTopic, int16) {
 	code := errNone
 	var offsets map[topicPartition]offsetEntry
+	unstable := make(map[topicPartition]bool)
 	switch {
 	case !supported(keyOffsetFetch, version):
 		code = errUnsupportedVersion
@@ -492,6 +499,14 @@ func (c *Coordinator) fetchOffsets(version int16, groupID string, order []string
 		offsets = make(map[topicPartition]offsetEntry, len(g.offsets))
 		for tp, e := range g.offsets {
 			offsets[tp] = e
+		}
+		if requireStable && requested != nil {
+			for topic, ps := range requested {
+				for _, p := range ps {
+					tp := topicPartition{topic, p}
+					unstable[tp] = g.hasPendingLocked(tp)
+				}
+			}
 		}
 		g.mu.Lock()
 		c.releaseIfUnusedLocked(g)
@@ -528,9 +543,12 @@ func (c *Coordinator) fetchOffsets(version int16, groupID string, order []string
 			if !ok {
 				e = offsetEntry{Offset: -1, LeaderEpoch: -1}
 			}
+			rp.ErrorCode = code
+			if code == errNone && unstable[topicPartition{topic, p}] {
+				e, rp.ErrorCode = offsetEntry{Offset: -1, LeaderEpoch: -1}, errUnstableOffsetCommit
+			}
 			metadata := e.Metadata
 			rp.Offset, rp.LeaderEpoch, rp.Metadata = e.Offset, e.LeaderEpoch, &metadata
-			rp.ErrorCode = code
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		out = append(out, rt)

@@ -60,7 +60,9 @@ func (c *Coordinator) expireLoop() {
 // expireOffsets deletes the committed offsets that outlived
 // Config.OffsetsRetention in every group without members this broker
 // coordinates, in memory or only in the store (committed before a restart),
-// and deletes the groups left without offsets. Offsets of groups with
+// and deletes the groups left without offsets (pending transactional ones
+// count, and never expire: their transaction's marker completes them).
+// Idle producers leave the transactional offsets index. Offsets of groups with
 // members never expire here; Kafka's expiry of offsets of topics a Stable
 // group no longer consumes is not done.
 func (c *Coordinator) expireOffsets() {
@@ -94,6 +96,7 @@ func (c *Coordinator) expireOffsets() {
 			deleted++
 		}
 	}
+	c.expireTxnIndex()
 	if expired > 0 || deleted > 0 {
 		c.log.Info("expired committed offsets", "offsets", expired, "groups_deleted", deleted)
 	}
@@ -145,7 +148,9 @@ func (c *Coordinator) expireGroup(id string, inMemory bool, cutoff int64) (expir
 		}
 	}
 	switch {
-	case len(g.offsets) == 0:
+	case len(g.offsets) == 0 && len(g.txnOffsets) == 0:
+		// Pending transactional offsets keep the group (Kafka's
+		// hasOffsets): their marker will complete them.
 		// Nothing left but an Empty group: delete it, as Kafka turns such a
 		// group Dead. Dead first, so that nobody uses this object while
 		// the subtree goes (they find a fresh group instead).

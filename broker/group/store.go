@@ -17,6 +17,9 @@ import (
 //	/consumers/<group>/ids/<member>                   ephemeral: member mirror (memberNode JSON)
 //	/consumers/<group>/owners/<topic>/<partition>     ephemeral: owning member ID
 //	/consumers/<group>/coordinator                    persistent, empty: its version fences offset writes (with Config.Owner)
+//	/consumers/<group>/txn-offsets/<producer ID>      persistent: pending transactional offsets (pendingTxnOffsets JSON)
+//	/txn-offsets/<producer ID>                        persistent: the producer's highest epoch ({"producer_epoch":N})
+//	/txn-offsets/<producer ID>/<group>                persistent, empty: the group holds its pending offsets
 //
 // Group IDs are arbitrary strings, so group and topic names are escaped into
 // single path components (see escapeName).

@@ -10,23 +10,26 @@ type APIVersions struct {
 
 // Kafka API keys of the requests the coordinator serves.
 const (
-	keyOffsetCommit   int16 = 8
-	keyOffsetFetch    int16 = 9
-	keyJoinGroup      int16 = 11
-	keyHeartbeat      int16 = 12
-	keyLeaveGroup     int16 = 13
-	keySyncGroup      int16 = 14
-	keyDescribeGroups int16 = 15
-	keyListGroups     int16 = 16
-	keyDeleteGroups   int16 = 42
-	keyOffsetDelete   int16 = 47
+	keyOffsetCommit    int16 = 8
+	keyOffsetFetch     int16 = 9
+	keyJoinGroup       int16 = 11
+	keyHeartbeat       int16 = 12
+	keyLeaveGroup      int16 = 13
+	keySyncGroup       int16 = 14
+	keyDescribeGroups  int16 = 15
+	keyListGroups      int16 = 16
+	keyTxnOffsetCommit int16 = 28
+	keyDeleteGroups    int16 = 42
+	keyOffsetDelete    int16 = 47
 )
 
 // versions lists every served API once. OffsetCommit and OffsetFetch stop at
 // v9: v10 addresses topics by topic ID (KIP-848), which the coordinator cannot
 // resolve. DescribeGroups v6 (KIP-1043 error message), ListGroups v5 (type
 // filter; every millrace group is "classic") and DeleteGroups v3 (error message)
-// are plain extensions and are served.
+// are plain extensions and are served. TxnOffsetCommit stops at v3: v4+
+// (KIP-890 part 2) lets the producer skip AddOffsetsToTxn, which needs the
+// coordinator to verify the transaction with the transaction coordinator.
 var versions = []APIVersions{
 	{keyOffsetCommit, 0, 9},
 	{keyOffsetFetch, 0, 9},
@@ -36,6 +39,7 @@ var versions = []APIVersions{
 	{keySyncGroup, 0, 5},
 	{keyDescribeGroups, 0, 6},
 	{keyListGroups, 0, 5},
+	{keyTxnOffsetCommit, 0, 3},
 	{keyDeleteGroups, 0, 3},
 	{keyOffsetDelete, 0, 0},
 }

@@ -68,6 +68,8 @@ func topCode(resp kmsg.Response) int16 {
 		return r.Groups[0].ErrorCode
 	case *kmsg.OffsetDeleteResponse:
 		return r.ErrorCode
+	case *kmsg.TxnOffsetCommitResponse:
+		return r.Topics[0].Partitions[0].ErrorCode
 	}
 	return errUnknownServerError
 }
@@ -185,6 +187,15 @@ func exercise(t *testing.T, e *env, key, version int16) (kmsg.Request, kmsg.Resp
 		req := kmsg.NewPtrDeleteGroupsRequest()
 		req.Version, req.Groups = version, []string{"idle"}
 		return req, e.c.DeleteGroups(ctx, wire(t, req))
+	case keyTxnOffsetCommit:
+		req := txnCommitReq(version, "g", 1, 0, id, 1, "t", map[int32]int64{1: 7})
+		resp := e.c.TxnOffsetCommit(ctx, wire(t, req))
+		if version <= 3 && resp.Topics[0].Partitions[0].ErrorCode == errNone {
+			if _, code := stableFetch(t, e.c, "g", "t", 1); code != errUnstableOffsetCommit {
+				t.Fatalf("v%d txn commit: stable fetch answered %d", version, code)
+			}
+		}
+		return req, resp
 	case keyOffsetDelete:
 		req := kmsg.NewPtrOffsetDeleteRequest()
 		req.Version, req.Group = version, "idle"
@@ -206,7 +217,7 @@ func TestVersionsTable(t *testing.T) {
 			t.Fatalf("key %d: range %d-%d not within kmsg's 0-%d", v.Key, v.Min, v.Max, kmsg.RequestForKey(v.Key).MaxVersion())
 		}
 	}
-	for _, key := range []int16{keyOffsetCommit, keyOffsetFetch, keyJoinGroup, keyHeartbeat, keyLeaveGroup, keySyncGroup, keyDescribeGroups, keyListGroups, keyDeleteGroups, keyOffsetDelete} {
+	for _, key := range []int16{keyOffsetCommit, keyOffsetFetch, keyJoinGroup, keyHeartbeat, keyLeaveGroup, keySyncGroup, keyDescribeGroups, keyListGroups, keyDeleteGroups, keyOffsetDelete, keyTxnOffsetCommit} {
 		if !seen[key] {
 			t.Fatalf("key %d missing from Versions", key)
 		}
