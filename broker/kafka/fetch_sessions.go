@@ -52,6 +52,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -68,6 +69,11 @@ type fetchSessionCache struct {
 	evictionAge time.Duration // min.incremental.fetch.session.eviction.ms
 	maxSize     func() int    // the most partitions one session may hold
 	now         func() time.Time
+
+	// Counted for the metrics (metrics.go).
+	created      atomic.Int64 // sessions created
+	incrementals atomic.Int64 // fetches served from a session
+	evictions    atomic.Int64 // sessions evicted for a new one
 
 	mu       sync.Mutex // guards the following
 	sessions map[int32]*fetchSession
@@ -170,6 +176,7 @@ func (c *fetchSessionCache) begin(req *kmsg.FetchRequest) *fetchContext {
 	}
 	s.epoch = nextFetchSessionEpoch(s.epoch)
 	s.lastUsed.Store(c.now().UnixNano())
+	c.incrementals.Add(1)
 	fc.session = s
 	fc.parts = append([]*sessionPartition(nil), s.parts...)
 	fc.request = sessionRequest(req, fc.parts)
@@ -379,6 +386,7 @@ func (c *fetchSessionCache) create(req *kmsg.FetchRequest, resp *kmsg.FetchRespo
 		s.id = rand.Int32()
 	}
 	c.sessions[s.id] = s
+	c.created.Add(1)
 	return s.id
 }
 
@@ -404,6 +412,7 @@ func (c *fetchSessionCache) evictLocked(s *fetchSession) bool {
 	}
 	if now.Sub(time.Unix(0, stalest.lastUsed.Load())) > c.evictionAge {
 		delete(c.sessions, stalest.id)
+		c.evictions.Add(1)
 		return true
 	}
 	// s has no ID yet (0, below every session's), so a session of equal
@@ -412,6 +421,7 @@ func (c *fetchSessionCache) evictLocked(s *fetchSession) bool {
 		return false
 	}
 	delete(c.sessions, victim.id)
+	c.evictions.Add(1)
 	return true
 }
 
@@ -432,6 +442,40 @@ func (c *fetchSessionCache) remove(id int32) {
 	c.mu.Lock()
 	delete(c.sessions, id)
 	c.mu.Unlock()
+}
+
+// fetchSessionMetrics are the cache's metrics, after Kafka's
+// NumIncrementalFetchSessions, NumIncrementalFetchPartitionsCached and
+// IncrementalFetchSessionEvictionsPerSec, read when scraped (the cache is
+// opened after the metrics are registered).
+func fetchSessionMetrics(b *Broker) []prometheus.Collector {
+	counter := func(name, help string, n func(c *fetchSessionCache) *atomic.Int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 {
+			if b.fetchSessions == nil {
+				return 0
+			}
+			return float64(n(b.fetchSessions).Load())
+		})
+	}
+	gauge := func(name, help string, partitions bool) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
+			if b.fetchSessions == nil {
+				return 0
+			}
+			sessions, parts := b.fetchSessions.stats()
+			if partitions {
+				return float64(parts)
+			}
+			return float64(sessions)
+		})
+	}
+	return []prometheus.Collector{
+		gauge("millrace_broker_fetch_sessions", "Fetch sessions (KIP-227) held; max.incremental.fetch.session.cache.slots bounds them.", false),
+		gauge("millrace_broker_fetch_session_partitions", "Partitions held by all fetch sessions.", true),
+		counter("millrace_broker_fetch_sessions_created_total", "Fetch sessions created.", func(c *fetchSessionCache) *atomic.Int64 { return &c.created }),
+		counter("millrace_broker_incremental_fetches_total", "Fetch requests served from a fetch session (incremental fetches).", func(c *fetchSessionCache) *atomic.Int64 { return &c.incrementals }),
+		counter("millrace_broker_fetch_session_evictions_total", "Fetch sessions evicted to make room for a new one.", func(c *fetchSessionCache) *atomic.Int64 { return &c.evictions }),
+	}
 }
 
 // stats returns the number of sessions and of partitions they hold.

@@ -72,7 +72,7 @@ func newBrokerMetrics(reg prometheus.Registerer, model *cluster.Cluster, logs *l
 	queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "millrace_broker_queued_request_bytes", Help: "Request bytes read and not yet answered, as charged against queued.max.request.bytes (requests other than Produce count what decoding them may allocate).",
 	}, func() float64 { return float64(b.budget.used.Load()) })
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.producedRecs, m.producedBytes, m.isrShrinks, m.isrExpands, m.refused, m.saslAuth, fetched, open, queued, newReplicationCollector(model), newDiskCollector(logs)} {
+	for _, c := range append([]prometheus.Collector{m.requests, m.latency, m.producedRecs, m.producedBytes, m.isrShrinks, m.isrExpands, m.refused, m.saslAuth, fetched, open, queued, newReplicationCollector(model), newDiskCollector(logs)}, fetchSessionMetrics(b)...) {
 		if err := reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 			return nil, err
 		}
