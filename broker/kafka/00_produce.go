@@ -23,9 +23,16 @@ package kafka
 // producer state, which its log keeps (broker/log/producers.go): duplicates
 // of one of the last five batches are answered with the original base
 // offset and not appended.
-// Transactions are not supported: a transactional ID, or a batch with the
-// transactional or control attribute, gets INVALID_RECORD with a message
-// saying so.
+//
+// Transactional batches (KIP-98) are accepted from a request naming its
+// transactional ID, which needs Write on that transactional ID
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise, for the whole request,
+// as Kafka answers; also when transactional batches come without one). The
+// log records the producer's ongoing transaction, which holds the last
+// stable offset back until the coordinator's marker ends it
+// (27_write_txn_markers.go). A non-transactional batch from a producer in a
+// transaction gets INVALID_TXN_STATE. Control batches are written only by
+// the broker: a client's gets INVALID_RECORD.
 //
 // broker/log walks every record, decompressing compressed batches up to
 // millrace.max.decompressed.bytes (MESSAGE_TOO_LARGE beyond it), as Kafka's
@@ -59,19 +66,13 @@ const produceKey = 0
 
 func init() { regKey(produceKey, 3, 13, handleProduce) }
 
-const (
-	// attrTransactional and attrControl are record batch attribute bits.
-	attrTransactional = 0x10
-	attrControl       = 0x20
-)
-
-// transactionsUnsupported is the error message for transactional produces.
-const transactionsUnsupported = "millrace does not support transactions; use an idempotent producer without a transactional ID"
-
 func handleProduce(ctx context.Context, b *Broker, r *request) (kmsg.Response, error) {
 	req := r.body.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	byID := req.Version >= 13
+	// Kafka checks the transactional ID before anything else, and answers
+	// every partition with the failure.
+	txnDenied := hasTransactionalRecords(req) && (req.TransactionID == nil || !b.authorized(r, acl.TransactionalID, *req.TransactionID, acl.Write))
 
 	// pending is a written partition waiting for its acknowledgement,
 	// located by topic and partition index in the response.
@@ -104,12 +105,13 @@ func handleProduce(ctx context.Context, b *Broker, r *request) (kmsg.Response, e
 			sp.Partition = part.Partition
 			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
 			switch {
+			case txnDenied:
+				sp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+				sp.ErrorMessage = strp("transactional batches need the request's transactional ID, with Write permission on it")
 			case topicCode != 0:
 				sp.ErrorCode = topicCode
 			case req.Acks != -1 && req.Acks != 0 && req.Acks != 1:
 				sp.ErrorCode = kerr.InvalidRequiredAcks.Code
-			case req.TransactionID != nil:
-				sp.ErrorCode, sp.ErrorMessage = kerr.InvalidRecord.Code, strp(transactionsUnsupported)
 			case req.Acks == -1 && b.refuseAcksAll(name, part.Partition, &sp):
 				// Fewer in-sync replicas than min.insync.replicas: refused
 				// before anything is written (replication_leader.go).
@@ -168,9 +170,8 @@ func (b *Broker) produceTo(topic string, part kmsg.ProduceRequestTopicPartition,
 		sp.ErrorMessage = strp("a produce request must carry exactly one record batch per partition")
 		return ledPartition{}, -1
 	}
-	h := headers[0]
-	if h.Attributes&(attrTransactional|attrControl) != 0 {
-		sp.ErrorCode, sp.ErrorMessage = kerr.InvalidRecord.Code, strp(transactionsUnsupported)
+	if h := headers[0]; h.Control() {
+		sp.ErrorCode, sp.ErrorMessage = kerr.InvalidRecord.Code, strp("control batches are written by the broker, not produced")
 		return ledPartition{}, -1
 	}
 	info, err := p.log.AppendValidated(batches, p.state.LeaderEpoch)
@@ -201,15 +202,20 @@ func (b *Broker) produceTo(topic string, part kmsg.ProduceRequestTopicPartition,
 	return p, info.LastOffset
 }
 
-// producerErrorCode maps an idempotent batch refused by the log's producer
-// state: INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, or
-// INVALID_RECORD for a producer ID without an epoch or sequence.
+// producerErrorCode maps a batch or marker refused by the log's producer
+// state: INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER,
+// INVALID_TXN_STATE, TRANSACTION_COORDINATOR_FENCED, or INVALID_RECORD for
+// a producer ID without an epoch or sequence.
 func producerErrorCode(err *log.ProducerError) int16 {
 	switch {
 	case errors.Is(err, log.ErrInvalidProducerEpoch):
 		return kerr.InvalidProducerEpoch.Code
 	case errors.Is(err, log.ErrOutOfOrderSequence):
 		return kerr.OutOfOrderSequenceNumber.Code
+	case errors.Is(err, log.ErrInvalidTxnState):
+		return kerr.InvalidTxnState.Code
+	case errors.Is(err, log.ErrCoordinatorFenced):
+		return kerr.TransactionCoordinatorFenced.Code
 	default:
 		return kerr.InvalidRecord.Code
 	}
@@ -223,4 +229,17 @@ func produceErrorCode(err error) int16 {
 	}
 	code, _ := logErrorCode(err)
 	return code
+}
+
+// hasTransactionalRecords reports whether any partition's records start
+// with a transactional batch (a produce carries one batch per partition).
+func hasTransactionalRecords(req *kmsg.ProduceRequest) bool {
+	for _, rt := range req.Topics {
+		for _, part := range rt.Partitions {
+			if h, err := log.ParseBatchHeader(part.Records); err == nil && h.Transactional() {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -12,10 +12,10 @@ package kafka
 // returned whole even if it is larger than both limits, so a consumer always
 // progresses (KIP-74). Consumers read below the high watermark (the log end
 // on a single broker, see highWatermark), followers (replica ID >= 0) up to
-// the log end. The last stable offset is the high watermark (no
-// transactions), so read_committed reads the same records as
-// read_uncommitted and gets an empty aborted-transaction list. The
-// preferred read replica is always -1 (no KIP-392 follower fetching). An
+// the log end. Every answer carries the last stable offset
+// (data_partition.go); read_committed consumers (isolation_level 1) read
+// below it and get the aborted transactions with records in the range
+// returned, which they drop (KIP-98). The preferred read replica is always -1 (no KIP-392 follower fetching). An
 // offset outside [log start, log end] gets OFFSET_OUT_OF_RANGE; the current
 // leader epoch (v9+) is checked as in KIP-320.
 //
@@ -241,14 +241,15 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, topic string, rp kmsg.Fe
 			return nil
 		}
 	}
-	hw := highWatermark(p)
-	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, lastStableOffset(p), p.log.StartOffset()
+	hw, lso := highWatermark(p), lastStableOffset(p)
+	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, lso, p.log.StartOffset()
 	bound := hw
+	readCommitted := !follower && req.IsolationLevel == 1
 	switch {
 	case follower:
 		bound = p.log.EndOffset()
-	case req.IsolationLevel == 1:
-		bound = lastStableOffset(p)
+	case readCommitted:
+		bound = lso
 	}
 	if limit <= 0 && !first {
 		return nil
@@ -265,6 +266,18 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, topic string, rp kmsg.Fe
 	if slice.Len() == 0 || (!first && int64(slice.Len()) > limit) {
 		slice.Close()
 		return nil
+	}
+	if readCommitted {
+		aborted, err := p.log.AbortedTransactions(rp.FetchOffset, slice.NextOffset())
+		if err != nil {
+			slice.Close()
+			b.logger.Error("listing aborted transactions", "topic", topic, "partition", rp.Partition, "err", err)
+			sp.ErrorCode = kerr.KafkaStorageError.Code
+			return nil
+		}
+		for _, a := range aborted {
+			sp.AbortedTransactions = append(sp.AbortedTransactions, kmsg.FetchResponseTopicPartitionAbortedTransaction{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset})
+		}
 	}
 	return slice
 }

@@ -4,9 +4,9 @@ package kafka
 //
 // The idempotent producers a partition leader's log remembers
 // (broker/log/producers.go):
-// producer ID, epoch, last sequence and the timestamp of its last batch.
-// millrace has no transactions, so coordinator_epoch and
-// current_txn_start_offset are always -1. A partition this broker does not
+// producer ID, epoch, last sequence and the timestamp of its last batch,
+// the coordinator epoch of its last transaction marker and the first offset
+// of its ongoing transaction (-1 for none of either). A partition this broker does not
 // lead gets NOT_LEADER_OR_FOLLOWER; an unknown one
 // UNKNOWN_TOPIC_OR_PARTITION.
 
@@ -60,7 +60,7 @@ func (b *Broker) describeProducers(topic string, partition int32, l *log.Log) ([
 		ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 		ap.ProducerID, ap.ProducerEpoch = p.ID, int32(p.Epoch)
 		ap.LastSequence, ap.LastTimestamp = p.LastSequence, p.LastTimestamp
-		ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = -1, -1
+		ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = p.CoordinatorEpoch, p.CurrentTxnStartOffset
 		out = append(out, ap)
 	}
 	return out, 0

@@ -93,9 +93,24 @@ func highWatermark(p ledPartition) int64 {
 }
 
 // lastStableOffset is the offset below which read_committed consumers may
-// read. Without transactions there is nothing undecided, so it is the high
-// watermark.
-func lastStableOffset(p ledPartition) int64 { return highWatermark(p) }
+// read (KIP-98): the high watermark, or the first offset of the oldest
+// ongoing transaction if that is lower, so that nothing undecided is read.
+// When the log cannot load its producer state it is the log start offset:
+// nothing is known to be decided.
+func lastStableOffset(p ledPartition) int64 {
+	hw := highWatermark(p)
+	first, ok, err := p.log.FirstUnstableOffset()
+	switch {
+	case err != nil:
+		if p.broker != nil {
+			p.broker.logger.Error("loading producer state for the last stable offset", "topic", p.state.Topic, "partition", p.state.Partition, "err", err)
+		}
+		return min(hw, p.log.StartOffset())
+	case ok:
+		return min(hw, first)
+	}
+	return hw
+}
 
 // awaitReplication decides when a Produce to p that ended at lastOffset is
 // acknowledged: acks=1 at once, acks=-1 (all) once every ISR member has it.

@@ -177,6 +177,12 @@ func TestProduceAcks(t *testing.T) {
 	}
 }
 
+// attrTransactional and attrControl are record batch attribute bits.
+const (
+	attrTransactional = 0x10
+	attrControl       = 0x20
+)
+
 // TestProduceErrors maps bad requests to Kafka error codes and appends
 // nothing for them.
 func TestProduceErrors(t *testing.T) {
@@ -193,6 +199,8 @@ func TestProduceErrors(t *testing.T) {
 	big := makeBatch(t, plainBatch(string(bytes.Repeat([]byte("b"), 3000))))
 	txn := plainBatch("t")
 	txn.producer, txn.epoch, txn.sequence, txn.attrs = 1, 0, 0, attrTransactional
+	control := txn
+	control.attrs = attrTransactional | attrControl
 	two := append(makeBatch(t, plainBatch("a")), makeBatch(t, plainBatch("b"))...)
 
 	cases := []struct {
@@ -207,7 +215,8 @@ func TestProduceErrors(t *testing.T) {
 		{"bad crc", "errs", 0, badCRC, kerr.CorruptMessage.Code},
 		{"magic 1", "errs", 0, oldMagic, kerr.UnsupportedForMessageFormat.Code},
 		{"too large", "errs", 0, big, kerr.MessageTooLarge.Code},
-		{"transactional", "errs", 0, makeBatch(t, txn), kerr.InvalidRecord.Code},
+		{"transactional without a transactional ID", "errs", 0, makeBatch(t, txn), kerr.TransactionalIDAuthorizationFailed.Code},
+		{"control batch", "errs", 0, makeBatch(t, control), kerr.InvalidRecord.Code},
 		{"two batches", "errs", 0, two, kerr.InvalidRecord.Code},
 		{"empty", "errs", 0, []byte{}, kerr.CorruptMessage.Code},
 	}
