@@ -8,12 +8,16 @@ package kafka
 // COORDINATOR_NOT_AVAILABLE while no broker is known or the coordinator has
 // no listener of the name the request came in on (the address given is
 // that listener's). The other brokers answer that group's requests with
-// NOT_COORDINATOR, so clients look it up again when it moves. Transaction coordinators (type 1) are refused with
-// INVALID_REQUEST: millrace does not support transactions (idempotent
-// producers do not need a coordinator). Other key types get INVALID_REQUEST
-// too. A group ID longer than millrace.group.id.max.bytes gets
-// INVALID_GROUP_ID, as every group API answers it. With an authorizer a
-// group key needs Describe on the group (GROUP_AUTHORIZATION_FAILED).
+// NOT_COORDINATOR, so clients look it up again when it moves. A
+// transactional ID (type 1) is coordinated by the broker a group of the
+// same name would be (broker/txn keeps its state in the coordination
+// store, so any broker can take it over); an empty one gets
+// INVALID_REQUEST, and so does a broker without a coordination store
+// (COORDINATOR_NOT_AVAILABLE). Other key types get INVALID_REQUEST. A
+// group ID longer than millrace.group.id.max.bytes gets INVALID_GROUP_ID,
+// as every group API answers it. With an authorizer a group key needs
+// Describe on the group (GROUP_AUTHORIZATION_FAILED), a transactional ID
+// Describe on it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 
 import (
 	"context"
@@ -32,16 +36,24 @@ func handleFindCoordinator(_ context.Context, b *Broker, r *request) (kmsg.Respo
 	find := func(key string) (code int16, msg *string, nodeID int32, host string, port int32) {
 		switch req.CoordinatorType {
 		case 0:
+			if !b.authorized(r, acl.Group, key, acl.Describe) {
+				return kerr.GroupAuthorizationFailed.Code, nil, -1, "", -1
+			}
+			if key != "" && !b.groups.ValidGroupID(key) {
+				return kerr.InvalidGroupID.Code, strp("the group ID is longer than millrace.group.id.max.bytes"), -1, "", -1
+			}
 		case 1:
-			return kerr.InvalidRequest.Code, strp("millrace does not support transactions"), -1, "", -1
+			if !b.authorized(r, acl.TransactionalID, key, acl.Describe) {
+				return kerr.TransactionalIDAuthorizationFailed.Code, nil, -1, "", -1
+			}
+			if key == "" {
+				return kerr.InvalidRequest.Code, strp("the transactional ID is empty"), -1, "", -1
+			}
+			if _, code := b.txnCoordinator(); code != 0 {
+				return code, strp("this broker has no coordination store for transactions"), -1, "", -1
+			}
 		default:
 			return kerr.InvalidRequest.Code, strp("unknown coordinator key type"), -1, "", -1
-		}
-		if !b.authorized(r, acl.Group, key, acl.Describe) {
-			return kerr.GroupAuthorizationFailed.Code, nil, -1, "", -1
-		}
-		if key != "" && !b.groups.ValidGroupID(key) {
-			return kerr.InvalidGroupID.Code, strp("the group ID is longer than millrace.group.id.max.bytes"), -1, "", -1
 		}
 		c, _, ok := b.cluster.GroupCoordinator(key)
 		if !ok {

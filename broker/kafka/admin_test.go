@@ -378,8 +378,13 @@ func TestClusterAndCoordinator(t *testing.T) {
 	}
 	fc.SetVersion(3)
 	fc.CoordinatorType = 1
-	if resp := rc.roundTrip(fc, 2).(*kmsg.FindCoordinatorResponse); resp.ErrorCode != kerr.InvalidRequest.Code {
+	fc.CoordinatorKey = "tx1"
+	if resp := rc.roundTrip(fc, 2).(*kmsg.FindCoordinatorResponse); resp.ErrorCode != 0 || resp.NodeID != 7 || resp.Port != port {
 		t.Fatalf("transaction coordinator: %+v", resp)
+	}
+	fc.CoordinatorKey = ""
+	if resp := rc.roundTrip(fc, 3).(*kmsg.FindCoordinatorResponse); resp.ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("transaction coordinator of an empty ID: %+v", resp)
 	}
 }
 

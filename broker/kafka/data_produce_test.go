@@ -290,13 +290,22 @@ func TestIdempotentProducer(t *testing.T) {
 	rp = c.produceRaw(9, "idem", 0, -1, makeBatch(t, idempotentBatch(other, 0, 0, "wrapped")), corr)
 	expect(rp, 0, 6, 7)
 
-	// A transactional ID is refused.
+	// A transactional ID gets the coordinator's producer ID, its epoch
+	// bumped by each InitProducerId; a timeout above
+	// transaction.max.timeout.ms is refused.
 	req := kmsg.NewPtrInitProducerIDRequest()
 	req.SetVersion(4)
 	req.TransactionalID = strp("txn")
 	req.ProducerID, req.ProducerEpoch = -1, -1
-	if resp := c.roundTrip(req, 99).(*kmsg.InitProducerIDResponse); resp.ErrorCode != kerr.InvalidRequest.Code {
-		t.Fatalf("transactional InitProducerId: error %d", resp.ErrorCode)
+	req.TransactionTimeoutMillis = int32(DefaultConfig().TransactionMaxTimeout.Milliseconds()) + 1
+	if resp := c.roundTrip(req, 99).(*kmsg.InitProducerIDResponse); resp.ErrorCode != kerr.InvalidTransactionTimeout.Code {
+		t.Fatalf("transactional InitProducerId over the longest timeout: error %d", resp.ErrorCode)
+	}
+	req.TransactionTimeoutMillis = 60000
+	first := c.roundTrip(req, 100).(*kmsg.InitProducerIDResponse)
+	second := c.roundTrip(req, 101).(*kmsg.InitProducerIDResponse)
+	if first.ErrorCode != 0 || second.ErrorCode != 0 || first.ProducerID != second.ProducerID || first.ProducerEpoch != 0 || second.ProducerEpoch != 1 {
+		t.Fatalf("transactional InitProducerId: %+v then %+v", first, second)
 	}
 }
 
