@@ -99,6 +99,9 @@ func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 		return nil, err
 	}
 	gcfg := cfg.Group
+	// One producer.id.expiration.ms for the logs and the transactional
+	// offsets index.
+	gcfg.ProducerIDExpiration = cfg.Kafka.ProducerIDExpiration
 	gcfg.PartitionExists = func(topic string, partition int32) bool {
 		_, _, ok := b.cluster.Partition(topic, partition)
 		return ok
