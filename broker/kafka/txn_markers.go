@@ -5,7 +5,8 @@ package kafka
 // leader of each of its partitions and, for each consumer group whose
 // offsets it commits, to the group's coordinator as a marker for
 // "__consumer_offsets" partition group.Partition(group), as Kafka sends
-// them. Every broker gets one request holding its share.
+// them. Every other broker gets one request holding its share, over the
+// inter-broker clients; this broker's share is written directly.
 //
 // A partition answered with an error is written again on the next
 // attempt, unless the partition no longer exists (its topic was deleted:
@@ -102,11 +103,17 @@ func (w txnMarkerWriter) send(ctx context.Context, broker int32, m txn.Markers, 
 		marker.Topics = append(marker.Topics, rt)
 	}
 	req.Markers = []kmsg.WriteTxnMarkersRequestMarker{marker}
-	raw, err := w.b.brokerRequest(ctx, broker, req)
-	if err != nil {
-		return err
+	var resp *kmsg.WriteTxnMarkersResponse
+	if broker == w.b.cfg.BrokerID {
+		// This broker's share needs no socket (27_write_txn_markers.go).
+		resp = w.b.writeTxnMarkers(ctx, req)
+	} else {
+		raw, err := w.b.brokerRequest(ctx, broker, req)
+		if err != nil {
+			return err
+		}
+		resp = raw.(*kmsg.WriteTxnMarkersResponse)
 	}
-	resp := raw.(*kmsg.WriteTxnMarkersResponse)
 	var errs []error
 	answered := 0
 	for _, rm := range resp.Markers {
