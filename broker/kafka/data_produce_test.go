@@ -200,7 +200,7 @@ func TestProduceErrors(t *testing.T) {
 	txn := plainBatch("t")
 	txn.producer, txn.epoch, txn.sequence, txn.attrs = 1, 0, 0, attrTransactional
 	control := txn
-	control.attrs = attrTransactional | attrControl
+	control.attrs = attrControl
 	two := append(makeBatch(t, plainBatch("a")), makeBatch(t, plainBatch("b"))...)
 
 	cases := []struct {
