@@ -88,8 +88,8 @@ var (
 	// ErrOffsetOutOfRange: a read or truncation outside [StartOffset, EndOffset]
 	// [OFFSET_OUT_OF_RANGE, 1].
 	ErrOffsetOutOfRange = errors.New("log: offset out of range")
-	// ErrOffsetMismatch: a replicated append does not start at the log end offset.
-	ErrOffsetMismatch = errors.New("log: replicated batch does not start at the log end offset")
+	// ErrOffsetMismatch: a replicated append starts before the log end offset.
+	ErrOffsetMismatch = errors.New("log: replicated batch starts before the log end offset")
 	// ErrClosed: the log or manager was closed.
 	ErrClosed = errors.New("log: closed")
 )
@@ -240,7 +240,10 @@ func validateOne(b []byte, maxMessageBytes int, rules *recordRules) (int, *Batch
 	if c := h.Compression(); c > maxCompressionCodec {
 		return 0, &BatchError{Reason: fmt.Sprintf("unknown compression codec %d", c), Err: ErrInvalidRecord}
 	}
-	if h.Records < 1 {
+	// A stored batch may hold no records: the cleaner keeps a producer's
+	// last batch, emptied, so its sequence numbers survive (cleaner.go).
+	// A produced one must hold at least one.
+	if h.Records < 0 || (fresh && h.Records < 1) {
 		return 0, &BatchError{Reason: fmt.Sprintf("record count %d, at least 1 is required", h.Records), Err: ErrInvalidRecord}
 	}
 	if h.LastOffsetDelta < 0 || int64(h.Records) > int64(h.LastOffsetDelta)+1 || (fresh && int64(h.Records) != int64(h.LastOffsetDelta)+1) {

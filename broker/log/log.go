@@ -37,6 +37,8 @@ type Log struct {
 
 	replace replaceState // segment replacement for the cleaner; see replace.go
 
+	cleaner cleanerState // compaction progress; see cleaner.go
+
 	producers producerState // idempotent-producer state; its lock is taken before appendMu (producers.go)
 
 	// txnStateLoaded mirrors producers.loaded for lock-free readers.
@@ -515,8 +517,11 @@ func (l *Log) appendFreshLocked(batches []byte, headers []BatchHeader, leaderEpo
 }
 
 // AppendReplicated appends batches copied from the leader, keeping their
-// offsets and leader epochs. The first batch must start at EndOffset() and
-// each must follow the previous, else ErrOffsetMismatch.
+// offsets and leader epochs. The first batch must start at or after
+// EndOffset() and each after the previous, else ErrOffsetMismatch. A batch
+// may start past the end: the leader's cleaner removed the records between
+// (cleaner.go), and the offsets skipped stay unused here too, as in
+// Kafka's follower, which only refuses offsets that go backwards.
 func (l *Log) AppendReplicated(batches []byte) (AppendInfo, error) {
 	l.producers.mu.Lock()
 	defer l.producers.mu.Unlock()
@@ -554,8 +559,8 @@ func (l *Log) appendReplicated(batches []byte) (AppendInfo, error) {
 	info := AppendInfo{FirstOffset: headers[0].BaseOffset, MaxTimestamp: -1, LogAppendTime: -1, Batches: headers}
 	next := l.endOffset
 	for _, h := range headers {
-		if h.BaseOffset != next {
-			return AppendInfo{}, fmt.Errorf("%w: batch at offset %d, expected %d", ErrOffsetMismatch, h.BaseOffset, next)
+		if h.BaseOffset < next {
+			return AppendInfo{}, fmt.Errorf("%w: batch at offset %d, expected %d or later", ErrOffsetMismatch, h.BaseOffset, next)
 		}
 		info.MaxTimestamp = max(info.MaxTimestamp, h.MaxTimestamp)
 		info.Records += int(h.Records)

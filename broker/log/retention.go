@@ -283,10 +283,10 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	return l.afterTruncateLocked(offset, doomed)
 }
 
-// afterTruncateLocked deletes doomed segments and lowers the recovery point
-// and the epoch cache to end.
+// afterTruncateLocked deletes doomed segments and lowers the recovery point,
+// the cleaner's first dirty offset and the epoch cache to end.
 func (l *Log) afterTruncateLocked(end int64, doomed []*segment) error {
-	errs := []error{releaseDoomed(doomed)}
+	errs := []error{releaseDoomed(doomed), l.truncateCleanerCheckpoint(end)}
 	l.noteTruncatedLocked(end)
 	if l.recoveryPoint > end {
 		l.recoveryPoint = end

@@ -1,0 +1,435 @@
+package log
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// kv is one record of a compacted log as tests see it.
+type kv struct {
+	offset int64
+	key    string
+	value  string // "" with tombstone
+	tomb   bool
+}
+
+func (r kv) String() string {
+	if r.tomb {
+		return fmt.Sprintf("%d:%s=<nil>", r.offset, r.key)
+	}
+	return fmt.Sprintf("%d:%s=%s", r.offset, r.key, r.value)
+}
+
+// keyedBatch encodes "key=value" records ("key" alone is a tombstone, an
+// empty key is none) at
+// timestamp ts, compressed with codec.
+func keyedBatch(t testing.TB, ts int64, codec int, recs ...string) []byte {
+	t.Helper()
+	var body []byte
+	for i, s := range recs {
+		k, v, ok := strings.Cut(s, "=")
+		rec := []byte{0} // attributes
+		rec = binary.AppendVarint(rec, 0)
+		rec = binary.AppendVarint(rec, int64(i))
+		if k == "" {
+			rec = binary.AppendVarint(rec, -1) // no key
+		} else {
+			rec = binary.AppendVarint(rec, int64(len(k)))
+			rec = append(rec, k...)
+		}
+		if ok {
+			rec = binary.AppendVarint(rec, int64(len(v)))
+			rec = append(rec, v...)
+		} else {
+			rec = binary.AppendVarint(rec, -1)
+		}
+		rec = binary.AppendVarint(rec, 0) // headers
+		body = binary.AppendVarint(body, int64(len(rec)))
+		body = append(body, rec...)
+	}
+	payload, err := encodePayload(codec, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := buildBatch([]testRecord{{key: []byte("x"), value: []byte("y")}}, ts, int16(codec))
+	b = append(b[:batchHeaderSize], payload...)
+	be := binary.BigEndian
+	be.PutUint32(b[offLength:], uint32(len(b)-batchLengthOverhead))
+	be.PutUint32(b[offLastOffsetDelta:], uint32(len(recs)-1))
+	be.PutUint32(b[offRecordCount:], uint32(len(recs)))
+	be.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], castagnoli))
+	return b
+}
+
+// withProducer sets an idempotent producer's ID, epoch and base sequence.
+func withProducer(b []byte, id int64, seq int32) []byte {
+	be := binary.BigEndian
+	be.PutUint64(b[offProducerID:], uint64(id))
+	be.PutUint16(b[offProducerEpoch:], 0)
+	be.PutUint32(b[offBaseSequence:], uint32(seq))
+	be.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], castagnoli))
+	return b
+}
+
+// logRecords decodes every record of the log.
+func logRecords(t testing.TB, l *Log) []kv {
+	t.Helper()
+	var out []kv
+	for _, sb := range readStored(t, l) {
+		h := parseHeader(sb.bytes)
+		recs, err := openRecords(h, sb.bytes, 1<<30)
+		if err != nil {
+			t.Fatalf("batch %d: %v", sb.base, err)
+		}
+		for _, r := range recs {
+			var rec kmsg.Record
+			if err := rec.ReadFrom(r.raw); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, kv{r.offset, string(rec.Key), string(rec.Value), rec.Value == nil})
+		}
+	}
+	return out
+}
+
+func compactConfig() Config {
+	cfg := DefaultConfig()
+	cfg.CleanupPolicy = "compact"
+	cfg.SegmentBytes = 400
+	cfg.IndexIntervalBytes = 100
+	return cfg
+}
+
+// writeKeyed appends 10 batches (15 records): keys k0..k3 overwritten in
+// turn, k1 deleted at offset 10, and a record without a key; then rolls, so all of it is
+// cleanable. It returns what a cleaned log must hold while the tombstone
+// is kept.
+func writeKeyed(t *testing.T, l *Log, ts int64, codec int) []kv {
+	t.Helper()
+	batches := [][]string{
+		{"k0=a", "k1=a"}, {"k2=a", "k3=a"}, {"k0=b"}, {"k1=b", "k2=b"}, {"k3=b", "k0=c"},
+		{"k2=c"}, {"k1"}, {"=nokey"}, {"k3=c"}, {"k0=d", "k2=d"},
+	}
+	for _, b := range batches {
+		mustAppend(t, l, keyedBatch(t, ts, codec, b...))
+	}
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	return []kv{{10, "k1", "", true}, {11, "", "nokey", false}, {12, "k3", "c", false}, {13, "k0", "d", false}, {14, "k2", "d", false}}
+}
+
+func TestCleanKeepsTheLastRecordOfEachKey(t *testing.T) {
+	for codec, name := range []string{"none", "gzip", "snappy", "lz4", "zstd"} {
+		t.Run(name, func(t *testing.T) {
+			clock := &fakeClock{t: time.UnixMilli(1_000_000_000)}
+			dir := filepath.Join(t.TempDir(), "c-0")
+			l := openTest(t, dir, compactConfig(), options{now: clock.now})
+			defer func() { l.Close() }()
+			ts := clock.now().UnixMilli()
+			want := writeKeyed(t, l, ts, codec)
+			end := l.EndOffset()
+			res, err := l.Clean(context.Background(), CleanOptions{Now: clock.now(), Bound: -1})
+			if err != nil || !res.Cleaned || res.RecordsRemoved != 10 {
+				t.Fatalf("clean: %+v %v", res, err)
+			}
+			if got := logRecords(t, l); !slices.Equal(got, want) {
+				t.Fatalf("after cleaning\n got %v\nwant %v", got, want)
+			}
+			if l.EndOffset() != end || l.StartOffset() != 0 {
+				t.Fatalf("offsets moved: [%d, %d)", l.StartOffset(), l.EndOffset())
+			}
+			// Nothing more to do until delete.retention.ms passes.
+			if res, err := l.Clean(context.Background(), CleanOptions{Now: clock.now(), Bound: -1, Force: true}); err != nil || res.Cleaned {
+				t.Fatalf("second pass over a clean log: %+v %v", res, err)
+			}
+			// A reopened log reads the same.
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			l = openTest(t, dir, compactConfig(), options{now: clock.now})
+			if got := logRecords(t, l); !slices.Equal(got, want) {
+				t.Fatalf("after reopening\n got %v\nwant %v", got, want)
+			}
+			// A day later (delete.retention.ms) the tombstone goes too, on
+			// the next pass, which new dirty segments start.
+			clock.advance(24*time.Hour + time.Millisecond)
+			mustAppend(t, l, keyedBatch(t, clock.now().UnixMilli(), codec, "k9=z"))
+			if err := l.Roll(); err != nil {
+				t.Fatal(err)
+			}
+			if res, err := l.Clean(context.Background(), CleanOptions{Now: clock.now(), Bound: -1, Force: true}); err != nil || !res.Cleaned {
+				t.Fatalf("third pass: %+v %v", res, err)
+			}
+			want = append(want[1:], kv{15, "k9", "z", false})
+			if got := logRecords(t, l); !slices.Equal(got, want) {
+				t.Fatalf("after delete.retention.ms\n got %v\nwant %v", got, want)
+			}
+		})
+	}
+}
+
+func TestCleanWaitsForDirtyRatioAndLags(t *testing.T) {
+	clock := &fakeClock{t: time.UnixMilli(1_000_000_000)}
+	cfg := compactConfig()
+	cfg.MinCleanableDirtyRatio = 0.99
+	l := openTest(t, filepath.Join(t.TempDir(), "c-0"), cfg, options{now: clock.now})
+	defer l.Close()
+	writeKeyed(t, l, clock.now().UnixMilli(), 0)
+	ctx := context.Background()
+	if res, err := l.Clean(ctx, CleanOptions{Now: clock.now(), Bound: -1}); err != nil || !res.Cleaned {
+		t.Fatalf("a log never cleaned is all dirty (ratio 1): %+v %v", res, err)
+	}
+	// One more dirty segment: far below 0.99.
+	mustAppend(t, l, keyedBatch(t, clock.now().UnixMilli(), 0, "k0=e"))
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := l.CleanerStats(clock.now(), -1)
+	if err != nil || st.DirtyBytes == 0 || st.DirtyRatio() >= 0.99 {
+		t.Fatalf("stats: %+v %v", st, err)
+	}
+	if res, err := l.Clean(ctx, CleanOptions{Now: clock.now(), Bound: -1}); err != nil || res.Cleaned {
+		t.Fatalf("cleaned below min.cleanable.dirty.ratio: %+v %v", res, err)
+	}
+	// The high watermark below the dirty segment's end holds it back.
+	if st, _ := l.CleanerStats(clock.now(), l.EndOffset()-1); st.DirtyBytes != 0 {
+		t.Fatalf("bound ignored: %+v", st)
+	}
+	// max.compaction.lag.ms overrides the ratio once the record is old enough.
+	cfg.MaxCompactionLag = time.Hour
+	if err := l.SetConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := l.Clean(ctx, CleanOptions{Now: clock.now(), Bound: -1}); err != nil || res.Cleaned {
+		t.Fatalf("cleaned before max.compaction.lag.ms: %+v %v", res, err)
+	}
+	clock.advance(time.Hour + time.Millisecond)
+	// ... unless min.compaction.lag.ms keeps the segment out of reach.
+	cfg.MinCompactionLag = 2 * time.Hour
+	cfg.MaxCompactionLag = 2 * time.Hour
+	if err := l.SetConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := l.CleanerStats(clock.now(), -1); st.DirtyBytes != 0 {
+		t.Fatalf("min.compaction.lag.ms ignored: %+v", st)
+	}
+	cfg.MinCompactionLag = 0
+	cfg.MaxCompactionLag = time.Hour
+	if err := l.SetConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := l.Clean(ctx, CleanOptions{Now: clock.now(), Bound: -1}); err != nil || !res.Cleaned {
+		t.Fatalf("not cleaned after max.compaction.lag.ms: %+v %v", res, err)
+	}
+	got := logRecords(t, l)
+	if n := len(got); got[n-1] != (kv{15, "k0", "e", false}) || slices.ContainsFunc(got, func(r kv) bool { return r.key == "k0" && r.offset != 15 }) {
+		t.Fatalf("k0 not compacted: %v", got)
+	}
+}
+
+// TestCleanKeepsEachProducersLastBatch: a producer whose records were all
+// superseded keeps its last batch, empty, so its sequence survives a
+// rebuild of the producer state from the log; its earlier batches go.
+func TestCleanKeepsEachProducersLastBatch(t *testing.T) {
+	clock := &fakeClock{t: time.UnixMilli(1_000_000_000)}
+	dir := filepath.Join(t.TempDir(), "c-0")
+	l := openTest(t, dir, compactConfig(), options{now: clock.now})
+	ts := clock.now().UnixMilli()
+	mustAppend(t, l, withProducer(keyedBatch(t, ts, 0, "a=1", "b=1"), 7, 0))
+	mustAppend(t, l, withProducer(keyedBatch(t, ts, 0, "a=2", "b=2", "c=2"), 7, 2))
+	mustAppend(t, l, keyedBatch(t, ts, 0, "a=3", "b=3", "c=3"))
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Clean(context.Background(), CleanOptions{Now: clock.now(), Bound: -1}); err != nil {
+		t.Fatal(err)
+	}
+	batches := readStored(t, l)
+	if len(batches) != 2 {
+		t.Fatalf("want the producer's emptied last batch and the last batch, got %d batches", len(batches))
+	}
+	h := parseHeader(batches[0].bytes)
+	if h.BaseOffset != 2 || h.LastOffset() != 4 || h.Records != 0 || h.ProducerID != 7 || h.BaseSequence != 2 {
+		t.Fatalf("kept batch: %+v", h)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Rebuilt from the log alone, the producer's state is unchanged.
+	if err := os.Remove(filepath.Join(dir, producerSnapshotFile)); err != nil {
+		t.Fatal(err)
+	}
+	l = openTest(t, dir, compactConfig(), options{now: clock.now})
+	defer l.Close()
+	ps, err := l.Producers()
+	if err != nil || len(ps) != 1 || ps[0].ID != 7 || ps[0].LastSequence != 4 {
+		t.Fatalf("producers after rebuild: %+v %v", ps, err)
+	}
+	// A retry of that batch is still a duplicate.
+	v, err := ValidateProduce(withProducer(keyedBatch(t, ts, 0, "a=2", "b=2", "c=2"), 7, 2), l.Config(), clock.now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := l.AppendValidated(v, 1); err != nil || !info.Duplicate || info.FirstOffset != 2 {
+		t.Fatalf("retry after cleaning: %+v %v", info, err)
+	}
+}
+
+// TestCleanCrashAtEveryStep kills a pass after each durable step of its
+// swap: the log reopens with either the old segments or the cleaned ones,
+// and the next pass finishes the work.
+func TestCleanCrashAtEveryStep(t *testing.T) {
+	clock := &fakeClock{t: time.UnixMilli(1_000_000_000)}
+	pristine := filepath.Join(t.TempDir(), "c-0")
+	l := openTest(t, pristine, compactConfig(), options{now: clock.now})
+	want := writeKeyed(t, l, clock.now().UnixMilli(), codecZstd)
+	old := logRecords(t, l)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(pristine, cleanShutdownFile)); err != nil {
+		t.Fatal(err)
+	}
+	committed := false
+	for n := 0; ; n++ {
+		work := filepath.Join(t.TempDir(), "c-0")
+		copyDir(t, pristine, work)
+		l := openTest(t, work, compactConfig(), options{now: clock.now})
+		calls, step := 0, ""
+		l.replace.stopAfter = func(s string) bool {
+			calls++
+			step = s
+			return calls > n
+		}
+		_, err := l.Clean(context.Background(), CleanOptions{Now: clock.now(), Bound: -1})
+		if err == nil {
+			l.Close()
+			if n < 5 {
+				t.Fatalf("the swap finished after %d steps", n)
+			}
+			return
+		}
+		if !errors.Is(err, errStopped) {
+			t.Fatalf("clean stopped after %d steps: %v", n, err)
+		}
+		crashed := filepath.Join(t.TempDir(), "c-0")
+		copyDir(t, work, crashed)
+		l.Close()
+		committed = committed || step == "committed"
+		r := openTest(t, crashed, compactConfig(), options{now: clock.now})
+		got := logRecords(t, r)
+		if committed && !slices.Equal(got, want) || !committed && !slices.Equal(got, old) {
+			t.Fatalf("reopened after %q (committed %v): %v", step, committed, got)
+		}
+		checkNoReplacementFiles(t, crashed)
+		if _, err := r.Clean(context.Background(), CleanOptions{Now: clock.now(), Bound: -1, Force: true}); err != nil {
+			t.Fatalf("pass after the crash at %q: %v", step, err)
+		}
+		if got := logRecords(t, r); !slices.Equal(got, want) {
+			t.Fatalf("pass after the crash at %q left %v", step, got)
+		}
+		r.Close()
+	}
+}
+
+// TestCleanOffsetMapBound: a map too small for the dirty keys cleans up to
+// the end of the segment that filled it; later passes do the rest.
+func TestCleanOffsetMapBound(t *testing.T) {
+	clock := &fakeClock{t: time.UnixMilli(1_000_000_000)}
+	l := openTest(t, filepath.Join(t.TempDir(), "c-0"), compactConfig(), options{now: clock.now})
+	defer l.Close()
+	want := writeKeyed(t, l, clock.now().UnixMilli(), 0)
+	passes := 0
+	for {
+		res, err := l.Clean(context.Background(), CleanOptions{Now: clock.now(), Bound: -1, MapBytes: 1, Force: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Cleaned {
+			break
+		}
+		passes++
+	}
+	if got := logRecords(t, l); passes < 2 || !slices.Equal(got, want) {
+		t.Fatalf("%d passes left %v", passes, got)
+	}
+}
+
+// TestAppendReplicatedAcrossCleanedRange: a follower appends a leader's
+// batch that starts past its log end, where the leader cleaned records
+// away; a batch starting before the end is still refused.
+func TestAppendReplicatedAcrossCleanedRange(t *testing.T) {
+	l := openTest(t, filepath.Join(t.TempDir(), "c-0"), compactConfig(), options{})
+	defer l.Close()
+	mustAppend(t, l, keyedBatch(t, 1, 0, "a=1", "b=1"))
+	b := keyedBatch(t, 1, 0, "c=1")
+	binary.BigEndian.PutUint64(b[offBaseOffset:], 7)
+	if _, err := l.AppendReplicated(b); err != nil {
+		t.Fatal(err)
+	}
+	if l.EndOffset() != 8 {
+		t.Fatalf("end %d", l.EndOffset())
+	}
+	binary.BigEndian.PutUint64(b[offBaseOffset:], 5)
+	if _, err := l.AppendReplicated(b); !errors.Is(err, ErrOffsetMismatch) {
+		t.Fatalf("batch before the end: %v", err)
+	}
+	got := logRecords(t, l)
+	if len(got) != 3 || got[2].offset != 7 {
+		t.Fatalf("records %v", got)
+	}
+}
+
+func TestRetentionFollowsCleanupPolicy(t *testing.T) {
+	clock := &fakeClock{t: time.UnixMilli(1_000_000_000)}
+	cfg := compactConfig()
+	cfg.Retention = time.Hour
+	l := openTest(t, filepath.Join(t.TempDir(), "c-0"), cfg, options{now: clock.now})
+	defer l.Close()
+	writeKeyed(t, l, clock.now().UnixMilli(), 0)
+	clock.advance(2 * time.Hour)
+	if n, err := l.EnforceRetention(clock.now()); err != nil || n != 0 {
+		t.Fatalf("compact-only log lost %d segments to retention.ms: %v", n, err)
+	}
+	cfg.CleanupPolicy = "compact,delete"
+	if err := l.SetConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := l.EnforceRetention(clock.now()); err != nil || n == 0 {
+		t.Fatalf("compact,delete log kept old segments: %d %v", n, err)
+	}
+}
+
+func TestThrottlePaces(t *testing.T) {
+	th := NewThrottle(1 << 20)
+	start := time.Now()
+	for range 6 {
+		if err := th.wait(context.Background(), 64<<10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 384 KiB at 1 MiB/s, less the 0.1 s of burst allowed.
+	if d := time.Since(start); d < 250*time.Millisecond {
+		t.Fatalf("384 KiB passed in %v at 1 MiB/s", d)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := th.wait(ctx, 1<<30); !errors.Is(err, context.Canceled) {
+		t.Fatalf("wait after cancel: %v", err)
+	}
+	if NewThrottle(DefaultCleanerConfig().IOMaxBytesPerSecond) != nil {
+		t.Fatal("the default rate is throttled")
+	}
+}
