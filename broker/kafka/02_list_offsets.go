@@ -3,8 +3,8 @@ package kafka
 // ListOffsets (key 2), versions 0–11.
 //
 // Special timestamps: -2 earliest (the log start offset), -1 latest (the
-// high watermark; for read_committed the last stable offset, which is the
-// same without transactions), -3 max timestamp (v7+, KIP-734: the record
+// high watermark; for read_committed the last stable offset, below which
+// no transaction is still open, data_partition.go), -3 max timestamp (v7+, KIP-734: the record
 // with the largest timestamp; for a compressed batch its base offset, as
 // records are not decompressed), -4 earliest local (v8+: the log start
 // offset, as there is no tiered storage), -5 latest tiered (v9+) and -6

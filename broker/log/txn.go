@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"sort"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -248,10 +249,9 @@ func (l *Log) AbortedTransactions(from, to int64) ([]AbortedTxn, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	var out []AbortedTxn
-	for i, s := range l.segments {
-		if i+1 < len(l.segments) && l.segments[i+1].baseOffset <= from {
-			continue // its markers all lie below from
-		}
+	// Segments before the one holding from have their markers below it.
+	first := max(sort.Search(len(l.segments), func(i int) bool { return l.segments[i].baseOffset > from })-1, 0)
+	for _, s := range l.segments[first:] {
 		for _, a := range s.aborted {
 			if a.LastOffset >= from && a.FirstOffset < to {
 				out = append(out, a)
