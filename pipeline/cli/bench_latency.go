@@ -481,7 +481,11 @@ func (r latencyRun) printRun(w io.Writer, run int, o benchLatencyOptions) {
 	fmt.Fprintf(w, "run %d against %s: %g records/s of %d B, %d partition(s), acks=%s, %d producer(s), %s measured after %s warm-up: %d acked (%.0f/s), %d consumed; at most %s behind schedule\n",
 		run, r.target, o.rate, o.size, o.partitions, o.acks, o.producers, o.duration, o.warmup,
 		r.acked, float64(r.acked)/r.measured.Seconds(), r.consumed, roundSignificant(r.behindSchedule))
-	fmt.Fprintf(w, "  produce-ack  %s\n  end-to-end   %s\n", r.ack, r.endToEnd)
+	ack := r.ack.String()
+	if o.acks == "0" {
+		ack = "none: with acks=0 the client calls a record done once it is written"
+	}
+	fmt.Fprintf(w, "  produce-ack  %s\n  end-to-end   %s\n", ack, r.endToEnd)
 }
 
 func (q latencyQuantiles) String() string {

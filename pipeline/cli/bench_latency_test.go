@@ -132,6 +132,13 @@ func TestBenchLatencyReport(t *testing.T) {
 		t.Errorf("run report:\n%s\nwant:\n%s", out.String(), want)
 	}
 
+	out.Reset()
+	o.acks = "0"
+	run("127.0.0.1:9092", time.Microsecond).printRun(&out, 1, o)
+	if !strings.Contains(out.String(), "  produce-ack  none: with acks=0") {
+		t.Errorf("acks=0 run report shows an acknowledgement latency:\n%s", out.String())
+	}
+
 	// Medians per address: runs scaled 1, 3 and 2 give the scale-2 run.
 	out.Reset()
 	a := []latencyRun{run("A:1", time.Microsecond), run("A:1", 3*time.Microsecond), run("A:1", 2*time.Microsecond)}
