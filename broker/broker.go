@@ -41,7 +41,7 @@ type Broker struct {
 // the wire server's Listen binds the listeners and registers this broker
 // under the bound addresses, which cluster.Start needs before it syncs the
 // model and stands for controller (cluster.Start says so); the logs'
-// retention and flush checks start last. Run serves.
+// retention and flush checks and the log cleaner start last. Run serves.
 func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -123,6 +123,9 @@ func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 		return nil, err
 	}
 	b.logs.Start(cfg.RetentionCheckInterval)
+	if err = b.logs.StartCleaner(cfg.Cleaner, b.server.CleanerBound, cfg.Metrics); err != nil {
+		return nil, err
+	}
 	return b, nil
 }
 

@@ -42,6 +42,12 @@ type Config struct {
 	// minutes) is how often retention is enforced. flush.ms has a timer per
 	// log (broker/log/flush.go); this check only backs it up.
 	RetentionCheckInterval time.Duration
+	// Cleaner is the log cleaner's configuration (log.cleaner.enable,
+	// log.cleaner.threads, log.cleaner.io.max.bytes.per.second,
+	// log.cleaner.dedupe.buffer.size, log.cleaner.backoff.ms; defaults in
+	// log.DefaultCleanerConfig), which compacts topics whose cleanup.policy
+	// includes compact.
+	Cleaner log.CleanerConfig
 
 	// ZooKeeper (zookeeper.connect) is "host:port[,host:port...][/chroot]".
 	// When set, coordination is that ZooKeeper ensemble instead of the
@@ -66,6 +72,7 @@ func DefaultConfig() Config {
 		Log:                    log.DefaultConfig(),
 		Group:                  group.DefaultConfig(),
 		RetentionCheckInterval: 5 * time.Minute,
+		Cleaner:                log.DefaultCleanerConfig(),
 		Cluster:                cluster.DefaultConfig(),
 	}
 }
@@ -86,6 +93,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Group.Validate(); err != nil {
 		return err
+	}
+	if err := c.Cleaner.Validate(); err != nil {
+		return fmt.Errorf("broker: %w", err)
 	}
 	return c.Log.Validate()
 }
@@ -126,6 +136,9 @@ var scaledLogNames = map[string]struct {
 // Set applies one setting by its Kafka broker config name.
 func (c *Config) Set(name, value string) error {
 	value = strings.TrimSpace(value)
+	if ok, err := c.setCleaner(name, value); ok {
+		return err
+	}
 	if topicName, ok := brokerLogNames[name]; ok {
 		return c.Log.Set(topicName, value)
 	}
