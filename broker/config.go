@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/prometheus/client_golang/prometheus"
 	"io"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -100,28 +101,14 @@ func (c Config) Validate() error {
 	return c.Log.Validate()
 }
 
-// brokerLogNames maps Kafka's broker-level defaults to the topic-level
-// names of log.Config. The .hours/.minutes forms are converted to ms.
-var brokerLogNames = map[string]string{
-	"log.segment.bytes":           "segment.bytes",
-	"log.roll.ms":                 "segment.ms",
-	"log.index.size.max.bytes":    "segment.index.bytes",
-	"log.index.interval.bytes":    "index.interval.bytes",
-	"log.flush.interval.messages": "flush.messages",
-	"log.flush.interval.ms":       "flush.ms",
-	"log.retention.ms":            "retention.ms",
-	"log.retention.bytes":         "retention.bytes",
-	"message.max.bytes":           "max.message.bytes",
-	"log.segment.delete.delay.ms": "file.delete.delay.ms",
-	"log.message.timestamp.type":  "message.timestamp.type",
-	// Kafka 3.6+ bounds on producer timestamps (KIP-937).
-	"log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
-	"log.message.timestamp.after.max.ms":  "message.timestamp.after.max.ms",
-	// Our own topic config's broker-wide default (log.Config.FlushOnAck).
-	"millrace.log.flush.on.ack": "millrace.flush.on.ack",
-	// Our own bound on a produced batch's decompressed size (log.Config.MaxDecompressedBytes).
-	"millrace.log.max.decompressed.bytes": "millrace.max.decompressed.bytes",
-}
+// Kafka's broker-wide topic defaults (log.segment.bytes, log.retention.ms,
+// log.cleanup.policy, min.insync.replicas, unclean.leader.election.enable,
+// compression.type, message.max.bytes, millrace.log.flush.on.ack, ...) are
+// the broker synonyms of the topic configs, listed once in broker/cluster
+// (cluster.TopicConfigOfBroker). Set gives the log settings to Log and the
+// others to Cluster.TopicDefaults; they are also the broker configs an admin
+// client can change at runtime (IncrementalAlterConfigs on a broker
+// resource), which override these values.
 
 // scaledLogNames are broker names given in coarser units than ms.
 var scaledLogNames = map[string]struct {
@@ -139,8 +126,20 @@ func (c *Config) Set(name, value string) error {
 	if ok, err := c.setCleaner(name, value); ok {
 		return err
 	}
-	if topicName, ok := brokerLogNames[name]; ok {
-		return c.Log.Set(topicName, value)
+	if topicName, ok := cluster.TopicConfigOfBroker(name); ok {
+		if !cluster.KeptAboveLog(topicName) {
+			return c.Log.Set(topicName, value)
+		}
+		if err := cluster.ValidateTopicDefaults(map[string]string{topicName: value}); err != nil {
+			return err
+		}
+		defaults := maps.Clone(c.Cluster.TopicDefaults)
+		if defaults == nil {
+			defaults = map[string]string{}
+		}
+		defaults[topicName] = value
+		c.Cluster.TopicDefaults = defaults
+		return nil
 	}
 	if scaled, ok := scaledLogNames[name]; ok {
 		n, err := strconv.ParseInt(value, 10, 64)
@@ -245,9 +244,7 @@ func Names() []string {
 		"group.max.session.timeout.ms", "group.initial.rebalance.delay.ms", "offset.metadata.max.bytes",
 		"offsets.retention.minutes", "offsets.retention.check.interval.ms", "millrace.group.id.max.bytes", "millrace.max.groups",
 		"millrace.max.partitions.per.topic", "millrace.max.partitions.per.request", "millrace.max.partitions"}
-	for n := range brokerLogNames {
-		names = append(names, n)
-	}
+	names = append(names, cluster.DynamicBrokerConfigNames()...)
 	for n := range scaledLogNames {
 		names = append(names, n)
 	}

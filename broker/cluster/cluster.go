@@ -6,6 +6,7 @@
 //	/brokers/topics/<topic>                        replica assignment and topic ID
 //	/brokers/topics/<topic>/partitions/<p>/state   leader, leader epoch, ISR
 //	/config/topics/<topic>                         per-topic config overrides
+//	/config/brokers/<default>, /config/brokers/<id> dynamic broker configs (brokerconfig.go)
 //	/admin/delete_topics/<topic>                   a topic being deleted (delete.go)
 //	/cluster/id                                    the cluster ID
 //
@@ -67,6 +68,13 @@ type Config struct {
 	// DefaultReplicationFactor is used when a creation asks for the default
 	// replication factor (Kafka's default.replication.factor). Default 1.
 	DefaultReplicationFactor int16
+	// TopicDefaults are the broker-wide defaults, by topic config name, of
+	// the topic configs kept above the log, from the properties file:
+	// min.insync.replicas (default 1), unclean.leader.election.enable
+	// (false), log.cleanup.policy (delete) and compression.type (producer).
+	// A name left out has its built-in default. The log settings' defaults
+	// are the log.Config given to Open.
+	TopicDefaults map[string]string
 
 	// Replicated turns on multi-broker mode (see the package doc): Start
 	// watches the store, elects a controller and partitions are replicated.
@@ -143,6 +151,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("cluster: default partition count %d must be at least 1", c.DefaultPartitions)
 	case c.DefaultReplicationFactor < 1:
 		return fmt.Errorf("cluster: default replication factor %d must be at least 1", c.DefaultReplicationFactor)
+	case ValidateTopicDefaults(c.TopicDefaults) != nil:
+		return ValidateTopicDefaults(c.TopicDefaults)
 	case c.MaxPartitionsPerTopic < 0 || c.MaxPartitionsPerRequest < 0 || c.MaxPartitions < 0:
 		return fmt.Errorf("cluster: partition limits (per topic %d, per request %d, total %d) must not be negative; 0 means the default",
 			c.MaxPartitionsPerTopic, c.MaxPartitionsPerRequest, c.MaxPartitions)
@@ -172,6 +182,11 @@ type Cluster struct {
 	logs     *log.Manager
 	defaults log.Config
 	logger   *slog.Logger
+	// builtinTopicDefaults and staticTopicDefaults are every topic
+	// config's built-in default and its value from the properties file,
+	// by topic config name. Fixed at Open.
+	builtinTopicDefaults map[string]string
+	staticTopicDefaults  map[string]string
 
 	// adminMu serializes changes, so that a validation and the store write
 	// that follows it see the same model. Held across store and disk I/O;
@@ -183,8 +198,13 @@ type Cluster struct {
 	byID      map[[16]byte]*topicEntry
 	clusterID string
 	brokers   []BrokerInfo // live brokers, sorted by ID
-	brokerGen uint64       // counts the changes of brokers
-	closed    bool
+	// dynamicDefault and dynamicBroker are the dynamic broker configs
+	// (/config/brokers/<default> and /config/brokers/<this broker's ID>),
+	// by broker config name. Replaced, never modified.
+	dynamicDefault map[string]string
+	dynamicBroker  map[string]string
+	brokerGen      uint64 // counts the changes of brokers
+	closed         bool
 	// deleting are the topics marked for deletion (delete.go); they are
 	// not in topics.
 	deleting map[string]*pendingDeletion
@@ -232,12 +252,13 @@ func Open(cfg Config, store coord.Store, logs *log.Manager, defaults log.Config,
 
 		modelChanged: make(chan struct{}),
 	}
+	c.builtinTopicDefaults, c.staticTopicDefaults = topicDefaults(defaults, cfg.TopicDefaults)
 	c.sessionOK.Store(true)
 	c.controllerID.Store(cfg.BrokerID)
 	if cfg.Replicated {
 		c.controllerID.Store(-1)
 	}
-	for _, p := range []string{brokersPath, brokerIDsPath, topicsPath, configPath, topicConfigsPath, clusterPath, adminPath, deleteTopicsPath} {
+	for _, p := range []string{brokersPath, brokerIDsPath, topicsPath, configPath, topicConfigsPath, brokerConfigsPath, clusterPath, adminPath, deleteTopicsPath} {
 		if err := ensureNode(store, p); err != nil {
 			return nil, err
 		}
@@ -270,6 +291,11 @@ func ensureNode(store coord.Store, path string) error {
 func (c *Cluster) load() error {
 	c.adminMu.Lock()
 	defer c.adminMu.Unlock()
+	clusterWide, own, err := c.readBrokerConfigs(nil)
+	if err != nil {
+		return err
+	}
+	c.setBrokerConfigsLocked(clusterWide, own)
 	read, pending, err := c.readModel(nil)
 	if err != nil {
 		return err

@@ -181,7 +181,7 @@ func (c *Cluster) controllerView(epoch int32) ControllerView {
 	view := ControllerView{Alive: AliveSet(c.Brokers()), UncleanTopics: map[string]bool{}, ControllerEpoch: epoch,
 		Reassigning: c.reassigning()}
 	for _, t := range c.Topics() {
-		if t.Config["unclean.leader.election.enable"] == "true" {
+		if c.TopicSetting(t, "unclean.leader.election.enable") == "true" {
 			view.UncleanTopics[t.Name] = true
 		}
 		for _, p := range t.Partitions {

@@ -239,6 +239,11 @@ func (c *Cluster) refresh(bg *background) error {
 	if err := c.checkOpen(); err != nil {
 		return nil
 	}
+	clusterWide, own, err := c.readBrokerConfigs(bg)
+	if err != nil {
+		return err
+	}
+	defaultsChanged := c.setBrokerConfigsLocked(clusterWide, own)
 	read, pending, err := c.readModel(bg)
 	if err != nil {
 		return err
@@ -249,6 +254,9 @@ func (c *Cluster) refresh(bg *background) error {
 		return fmt.Errorf("cluster: reading %s: %w", reassignPath, err)
 	}
 	c.applyModelLocked(read)
+	if defaultsChanged {
+		c.applyConfigsLocked()
+	}
 	c.applyDeletionsLocked(pending)
 	bg.mu.Lock()
 	resume := bg.resumeAfterRefresh

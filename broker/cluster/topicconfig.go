@@ -62,11 +62,14 @@ func setOf(names []string) map[string]bool {
 	return m
 }
 
-// DefaultTopicConfigValues returns every topic config's default value.
+// DefaultTopicConfigValues returns every topic config's default value: the
+// broker-wide value a topic without an override has.
 func (c *Cluster) DefaultTopicConfigValues() map[string]string {
-	values := c.defaults.Values()
-	for name, bc := range brokerTopicConfigs {
-		values[name] = bc.def
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	values := map[string]string{}
+	for _, name := range TopicConfigNames() {
+		values[name] = c.brokerLayersLocked(name)[0].Value
 	}
 	return values
 }
@@ -83,20 +86,42 @@ func (c *Cluster) TopicConfigValues(name string) (values, overrides map[string]s
 		return nil, nil, err
 	}
 	values = cfg.Values()
-	for name, bc := range brokerTopicConfigs {
-		values[name] = bc.def
-		if v, ok := t.Config[name]; ok {
-			values[name] = v
-		}
+	for name := range brokerTopicConfigs {
+		values[name] = c.TopicSetting(t, name)
 	}
 	return values, maps.Clone(t.Config), nil
 }
 
-// effectiveConfig applies overrides to the defaults: log settings through
-// log.Config.Set (where their names and values are validated), the others
-// through brokerTopicConfigs.
+// topicDefaults returns the built-in and the static (properties file)
+// default of every topic config, by topic config name.
+func topicDefaults(static log.Config, staticAbove map[string]string) (builtin, configured map[string]string) {
+	builtin, configured = log.DefaultConfig().Values(), static.Values()
+	for name, bc := range brokerTopicConfigs {
+		builtin[name] = bc.def
+		configured[name] = bc.def
+		if v, ok := staticAbove[name]; ok {
+			configured[name] = v
+		}
+	}
+	return builtin, configured
+}
+
+// effectiveConfig applies the dynamic broker defaults and then overrides to
+// the static defaults: log settings through log.Config.Set (where their
+// names and values are validated), the others through brokerTopicConfigs.
 func (c *Cluster) effectiveConfig(overrides map[string]string) (log.Config, error) {
 	cfg := c.defaults
+	c.mu.RLock()
+	dynamic := c.dynamicTopicDefaultsLocked()
+	c.mu.RUnlock()
+	for _, name := range sortedNames(dynamic) {
+		if _, ok := brokerTopicConfigs[name]; ok {
+			continue
+		}
+		if err := cfg.Set(name, dynamic[name]); err != nil {
+			return log.Config{}, fmt.Errorf("%w: broker default %s=%q: %v", ErrInvalidConfig, name, dynamic[name], err)
+		}
+	}
 	for _, name := range sortedNames(overrides) {
 		value := overrides[name]
 		if bc, ok := brokerTopicConfigs[name]; ok {

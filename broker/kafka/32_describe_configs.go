@@ -2,15 +2,21 @@ package kafka
 
 // DescribeConfigs (key 32), versions 0–4.
 //
-// Topic resources: every topic config with its effective value, source
-// DYNAMIC_TOPIC_CONFIG for a per-topic override and DEFAULT_CONFIG otherwise
-// (v0: is_default), synonyms when asked (v1+: the override, then the
-// default), and the config type (v3+). An unknown topic gets
-// UNKNOWN_TOPIC_OR_PARTITION.
+// Topic resources: every topic config with its effective value and the
+// source it comes from, as Kafka: DYNAMIC_TOPIC_CONFIG (a per-topic
+// override), DYNAMIC_BROKER_CONFIG or DYNAMIC_DEFAULT_BROKER_CONFIG (a
+// broker-wide default changed at runtime, for this broker or cluster-wide),
+// STATIC_BROKER_CONFIG (the properties file) or DEFAULT_CONFIG (v0:
+// is_default); synonyms when asked (v1+: every layer that sets it, the
+// effective one first, broker layers under their broker names), and the
+// config type (v3+). An unknown topic gets UNKNOWN_TOPIC_OR_PARTITION.
 //
-// Broker resources (name "" or this broker's ID): the wire server's broker
-// configs, read-only, STATIC_BROKER_CONFIG when set away from the default.
-// Another broker's ID gets INVALID_REQUEST (the client should ask that broker).
+// Broker resources: "" (the cluster-wide default resource) lists the
+// cluster-wide dynamic configs only, as Kafka does; this broker's ID lists
+// the wire server's configs (read-only, STATIC_BROKER_CONFIG when set away
+// from the default) and the broker-wide topic defaults (log.retention.ms,
+// min.insync.replicas, ...; changeable) with their sources. Another broker's
+// ID gets INVALID_REQUEST (the client should ask that broker).
 //
 // config_names filters (unknown names are left out, as Kafka does).
 // Unsupported: broker-logger resources (INVALID_REQUEST) and documentation
@@ -24,6 +30,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/broker/acl"
+	"millrace/broker/cluster"
 )
 
 func init() { regKey(32, 0, 4, handleDescribeConfigs) }
@@ -46,7 +53,7 @@ func handleDescribeConfigs(_ context.Context, b *Broker, r *request) (kmsg.Respo
 				want[n] = true
 			}
 		}
-		add := func(name, value string, source int8, readOnly bool, synonyms []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym) {
+		add := func(name, value string, source int8, readOnly bool, layers []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym) {
 			if want != nil && !want[name] {
 				return
 			}
@@ -56,32 +63,37 @@ func handleDescribeConfigs(_ context.Context, b *Broker, r *request) (kmsg.Respo
 			c.IsDefault = source == sourceDefaultConfig
 			c.ConfigType = kmsg.ConfigType(configType(name))
 			if req.IncludeSynonyms {
-				c.ConfigSynonyms = synonyms
+				c.ConfigSynonyms = layers
 			}
 			sr.Configs = append(sr.Configs, c)
 		}
 
 		switch rr.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
-			values, overrides, err := b.cluster.TopicConfigValues(rr.ResourceName)
+			entries, err := b.cluster.TopicConfigSources(rr.ResourceName)
 			if err != nil {
 				sr.ErrorCode, sr.ErrorMessage = clusterErrorCode(err)
 				break
 			}
-			defaults := b.cluster.DefaultTopicConfigValues()
-			for _, e := range topicConfigEntries(values, overrides) {
-				var synonyms []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym
-				if e.source == sourceTopicConfig {
-					synonyms = append(synonyms, synonym(e.name, e.value, sourceTopicConfig))
-				}
-				synonyms = append(synonyms, synonym(e.name, defaults[e.name], sourceDefaultConfig))
-				add(e.name, e.value, e.source, false, synonyms)
+			for _, e := range entries {
+				add(e.Name, e.Value, int8(e.Source), false, synonyms(e.Synonyms))
 			}
 
 		case kmsg.ConfigResourceTypeBroker:
 			if code, msg := b.checkBrokerResource(rr.ResourceName); code != 0 {
 				sr.ErrorCode, sr.ErrorMessage = code, msg
 				break
+			}
+			dynamic, err := b.cluster.BrokerConfigSources(rr.ResourceName)
+			if err != nil {
+				sr.ErrorCode, sr.ErrorMessage = clusterErrorCode(err)
+				break
+			}
+			for _, e := range dynamic {
+				add(e.Name, e.Value, int8(e.Source), false, synonyms(e.Synonyms))
+			}
+			if rr.ResourceName == "" {
+				break // the default resource holds the dynamic defaults only
 			}
 			values, defaults := b.cfg.Values(), DefaultConfig().Values()
 			for _, name := range ConfigNames() {
@@ -99,6 +111,14 @@ func handleDescribeConfigs(_ context.Context, b *Broker, r *request) (kmsg.Respo
 		resp.Resources = append(resp.Resources, sr)
 	}
 	return resp, nil
+}
+
+func synonyms(layers []cluster.ConfigSynonym) []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym {
+	out := make([]kmsg.DescribeConfigsResponseResourceConfigConfigSynonym, 0, len(layers))
+	for _, l := range layers {
+		out = append(out, synonym(l.Name, l.Value, int8(l.Source)))
+	}
+	return out
 }
 
 func synonym(name, value string, source int8) kmsg.DescribeConfigsResponseResourceConfigConfigSynonym {

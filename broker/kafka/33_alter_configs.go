@@ -9,9 +9,11 @@ package kafka
 // UNKNOWN_TOPIC_OR_PARTITION. The new config is stored and applied to the
 // topic's open logs. validate_only checks and changes nothing.
 //
-// Broker resources get INVALID_REQUEST: broker configs are static in millrace
-// (set in the config file, applied at start). A resource listed twice gets
-// INVALID_REQUEST; other resource types too.
+// Broker resources ("" for the cluster-wide defaults, or this broker's ID):
+// the listed configs replace all of that resource's dynamic configs
+// (brokerconfigs.go); only the broker-wide topic defaults change at runtime,
+// anything else gets INVALID_REQUEST as Kafka answers a read-only config. A
+// resource listed twice gets INVALID_REQUEST; other resource types too.
 
 import (
 	"context"
@@ -52,6 +54,15 @@ func (b *Broker) alterConfigs(rr kmsg.AlterConfigsRequestResource, duplicate, va
 		return code, msg
 	}
 	overrides := make(map[string]string, len(rr.Configs))
+	if rr.ResourceType == kmsg.ConfigResourceTypeBroker {
+		for _, c := range rr.Configs {
+			if c.Value == nil {
+				return kerr.InvalidRequest.Code, strp("config " + c.Name + " has a null value; leave it out to return it to the default")
+			}
+			overrides[c.Name] = *c.Value
+		}
+		return b.storeBrokerConfig(rr.ResourceName, overrides, validateOnly)
+	}
 	for _, c := range rr.Configs {
 		if c.Value == nil {
 			return kerr.InvalidRequest.Code, strp("config " + c.Name + " has a null value; leave it out to return it to the default")
@@ -62,7 +73,7 @@ func (b *Broker) alterConfigs(rr kmsg.AlterConfigsRequestResource, duplicate, va
 }
 
 // checkTopicResource returns the error for a resource that cannot be altered
-// (listed twice, or not a topic), or 0 for one that can.
+// (listed twice, or neither a topic nor a broker), or 0 for one that can.
 func checkTopicResource(kind kmsg.ConfigResourceType, duplicate bool) (int16, *string) {
 	if duplicate {
 		return kerr.InvalidRequest.Code, strp("the resource is listed more than once in the request")
@@ -71,9 +82,9 @@ func checkTopicResource(kind kmsg.ConfigResourceType, duplicate bool) (int16, *s
 	case kmsg.ConfigResourceTypeTopic:
 		return 0, nil
 	case kmsg.ConfigResourceTypeBroker:
-		return kerr.InvalidRequest.Code, strp("broker configs are static in millrace; change the config file and restart")
+		return 0, nil
 	default:
-		return kerr.InvalidRequest.Code, strp("only topic config resources can be altered")
+		return kerr.InvalidRequest.Code, strp("only topic and broker config resources can be altered")
 	}
 }
 

@@ -11,7 +11,10 @@ package kafka
 // twice in a resource, an unknown operation or a resource listed twice gets
 // INVALID_REQUEST. validate_only checks and changes nothing.
 //
-// Broker resources get INVALID_REQUEST: broker configs are static in millrace.
+// Broker resources ("" for the cluster-wide defaults, or this broker's ID):
+// the same operations on that resource's dynamic configs, by broker config
+// name (log.retention.ms, min.insync.replicas, log.cleanup.policy, ...);
+// configs Kafka treats as read-only get INVALID_REQUEST (brokerconfigs.go).
 
 import (
 	"context"
@@ -22,7 +25,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/broker/acl"
-	"millrace/broker/cluster"
 )
 
 func init() { regKey(44, 0, 1, handleIncrementalAlterConfigs) }
@@ -48,7 +50,16 @@ func (b *Broker) incrementalAlterConfigs(rr kmsg.IncrementalAlterConfigsRequestR
 	if code, msg := checkTopicResource(rr.ResourceType, duplicate); code != 0 {
 		return code, msg
 	}
-	values, overrides, err := b.cluster.TopicConfigValues(rr.ResourceName)
+	var values, overrides map[string]string
+	var err error
+	if rr.ResourceType == kmsg.ConfigResourceTypeBroker {
+		if code, msg := b.checkBrokerResource(rr.ResourceName); code != 0 {
+			return code, msg
+		}
+		values, overrides, err = b.brokerConfigValues(rr.ResourceName)
+	} else {
+		values, overrides, err = b.cluster.TopicConfigValues(rr.ResourceName)
+	}
 	if err != nil {
 		return clusterErrorCode(err)
 	}
@@ -67,7 +78,7 @@ func (b *Broker) incrementalAlterConfigs(rr kmsg.IncrementalAlterConfigsRequestR
 		case kmsg.IncrementalAlterConfigOpDelete:
 			delete(overrides, c.Name)
 		case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
-			if !cluster.ListTopicConfigs[c.Name] {
+			if !isListConfig(rr.ResourceType, c.Name) {
 				return kerr.InvalidConfig.Code, strp("config " + c.Name + " is not a list; APPEND and SUBTRACT apply to list configs only")
 			}
 			items := splitList(values[c.Name])
@@ -84,6 +95,9 @@ func (b *Broker) incrementalAlterConfigs(rr kmsg.IncrementalAlterConfigsRequestR
 		default:
 			return kerr.InvalidRequest.Code, strp("unknown operation " + c.Op.String())
 		}
+	}
+	if rr.ResourceType == kmsg.ConfigResourceTypeBroker {
+		return b.storeBrokerConfig(rr.ResourceName, overrides, validateOnly)
 	}
 	return b.storeTopicConfig(rr.ResourceName, overrides, validateOnly)
 }

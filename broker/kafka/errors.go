@@ -34,6 +34,10 @@ func clusterErrorCode(err error) (int16, *string) {
 		code = kerr.PolicyViolation.Code
 	case errors.Is(err, cluster.ErrInvalidConfig):
 		code = kerr.InvalidConfig.Code
+	case errors.Is(err, cluster.ErrInvalidBrokerConfig):
+		// Kafka answers a read-only or bad broker config this way
+		// (ConfigException on a broker resource).
+		code = kerr.InvalidRequest.Code
 	case errors.Is(err, cluster.ErrNoReassignmentInProgress):
 		code = kerr.NoReassignmentInProgress.Code
 	case errors.Is(err, cluster.ErrElectionNotNeeded):

@@ -228,7 +228,7 @@ func (m *replicationManager) reconcile() {
 	sessionOK := m.b.cluster.SessionOK()
 	seen := map[log.TopicPartition]bool{}
 	for _, t := range m.b.cluster.Topics() {
-		minISR := minInsyncReplicas(t)
+		minISR := m.minInsyncReplicas(t)
 		for _, p := range t.Partitions {
 			state, l, ok := m.b.cluster.Partition(t.Name, p.Partition)
 			if !ok || l == nil {
@@ -278,12 +278,11 @@ func (m *replicationManager) reconcile() {
 	}
 }
 
-// minInsyncReplicas is a topic's min.insync.replicas (default 1).
-func minInsyncReplicas(t *cluster.Topic) int {
-	if v, ok := t.Config["min.insync.replicas"]; ok {
-		if n, err := strconv.Atoi(v); err == nil && n >= 1 {
-			return n
-		}
+// minInsyncReplicas is a topic's min.insync.replicas: its override, else
+// the broker-wide default (static or changed at runtime), else 1.
+func (m *replicationManager) minInsyncReplicas(t *cluster.Topic) int {
+	if n, err := strconv.Atoi(m.b.cluster.TopicSetting(t, "min.insync.replicas")); err == nil && n >= 1 {
+		return n
 	}
 	return 1
 }
