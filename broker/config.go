@@ -128,7 +128,10 @@ func (c *Config) Set(name, value string) error {
 	}
 	if topicName, ok := cluster.TopicConfigOfBroker(name); ok {
 		if !cluster.KeptAboveLog(topicName) {
-			return c.Log.Set(topicName, value)
+			if err := c.Log.Set(topicName, value); err != nil {
+				return fmt.Errorf("broker: %s: %w", name, err)
+			}
+			return nil
 		}
 		if err := cluster.ValidateTopicDefaults(map[string]string{topicName: value}); err != nil {
 			return err
