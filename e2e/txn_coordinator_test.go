@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -99,5 +100,90 @@ func TestTransactionCoordinatorFranzGo(t *testing.T) {
 	})
 	if got := readValues(t, b, topic, kgo.ReadCommitted()); !sameValues(got, committed, valuesWith("r1", 1)) {
 		t.Fatalf("read_committed after the fence: %v", got)
+	}
+}
+
+// TestTransactionCoordinatorFailover: on a 3-broker ZooKeeper cluster the
+// broker coordinating two transactional IDs is SIGKILLed while one ID has a
+// transaction open. The broker that takes the IDs over from the store
+// aborts the open transaction once its timeout passes (the last stable
+// offset reaches the log end again) and serves the other ID's next
+// transactions; read_committed sees exactly the committed records.
+func TestTransactionCoordinatorFailover(t *testing.T) {
+	t.Parallel()
+	c := startLocalClusterWith(t, 3, 1, "transaction.abort.timed.out.transaction.cleanup.interval.ms=500")
+	const topic = "txn-failover"
+	c.createReplicatedTopic(topic, 2)
+	adm := c.admin()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	// Two IDs with the same coordinator, so one kill moves both.
+	ids := make([]string, 0, 2)
+	var victim int32 = -1
+	for i := 0; len(ids) < 2; i++ {
+		id := fmt.Sprintf("fo-%d", i)
+		coordinator := adm.FindTxnCoordinators(ctx, id)[id]
+		if coordinator.Err != nil {
+			t.Fatalf("FindCoordinator %s: %v", id, coordinator.Err)
+		}
+		if victim < 0 || coordinator.NodeID == victim {
+			victim = coordinator.NodeID
+			ids = append(ids, id)
+		}
+	}
+	open, committing := ids[0], ids[1]
+
+	opener := c.client(kgo.TransactionalID(open), kgo.TransactionTimeout(4*time.Second), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	if err := opener.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := opener.ProduceSync(ctx, kgo.StringRecord(fmt.Sprintf("open-%d", i))).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	producer := c.client(kgo.TransactionalID(committing), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	transaction := func(prefix string, n int, end kgo.TransactionEndTry) {
+		t.Helper()
+		if err := producer.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			if err := producer.ProduceSync(ctx, kgo.StringRecord(fmt.Sprintf("%s-%d", prefix, i))).FirstErr(); err != nil {
+				t.Fatalf("%s: %v", prefix, err)
+			}
+		}
+		if err := producer.EndTransaction(ctx, end); err != nil {
+			t.Fatalf("%s: %v", prefix, err)
+		}
+	}
+	transaction("c1", 3, kgo.TryCommit)
+
+	c.signal(victim, syscall.SIGKILL)
+	transaction("c2", 2, kgo.TryCommit)
+	transaction("a1", 2, kgo.TryAbort)
+
+	waitUntil(t, time.Minute, "the open transaction to be aborted by the new coordinator", func() bool {
+		d, err := adm.DescribeTransactions(ctx, open)
+		if err != nil || d[open].Err != nil || d[open].State != "CompleteAbort" || d[open].Coordinator == victim {
+			return false
+		}
+		stable, err1 := adm.ListCommittedOffsets(ctx, topic)
+		end, err2 := adm.ListEndOffsets(ctx, topic)
+		if err1 != nil || err2 != nil || stable.Error() != nil || end.Error() != nil {
+			return false
+		}
+		same := true
+		end.Each(func(o kadm.ListedOffset) {
+			s, ok := stable.Lookup(o.Topic, o.Partition)
+			same = same && ok && s.Offset == o.Offset
+		})
+		return same
+	})
+	want := append(valuesWith("c1", 3), valuesWith("c2", 2)...)
+	if got := readValues(t, c, topic, kgo.ReadCommitted()); !sameValues(got, want) {
+		t.Fatalf("read_committed: %v, want %v", got, want)
 	}
 }
