@@ -467,10 +467,12 @@ func printProgress(w io.Writer, target string, base time.Time, total time.Durati
 			return
 		case <-t.C:
 		}
-		s := sent.Load()
+		// Loaded in this order so that no count shows more acknowledged
+		// than sent.
+		c, a, s := consumed.Load(), acked.Load(), sent.Load()
 		q, n := endToEnd.takeInterval()
 		fmt.Fprintf(w, "%s %3.0fs/%.0fs: sent %d (%d/s) acked %d consumed %d; last second end-to-end p50 %s p99 %s max %s (%d counted)\n",
-			target, time.Since(base).Seconds(), total.Seconds(), s, s-lastSent, acked.Load(), consumed.Load(),
+			target, time.Since(base).Seconds(), total.Seconds(), s, s-lastSent, a, c,
 			roundSignificant(q.p50), roundSignificant(q.p99), roundSignificant(q.max), n)
 		lastSent = s
 	}
