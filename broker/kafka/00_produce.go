@@ -30,8 +30,10 @@ package kafka
 // as Kafka answers; also when transactional batches come without one). The
 // log records the producer's ongoing transaction, which holds the last
 // stable offset back until the coordinator's marker ends it
-// (27_write_txn_markers.go). A non-transactional batch from a producer in a
-// transaction gets INVALID_TXN_STATE. Control batches are written only by
+// (27_write_txn_markers.go). A transaction's first batch on a partition
+// is verified with its coordinator first (produce_txn_verify.go, KIP-890).
+// A non-transactional batch from a producer in a transaction gets
+// INVALID_TXN_STATE. Control batches are written only by
 // the broker: a client's gets INVALID_RECORD.
 //
 // broker/log walks every record, decompressing compressed batches up to
@@ -73,6 +75,10 @@ func handleProduce(ctx context.Context, b *Broker, r *request) (kmsg.Response, e
 	// Kafka checks the transactional ID before anything else, and answers
 	// every partition with the failure.
 	txnDenied := hasTransactionalRecords(req) && (req.TransactionID == nil || !b.authorized(r, acl.TransactionalID, *req.TransactionID, acl.Write))
+	var unverified map[string]map[int32]int16
+	if !txnDenied {
+		unverified = b.verifyTxnPartitions(ctx, req)
+	}
 
 	// pending is a written partition waiting for its acknowledgement,
 	// located by topic and partition index in the response.
@@ -112,6 +118,12 @@ func handleProduce(ctx context.Context, b *Broker, r *request) (kmsg.Response, e
 				sp.ErrorCode = topicCode
 			case req.Acks != -1 && req.Acks != 0 && req.Acks != 1:
 				sp.ErrorCode = kerr.InvalidRequiredAcks.Code
+			case unverified[name][part.Partition] != 0:
+				sp.ErrorCode = unverified[name][part.Partition]
+				sp.ErrorMessage = strp("the transaction coordinator does not hold this partition in the producer's ongoing transaction (KIP-890 verification)")
+				if sp.ErrorCode == kerr.NotEnoughReplicas.Code {
+					sp.ErrorMessage = strp("the transaction coordinator could not be asked whether the producer's transaction holds this partition; retry")
+				}
 			case req.Acks == -1 && b.refuseAcksAll(name, part.Partition, &sp):
 				// Fewer in-sync replicas than min.insync.replicas: refused
 				// before anything is written (replication_leader.go).

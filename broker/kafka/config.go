@@ -196,6 +196,14 @@ type Config struct {
 	// their timeout, removes expired transactional IDs and finishes
 	// transactions whose markers another coordinator left unwritten.
 	TransactionAbortCheckInterval time.Duration
+	// TransactionPartitionVerification
+	// (transaction.partition.verification.enable, default true, Kafka's) has
+	// a partition leader ask the transaction coordinator, before a
+	// producer's first transactional batch on the partition, whether the
+	// partition is in its ongoing transaction (KIP-890), and refuse the
+	// batch with INVALID_TXN_STATE if not: a late batch of a finished
+	// transaction cannot start a transaction no coordinator will end.
+	TransactionPartitionVerification bool
 
 	// Authorizer holds the ACL settings (authorize.go).
 	Authorizer AuthorizerConfig
@@ -233,9 +241,10 @@ func DefaultConfig() Config {
 		FetchSessionCacheSlots:     1000,
 		FetchSessionEvictionMin:    120 * time.Second,
 
-		TransactionMaxTimeout:         txn.DefaultMaxTimeout,
-		TransactionalIDExpiration:     txn.DefaultIDExpiration,
-		TransactionAbortCheckInterval: txn.DefaultAbortCheckInterval,
+		TransactionMaxTimeout:            txn.DefaultMaxTimeout,
+		TransactionalIDExpiration:        txn.DefaultIDExpiration,
+		TransactionAbortCheckInterval:    txn.DefaultAbortCheckInterval,
+		TransactionPartitionVerification: true,
 
 		SASL: defaultSASLConfig(),
 	}
@@ -444,6 +453,17 @@ var configEntries = map[string]configEntry{
 	"transaction.max.timeout.ms":                                  msEntry(func(c *Config) *time.Duration { return &c.TransactionMaxTimeout }),
 	"transactional.id.expiration.ms":                              msEntry(func(c *Config) *time.Duration { return &c.TransactionalIDExpiration }),
 	"transaction.abort.timed.out.transaction.cleanup.interval.ms": msEntry(func(c *Config) *time.Duration { return &c.TransactionAbortCheckInterval }),
+	"transaction.partition.verification.enable": {
+		func(c *Config, v string) error {
+			on, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("must be true or false")
+			}
+			c.TransactionPartitionVerification = on
+			return nil
+		},
+		func(c Config) string { return strconv.FormatBool(c.TransactionPartitionVerification) },
+	},
 }
 
 // stringEntry is a setting kept as written; Validate judges it.

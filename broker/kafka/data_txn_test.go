@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -77,7 +78,8 @@ func (c *rawClient) listLatest(topic string, isolation int8, correlationID int32
 // answers the LSO for read_committed; DescribeProducers shows the ongoing
 // transaction; a marker from an older producer epoch is refused.
 func TestTransactionsOnAPartition(t *testing.T) {
-	tb := startBroker(t)
+	// The markers here are written by hand, without a coordinator.
+	tb := startBroker(t, withConfig(func(c *Config) { c.TransactionPartitionVerification = false }))
 	tb.createTopic("txn", 1, nil)
 	c := dial(t, tb.addr)
 	corr := int32(1)
@@ -165,5 +167,65 @@ func TestTransactionsOnAPartition(t *testing.T) {
 	}
 	if code := c.writeMarker("txn", 2, 0, false, next()); code != kerr.InvalidProducerEpoch.Code {
 		t.Fatalf("marker from the old epoch: error %d, want INVALID_PRODUCER_EPOCH", code)
+	}
+}
+
+// TestTransactionVerification (KIP-890): a transaction's first batch on a
+// partition the coordinator was not told of is refused with
+// INVALID_TXN_STATE; once the producer adds the partition it is accepted,
+// and after the coordinator ends the transaction a late batch is refused
+// again.
+func TestTransactionVerification(t *testing.T) {
+	tb := startBroker(t)
+	tb.createTopic("verify", 1, nil)
+	l := tb.partitionLog("verify", 0)
+	c := dial(t, tb.addr)
+	corr := int32(1)
+	next := func() int32 { corr++; return corr }
+
+	id := "tx"
+	ireq := kmsg.NewPtrInitProducerIDRequest()
+	ireq.SetVersion(4)
+	ireq.TransactionalID, ireq.TransactionTimeoutMillis = &id, 60000
+	ipr := c.roundTrip(ireq, next()).(*kmsg.InitProducerIDResponse)
+	if ipr.ErrorCode != 0 {
+		t.Fatalf("InitProducerId: error %d", ipr.ErrorCode)
+	}
+	pid, epoch := ipr.ProducerID, ipr.ProducerEpoch
+
+	if rp := c.produceTxn("verify", pid, epoch, 0, next(), "early"); rp.ErrorCode != kerr.InvalidTxnState.Code {
+		t.Fatalf("batch before AddPartitionsToTxn: error %d, want INVALID_TXN_STATE", rp.ErrorCode)
+	}
+	areq := kmsg.NewPtrAddPartitionsToTxnRequest()
+	areq.SetVersion(3)
+	areq.TransactionalID, areq.ProducerID, areq.ProducerEpoch = id, pid, epoch
+	at := kmsg.NewAddPartitionsToTxnRequestTopic()
+	at.Topic, at.Partitions = "verify", []int32{0}
+	areq.Topics = append(areq.Topics, at)
+	if ar := c.roundTrip(areq, next()).(*kmsg.AddPartitionsToTxnResponse); ar.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("AddPartitionsToTxn: error %d", ar.Topics[0].Partitions[0].ErrorCode)
+	}
+	for seq, v := range []string{"a", "b"} {
+		if rp := c.produceTxn("verify", pid, epoch, int32(seq), next(), v); rp.ErrorCode != 0 {
+			t.Fatalf("batch %d after AddPartitionsToTxn: error %d", seq, rp.ErrorCode)
+		}
+	}
+
+	ereq := kmsg.NewPtrEndTxnRequest()
+	ereq.SetVersion(3)
+	ereq.TransactionalID, ereq.ProducerID, ereq.ProducerEpoch, ereq.Commit = id, pid, epoch, true
+	if er := c.roundTrip(ereq, next()).(*kmsg.EndTxnResponse); er.ErrorCode != 0 {
+		t.Fatalf("EndTxn: error %d", er.ErrorCode)
+	}
+	// The commit marker follows EndTxn's answer.
+	waitFor(t, 10*time.Second, "the commit marker", func() bool {
+		_, ongoing, err := l.FirstUnstableOffset()
+		return err == nil && !ongoing
+	})
+	if rp := c.produceTxn("verify", pid, epoch, 2, next(), "late"); rp.ErrorCode != kerr.InvalidTxnState.Code {
+		t.Fatalf("batch after the commit: error %d, want INVALID_TXN_STATE", rp.ErrorCode)
+	}
+	if end := l.EndOffset(); end != 3 {
+		t.Fatalf("log end %d, want 3 (two records and the commit marker)", end)
 	}
 }

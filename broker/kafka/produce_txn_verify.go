@@ -1,0 +1,173 @@
+package kafka
+
+// Transaction verification for Produce (KIP-890 part 1). Before a
+// producer's first transactional batch on a partition, the leader asks the
+// transaction coordinator of the request's transactional ID, with
+// AddPartitionsToTxn v4+ verify_only, whether its ongoing transaction holds
+// the partition. Without it, a batch delayed past its transaction's end (a
+// hung producer, a retry after a timeout) would open a transaction on the
+// partition that no coordinator knows of, holding the last stable offset
+// back until a later transaction of the same producer ended it, and the
+// batch would be committed or aborted with that later transaction.
+//
+// Once a batch is appended the log knows the transaction is ongoing
+// (log.TransactionOngoing) until its marker, so only a transaction's first
+// batch on each partition is verified: the log's producer state is the
+// per-producer cache. All partitions of one request that need it are
+// verified with one request. When the coordinator is this broker it is
+// asked directly.
+//
+// The coordinator's answers map as Kafka maps them: INVALID_TXN_STATE for a
+// partition not in the transaction; PRODUCER_FENCED and
+// INVALID_PRODUCER_EPOCH as they come; NOT_COORDINATOR,
+// COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS and a coordinator
+// that cannot be reached become NOT_ENOUGH_REPLICAS, which every producer
+// retries (older clients do not know to retry the others on a produce).
+// transaction.partition.verification.enable=false turns it off.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/broker/log"
+	"millrace/broker/txn"
+)
+
+// txnVerifyTimeout bounds the wait for the coordinator's answer when the
+// produce's own timeout is longer or absent.
+const txnVerifyTimeout = 10 * time.Second
+
+// verifyTxnPartitions returns, by topic and partition, the error code of
+// each transactional batch of req whose verification failed; partitions
+// that need none or passed are absent. req names its transactional ID.
+func (b *Broker) verifyTxnPartitions(ctx context.Context, req *kmsg.ProduceRequest) map[string]map[int32]int16 {
+	if !b.cfg.TransactionPartitionVerification || req.TransactionID == nil {
+		return nil
+	}
+	var producer txn.ProducerIDAndEpoch
+	need := map[string][]int32{}
+	for _, rt := range req.Topics {
+		topic := rt.Topic
+		if req.Version >= 13 {
+			t, ok := b.cluster.TopicByID(rt.TopicID)
+			if !ok {
+				continue
+			}
+			topic = t.Name
+		}
+		for _, part := range rt.Partitions {
+			h, err := log.ParseBatchHeader(part.Records)
+			if err != nil || !h.Transactional() || h.Control() {
+				continue // the produce path answers these
+			}
+			state, l, ok := b.cluster.Partition(topic, part.Partition)
+			if !ok || l == nil || state.Leader != b.cfg.BrokerID {
+				continue
+			}
+			ongoing, err := l.TransactionOngoing(h.ProducerID, h.ProducerEpoch)
+			if err != nil || ongoing {
+				continue // a state that cannot load fails the append itself
+			}
+			producer = txn.ProducerIDAndEpoch{ID: h.ProducerID, Epoch: h.ProducerEpoch}
+			need[topic] = append(need[topic], part.Partition)
+		}
+	}
+	if len(need) == 0 {
+		return nil
+	}
+	timeout := min(time.Duration(req.TimeoutMillis)*time.Millisecond, txnVerifyTimeout)
+	if timeout <= 0 {
+		timeout = txnVerifyTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	codes, err := b.askTxnVerification(ctx, *req.TransactionID, producer, need)
+	if err != nil {
+		b.logger.Warn("verifying transactional partitions with the coordinator", "transactional_id", *req.TransactionID, "err", err)
+	}
+	failed := map[string]map[int32]int16{}
+	for topic, partitions := range need {
+		for _, p := range partitions {
+			code := kerr.NotEnoughReplicas.Code
+			if err == nil {
+				code = verificationCode(codes[topic][p])
+			}
+			if code == 0 {
+				continue
+			}
+			if failed[topic] == nil {
+				failed[topic] = map[int32]int16{}
+			}
+			failed[topic][p] = code
+		}
+	}
+	return failed
+}
+
+// askTxnVerification asks the coordinator of id whether its ongoing
+// transaction holds topics' partitions; a partition missing from the
+// answer gets INVALID_TXN_STATE.
+func (b *Broker) askTxnVerification(ctx context.Context, id string, producer txn.ProducerIDAndEpoch, topics map[string][]int32) (map[string]map[int32]int16, error) {
+	coordinator, _, ok := b.cluster.GroupCoordinator(id)
+	if !ok {
+		return nil, errors.New("no coordinator for the transactional ID")
+	}
+	if coordinator.ID == b.cfg.BrokerID {
+		return verifyPartitionsInTxn(b, id, producer, topics), nil
+	}
+	req := kmsg.NewPtrAddPartitionsToTxnRequest()
+	req.Version = 4
+	t := kmsg.NewAddPartitionsToTxnRequestTransaction()
+	t.TransactionalID, t.ProducerID, t.ProducerEpoch, t.VerifyOnly = id, producer.ID, producer.Epoch, true
+	for topic, partitions := range topics {
+		rt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
+		rt.Topic, rt.Partitions = topic, partitions
+		t.Topics = append(t.Topics, rt)
+	}
+	req.Transactions = []kmsg.AddPartitionsToTxnRequestTransaction{t}
+	raw, err := b.brokerRequest(ctx, coordinator.ID, req)
+	if err != nil {
+		return nil, err
+	}
+	resp := raw.(*kmsg.AddPartitionsToTxnResponse)
+	codes := map[string]map[int32]int16{}
+	for topic, partitions := range topics {
+		codes[topic] = map[int32]int16{}
+		for _, p := range partitions {
+			codes[topic][p] = kerr.InvalidTxnState.Code
+			if resp.ErrorCode != 0 {
+				codes[topic][p] = resp.ErrorCode
+			}
+		}
+	}
+	if resp.ErrorCode != 0 {
+		return codes, nil
+	}
+	for _, rt := range resp.Transactions {
+		if rt.TransactionalID != id {
+			continue
+		}
+		for _, rtt := range rt.Topics {
+			for _, rp := range rtt.Partitions {
+				if _, asked := codes[rtt.Topic][rp.Partition]; asked {
+					codes[rtt.Topic][rp.Partition] = rp.ErrorCode
+				}
+			}
+		}
+	}
+	return codes, nil
+}
+
+// verificationCode maps a coordinator's verification answer to what the
+// produce answers.
+func verificationCode(code int16) int16 {
+	switch code {
+	case kerr.NotCoordinator.Code, kerr.CoordinatorNotAvailable.Code, kerr.CoordinatorLoadInProgress.Code, kerr.RequestTimedOut.Code:
+		return kerr.NotEnoughReplicas.Code
+	}
+	return code
+}
