@@ -53,7 +53,7 @@ type fixture struct {
 	nextID  atomic.Int64
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	server, err := embedded.Open(t.TempDir(), nil)
 	if err != nil {
@@ -75,7 +75,7 @@ func newFixture(t *testing.T) *fixture {
 
 // coordinator starts a coordinator on the fixture's store; change adjusts
 // its config.
-func (f *fixture) coordinator(t *testing.T, change func(*Config)) *Coordinator {
+func (f *fixture) coordinator(t testing.TB, change func(*Config)) *Coordinator {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Markers = f.markers
