@@ -74,6 +74,18 @@ func (c *Cluster) DefaultTopicConfigValues() map[string]string {
 	return values
 }
 
+// DefaultTopicConfigSources returns every topic config's broker-wide
+// default with the layer it comes from, by topic config name.
+func (c *Cluster) DefaultTopicConfigSources() map[string]ConfigSynonym {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := map[string]ConfigSynonym{}
+	for _, name := range TopicConfigNames() {
+		out[name] = c.brokerLayersLocked(name)[0]
+	}
+	return out
+}
+
 // TopicConfigValues returns a topic's effective values of every topic config
 // and, separately, its overrides (a subset).
 func (c *Cluster) TopicConfigValues(name string) (values, overrides map[string]string, err error) {

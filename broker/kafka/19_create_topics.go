@@ -167,7 +167,7 @@ func (b *Broker) createTopic(st *kmsg.CreateTopicsResponseTopic, rt kmsg.CreateT
 	}
 	st.NumPartitions = int32(len(t.Partitions))
 	st.ReplicationFactor = int16(len(t.Partitions[0].Replicas))
-	for _, e := range topicConfigEntries(plannedTopicValues(b, t.Config), t.Config) {
+	for _, e := range plannedTopicEntries(b, t.Config) {
 		c := kmsg.NewCreateTopicsResponseTopicConfig()
 		c.Name, c.Value, c.Source = e.name, strp(e.value), e.source
 		st.Configs = append(st.Configs, c)

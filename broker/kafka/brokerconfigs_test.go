@@ -83,6 +83,16 @@ func TestBrokerConfigDefaults(t *testing.T) {
 	if got := retention(); got != time.Minute {
 		t.Fatalf("the open log's retention is %v, want 1m", got)
 	}
+	created, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"segment.ms": kadm.StringPtr("1000")}, "later")
+	if err != nil || created.Err != nil {
+		t.Fatalf("create: %v %+v", err, created)
+	}
+	if c := created.Configs["retention.ms"]; c.MaybeValue() != "60000" || c.Source != kmsg.ConfigSourceDynamicDefaultBrokerConfig {
+		t.Fatalf("CreateTopics answers retention.ms %+v", c)
+	}
+	if c := created.Configs["segment.ms"]; c.MaybeValue() != "1000" || c.Source != kmsg.ConfigSourceDynamicTopicConfig {
+		t.Fatalf("CreateTopics answers segment.ms %+v", c)
+	}
 	wide := brokerConfigs()
 	if len(wide.Configs) != 3 || configOf(t, wide, "log.retention.ms").Source != kmsg.ConfigSourceDynamicDefaultBrokerConfig {
 		t.Fatalf("the default resource: %+v", wide.Configs)

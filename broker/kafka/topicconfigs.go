@@ -59,9 +59,16 @@ var configTypes = map[string]int8{
 	"socket.request.max.bytes":        configTypeInt,
 }
 
+// configType is a config's type; a broker-wide topic default
+// (log.retention.ms) has its topic config's type.
 func configType(name string) int8 {
 	if t, ok := configTypes[name]; ok {
 		return t
+	}
+	if topic, ok := cluster.TopicConfigOfBroker(name); ok {
+		if t, ok := configTypes[topic]; ok {
+			return t
+		}
 	}
 	return configTypeUnknown
 }
@@ -73,32 +80,24 @@ type topicConfigEntry struct {
 	source int8
 }
 
-// topicConfigEntries lists a topic's effective configs, sorted by name, each
-// marked as an override or a default.
-func topicConfigEntries(values, overrides map[string]string) []topicConfigEntry {
-	out := make([]topicConfigEntry, 0, len(values))
+// plannedTopicEntries lists the effective configs of a topic being created,
+// sorted by name: each override, and the broker-wide default (with the layer
+// it comes from) for the rest.
+func plannedTopicEntries(b *Broker, overrides map[string]string) []topicConfigEntry {
+	defaults := b.cluster.DefaultTopicConfigSources()
+	out := make([]topicConfigEntry, 0, len(defaults))
 	for _, name := range cluster.TopicConfigNames() {
-		value, ok := values[name]
+		d, ok := defaults[name]
 		if !ok {
 			continue
 		}
-		source := sourceDefaultConfig
-		if _, over := overrides[name]; over {
-			source = sourceTopicConfig
+		e := topicConfigEntry{name: name, value: d.Value, source: int8(d.Source)}
+		if v, over := overrides[name]; over {
+			e.value, e.source = v, sourceTopicConfig
 		}
-		out = append(out, topicConfigEntry{name: name, value: value, source: source})
+		out = append(out, e)
 	}
 	return out
-}
-
-// plannedTopicValues is the effective config of a topic not created yet
-// (CreateTopics with validate_only): the defaults with its overrides.
-func plannedTopicValues(b *Broker, overrides map[string]string) map[string]string {
-	values := b.cluster.DefaultTopicConfigValues()
-	for name, v := range overrides {
-		values[name] = v
-	}
-	return values
 }
 
 // splitList splits a comma-separated list config value, dropping blanks.
