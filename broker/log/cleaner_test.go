@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -431,5 +432,80 @@ func TestThrottlePaces(t *testing.T) {
 	}
 	if NewThrottle(DefaultCleanerConfig().IOMaxBytesPerSecond) != nil {
 		t.Fatal("the default rate is throttled")
+	}
+}
+
+// TestManagerCleanerMetrics runs the manager's cleaner thread on a
+// compacted log and a delete-policy one: only the first is cleaned, and
+// the metrics count the pass.
+func TestManagerCleanerMetrics(t *testing.T) {
+	m, err := openManager(t.TempDir(), DefaultConfig(), testLogger(t), options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	compacted, err := m.Create("c", 0, compactConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := compactConfig()
+	plain.CleanupPolicy = PolicyDelete
+	deleting, err := m.Create("d", 0, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UnixMilli()
+	writeKeyed(t, compacted, now, codecGzip)
+	writeKeyed(t, deleting, now, codecGzip)
+	before := logRecords(t, deleting)
+
+	reg := prometheus.NewRegistry()
+	cfg := DefaultCleanerConfig()
+	cfg.Backoff = 10 * time.Millisecond
+	if err := m.StartCleaner(cfg, func(tp TopicPartition) (int64, bool) { return -1, true }, reg); err != nil {
+		t.Fatal(err)
+	}
+	metric := func(name string) float64 {
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() == name {
+				m := f.GetMetric()[0]
+				if m.GetCounter() != nil {
+					return m.GetCounter().GetValue()
+				}
+				return m.GetGauge().GetValue()
+			}
+		}
+		t.Fatalf("no metric %s", name)
+		return 0
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for metric("millrace_log_cleaner_runs_total") < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the cleaner never ran")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := metric("millrace_log_cleaner_records_removed_total"); got != 10 {
+		t.Fatalf("records removed %v, want 10", got)
+	}
+	if got := metric("millrace_log_cleaner_bytes_reclaimed_total"); got <= 0 {
+		t.Fatalf("bytes reclaimed %v", got)
+	}
+	// Its next look finds nothing dirty.
+	for metric("millrace_log_cleaner_max_dirty_ratio") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the dirty ratio stays above 0 after cleaning")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := logRecords(t, deleting); !slices.Equal(got, before) {
+		t.Fatalf("a delete-policy log was cleaned: %v", got)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
