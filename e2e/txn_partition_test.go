@@ -1,0 +1,94 @@
+package e2e
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestTxnPartitionStateAcrossRestarts: a partition with a committed, an
+// aborted and an open transaction keeps its last stable offset (before the
+// open transaction) and its aborted transaction across a clean restart and
+// a SIGKILL: read_committed readers see exactly the committed records,
+// read_uncommitted ones every record. A new instance of the transactional
+// ID then aborts the open transaction and what it commits is read.
+func TestTxnPartitionStateAcrossRestarts(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	const topic = "txn-restart"
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	adm := kadm.NewClient(kafkaClient(t, b))
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+
+	// transact writes values in a transaction ended by end ("commit",
+	// "abort") or left open ("open").
+	transact := func(cl *kgo.Client, values []string, end string) {
+		t.Helper()
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range values {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if end != "open" {
+			if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(end == "commit")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// A transaction timeout far longer than the test: the open one must
+	// stay open until it is committed.
+	producer := func() *kgo.Client {
+		return kafkaClient(t, b, kgo.TransactionalID("restart-txn"), kgo.TransactionTimeout(5*time.Minute))
+	}
+	committed, aborted, open := valuesWith("c", 3), valuesWith("a", 2), valuesWith("o", 2)
+	cl := producer()
+	transact(cl, committed, "commit") // 0-2, marker 3
+	transact(cl, aborted, "abort")    // 4-5, marker 6
+	transact(cl, open, "open")        // 7-8, open
+
+	check := func(when string) {
+		t.Helper()
+		lso, err := adm.ListCommittedOffsets(ctx, topic)
+		if err != nil || lso.Error() != nil {
+			t.Fatalf("%s: committed offsets: %v %v", when, err, lso.Error())
+		}
+		if o, _ := lso.Lookup(topic, 0); o.Offset != 7 {
+			t.Fatalf("%s: last stable offset %d, want 7", when, o.Offset)
+		}
+		if got := readValues(t, b, topic, kgo.ReadCommitted()); !sameValues(got, committed) {
+			t.Fatalf("%s: read_committed read %v, want %v", when, got, committed)
+		}
+		if got := readValues(t, b, topic, kgo.ReadUncommitted()); !sameValues(got, committed, aborted, open) {
+			t.Fatalf("%s: read_uncommitted read %v", when, got)
+		}
+	}
+	check("before restarting")
+	// SIGKILL first: the producer state snapshot predates the transactions
+	// (it was written when the first began), so the restarted broker
+	// rebuilds their state from the log.
+	b.restart(syscall.SIGKILL)
+	check("after SIGKILL")
+	b.restart(syscall.SIGTERM)
+	check("after a clean restart")
+
+	// The open transaction's producer is gone with the broker it talked
+	// to; a new instance of the transactional ID aborts it (fencing), and
+	// what it commits next is read.
+	cl.Close()
+	next := producer()
+	later := valuesWith("n", 2)
+	transact(next, later, "commit")
+	if got := readValues(t, b, topic, kgo.ReadCommitted()); !sameValues(got, committed, later) {
+		t.Fatalf("after the new producer: read_committed read %v, want %v and %v", got, committed, later)
+	}
+}
