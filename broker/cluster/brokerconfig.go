@@ -362,8 +362,11 @@ func (c *Cluster) DynamicBrokerConfig(resource string) (map[string]string, error
 
 // validateBrokerConfig checks configs for a broker resource: only the
 // broker-wide topic defaults change at runtime, and each value must be one
-// a topic could hold.
-func validateBrokerConfig(configs map[string]string, base log.Config) error {
+// a topic could hold. The log settings are checked together, applied over
+// base and under the more specific layer above (nil for none), so a
+// combination no topic could have (message.max.bytes above
+// millrace.log.max.decompressed.bytes) is refused too.
+func validateBrokerConfig(configs map[string]string, base log.Config, above map[string]string) error {
 	cfg := base
 	for _, name := range sortedNames(configs) {
 		value := configs[name]
@@ -382,8 +385,23 @@ func validateBrokerConfig(configs map[string]string, base log.Config) error {
 			return fmt.Errorf("%w: %s=%q: %v", ErrInvalidBrokerConfig, name, value, err)
 		}
 	}
+	if err := applyBrokerLayer(&cfg, above); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidBrokerConfig, err)
+	}
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidBrokerConfig, err)
+	}
+	return nil
+}
+
+// applyBrokerLayer sets a dynamic layer's log settings on cfg.
+func applyBrokerLayer(cfg *log.Config, layer map[string]string) error {
+	for _, name := range sortedNames(layer) {
+		if topic, ok := TopicConfigOfBroker(name); ok && !KeptAboveLog(topic) {
+			if err := cfg.Set(topic, layer[name]); err != nil {
+				return fmt.Errorf("%s=%q: %v", name, layer[name], err)
+			}
+		}
 	}
 	return nil
 }
@@ -408,7 +426,19 @@ func (c *Cluster) SetBrokerConfig(resource string, configs map[string]string, va
 	if err := c.checkOpen(); err != nil {
 		return err
 	}
-	if err := validateBrokerConfig(configs, c.defaults); err != nil || validateOnly {
+	// Checked with the layers it joins: the cluster-wide one sits under this
+	// broker's own values, a broker's own over the cluster-wide ones.
+	c.mu.RLock()
+	base, above := c.defaults, c.dynamicBroker
+	if entity != defaultBrokerEntity {
+		above = nil
+		err = applyBrokerLayer(&base, c.dynamicDefault)
+	}
+	c.mu.RUnlock()
+	if err != nil {
+		return fmt.Errorf("cluster: the stored cluster-wide broker config: %w", err)
+	}
+	if err := validateBrokerConfig(configs, base, above); err != nil || validateOnly {
 		return err
 	}
 	configs = maps.Clone(configs)
@@ -518,7 +548,7 @@ func (c *Cluster) brokerDefaultsFromStore(entity string, configs map[string]stri
 	out := make(map[string]string, len(configs))
 	for _, name := range sortedNames(configs) {
 		one := map[string]string{name: configs[name]}
-		if err := validateBrokerConfig(one, c.defaults); err != nil {
+		if err := validateBrokerConfig(one, c.defaults, nil); err != nil {
 			c.logger.Error("ignoring a stored dynamic broker config", "entity", entity, "err", err)
 			continue
 		}

@@ -173,6 +173,7 @@ func TestBrokerConfigRefusals(t *testing.T) {
 		{"", map[string]string{"min.insync.replicas": "0"}},       // bad value
 		{"", map[string]string{"log.segment.bytes": "x"}},         // bad value
 		{"", map[string]string{"log.cleanup.policy": "shred"}},    // bad value
+		{"", map[string]string{"message.max.bytes": "100000000"}}, // above millrace.log.max.decompressed.bytes
 		{"7", map[string]string{"min.insync.replicas": "2"}},      // another broker
 		{"broker", map[string]string{"min.insync.replicas": "2"}}, // not an ID
 		{"-1", map[string]string{"min.insync.replicas": "2"}},     // not an ID
