@@ -92,3 +92,79 @@ func TestTxnPartitionStateAcrossRestarts(t *testing.T) {
 		t.Fatalf("after the new producer: read_committed read %v, want %v and %v", got, committed, later)
 	}
 }
+
+// TestTxnPartitionFailover: the followers of a partition learn its open
+// transaction and its aborted one from the batches and markers they copy,
+// so the leader elected when the old one is SIGKILLed answers the same
+// last stable offset and read_committed readers still see exactly the
+// committed records; a new instance of the transactional ID then ends the
+// open transaction and its committed records are read.
+func TestTxnPartitionFailover(t *testing.T) {
+	t.Parallel()
+	c := startLocalCluster(t, 3, 1)
+	const topic = "txn-failover"
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	adm := c.admin()
+	if _, err := adm.CreateTopic(ctx, 1, 3, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	producer := func() *kgo.Client {
+		return c.client(kgo.TransactionalID("failover-txn"), kgo.TransactionTimeout(5*time.Minute))
+	}
+	transact := func(cl *kgo.Client, values []string, end string) {
+		t.Helper()
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range values {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if end != "open" {
+			if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(end == "commit")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	committed, aborted, open := valuesWith("c", 3), valuesWith("a", 2), valuesWith("o", 2)
+	cl := producer()
+	transact(cl, committed, "commit") // 0-2, marker 3
+	transact(cl, aborted, "abort")    // 4-5, marker 6
+	transact(cl, open, "open")        // 7-8
+
+	lastStable := func() int64 {
+		lso, err := adm.ListCommittedOffsets(ctx, topic)
+		if err != nil || lso.Error() != nil {
+			return -1
+		}
+		o, _ := lso.Lookup(topic, 0)
+		return o.Offset
+	}
+	if got := lastStable(); got != 7 {
+		t.Fatalf("last stable offset %d, want 7", got)
+	}
+	old := c.leaderOf(adm, topic, 0)
+	c.signal(old, syscall.SIGKILL)
+	waitUntil(t, time.Minute, "a new leader", func() bool {
+		l := c.leaderOf(adm, topic, 0)
+		return l >= 0 && l != old
+	})
+	waitUntil(t, time.Minute, "the new leader's last stable offset", func() bool { return lastStable() >= 0 })
+	if got := lastStable(); got != 7 {
+		t.Fatalf("new leader's last stable offset %d, want 7", got)
+	}
+	if got := readValues(t, c, topic, kgo.ReadCommitted()); !sameValues(got, committed) {
+		t.Fatalf("read_committed from the new leader read %v, want %v", got, committed)
+	}
+	c.restart(old)
+
+	cl.Close()
+	next := producer()
+	later := valuesWith("n", 2)
+	transact(next, later, "commit")
+	if got := readValues(t, c, topic, kgo.ReadCommitted()); !sameValues(got, committed, later) {
+		t.Fatalf("after the new producer: read_committed read %v, want %v and %v", got, committed, later)
+	}
+}
