@@ -604,7 +604,7 @@ func (c *Coordinator) deleteOffsets(req *kmsg.OffsetDeleteRequest, codes map[top
 		return errNonEmptyGroup
 	}
 	var ops []coord.Op
-	var deleted []topicPartition
+	var deleted, pendingGone []topicPartition
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
 			tp := topicPartition{t.Topic, p.Partition}
@@ -618,9 +618,23 @@ func (c *Coordinator) deleteOffsets(req *kmsg.OffsetDeleteRequest, codes map[top
 					ops = append(ops, coord.DeleteOp{Path: offsetPath(g.id, tp.topic, tp.partition), Version: coord.AnyVersion})
 					deleted = append(deleted, tp)
 				}
+				if g.hasPendingLocked(tp) {
+					pendingGone = append(pendingGone, tp)
+				}
 			}
 		}
 	}
+	// Pending transactional offsets of those partitions go too, as in
+	// Kafka; a producer left with none is no longer indexed for the group.
+	txnOps, remaining, err := c.dropPendingOpsLocked(g, pendingGone)
+	if err != nil {
+		c.log.Error("deleting pending transactional offsets", "group", g.id, "err", err)
+		for _, tp := range append(deleted, pendingGone...) {
+			codes[tp] = errUnknownServerError
+		}
+		return errNone
+	}
+	ops = append(ops, txnOps...)
 	if len(ops) == 0 {
 		return errNone
 	}
@@ -631,7 +645,7 @@ func (c *Coordinator) deleteOffsets(req *kmsg.OffsetDeleteRequest, codes map[top
 		} else {
 			c.log.Error("deleting committed offsets", "group", g.id, "err", err)
 		}
-		for _, tp := range deleted {
+		for _, tp := range append(deleted, pendingGone...) {
 			codes[tp] = code
 		}
 		// The cache may now disagree with the store; read it again next time.
@@ -641,6 +655,7 @@ func (c *Coordinator) deleteOffsets(req *kmsg.OffsetDeleteRequest, codes map[top
 	for _, tp := range deleted {
 		delete(g.offsets, tp)
 	}
+	c.applyDroppedPendingLocked(g, remaining)
 	return errNone
 }
 

@@ -568,8 +568,64 @@ func (c *Coordinator) completeGroupLocked(g *group, producerID int64, epoch int1
 	return errNone
 }
 
-// dropTxnIndexLocked removes the index entries of g's pending offsets, which
-// were deleted with the group; the caller holds g.offsetMu. An entry left
+// dropPendingOpsLocked returns the store operations that remove the pending
+// offsets of partitions gone from every producer's pending offsets in g,
+// and what each affected producer has left (nil: nothing, its node is
+// deleted). The caller applies remaining with applyDroppedPendingLocked once
+// the operations succeeded; it holds g.offsetMu.
+func (c *Coordinator) dropPendingOpsLocked(g *group, gone []topicPartition) ([]coord.Op, map[int64]*pendingTxnOffsets, error) {
+	if len(gone) == 0 {
+		return nil, nil, nil
+	}
+	drop := make(map[topicPartition]bool, len(gone))
+	for _, tp := range gone {
+		drop[tp] = true
+	}
+	var ops []coord.Op
+	remaining := make(map[int64]*pendingTxnOffsets)
+	for producerID, p := range g.txnOffsets {
+		kept := &pendingTxnOffsets{ProducerID: p.ProducerID, ProducerEpoch: p.ProducerEpoch}
+		for _, o := range p.Offsets {
+			if !drop[topicPartition{o.Topic, o.Partition}] {
+				kept.Offsets = append(kept.Offsets, o)
+			}
+		}
+		if len(kept.Offsets) == len(p.Offsets) {
+			continue
+		}
+		path := txnOffsetsProducerPath(g.id, producerID)
+		if len(kept.Offsets) == 0 {
+			ops = append(ops, coord.DeleteOp{Path: path, Version: coord.AnyVersion})
+			remaining[producerID] = nil
+			continue
+		}
+		data, err := json.Marshal(kept)
+		if err != nil {
+			return nil, nil, err
+		}
+		ops = append(ops, coord.SetOp{Path: path, Data: data, Version: coord.AnyVersion})
+		remaining[producerID] = kept
+	}
+	return ops, remaining, nil
+}
+
+// applyDroppedPendingLocked updates g's cache after the operations of
+// dropPendingOpsLocked succeeded, and unindexes producers left with nothing.
+func (c *Coordinator) applyDroppedPendingLocked(g *group, remaining map[int64]*pendingTxnOffsets) {
+	emptied := make(map[int64]*pendingTxnOffsets)
+	for producerID, p := range remaining {
+		if p == nil {
+			delete(g.txnOffsets, producerID)
+			emptied[producerID] = nil
+			continue
+		}
+		g.txnOffsets[producerID] = p
+	}
+	c.dropTxnIndexLocked(g, emptied)
+}
+
+// dropTxnIndexLocked removes the group's index entries of the producers in
+// pending, whose pending offsets in g are gone; the caller holds g.offsetMu. An entry left
 // behind by a failure is harmless: the next marker finds nothing pending
 // and removes it.
 func (c *Coordinator) dropTxnIndexLocked(g *group, pending map[int64]*pendingTxnOffsets) {

@@ -315,9 +315,10 @@ func TestTxnOffsetsPlainCommitAfterwardsWins(t *testing.T) {
 	}
 }
 
-// TestTxnOffsetsGroupDeletionAndExpiry: an Empty group with only pending
-// offsets is not expired; deleting it drops them with their index entry,
-// and an idle producer's index node expires.
+// TestTxnOffsetsGroupDeletionAndExpiry: OffsetDelete drops its partitions'
+// pending offsets; an Empty group with only pending offsets is not expired;
+// deleting it drops them with their index entry, and an idle producer's
+// index node expires.
 func TestTxnOffsetsGroupDeletionAndExpiry(t *testing.T) {
 	now := time.Now()
 	cfg := testConfig()
@@ -327,6 +328,35 @@ func TestTxnOffsetsGroupDeletionAndExpiry(t *testing.T) {
 	if code := txnCommit(t, e.c, txnCommitReq(2, "g", 5, 0, "", -1, "t", map[int32]int64{0: 1})); code != errNone {
 		t.Fatalf("txn commit: %d", code)
 	}
+	// OffsetDelete takes the pending offsets of its partitions too.
+	if code := txnCommit(t, e.c, txnCommitReq(2, "g", 5, 0, "", -1, "u", map[int32]int64{0: 1})); code != errNone {
+		t.Fatalf("txn commit u: %d", code)
+	}
+	if code := txnCommit(t, e.c, txnCommitReq(2, "g", 6, 0, "", -1, "u", map[int32]int64{1: 1})); code != errNone {
+		t.Fatalf("txn commit u by producer 6: %d", code)
+	}
+	od := kmsg.NewPtrOffsetDeleteRequest()
+	od.Group = "g"
+	od.Topics = []kmsg.OffsetDeleteRequestTopic{{Topic: "u", Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}, {Partition: 1}}}}
+	if resp := e.c.OffsetDelete(ctx, od); resp.ErrorCode != errNone || resp.Topics[0].Partitions[0].ErrorCode != errNone || resp.Topics[0].Partitions[1].ErrorCode != errNone {
+		t.Fatalf("OffsetDelete: %+v", resp)
+	}
+	for _, p := range []int32{0, 1} {
+		if _, code := stableFetch(t, e.c, "g", "u", p); code != errNone {
+			t.Fatalf("u/%d after OffsetDelete: %d, want no pending offset", p, code)
+		}
+	}
+	if _, code := stableFetch(t, e.c, "g", "t", 0); code != errUnstableOffsetCommit {
+		t.Fatalf("t/0 after OffsetDelete of u: %d, want still pending", code)
+	}
+	if e.nodeExists(txnOffsetsProducerPath("g", 6)) || e.nodeExists(txnIndexGroupPath(6, "g")) || !e.nodeExists(txnIndexGroupPath(5, "g")) {
+		t.Fatal("OffsetDelete left producer 6's pending offsets or index entry, or dropped producer 5's")
+	}
+	e.restart()
+	if _, code := stableFetch(t, e.c, "g", "u", 0); code != errNone {
+		t.Fatalf("u/0 after OffsetDelete and restart: %d", code)
+	}
+
 	now = now.Add(e.c.cfg.OffsetsRetention + time.Hour)
 	e.c.expireOffsets()
 	if !e.nodeExists(txnOffsetsProducerPath("g", 5)) {
