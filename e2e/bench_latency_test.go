@@ -29,24 +29,25 @@ func TestBenchLatencyCompare(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	quantiles := `p50 \S+ p99 \S+ p99\.9 \S+ max \S+`
 	for i, target := range []string{b.addr, other} {
-		if len(lines) < 3*(i+1) {
+		if len(lines) < 4*(i+1) {
 			t.Fatalf("report too short:\n%s", out)
 		}
 		head := regexp.MustCompile(`^run 1 against ` + regexp.QuoteMeta(target) +
-			`: 500 records/s of 100 B, 3 partition\(s\), acks=all, 2 producer\(s\), 2s measured after 1s warm-up: (\d+) acked \(\d+/s\), (\d+) consumed;`)
-		m := head.FindStringSubmatch(lines[3*i])
+			`: 500 records/s of 100 B, 3 partition\(s\), acks=all, 2 producer\(s\), 2s measured after 1s warm-up: (\d+) acked \(\d+/s\), (\d+) consumed$`)
+		m := head.FindStringSubmatch(lines[4*i])
 		// The pacer's schedule is exact: 1,000 records fall due in the
 		// measured 2s, and every one acknowledged is consumed.
 		if m == nil || m[1] != "1000" || m[2] != "1000" {
-			t.Errorf("run line for %s: %q, want 1000 acked and 1000 consumed", target, lines[3*i])
+			t.Errorf("run line for %s: %q, want 1000 acked and 1000 consumed", target, lines[4*i])
 		}
-		if !regexp.MustCompile(`^  produce-ack  ` + quantiles + `$`).MatchString(lines[3*i+1]) ||
-			!regexp.MustCompile(`^  end-to-end   ` + quantiles + `$`).MatchString(lines[3*i+2]) {
-			t.Errorf("latency lines for %s:\n%s\n%s", target, lines[3*i+1], lines[3*i+2])
+		if !regexp.MustCompile(`^  produce-ack  `+quantiles+`$`).MatchString(lines[4*i+1]) ||
+			!regexp.MustCompile(`^  end-to-end   `+quantiles+`$`).MatchString(lines[4*i+2]) ||
+			!regexp.MustCompile(`^  send lag     `+quantiles+`$`).MatchString(lines[4*i+3]) {
+			t.Errorf("latency lines for %s:\n%s", target, strings.Join(lines[4*i+1:4*i+4], "\n"))
 		}
 	}
-	table := strings.Join(lines[6:], "\n")
-	if !regexp.MustCompile(`(?m)^medians of 1 run\(s\)\s+` + regexp.QuoteMeta(b.addr) + `\s+` + regexp.QuoteMeta(other) + `$`).MatchString(table) ||
+	table := strings.Join(lines[8:], "\n")
+	if !regexp.MustCompile(`(?m)^medians of 1 run\(s\)\s+`+regexp.QuoteMeta(b.addr)+`\s+`+regexp.QuoteMeta(other)+`$`).MatchString(table) ||
 		!regexp.MustCompile(`(?m)^end-to-end p99\.9\s+\S+\s+\S+$`).MatchString(table) {
 		t.Errorf("medians table:\n%s", table)
 	}

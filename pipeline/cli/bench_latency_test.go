@@ -119,15 +119,16 @@ func TestBenchLatencyReport(t *testing.T) {
 		duration: 20 * time.Second, warmup: 5 * time.Second}
 	run := func(target string, scale time.Duration) latencyRun {
 		return latencyRun{target: target, acked: 1_000_000, consumed: 1_000_000, measured: o.duration,
-			ack:            latencyQuantiles{p50: 412 * scale, p99: 1021 * scale, p999: 2345 * scale, max: 9876 * scale},
-			endToEnd:       latencyQuantiles{p50: 500 * scale, p99: 1100 * scale, p999: 3500 * scale, max: 12000 * scale},
-			behindSchedule: 1234 * time.Microsecond}
+			ack:      latencyQuantiles{p50: 412 * scale, p99: 1021 * scale, p999: 2345 * scale, max: 9876 * scale},
+			endToEnd: latencyQuantiles{p50: 500 * scale, p99: 1100 * scale, p999: 3500 * scale, max: 12000 * scale},
+			sendLag:  latencyQuantiles{p50: 20 * scale, p99: 300 * scale, p999: 800 * scale, max: 1234 * scale}}
 	}
 	var out bytes.Buffer
 	run("127.0.0.1:9092", time.Microsecond).printRun(&out, 2, o)
-	want := "run 2 against 127.0.0.1:9092: 50000 records/s of 100 B, 6 partition(s), acks=all, 1 producer(s), 20s measured after 5s warm-up: 1000000 acked (50000/s), 1000000 consumed; at most 1.23ms behind schedule\n" +
+	want := "run 2 against 127.0.0.1:9092: 50000 records/s of 100 B, 6 partition(s), acks=all, 1 producer(s), 20s measured after 5s warm-up: 1000000 acked (50000/s), 1000000 consumed\n" +
 		"  produce-ack  p50 412µs p99 1.02ms p99.9 2.35ms max 9.88ms\n" +
-		"  end-to-end   p50 500µs p99 1.1ms p99.9 3.5ms max 12ms\n"
+		"  end-to-end   p50 500µs p99 1.1ms p99.9 3.5ms max 12ms\n" +
+		"  send lag     p50 20µs p99 300µs p99.9 800µs max 1.23ms\n"
 	if out.String() != want {
 		t.Errorf("run report:\n%s\nwant:\n%s", out.String(), want)
 	}
@@ -153,6 +154,8 @@ end-to-end p50       1ms     10ms
 end-to-end p99       2.2ms   22ms
 end-to-end p99.9     7ms     70ms
 end-to-end max       24ms    240ms
+send lag p99         600µs   6ms
+send lag max         2.47ms  24.7ms
 `
 	if out.String() != wantTable {
 		t.Errorf("medians:\n%s\nwant:\n%s", out.String(), wantTable)
