@@ -10,8 +10,9 @@ import (
 )
 
 // BenchmarkCoordinator measures the hot paths of a Stable group on the
-// embedded store: heartbeats (memory only), commits (one store Multi each)
-// and fetches (served from the cache).
+// embedded store: heartbeats (memory only), commits (one store Multi each),
+// transactional commits with their marker, and fetches (served from the
+// cache).
 func BenchmarkCoordinator(b *testing.B) {
 	e := newEnv(b, testConfig())
 	ctx := context.Background()
@@ -35,6 +36,25 @@ func BenchmarkCoordinator(b *testing.B) {
 			for b.Loop() {
 				if codes := commitCodes(e.c.OffsetCommit(ctx, req)); codes[0] != errNone {
 					b.Fatalf("commit: %v", codes)
+				}
+			}
+		})
+	}
+	for _, partitions := range []int{1, 16} {
+		offsets := make(map[int32]int64, partitions)
+		for p := range partitions {
+			offsets[int32(p)] = 1
+		}
+		// One transaction's offsets: TxnOffsetCommit, then the commit
+		// marker making them committed.
+		req := txnCommitReq(2, "g", 1, 0, "", -1, "t", offsets)
+		b.Run("txn-commit/partitions="+strconv.Itoa(partitions), func(b *testing.B) {
+			for b.Loop() {
+				if code := e.c.TxnOffsetCommit(ctx, req).Topics[0].Partitions[0].ErrorCode; code != errNone {
+					b.Fatalf("txn commit: %d", code)
+				}
+				if code := e.c.CompleteTxnOffsets(ctx, 1, 0, true, Partition("g")); code != errNone {
+					b.Fatalf("marker: %d", code)
 				}
 			}
 		})
