@@ -78,7 +78,7 @@ func handleFetch(ctx context.Context, b *Broker, r *request) (kmsg.Response, err
 	}
 	expired := maxWait <= 0
 	for {
-		f, bytes, failed := b.fetchOnce(req, denied)
+		f, bytes, failed := b.fetchOnce(req, denied, session)
 		if expired || failed || bytes >= int64(req.MinBytes) {
 			return session.finish(f), nil
 		}
@@ -170,8 +170,10 @@ func fetchReplicaID(req *kmsg.FetchRequest) int32 {
 }
 
 // fetchOnce reads every requested partition once. It returns the response,
-// the record bytes in it, and whether any partition failed.
-func (b *Broker) fetchOnce(req *kmsg.FetchRequest, denied fetchDenial) (f *streamedFetch, bytes int64, failed bool) {
+// the record bytes in it, and whether any partition failed. An incremental
+// fetch's response leaves out the partitions session says have nothing new.
+func (b *Broker) fetchOnce(req *kmsg.FetchRequest, denied fetchDenial, session *fetchContext) (f *streamedFetch, bytes int64, failed bool) {
+	session.startPass()
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	resp.SessionID = 0
 	f = &streamedFetch{FetchResponse: resp}
@@ -182,7 +184,9 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, denied fetchDenial) (f *strea
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
 		name, known := b.fetchTopicName(req, rt)
-		st.Partitions = make([]kmsg.FetchResponseTopicPartition, 0, len(rt.Partitions))
+		if !session.incremental() {
+			st.Partitions = make([]kmsg.FetchResponseTopicPartition, 0, len(rt.Partitions))
+		}
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = rp.Partition
@@ -204,6 +208,9 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, denied fetchDenial) (f *strea
 			if sp.ErrorCode != 0 {
 				failed = true
 			}
+			if !session.keep(&sp, slice != nil) {
+				continue
+			}
 			if slice != nil {
 				n := int64(slice.Len())
 				bytes += n
@@ -212,7 +219,9 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, denied fetchDenial) (f *strea
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
-		resp.Topics = append(resp.Topics, st)
+		if len(st.Partitions) > 0 || !session.incremental() {
+			resp.Topics = append(resp.Topics, st)
+		}
 	}
 	return f, bytes, failed
 }

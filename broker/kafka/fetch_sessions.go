@@ -101,6 +101,12 @@ type fetchSession struct {
 	epoch int32      // the epoch the next request must carry
 	parts []*sessionPartition
 	index map[sessionKey]*sessionPartition
+	// The buffers of an incremental fetch's request and snapshot, reused
+	// by the next fetch once finished (busy meanwhile: a fetch racing
+	// with it gets its own), so that a fetch of a large session does not
+	// allocate its size again.
+	busy    bool
+	scratch sessionBuffers
 }
 
 // sessionKey names a partition in a session: by topic name before v13, by
@@ -114,11 +120,34 @@ type sessionKey struct {
 // sessionPartition is one partition of a session: what the client last
 // asked for it, and what it was last answered.
 type sessionPartition struct {
-	key sessionKey
-	req kmsg.FetchRequestTopicPartition
-	// Last answered; -1 until answered and after an error, so the
-	// partition is answered again once the error goes away.
+	key  sessionKey
+	req  kmsg.FetchRequestTopicPartition
+	last sessionAnswer
+}
+
+// sessionAnswer is what a partition was answered: -1 offsets until it was
+// and after an error, so the partition is answered again once the error
+// goes away (Kafka's rule). p names the partition in a fetch's snapshot.
+type sessionAnswer struct {
+	p                                               *sessionPartition
 	highWatermark, lastStableOffset, logStartOffset int64
+}
+
+var unanswered = sessionAnswer{highWatermark: -1, lastStableOffset: -1, logStartOffset: -1}
+
+// answer is what sp tells the client.
+func answer(sp *kmsg.FetchResponseTopicPartition) sessionAnswer {
+	if sp.ErrorCode != 0 {
+		return unanswered
+	}
+	return sessionAnswer{highWatermark: sp.HighWatermark, lastStableOffset: sp.LastStableOffset, logStartOffset: sp.LogStartOffset}
+}
+
+// mustAnswer reports whether sp goes in an incremental answer to a client
+// last told last: it has records or an error, or offsets that changed.
+func mustAnswer(last sessionAnswer, sp *kmsg.FetchResponseTopicPartition, records bool) bool {
+	return records || sp.ErrorCode != 0 || sp.HighWatermark != last.highWatermark ||
+		sp.LastStableOffset != last.lastStableOffset || sp.LogStartOffset != last.logStartOffset
 }
 
 // fetchContext is what a Fetch request is served as.
@@ -132,10 +161,22 @@ type fetchContext struct {
 	request *kmsg.FetchRequest
 	// newSession asks finish to create a session (an epoch-0 full fetch).
 	newSession bool
-	// session and parts are an incremental fetch's session and the
-	// partitions request names, in its order.
-	session *fetchSession
-	parts   []*sessionPartition
+	// session is an incremental fetch's session; snapshot is what each
+	// partition request names was last answered, in request order.
+	session  *fetchSession
+	snapshot []sessionAnswer
+	scratch  bool // the request and snapshot are the session's buffers
+
+	// One pass of fetchOnce over the request (a long poll makes several;
+	// the last is answered): the next partition, and those answered.
+	next int
+	kept []keptPartition
+}
+
+// keptPartition is a partition in an incremental answer.
+type keptPartition struct {
+	answer  sessionAnswer
+	records bool
 }
 
 // begin decides how req is served and, for an incremental fetch, applies
@@ -178,8 +219,16 @@ func (c *fetchSessionCache) begin(req *kmsg.FetchRequest) *fetchContext {
 	s.lastUsed.Store(c.now().UnixNano())
 	c.incrementals.Add(1)
 	fc.session = s
-	fc.parts = append([]*sessionPartition(nil), s.parts...)
-	fc.request = sessionRequest(req, fc.parts)
+	var buffers sessionBuffers
+	if !s.busy {
+		s.busy, fc.scratch = true, true
+		buffers = s.scratch
+	}
+	fc.request, buffers = s.requestLocked(req, buffers)
+	fc.snapshot = buffers.answers
+	if fc.scratch {
+		s.scratch = buffers
+	}
 	return fc
 }
 
@@ -204,7 +253,7 @@ func (s *fetchSession) updateLocked(req *kmsg.FetchRequest, forget bool) {
 				p.req = rp
 				continue
 			}
-			p := &sessionPartition{key: key, req: rp, highWatermark: -1, lastStableOffset: -1, logStartOffset: -1}
+			p := &sessionPartition{key: key, req: rp, last: unanswered}
 			s.index[key] = p
 			s.parts = append(s.parts, p)
 		}
@@ -242,87 +291,114 @@ func newSessionKey(byID bool, topic string, topicID [16]byte, partition int32) s
 	return sessionKey{topic: topic, partition: partition}
 }
 
-// sessionRequest is req naming parts, in order, instead of its own
-// partitions; consecutive partitions of a topic share a topic entry.
-func sessionRequest(req *kmsg.FetchRequest, parts []*sessionPartition) *kmsg.FetchRequest {
-	out := *req
-	out.ForgottenTopics = nil
-	out.Topics = nil
-	for _, p := range parts {
-		if n := len(out.Topics); n == 0 || out.Topics[n-1].Topic != p.key.topic || out.Topics[n-1].TopicID != p.key.topicID {
-			t := kmsg.NewFetchRequestTopic()
-			t.Topic, t.TopicID = p.key.topic, p.key.topicID
-			out.Topics = append(out.Topics, t)
-		}
-		t := &out.Topics[len(out.Topics)-1]
-		t.Partitions = append(t.Partitions, p.req)
-	}
-	return &out
+// sessionBuffers hold an incremental fetch's request and snapshot.
+type sessionBuffers struct {
+	topics  []kmsg.FetchRequestTopic
+	reqs    []kmsg.FetchRequestTopicPartition
+	answers []sessionAnswer
 }
 
-// finish sets the response's session ID and, for an incremental fetch,
-// leaves out the partitions with nothing new; it records what each
-// partition was answered. f is the response to fc.request.
+// requestLocked is req naming every partition of the session, in order,
+// instead of its own partitions (consecutive partitions of a topic share a
+// topic entry), built in buf, whose answers become the snapshot of what
+// each partition was last answered.
+func (s *fetchSession) requestLocked(req *kmsg.FetchRequest, buf sessionBuffers) (*kmsg.FetchRequest, sessionBuffers) {
+	out := *req
+	out.ForgottenTopics = nil
+	buf.topics, buf.reqs, buf.answers = buf.topics[:0], buf.reqs[:0], buf.answers[:0]
+	if cap(buf.reqs) < len(s.parts) {
+		// Sized once: the topics' partition lists are slices of it.
+		buf.reqs = make([]kmsg.FetchRequestTopicPartition, 0, len(s.parts))
+		buf.answers = make([]sessionAnswer, 0, len(s.parts))
+	}
+	start := 0
+	for i, p := range s.parts {
+		buf.reqs = append(buf.reqs, p.req)
+		answer := p.last
+		answer.p = p
+		buf.answers = append(buf.answers, answer)
+		if i+1 == len(s.parts) || s.parts[i+1].key.topic != p.key.topic || s.parts[i+1].key.topicID != p.key.topicID {
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic, t.TopicID = p.key.topic, p.key.topicID
+			t.Partitions = buf.reqs[start : i+1 : i+1]
+			buf.topics = append(buf.topics, t)
+			start = i + 1
+		}
+	}
+	out.Topics = buf.topics
+	return &out, buf
+}
+
+// incremental reports whether fc answers only what changed.
+func (fc *fetchContext) incremental() bool { return fc.session != nil }
+
+// startPass begins a read of every partition of fc.request.
+func (fc *fetchContext) startPass() {
+	fc.next = 0
+	fc.kept = fc.kept[:0]
+}
+
+// keep reports whether the next partition's answer sp, with records or
+// not, goes in the response: always, unless the fetch is incremental and
+// nothing changed for the client.
+func (fc *fetchContext) keep(sp *kmsg.FetchResponseTopicPartition, records bool) bool {
+	if fc.session == nil {
+		return true
+	}
+	last := fc.snapshot[fc.next]
+	fc.next++
+	if !mustAnswer(last, sp, records) {
+		return false
+	}
+	a := answer(sp)
+	a.p = last.p
+	fc.kept = append(fc.kept, keptPartition{answer: a, records: records})
+	return true
+}
+
+// finish sets the response's session ID and records, for a session, what
+// was answered. f is the response to fc.request from the last pass.
 func (fc *fetchContext) finish(f *streamedFetch) *streamedFetch {
 	f.SessionID = 0
 	switch {
 	case fc.newSession:
 		f.SessionID = fc.cache.create(fc.request, f.FetchResponse)
 	case fc.session != nil:
-		fc.session.answered(fc.parts, f)
+		fc.session.answered(fc.kept, fc.scratch)
 		f.SessionID = fc.session.id
 	}
 	return f
 }
 
-// answered filters f, a response to the partitions parts in order, to
-// what changed, and records the answer.
-func (s *fetchSession) answered(parts []*sessionPartition, f *streamedFetch) {
+// answered records the partitions of an incremental answer and releases
+// the session's buffers if the fetch held them.
+func (s *fetchSession) answered(kept []keptPartition, scratch bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// Response positions of the partitions with records, and where they
-	// end up once the others are left out.
-	moveTo := make(map[[2]int][2]int, len(f.records))
-	for _, rec := range f.records {
-		moveTo[[2]int{rec.topic, rec.partition}] = [2]int{-1, -1}
+	if scratch {
+		s.busy = false
 	}
-	moved := make(map[*sessionPartition]bool, len(f.records))
-	i := 0
-	topics := f.Topics[:0]
-	for ti := range f.Topics {
-		t := f.Topics[ti]
-		kept := t.Partitions[:0]
-		for pi := range t.Partitions {
-			sp := t.Partitions[pi]
-			p := parts[i]
-			i++
-			_, records := moveTo[[2]int{ti, pi}]
-			if !p.changed(&sp, records) {
-				continue
+	var moved map[*sessionPartition]bool
+	for _, k := range kept {
+		p := k.answer.p
+		p.last = k.answer
+		p.last.p = nil
+		if k.records {
+			if moved == nil {
+				moved = make(map[*sessionPartition]bool)
 			}
-			if records {
-				moved[p] = true
-				moveTo[[2]int{ti, pi}] = [2]int{len(topics), len(kept)}
-			}
-			kept = append(kept, sp)
+			moved[p] = true
 		}
-		if len(kept) > 0 {
-			t.Partitions = kept
-			topics = append(topics, t)
-		}
-	}
-	clear(f.Topics[len(topics):])
-	f.Topics = topics
-	for j, rec := range f.records {
-		at := moveTo[[2]int{rec.topic, rec.partition}]
-		f.records[j].topic, f.records[j].partition = at[0], at[1]
 	}
 	if len(moved) == 0 {
 		return
 	}
 	// Partitions that returned records go last, so the next fetch's byte
 	// budget goes to the others first.
-	order := make([]*sessionPartition, 0, len(s.parts))
+	order := s.parts[:0:0]
+	if len(s.parts) > 0 {
+		order = make([]*sessionPartition, 0, len(s.parts))
+	}
 	var last []*sessionPartition
 	for _, p := range s.parts {
 		if moved[p] {
@@ -332,22 +408,6 @@ func (s *fetchSession) answered(parts []*sessionPartition, f *streamedFetch) {
 		}
 	}
 	s.parts = append(order, last...)
-}
-
-// changed reports whether the answer sp must be sent, recording it: it
-// has records or an error, or its offsets differ from those last sent.
-func (p *sessionPartition) changed(sp *kmsg.FetchResponseTopicPartition, records bool) bool {
-	must := records
-	if sp.ErrorCode != 0 {
-		// Answered again once the error goes away.
-		p.highWatermark, p.lastStableOffset, p.logStartOffset = -1, -1, -1
-		return true
-	}
-	if sp.HighWatermark != p.highWatermark || sp.LastStableOffset != p.lastStableOffset || sp.LogStartOffset != p.logStartOffset {
-		must = true
-		p.highWatermark, p.lastStableOffset, p.logStartOffset = sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset
-	}
-	return must
 }
 
 // create makes a session of the partitions of req, a full fetch answered
@@ -373,7 +433,7 @@ func (c *fetchSessionCache) create(req *kmsg.FetchRequest, resp *kmsg.FetchRespo
 				continue
 			}
 			p := s.index[newSessionKey(s.topicIDs, rt.Topic, rt.TopicID, rp.Partition)]
-			p.changed(&resp.Topics[ti].Partitions[pi], false)
+			p.last = answer(&resp.Topics[ti].Partitions[pi])
 		}
 	}
 
