@@ -119,3 +119,54 @@ func TestClusterBrokerDefaultMinISR(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterBrokerDefaultUncleanElection turns unclean.leader.election.enable
+// on cluster-wide at runtime while a partition is offline with only an
+// out-of-sync replica alive: the controller elects it, as Kafka's does when
+// the setting changes, with no election request and no topic override.
+func TestClusterBrokerDefaultUncleanElection(t *testing.T) {
+	t.Parallel()
+	c := startLocalClusterWith(t, 3, 1, "auto.leader.rebalance.enable=false")
+	c.createAssignedTopic("lonely", [][]int32{{2, 3}})
+	adm := c.admin()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	leaderOf := func() int32 {
+		parts, err := c.partitions(adm, "lonely")
+		if err != nil || len(parts) != 1 {
+			return -2
+		}
+		return parts[0].Leader
+	}
+
+	// 3 dies (2 alone in sync), then 2 (offline), then 3 returns out of sync.
+	c.signal(3, syscall.SIGKILL)
+	c.waitFor("lonely/0's ISR to shrink to broker 2", 30*time.Second, func() bool {
+		parts, err := c.partitions(adm, "lonely")
+		return err == nil && slices.Equal(parts[0].ISR, []int32{2})
+	})
+	c.signal(2, syscall.SIGKILL)
+	c.restart(3)
+	c.waitFor("lonely/0 offline with broker 3 back", 30*time.Second, func() bool {
+		md, err := adm.Metadata(ctx)
+		return err == nil && len(md.Brokers) == 2 && leaderOf() == -1
+	})
+
+	resp, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "unclean.leader.election.enable", Value: kadm.StringPtr("true")}})
+	if err != nil || len(resp) != 1 || resp[0].Err != nil {
+		t.Fatalf("cluster-wide unclean.leader.election.enable=true: %v %+v", err, resp)
+	}
+	c.waitFor("broker 3 to lead lonely/0 by an unclean election", 30*time.Second, func() bool { return leaderOf() == 3 })
+	rcs, err := adm.DescribeTopicConfigs(ctx, "lonely")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On("lonely", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(rc.Configs, func(cfg kadm.Config) bool { return cfg.Key == "unclean.leader.election.enable" })
+	if i < 0 || rc.Configs[i].MaybeValue() != "true" || rc.Configs[i].Source != kmsg.ConfigSourceDynamicDefaultBrokerConfig {
+		t.Fatalf("lonely's configs: %+v", rc.Configs)
+	}
+}
