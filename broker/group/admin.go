@@ -147,10 +147,14 @@ func (c *Coordinator) ListGroups(ctx context.Context, req *kmsg.ListGroupsReques
 		if !ok {
 			continue
 		}
-		// Only groups with committed offsets count; ids/owners mirrors of a
-		// group are ephemeral and follow its in-memory state.
-		if children, err := c.store.Children(offsetsPath(id)); err == nil && len(children) > 0 {
-			listed[id] = listedGroup{Group: id, State: stateEmpty.String()}
+		// Only groups with committed offsets (pending transactional ones
+		// included) count; ids/owners mirrors of a group are ephemeral and
+		// follow its in-memory state.
+		for _, path := range []string{offsetsPath(id), txnOffsetsPath(id)} {
+			if children, err := c.store.Children(path); err == nil && len(children) > 0 {
+				listed[id] = listedGroup{Group: id, State: stateEmpty.String()}
+				break
+			}
 		}
 	}
 	c.mu.Lock()

@@ -317,7 +317,7 @@ func (c *Coordinator) writeTxnOffsetsLocked(g *group, producerID int64, epoch in
 	if len(data) > maxPendingNodeBytes {
 		return errInvalidCommitOffsetSize
 	}
-	fenced, err := c.indexProducer(producerID, epoch, g.id)
+	fenced, err := c.raiseIndexEpoch(producerID, epoch)
 	if err != nil {
 		c.log.Error("indexing pending transactional offsets", "group", g.id, "producer_id", producerID, "err", err)
 		return errCoordinatorNotAvailable
@@ -335,12 +335,25 @@ func (c *Coordinator) writeTxnOffsetsLocked(g *group, producerID int64, epoch in
 			return errCoordinatorNotAvailable
 		}
 	}
-	path := txnOffsetsProducerPath(g.id, producerID)
-	var op coord.Op = coord.CreateOp{Path: path, Data: data, Mode: coord.Persistent}
-	if g.txnOffsets[producerID] != nil {
-		op = coord.SetOp{Path: path, Data: data, Version: coord.AnyVersion}
+	// The index entry is made with the pending node, in one Multi: a
+	// completion on another broker removes it only after its own Multi,
+	// which this broker's claim check orders before or after this one.
+	var ops []coord.Op
+	indexPath := txnIndexGroupPath(producerID, g.id)
+	switch indexed, _, err := c.store.Exists(indexPath); {
+	case err != nil:
+		c.log.Error("indexing pending transactional offsets", "group", g.id, "producer_id", producerID, "err", err)
+		return errCoordinatorNotAvailable
+	case !indexed:
+		ops = append(ops, coord.CreateOp{Path: indexPath, Mode: coord.Persistent})
 	}
-	if err := c.fencedMultiLocked(g, []coord.Op{op}); err != nil {
+	path := txnOffsetsProducerPath(g.id, producerID)
+	if g.txnOffsets[producerID] != nil {
+		ops = append(ops, coord.SetOp{Path: path, Data: data, Version: coord.AnyVersion})
+	} else {
+		ops = append(ops, coord.CreateOp{Path: path, Data: data, Mode: coord.Persistent})
+	}
+	if err := c.fencedMultiLocked(g, ops); err != nil {
 		// Whatever failed, the cache may disagree with the store: read it
 		// again before the next use; the producer retries.
 		g.offsetsLoaded = false
@@ -358,22 +371,6 @@ func (c *Coordinator) writeTxnOffsetsLocked(g *group, producerID int64, epoch in
 // txnIndexNode is the data of /txn-offsets/<producer ID>.
 type txnIndexNode struct {
 	ProducerEpoch int16 `json:"producer_epoch"`
-}
-
-// indexProducer records that group holds pending offsets of the producer at
-// epoch: it creates the producer's index node (or raises its epoch) and the
-// group's entry below it. fenced is true, and nothing is written, when the
-// index already holds a newer epoch.
-func (c *Coordinator) indexProducer(producerID int64, epoch int16, group string) (fenced bool, err error) {
-	fenced, err = c.raiseIndexEpoch(producerID, epoch)
-	if err != nil || fenced {
-		return fenced, err
-	}
-	_, err = c.store.Create(txnIndexGroupPath(producerID, group), nil, coord.Persistent)
-	if errors.Is(err, coord.ErrNodeExists) {
-		err = nil
-	}
-	return false, err
 }
 
 // raiseIndexEpoch makes the producer's index node hold at least epoch,
@@ -506,12 +503,22 @@ func (c *Coordinator) completeGroupLocked(g *group, producerID int64, epoch int1
 	for attempt := 0; ; attempt++ {
 		p := g.txnOffsets[producerID]
 		if p == nil {
-			break // completed before, or the group was deleted
+			// Completed before, or the group was deleted meanwhile.
+			return c.unindexIfIdleLocked(g, producerID)
 		}
 		if p.ProducerEpoch > epoch {
 			return errInvalidProducerEpoch
 		}
 		ops := []coord.Op{coord.DeleteOp{Path: txnOffsetsProducerPath(g.id, producerID), Version: coord.AnyVersion}}
+		// The index entry goes with the pending node (made with it too).
+		indexPath := txnIndexGroupPath(producerID, g.id)
+		switch indexed, _, err := c.store.Exists(indexPath); {
+		case err != nil:
+			c.log.Error("completing transactional offsets", "group", g.id, "err", err)
+			return errCoordinatorNotAvailable
+		case indexed:
+			ops = append(ops, coord.DeleteOp{Path: indexPath, Version: coord.AnyVersion})
+		}
 		updates := make(map[topicPartition]offsetEntry)
 		for _, o := range p.Offsets {
 			if !commit {
@@ -545,7 +552,7 @@ func (c *Coordinator) completeGroupLocked(g *group, producerID int64, epoch int1
 				g.offsets[tp] = e
 			}
 			delete(g.txnOffsets, producerID)
-			break
+			return errNone
 		}
 		g.offsetsLoaded = false
 		if attempt == 0 {
@@ -561,7 +568,12 @@ func (c *Coordinator) completeGroupLocked(g *group, producerID int64, epoch int1
 		}
 		return errCoordinatorNotAvailable
 	}
-	// Only now that nothing is pending: every pending node stays indexed.
+}
+
+// unindexIfIdleLocked removes the group's index entry of a producer that
+// holds no pending offsets in g (an entry left by a group deleted
+// meanwhile); the caller holds g.offsetMu.
+func (c *Coordinator) unindexIfIdleLocked(g *group, producerID int64) int16 {
 	if err := c.store.Delete(txnIndexGroupPath(producerID, g.id), coord.AnyVersion); err != nil && !errors.Is(err, coord.ErrNoNode) {
 		c.log.Warn("removing a transactional offsets index entry", "group", g.id, "producer_id", producerID, "err", err)
 	}

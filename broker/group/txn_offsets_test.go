@@ -353,6 +353,11 @@ func TestTxnOffsetsGroupDeletionAndExpiry(t *testing.T) {
 		t.Fatal("OffsetDelete left producer 6's pending offsets or index entry, or dropped producer 5's")
 	}
 	e.restart()
+	// A group with nothing but pending offsets is listed from the store.
+	lg := kmsg.NewPtrListGroupsRequest()
+	if groups := e.c.ListGroups(ctx, lg).Groups; len(groups) != 1 || groups[0].Group != "g" || groups[0].GroupState != "Empty" {
+		t.Fatalf("ListGroups after a restart: %+v, want g Empty", groups)
+	}
 	if _, code := stableFetch(t, e.c, "g", "u", 0); code != errNone {
 		t.Fatalf("u/0 after OffsetDelete and restart: %d", code)
 	}
