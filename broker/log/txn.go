@@ -173,7 +173,7 @@ func encodeEndTxnMarker(m EndTxnMarker) []byte {
 // when b does not hold a well-formed control record.
 func parseControlRecord(b []byte) (keyType int16, coordinatorEpoch int32, ok bool) {
 	h, err := ParseBatchHeader(b)
-	if err != nil || !h.Control() || h.Compression() != 0 || h.Size() > len(b) || h.Records < 1 {
+	if err != nil || !h.Control() || h.Compression() != 0 || h.Size() < batchHeaderSize || h.Size() > len(b) || h.Records < 1 {
 		return 0, 0, false
 	}
 	rec := b[batchHeaderSize:h.Size()]
