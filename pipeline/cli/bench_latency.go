@@ -136,6 +136,7 @@ func benchLatency(ctx context.Context, e *env, o benchLatencyOptions) error {
 // latencyRun is what one run measured against one address.
 type latencyRun struct {
 	target          string
+	partitions      int   // of the topic as found, which an existing topic decides
 	acked, consumed int64 // counted records (due after the warm-up)
 	measured        time.Duration
 	ack, endToEnd   latencyQuantiles
@@ -337,7 +338,7 @@ func runLatency(ctx context.Context, e *env, o benchLatencyOptions) (latencyRun,
 		return latencyRun{}, err
 	}
 	return latencyRun{
-		target: e.client.brokers, acked: countedAcked.Load(), consumed: countedConsumed.Load(),
+		target: e.client.brokers, partitions: len(ends[o.topic]), acked: countedAcked.Load(), consumed: countedConsumed.Load(),
 		measured: o.duration, ack: ack.quantiles(), endToEnd: endToEnd.quantiles(),
 		sendLag: sendLag.quantiles(),
 	}, nil
@@ -483,7 +484,7 @@ func printProgress(w io.Writer, target string, base time.Time, total time.Durati
 // printRun writes one run's result.
 func (r latencyRun) printRun(w io.Writer, run int, o benchLatencyOptions) {
 	fmt.Fprintf(w, "run %d against %s: %g records/s of %d B, %d partition(s), acks=%s, %d producer(s), %s measured after %s warm-up: %d acked (%.0f/s), %d consumed\n",
-		run, r.target, o.rate, o.size, o.partitions, o.acks, o.producers, o.duration, o.warmup,
+		run, r.target, o.rate, o.size, r.partitions, o.acks, o.producers, o.duration, o.warmup,
 		r.acked, float64(r.acked)/r.measured.Seconds(), r.consumed)
 	ack := r.ack.String()
 	if o.acks == "0" {

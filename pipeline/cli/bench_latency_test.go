@@ -115,10 +115,10 @@ func TestLatencyRecorder(t *testing.T) {
 }
 
 func TestBenchLatencyReport(t *testing.T) {
-	o := benchLatencyOptions{rate: 50_000, size: 100, partitions: 6, acks: "all", producers: 1,
+	o := benchLatencyOptions{rate: 50_000, size: 100, partitions: 1, acks: "all", producers: 1,
 		duration: 20 * time.Second, warmup: 5 * time.Second}
 	run := func(target string, scale time.Duration) latencyRun {
-		return latencyRun{target: target, acked: 1_000_000, consumed: 1_000_000, measured: o.duration,
+		return latencyRun{target: target, partitions: 6, acked: 1_000_000, consumed: 1_000_000, measured: o.duration,
 			ack:      latencyQuantiles{p50: 412 * scale, p99: 1021 * scale, p999: 2345 * scale, max: 9876 * scale},
 			endToEnd: latencyQuantiles{p50: 500 * scale, p99: 1100 * scale, p999: 3500 * scale, max: 12000 * scale},
 			sendLag:  latencyQuantiles{p50: 20 * scale, p99: 300 * scale, p999: 800 * scale, max: 1234 * scale}}
