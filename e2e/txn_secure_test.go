@@ -1,0 +1,167 @@
+package e2e
+
+// Transactions on a secured cluster: three ZooKeeper brokers whose only
+// listener is SASL_SSL, ACLs on. The coordinator's markers reach the
+// leaders on the other brokers over TLS as the inter-broker SCRAM user, and
+// the producer needs Write on its transactional ID.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"millrace/internal/certs"
+	"millrace/internal/zktest"
+)
+
+func TestTransactionsSecureCluster(t *testing.T) {
+	t.Parallel()
+	const topic, id = "secure-txn", "secure-txn-id"
+	zk := zktest.Start(t)
+	dir := t.TempDir()
+	ca, err := certs.NewCA(dir, "millrace e2e CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keystore := filepath.Join(dir, "broker.pem")
+	if _, err := ca.Issue(keystore, certs.Options{CommonName: "broker", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	pki := testPKI{ca: ca.CertFile()}
+	passwords := map[string]string{"broker": "replicate-me", "admin": "admin-pw", "producer": "producer-pw"}
+	files := map[string]string{}
+	for user, pw := range passwords {
+		files[user] = writeSecret(t, dir, user, pw)
+		run(t, time.Minute, "", millraceBin, "user", "add", user, "--zookeeper", zk.Connect(), "--password-file", files[user])
+	}
+	as := func(user string) []kgo.Opt {
+		return []kgo.Opt{kgo.DialTLSConfig(pki.clientTLS(t, false)),
+			kgo.SASL(scram.Auth{User: user, Pass: passwords[user]}.AsSha512Mechanism())}
+	}
+	c := &localCluster{t: t, dir: dir, zk: zk.Connect(), nodes: map[int32]*clusterNode{}, clientOpts: as("admin")}
+	for node := int32(1); node <= 3; node++ {
+		addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+		args := []string{"broker", "--data", t.TempDir(), "--id", strconv.Itoa(int(node)), "--zookeeper", zk.Connect(),
+			"--set", "listeners=SASL_SSL://" + addr,
+			"--set", "inter.broker.listener.name=SASL_SSL",
+			"--set", "ssl.keystore.location=" + keystore,
+			"--set", "ssl.truststore.location=" + pki.ca,
+			"--set", "sasl.enabled.mechanisms=SCRAM-SHA-512",
+			"--set", "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512",
+			"--set", "millrace.inter.broker.sasl.username=broker",
+			"--set", "millrace.inter.broker.sasl.password.file=" + files["broker"],
+			"--set", "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+			"--set", "super.users=User:broker;User:admin",
+			"--set", "zookeeper.session.timeout.ms=4000"}
+		c.nodes[node] = &clusterNode{id: node, addr: addr, args: args, proc: startProcess(t, "broker"+strconv.Itoa(int(node)), args...)}
+		c.initial = append(c.initial, node)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, node := range c.initial {
+				t.Logf("--- broker %d log (last 3 KiB) ---\n%s", node, tail([]byte(c.nodes[node].proc.log()), 3072))
+			}
+		}
+	})
+	for _, node := range c.initial {
+		c.waitReady(c.nodes[node])
+	}
+	adm := c.admin()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c.waitFor("three registered brokers", 30*time.Second, func() bool {
+		md, err := adm.Metadata(ctx)
+		return err == nil && len(md.Brokers) == 3
+	})
+	// Three partitions on three brokers: whichever coordinates the ID, the
+	// markers go to leaders elsewhere too.
+	if resp, err := adm.CreateTopic(ctx, 3, 3, nil, topic); err != nil || resp.Err != nil {
+		t.Fatalf("create topic: %v %v", err, resp.Err)
+	}
+	c.waitFor("the topic to be fully replicated", 30*time.Second, func() bool { return c.fullyReplicated(adm, topic) })
+	leaders := map[int32]bool{}
+	for p := int32(0); p < 3; p++ {
+		leaders[c.leaderOf(adm, topic, p)] = true
+	}
+	if len(leaders) < 2 {
+		t.Fatalf("the partitions' leaders are %v: the markers would not leave one broker", leaders)
+	}
+
+	producerOpts := append(as("producer"), kgo.TransactionalID(id), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	// Write on the topic alone is not enough for a transactional producer.
+	if results, err := adm.CreateACLs(ctx, kadm.NewACLs().Allow("User:producer").Topics(topic).Operations(kadm.OpWrite)); err != nil || results[0].Err != nil {
+		t.Fatalf("CreateAcls: %v %+v", err, results)
+	}
+	// kafkaClient, not c.client: the admin's SASL would come first.
+	denied := kafkaClient(t, c, append(producerOpts, kgo.TransactionTimeout(10*time.Second))...)
+	// franz-go asks for the producer ID when the transaction begins.
+	err = denied.BeginTransaction()
+	if !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+		t.Fatalf("producing without Write on the transactional ID: %v, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", err)
+	}
+	if results, err := adm.CreateACLs(ctx, kadm.NewACLs().Allow("User:producer").TransactionalIDs(id).Operations(kadm.OpWrite)); err != nil || results[0].Err != nil {
+		t.Fatalf("CreateAcls: %v %+v", err, results)
+	}
+
+	producer := kafkaClient(t, c, producerOpts...)
+	for _, step := range []struct {
+		prefix string
+		end    kgo.TransactionEndTry
+	}{{"c1", kgo.TryCommit}, {"a1", kgo.TryAbort}, {"c2", kgo.TryCommit}} {
+		if err := producer.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			if err := producer.ProduceSync(ctx, kgo.StringRecord(fmt.Sprintf("%s-%d", step.prefix, i))).FirstErr(); err != nil {
+				t.Fatalf("%s: %v", step.prefix, err)
+			}
+		}
+		if err := producer.EndTransaction(ctx, step.end); err != nil {
+			t.Fatalf("%s: %v", step.prefix, err)
+		}
+	}
+	c.waitFor("the last commit's markers", 30*time.Second, func() bool {
+		d, err := adm.DescribeTransactions(ctx, id)
+		return err == nil && d[id].Err == nil && d[id].State == "CompleteCommit"
+	})
+	// Every partition's last stable offset reaches its end: the markers
+	// were written on every leader.
+	stable, err1 := adm.ListCommittedOffsets(ctx, topic)
+	end, err2 := adm.ListEndOffsets(ctx, topic)
+	if err1 != nil || err2 != nil || stable.Error() != nil || end.Error() != nil {
+		t.Fatalf("offsets: %v %v", err1, err2)
+	}
+	var total int64
+	end.Each(func(o kadm.ListedOffset) {
+		s, _ := stable.Lookup(o.Topic, o.Partition)
+		if s.Offset != o.Offset {
+			t.Errorf("partition %d: last stable offset %d, end %d", o.Partition, s.Offset, o.Offset)
+		}
+		total += o.Offset
+	})
+	// 9 records and 3 markers, one per transaction on each partition it
+	// wrote (round robin: every partition).
+	if total != 9+9 {
+		t.Errorf("the partitions hold %d offsets, want 18 (9 records, 9 markers)", total)
+	}
+	consumer := c.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	var got []string
+	for len(got) < 6 && ctx.Err() == nil {
+		fetches := consumer.PollFetches(ctx)
+		fetches.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	if want := append(valuesWith("c1", 3), valuesWith("c2", 3)...); !sameValues(got, want) {
+		t.Fatalf("read_committed: %v, want %v", got, want)
+	}
+}
