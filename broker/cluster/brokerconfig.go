@@ -25,6 +25,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"millrace/broker/coord"
 	"millrace/broker/log"
@@ -111,10 +112,7 @@ var topicConfigSynonyms = map[string]string{
 // BrokerSynonym returns the broker config that is the broker-wide default of
 // a topic config.
 func BrokerSynonym(topicConfig string) (string, bool) {
-	if !isTopicConfig(topicConfig) {
-		return "", false
-	}
-	name, ok := topicConfigSynonyms[topicConfig]
+	name, ok := synonyms().byTopic[topicConfig]
 	return name, ok
 }
 
@@ -123,13 +121,21 @@ func BrokerSynonym(topicConfig string) (string, bool) {
 // runtime, cluster-wide or per broker; every other broker config is
 // read-only.
 func TopicConfigOfBroker(brokerConfig string) (string, bool) {
-	for topic, broker := range topicConfigSynonyms {
-		if broker == brokerConfig && isTopicConfig(topic) {
-			return topic, true
+	name, ok := synonyms().byBroker[brokerConfig]
+	return name, ok
+}
+
+// synonyms is topicConfigSynonyms without the topic configs this build does
+// not have, both ways; the topic configs are fixed at build time.
+var synonyms = sync.OnceValue(func() (s struct{ byTopic, byBroker map[string]string }) {
+	s.byTopic, s.byBroker = map[string]string{}, map[string]string{}
+	for _, topic := range TopicConfigNames() {
+		if broker, ok := topicConfigSynonyms[topic]; ok {
+			s.byTopic[topic], s.byBroker[broker] = broker, topic
 		}
 	}
-	return "", false
-}
+	return s
+})
 
 // DynamicBrokerConfigNames lists the broker configs that can change at
 // runtime, sorted.
@@ -151,18 +157,6 @@ func DynamicBrokerConfigNames() []string {
 func KeptAboveLog(topicConfig string) bool {
 	_, ok := brokerTopicConfigs[topicConfig]
 	return ok
-}
-
-func isTopicConfig(name string) bool {
-	if _, ok := brokerTopicConfigs[name]; ok {
-		return true
-	}
-	for _, n := range log.ConfigNames() {
-		if n == name {
-			return true
-		}
-	}
-	return false
 }
 
 // ValidateTopicDefaults checks broker-wide defaults of the topic configs

@@ -259,3 +259,19 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestEveryTopicConfigHasABrokerDefault: each topic config has a
+// broker-wide default under a broker name, so operators can set and change
+// it for the whole cluster.
+func TestEveryTopicConfigHasABrokerDefault(t *testing.T) {
+	for _, name := range TopicConfigNames() {
+		broker, ok := BrokerSynonym(name)
+		if !ok {
+			t.Errorf("topic config %s has no broker-wide default in topicConfigSynonyms", name)
+			continue
+		}
+		if back, _ := TopicConfigOfBroker(broker); back != name {
+			t.Errorf("%s -> %s -> %s", name, broker, back)
+		}
+	}
+}
