@@ -151,11 +151,11 @@ type latencyQuantiles struct{ p50, p99, p999, max time.Duration }
 func runLatency(ctx context.Context, e *env, o benchLatencyOptions) (latencyRun, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	producerOpts, err := producerOpts(o.acks, o.compression, "hash")
+	produceOpts, err := producerOpts(o.acks, o.compression, "hash")
 	if err != nil {
 		return latencyRun{}, err
 	}
-	producerOpts = append(producerOpts, kgo.DefaultProduceTopic(o.topic), kgo.ProducerLinger(o.linger))
+	produceOpts = append(produceOpts, kgo.DefaultProduceTopic(o.topic), kgo.ProducerLinger(o.linger))
 
 	// Consumers start at the end offsets listed before the first send, so
 	// they read exactly this run's records.
@@ -250,7 +250,7 @@ func runLatency(ctx context.Context, e *env, o benchLatencyOptions) (latencyRun,
 
 	perProducer := o.rate / float64(o.producers)
 	for k := 0; k < o.producers && ctx.Err() == nil; k++ {
-		cl, err := e.newClient(producerOpts...)
+		cl, err := e.newClient(produceOpts...)
 		if err != nil {
 			fail(err)
 			break
@@ -279,13 +279,13 @@ func runLatency(ctx context.Context, e *env, o benchLatencyOptions) (latencyRun,
 					sendLag.record(time.Since(base) - due)
 				}
 				sent.Add(1)
-				cl.Produce(ctx, r, func(r *kgo.Record, err error) {
+				cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
 					if err != nil {
 						fail(fmt.Errorf("produce: %w", err))
 						return
 					}
 					acked.Add(1)
-					if due := readStamp(r.Value); due >= warmup {
+					if due >= warmup {
 						ack.record(time.Since(base) - due)
 						countedAcked.Add(1)
 					}
