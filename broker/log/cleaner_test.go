@@ -122,7 +122,22 @@ func writeKeyed(t *testing.T, l *Log, ts int64, codec int) []kv {
 		{"k0=a", "k1=a"}, {"k2=a", "k3=a"}, {"k0=b"}, {"k1=b", "k2=b"}, {"k3=b", "k0=c"},
 		{"k2=c"}, {"k1"}, {"=nokey"}, {"k3=c"}, {"k0=d", "k2=d"},
 	}
+	cfg := l.Config()
 	for _, b := range batches {
+		if b[0] == "=nokey" {
+			// Written before the topic became compacted: a compacted
+			// topic refuses records without key, but keeps those it has.
+			deleting := cfg
+			deleting.CleanupPolicy = PolicyDelete
+			if err := l.SetConfig(deleting); err != nil {
+				t.Fatal(err)
+			}
+			mustAppend(t, l, keyedBatch(t, ts, codec, b...))
+			if err := l.SetConfig(cfg); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
 		mustAppend(t, l, keyedBatch(t, ts, codec, b...))
 	}
 	if err := l.Roll(); err != nil {
@@ -507,5 +522,37 @@ func TestManagerCleanerMetrics(t *testing.T) {
 	}
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCompactedTopicRefusesKeylessRecords: as Kafka, a compacted topic
+// refuses a produced record without key (INVALID_RECORD); the check also
+// covers records longer than the decompression window.
+func TestCompactedTopicRefusesKeylessRecords(t *testing.T) {
+	now := time.UnixMilli(1_000_000_000)
+	large := strings.Repeat("x", 2*walkWindow)
+	for _, tc := range []struct {
+		name  string
+		codec int
+		recs  []string
+	}{
+		{"small", codecNone, []string{"k=v", "=v"}},
+		{"large", codecGzip, []string{"k=v", "=" + large}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := keyedBatch(t, now.UnixMilli(), tc.codec, tc.recs...)
+			if _, err := ValidateProduce(b, compactConfig(), now); !errors.Is(err, ErrInvalidRecord) || !strings.Contains(err.Error(), "no key") {
+				t.Fatalf("compacted topic: %v", err)
+			}
+			deleting := compactConfig()
+			deleting.CleanupPolicy = PolicyDelete
+			if _, err := ValidateProduce(b, deleting, now); err != nil {
+				t.Fatalf("delete-policy topic: %v", err)
+			}
+			keyed := keyedBatch(t, now.UnixMilli(), tc.codec, tc.recs[0], "k2"+tc.recs[1])
+			if _, err := ValidateProduce(keyed, compactConfig(), now); err != nil {
+				t.Fatalf("keyed records: %v", err)
+			}
+		})
 	}
 }

@@ -98,6 +98,9 @@ type recordRules struct {
 	refuseLogAppendTime bool
 	// minTimestamp, maxTimestamp: inclusive bounds for record timestamps.
 	minTimestamp, maxTimestamp int64
+	// requireKeys: a compacted topic keeps records by key, so, as Kafka,
+	// it refuses a record without one.
+	requireKeys bool
 }
 
 // produceRules derives the record rules from a topic's config at now.
@@ -109,6 +112,7 @@ func produceRules(cfg Config, now time.Time) *recordRules {
 		refuseLogAppendTime: true,
 		minTimestamp:        saturatingAdd(ms, -boundMs(cfg.MessageTimestampBeforeMax)),
 		maxTimestamp:        saturatingAdd(ms, boundMs(cfg.MessageTimestampAfterMax)),
+		requireKeys:         cfg.Compacts(),
 	}
 }
 
@@ -388,18 +392,18 @@ func (s *recordStream) walk(h BatchHeader, rules *recordRules) *BatchError {
 		if length < minRecordSize-1 || length > math.MaxInt32 {
 			return &BatchError{Reason: fmt.Sprintf("record %d has length %d", i, length), Err: ErrCorruptBatch}
 		}
-		var tsDelta, offsetDelta int64
+		var tsDelta, offsetDelta, keyLength int64
 		var reason string
 		if total := n + int(length); total <= len(s.buf) {
 			if s.fill(total) < total {
 				return s.shortReason(i)
 			}
-			tsDelta, offsetDelta, reason = parseRecord(s.buf[s.pos+n : s.pos+total])
+			tsDelta, offsetDelta, keyLength, reason = parseRecord(s.buf[s.pos+n : s.pos+total])
 			s.pos += total
 		} else {
 			s.pos += n
 			var short bool
-			tsDelta, offsetDelta, reason, short = s.parseLargeRecord(length)
+			tsDelta, offsetDelta, keyLength, reason, short = s.parseLargeRecord(length)
 			if short {
 				return s.shortReason(i)
 			}
@@ -409,6 +413,9 @@ func (s *recordStream) walk(h BatchHeader, rules *recordRules) *BatchError {
 		}
 		if offsetDelta != int64(i) {
 			return &BatchError{Reason: fmt.Sprintf("record %d has offset delta %d; a produced batch numbers its records from 0", i, offsetDelta), Err: ErrInvalidRecord}
+		}
+		if rules.requireKeys && keyLength < 0 {
+			return &BatchError{Reason: fmt.Sprintf("record %d has no key; a compacted topic (cleanup.policy=compact) accepts only keyed records", i), Err: ErrInvalidRecord}
 		}
 		ts := h.FirstTimestamp + tsDelta
 		maxTimestamp = max(maxTimestamp, ts)
@@ -431,14 +438,14 @@ func (s *recordStream) walk(h BatchHeader, rules *recordRules) *BatchError {
 }
 
 // parseRecord checks that the fields of one record (the bytes after its
-// length) tile rec exactly and returns its timestamp and offset deltas, or
-// a reason. It reads a few bytes per field and skips keys and values.
+// length) tile rec exactly and returns its timestamp and offset deltas and
+// its key's length (-1 for none), or a reason. It reads a few bytes per field and skips keys and values.
 //
 // The fields are decoded in one loop with one varint site, whose one- and
 // two-byte cases (nearly every field: deltas and lengths below 8 Ki) are
 // decoded inline; per-field helpers cost a call each, which made the walk
 // of 100-byte records several times slower.
-func parseRecord(rec []byte) (tsDelta, offsetDelta int64, reason string) {
+func parseRecord(rec []byte) (tsDelta, offsetDelta, keyLength int64, reason string) {
 	p := 1 // attributes
 	fields := 5
 	for i := 0; i < fields; i++ {
@@ -458,7 +465,7 @@ func parseRecord(rec []byte) (tsDelta, offsetDelta int64, reason string) {
 				v, n = binary.Varint(rec[p:])
 			}
 			if n <= 0 {
-				return 0, 0, fmt.Sprintf("malformed %s", fieldName(i))
+				return 0, 0, 0, fmt.Sprintf("malformed %s", fieldName(i))
 			}
 			p += n
 		}
@@ -469,7 +476,7 @@ func parseRecord(rec []byte) (tsDelta, offsetDelta int64, reason string) {
 			offsetDelta = v
 		case i == 4:
 			if v < 0 || v > int64(len(rec)-p)/minHeaderSize {
-				return 0, 0, fmt.Sprintf("header count %d does not fit the record", v)
+				return 0, 0, 0, fmt.Sprintf("header count %d does not fit the record", v)
 			}
 			fields += 2 * int(v)
 		default:
@@ -480,7 +487,10 @@ func parseRecord(rec []byte) (tsDelta, offsetDelta int64, reason string) {
 				minLength = 0
 			}
 			if v < minLength || v > int64(len(rec)-p) {
-				return 0, 0, fmt.Sprintf("%s %d does not fit the record", fieldName(i), v)
+				return 0, 0, 0, fmt.Sprintf("%s %d does not fit the record", fieldName(i), v)
+			}
+			if i == 2 {
+				keyLength = v
 			}
 			if v > 0 {
 				p += int(v)
@@ -488,9 +498,9 @@ func parseRecord(rec []byte) (tsDelta, offsetDelta int64, reason string) {
 		}
 	}
 	if p != len(rec) {
-		return 0, 0, fmt.Sprintf("%d bytes follow the record's fields", len(rec)-p)
+		return 0, 0, 0, fmt.Sprintf("%d bytes follow the record's fields", len(rec)-p)
 	}
-	return tsDelta, offsetDelta, ""
+	return tsDelta, offsetDelta, keyLength, ""
 }
 
 // fieldName names the i-th varint field of a record, for reasons.
@@ -507,7 +517,7 @@ func fieldName(i int) string {
 // parseLargeRecord is parseRecord for a record longer than the window:
 // the same checks, reading through the stream. short reports that the
 // stream ended or failed inside the record.
-func (s *recordStream) parseLargeRecord(length int64) (tsDelta, offsetDelta int64, reason string, short bool) {
+func (s *recordStream) parseLargeRecord(length int64) (tsDelta, offsetDelta, keyLength int64, reason string, short bool) {
 	left := length // bytes of the record not yet consumed
 	varint := func() (int64, bool) {
 		s.fill(binary.MaxVarintLen64)
@@ -533,45 +543,46 @@ func (s *recordStream) parseLargeRecord(length int64) (tsDelta, offsetDelta int6
 		}
 		return true
 	}
-	field := func(minLength int64, what string) string {
+	field := func(minLength int64, what string) (int64, string) {
 		n, ok := varint()
 		if !ok || n < minLength || n > left {
-			return fmt.Sprintf("%s length %d does not fit the record", what, n)
+			return n, fmt.Sprintf("%s length %d does not fit the record", what, n)
 		}
 		if n > 0 && !skip(n) {
 			short = true
 		}
-		return ""
+		return n, ""
 	}
 	if !skip(1) { // attributes
-		return 0, 0, "", true
+		return 0, 0, 0, "", true
 	}
 	var ok bool
 	if tsDelta, ok = varint(); !ok {
-		return 0, 0, "malformed timestamp delta", s.fill(1) == 0
+		return 0, 0, 0, "malformed timestamp delta", s.fill(1) == 0
 	}
 	if offsetDelta, ok = varint(); !ok {
-		return 0, 0, "malformed offset delta", s.fill(1) == 0
+		return 0, 0, 0, "malformed offset delta", s.fill(1) == 0
 	}
-	for _, f := range [...]string{"key", "value"} {
-		if reason = field(-1, f); reason != "" || short {
-			return 0, 0, reason, short
-		}
+	if keyLength, reason = field(-1, "key"); reason != "" || short {
+		return 0, 0, 0, reason, short
+	}
+	if _, reason = field(-1, "value"); reason != "" || short {
+		return 0, 0, 0, reason, short
 	}
 	headers, ok := varint()
 	if !ok || headers < 0 || headers > left/minHeaderSize {
-		return 0, 0, fmt.Sprintf("header count %d does not fit the record", headers), false
+		return 0, 0, 0, fmt.Sprintf("header count %d does not fit the record", headers), false
 	}
 	for range headers {
-		if reason = field(0, "header key"); reason != "" || short {
-			return 0, 0, reason, short
+		if _, reason = field(0, "header key"); reason != "" || short {
+			return 0, 0, 0, reason, short
 		}
-		if reason = field(-1, "header value"); reason != "" || short {
-			return 0, 0, reason, short
+		if _, reason = field(-1, "header value"); reason != "" || short {
+			return 0, 0, 0, reason, short
 		}
 	}
 	if left != 0 {
-		return 0, 0, fmt.Sprintf("%d bytes follow the record's fields", left), false
+		return 0, 0, 0, fmt.Sprintf("%d bytes follow the record's fields", left), false
 	}
-	return tsDelta, offsetDelta, "", false
+	return tsDelta, offsetDelta, keyLength, "", false
 }
