@@ -105,7 +105,7 @@ func TestTransactionsLibrdkafka(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "python3", "-c", confluentTransactions, b.addr, topic).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "/usr/bin/python3", "-c", confluentTransactions, b.addr, topic).CombinedOutput()
 	if err != nil {
 		t.Fatalf("confluent-kafka: %v\n%s", err, out)
 	}
