@@ -366,7 +366,8 @@ type AppendInfo struct {
 func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
 	l.producers.mu.Lock()
 	defer l.producers.mu.Unlock()
-	if hasTransactional(batches) {
+	txn := hasTransactional(batches)
+	if txn {
 		if err := l.ensureTxnStateLocked(); err != nil {
 			return AppendInfo{}, err
 		}
@@ -380,10 +381,11 @@ func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
 	if err != nil {
 		return AppendInfo{}, err
 	}
-	info, err := l.appendFreshLocked(batches, headers, leaderEpoch)
-	if err == nil {
-		l.recordProducersLocked(info.Batches, batches)
+	if txn {
+		l.holdStableLocked(batches, false)
 	}
+	info, err := l.appendFreshLocked(batches, headers, leaderEpoch)
+	l.afterAppendLocked(txn, info, batches, err)
 	return info, err
 }
 
@@ -425,7 +427,8 @@ func (l *Log) AppendValidated(v ValidBatches, leaderEpoch int32) (AppendInfo, er
 	ps := &l.producers
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	if hasTransactional(v.bytes) {
+	txn := hasTransactional(v.bytes)
+	if txn {
 		if err := l.ensureTxnStateLocked(); err != nil {
 			return AppendInfo{}, err
 		}
@@ -442,10 +445,11 @@ func (l *Log) AppendValidated(v ValidBatches, leaderEpoch int32) (AppendInfo, er
 			return AppendInfo{FirstOffset: dup.firstOffset, LastOffset: dup.lastOffset, MaxTimestamp: -1, LogAppendTime: -1, Duplicate: true}, nil
 		}
 	}
-	info, err := l.appendValidated(v, leaderEpoch)
-	if err == nil {
-		l.recordProducersLocked(info.Batches, v.bytes)
+	if txn {
+		l.holdStableLocked(v.bytes, false)
 	}
+	info, err := l.appendValidated(v, leaderEpoch)
+	l.afterAppendLocked(txn, info, v.bytes, err)
 	return info, err
 }
 
@@ -525,18 +529,18 @@ func (l *Log) appendFreshLocked(batches []byte, headers []BatchHeader, leaderEpo
 func (l *Log) AppendReplicated(batches []byte) (AppendInfo, error) {
 	l.producers.mu.Lock()
 	defer l.producers.mu.Unlock()
-	if hasTransactional(batches) {
+	txn := hasTransactional(batches)
+	if txn {
 		// Transactional batches and markers are recorded as they are
 		// replicated, so a follower that becomes leader knows the
 		// ongoing transactions and the aborted ones.
 		if err := l.ensureTxnStateLocked(); err != nil {
 			return AppendInfo{}, err
 		}
+		l.holdStableLocked(batches, true)
 	}
 	info, err := l.appendReplicated(batches)
-	if err == nil {
-		l.recordProducersLocked(info.Batches, batches)
-	}
+	l.afterAppendLocked(txn, info, batches, err)
 	return info, err
 }
 

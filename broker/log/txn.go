@@ -300,17 +300,21 @@ func (l *Log) applyBatchLocked(h BatchHeader, batch []byte) {
 	}
 	first := e.txnFirstOffset
 	e.txnOngoing, e.txnFirstOffset = false, 0
+	if typ == controlTypeAbort {
+		// Indexed before the first unstable offset moves past the
+		// transaction: a read_committed fetch must never read its
+		// records without finding it in the aborted list.
+		lso := h.NextOffset()
+		for _, other := range ps.producers {
+			if other.txnOngoing {
+				lso = min(lso, other.txnFirstOffset)
+			}
+		}
+		if err := l.addAbortedLocked(AbortedTxn{ProducerID: h.ProducerID, FirstOffset: first, LastOffset: h.BaseOffset, LastStableOffset: lso}); err != nil {
+			l.logger.Error("writing the transaction index", "producer_id", h.ProducerID, "marker_offset", h.BaseOffset, "err", err)
+		}
+	}
 	ps.recomputeFirstUnstableLocked()
-	if typ == controlTypeCommit {
-		return
-	}
-	lso := ps.firstUnstable.Load()
-	if lso < 0 {
-		lso = h.NextOffset()
-	}
-	if err := l.addAbortedLocked(AbortedTxn{ProducerID: h.ProducerID, FirstOffset: first, LastOffset: h.BaseOffset, LastStableOffset: lso}); err != nil {
-		l.logger.Error("writing the transaction index", "producer_id", h.ProducerID, "marker_offset", h.BaseOffset, "err", err)
-	}
 }
 
 // checkMarkerLocked fences a marker from an older producer epoch or an
@@ -343,4 +347,44 @@ func (l *Log) TransactionOngoing(producerID int64, epoch int16) (bool, error) {
 	}
 	e := ps.producers[producerID]
 	return e != nil && e.txnOngoing && e.epoch == epoch, nil
+}
+
+// holdStableLocked lowers the first unstable offset, before batches are
+// appended, to where each transaction they begin will start: the log end
+// moves (and with it, on a lone broker, the high watermark) the moment the
+// batches are written, and a read_committed fetch between that and their
+// recording would otherwise see a last stable offset past an open
+// transaction's first records. replicated batches carry their offsets; a
+// fresh append starts at the log end, a bound low enough for every batch
+// of it. The caller holds the producer lock, with the state loaded.
+func (l *Log) holdStableLocked(batches []byte, replicated bool) {
+	ps := &l.producers
+	end := l.EndOffset()
+	for b := batches; len(b) >= batchHeaderSize; {
+		h := parseHeader(b)
+		if h.Length < batchHeaderSize-batchLengthOverhead || h.Size() > len(b) {
+			return
+		}
+		if e := ps.producers[h.ProducerID]; h.Transactional() && !h.Control() && (e == nil || !e.txnOngoing) {
+			start := end
+			if replicated {
+				start = h.BaseOffset
+			}
+			if cur := ps.firstUnstable.Load(); cur < 0 || start < cur {
+				ps.firstUnstable.Store(start)
+			}
+		}
+		b = b[h.Size():]
+	}
+}
+
+// afterAppendLocked records appended batches in the producer state, or,
+// when the append failed, takes back what holdStableLocked set for them.
+func (l *Log) afterAppendLocked(txn bool, info AppendInfo, batches []byte, err error) {
+	switch {
+	case err == nil:
+		l.recordProducersLocked(info.Batches, batches)
+	case txn:
+		l.producers.recomputeFirstUnstableLocked()
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"os"
 	"path/filepath"
@@ -311,4 +312,50 @@ func FuzzParseControlRecord(f *testing.F) {
 		parseControlRecord(b)
 		hasTransactional(b)
 	})
+}
+
+// TestTxnStableOffsetNeverPassesAnOpenTransaction: a reader that reads
+// the log end and then the first unstable offset, as the last stable
+// offset is computed, never sees the end past a transaction's first batch
+// without the first unstable offset stopping in front of it.
+func TestTxnStableOffsetNeverPassesAnOpenTransaction(t *testing.T) {
+	l := openTest(t, t.TempDir(), DefaultConfig(), options{})
+	defer l.Close()
+	const txns = 300
+	done := make(chan struct{})
+	bad := make(chan string, 1)
+	go func() {
+		defer close(done)
+		for {
+			end := l.EndOffset()
+			first, ok, err := l.FirstUnstableOffset()
+			if err != nil {
+				bad <- err.Error()
+				return
+			}
+			// Each transaction is one record at an even offset and its
+			// marker after it: an odd end, the same before and after
+			// the first unstable offset was read, means one was open
+			// all along.
+			if end%2 == 1 && l.EndOffset() == end && (!ok || first > end-1) {
+				bad <- fmt.Sprintf("log end %d with the transaction at %d open, first unstable %d (%v)", end, end-1, first, ok)
+				return
+			}
+			if end == 2*txns {
+				return
+			}
+		}
+	}()
+	for i := range int64(txns) {
+		if _, err := appendProduced(t, l, txnBatch(i+1, 0, 0, 1)); err != nil {
+			t.Fatal(err)
+		}
+		endTxn(t, l, i+1, i%2 == 0)
+	}
+	<-done
+	select {
+	case msg := <-bad:
+		t.Fatal(msg)
+	default:
+	}
 }
