@@ -250,7 +250,10 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, topic string, rp kmsg.Fe
 			return nil
 		}
 	}
-	hw, lso := highWatermark(p), lastStableOffset(p)
+	// The high watermark is read before the last stable offset (which
+	// reads it again, maybe higher): an answer never has LSO > HW.
+	hw := highWatermark(p)
+	lso := min(lastStableOffset(p), hw)
 	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, lso, p.log.StartOffset()
 	bound := hw
 	readCommitted := !follower && req.IsolationLevel == 1
