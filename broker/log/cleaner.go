@@ -40,10 +40,9 @@ import (
 //     numbers are unchanged, and a batch left without records is dropped
 //     unless it is its producer's last, which stays, empty, as in Kafka, so
 //     an idempotent producer's retries are still recognised after the
-//     producer state is rebuilt from the log. Records without a key, and
-//     transactional and control batches, are kept as they are: whether a
-//     transaction committed is not a batch's own property, and a record of
-//     an aborted transaction must never hide a committed one;
+//     producer state is rebuilt from the log. Records without a key are
+//     kept. Aborted transactions and transaction markers go as
+//     cleaner_txn.go says;
 //  3. it moves the first dirty offset to where it stopped.
 //
 // Each replica cleans on its own. The rules depend only on the log's
@@ -238,7 +237,12 @@ func (l *Log) Clean(ctx context.Context, o CleanOptions) (CleanResult, error) {
 	if err != nil || st.DirtyBytes == 0 || (!o.Force && !st.due(cfg, o.Now)) {
 		return CleanResult{}, err
 	}
-	offsets, end, err := l.buildOffsetMap(ctx, st, o)
+	segs := l.Segments()
+	aborted, err := l.AbortedTransactions(segs[0].BaseOffset, st.CleanableEnd)
+	if err != nil {
+		return CleanResult{}, err
+	}
+	offsets, end, err := l.buildOffsetMap(ctx, st, o, newTxnTracker(aborted))
 	if err != nil {
 		return CleanResult{}, err
 	}
@@ -246,7 +250,6 @@ func (l *Log) Clean(ctx context.Context, o CleanOptions) (CleanResult, error) {
 	if err != nil {
 		return CleanResult{}, err
 	}
-	segs := l.Segments()
 	res := CleanResult{From: segs[0].BaseOffset, To: end}
 	for _, s := range segs {
 		if s.BaseOffset >= res.From && s.BaseOffset < end {
@@ -269,10 +272,26 @@ func (l *Log) Clean(ctx context.Context, o CleanOptions) (CleanResult, error) {
 	}
 	err = l.ReplaceSegments(res.From, end, func(w *SegmentWriter) error {
 		var out []byte
+		txns := newTxnTracker(aborted)
 		err := l.scanBatches(res.From, end, o.Throttle.bind(ctx), func(h BatchHeader, b []byte) (bool, error) {
 			var err error
 			var removed int64
-			out, removed, err = cleanBatch(out, h, b, keep, isProducerLast(h), cfg.MaxDecompressedBytes)
+			switch {
+			case h.Control():
+				if txns.dropMarker(h, b, deleteHorizon) && !isProducerLast(h) {
+					removed = int64(h.Records)
+				} else {
+					out = append(out, b...)
+				}
+			case txns.abortedData(h):
+				removed = int64(h.Records)
+				if isProducerLast(h) {
+					out, err = rebuildBatch(out, h, b, nil)
+				}
+			default:
+				out, removed, err = cleanBatch(out, h, b, keep, isProducerLast(h), cfg.MaxDecompressedBytes)
+				txns.kept(h, int(int64(h.Records)-removed))
+			}
 			if err != nil {
 				return false, err
 			}
@@ -306,14 +325,12 @@ func (l *Log) Clean(ctx context.Context, o CleanOptions) (CleanResult, error) {
 	return res, l.setFirstDirty(end)
 }
 
-// cleanBatch appends to dst what the cleaner keeps of batch b (header h):
+// cleanBatch appends to dst what the cleaner keeps of data batch b (header
+// h, not of an aborted transaction):
 // b itself when every record stays, a rebuilt batch with the kept records,
 // an empty batch when none stays but it is its producer's last
 // (producerLast), or nothing.
 func cleanBatch(dst []byte, h BatchHeader, b []byte, keep func(*cleanerRecord) bool, producerLast bool, limit int64) ([]byte, int64, error) {
-	if h.Control() || h.Transactional() {
-		return append(dst, b...), 0, nil
-	}
 	records, err := openRecords(h, b, limit)
 	if errors.Is(err, ErrBatchTooLarge) {
 		// Stored under a larger millrace.max.decompressed.bytes: keep it
@@ -342,8 +359,9 @@ func cleanBatch(dst []byte, h BatchHeader, b []byte, keep func(*cleanerRecord) b
 
 // buildOffsetMap maps each key of the dirty part to its last offset, and
 // returns where the map stopped: the cleanable end, or the end of the
-// segment during which the map outgrew o.MapBytes.
-func (l *Log) buildOffsetMap(ctx context.Context, st CleanerStats, o CleanOptions) (map[string]int64, int64, error) {
+// segment during which the map outgrew o.MapBytes. Records of aborted
+// transactions are left out: they must not hide anything.
+func (l *Log) buildOffsetMap(ctx context.Context, st CleanerStats, o CleanOptions, txns *txnTracker) (map[string]int64, int64, error) {
 	offsets := map[string]int64{}
 	var mapBytes int64
 	end := st.CleanableEnd
@@ -364,7 +382,7 @@ func (l *Log) buildOffsetMap(ctx context.Context, st CleanerStats, o CleanOption
 			end = crossed
 			return false, nil
 		}
-		if h.Control() || h.Transactional() {
+		if h.Control() || txns.abortedData(h) {
 			return true, nil
 		}
 		records, err := openRecords(h, b, limit)

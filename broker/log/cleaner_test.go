@@ -556,3 +556,119 @@ func TestCompactedTopicRefusesKeylessRecords(t *testing.T) {
 		})
 	}
 }
+
+// txnKeyed is keyedBatch written by a transactional producer.
+func txnKeyed(t testing.TB, ts int64, producer int64, seq int32, recs ...string) []byte {
+	b := withProducer(keyedBatch(t, ts, codecNone, recs...), producer, seq)
+	be := binary.BigEndian
+	be.PutUint16(b[offAttributes:], be.Uint16(b[offAttributes:])|attrTransactional)
+	be.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], castagnoli))
+	return b
+}
+
+// describeBatches renders each batch: its offsets, its producer, and its
+// records or the marker it is.
+func describeBatches(t testing.TB, l *Log) []string {
+	t.Helper()
+	var out []string
+	for _, sb := range readStored(t, l) {
+		h := parseHeader(sb.bytes)
+		d := fmt.Sprintf("%d-%d p%d", h.BaseOffset, h.LastOffset(), h.ProducerID)
+		if h.Control() {
+			typ, _, _ := parseControlRecord(sb.bytes)
+			d += [...]string{" abort", " commit"}[typ]
+			out = append(out, d)
+			continue
+		}
+		recs, err := openRecords(h, sb.bytes, 1<<30)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			var rec kmsg.Record
+			if err := rec.ReadFrom(r.raw); err != nil {
+				t.Fatal(err)
+			}
+			d += fmt.Sprintf(" %s=%s", rec.Key, rec.Value)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// TestCleanTransactions: aborted transactions leave (their producer's last
+// batch stays, emptied), committed ones are compacted like other records,
+// an aborted record hides nothing, and a marker goes delete.retention.ms
+// after its transaction kept no records.
+func TestCleanTransactions(t *testing.T) {
+	clock := &fakeClock{t: time.UnixMilli(1_000_000_000)}
+	l := openTest(t, filepath.Join(t.TempDir(), "c-0"), compactConfig(), options{now: clock.now})
+	defer l.Close()
+	ts := clock.now().UnixMilli()
+	marker := func(producer int64, commit bool) {
+		t.Helper()
+		if _, err := l.AppendEndTxnMarker(EndTxnMarker{ProducerID: producer, Commit: commit, CoordinatorEpoch: 1, Timestamp: ts}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustAppend(t, l, txnKeyed(t, ts, 10, 0, "a=t1", "b=t1")) // 0-1
+	marker(10, true)                                          // 2
+	mustAppend(t, l, txnKeyed(t, ts, 20, 0, "a=x", "c=x"))   // 3-4
+	marker(20, false)                                         // 5
+	mustAppend(t, l, keyedBatch(t, ts, codecNone, "b=2"))     // 6
+	mustAppend(t, l, txnKeyed(t, ts, 10, 2, "d=t2"))          // 7
+	marker(10, true)                                          // 8
+	mustAppend(t, l, txnKeyed(t, ts, 30, 0, "e=x"))           // 9
+	marker(30, false)                                         // 10
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Clean(context.Background(), CleanOptions{Now: clock.now(), Bound: -1}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"0-1 p10 a=t1", "2-2 p10 commit", "3-4 p20", "5-5 p20 abort", "6-6 p-1 b=2", "7-7 p10 d=t2", "8-8 p10 commit", "9-9 p30", "10-10 p30 abort"}
+	if got := describeBatches(t, l); !slices.Equal(got, want) {
+		t.Fatalf("first pass\n got %q\nwant %q", got, want)
+	}
+	clock.advance(24*time.Hour + time.Millisecond)
+	mustAppend(t, l, keyedBatch(t, clock.now().UnixMilli(), codecNone, "f=1"))
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Clean(context.Background(), CleanOptions{Now: clock.now(), Bound: -1, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"0-1 p10 a=t1", "2-2 p10 commit", "3-4 p20", "6-6 p-1 b=2", "7-7 p10 d=t2", "8-8 p10 commit", "9-9 p30", "11-11 p-1 f=1"}
+	if got := describeBatches(t, l); !slices.Equal(got, want) {
+		t.Fatalf("after delete.retention.ms\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestCleanStopsAtAnOngoingTransaction: nothing from an ongoing
+// transaction's first offset on is cleaned.
+func TestCleanStopsAtAnOngoingTransaction(t *testing.T) {
+	clock := &fakeClock{t: time.UnixMilli(1_000_000_000)}
+	l := openTest(t, filepath.Join(t.TempDir(), "c-0"), compactConfig(), options{now: clock.now})
+	defer l.Close()
+	ts := clock.now().UnixMilli()
+	mustAppend(t, l, keyedBatch(t, ts, codecNone, "a=1", "a=2"))
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, l, txnKeyed(t, ts, 10, 0, "a=3")) // 2, never ended
+	mustAppend(t, l, keyedBatch(t, ts, codecNone, "b=1", "b=2"))
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := l.CleanerStats(clock.now(), -1)
+	if err != nil || st.CleanableEnd != 2 {
+		t.Fatalf("stats with a transaction open at 2: %+v %v", st, err)
+	}
+	if _, err := l.Clean(context.Background(), CleanOptions{Now: clock.now(), Bound: -1, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"0-1 p-1 a=2", "2-2 p10 a=3", "3-4 p-1 b=1 b=2"}
+	if got := describeBatches(t, l); !slices.Equal(got, want) {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
+}
