@@ -14,6 +14,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/broker/log"
 )
 
 // cleanedUpTo is the highest end of a cleaning pass a broker logged for
@@ -37,7 +39,8 @@ func cleanedUpTo(t *testing.T, node *clusterNode, topic string) int64 {
 // on a 3-broker cluster; once the topic is compacted, every replica
 // cleans on its own and ends with the same bytes, and a consumer reading
 // from offset 0 sees each live key once, with its last value at the offset
-// it was written at, and no deleted key (delete.retention.ms=0).
+// it was written at, and no deleted key (delete.retention.ms=0), reading
+// across the emptied batch kept for an idempotent producer.
 func TestClusterCompactedTopic(t *testing.T) {
 	t.Parallel()
 	const (
@@ -84,6 +87,17 @@ func TestClusterCompactedTopic(t *testing.T) {
 			want[string(r.Record.Key)] = last{r.Record.Offset, string(r.Record.Value)}
 		}
 	}
+	// A producer of its own writes one batch whose keys are all written
+	// again later: the cleaner keeps that batch, emptied, as the
+	// producer's last, and consumers must read across it.
+	early := producer
+	producer = c.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(time.Second))
+	var first []*kgo.Record
+	for k := range 20 {
+		first = append(first, &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "k%d", k), Value: []byte("early")})
+	}
+	produce(first)
+	producer = early
 	for round := range rounds {
 		var recs []*kgo.Record
 		for k := range keys {
@@ -96,7 +110,7 @@ func TestClusterCompactedTopic(t *testing.T) {
 		recs = append(recs, &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "k%d", k*7)})
 	}
 	produce(recs)
-	dataEnd := int64(keys*rounds + tombs)
+	dataEnd := int64(20 + keys*rounds + tombs)
 	// Incompressible records with keys of their own push the data out of
 	// every replica's active segment, which is never cleaned.
 	recs = nil
@@ -167,4 +181,10 @@ func TestClusterCompactedTopic(t *testing.T) {
 	}
 	// Same bytes on every replica: each compacted on its own.
 	c.checkReplicasIdentical(topic, 1)
+	// The early producer's batch is there, emptied, at its offsets.
+	b := readLogDirect(t, c.nodes[c.initial[0]].data, topic, 0)
+	h, err := log.ParseBatchHeader(b)
+	if err != nil || h.BaseOffset != 0 || h.LastOffsetDelta != 19 || h.Records != 0 {
+		t.Fatalf("first batch: %+v %v", h, err)
+	}
 }
