@@ -19,8 +19,8 @@ package group
 // The marker names only the producer and the __consumer_offsets partition
 // of the group (Partition), not the group: the index by producer ID finds
 // the groups, so any broker can complete them, including one that took the
-// group over after the TxnOffsetCommit. An index entry is made before the
-// pending node and removed after it, so every pending node is indexed.
+// group over after the TxnOffsetCommit. An index entry is made and removed
+// in the same Multi as the pending node, so every pending node is indexed.
 //
 // The index node's epoch plays the part of Kafka's producer state on the
 // __consumer_offsets partition: a marker raises it, and a TxnOffsetCommit
@@ -301,8 +301,9 @@ func (c *Coordinator) txnCommit(req *kmsg.TxnOffsetCommitRequest, codes [][]int1
 }
 
 // writeTxnOffsetsLocked adds updates to the producer's pending offsets in g:
-// the index first (checking the producer's epoch there), then the pending
-// node with the group's fence. The caller holds g.offsetMu.
+// the producer's epoch is checked against (and raised in) its index node
+// first, then the pending node and the group's index entry are written in
+// one Multi with the group's fence. The caller holds g.offsetMu.
 func (c *Coordinator) writeTxnOffsetsLocked(g *group, producerID int64, epoch int16, updates map[topicPartition]offsetEntry) int16 {
 	old := g.txnOffsets[producerID]
 	if old == nil {
