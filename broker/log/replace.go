@@ -24,7 +24,10 @@ import (
 // start at their first batch. The files move through Kafka's suffixes:
 //
 //  1. write every new segment as <base>.log.cleaned, <base>.index.cleaned,
-//     <base>.timeindex.cleaned, fsync them, and write the replacement record
+//     <base>.timeindex.cleaned and <base>.txnindex.cleaned (the aborted
+//     transactions of the old run whose markers fall in it; empty if none,
+//     so that recovery can tell a new index from an old one of the same
+//     name), fsync them, and write the replacement record
 //     replacement.cleaned (checkpoint format, see checkpoint.go; entries:
 //     from, to, then each new segment's base offset), fsynced;
 //  2. rename the segment files to *.swap and fsync the directory, then
@@ -33,7 +36,8 @@ import (
 //  3. delete the old segments' files as retention does (renamed *.deleted,
 //     unlinked when the last reader closes its Slice);
 //  4. rename the *.swap segment files to their final names, fsync the
-//     directory, remove replacement.swap.
+//     directory, remove replacement.swap; an empty transaction index is
+//     removed then.
 //
 // Open (recoverReplacement) finishes or undoes an interrupted swap: without
 // replacement.swap nothing was committed, and every *.cleaned and *.swap
@@ -97,7 +101,7 @@ func (l *Log) ReplaceSegments(from, to int64, build func(w *SegmentWriter) error
 	if err != nil {
 		return err
 	}
-	w := &SegmentWriter{l: l, from: from, to: to, next: from, cfg: l.Config()}
+	w := &SegmentWriter{l: l, from: from, to: to, next: from, cfg: l.Config(), aborted: l.abortedIn(run[:len(run)-1])}
 	if err := w.prepare(build, modTime); err != nil {
 		if errors.Is(err, errStopped) {
 			return errors.Join(err, w.close())
@@ -190,7 +194,7 @@ func (l *Log) swapLocked(w *SegmentWriter, run []*segment, first int) error {
 		return errStopped
 	}
 	for _, s := range w.segments {
-		for _, suffix := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+		for _, suffix := range []string{txnIndexSuffix, indexSuffix, timeIndexSuffix, logSuffix} {
 			p := segmentPath(l.dir, s.baseOffset, suffix)
 			if err := os.Rename(p+swapSuffix, p); err != nil {
 				return err
@@ -206,10 +210,9 @@ func (l *Log) swapLocked(w *SegmentWriter, run []*segment, first int) error {
 	l.mu.Lock()
 	l.segments = slices.Concat(l.segments[:first], w.segments, l.segments[first+len(old):])
 	l.mu.Unlock()
-	if err := l.carryTxnIndexes(old, w.segments); err != nil {
-		return err
-	}
+
 	l.logger.Info("replaced segments", "from", w.from, "to", w.to, "old_segments", len(old), "new_segments", len(w.segments))
+	replacements := w.segments
 	w.segments = nil // the log owns them now
 	for _, s := range old {
 		errs = append(errs, s.release())
@@ -218,6 +221,7 @@ func (l *Log) swapLocked(w *SegmentWriter, run []*segment, first int) error {
 		return errStopped
 	}
 	errs = append(errs, os.Remove(filepath.Join(l.dir, replacementFile+swapSuffix)), durable.SyncDir(l.dir))
+	errs = append(errs, removeEmptyTxnIndexes(l.dir, replacements))
 	return errors.Join(errs...)
 }
 
@@ -227,10 +231,11 @@ type SegmentWriter struct {
 	l         *Log
 	from, to  int64
 	cfg       Config
-	next      int64      // the lowest offset the next batch may start at
-	segments  []*segment // the new segments, files open under their .cleaned names
-	err       error      // sticky: a failed write spoils the whole replacement
-	committed bool       // replacement.swap exists
+	next      int64        // the lowest offset the next batch may start at
+	segments  []*segment   // the new segments, files open under their .cleaned names
+	aborted   []AbortedTxn // the old run's transaction index, carried to the new segments
+	err       error        // sticky: a failed write spoils the whole replacement
+	committed bool         // replacement.swap exists
 }
 
 // Append adds whole stored batches (as read from the log, offsets set) after
@@ -358,6 +363,9 @@ func (w *SegmentWriter) prepare(build func(w *SegmentWriter) error, modTime time
 		}
 		s.dirty = false // fsynced: the log's next flush has nothing to do for it
 	}
+	if err := w.writeTxnIndexes(); err != nil {
+		return err
+	}
 	record := [][]int64{{w.from}, {w.to}}
 	for _, s := range w.segments {
 		record = append(record, []int64{s.baseOffset})
@@ -376,7 +384,7 @@ func (w *SegmentWriter) prepare(build func(w *SegmentWriter) error, modTime time
 func (w *SegmentWriter) commit() error {
 	dir := w.l.dir
 	for _, s := range w.segments {
-		for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		for _, suffix := range segmentSuffixes {
 			p := segmentPath(dir, s.baseOffset, suffix)
 			if err := os.Rename(p+cleanedSuffix, p+swapSuffix); err != nil {
 				return err
@@ -421,7 +429,7 @@ func (w *SegmentWriter) close() error {
 func (w *SegmentWriter) discard() error {
 	errs := []error{w.close()}
 	for _, s := range w.segments {
-		for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		for _, suffix := range segmentSuffixes {
 			p := segmentPath(s.dir, s.baseOffset, suffix)
 			errs = append(errs, removeIfExists(p+cleanedSuffix), removeIfExists(p+swapSuffix))
 		}
@@ -482,7 +490,7 @@ func recoverReplacement(dir string, logger *slog.Logger) error {
 			continue
 		}
 		ext := filepath.Ext(name)
-		if ext != logSuffix && ext != indexSuffix && ext != timeIndexSuffix {
+		if !slices.Contains(segmentSuffixes, ext) {
 			continue
 		}
 		// An old segment's file: delete it unless a new segment took its
@@ -495,7 +503,7 @@ func recoverReplacement(dir string, logger *slog.Logger) error {
 		}
 	}
 	for base := range isNew {
-		for _, suffix := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+		for _, suffix := range []string{txnIndexSuffix, indexSuffix, timeIndexSuffix, logSuffix} {
 			p := segmentPath(dir, base, suffix)
 			if err := os.Rename(p+swapSuffix, p); err != nil && !os.IsNotExist(err) {
 				return err

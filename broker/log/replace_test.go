@@ -326,8 +326,8 @@ func TestReplaceSegmentsCrashAtEveryStep(t *testing.T) {
 			reopen(t, crashed, old)
 		}
 	}
-	// cleaned, 3 files per new segment to .swap, committed, old deleted,
-	// 3 files per new segment to their names, swapped.
+	// cleaned, 4 files per new segment to .swap, committed, old deleted,
+	// 4 files per new segment to their names, swapped.
 	if len(steps) < 10 || steps[0] != "cleaned" || !slices.Contains(steps, "committed") || steps[len(steps)-1] != "swapped" {
 		t.Fatalf("stopped at %q", steps)
 	}

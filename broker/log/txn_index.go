@@ -98,7 +98,8 @@ func writeTxnIndex(dir string, base int64, entries []AbortedTxn) error {
 
 // loadTxnIndexes reads the transaction index of every segment in has (the
 // bases whose .txnindex file exists), dropping entries at or past the log
-// end (the log lost the markers' tail in a crash). A damaged index is
+// end (the log lost the markers' tail in a crash) and removing an empty
+// one (left by an interrupted replacement). A damaged index is
 // dropped: rebuilding the producer state from the log restores the entries
 // after its snapshot. Called by load once the segments are open.
 func (l *Log) loadTxnIndexes(has map[int64]bool) error {
@@ -116,7 +117,7 @@ func (l *Log) loadTxnIndexes(has map[int64]bool) error {
 			entries = nil
 		}
 		kept := slices.DeleteFunc(slices.Clone(entries), func(a AbortedTxn) bool { return a.LastOffset >= l.endOffset || a.LastOffset < s.baseOffset })
-		if len(kept) != len(entries) || err != nil {
+		if len(kept) != len(entries) || err != nil || len(kept) == 0 {
 			if err := writeTxnIndex(l.dir, s.baseOffset, kept); err != nil {
 				return err
 			}
@@ -171,30 +172,45 @@ func (l *Log) truncateTxnIndexLocked(s *segment, end int64) error {
 	return writeTxnIndex(l.dir, s.baseOffset, kept)
 }
 
-// carryTxnIndexes gives the segments that replaced old the aborted
-// transactions old listed, each in the new segment holding its marker
-// offset (the last one takes any beyond), and writes their indexes. The
-// caller holds appendMu; old are out of the list already.
-func (l *Log) carryTxnIndexes(old, replacements []*segment) error {
-	var all []AbortedTxn
-	for _, s := range old {
-		all = append(all, s.aborted...)
+// abortedIn returns the aborted transactions the segments of run list.
+func (l *Log) abortedIn(run []*segment) []AbortedTxn {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var out []AbortedTxn
+	for _, s := range run {
+		out = append(out, s.aborted...)
 	}
-	if len(all) == 0 || len(replacements) == 0 {
-		return nil
-	}
-	var errs []error
-	for i, s := range replacements {
+	return out
+}
+
+// writeTxnIndexes writes each new segment's transaction index under its
+// .cleaned name: the carried entries whose marker it holds (the last one
+// takes any beyond), empty when there are none (see the replacement
+// protocol in replace.go).
+func (w *SegmentWriter) writeTxnIndexes() error {
+	for i, s := range w.segments {
 		var mine []AbortedTxn
-		for _, a := range all {
-			if a.LastOffset >= s.baseOffset && (i == len(replacements)-1 || a.LastOffset < replacements[i+1].baseOffset) {
+		for _, a := range w.aborted {
+			if a.LastOffset >= s.baseOffset && (i == len(w.segments)-1 || a.LastOffset < w.segments[i+1].baseOffset) {
 				mine = append(mine, a)
 			}
 		}
-		l.mu.Lock()
-		s.aborted = mine
-		l.mu.Unlock()
-		errs = append(errs, writeTxnIndex(l.dir, s.baseOffset, mine))
+		s.aborted = mine // not yet in the log's list: no reader sees it
+		if err := durable.WriteFile(segmentPath(s.dir, s.baseOffset, txnIndexSuffix)+cleanedSuffix, encodeTxnIndex(mine)); err != nil {
+			return fmt.Errorf("log: writing the transaction index of replacement segment %d: %w", s.baseOffset, err)
+		}
+	}
+	return nil
+}
+
+// removeEmptyTxnIndexes removes the empty transaction indexes a completed
+// replacement left (a segment without aborted transactions has none).
+func removeEmptyTxnIndexes(dir string, segments []*segment) error {
+	var errs []error
+	for _, s := range segments {
+		if len(s.aborted) == 0 {
+			errs = append(errs, removeIfExists(segmentPath(dir, s.baseOffset, txnIndexSuffix)))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -242,43 +242,93 @@ func TestProducerSnapshotV2(t *testing.T) {
 	}
 }
 
-// TestTxnIndexCarriedByReplacement: a replacement of the segment holding
-// an abort marker keeps the aborted transaction listed and indexed.
+// TestTxnIndexCarriedByReplacement: a replacement of segments holding
+// abort markers keeps every aborted transaction listed and indexed, in the
+// segment that holds its marker, wherever a crash stops the swap.
 func TestTxnIndexCarriedByReplacement(t *testing.T) {
-	dir := t.TempDir()
-	l := openTest(t, dir, DefaultConfig(), options{})
-	defer l.Close()
-	if _, err := appendProduced(t, l, txnBatch(1, 0, 0, 1)); err != nil {
-		t.Fatal(err)
-	}
-	endTxn(t, l, 1, false)
-	if err := l.Roll(); err != nil {
-		t.Fatal(err)
+	pristine := filepath.Join(t.TempDir(), "p-0")
+	l := openTest(t, pristine, DefaultConfig(), options{})
+	// Three segments of two aborted transactions each, then the active one.
+	for s := range int64(3) {
+		for i := range int64(2) {
+			id := s*2 + i + 1
+			if _, err := appendProduced(t, l, txnBatch(id, 0, 0, 1)); err != nil {
+				t.Fatal(err)
+			}
+			endTxn(t, l, id, false)
+		}
+		if err := l.Roll(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	mustAppend(t, l, makeBatch(1, 8, 1, 0))
-	want := aborted(t, l, 0, 10)
+	want := aborted(t, l, 0, 100)
+	if len(want) != 6 {
+		t.Fatalf("%d aborted transactions, want 6", len(want))
+	}
 	var run [][]byte
 	for _, b := range readStored(t, l) {
-		if b.base < 2 {
+		if b.base < 12 {
 			run = append(run, b.bytes)
 		}
 	}
+	// Two new segments for the three old ones: [0, 4) and [4, 12).
 	build := func(w *SegmentWriter) error {
-		for _, b := range run {
+		for i, b := range run {
+			if i == 4 {
+				if err := w.startSegment(4); err != nil {
+					return err
+				}
+			}
 			if err := w.Append(b); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	if err := l.ReplaceSegments(0, 2, build); err != nil {
+	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := aborted(t, l, 0, 10); !reflect.DeepEqual(got, want) || len(got) != 1 {
-		t.Fatalf("after replacement %+v, want %+v", got, want)
+	if err := os.Remove(filepath.Join(pristine, cleanShutdownFile)); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := os.Stat(segmentPath(dir, 0, txnIndexSuffix)); err != nil {
-		t.Fatalf("replacement has no .txnindex: %v", err)
+	for n := 0; ; n++ {
+		work := filepath.Join(t.TempDir(), "p-0")
+		copyDir(t, pristine, work)
+		l := openTest(t, work, DefaultConfig(), options{})
+		calls := 0
+		l.replace.stopAfter = func(string) bool { calls++; return calls > n }
+		err := l.ReplaceSegments(0, 12, build)
+		done := err == nil
+		if !done && !errors.Is(err, errStopped) {
+			t.Fatalf("replace stopped after %d steps: %v", n, err)
+		}
+		crashed := filepath.Join(t.TempDir(), "p-0")
+		copyDir(t, work, crashed)
+		if done {
+			if got := aborted(t, l, 0, 100); !reflect.DeepEqual(got, want) {
+				t.Fatalf("after the replacement: %+v, want %+v", got, want)
+			}
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		reopened := openTest(t, crashed, DefaultConfig(), options{})
+		if got := aborted(t, reopened, 0, 100); !reflect.DeepEqual(got, want) {
+			t.Fatalf("reopened after %d steps: %+v, want %+v", n, got, want)
+		}
+		if done {
+			for base, entries := range map[int64]int{0: 2, 4: 4} {
+				b, err := os.ReadFile(segmentPath(crashed, base, txnIndexSuffix))
+				if err != nil || len(b) != entries*txnIndexEntrySize {
+					t.Fatalf("segment %d's .txnindex: %d bytes, %v; want %d entries", base, len(b), err, entries)
+				}
+			}
+		}
+		reopened.Close()
+		if done {
+			return
+		}
 	}
 }
 
