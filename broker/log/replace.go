@@ -231,11 +231,12 @@ type SegmentWriter struct {
 	l         *Log
 	from, to  int64
 	cfg       Config
-	next      int64        // the lowest offset the next batch may start at
-	segments  []*segment   // the new segments, files open under their .cleaned names
-	aborted   []AbortedTxn // the old run's transaction index, carried to the new segments
-	err       error        // sticky: a failed write spoils the whole replacement
-	committed bool         // replacement.swap exists
+	next      int64          // the lowest offset the next batch may start at
+	segments  []*segment     // the new segments, files open under their .cleaned names
+	aborted   []AbortedTxn   // the old run's transaction index, carried to the new segments
+	markers   map[int64]bool // offsets of the control batches appended
+	err       error          // sticky: a failed write spoils the whole replacement
+	committed bool           // replacement.swap exists
 }
 
 // Append adds whole stored batches (as read from the log, offsets set) after
@@ -300,6 +301,12 @@ func (w *SegmentWriter) write(batches []byte, headers []BatchHeader) error {
 		s.mu.Unlock()
 		w.next = h.NextOffset()
 		pos += n
+		if h.Control() {
+			if w.markers == nil {
+				w.markers = map[int64]bool{}
+			}
+			w.markers[h.BaseOffset] = true
+		}
 	}
 	return writeFull(s.log, batches[chunk:pos], chunkPos)
 }

@@ -184,14 +184,16 @@ func (l *Log) abortedIn(run []*segment) []AbortedTxn {
 }
 
 // writeTxnIndexes writes each new segment's transaction index under its
-// .cleaned name: the carried entries whose marker it holds (the last one
-// takes any beyond), empty when there are none (see the replacement
-// protocol in replace.go).
+// .cleaned name: the carried entries whose marker it holds, empty when
+// there are none (see the replacement protocol in replace.go). An entry
+// whose marker the replacement left out goes, as in Kafka's cleaner: a
+// read_committed consumer told of an abort it never reaches the marker of
+// would drop every later batch of the producer.
 func (w *SegmentWriter) writeTxnIndexes() error {
 	for i, s := range w.segments {
 		var mine []AbortedTxn
 		for _, a := range w.aborted {
-			if a.LastOffset >= s.baseOffset && (i == len(w.segments)-1 || a.LastOffset < w.segments[i+1].baseOffset) {
+			if w.markers[a.LastOffset] && a.LastOffset >= s.baseOffset && (i == len(w.segments)-1 || a.LastOffset < w.segments[i+1].baseOffset) {
 				mine = append(mine, a)
 			}
 		}

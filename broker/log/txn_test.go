@@ -332,6 +332,35 @@ func TestTxnIndexCarriedByReplacement(t *testing.T) {
 	}
 }
 
+// TestTxnIndexDropsRemovedMarkers: a replacement that leaves out an abort
+// marker (with its transaction's records) leaves out its index entry.
+func TestTxnIndexDropsRemovedMarkers(t *testing.T) {
+	l := openTest(t, t.TempDir(), DefaultConfig(), options{})
+	defer l.Close()
+	for id := range int64(2) {
+		if _, err := appendProduced(t, l, txnBatch(id+1, 0, 0, 1)); err != nil {
+			t.Fatal(err)
+		}
+		endTxn(t, l, id+1, false)
+	}
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, l, makeBatch(1, 8, 1, 0))
+	stored := readStored(t, l)
+	// Producer 2's batch and marker stay; producer 1's go.
+	err := l.ReplaceSegments(0, 4, func(w *SegmentWriter) error {
+		return errors.Join(w.Append(stored[2].bytes), w.Append(stored[3].bytes))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []AbortedTxn{{ProducerID: 2, FirstOffset: 2, LastOffset: 3, LastStableOffset: 4}}
+	if got := aborted(t, l, 0, 10); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after dropping producer 1's transaction: %+v, want %+v", got, want)
+	}
+}
+
 // FuzzTxnIndex: decoding never panics, and what decodes re-encodes to the
 // same bytes once sorted.
 func FuzzTxnIndex(f *testing.F) {
