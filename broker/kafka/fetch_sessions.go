@@ -20,7 +20,9 @@ package kafka
 //     replaced, forgotten_topics_data leaves, and then every partition of
 //     the session is read from its cached fetch offset. Only partitions with
 //     records, an error, or a high watermark, last stable offset or log
-//     start offset other than last answered are in the answer; partitions
+//     start offset other than last answered are in the answer (Kafka
+//     compares the other two only; a moved last stable offset is answered
+//     too, so a read_committed consumer learns of it); partitions
 //     that returned records move to the end of the session's order, so the
 //     next fetch reads the others first (Kafka's fairness rule). A session
 //     left empty is closed and the request answered sessionless, as is one
@@ -45,6 +47,9 @@ package kafka
 //
 // Replica fetches (replica ID >= 0) use sessions the same way; their
 // follower state moves for every session partition read, as in Kafka.
+// millrace's own followers fetch one partition per request
+// (replication_follower.go), where a session saves nothing, so they send
+// sessionless fetches.
 
 import (
 	"math/rand/v2"
