@@ -277,3 +277,39 @@ func TestFetchSessionEviction(t *testing.T) {
 		t.Fatalf("a session of 4 partitions over a limit of 3: %d", id)
 	}
 }
+
+// TestFetchSessionConcurrentFetches: a long-polling incremental fetch and
+// the next epoch's fetch on another connection are both served from the
+// session; the session keeps working afterwards.
+func TestFetchSessionConcurrentFetches(t *testing.T) {
+	tb := startBroker(t)
+	tb.createTopic("race", 1, nil)
+	a, b := dial(t, tb.addr), dial(t, tb.addr)
+	sid := a.roundTrip(sessionFetch(0, 0, 1<<20, fetchPart{"race", 0, 0, 1 << 20}), 1).(*kmsg.FetchResponse).SessionID
+	if sid == 0 {
+		t.Fatal("no session")
+	}
+	waiting := sessionFetch(sid, 1, 1<<20)
+	waiting.MaxWaitMillis = 10000
+	a.send(frame(waiting, 2))
+	// Epoch 2 is accepted once the waiting fetch has begun.
+	for corr := int32(100); ; corr++ {
+		resp := b.roundTrip(sessionFetch(sid, 2, 1<<20), corr).(*kmsg.FetchResponse)
+		if resp.ErrorCode == 0 {
+			if resp.SessionID != sid || len(resp.Topics) != 0 {
+				t.Fatalf("epoch 2: session %d, answered %v", resp.SessionID, answered(resp))
+			}
+			break
+		}
+		if resp.ErrorCode != kerr.InvalidFetchSessionEpoch.Code || corr > 10000 {
+			t.Fatalf("epoch 2: error %d", resp.ErrorCode)
+		}
+	}
+	fillPartition(t, b, "race", 0, 1, 10, -1)
+	if resp := a.readResponse(waiting, 2).(*kmsg.FetchResponse); resp.ErrorCode != 0 || resp.SessionID != sid || len(answered(resp)) != 1 || answered(resp)[0] == "race/0:0" {
+		t.Fatalf("epoch 1 woken: error %d, session %d, answered %v", resp.ErrorCode, resp.SessionID, answered(resp))
+	}
+	if resp := b.roundTrip(sessionFetch(sid, 3, 1<<20, fetchPart{"race", 0, 1, 1 << 20}), 3).(*kmsg.FetchResponse); resp.ErrorCode != 0 || resp.SessionID != sid {
+		t.Fatalf("epoch 3: error %d, session %d", resp.ErrorCode, resp.SessionID)
+	}
+}
