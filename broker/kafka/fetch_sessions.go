@@ -53,6 +53,7 @@ package kafka
 
 import (
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -247,8 +248,8 @@ func nextFetchSessionEpoch(epoch int32) int32 {
 }
 
 // updateLocked adds or updates the partitions req names, then, when
-// forget is set, drops the forgotten ones (a partition both named and forgotten ends up forgotten,
-// as in Kafka).
+// forget is set, drops the forgotten ones (a partition both named and
+// forgotten ends up forgotten, as in Kafka).
 func (s *fetchSession) updateLocked(req *kmsg.FetchRequest, forget bool) {
 	byID := req.Version >= 13
 	for _, rt := range req.Topics {
@@ -258,6 +259,9 @@ func (s *fetchSession) updateLocked(req *kmsg.FetchRequest, forget bool) {
 				p.req = rp
 				continue
 			}
+			// The session outlives the request: its topic name must not
+			// alias the request's frame.
+			key.topic = strings.Clone(key.topic)
 			p := &sessionPartition{key: key, req: rp, last: unanswered}
 			s.index[key] = p
 			s.parts = append(s.parts, p)
