@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +26,9 @@ func cleanedUpTo(t *testing.T, node *clusterNode, topic string) int64 {
 	b, err := os.ReadFile(filepath.Join(filepath.Dir(node.data), "broker.log"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if node.proc != nil { // restarted by the test: its output is kept here
+		b = append(b, node.proc.log()...)
 	}
 	re := regexp.MustCompile(`msg="cleaned log".* dir=` + regexp.QuoteMeta(topic) + `-0 .*\bto=(\d+)`)
 	best := int64(-1)
@@ -43,6 +47,19 @@ func cleanedUpTo(t *testing.T, node *clusterNode, topic string) int64 {
 // across the emptied batch kept for an idempotent producer.
 func TestClusterCompactedTopic(t *testing.T) {
 	t.Parallel()
+	testCompactedTopic(t, false, "log.cleaner.backoff.ms=200")
+}
+
+// TestClusterCompactedTopicCleanerKilled is TestClusterCompactedTopic with
+// a broker SIGKILLed while it writes a cleaned segment (the cleaner
+// throttled so that a pass takes seconds): it reopens with its old
+// segments, cleans again, and ends like the others.
+func TestClusterCompactedTopicCleanerKilled(t *testing.T) {
+	t.Parallel()
+	testCompactedTopic(t, true, "log.cleaner.backoff.ms=200", "log.cleaner.io.max.bytes.per.second=100000")
+}
+
+func testCompactedTopic(t *testing.T, killDuringCleaning bool, settings ...string) {
 	const (
 		topic  = "compacted"
 		keys   = 500
@@ -50,7 +67,7 @@ func TestClusterCompactedTopic(t *testing.T) {
 		tombs  = 50
 		filler = 400
 	)
-	c := startLocalClusterWith(t, 3, 1, "log.cleaner.backoff.ms=200")
+	c := startLocalClusterWith(t, 3, 1, settings...)
 	adm := c.admin()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -132,6 +149,29 @@ func TestClusterCompactedTopic(t *testing.T) {
 	}
 	if err != nil {
 		t.Fatalf("alter cleanup.policy: %v", err)
+	}
+	if killDuringCleaning {
+		victim := int32(-1)
+		c.waitFor("a cleaned segment being written", 60*time.Second, func() bool {
+			for id, node := range c.nodes {
+				if m, _ := filepath.Glob(filepath.Join(node.data, "logs", topic+"-0", "*.cleaned")); len(m) > 0 {
+					victim = id
+					return true
+				}
+			}
+			return false
+		})
+		c.signal(victim, syscall.SIGKILL)
+		finished := cleanedUpTo(t, c.nodes[victim], topic) >= 0
+		c.restart(victim)
+		if finished {
+			// The pass ended in the moment between the look and the kill.
+			t.Logf("broker %d finished its pass before it was killed", victim)
+		} else {
+			// Open deleted the unfinished replacement (or completed a
+			// committed one) before anything else.
+			c.nodes[victim].proc.waitLog("segment replacement", 1, 10*time.Second)
+		}
 	}
 	c.waitFor("every replica to clean past the data", 60*time.Second, func() bool {
 		for _, node := range c.nodes {
