@@ -151,7 +151,16 @@ func TestTxnPartitionFailover(t *testing.T) {
 		l := c.leaderOf(adm, topic, 0)
 		return l >= 0 && l != old
 	})
-	waitUntil(t, time.Minute, "the new leader's last stable offset", func() bool { return lastStable() >= 0 })
+	// A new leader's high watermark may lag its log end until the other
+	// replica fetches; the last stable offset is judged once it is there.
+	waitUntil(t, time.Minute, "the new leader's high watermark at the log end", func() bool {
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil || ends.Error() != nil {
+			return false
+		}
+		o, _ := ends.Lookup(topic, 0)
+		return o.Offset == 9
+	})
 	if got := lastStable(); got != 7 {
 		t.Fatalf("new leader's last stable offset %d, want 7", got)
 	}
