@@ -424,10 +424,13 @@ func (l *Log) producerLastOffsets() (map[int64]int64, error) {
 	return out, nil
 }
 
-// scanBatches calls fn with every batch whose base offset lies in [from,
-// to), in order, until fn returns false or an error. pace, if set, is
-// called with the bytes of each read before it is used.
+// scanBatches calls fn with every batch that starts below to and ends at
+// or after from and the log start offset, in order, until fn returns false
+// or an error. (Records below the log start offset, which DeleteRecords
+// moves, are gone: a pass drops the batches wholly below it.) pace, if
+// set, is called with the bytes of each read before it is used.
 func (l *Log) scanBatches(from, to int64, pace func(n int) error, fn func(h BatchHeader, b []byte) (bool, error)) error {
+	from = max(from, l.StartOffset())
 	for off := from; off < to; {
 		s, err := l.Read(off, cleanerReadBytes, to)
 		if err != nil {
@@ -452,7 +455,7 @@ func (l *Log) scanBatches(from, to int64, pace func(n int) error, fn func(h Batc
 			return fmt.Errorf("log: cleaner reading at %d: %w", off, err)
 		}
 		for _, h := range headers {
-			if h.BaseOffset >= from && h.BaseOffset < to {
+			if h.LastOffset() >= from && h.BaseOffset < to {
 				more, err := fn(h, b[:h.Size()])
 				if err != nil || !more {
 					return err

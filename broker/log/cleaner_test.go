@@ -672,3 +672,28 @@ func TestCleanStopsAtAnOngoingTransaction(t *testing.T) {
 		t.Fatalf("got %q\nwant %q", got, want)
 	}
 }
+
+// TestCleanAfterDeleteRecords: a log start offset moved inside the first
+// segment (DeleteRecords) is no obstacle; the batches wholly below it go.
+func TestCleanAfterDeleteRecords(t *testing.T) {
+	clock := &fakeClock{t: time.UnixMilli(1_000_000_000)}
+	l := openTest(t, filepath.Join(t.TempDir(), "c-0"), compactConfig(), options{now: clock.now})
+	defer l.Close()
+	ts := clock.now().UnixMilli()
+	mustAppend(t, l, keyedBatch(t, ts, codecNone, "a=1"))
+	mustAppend(t, l, keyedBatch(t, ts, codecNone, "b=1", "c=1"))
+	mustAppend(t, l, keyedBatch(t, ts, codecNone, "c=2"))
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.AdvanceStartOffset(2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Clean(context.Background(), CleanOptions{Now: clock.now(), Bound: -1}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"1-2 p-1 b=1", "3-3 p-1 c=2"}
+	if got := describeBatches(t, l); !slices.Equal(got, want) || l.StartOffset() != 2 {
+		t.Fatalf("got %q from %d\nwant %q from 2", got, l.StartOffset(), want)
+	}
+}
