@@ -214,6 +214,17 @@ func (l *Log) CleanerStats(now time.Time, bound int64) (CleanerStats, error) {
 	return st, err
 }
 
+// maxSegmentAge is how old the active segment may grow: segment.ms, or
+// max.compaction.lag.ms when smaller on a compacted log, whose active
+// segment is never cleaned, so a record is compacted within that lag even
+// when appends are rare (KIP-354).
+func (c Config) maxSegmentAge() time.Duration {
+	if c.Compacts() {
+		return min(c.SegmentAge, c.MaxCompactionLag)
+	}
+	return c.SegmentAge
+}
+
 // due reports whether a log with these stats should be cleaned now.
 func (s CleanerStats) due(cfg Config, now time.Time) bool {
 	if s.DirtyBytes == 0 {

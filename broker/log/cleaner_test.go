@@ -697,3 +697,34 @@ func TestCleanAfterDeleteRecords(t *testing.T) {
 		t.Fatalf("got %q from %d\nwant %q from 2", got, l.StartOffset(), want)
 	}
 }
+
+// TestMaxCompactionLagRollsTheActiveSegment: on a compacted log the active
+// segment rolls once max.compaction.lag.ms old, so its records become
+// cleanable within the lag.
+func TestMaxCompactionLagRollsTheActiveSegment(t *testing.T) {
+	clock := &fakeClock{t: time.UnixMilli(1_000_000_000)}
+	cfg := compactConfig()
+	cfg.MaxCompactionLag = time.Hour
+	l := openTest(t, filepath.Join(t.TempDir(), "c-0"), cfg, options{now: clock.now})
+	defer l.Close()
+	mustAppend(t, l, keyedBatch(t, clock.now().UnixMilli(), codecNone, "a=1"))
+	clock.advance(59 * time.Minute)
+	mustAppend(t, l, keyedBatch(t, clock.now().UnixMilli(), codecNone, "a=2"))
+	if n := len(l.Segments()); n != 1 {
+		t.Fatalf("rolled before max.compaction.lag.ms: %d segments", n)
+	}
+	clock.advance(time.Minute)
+	mustAppend(t, l, keyedBatch(t, clock.now().UnixMilli(), codecNone, "a=3"))
+	if n := len(l.Segments()); n != 2 {
+		t.Fatalf("not rolled after max.compaction.lag.ms: %d segments", n)
+	}
+	cfg.CleanupPolicy = PolicyDelete
+	if err := l.SetConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	clock.advance(2 * time.Hour)
+	mustAppend(t, l, keyedBatch(t, clock.now().UnixMilli(), codecNone, "a=4"))
+	if n := len(l.Segments()); n != 2 {
+		t.Fatalf("a delete-policy log rolled by max.compaction.lag.ms: %d segments", n)
+	}
+}

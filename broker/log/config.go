@@ -98,7 +98,8 @@ type Config struct {
 	MinCompactionLag time.Duration
 	// MaxCompactionLag (max.compaction.lag.ms, default never): a log whose
 	// oldest uncleaned record is older than this is cleaned whatever its
-	// dirty ratio. At least min.compaction.lag.ms.
+	// dirty ratio, and its active segment rolls at this age if segment.ms
+	// is longer. At least min.compaction.lag.ms.
 	MaxCompactionLag time.Duration
 	// DeleteRetention (delete.retention.ms, default 1 day): a tombstone (a
 	// record with a key and a null value) of a compacted log is removed

@@ -660,7 +660,7 @@ func (l *Log) shouldRollLocked(s *segment, cfg Config, n int64, next int64, now 
 	indexFull := (len(s.index)+1)*offsetIndexEntrySize > cfg.SegmentIndexBytes || (len(s.times)+1)*timeIndexEntrySize > cfg.SegmentIndexBytes
 	s.mu.Unlock()
 	return s.size+n > cfg.SegmentBytes ||
-		now.Sub(s.firstAppend) >= cfg.SegmentAge ||
+		now.Sub(s.firstAppend) >= cfg.maxSegmentAge() ||
 		indexFull ||
 		next-1-s.baseOffset > maxRelativeOffset
 }
