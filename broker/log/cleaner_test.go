@@ -612,14 +612,14 @@ func TestCleanTransactions(t *testing.T) {
 		}
 	}
 	mustAppend(t, l, txnKeyed(t, ts, 10, 0, "a=t1", "b=t1")) // 0-1
-	marker(10, true)                                          // 2
+	marker(10, true)                                         // 2
 	mustAppend(t, l, txnKeyed(t, ts, 20, 0, "a=x", "c=x"))   // 3-4
-	marker(20, false)                                         // 5
-	mustAppend(t, l, keyedBatch(t, ts, codecNone, "b=2"))     // 6
-	mustAppend(t, l, txnKeyed(t, ts, 10, 2, "d=t2"))          // 7
-	marker(10, true)                                          // 8
-	mustAppend(t, l, txnKeyed(t, ts, 30, 0, "e=x"))           // 9
-	marker(30, false)                                         // 10
+	marker(20, false)                                        // 5
+	mustAppend(t, l, keyedBatch(t, ts, codecNone, "b=2"))    // 6
+	mustAppend(t, l, txnKeyed(t, ts, 10, 2, "d=t2"))         // 7
+	marker(10, true)                                         // 8
+	mustAppend(t, l, txnKeyed(t, ts, 30, 0, "e=x"))          // 9
+	marker(30, false)                                        // 10
 	if err := l.Roll(); err != nil {
 		t.Fatal(err)
 	}
