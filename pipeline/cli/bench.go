@@ -24,7 +24,7 @@ func init() {
 func benchProduceCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "produce [--topic T] [--records N] [--record-size B] [--partitions P] [--replication-factor R] [--acks all|1|0] " +
-			"[--compression C] [--producers K] [--topic-config name=value]...",
+			"[--compression C] [--producers K] [--topic-config name=value]... [--broker-metrics URL]",
 		Short: "produce records as fast as possible; report throughput and acknowledgement latency",
 		Args:  exactArgs(0),
 	}
@@ -41,6 +41,7 @@ func benchProduceCommand(e *env) *cobra.Command {
 	f.DurationVar(&o.linger, "linger", 5*time.Millisecond, "producer linger")
 	f.IntVar(&o.batchBytes, "batch-bytes", 1<<20, "producer max batch bytes")
 	f.BoolVar(&o.quiet, "quiet", false, "no progress bar")
+	f.StringVar(&o.brokerMetrics, "broker-metrics", "", brokerMetricsUsage)
 	o.topicConfigs = keyValues{}
 	f.Var(o.topicConfigs, "topic-config", "topic config `name=value` when the topic is created, e.g. millrace.flush.on.ack=true (repeatable)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return benchProduce(cmd.Context(), e, o) }
@@ -49,7 +50,7 @@ func benchProduceCommand(e *env) *cobra.Command {
 
 // benchProduceOptions are the flags of bench produce.
 type benchProduceOptions struct {
-	topic, acks, compression                             string
+	topic, acks, compression, brokerMetrics              string
 	records                                              int64
 	size, partitions, replication, producers, batchBytes int
 	linger                                               time.Duration
@@ -59,7 +60,7 @@ type benchProduceOptions struct {
 
 func benchConsumeCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "consume [--topic T] [--records N] [--consumers K]",
+		Use:   "consume [--topic T] [--records N] [--consumers K] [--broker-metrics URL]",
 		Short: "consume records from the beginning as fast as possible; report throughput and poll latency",
 		Args:  exactArgs(0),
 	}
@@ -69,17 +70,22 @@ func benchConsumeCommand(e *env) *cobra.Command {
 	f.Int64Var(&o.records, "records", 1_000_000, "records to consume")
 	f.IntVar(&o.consumers, "consumers", 1, "concurrent consumer clients, in one group")
 	f.BoolVar(&o.quiet, "quiet", false, "no progress bar")
+	f.StringVar(&o.brokerMetrics, "broker-metrics", "", brokerMetricsUsage)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return benchConsume(cmd.Context(), e, o) }
 	return cmd
 }
 
 // benchConsumeOptions are the flags of bench consume.
 type benchConsumeOptions struct {
-	topic     string
-	records   int64
-	consumers int
-	quiet     bool
+	topic, brokerMetrics string
+	records              int64
+	consumers            int
+	quiet                bool
 }
+
+// brokerMetricsUsage is the help of both benchmarks' --broker-metrics.
+const brokerMetricsUsage = "`URL` of the broker's Prometheus /metrics (millrace broker --metrics-listen); " +
+	"prints the broker's CPU time, allocation and GC cycles per record over the run"
 
 // benchProduce writes --records records of --record-size bytes as fast as the
 // producers can, like Kafka's producer perf test, and reports throughput and
@@ -118,6 +124,10 @@ func benchProduce(ctx context.Context, e *env, o benchProduceOptions) error {
 		firstEr error
 		wg      sync.WaitGroup
 	)
+	usage, err := startBrokerUsage(ctx, o.brokerMetrics)
+	if err != nil {
+		return err
+	}
 	progress := startProgress(e.stderr, o.quiet, "produce", o.records, &done)
 	start := time.Now()
 	per := o.records / int64(o.producers)
@@ -163,7 +173,7 @@ func benchProduce(ctx context.Context, e *env, o benchProduceOptions) error {
 		return err
 	}
 	printSummary(e.stdout, "produce", done.Load(), bytes.Load(), elapsed, &hist, "ack latency")
-	return nil
+	return usage.report(ctx, e.stdout, done.Load())
 }
 
 // benchConsume reads --records records from the beginning of the topic and
@@ -179,6 +189,7 @@ func benchConsume(ctx context.Context, e *env, o benchConsumeOptions) error {
 	if o.consumers > 1 {
 		opts = append(opts, kgo.ConsumerGroup(fmt.Sprintf("millrace-bench-%d", time.Now().UnixNano())), kgo.DisableAutoCommit())
 	}
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -189,6 +200,10 @@ func benchConsume(ctx context.Context, e *env, o benchConsumeOptions) error {
 		errMu sync.Mutex
 		ferr  error
 	)
+	usage, err := startBrokerUsage(ctx, o.brokerMetrics)
+	if err != nil {
+		return err
+	}
 	progress := startProgress(e.stderr, o.quiet, "consume", o.records, &done)
 	start := time.Now()
 	for i := 0; i < o.consumers; i++ {
@@ -236,7 +251,8 @@ func benchConsume(ctx context.Context, e *env, o benchConsumeOptions) error {
 		return fmt.Errorf("interrupted after %d of %d records", done.Load(), o.records)
 	}
 	printSummary(e.stdout, "consume", done.Load(), bytes.Load(), elapsed, &hist, "poll latency")
-	return nil
+	// ctx is cancelled once every record is in: scrape under the caller's.
+	return usage.report(parent, e.stdout, done.Load())
 }
 
 // ensureTopic creates the topic with configs unless it exists (an existing
