@@ -1,7 +1,9 @@
 package lake
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -46,6 +48,40 @@ func TestParseEventID(t *testing.T) {
 	if a != b {
 		t.Error("a UUID in upper case is another id")
 	}
+}
+
+// FuzzParseEventID checks the word-at-a-time decoding against
+// encoding/hex and the definition of each shape.
+func FuzzParseEventID(f *testing.F) {
+	for _, id := range []string{tailID("00aa", 7), strings.ToUpper(tailID("00aa", 10)), uuidOf(1),
+		strings.ToUpper(uuidOf(1)), "0190A1b2-C3d4-7e5F-8a9b-00000000000f", "0190a1b2c3d47e5f8a9b000000000001xyzw",
+		"0190a1b2-c3d4-7e5f-8a9b-00000000000g", "0190a1b2-c3d4-7e5f-8a9b-00000000000\x80", strings.Repeat("g", 32),
+		"0190a1b2-c3d4-7e5f-8a9b-00000000000:", "0190a1b2-c3d4-7e5f-8a9b-00000000000@", "0190a1b2-c3d4-7e5f-8a9b-00000000000`"} {
+		f.Add(id)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		wantKind, wantBytes := idNone, []byte(nil)
+		switch {
+		case len(id) == 32 && strings.Trim(id, "0123456789abcdef") == "":
+			wantKind, wantBytes = idTail, must(hex.DecodeString(id))
+		case len(id) == 36 && id[8] == '-' && id[13] == '-' && id[18] == '-' && id[23] == '-':
+			digits := id[:8] + id[9:13] + id[14:18] + id[19:23] + id[24:]
+			if b, err := hex.DecodeString(digits); err == nil {
+				wantKind, wantBytes = idUUID, b
+			}
+		}
+		kind, got := parseEventID(id)
+		if kind != wantKind || wantKind != idNone && !bytes.Equal(got[:], wantBytes) {
+			t.Fatalf("%q: %d %x, want %d %x", id, kind, got, wantKind, wantBytes)
+		}
+	})
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 // TestDeduperDecisions: each step reads a record (record time in minutes,
@@ -276,6 +312,58 @@ func TestDedupDropsAndNamesFiles(t *testing.T) {
 	counts := w.parts[topicPartition{"clicks", 0}].win.dedup
 	if len(counts) != 1 || *counts[dedupKey{"-", "2024-05-01T10"}] != [2]int64{2, 1} {
 		t.Errorf("window counts %v, want 2 repeats and 1 without id for source - at 2024-05-01T10", counts)
+	}
+}
+
+// TestDedupPrefetchMatchesOneByOne: records delivered in fetches, whose ids
+// prefetch reads ahead (repeats inside a span and across spans, an id the
+// event does not begin with, an undecodable record, a fetch delivered
+// again), land exactly as when each is decided alone, at caps that make
+// every record evict (prefetch loads the evicted entries' slots too).
+func TestDedupPrefetchMatchesOneByOne(t *testing.T) {
+	var recs []*kgo.Record
+	for i := range 100 {
+		id := func(i int) int { return i%23 + i/60*7 } // repeats 23 apart; more from offset 60
+		r := uuidClick(int64(i), id(i))
+		if i%11 == 3 {
+			r = uuidClick(int64(i), id(i-1)) // and right after
+		}
+		switch i % 17 {
+		case 5:
+			r.Value = []byte(fmt.Sprintf(`{"type":"click","event_id":%q,"ts":"2024-05-01T10:00:00Z"}`, uuidOf(i%23)))
+		case 9:
+			r.Value = nil // dead-lettered
+		}
+		recs = append(recs, r)
+	}
+	for _, maxIDs := range []int{1, 2, 10, 1000} {
+		configure := func(c *Config) { c.RollRows, c.DedupMaxIDs = 1000, maxIDs }
+		oneRoot, fetchRoot := t.TempDir(), t.TempDir()
+		one, _, _ := testWorker(t, oneRoot, configure)
+		if err := feed(one, recs, 0); err != nil {
+			t.Fatal(err)
+		}
+		fetched, _, _ := testWorker(t, fetchRoot, configure)
+		// Fetches of 37, 40 (the last 10 of the first again) and the rest.
+		for _, span := range [][2]int{{0, 37}, {27, 67}, {67, 100}} {
+			f := kgo.FetchPartition{Partition: 0, Records: recs[span[0]:span[1]]}
+			if err := fetched.handle(context.Background(), kgo.Fetches{{Topics: []kgo.FetchTopic{{Topic: "clicks",
+				Partitions: []kgo.FetchPartition{f}}}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, w := range []*Worker{one, fetched} {
+			if err := flushAll(w); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, got := fmt.Sprint(landed(t, oneRoot)), fmt.Sprint(landed(t, fetchRoot))
+		if got != want || !strings.Contains(want, uuidOf(1)) {
+			t.Errorf("cap %d: landed from fetches\n%s\none by one\n%s", maxIDs, got, want)
+		}
+		if a, b := prometheusValue(fetched.metrics.duplicates), prometheusValue(one.metrics.duplicates); a != b || b == 0 {
+			t.Errorf("cap %d: %v repeats dropped from fetches, %v one by one", maxIDs, a, b)
+		}
 	}
 }
 

@@ -255,7 +255,8 @@ func (w *Worker) handle(ctx context.Context, fetches kgo.Fetches) error {
 		// landing a click event.
 		p.lastRead = w.now()
 		p.progressAt = p.lastRead
-		for _, r := range ftp.Records {
+		for i, r := range ftp.Records {
+			p.dedup.prefetch(ftp.Records, i)
 			if err = w.processLocked(ctx, p, r); err != nil {
 				return
 			}
