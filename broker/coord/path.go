@@ -3,7 +3,9 @@ package coord
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // ValidatePath checks a node path against ZooKeeper's rules: absolute,
@@ -106,4 +108,63 @@ func EnsurePath(s Store, path string) error {
 		}
 	}
 	return nil
+}
+
+// EscapeName turns a name (a group, topic or transactional ID) into one
+// valid path component:
+// '%', '/', control characters, invalid UTF-8 and the code points ZooKeeper
+// reserves become %XX per byte, and the names "", "." and ".." are escaped
+// entirely. Kafka topic names never need escaping, so the common case reads
+// naturally in the store.
+func EscapeName(s string) string {
+	if s == "" {
+		return "%"
+	}
+	if s == "." || s == ".." {
+		return strings.Repeat("%2E", len(s))
+	}
+	var b strings.Builder
+	for i, r := range s {
+		size := utf8.RuneLen(r)
+		if r == utf8.RuneError {
+			_, size = utf8.DecodeRuneInString(s[i:])
+		}
+		if r == '%' || r == '/' || r < 0x20 || r == 0x7f || r == utf8.RuneError ||
+			(r >= 0xd800 && r <= 0xf8ff) || (r >= 0xfff0 && r <= 0xffff) {
+			for _, ch := range []byte(s[i : i+size]) {
+				fmt.Fprintf(&b, "%%%02X", ch)
+			}
+			continue
+		}
+		b.WriteString(s[i : i+size])
+	}
+	return b.String()
+}
+
+// UnescapeName reverses EscapeName; ok is false for a name EscapeName cannot
+// have produced.
+func UnescapeName(s string) (string, bool) {
+	if s == "%" {
+		return "", true
+	}
+	if !strings.Contains(s, "%") {
+		return s, true
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b.WriteByte(s[i])
+			continue
+		}
+		if i+2 >= len(s) {
+			return "", false
+		}
+		v, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
+		if err != nil {
+			return "", false
+		}
+		b.WriteByte(byte(v))
+		i += 2
+	}
+	return b.String(), true
 }

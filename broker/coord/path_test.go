@@ -2,6 +2,7 @@ package coord
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -64,4 +65,35 @@ func TestPathParts(t *testing.T) {
 	if got := JoinPath("/a", "b"); got != "/a/b" {
 		t.Errorf("JoinPath(/a, b) = %q", got)
 	}
+}
+
+func TestEscapeName(t *testing.T) {
+	for _, name := range []string{"plain", "", ".", "..", "a/b", "100%", "x\x00y", "ünïcode", "\ufff5", "\xff"} {
+		esc := EscapeName(name)
+		if strings.Contains(esc, "/") || esc == "." || esc == ".." || esc == "" {
+			t.Fatalf("EscapeName(%q) = %q is not one path component", name, esc)
+		}
+		if back, ok := UnescapeName(esc); !ok || back != name {
+			t.Fatalf("UnescapeName(EscapeName(%q)) = %q, %v", name, back, ok)
+		}
+	}
+	if EscapeName("my-topic.v2_x") != "my-topic.v2_x" {
+		t.Fatal("Kafka topic names must not be escaped")
+	}
+}
+
+func FuzzEscapeName(f *testing.F) {
+	for _, s := range []string{"a", "", "..", "a/b", "%", "%zz"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		esc := EscapeName(s)
+		if back, ok := UnescapeName(esc); !ok || back != s {
+			t.Fatalf("round trip of %q: %q %v", s, back, ok)
+		}
+		if strings.ContainsAny(esc, "/") {
+			t.Fatalf("escaped %q contains a slash", esc)
+		}
+		UnescapeName(s) // must not panic on arbitrary input
+	})
 }

@@ -143,7 +143,7 @@ func (c *Coordinator) ListGroups(ctx context.Context, req *kmsg.ListGroupsReques
 		return resp
 	}
 	for _, escaped := range stored {
-		id, ok := unescapeName(escaped)
+		id, ok := coord.UnescapeName(escaped)
 		if !ok {
 			continue
 		}

@@ -193,7 +193,7 @@ func (m *mirror) apply(group string, st *mirrorState) {
 	}
 	have := make(map[string]bool)
 	for _, escaped := range existing {
-		id, ok := unescapeName(escaped)
+		id, ok := coord.UnescapeName(escaped)
 		if !ok {
 			continue
 		}
@@ -209,7 +209,7 @@ func (m *mirror) apply(group string, st *mirrorState) {
 		}
 	}
 	for id, data := range st.ids {
-		m.put(log, idsPath(group)+"/"+escapeName(id), data, have[id])
+		m.put(log, idsPath(group)+"/"+coord.EscapeName(id), data, have[id])
 	}
 
 	// owners
@@ -220,7 +220,7 @@ func (m *mirror) apply(group string, st *mirrorState) {
 	}
 	owned := make(map[topicPartition]bool)
 	for _, escapedTopic := range topics {
-		topic, ok := unescapeName(escapedTopic)
+		topic, ok := coord.UnescapeName(escapedTopic)
 		if !ok {
 			continue
 		}
@@ -252,7 +252,7 @@ func (m *mirror) apply(group string, st *mirrorState) {
 		}
 	}
 	for tp, owner := range st.owners {
-		topicPath := ownersPath(group) + "/" + escapeName(tp.topic)
+		topicPath := ownersPath(group) + "/" + coord.EscapeName(tp.topic)
 		if !owned[tp] {
 			if err := coord.EnsurePath(m.store, topicPath); err != nil {
 				log.Warn("mirror: creating owners path", "err", err)
@@ -269,7 +269,7 @@ func (m *mirror) apply(group string, st *mirrorState) {
 func (m *mirror) removeMembers(group string, members map[string][]byte) {
 	log := m.log.With("group", group)
 	for id := range members {
-		m.remove(log, idsPath(group)+"/"+escapeName(id))
+		m.remove(log, idsPath(group)+"/"+coord.EscapeName(id))
 	}
 	topics, err := m.store.Children(ownersPath(group))
 	if err != nil {

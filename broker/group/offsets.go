@@ -75,7 +75,7 @@ func (c *Coordinator) loadOffsetsLocked(g *group, fresh bool) error {
 		return err
 	}
 	for _, escaped := range topics {
-		topic, ok := unescapeName(escaped)
+		topic, ok := coord.UnescapeName(escaped)
 		if !ok {
 			c.log.Warn("skipping undecodable topic node", "group", g.id, "node", escaped)
 			continue

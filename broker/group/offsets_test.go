@@ -191,19 +191,9 @@ func TestOffsetDelete(t *testing.T) {
 	}
 }
 
-func TestEscapeName(t *testing.T) {
-	for _, name := range []string{"plain", "", ".", "..", "a/b", "100%", "x\x00y", "ünïcode", "\ufff5", "\xff"} {
-		esc := escapeName(name)
-		if strings.Contains(esc, "/") || esc == "." || esc == ".." || esc == "" {
-			t.Fatalf("escapeName(%q) = %q is not one path component", name, esc)
-		}
-		if back, ok := unescapeName(esc); !ok || back != name {
-			t.Fatalf("unescapeName(escapeName(%q)) = %q, %v", name, back, ok)
-		}
-	}
-	if escapeName("my-topic.v2_x") != "my-topic.v2_x" {
-		t.Fatal("Kafka topic names must not be escaped")
-	}
+// TestOddGroupIDRoundTrips: a group ID that needs escaping commits and
+// fetches its offsets.
+func TestOddGroupIDRoundTrips(t *testing.T) {
 	e := newEnv(t, testConfig())
 	if codes := commitCodes(e.c.OffsetCommit(context.Background(), commitReq("../evil/..", "", -1, "t", map[int32]int64{0: 4}))); codes[0] != errNone {
 		t.Fatalf("commit with an odd group id: %v", codes)
@@ -211,22 +201,6 @@ func TestEscapeName(t *testing.T) {
 	if fetchOffset(t, e.c, "../evil/..", "t", 0) != 4 {
 		t.Fatal("odd group id did not round-trip")
 	}
-}
-
-func FuzzEscapeName(f *testing.F) {
-	for _, s := range []string{"a", "", "..", "a/b", "%", "%zz"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		esc := escapeName(s)
-		if back, ok := unescapeName(esc); !ok || back != s {
-			t.Fatalf("round trip of %q: %q %v", s, back, ok)
-		}
-		if strings.ContainsAny(esc, "/") {
-			t.Fatalf("escaped %q contains a slash", esc)
-		}
-		unescapeName(s) // must not panic on arbitrary input
-	})
 }
 
 // In a cluster each group has one coordinating broker (Config.Owner): the

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"millrace/broker/coord"
 )
 
 // ownership stands in for the cluster's choice of coordinator: which broker
@@ -59,7 +61,7 @@ func TestMovedGroupIsAbandoned(t *testing.T) {
 		map[string][]byte{first.MemberID: consumerAssignment("t", 0)})).ErrorCode; code != errNone {
 		t.Fatalf("sync: %d", code)
 	}
-	eventually(t, "the first member's mirror node", func() bool { return slices.Equal(ids(), []string{escapeName(first.MemberID)}) })
+	eventually(t, "the first member's mirror node", func() bool { return slices.Equal(ids(), []string{coord.EscapeName(first.MemberID)}) })
 	// A second member's join waits for the first to rejoin.
 	ctx := clientCtx("second")
 	resp := e.c.JoinGroup(ctx, joinReq(9, "g", "", time.Minute, "t"))
@@ -77,7 +79,7 @@ func TestMovedGroupIsAbandoned(t *testing.T) {
 	if code := heartbeat(e.c, "g", first.MemberID, first.Generation); code != errNotCoordinator {
 		t.Errorf("heartbeat at the old coordinator: %d, want NOT_COORDINATOR", code)
 	}
-	owner := ownersPath("g") + "/" + escapeName("t") + "/0"
+	owner := ownersPath("g") + "/" + coord.EscapeName("t") + "/0"
 	eventually(t, "the old coordinator to remove its members' mirror nodes", func() bool {
 		return len(ids()) == 0 && !e.nodeExists(owner)
 	})
@@ -90,10 +92,10 @@ func TestMovedGroupIsAbandoned(t *testing.T) {
 		t.Fatalf("sync at the new coordinator: %d", code)
 	}
 	eventually(t, "the new coordinator's mirror", func() bool {
-		return slices.Equal(ids(), []string{escapeName(third.MemberID)}) && e.nodeData(owner) == third.MemberID
+		return slices.Equal(ids(), []string{coord.EscapeName(third.MemberID)}) && e.nodeData(owner) == third.MemberID
 	})
 	time.Sleep(10 * cfgA.MirrorResync)
-	if got := ids(); !slices.Equal(got, []string{escapeName(third.MemberID)}) || e.nodeData(owner) != third.MemberID {
+	if got := ids(); !slices.Equal(got, []string{coord.EscapeName(third.MemberID)}) || e.nodeData(owner) != third.MemberID {
 		t.Errorf("mirror after the old coordinator's resyncs: ids %v, owner of t/0 %q; want only %s", got, e.nodeData(owner), third.MemberID)
 	}
 
@@ -107,7 +109,7 @@ func TestMovedGroupIsAbandoned(t *testing.T) {
 		t.Fatalf("join after the group came back: error %d, generation %d, %d members; want a fresh group of one",
 			fourth.ErrorCode, fourth.Generation, len(fourth.Members))
 	}
-	eventually(t, "the mirror of the group back at a", func() bool { return slices.Equal(ids(), []string{escapeName(fourth.MemberID)}) })
+	eventually(t, "the mirror of the group back at a", func() bool { return slices.Equal(ids(), []string{coord.EscapeName(fourth.MemberID)}) })
 }
 
 // TestFormerCoordinatorsLateCommitIsFenced: while brokers' views differ, the

@@ -72,7 +72,7 @@ func (c *Coordinator) expireOffsets() {
 		c.log.Warn("listing stored groups for offset expiry", "err", err)
 	}
 	for _, escaped := range stored {
-		if id, ok := unescapeName(escaped); ok {
+		if id, ok := coord.UnescapeName(escaped); ok {
 			ids[id] = false
 		}
 	}

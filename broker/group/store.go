@@ -3,9 +3,6 @@ package group
 import (
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
-	"unicode/utf8"
 
 	"millrace/broker/coord"
 )
@@ -22,73 +19,15 @@ import (
 //	/txn-offsets/<producer ID>/<group>                persistent, empty: the group holds its pending offsets
 //
 // Group IDs are arbitrary strings, so group and topic names are escaped into
-// single path components (see escapeName).
+// single path components (see coord.EscapeName).
 const consumersRoot = "/consumers"
 
-// escapeName turns a group or topic name into one valid path component:
-// '%', '/', control characters, invalid UTF-8 and the code points ZooKeeper
-// reserves become %XX per byte, and the names "", "." and ".." are escaped
-// entirely. Kafka topic names never need escaping, so the common case reads
-// naturally in the store.
-func escapeName(s string) string {
-	if s == "" {
-		return "%"
-	}
-	if s == "." || s == ".." {
-		return strings.Repeat("%2E", len(s))
-	}
-	var b strings.Builder
-	for i, r := range s {
-		size := utf8.RuneLen(r)
-		if r == utf8.RuneError {
-			_, size = utf8.DecodeRuneInString(s[i:])
-		}
-		if r == '%' || r == '/' || r < 0x20 || r == 0x7f || r == utf8.RuneError ||
-			(r >= 0xd800 && r <= 0xf8ff) || (r >= 0xfff0 && r <= 0xffff) {
-			for _, ch := range []byte(s[i : i+size]) {
-				fmt.Fprintf(&b, "%%%02X", ch)
-			}
-			continue
-		}
-		b.WriteString(s[i : i+size])
-	}
-	return b.String()
-}
-
-// unescapeName reverses escapeName; ok is false for a name escapeName cannot
-// have produced.
-func unescapeName(s string) (string, bool) {
-	if s == "%" {
-		return "", true
-	}
-	if !strings.Contains(s, "%") {
-		return s, true
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			b.WriteByte(s[i])
-			continue
-		}
-		if i+2 >= len(s) {
-			return "", false
-		}
-		v, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
-		if err != nil {
-			return "", false
-		}
-		b.WriteByte(byte(v))
-		i += 2
-	}
-	return b.String(), true
-}
-
-func groupPath(group string) string { return consumersRoot + "/" + escapeName(group) }
+func groupPath(group string) string { return consumersRoot + "/" + coord.EscapeName(group) }
 
 func offsetsPath(group string) string { return groupPath(group) + "/offsets" }
 
 func offsetTopicPath(group, topic string) string {
-	return offsetsPath(group) + "/" + escapeName(topic)
+	return offsetsPath(group) + "/" + coord.EscapeName(topic)
 }
 
 func offsetPath(group, topic string, partition int32) string {

@@ -70,7 +70,7 @@ func txnIndexPath(producerID int64) string {
 }
 
 func txnIndexGroupPath(producerID int64, group string) string {
-	return txnIndexPath(producerID) + "/" + escapeName(group)
+	return txnIndexPath(producerID) + "/" + coord.EscapeName(group)
 }
 
 // Partition returns the __consumer_offsets partition Kafka assigns group ID
@@ -444,7 +444,7 @@ func (c *Coordinator) CompleteTxnOffsets(ctx context.Context, producerID int64, 
 	sort.Strings(groups)
 	result := errNone
 	for _, escaped := range groups {
-		id, ok := unescapeName(escaped)
+		id, ok := coord.UnescapeName(escaped)
 		if !ok || Partition(id) != partition {
 			continue
 		}

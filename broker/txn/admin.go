@@ -4,6 +4,8 @@ import (
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"millrace/broker/coord"
 )
 
 // Describe returns the state of transactional ID id
@@ -33,7 +35,7 @@ func (c *Coordinator) List(states []State, producerIDs []int64) ([]Metadata, int
 	}
 	var out []Metadata
 	for _, name := range names {
-		id, ok := unescapeName(name)
+		id, ok := coord.UnescapeName(name)
 		if !ok || !c.owns(id) {
 			continue
 		}

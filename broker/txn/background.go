@@ -2,6 +2,8 @@ package txn
 
 import (
 	"time"
+
+	"millrace/broker/coord"
 )
 
 // loop runs a pass over the stored transactions at start, every
@@ -55,7 +57,7 @@ func (c *Coordinator) pass() {
 		if c.ctx.Err() != nil {
 			return
 		}
-		id, ok := unescapeName(name)
+		id, ok := coord.UnescapeName(name)
 		if !ok || !c.owns(id) {
 			continue
 		}

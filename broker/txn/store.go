@@ -4,9 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
-	"unicode/utf8"
 
 	"millrace/broker/coord"
 )
@@ -27,61 +24,7 @@ const transactionsRoot = "/transactions"
 var errConflict = errors.New("the transaction's state changed under this coordinator")
 
 // path is the node of transactional ID id.
-func path(id string) string { return transactionsRoot + "/" + escapeName(id) }
-
-// escapeName turns a transactional ID into one valid path component: '%',
-// '/', control characters, invalid UTF-8 and the code points ZooKeeper
-// reserves become %XX per byte, and "", "." and ".." are escaped entirely
-// (the same rule as group names).
-func escapeName(s string) string {
-	if s == "" {
-		return "%"
-	}
-	if s == "." || s == ".." {
-		return strings.Repeat("%2E", len(s))
-	}
-	var b strings.Builder
-	for i, r := range s {
-		size := utf8.RuneLen(r)
-		if r == utf8.RuneError {
-			_, size = utf8.DecodeRuneInString(s[i:])
-		}
-		if r == '%' || r == '/' || r < 0x20 || r == 0x7f || r == utf8.RuneError ||
-			(r >= 0xd800 && r <= 0xf8ff) || (r >= 0xfff0 && r <= 0xffff) {
-			for _, ch := range []byte(s[i : i+size]) {
-				fmt.Fprintf(&b, "%%%02X", ch)
-			}
-			continue
-		}
-		b.WriteString(s[i : i+size])
-	}
-	return b.String()
-}
-
-// unescapeName reverses escapeName; ok is false for a name it cannot have
-// produced.
-func unescapeName(s string) (string, bool) {
-	if s == "%" {
-		return "", true
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			b.WriteByte(s[i])
-			continue
-		}
-		if i+2 >= len(s) {
-			return "", false
-		}
-		v, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
-		if err != nil {
-			return "", false
-		}
-		b.WriteByte(byte(v))
-		i += 2
-	}
-	return b.String(), true
-}
+func path(id string) string { return transactionsRoot + "/" + coord.EscapeName(id) }
 
 // load reads id's metadata and the node's version; found is false when the
 // ID has none.
