@@ -222,27 +222,21 @@ func (c *Coordinator) commit(req *kmsg.OffsetCommitRequest, codes [][]int16) {
 	updates := make(map[topicPartition]offsetEntry)
 	for i, t := range req.Topics {
 		for j, p := range t.Partitions {
-			switch {
-			case p.Metadata != nil && len(*p.Metadata) > c.cfg.MaxMetadataBytes:
-				codes[i][j] = errOffsetMetadataTooLarge
-			case t.Topic == "" || p.Partition < 0 ||
-				c.cfg.PartitionExists != nil && !c.cfg.PartitionExists(t.Topic, p.Partition):
-				codes[i][j] = errUnknownTopicOrPartition
-			default:
-				e := offsetEntry{Offset: p.Offset, LeaderEpoch: -1, CommitTimestamp: now}
-				if p.Metadata != nil {
-					e.Metadata = *p.Metadata
-				}
-				if req.Version >= 6 {
-					e.LeaderEpoch = p.LeaderEpoch
-				}
-				if req.Version == 1 && p.Timestamp >= 0 {
-					// Not after now: a commit time in the future would
-					// hold off offsets.retention.minutes.
-					e.CommitTimestamp = min(p.Timestamp, now)
-				}
-				updates[topicPartition{t.Topic, p.Partition}] = e
+			epoch := int32(-1)
+			if req.Version >= 6 {
+				epoch = p.LeaderEpoch
 			}
+			e, code := c.checkedEntry(t.Topic, p.Partition, p.Offset, p.Metadata, epoch, now)
+			if code != errNone {
+				codes[i][j] = code
+				continue
+			}
+			if req.Version == 1 && p.Timestamp >= 0 {
+				// Not after now: a commit time in the future would
+				// hold off offsets.retention.minutes.
+				e.CommitTimestamp = min(p.Timestamp, now)
+			}
+			updates[topicPartition{t.Topic, p.Partition}] = e
 		}
 	}
 	if len(updates) == 0 {
@@ -258,6 +252,23 @@ func (c *Coordinator) commit(req *kmsg.OffsetCommitRequest, codes [][]int16) {
 		setAll(errCoordinatorNotAvailable)
 		return
 	}
+}
+
+// checkedEntry checks one partition of a commit (OffsetCommit or
+// TxnOffsetCommit) and makes its entry, or answers the partition's error.
+func (c *Coordinator) checkedEntry(topic string, partition int32, offset int64, metadata *string, leaderEpoch int32, now int64) (offsetEntry, int16) {
+	switch {
+	case metadata != nil && len(*metadata) > c.cfg.MaxMetadataBytes:
+		return offsetEntry{}, errOffsetMetadataTooLarge
+	case topic == "" || partition < 0 ||
+		c.cfg.PartitionExists != nil && !c.cfg.PartitionExists(topic, partition):
+		return offsetEntry{}, errUnknownTopicOrPartition
+	}
+	e := offsetEntry{Offset: offset, LeaderEpoch: leaderEpoch, CommitTimestamp: now}
+	if metadata != nil {
+		e.Metadata = *metadata
+	}
+	return e, errNone
 }
 
 // validateCommitLocked applies Kafka's rules for who may commit.

@@ -267,22 +267,16 @@ func (c *Coordinator) txnCommit(req *kmsg.TxnOffsetCommitRequest, codes [][]int1
 	updates := make(map[topicPartition]offsetEntry)
 	for i, t := range req.Topics {
 		for j, p := range t.Partitions {
-			switch {
-			case p.Metadata != nil && len(*p.Metadata) > c.cfg.MaxMetadataBytes:
-				codes[i][j] = errOffsetMetadataTooLarge
-			case t.Topic == "" || p.Partition < 0 ||
-				c.cfg.PartitionExists != nil && !c.cfg.PartitionExists(t.Topic, p.Partition):
-				codes[i][j] = errUnknownTopicOrPartition
-			default:
-				e := offsetEntry{Offset: p.Offset, LeaderEpoch: -1, CommitTimestamp: now}
-				if p.Metadata != nil {
-					e.Metadata = *p.Metadata
-				}
-				if req.Version >= 2 {
-					e.LeaderEpoch = p.LeaderEpoch
-				}
-				updates[topicPartition{t.Topic, p.Partition}] = e
+			epoch := int32(-1)
+			if req.Version >= 2 {
+				epoch = p.LeaderEpoch
 			}
+			e, code := c.checkedEntry(t.Topic, p.Partition, p.Offset, p.Metadata, epoch, now)
+			if code != errNone {
+				codes[i][j] = code
+				continue
+			}
+			updates[topicPartition{t.Topic, p.Partition}] = e
 		}
 	}
 	if len(updates) == 0 {
