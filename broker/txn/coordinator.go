@@ -204,12 +204,9 @@ func (c *Coordinator) add(id string, p ProducerIDAndEpoch, partitions map[string
 		return code
 	}
 	defer c.lock(id).Unlock()
-	m, version, found, err := load(c.store, id)
-	if err != nil {
-		return c.storeCode(id, err)
-	}
-	if !found {
-		return kerr.InvalidProducerIDMapping.Code
+	m, version, code := c.loadForProducer(id)
+	if code != 0 {
+		return code
 	}
 	next, write, code := addToTransaction(m, p, partitions, groups, c.nowMs())
 	if write {
@@ -220,6 +217,20 @@ func (c *Coordinator) add(id string, p ProducerIDAndEpoch, partitions map[string
 	return code
 }
 
+// loadForProducer reads id's state for a request of its producer: an ID
+// without state is INVALID_PRODUCER_ID_MAPPING (the producer has not called
+// InitProducerId here).
+func (c *Coordinator) loadForProducer(id string) (Metadata, int32, int16) {
+	m, version, found, err := load(c.store, id)
+	if err != nil {
+		return Metadata{}, -1, c.storeCode(id, err)
+	}
+	if !found {
+		return Metadata{}, -1, kerr.InvalidProducerIDMapping.Code
+	}
+	return m, version, 0
+}
+
 // VerifyPartitions answers, for each partition, whether the producer's
 // ongoing transaction holds it (AddPartitionsToTxn v4+ verify_only,
 // KIP-890): 0 when it does, INVALID_TXN_STATE when not, the producer's or
@@ -228,12 +239,9 @@ func (c *Coordinator) VerifyPartitions(id string, p ProducerIDAndEpoch, partitio
 	if code := c.check(id); code != 0 {
 		return nil, code
 	}
-	m, _, found, err := load(c.store, id)
-	if err != nil {
-		return nil, c.storeCode(id, err)
-	}
-	if !found {
-		return nil, kerr.InvalidProducerIDMapping.Code
+	m, _, code := c.loadForProducer(id)
+	if code != 0 {
+		return nil, code
 	}
 	if code := checkProducer(m, p); code != 0 {
 		return nil, code
@@ -260,12 +268,9 @@ func (c *Coordinator) EndTransaction(id string, p ProducerIDAndEpoch, commit boo
 		return code
 	}
 	defer c.lock(id).Unlock()
-	m, version, found, err := load(c.store, id)
-	if err != nil {
-		return c.storeCode(id, err)
-	}
-	if !found {
-		return kerr.InvalidProducerIDMapping.Code
+	m, version, code := c.loadForProducer(id)
+	if code != 0 {
+		return code
 	}
 	next, write, code := endTransaction(m, p, commit, c.nowMs())
 	if write {
