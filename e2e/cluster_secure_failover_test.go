@@ -35,69 +35,8 @@ import (
 func TestClusterSecureFailoverLosesNothing(t *testing.T) {
 	t.Parallel()
 	const topic, group, partitions, kills = "secure-failover", "secure-readers", 3, 6
-	zk := zktest.Start(t)
-
-	dir := t.TempDir()
-	ca, err := certs.NewCA(dir, "millrace e2e CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	keystore := filepath.Join(dir, "broker.pem")
-	if _, err := ca.Issue(keystore, certs.Options{CommonName: "broker", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}}); err != nil {
-		t.Fatal(err)
-	}
-	pki := testPKI{ca: ca.CertFile()}
-	passwords := map[string]string{"broker": "replicate-me", "admin": "admin-pw", "producer": "producer-pw", "consumer": "consumer-pw"}
-	files := map[string]string{}
-	for user, pw := range passwords {
-		files[user] = writeSecret(t, dir, user, pw)
-		run(t, time.Minute, "", millraceBin, "user", "add", user, "--zookeeper", zk.Connect(), "--password-file", files[user])
-	}
-	as := func(user string) []kgo.Opt {
-		return []kgo.Opt{kgo.DialTLSConfig(pki.clientTLS(t, false)),
-			kgo.SASL(scram.Auth{User: user, Pass: passwords[user]}.AsSha512Mechanism())}
-	}
-
-	c := &localCluster{t: t, dir: dir, zk: zk.Connect(), nodes: map[int32]*clusterNode{}, clientOpts: as("admin")}
-	for id := int32(1); id <= 3; id++ {
-		addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-		data := t.TempDir()
-		args := []string{"broker", "--data", data, "--id", strconv.Itoa(int(id)), "--zookeeper", zk.Connect(),
-			"--set", "listeners=SASL_SSL://" + addr,
-			"--set", "inter.broker.listener.name=SASL_SSL",
-			"--set", "ssl.keystore.location=" + keystore,
-			"--set", "ssl.truststore.location=" + pki.ca,
-			"--set", "sasl.enabled.mechanisms=SCRAM-SHA-512",
-			"--set", "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512",
-			"--set", "millrace.inter.broker.sasl.username=broker",
-			"--set", "millrace.inter.broker.sasl.password.file=" + files["broker"],
-			"--set", "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
-			"--set", "super.users=User:broker;User:admin",
-			// The short timeouts of the plain cluster tests (up.sh's).
-			"--set", "zookeeper.session.timeout.ms=4000", "--set", "replica.lag.time.max.ms=3000",
-			"--set", "leader.imbalance.check.interval.seconds=2", "--set", "request.timeout.ms=10000"}
-		node := &clusterNode{id: id, addr: addr, args: args, data: data,
-			proc: startProcess(t, "broker"+strconv.Itoa(int(id)), args...)}
-		c.nodes[id] = node
-		c.initial = append(c.initial, id)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, id := range c.initial {
-				t.Logf("--- broker %d log (last 3 KiB) ---\n%s", id, tail([]byte(c.nodes[id].proc.log()), 3072))
-			}
-		}
-	})
-	for _, id := range c.initial {
-		c.waitReady(c.nodes[id])
-	}
+	c, as := startSecureCluster(t, map[string]string{"broker": "replicate-me", "admin": "admin-pw", "producer": "producer-pw", "consumer": "consumer-pw"})
 	adm := c.admin()
-	c.waitFor("three registered brokers", 30*time.Second, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		md, err := adm.Metadata(ctx)
-		return err == nil && len(md.Brokers) == 3
-	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -184,4 +123,76 @@ func describes(node *clusterNode, topic string, opts ...kgo.Opt) bool {
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, cl)
 	return err == nil && len(resp.Topics) == 1 && resp.Topics[0].ErrorCode == 0
+}
+
+// startSecureCluster starts three ZooKeeper brokers whose only listener is
+// SASL_SSL (clients and replication alike), replicating as the SCRAM user
+// "broker" made with `millrace user add --zookeeper` before they start,
+// with ACLs on and "broker" and "admin" super users. passwords holds every
+// user to create ("broker" and "admin" among them); as gives a user's
+// client options, and the cluster's own clients are admin's.
+func startSecureCluster(t *testing.T, passwords map[string]string) (c *localCluster, as func(user string) []kgo.Opt) {
+	t.Helper()
+	zk := zktest.Start(t)
+	dir := t.TempDir()
+	ca, err := certs.NewCA(dir, "millrace e2e CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keystore := filepath.Join(dir, "broker.pem")
+	if _, err := ca.Issue(keystore, certs.Options{CommonName: "broker", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	pki := testPKI{ca: ca.CertFile()}
+	files := map[string]string{}
+	for user, pw := range passwords {
+		files[user] = writeSecret(t, dir, user, pw)
+		run(t, time.Minute, "", millraceBin, "user", "add", user, "--zookeeper", zk.Connect(), "--password-file", files[user])
+	}
+	as = func(user string) []kgo.Opt {
+		return []kgo.Opt{kgo.DialTLSConfig(pki.clientTLS(t, false)),
+			kgo.SASL(scram.Auth{User: user, Pass: passwords[user]}.AsSha512Mechanism())}
+	}
+
+	c = &localCluster{t: t, dir: dir, zk: zk.Connect(), nodes: map[int32]*clusterNode{}, clientOpts: as("admin")}
+	for id := int32(1); id <= 3; id++ {
+		addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+		data := t.TempDir()
+		args := []string{"broker", "--data", data, "--id", strconv.Itoa(int(id)), "--zookeeper", zk.Connect(),
+			"--set", "listeners=SASL_SSL://" + addr,
+			"--set", "inter.broker.listener.name=SASL_SSL",
+			"--set", "ssl.keystore.location=" + keystore,
+			"--set", "ssl.truststore.location=" + pki.ca,
+			"--set", "sasl.enabled.mechanisms=SCRAM-SHA-512",
+			"--set", "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512",
+			"--set", "millrace.inter.broker.sasl.username=broker",
+			"--set", "millrace.inter.broker.sasl.password.file=" + files["broker"],
+			"--set", "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+			"--set", "super.users=User:broker;User:admin",
+			// The short timeouts of the plain cluster tests (up.sh's).
+			"--set", "zookeeper.session.timeout.ms=4000", "--set", "replica.lag.time.max.ms=3000",
+			"--set", "leader.imbalance.check.interval.seconds=2", "--set", "request.timeout.ms=10000"}
+		node := &clusterNode{id: id, addr: addr, args: args, data: data,
+			proc: startProcess(t, "broker"+strconv.Itoa(int(id)), args...)}
+		c.nodes[id] = node
+		c.initial = append(c.initial, id)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, id := range c.initial {
+				t.Logf("--- broker %d log (last 3 KiB) ---\n%s", id, tail([]byte(c.nodes[id].proc.log()), 3072))
+			}
+		}
+	})
+	for _, id := range c.initial {
+		c.waitReady(c.nodes[id])
+	}
+	adm := c.admin()
+	c.waitFor("three registered brokers", 30*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		md, err := adm.Metadata(ctx)
+		return err == nil && len(md.Brokers) == 3
+	})
+	return c, as
 }

@@ -9,80 +9,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
-
-	"millrace/internal/certs"
-	"millrace/internal/zktest"
 )
 
 func TestTransactionsSecureCluster(t *testing.T) {
 	t.Parallel()
 	const topic, id = "secure-txn", "secure-txn-id"
-	zk := zktest.Start(t)
-	dir := t.TempDir()
-	ca, err := certs.NewCA(dir, "millrace e2e CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	keystore := filepath.Join(dir, "broker.pem")
-	if _, err := ca.Issue(keystore, certs.Options{CommonName: "broker", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}}); err != nil {
-		t.Fatal(err)
-	}
-	pki := testPKI{ca: ca.CertFile()}
-	passwords := map[string]string{"broker": "replicate-me", "admin": "admin-pw", "producer": "producer-pw"}
-	files := map[string]string{}
-	for user, pw := range passwords {
-		files[user] = writeSecret(t, dir, user, pw)
-		run(t, time.Minute, "", millraceBin, "user", "add", user, "--zookeeper", zk.Connect(), "--password-file", files[user])
-	}
-	as := func(user string) []kgo.Opt {
-		return []kgo.Opt{kgo.DialTLSConfig(pki.clientTLS(t, false)),
-			kgo.SASL(scram.Auth{User: user, Pass: passwords[user]}.AsSha512Mechanism())}
-	}
-	c := &localCluster{t: t, dir: dir, zk: zk.Connect(), nodes: map[int32]*clusterNode{}, clientOpts: as("admin")}
-	for node := int32(1); node <= 3; node++ {
-		addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-		args := []string{"broker", "--data", t.TempDir(), "--id", strconv.Itoa(int(node)), "--zookeeper", zk.Connect(),
-			"--set", "listeners=SASL_SSL://" + addr,
-			"--set", "inter.broker.listener.name=SASL_SSL",
-			"--set", "ssl.keystore.location=" + keystore,
-			"--set", "ssl.truststore.location=" + pki.ca,
-			"--set", "sasl.enabled.mechanisms=SCRAM-SHA-512",
-			"--set", "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512",
-			"--set", "millrace.inter.broker.sasl.username=broker",
-			"--set", "millrace.inter.broker.sasl.password.file=" + files["broker"],
-			"--set", "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
-			"--set", "super.users=User:broker;User:admin",
-			"--set", "zookeeper.session.timeout.ms=4000"}
-		c.nodes[node] = &clusterNode{id: node, addr: addr, args: args, proc: startProcess(t, "broker"+strconv.Itoa(int(node)), args...)}
-		c.initial = append(c.initial, node)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, node := range c.initial {
-				t.Logf("--- broker %d log (last 3 KiB) ---\n%s", node, tail([]byte(c.nodes[node].proc.log()), 3072))
-			}
-		}
-	})
-	for _, node := range c.initial {
-		c.waitReady(c.nodes[node])
-	}
+	c, as := startSecureCluster(t, map[string]string{"broker": "replicate-me", "admin": "admin-pw", "producer": "producer-pw"})
 	adm := c.admin()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c.waitFor("three registered brokers", 30*time.Second, func() bool {
-		md, err := adm.Metadata(ctx)
-		return err == nil && len(md.Brokers) == 3
-	})
 	// Three partitions on three brokers: whichever coordinates the ID, the
 	// markers go to leaders elsewhere too.
 	if resp, err := adm.CreateTopic(ctx, 3, 3, nil, topic); err != nil || resp.Err != nil {
@@ -106,7 +47,7 @@ func TestTransactionsSecureCluster(t *testing.T) {
 	// kafkaClient, not c.client: the admin's SASL would come first.
 	denied := kafkaClient(t, c, append(producerOpts, kgo.TransactionTimeout(10*time.Second))...)
 	// franz-go asks for the producer ID when the transaction begins.
-	err = denied.BeginTransaction()
+	err := denied.BeginTransaction()
 	if !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
 		t.Fatalf("producing without Write on the transactional ID: %v, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", err)
 	}
