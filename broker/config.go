@@ -43,6 +43,14 @@ type Config struct {
 	// minutes) is how often retention is enforced. flush.ms has a timer per
 	// log (broker/log/flush.go); this check only backs it up.
 	RetentionCheckInterval time.Duration
+	// MaxOpenLogFiles (millrace.log.max.open.files, default
+	// log.DefaultMaxOpenFiles, 2048) bounds the segment files (.log, .index,
+	// .timeindex) of all partitions held open at once: segment files are
+	// opened on first use and the least recently used closed beyond it, so a
+	// broker of 10,000 partitions needs no more descriptors than this plus
+	// its connections. 0 means no bound (Kafka's behaviour: the ulimit must
+	// then cover every file).
+	MaxOpenLogFiles int
 	// Cleaner is the log cleaner's configuration (log.cleaner.enable,
 	// log.cleaner.threads, log.cleaner.io.max.bytes.per.second,
 	// log.cleaner.dedupe.buffer.size, log.cleaner.backoff.ms; defaults in
@@ -73,6 +81,7 @@ func DefaultConfig() Config {
 		Log:                    log.DefaultConfig(),
 		Group:                  group.DefaultConfig(),
 		RetentionCheckInterval: 5 * time.Minute,
+		MaxOpenLogFiles:        log.DefaultMaxOpenFiles,
 		Cleaner:                log.DefaultCleanerConfig(),
 		Cluster:                cluster.DefaultConfig(),
 	}
@@ -85,6 +94,9 @@ func (c Config) Validate() error {
 	}
 	if c.RetentionCheckInterval <= 0 {
 		return fmt.Errorf("broker: log.retention.check.interval.ms must be positive, not %v", c.RetentionCheckInterval)
+	}
+	if c.MaxOpenLogFiles < 0 {
+		return fmt.Errorf("broker: millrace.log.max.open.files must be 0 (no bound) or positive, not %d", c.MaxOpenLogFiles)
 	}
 	if err := c.Kafka.Validate(); err != nil {
 		return err
@@ -228,6 +240,13 @@ func (c *Config) Set(name, value string) error {
 			c.Cluster.MaxPartitions = int32(n)
 		}
 		return nil
+	case "millrace.log.max.open.files":
+		n, err := strconv.Atoi(value)
+		if err != nil {
+			return fmt.Errorf("broker: %s must be an integer: %w", name, err)
+		}
+		c.MaxOpenLogFiles = n
+		return nil
 	case "offset.metadata.max.bytes":
 		n, err := strconv.Atoi(value)
 		if err != nil {
@@ -246,7 +265,7 @@ func Names() []string {
 		"leader.imbalance.check.interval.seconds", "auto.leader.rebalance.enable",
 		"group.max.session.timeout.ms", "group.initial.rebalance.delay.ms", "offset.metadata.max.bytes",
 		"offsets.retention.minutes", "offsets.retention.check.interval.ms", "millrace.group.id.max.bytes", "millrace.max.groups",
-		"millrace.max.partitions.per.topic", "millrace.max.partitions.per.request", "millrace.max.partitions"}
+		"millrace.max.partitions.per.topic", "millrace.max.partitions.per.request", "millrace.max.partitions", "millrace.log.max.open.files"}
 	names = append(names, cluster.DynamicBrokerConfigNames()...)
 	for n := range scaledLogNames {
 		names = append(names, n)

@@ -26,7 +26,9 @@ type Log struct {
 	dir      string
 	logger   *slog.Logger
 	now      func() time.Time
-	openFile openFileFunc
+	openFile openFileFunc // opens segment files through files
+	rawOpen  openFileFunc // the opener files wraps
+	files    *fileCache   // holds the descriptors of the segment files
 
 	appendMu      sync.Mutex // serialises writers; guards the following
 	unflushed     int64      // records appended since the last fsync
@@ -61,6 +63,7 @@ type Log struct {
 type options struct {
 	now      func() time.Time // clock; time.Now if nil
 	openFile openFileFunc     // file opener; the os one if nil
+	files    *fileCache       // descriptor cache shared by a Manager's logs; a log of its own if nil
 }
 
 // Open opens (creating if needed) the partition log in dir. After an unclean
@@ -89,7 +92,11 @@ func openLog(dir string, cfg Config, logger *slog.Logger, opts options) (*Log, e
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("log: open %s: %w", dir, err)
 	}
-	l := &Log{dir: dir, logger: logger.With("component", "log", "dir", filepath.Base(dir)), now: opts.now, openFile: opts.openFile, cfg: cfg}
+	if opts.files == nil {
+		opts.files = newFileCache(0)
+	}
+	l := &Log{dir: dir, logger: logger.With("component", "log", "dir", filepath.Base(dir)), now: opts.now,
+		openFile: opts.files.wrap(opts.openFile), rawOpen: opts.openFile, files: opts.files, cfg: cfg}
 	l.producers.now, l.producers.cfg = opts.now, DefaultProducerStateConfig()
 	l.producers.firstUnstable.Store(-1)
 	if err := l.load(); err != nil {
@@ -228,6 +235,21 @@ func (l *Log) loadSegments(bases []int64, clean bool, recoveryPoint int64) error
 	}
 	now := l.now()
 	for i, base := range bases {
+		if i < firstScanned {
+			// Trusted: no descriptor until it is read (filecache.go).
+			fi, err := os.Stat(segmentPath(l.dir, base, logSuffix))
+			if err != nil {
+				return err
+			}
+			s := newLazySegment(l.dir, base, l.openFile, l.files, l.rawOpen)
+			l.segments = append(l.segments, s)
+			s.size = fi.Size()
+			s.nextOffset = bases[i+1]
+			if err := s.loadMaxTimestamp(fi.ModTime()); err != nil {
+				return err
+			}
+			continue
+		}
 		s, err := newSegment(l.dir, base, l.openFile)
 		if err != nil {
 			return err
@@ -238,14 +260,6 @@ func (l *Log) loadSegments(bases []int64, clean bool, recoveryPoint int64) error
 			return err
 		}
 		size := fi.Size()
-		if i < firstScanned {
-			s.size = size
-			s.nextOffset = bases[i+1]
-			if err := s.loadMaxTimestamp(fi.ModTime()); err != nil {
-				return err
-			}
-			continue
-		}
 		s.firstAppend = now
 		s.mu.Lock()
 		if clean {

@@ -44,15 +44,41 @@ type Manager struct {
 	wg          sync.WaitGroup
 }
 
+// ManagerOption changes how OpenManager opens the logs.
+type ManagerOption func(*managerOptions)
+
+type managerOptions struct {
+	maxOpenFiles int
+}
+
+// WithMaxOpenFiles bounds the segment files (.log, .index, .timeindex) the
+// logs keep open at once (millrace.log.max.open.files, default
+// DefaultMaxOpenFiles): the least recently used are closed and reopened on
+// their next use. 0 means no bound. Files are opened lazily either way.
+func WithMaxOpenFiles(n int) ManagerOption {
+	return func(o *managerOptions) { o.maxOpenFiles = n }
+}
+
 // OpenManager opens every partition log found in dataDir with the default
 // config (apply per-topic overrides with Log.SetConfig).
-func OpenManager(dataDir string, defaults Config, logger *slog.Logger) (*Manager, error) {
-	return openManager(dataDir, defaults, logger, options{})
+func OpenManager(dataDir string, defaults Config, logger *slog.Logger, opts ...ManagerOption) (*Manager, error) {
+	return openManager(dataDir, defaults, logger, options{files: newFileCache(managerOpts(opts).maxOpenFiles)})
+}
+
+func managerOpts(opts []ManagerOption) managerOptions {
+	o := managerOptions{maxOpenFiles: DefaultMaxOpenFiles}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
 }
 
 func openManager(dataDir string, defaults Config, logger *slog.Logger, opts options) (*Manager, error) {
 	if err := defaults.Validate(); err != nil {
 		return nil, err
+	}
+	if opts.files == nil {
+		opts.files = newFileCache(DefaultMaxOpenFiles)
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

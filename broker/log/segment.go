@@ -22,7 +22,7 @@ type segment struct {
 	dir        string
 	baseOffset int64
 	openFile   openFileFunc
-	log        file // the .log file, open for the segment's whole life
+	log        file // the .log file; its descriptor may be closed between uses (filecache.go)
 
 	// appender state
 	size            int64        // bytes of valid batches
@@ -57,6 +57,16 @@ func newSegment(dir string, base int64, openFile openFileFunc) (*segment, error)
 	s := &segment{dir: dir, baseOffset: base, openFile: openFile, log: f, nextOffset: base, maxTimestamp: -1, offsetOfMaxTs: base}
 	s.refs.Store(1)
 	return s, nil
+}
+
+// newLazySegment is a segment at base whose .log file, known to exist, is
+// opened through files on first use rather than now: at start-up the old
+// segments of thousands of partitions cost no descriptor until read.
+func newLazySegment(dir string, base int64, openFile openFileFunc, files *fileCache, rawOpen openFileFunc) *segment {
+	f := files.lazy(rawOpen, segmentPath(dir, base, logSuffix), os.O_RDWR)
+	s := &segment{dir: dir, baseOffset: base, openFile: openFile, log: f, nextOffset: base, maxTimestamp: -1, offsetOfMaxTs: base}
+	s.refs.Store(1)
+	return s
 }
 
 // newEmptySegment creates a segment at base with empty files (replacing any
@@ -133,7 +143,19 @@ func (s *segment) markDeleted() error {
 	var errs []error
 	for _, suffix := range segmentSuffixes {
 		p := segmentPath(s.dir, s.baseOffset, suffix)
-		if err := os.Rename(p, p+deletedSuffix); err != nil && !os.IsNotExist(err) {
+		// A file the descriptor cache closed is reopened by its new name.
+		var f file
+		s.mu.Lock()
+		switch suffix {
+		case logSuffix:
+			f = s.log
+		case indexSuffix:
+			f = s.indexFile
+		case timeIndexSuffix:
+			f = s.timeFile
+		}
+		s.mu.Unlock()
+		if err := renameFile(f, p, p+deletedSuffix); err != nil {
 			errs = append(errs, err)
 		}
 	}

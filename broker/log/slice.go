@@ -45,7 +45,17 @@ func (s *Slice) WriteTo(w io.Writer) (int64, error) {
 		return 0, ErrClosed
 	}
 	pos, n := s.pos+s.done, s.n-s.done
-	if f, ok := s.seg.log.(*os.File); ok {
+	src := s.seg.log
+	if cf, ok := src.(*cachedFile); ok {
+		// Held open for the whole copy: the cache may not close it under sendfile.
+		f, err := cf.pin()
+		if err != nil {
+			return 0, err
+		}
+		defer cf.unpin()
+		src = f
+	}
+	if f, ok := src.(*os.File); ok {
 		if conn, ok := w.(syscall.Conn); ok {
 			if _, isFile := w.(*os.File); !isFile {
 				written, handled, err := sendfile(conn, f, pos, n)

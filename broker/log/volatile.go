@@ -20,8 +20,11 @@ import (
 //
 // Never for production: a file's unsynced writes are held in memory
 // without bound.
-func OpenManagerHoldingUnsynced(dataDir string, defaults Config, logger *slog.Logger) (*Manager, error) {
-	return openManager(dataDir, defaults, logger, options{openFile: openHoldingFile})
+//
+// Its descriptors are never closed by the cache (the held writes live in
+// the open file), whatever WithMaxOpenFiles says; files still open lazily.
+func OpenManagerHoldingUnsynced(dataDir string, defaults Config, logger *slog.Logger, _ ...ManagerOption) (*Manager, error) {
+	return openManager(dataDir, defaults, logger, options{openFile: openHoldingFile, files: newFileCache(0)})
 }
 
 func openHoldingFile(path string, flag int, perm os.FileMode) (file, error) {
