@@ -125,9 +125,6 @@ func (l *Log) load() error {
 	hasTxnIndex := map[int64]bool{}
 	for _, e := range entries {
 		name := e.Name()
-		if name == producerSnapshotFile {
-			l.producers.hasSnapshot.Store(true)
-		}
 		if strings.HasSuffix(name, deletedSuffix) || strings.HasSuffix(name, ".tmp") {
 			// Left by a deletion or checkpoint write cut short by a crash.
 			if err := os.Remove(filepath.Join(l.dir, name)); err != nil {
@@ -200,7 +197,7 @@ func (l *Log) load() error {
 		l.startOffset = l.endOffset
 	}
 	l.truncateEpochsLocked(l.endOffset)
-	if err := l.loadTxnIndexes(hasTxnIndex); err != nil {
+	if err := l.loadTxnIndexes(hasTxnIndex, clean); err != nil {
 		return err
 	}
 	if clean {
@@ -629,6 +626,7 @@ func (l *Log) appendLocked(batches []byte, headers []BatchHeader, next int64, re
 		if err := l.rollLocked(); err != nil {
 			return err
 		}
+		l.snapshotAtRollLocked()
 		s = l.segments[len(l.segments)-1]
 	}
 	pos := s.size
@@ -682,6 +680,8 @@ func (l *Log) shouldRollLocked(s *segment, cfg Config, n int64, next int64, now 
 // Roll closes the active segment for appends and starts a new one at
 // EndOffset(). It does nothing if the active segment is empty.
 func (l *Log) Roll() error {
+	l.producers.mu.Lock()
+	defer l.producers.mu.Unlock()
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if err := l.writableLocked(); err != nil {
@@ -690,7 +690,11 @@ func (l *Log) Roll() error {
 	if l.segments[len(l.segments)-1].size == 0 {
 		return nil
 	}
-	return l.rollLocked()
+	if err := l.rollLocked(); err != nil {
+		return err
+	}
+	l.snapshotAtRollLocked()
+	return nil
 }
 
 func (l *Log) rollLocked() error {
@@ -732,7 +736,7 @@ func (l *Log) Flush() error {
 func (l *Log) flushLocked() error {
 	end := l.endOffset
 	for _, s := range l.segments {
-		if !s.dirty {
+		if !s.dirty && !s.txnUnsynced.Load() {
 			continue
 		}
 		s.mu.Lock()
@@ -744,6 +748,9 @@ func (l *Log) flushLocked() error {
 		}
 		if err == nil && indexFile != nil {
 			err = errors.Join(indexFile.Sync(), timeFile.Sync())
+		}
+		if err == nil {
+			err = l.syncTxnIndex(s)
 		}
 		if err != nil {
 			l.writeErr = fmt.Errorf("log: fsync of segment %d failed; log refuses appends until reopened: %w", s.baseOffset, err)

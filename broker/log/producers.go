@@ -23,15 +23,17 @@ package log
 //     UNKNOWN_PRODUCER_ID would make the client reset for nothing.
 //
 // The state is loaded on first use (the first idempotent append, Producers,
-// or a truncation), not at Open, so a log that never sees an idempotent
-// producer is never scanned for one. Loading reads the snapshot
+// a truncation, the last stable offset every fetch answers, a
+// read_committed fetch's aborted transactions), not at Open, so that
+// opening thousands of partitions scans none of them. Loading reads the snapshot
 // (producer_snapshot.go) and then scans the batches after its offset (their
 // headers carry producer ID, epoch and sequence), so an unclean stop, or a
 // lost snapshot, loses nothing but time; a snapshot past the log end (the
 // log lost its tail after it was written) is ignored and the state is
 // rebuilt from the log. The snapshot is written on Close, after a
-// truncation and, by the Manager, every producerSnapshotInterval while the
-// state changes.
+// truncation, at every segment roll (so the replay after a crash is about
+// a segment at most) and, by the Manager, every producerSnapshotInterval
+// while the state changes.
 //
 // Every append and truncation happens under the producer lock
 // (producerState.mu, taken before appendMu), so the state always describes
@@ -184,10 +186,6 @@ type producerState struct {
 	producers map[int64]*producerEntry
 	dirty     bool // changed since the last snapshot
 
-	// hasSnapshot is set once a snapshot file exists: a log that never
-	// had one never held a transaction, so FirstUnstableOffset need not
-	// load its state (txn.go).
-	hasSnapshot atomic.Bool
 	// firstUnstable is the first offset of the oldest ongoing transaction,
 	// -1 if none; set under mu, read without it.
 	firstUnstable atomic.Int64
@@ -481,15 +479,36 @@ func (l *Log) maintainProducersLocked(final bool) {
 	}
 }
 
-// writeProducerSnapshotLocked writes the snapshot for the current log end.
+// writeProducerSnapshotLocked writes the snapshot for the current log end,
+// after fsyncing the transaction index entries appended since the last
+// fsync: recovery trusts every entry below a snapshot's offset
+// (txn_index.go).
 func (l *Log) writeProducerSnapshotLocked() error {
 	ps := &l.producers
+	if err := l.syncTxnIndexes(); err != nil {
+		return err
+	}
 	if err := writeProducerSnapshot(l.dir, producerSnapshot{offset: l.EndOffset(), producers: ps.producers}); err != nil {
 		return err
 	}
-	ps.hasSnapshot.Store(true)
 	ps.dirty = false
 	return nil
+}
+
+// snapshotAtRollLocked writes the snapshot when a segment rolls, as Kafka
+// does, so that the replay after a crash covers about one segment at most.
+// A state not loaded yet is left alone: loading it here would scan the log
+// under the append lock, while the snapshot on disk stays valid and the
+// first load replays from it (every fetch loads it, for the last stable
+// offset). The caller holds the producer lock and appendMu; a failure is
+// logged, and the Manager's next round writes the snapshot.
+func (l *Log) snapshotAtRollLocked() {
+	if !l.producers.loaded {
+		return
+	}
+	if err := l.writeProducerSnapshotLocked(); err != nil {
+		l.logger.Warn("writing the producer state snapshot at a segment roll", "err", err)
+	}
 }
 
 // recordProducersLocked records appended batches in the state, once it is

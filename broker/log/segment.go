@@ -32,7 +32,7 @@ type segment struct {
 	firstAppend     time.Time    // when the first batch was appended (or the log opened); for segment.ms
 	bytesSinceIndex int          // log bytes since the last offset index entry
 	dirty           bool         // written since the last fsync
-	aborted         []AbortedTxn // its transaction index (txn_index.go); guarded by Log.mu, replaced, never changed in place
+	aborted         []AbortedTxn // its transaction index (txn_index.go); guarded by Log.mu; appended to, otherwise replaced: an entry never changes in place
 
 	mu             sync.Mutex // guards the following
 	loaded         bool       // index and times hold the files' contents
@@ -42,6 +42,12 @@ type segment struct {
 	timesPersisted int  // entries of times already written to the .timeindex file
 	indexFile      file // opened on first use
 	timeFile       file // opened on first use
+	txnFile        file // the .txnindex, opened by the first entry appended after Open (txn_index.go)
+
+	// txnUnsynced is set when an entry was appended to txnFile since its
+	// last fsync: flushLocked fsyncs the segment for it even when no batch
+	// was appended since (the entry follows its marker's append).
+	txnUnsynced atomic.Bool
 
 	refs    atomic.Int32 // the log's reference plus one per open Slice
 	deleted atomic.Bool  // files renamed *.deleted; unlink when refs reach zero
@@ -123,6 +129,9 @@ func (s *segment) release() error {
 	}
 	if s.timeFile != nil {
 		errs = append(errs, s.timeFile.Close())
+	}
+	if s.txnFile != nil {
+		errs = append(errs, s.txnFile.Close())
 	}
 	if s.deleted.Load() {
 		for _, suffix := range segmentSuffixes {

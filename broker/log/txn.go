@@ -212,10 +212,14 @@ func (l *Log) FirstUnstableOffset() (int64, bool, error) {
 	return off, off >= 0, nil
 }
 
-// loadTxnStateIfNeeded loads the producer state when it may hold
-// transactions (a snapshot exists) and is not loaded yet.
+// loadTxnStateIfNeeded loads the producer state unless it is loaded: from
+// the snapshot and the batches after it, or from the whole log when there
+// is no snapshot. Whatever is on disk, a transaction may be open (a crash
+// before the first snapshot, a snapshot lost) and only the state knows it;
+// loading also appends the index entries an unclean stop lost
+// (txn_index.go).
 func (l *Log) loadTxnStateIfNeeded() error {
-	if l.txnStateLoaded.Load() || !l.producers.hasSnapshot.Load() {
+	if l.txnStateLoaded.Load() {
 		return nil
 	}
 	l.producers.mu.Lock()
@@ -224,18 +228,10 @@ func (l *Log) loadTxnStateIfNeeded() error {
 }
 
 // ensureTxnStateLocked loads the producer state before a transactional
-// batch or marker is appended, and makes sure a snapshot exists, so that
-// FirstUnstableOffset on a log reopened later knows to load it.
+// batch or marker is appended: it is checked against, and recorded in, the
+// state of the whole log.
 func (l *Log) ensureTxnStateLocked() error {
-	if err := l.ensureProducersLoadedLocked(); err != nil {
-		return err
-	}
-	if !l.producers.hasSnapshot.Load() {
-		if err := l.writeProducerSnapshotLocked(); err != nil {
-			return fmt.Errorf("%w: %w", ErrProducerState, err)
-		}
-	}
-	return nil
+	return l.ensureProducersLoadedLocked()
 }
 
 // AbortedTransactions lists the aborted transactions with records in
@@ -300,21 +296,27 @@ func (l *Log) applyBatchLocked(h BatchHeader, batch []byte) {
 	}
 	first := e.txnFirstOffset
 	e.txnOngoing, e.txnFirstOffset = false, 0
+	// The first unstable offset once this transaction ended: the oldest
+	// other ongoing one's.
+	othersFirst := int64(-1)
+	for _, other := range ps.producers {
+		if other.txnOngoing && (othersFirst < 0 || other.txnFirstOffset < othersFirst) {
+			othersFirst = other.txnFirstOffset
+		}
+	}
 	if typ == controlTypeAbort {
 		// Indexed before the first unstable offset moves past the
 		// transaction: a read_committed fetch must never read its
 		// records without finding it in the aborted list.
 		lso := h.NextOffset()
-		for _, other := range ps.producers {
-			if other.txnOngoing {
-				lso = min(lso, other.txnFirstOffset)
-			}
+		if othersFirst >= 0 {
+			lso = min(lso, othersFirst)
 		}
 		if err := l.addAbortedLocked(AbortedTxn{ProducerID: h.ProducerID, FirstOffset: first, LastOffset: h.BaseOffset, LastStableOffset: lso}); err != nil {
 			l.logger.Error("writing the transaction index", "producer_id", h.ProducerID, "marker_offset", h.BaseOffset, "err", err)
 		}
 	}
-	ps.recomputeFirstUnstableLocked()
+	ps.firstUnstable.Store(othersFirst)
 }
 
 // checkMarkerLocked fences a marker from an older producer epoch or an

@@ -11,14 +11,27 @@ package log
 //	lastStableOffset  int64  the log's last stable offset once it was aborted
 //
 // A segment without aborted transactions has no file. The entries are kept
-// in memory (segment.aborted) and the file is rewritten whole, atomically,
-// whenever they change: aborts are rare, and a whole rewrite cannot leave a
-// torn entry. An entry is added when an abort marker is appended, as leader
-// or follower, and when the producer state is rebuilt from the log (which
-// re-applies every marker after its snapshot, so an index that missed a
-// marker in a crash gets it back); it goes with its segment (truncation,
-// retention, replacement), and entries past the log end are dropped at
-// Open.
+// in memory (segment.aborted).
+//
+// Entries are appended, as Kafka's TransactionIndex appends them: an abort
+// costs one 34-byte write to the page cache, under the producer lock but
+// with no fsync. The file is fsynced with its segment (flushLocked:
+// flush.messages, flush.ms, Close) and before every producer state
+// snapshot is written (syncTxnIndexes). Recovery rests on that last rule:
+// every abort marker below the snapshot's offset has its entry on disk,
+// while the entries of later markers may be missing, torn or (on some file
+// systems) zeroed after a crash. An unclean Open therefore keeps only the
+// entries below the snapshot's offset, and the first load of the producer
+// state, which replays every batch after the snapshot (the whole log when
+// there is none), appends the others again; AbortedTransactions and
+// FirstUnstableOffset load the state before they answer. millrace.flush.on.ack
+// fsyncs only the .log files: an acknowledged abort marker survives, and
+// its entry is rebuilt from it.
+//
+// A change that is not an append (a truncation, an entry that sorts before
+// others, an fsync that failed) rewrites the file whole, atomically and
+// durably. The entries go with their segment (truncation, retention,
+// replacement), and entries past the log end are dropped at Open.
 
 import (
 	"encoding/binary"
@@ -57,16 +70,17 @@ func encodeTxnIndex(entries []AbortedTxn) []byte {
 
 var errBadTxnIndex = errors.New("malformed transaction index")
 
-// decodeTxnIndex parses a transaction index file.
+// decodeTxnIndex parses a transaction index file. It returns the entries
+// before the first one that cannot be trusted, with an error saying why: a
+// torn last entry (a crash cut its write short), an unknown version, an
+// impossible range (a zeroed region reads as one), or a marker offset not
+// after the previous entry's.
 func decodeTxnIndex(b []byte) ([]AbortedTxn, error) {
-	if len(b)%txnIndexEntrySize != 0 {
-		return nil, fmt.Errorf("%w: %d bytes is not a whole number of entries", errBadTxnIndex, len(b))
-	}
 	be := binary.BigEndian
 	out := make([]AbortedTxn, 0, len(b)/txnIndexEntrySize)
-	for ; len(b) > 0; b = b[txnIndexEntrySize:] {
+	for ; len(b) >= txnIndexEntrySize; b = b[txnIndexEntrySize:] {
 		if v := be.Uint16(b); v != txnIndexVersion {
-			return nil, fmt.Errorf("%w: entry version %d", errBadTxnIndex, v)
+			return out, fmt.Errorf("%w: entry %d has version %d", errBadTxnIndex, len(out), v)
 		}
 		a := AbortedTxn{
 			ProducerID:       int64(be.Uint64(b[2:])),
@@ -74,12 +88,18 @@ func decodeTxnIndex(b []byte) ([]AbortedTxn, error) {
 			LastOffset:       int64(be.Uint64(b[18:])),
 			LastStableOffset: int64(be.Uint64(b[26:])),
 		}
-		if a.FirstOffset < 0 || a.LastOffset < a.FirstOffset {
-			return nil, fmt.Errorf("%w: transaction [%d, %d]", errBadTxnIndex, a.FirstOffset, a.LastOffset)
+		// The marker always follows its transaction's first batch.
+		if a.FirstOffset < 0 || a.LastOffset <= a.FirstOffset {
+			return out, fmt.Errorf("%w: entry %d: transaction [%d, %d]", errBadTxnIndex, len(out), a.FirstOffset, a.LastOffset)
+		}
+		if n := len(out); n > 0 && a.LastOffset <= out[n-1].LastOffset {
+			return out, fmt.Errorf("%w: entry %d: marker %d does not follow %d", errBadTxnIndex, n, a.LastOffset, out[n-1].LastOffset)
 		}
 		out = append(out, a)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].LastOffset < out[j].LastOffset })
+	if len(b) != 0 {
+		return out, fmt.Errorf("%w: torn last entry of %d bytes", errBadTxnIndex, len(b))
+	}
 	return out, nil
 }
 
@@ -97,12 +117,21 @@ func writeTxnIndex(dir string, base int64, entries []AbortedTxn) error {
 }
 
 // loadTxnIndexes reads the transaction index of every segment in has (the
-// bases whose .txnindex file exists), dropping entries at or past the log
-// end (the log lost the markers' tail in a crash) and removing an empty
-// one (left by an interrupted replacement). A damaged index is
-// dropped: rebuilding the producer state from the log restores the entries
-// after its snapshot. Called by load once the segments are open.
-func (l *Log) loadTxnIndexes(has map[int64]bool) error {
+// bases whose .txnindex file exists), keeping the entries whose marker is
+// below trustBelow and the log end and within the segment, and rewriting a
+// file that held more (or was empty, left by an interrupted replacement).
+// A damaged entry and everything after it is dropped. After an unclean
+// stop only the entries below the producer snapshot's offset are trusted
+// (none without a readable snapshot): see the file comment for why, and
+// how the others come back. Called by load once the segments are open.
+func (l *Log) loadTxnIndexes(has map[int64]bool, clean bool) error {
+	if len(has) == 0 {
+		return nil
+	}
+	limit := l.endOffset
+	if !clean {
+		limit = min(limit, l.txnIndexTrustedBelow())
+	}
 	for _, s := range l.segments {
 		if !has[s.baseOffset] {
 			continue
@@ -113,10 +142,9 @@ func (l *Log) loadTxnIndexes(has map[int64]bool) error {
 		}
 		entries, err := decodeTxnIndex(b)
 		if err != nil {
-			l.logger.Warn("dropping a damaged transaction index", "segment", s.baseOffset, "err", err)
-			entries = nil
+			l.logger.Warn("dropping the damaged end of a transaction index", "segment", s.baseOffset, "kept", len(entries), "err", err)
 		}
-		kept := slices.DeleteFunc(slices.Clone(entries), func(a AbortedTxn) bool { return a.LastOffset >= l.endOffset || a.LastOffset < s.baseOffset })
+		kept := slices.DeleteFunc(slices.Clone(entries), func(a AbortedTxn) bool { return a.LastOffset >= limit || a.LastOffset < s.baseOffset })
 		if len(kept) != len(entries) || err != nil || len(kept) == 0 {
 			if err := writeTxnIndex(l.dir, s.baseOffset, kept); err != nil {
 				return err
@@ -127,10 +155,23 @@ func (l *Log) loadTxnIndexes(has map[int64]bool) error {
 	return nil
 }
 
+// txnIndexTrustedBelow is the offset below which index entries survive an
+// unclean stop: the producer snapshot's, below which every marker's entry
+// was fsynced before the snapshot was written.
+func (l *Log) txnIndexTrustedBelow() int64 {
+	snap, err := readProducerSnapshot(l.dir)
+	if err != nil || snap == nil {
+		return 0 // loading the state rebuilds it, and every entry, from the log
+	}
+	return snap.offset
+}
+
 // addAbortedLocked records an aborted transaction in the index of the
 // segment holding its marker; an entry for the same marker is kept as it
-// is (a rebuild re-applies markers already indexed). The caller holds the
-// producer lock; the segment list is read and changed under l.mu.
+// is (a rebuild re-applies markers already indexed). The entry is appended
+// to the file without fsync. The caller holds the producer lock; the
+// segment list is read and changed under l.mu, the file under the
+// segment's lock.
 func (l *Log) addAbortedLocked(a AbortedTxn) error {
 	l.mu.Lock()
 	i := sort.Search(len(l.segments), func(i int) bool { return l.segments[i].baseOffset > a.LastOffset }) - 1
@@ -152,10 +193,126 @@ func (l *Log) addAbortedLocked(a AbortedTxn) error {
 		l.mu.Unlock()
 		return nil
 	}
-	s.aborted = slices.Insert(slices.Clone(s.aborted), at, a)
-	entries, base := s.aborted, s.baseOffset
+	last := at == len(s.aborted)
+	if last {
+		// In place: the entries a reader's slice holds do not change.
+		s.aborted = append(s.aborted, a)
+	} else {
+		s.aborted = slices.Insert(slices.Clone(s.aborted), at, a)
+	}
 	l.mu.Unlock()
-	return writeTxnIndex(l.dir, base, entries)
+	if last {
+		s.mu.Lock()
+		err := s.appendTxnEntryLocked(a, at)
+		s.mu.Unlock()
+		if err == nil {
+			return nil
+		}
+		l.logger.Warn("appending to the transaction index; rewriting it", "segment", s.baseOffset, "err", err)
+	}
+	return l.rewriteTxnIndex(s)
+}
+
+// errTxnIndexLength: the file does not hold exactly the entries before the
+// one to append (a stale file, or a rewrite raced the append).
+var errTxnIndexLength = errors.New("transaction index length does not match its entries")
+
+// appendTxnEntryLocked writes a as entry number at of s's index file,
+// opening it (creating it if needed) on first use. The caller holds s.mu.
+func (s *segment) appendTxnEntryLocked(a AbortedTxn, at int) error {
+	if s.deleted.Load() {
+		return nil // its files are going: no reader opens them again
+	}
+	if s.txnFile == nil {
+		f, err := s.openFile(segmentPath(s.dir, s.baseOffset, txnIndexSuffix), os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return err
+		}
+		fi, err := f.Stat()
+		if err == nil && fi.Size() != int64(at)*txnIndexEntrySize {
+			err = fmt.Errorf("%w: %d bytes before entry %d", errTxnIndexLength, fi.Size(), at)
+		}
+		if err != nil {
+			return errors.Join(err, f.Close())
+		}
+		s.txnFile = f
+	}
+	if _, err := s.txnFile.WriteAt(encodeTxnIndex([]AbortedTxn{a}), int64(at)*txnIndexEntrySize); err != nil {
+		return err
+	}
+	s.txnUnsynced.Store(true)
+	return nil
+}
+
+// rewriteTxnIndex replaces s's index file with its entries, atomically and
+// durably, and drops the descriptor appends used (it names the old file):
+// the next append opens the new one.
+func (l *Log) rewriteTxnIndex(s *segment) error {
+	l.mu.RLock()
+	entries := s.aborted
+	l.mu.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var closeErr error
+	if s.txnFile != nil {
+		closeErr = s.txnFile.Close()
+		s.txnFile = nil
+	}
+	if s.deleted.Load() {
+		return closeErr
+	}
+	if err := writeTxnIndex(s.dir, s.baseOffset, entries); err != nil {
+		return err
+	}
+	s.txnUnsynced.Store(false)
+	return nil
+}
+
+// syncTxnIndex fsyncs the entries appended to s's index since its last
+// fsync. When the fsync fails it rewrites the index whole from memory: a
+// failed fsync may have dropped the pages it was to write, and a later one
+// would not report it.
+func (l *Log) syncTxnIndex(s *segment) error {
+	if !s.txnUnsynced.Swap(false) {
+		return nil
+	}
+	s.mu.Lock()
+	f := s.txnFile
+	s.mu.Unlock()
+	if f == nil {
+		return nil // rewritten meanwhile, durably
+	}
+	if err := f.Sync(); err != nil {
+		l.logger.Warn("fsync of a transaction index failed; rewriting it", "segment", s.baseOffset, "err", err)
+		if err := l.rewriteTxnIndex(s); err != nil {
+			s.txnUnsynced.Store(true)
+			return err
+		}
+	}
+	return nil
+}
+
+// syncTxnIndexes fsyncs every transaction index with entries appended
+// since its last fsync. A producer state snapshot is written only after
+// it (see the file comment).
+func (l *Log) syncTxnIndexes() error {
+	l.mu.RLock()
+	var pending []*segment
+	for _, s := range l.segments {
+		if s.txnUnsynced.Load() {
+			s.acquire() // a concurrent retention must not close it under us
+			pending = append(pending, s)
+		}
+	}
+	l.mu.RUnlock()
+	var errs []error
+	for _, s := range pending {
+		errs = append(errs, l.syncTxnIndex(s))
+		if err := s.release(); err != nil {
+			l.logger.Warn("releasing a segment after fsync", "segment", s.baseOffset, "err", err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // truncateTxnIndexLocked drops s's entries whose marker is at or after
@@ -169,7 +326,7 @@ func (l *Log) truncateTxnIndexLocked(s *segment, end int64) error {
 	if !changed {
 		return nil
 	}
-	return writeTxnIndex(l.dir, s.baseOffset, kept)
+	return l.rewriteTxnIndex(s)
 }
 
 // abortedIn returns the aborted transactions the segments of run list.
