@@ -75,9 +75,9 @@ func handleProduce(ctx context.Context, b *Broker, r *request) (kmsg.Response, e
 	// Kafka checks the transactional ID before anything else, and answers
 	// every partition with the failure.
 	txnDenied := hasTransactionalRecords(req) && (req.TransactionID == nil || !b.authorized(r, acl.TransactionalID, *req.TransactionID, acl.Write))
-	var unverified map[string]map[int32]int16
+	var verified txnVerified
 	if !txnDenied {
-		unverified = b.verifyTxnPartitions(ctx, req)
+		verified = b.verifyTxnPartitions(ctx, req)
 	}
 
 	// pending is a written partition waiting for its acknowledgement,
@@ -118,8 +118,8 @@ func handleProduce(ctx context.Context, b *Broker, r *request) (kmsg.Response, e
 				sp.ErrorCode = topicCode
 			case req.Acks != -1 && req.Acks != 0 && req.Acks != 1:
 				sp.ErrorCode = kerr.InvalidRequiredAcks.Code
-			case unverified[name][part.Partition] != 0:
-				sp.ErrorCode = unverified[name][part.Partition]
+			case verified.failed[name][part.Partition] != 0:
+				sp.ErrorCode = verified.failed[name][part.Partition]
 				sp.ErrorMessage = strp("the transaction coordinator does not hold this partition in the producer's ongoing transaction (KIP-890 verification)")
 				if sp.ErrorCode == kerr.NotEnoughReplicas.Code {
 					sp.ErrorMessage = strp("the transaction coordinator could not be asked whether the producer's transaction holds this partition; retry")
@@ -128,7 +128,7 @@ func handleProduce(ctx context.Context, b *Broker, r *request) (kmsg.Response, e
 				// Fewer in-sync replicas than min.insync.replicas: refused
 				// before anything is written (replication_leader.go).
 			default:
-				if p, last := b.produceTo(name, part, &sp); sp.ErrorCode == 0 {
+				if p, last := b.produceTo(name, part, &sp, verified.checks[name][part.Partition]); sp.ErrorCode == 0 {
 					written = append(written, pending{topic: len(resp.Topics), partition: len(st.Partitions), p: p, last: last})
 				}
 			}
@@ -160,8 +160,9 @@ func handleProduce(ctx context.Context, b *Broker, r *request) (kmsg.Response, e
 //
 // The log checks an idempotent batch against its producer's sequence and
 // appends it under one lock (broker/log's producer state); this maps what
-// it answers to Kafka's error codes.
-func (b *Broker) produceTo(topic string, part kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition) (ledPartition, int64) {
+// it answers to Kafka's error codes. tv is the verification of a
+// transactional batch (produce_txn_verify.go), zero for none.
+func (b *Broker) produceTo(topic string, part kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition, tv log.TxnVerification) (ledPartition, int64) {
 	p, code := b.leaderPartition(topic, part.Partition, noLeaderEpoch)
 	if code != 0 {
 		sp.ErrorCode = code
@@ -186,7 +187,7 @@ func (b *Broker) produceTo(topic string, part kmsg.ProduceRequestTopicPartition,
 		sp.ErrorCode, sp.ErrorMessage = kerr.InvalidRecord.Code, strp("control batches are written by the broker, not produced")
 		return ledPartition{}, -1
 	}
-	info, err := p.log.AppendValidated(batches, p.state.LeaderEpoch)
+	info, err := p.log.AppendValidated(batches.WithTxnVerification(tv), p.state.LeaderEpoch)
 	var refused *log.ProducerError
 	switch {
 	case errors.Is(err, log.ErrProducerState):

@@ -10,12 +10,18 @@ package kafka
 // back until a later transaction of the same producer ended it, and the
 // batch would be committed or aborted with that later transaction.
 //
-// Once a batch is appended the log knows the transaction is ongoing
-// (log.TransactionOngoing) until its marker, so only a transaction's first
-// batch on each partition is verified: the log's producer state is the
-// per-producer cache. All partitions of one request that need it are
-// verified with one request. When the coordinator is this broker it is
-// asked directly.
+// Once a batch is appended the log knows the transaction is ongoing until
+// its marker, so only a transaction's first batch on each partition is
+// verified: the log's producer state is the per-producer cache. All
+// partitions of one request that need it are verified with one request.
+// When the coordinator is this broker it is asked directly.
+//
+// The transaction may end while the coordinator is asked (its marker
+// written here between the question and the append): each batch carries
+// the log's verification guard (log.StartTxnVerification), which the
+// marker clears, and the log refuses the batch with INVALID_TXN_STATE. A
+// batch of a transaction found ongoing carries it too: its marker may land
+// just as well between this check and the append.
 //
 // The coordinator's answers map as Kafka maps them: INVALID_TXN_STATE for a
 // partition not in the transaction; PRODUCER_FENCED and
@@ -41,15 +47,24 @@ import (
 // produce's own timeout is longer or absent.
 const txnVerifyTimeout = 10 * time.Second
 
-// verifyTxnPartitions returns, by topic and partition, the error code of
-// each transactional batch of req whose verification failed; partitions
-// that need none or passed are absent. req names its transactional ID.
-func (b *Broker) verifyTxnPartitions(ctx context.Context, req *kmsg.ProduceRequest) map[string]map[int32]int16 {
+// txnVerified is what verifyTxnPartitions found, by topic and partition.
+type txnVerified struct {
+	// failed holds the error code of each transactional batch whose
+	// verification failed; partitions that need none or passed are absent.
+	failed map[string]map[int32]int16
+	// checks holds the guard each transactional batch is appended with.
+	checks map[string]map[int32]log.TxnVerification
+}
+
+// verifyTxnPartitions verifies the transactional batches of req, which
+// names its transactional ID.
+func (b *Broker) verifyTxnPartitions(ctx context.Context, req *kmsg.ProduceRequest) txnVerified {
 	if !b.cfg.TransactionPartitionVerification || req.TransactionID == nil {
-		return nil
+		return txnVerified{}
 	}
 	var producer txn.ProducerIDAndEpoch
 	need := map[string][]int32{}
+	checks := map[string]map[int32]log.TxnVerification{}
 	for _, rt := range req.Topics {
 		topic := rt.Topic
 		if req.Version >= 13 {
@@ -68,16 +83,23 @@ func (b *Broker) verifyTxnPartitions(ctx context.Context, req *kmsg.ProduceReque
 			if !ok || l == nil || state.Leader != b.cfg.BrokerID {
 				continue
 			}
-			ongoing, err := l.TransactionOngoing(h.ProducerID, h.ProducerEpoch)
-			if err != nil || ongoing {
+			tv, needed, err := l.StartTxnVerification(h.ProducerID, h.ProducerEpoch)
+			if err != nil {
 				continue // a state that cannot load fails the append itself
+			}
+			if checks[topic] == nil {
+				checks[topic] = map[int32]log.TxnVerification{}
+			}
+			checks[topic][part.Partition] = tv
+			if !needed {
+				continue
 			}
 			producer = txn.ProducerIDAndEpoch{ID: h.ProducerID, Epoch: h.ProducerEpoch}
 			need[topic] = append(need[topic], part.Partition)
 		}
 	}
 	if len(need) == 0 {
-		return nil
+		return txnVerified{checks: checks}
 	}
 	timeout := min(time.Duration(req.TimeoutMillis)*time.Millisecond, txnVerifyTimeout)
 	if timeout <= 0 {
@@ -105,7 +127,7 @@ func (b *Broker) verifyTxnPartitions(ctx context.Context, req *kmsg.ProduceReque
 			failed[topic][p] = code
 		}
 	}
-	return failed
+	return txnVerified{failed: failed, checks: checks}
 }
 
 // askTxnVerification asks the coordinator of id whether its ongoing

@@ -406,7 +406,8 @@ func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
 type ValidBatches struct {
 	bytes           []byte
 	headers         []BatchHeader
-	maxMessageBytes int // the limit they were checked against
+	maxMessageBytes int             // the limit they were checked against
+	txnVerification TxnVerification // see WithTxnVerification
 }
 
 // Headers are the batches' headers. AppendValidated rewrites them (base
@@ -433,7 +434,8 @@ func ValidateProduce(b []byte, cfg Config, now time.Time) (ValidBatches, error) 
 // held until it is appended and recorded (producers.go): a retry of a batch
 // already written is answered with AppendInfo.Duplicate, a refused one with
 // a *ProducerError, and a state that cannot be loaded with an error
-// wrapping ErrProducerState.
+// wrapping ErrProducerState. A transactional batch whose transaction ended
+// since its verification began is refused too (txn_verify.go).
 func (l *Log) AppendValidated(v ValidBatches, leaderEpoch int32) (AppendInfo, error) {
 	ps := &l.producers
 	ps.mu.Lock()
@@ -454,6 +456,9 @@ func (l *Log) AppendValidated(v ValidBatches, leaderEpoch int32) (AppendInfo, er
 		}
 		if dup != nil {
 			return AppendInfo{FirstOffset: dup.firstOffset, LastOffset: dup.lastOffset, MaxTimestamp: -1, LogAppendTime: -1, Duplicate: true}, nil
+		}
+		if err := ps.checkVerificationLocked(v.headers[0], v.txnVerification); err != nil {
+			return AppendInfo{}, err
 		}
 	}
 	if txn {

@@ -185,6 +185,9 @@ type producerState struct {
 	loaded    bool // producers reflects the whole log
 	producers map[int64]*producerEntry
 	dirty     bool // changed since the last snapshot
+	// verifying holds each producer's transaction verification in
+	// progress (txn_verify.go).
+	verifying map[int64]*verificationGuard
 
 	// firstUnstable is the first offset of the oldest ongoing transaction,
 	// -1 if none; set under mu, read without it.
@@ -472,6 +475,7 @@ func (l *Log) maintainProducersLocked(final bool) {
 		return
 	}
 	ps.expireLocked(ps.now().Add(-ps.cfg.IDExpiration).UnixMilli())
+	ps.expireVerificationsLocked(ps.now().Add(-verificationExpiry).UnixMilli())
 	if ps.dirty || final {
 		if err := l.writeProducerSnapshotLocked(); err != nil {
 			l.logger.Warn("writing a producer state snapshot", "err", err)
@@ -514,6 +518,7 @@ func (l *Log) snapshotAtRollLocked() {
 // recordProducersLocked records appended batches in the state, once it is
 // loaded (loading scans them from the log anyway).
 func (l *Log) recordProducersLocked(headers []BatchHeader, batches []byte) {
+	l.producers.endVerificationsLocked(headers)
 	if !l.producers.loaded {
 		return
 	}

@@ -336,21 +336,6 @@ func (ps *producerState) checkMarkerLocked(m EndTxnMarker) error {
 	return nil
 }
 
-// TransactionOngoing reports whether producerID, at epoch, has a
-// transaction ongoing on this partition: its batches need no verification
-// with the coordinator (KIP-890) until a marker ends it. The error wraps
-// ErrProducerState when the state cannot be loaded.
-func (l *Log) TransactionOngoing(producerID int64, epoch int16) (bool, error) {
-	ps := &l.producers
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	if err := l.ensureProducersLoadedLocked(); err != nil {
-		return false, err
-	}
-	e := ps.producers[producerID]
-	return e != nil && e.txnOngoing && e.epoch == epoch, nil
-}
-
 // holdStableLocked lowers the first unstable offset, before batches are
 // appended, to where each transaction they begin will start: the log end
 // moves (and with it, on a lone broker, the high watermark) the moment the

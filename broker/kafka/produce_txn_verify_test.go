@@ -1,0 +1,78 @@
+package kafka
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestTransactionVerificationRace (KIP-890): the coordinator verifies a
+// transaction's first batch on a partition, and the transaction ends (its
+// marker written to the partition) before the batch is appended: the batch
+// is refused with INVALID_TXN_STATE and opens no transaction.
+func TestTransactionVerificationRace(t *testing.T) {
+	tb := startBroker(t)
+	tb.createTopic("race", 1, nil)
+	l := tb.partitionLog("race", 0)
+	c := dial(t, tb.addr)
+	corr := int32(1)
+	next := func() int32 { corr++; return corr }
+
+	id := "tx"
+	ireq := kmsg.NewPtrInitProducerIDRequest()
+	ireq.SetVersion(4)
+	ireq.TransactionalID, ireq.TransactionTimeoutMillis = &id, 60000
+	ipr := c.roundTrip(ireq, next()).(*kmsg.InitProducerIDResponse)
+	if ipr.ErrorCode != 0 {
+		t.Fatalf("InitProducerId: error %d", ipr.ErrorCode)
+	}
+	pid, epoch := ipr.ProducerID, ipr.ProducerEpoch
+	areq := kmsg.NewPtrAddPartitionsToTxnRequest()
+	areq.SetVersion(3)
+	areq.TransactionalID, areq.ProducerID, areq.ProducerEpoch = id, pid, epoch
+	at := kmsg.NewAddPartitionsToTxnRequestTopic()
+	at.Topic, at.Partitions = "race", []int32{0}
+	areq.Topics = append(areq.Topics, at)
+	if ar := c.roundTrip(areq, next()).(*kmsg.AddPartitionsToTxnResponse); ar.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("AddPartitionsToTxn: error %d", ar.Topics[0].Partitions[0].ErrorCode)
+	}
+
+	spec := idempotentBatch(pid, epoch, 0, "raced")
+	spec.attrs = attrTransactional
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(9)
+	req.Acks, req.TimeoutMillis, req.TransactionID = -1, 5000, &id
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "race"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = makeBatch(t, spec)
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+
+	// The produce handler's two steps, with the transaction's end between.
+	verified := tb.broker.verifyTxnPartitions(context.Background(), req)
+	if code := verified.failed["race"][0]; code != 0 {
+		t.Fatalf("verification: error %d, want none (the partition is in the transaction)", code)
+	}
+	ereq := kmsg.NewPtrEndTxnRequest()
+	ereq.SetVersion(3)
+	ereq.TransactionalID, ereq.ProducerID, ereq.ProducerEpoch, ereq.Commit = id, pid, epoch, true
+	if er := c.roundTrip(ereq, next()).(*kmsg.EndTxnResponse); er.ErrorCode != 0 {
+		t.Fatalf("EndTxn: error %d", er.ErrorCode)
+	}
+	waitFor(t, 10*time.Second, "the commit marker", func() bool { return l.EndOffset() == 1 })
+	sp := kmsg.NewProduceResponseTopicPartition()
+	tb.broker.produceTo("race", rp, &sp, verified.checks["race"][0])
+	if sp.ErrorCode != kerr.InvalidTxnState.Code {
+		t.Fatalf("batch verified before the marker, appended after: error %d, want INVALID_TXN_STATE", sp.ErrorCode)
+	}
+	if end := l.EndOffset(); end != 1 {
+		t.Fatalf("log end %d, want 1 (the marker alone)", end)
+	}
+	if _, ongoing, err := l.FirstUnstableOffset(); err != nil || ongoing {
+		t.Fatalf("the refused batch opened a transaction (%v)", err)
+	}
+}
