@@ -196,8 +196,8 @@ func TestTxnStateAcrossRestarts(t *testing.T) {
 	}
 	clean.Close()
 
-	// The crashed copy's snapshot predates the transactions (written when
-	// the first one began): the state is rebuilt by scanning the log.
+	// The crashed copy has no snapshot (none was written before the
+	// crash): the state is rebuilt by scanning the whole log.
 	if err := os.Remove(segmentPath(crashed, 0, txnIndexSuffix)); err != nil {
 		t.Fatal(err)
 	}
