@@ -2,6 +2,10 @@ package e2e
 
 import (
 	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -13,7 +17,8 @@ import (
 // TestTxnPartitionStateAcrossRestarts: a partition with a committed, an
 // aborted and an open transaction keeps its last stable offset (before the
 // open transaction) and its aborted transaction across a clean restart and
-// a SIGKILL: read_committed readers see exactly the committed records,
+// a SIGKILL, and with its producer state snapshot deleted by hand:
+// read_committed readers see exactly the committed records,
 // read_uncommitted ones every record. A new instance of the transactional
 // ID then aborts the open transaction and what it commits is read.
 func TestTxnPartitionStateAcrossRestarts(t *testing.T) {
@@ -73,13 +78,30 @@ func TestTxnPartitionStateAcrossRestarts(t *testing.T) {
 		}
 	}
 	check("before restarting")
-	// SIGKILL first: the producer state snapshot predates the transactions
-	// (it was written when the first began), so the restarted broker
-	// rebuilds their state from the log.
+	// SIGKILL first: no producer state snapshot was written yet (the first
+	// comes with a segment roll, a clean stop or the broker's minute
+	// round), so the restarted broker rebuilds the state from the log.
 	b.restart(syscall.SIGKILL)
 	check("after SIGKILL")
 	b.restart(syscall.SIGTERM)
 	check("after a clean restart")
+	b.stop(syscall.SIGTERM, 15*time.Second)
+	var snapshots []string
+	err := filepath.WalkDir(b.data, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.Name() == "producer-state.snapshot" && strings.Contains(path, topic) {
+			snapshots = append(snapshots, path)
+		}
+		return err
+	})
+	if err != nil || len(snapshots) != 1 {
+		t.Fatalf("the partition's producer state snapshot after a clean stop: %v, %v", snapshots, err)
+	}
+	if err := os.Remove(snapshots[0]); err != nil {
+		t.Fatal(err)
+	}
+	b.start()
+	b.waitReady()
+	check("after deleting the snapshot")
 
 	// The open transaction's producer is gone with the broker it talked
 	// to; a new instance of the transactional ID aborts it (fencing), and
