@@ -51,6 +51,11 @@ type Config struct {
 	// its connections. 0 means no bound (Kafka's behaviour: the ulimit must
 	// then cover every file).
 	MaxOpenLogFiles int
+	// RecoveryThreads (Kafka's num.recovery.threads.per.data.dir; default
+	// log.DefaultRecoveryThreads, 8, where Kafka's is 1) is how many
+	// partition logs are opened, recovered after a crash, and closed at
+	// once. Must be at least 1.
+	RecoveryThreads int
 	// Cleaner is the log cleaner's configuration (log.cleaner.enable,
 	// log.cleaner.threads, log.cleaner.io.max.bytes.per.second,
 	// log.cleaner.dedupe.buffer.size, log.cleaner.backoff.ms; defaults in
@@ -82,6 +87,7 @@ func DefaultConfig() Config {
 		Group:                  group.DefaultConfig(),
 		RetentionCheckInterval: 5 * time.Minute,
 		MaxOpenLogFiles:        log.DefaultMaxOpenFiles,
+		RecoveryThreads:        log.DefaultRecoveryThreads,
 		Cleaner:                log.DefaultCleanerConfig(),
 		Cluster:                cluster.DefaultConfig(),
 	}
@@ -97,6 +103,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxOpenLogFiles < 0 {
 		return fmt.Errorf("broker: millrace.log.max.open.files must be 0 (no bound) or positive, not %d", c.MaxOpenLogFiles)
+	}
+	if c.RecoveryThreads < 1 {
+		return fmt.Errorf("broker: num.recovery.threads.per.data.dir must be at least 1, not %d", c.RecoveryThreads)
 	}
 	if err := c.Kafka.Validate(); err != nil {
 		return err
@@ -240,12 +249,16 @@ func (c *Config) Set(name, value string) error {
 			c.Cluster.MaxPartitions = int32(n)
 		}
 		return nil
-	case "millrace.log.max.open.files":
+	case "millrace.log.max.open.files", "num.recovery.threads.per.data.dir":
 		n, err := strconv.Atoi(value)
 		if err != nil {
 			return fmt.Errorf("broker: %s must be an integer: %w", name, err)
 		}
-		c.MaxOpenLogFiles = n
+		if name == "num.recovery.threads.per.data.dir" {
+			c.RecoveryThreads = n
+		} else {
+			c.MaxOpenLogFiles = n
+		}
 		return nil
 	case "offset.metadata.max.bytes":
 		n, err := strconv.Atoi(value)
@@ -265,7 +278,7 @@ func Names() []string {
 		"leader.imbalance.check.interval.seconds", "auto.leader.rebalance.enable",
 		"group.max.session.timeout.ms", "group.initial.rebalance.delay.ms", "offset.metadata.max.bytes",
 		"offsets.retention.minutes", "offsets.retention.check.interval.ms", "millrace.group.id.max.bytes", "millrace.max.groups",
-		"millrace.max.partitions.per.topic", "millrace.max.partitions.per.request", "millrace.max.partitions", "millrace.log.max.open.files"}
+		"millrace.max.partitions.per.topic", "millrace.max.partitions.per.request", "millrace.max.partitions", "millrace.log.max.open.files", "num.recovery.threads.per.data.dir"}
 	names = append(names, cluster.DynamicBrokerConfigNames()...)
 	for n := range scaledLogNames {
 		names = append(names, n)

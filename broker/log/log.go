@@ -64,6 +64,7 @@ type options struct {
 	now      func() time.Time // clock; time.Now if nil
 	openFile openFileFunc     // file opener; the os one if nil
 	files    *fileCache       // descriptor cache shared by a Manager's logs; a log of its own if nil
+	threads  int              // logs a Manager opens or closes at once; 1 if below
 }
 
 // Open opens (creating if needed) the partition log in dir. After an unclean

@@ -23,8 +23,8 @@ import (
 //
 // Its descriptors are never closed by the cache (the held writes live in
 // the open file), whatever WithMaxOpenFiles says; files still open lazily.
-func OpenManagerHoldingUnsynced(dataDir string, defaults Config, logger *slog.Logger, _ ...ManagerOption) (*Manager, error) {
-	return openManager(dataDir, defaults, logger, options{openFile: openHoldingFile, files: newFileCache(0)})
+func OpenManagerHoldingUnsynced(dataDir string, defaults Config, logger *slog.Logger, opts ...ManagerOption) (*Manager, error) {
+	return openManager(dataDir, defaults, logger, options{openFile: openHoldingFile, files: newFileCache(0), threads: managerOpts(opts).recoveryThreads})
 }
 
 func openHoldingFile(path string, flag int, perm os.FileMode) (file, error) {
