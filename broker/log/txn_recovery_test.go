@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -237,5 +239,59 @@ func TestProducerSnapshotAtRoll(t *testing.T) {
 	got, err := r.Producers()
 	if err != nil || len(got) != 1 || got[0].LastSequence != seq+1 {
 		t.Fatalf("after the crash: producers %+v, %v; want producer 7 at sequence %d", got, err, seq+1)
+	}
+}
+
+// TestTxnIndexFaultsRewriteIt: a short write of an entry, or a failed
+// fsync of the index, makes the log rewrite the index whole from memory
+// (atomically, durably) rather than leave a torn entry or trust a later
+// fsync; appends carry on after it.
+func TestTxnIndexFaultsRewriteIt(t *testing.T) {
+	dir := t.TempDir()
+	var short, failSync atomic.Bool
+	faulty := faultyOpener(&short, &failSync)
+	open := func(path string, flag int, perm os.FileMode) (file, error) {
+		if strings.HasSuffix(path, txnIndexSuffix) {
+			return faulty(path, flag, perm)
+		}
+		return openOSFile(path, flag, perm)
+	}
+	l := openTest(t, dir, DefaultConfig(), options{openFile: open})
+	defer l.Close()
+	abort := func(p int64) {
+		t.Helper()
+		if _, err := appendProduced(t, l, txnBatch(p, 0, 0, 1)); err != nil {
+			t.Fatal(err)
+		}
+		endTxn(t, l, p, false)
+	}
+	onDisk := func(want int) {
+		t.Helper()
+		entries, err := decodeTxnIndex(readFileOrEmpty(t, segmentPath(dir, 0, txnIndexSuffix)))
+		if err != nil || len(entries) != want {
+			t.Fatalf("index on disk: %+v, %v; want %d whole entries", entries, err, want)
+		}
+	}
+
+	short.Store(true)
+	abort(1)
+	short.Store(false)
+	onDisk(1) // rewritten, durably, at once
+
+	abort(2)
+	failSync.Store(true)
+	if err := l.Flush(); err != nil {
+		t.Fatalf("flush with the index's fsync failing: %v", err)
+	}
+	failSync.Store(false)
+	onDisk(2)
+
+	abort(3)
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	onDisk(3)
+	if got := len(aborted(t, l, 0, 100)); got != 3 {
+		t.Fatalf("%d aborted transactions listed, want 3", got)
 	}
 }
