@@ -7,7 +7,9 @@ import (
 
 // BenchmarkTxnMarker measures one transaction on a partition: its batch
 // and its marker; an abort also appends to the segment's .txnindex (no
-// fsync: it is fsynced with the segment).
+// fsync: it is fsynced with the segment). Medians of 7 alternating runs of
+// 2000 on a shared 2-core machine: abort 46 us (2.67 ms while each abort
+// rewrote the index with fsyncs), commit 52 us (59 us).
 func BenchmarkTxnMarker(b *testing.B) {
 	for _, commit := range []bool{true, false} {
 		name := "abort"
