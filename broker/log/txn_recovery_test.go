@@ -295,3 +295,46 @@ func TestTxnIndexFaultsRewriteIt(t *testing.T) {
 		t.Fatalf("%d aborted transactions listed, want 3", got)
 	}
 }
+
+// TestAbortedTransactionsWhileAborting: readers listing aborted
+// transactions while aborts append to the same segment's entries (in
+// place) always see whole entries in marker order (run with -race).
+func TestAbortedTransactionsWhileAborting(t *testing.T) {
+	l := openTest(t, t.TempDir(), DefaultConfig(), options{})
+	defer l.Close()
+	const aborts = 200
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for p := int64(1); p <= aborts; p++ {
+			if _, err := appendProduced(t, l, txnBatch(p, 0, 0, 1)); err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := l.AppendEndTxnMarker(EndTxnMarker{ProducerID: p}, 0); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for seen := 0; seen < aborts; {
+		got, err := l.AbortedTransactions(0, 1<<40)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, a := range got {
+			if a.ProducerID != int64(i+1) || a.LastOffset != 2*int64(i)+1 {
+				t.Fatalf("entry %d of %d: %+v", i, len(got), a)
+			}
+		}
+		seen = len(got)
+		select {
+		case <-done:
+			if seen < aborts {
+				t.Fatalf("%d aborted transactions listed after %d aborts", seen, aborts)
+			}
+		default:
+		}
+	}
+	<-done
+}
