@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -23,8 +24,13 @@ import (
 // order; the writer goroutine sends each slot's response when it is ready, so
 // responses leave in request order whatever order handlers finish in.
 type conn struct {
-	b      *Broker
-	nc     net.Conn
+	b  *Broker
+	nc net.Conn
+	// rd buffers reads of nc for the reader goroutine: a small request
+	// (its size, API key, header and body) and often the next one come
+	// in one read system call instead of four; a read larger than the
+	// buffer (a Produce frame's batches) goes to its buffer directly.
+	rd     *bufio.Reader
 	remote string
 	host   string // peer host, for group member descriptions and ACL host matches
 	logger *slog.Logger
@@ -72,6 +78,10 @@ type slot struct {
 	charge int64
 }
 
+// connReadBufferBytes is the read buffer of a connection: several small
+// requests (a Fetch, a Produce of a few records), a few pages per connection.
+const connReadBufferBytes = 8 << 10
+
 func newConn(b *Broker, nc net.Conn) *conn {
 	ctx, cancel := context.WithCancel(b.ctx)
 	remote := nc.RemoteAddr().String()
@@ -82,6 +92,7 @@ func newConn(b *Broker, nc net.Conn) *conn {
 	return &conn{
 		b:         b,
 		nc:        nc,
+		rd:        bufio.NewReaderSize(nc, connReadBufferBytes),
 		remote:    remote,
 		host:      host,
 		logger:    b.logger.With("remote", remote),
@@ -236,12 +247,17 @@ var errIdle = errors.New("connection idle")
 // request in flight, the connection is idle. While requests are in flight
 // the client is waiting on us, so it is not idle.
 func (c *conn) awaitRequest(buf []byte) error {
+	if c.rd.Buffered() >= len(buf) {
+		// Pipelined: the request is here already.
+		_, err := io.ReadFull(c.rd, buf)
+		return err
+	}
 	idle := c.b.cfg.ConnectionsMaxIdle
 	for {
 		if err := c.nc.SetReadDeadline(time.Now().Add(idle)); err != nil {
 			return err
 		}
-		n, err := c.nc.Read(buf)
+		n, err := c.rd.Read(buf)
 		switch {
 		case n > 0:
 			return nil
@@ -262,10 +278,15 @@ var errFrameTimeout = errors.New("request not complete within millrace.request.r
 
 // readBy fills buf before deadline, the frame's deadline.
 func (c *conn) readBy(buf []byte, deadline time.Time) error {
+	if c.rd.Buffered() >= len(buf) {
+		// No read system call, so no deadline to arm.
+		_, err := io.ReadFull(c.rd, buf)
+		return err
+	}
 	if err := c.nc.SetReadDeadline(deadline); err != nil {
 		return err
 	}
-	_, err := io.ReadFull(c.nc, buf)
+	_, err := io.ReadFull(c.rd, buf)
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return fmt.Errorf("%w (%v)", errFrameTimeout, c.b.cfg.RequestReadTimeout)
 	}
@@ -313,7 +334,20 @@ func (c *conn) readFrame(size int, deadline time.Time) (frame []byte, charge int
 	if err != nil {
 		return nil, charge, err
 	}
-	frame = make([]byte, first)
+	if key == produceKey {
+		// A free pooled buffer takes the frame from its first byte: a
+		// first buffer per request was most of what a stream of small
+		// Produce requests (a producer at a steady rate) allocated.
+		if pooled := frameBuffer(size); pooled != nil {
+			frame, err = c.readPooledFrame(pooled, keyBuf, first, deadline, take)
+			return frame, charge, err
+		}
+		// Capacity for the smallest pool class, so that a frame smaller
+		// than that is recycled too (framepool.go keeps nothing smaller).
+		frame = make([]byte, first, frameClassMin)
+	} else {
+		frame = make([]byte, first)
+	}
 	copy(frame, keyBuf[:])
 	if err := c.readBy(frame[len(keyBuf):], deadline); err != nil {
 		return nil, charge, err
@@ -324,6 +358,25 @@ func (c *conn) readFrame(size int, deadline time.Time) (frame []byte, charge int
 		}
 	}
 	return frame, charge, nil
+}
+
+// readPooledFrame reads a Produce frame into pooled, a free buffer of its
+// size, after its first two bytes (in key): up to first bytes on the budget
+// already taken, the rest after taking budget for it, as readFrameRest does.
+// The buffer goes back to the pool on failure.
+func (c *conn) readPooledFrame(pooled []byte, key [2]byte, first int, deadline time.Time, take func(int64) error) ([]byte, error) {
+	n := copy(pooled, key[:])
+	err := c.readBy(pooled[n:first], deadline)
+	if err == nil && len(pooled) > first {
+		if err = take(int64(len(pooled) - first)); err == nil {
+			err = c.readBy(pooled[first:], deadline)
+		}
+	}
+	if err != nil {
+		recycleFrame(pooled)
+		return nil, err
+	}
+	return pooled, nil
 }
 
 // readFrameRest reads the rest of a Produce frame whose first bytes are in

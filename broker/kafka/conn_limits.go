@@ -156,7 +156,12 @@ type requestBudget struct {
 	// holdersWaiting counts waiting readers that hold budget; while there
 	// are any, readers holding none wait.
 	holdersWaiting int
-	// released is closed, and replaced, whenever budget is given back.
+	// waiting counts all waiting readers: with none, a release has no one
+	// to wake and leaves released as it is (it is given back once per
+	// request, so a channel made per release was garbage per request).
+	waiting int
+	// released is closed, and replaced, whenever budget is given back
+	// while readers wait.
 	released chan struct{}
 }
 
@@ -174,12 +179,9 @@ func (rb *requestBudget) acquire(ctx context.Context, n int64, holding bool, max
 	if rb.size < 0 || n <= 0 {
 		return nil
 	}
+	// The timer is armed at the first wait: nearly every acquire finds
+	// budget free and would only have allocated it.
 	var timeout <-chan time.Time
-	if holding {
-		t := time.NewTimer(maxWait)
-		defer t.Stop()
-		timeout = t.C
-	}
 	rb.mu.Lock()
 	for {
 		if rb.used.Load()+n <= rb.size && (holding || rb.holdersWaiting == 0) {
@@ -189,7 +191,13 @@ func (rb *requestBudget) acquire(ctx context.Context, n int64, holding bool, max
 		}
 		if holding {
 			rb.holdersWaiting++
+			if timeout == nil {
+				t := time.NewTimer(maxWait)
+				defer t.Stop()
+				timeout = t.C
+			}
 		}
+		rb.waiting++
 		released := rb.released
 		rb.mu.Unlock()
 		var err error
@@ -201,6 +209,7 @@ func (rb *requestBudget) acquire(ctx context.Context, n int64, holding bool, max
 			err = fmt.Errorf("%w (%v; queued.max.request.bytes %d)", errBudgetWait, maxWait, rb.size)
 		}
 		rb.mu.Lock()
+		rb.waiting--
 		if holding {
 			rb.holdersWaiting--
 		}
@@ -224,8 +233,13 @@ func (rb *requestBudget) release(n int64) {
 // wake lets every waiting reader look at the budget again.
 func (rb *requestBudget) wake() {
 	rb.mu.Lock()
-	close(rb.released)
-	rb.released = make(chan struct{})
+	// A reader that finds too little budget counts itself in waiting in
+	// the same critical section, after this release's bytes were given
+	// back: with none counted here, no reader can miss them.
+	if rb.waiting > 0 {
+		close(rb.released)
+		rb.released = make(chan struct{})
+	}
 	rb.mu.Unlock()
 }
 

@@ -119,6 +119,9 @@ func BenchmarkProducePipelined(b *testing.B) {
 		records    int
 		idempotent bool
 	}{
+		// A producer at a steady rate sends small batches: the cost per
+		// request, not per byte.
+		{"batch=1KiB", 9, false},
 		{"batch=16KiB", 150, false},
 		{"batch=1MiB", 9000, false},
 		{"batch=1MiB/idempotent", 9000, true},
