@@ -317,7 +317,13 @@ func TestAbortedTransactionsWhileAborting(t *testing.T) {
 			}
 		}
 	}()
-	for seen := 0; seen < aborts; {
+	for {
+		finished := false
+		select {
+		case <-done:
+			finished = true // every abort is in: this read must see them all
+		default:
+		}
 		got, err := l.AbortedTransactions(0, 1<<40)
 		if err != nil {
 			t.Fatal(err)
@@ -327,14 +333,11 @@ func TestAbortedTransactionsWhileAborting(t *testing.T) {
 				t.Fatalf("entry %d of %d: %+v", i, len(got), a)
 			}
 		}
-		seen = len(got)
-		select {
-		case <-done:
-			if seen < aborts {
-				t.Fatalf("%d aborted transactions listed after %d aborts", seen, aborts)
+		if finished {
+			if len(got) != aborts {
+				t.Fatalf("%d aborted transactions listed after %d aborts", len(got), aborts)
 			}
-		default:
+			return
 		}
 	}
-	<-done
 }
