@@ -87,7 +87,10 @@ func handleProduce(ctx context.Context, b *Broker, r *request) (kmsg.Response, e
 		p                ledPartition
 		last             int64
 	}
-	var written []pending
+	// Nearly every request writes one partition or a few: their entries
+	// stay on the stack.
+	var writtenBuf [4]pending
+	written := writtenBuf[:0]
 	failed := false
 	resp.Topics = make([]kmsg.ProduceResponseTopic, 0, len(req.Topics))
 	for _, rt := range req.Topics {
@@ -189,12 +192,15 @@ func (b *Broker) produceTo(topic string, part kmsg.ProduceRequestTopicPartition,
 	}
 	info, err := p.log.AppendValidated(batches.WithTxnVerification(tv), p.state.LeaderEpoch)
 	var refused *log.ProducerError
+	if err != nil {
+		refused = asProducerError(err)
+	}
 	switch {
 	case errors.Is(err, log.ErrProducerState):
 		b.logger.Error("loading producer state", "topic", topic, "partition", part.Partition, "err", err)
 		sp.ErrorCode = kerr.KafkaStorageError.Code
 		return ledPartition{}, -1
-	case errors.As(err, &refused):
+	case refused != nil:
 		sp.ErrorCode, sp.ErrorMessage = producerErrorCode(refused), strp(refused.Message)
 		return ledPartition{}, -1
 	case err != nil:
@@ -213,6 +219,17 @@ func (b *Broker) produceTo(topic string, part kmsg.ProduceRequestTopicPartition,
 	b.metrics.produced(topic, info.Records, len(part.Records))
 	b.notifyData(topic, part.Partition)
 	return p, info.LastOffset
+}
+
+// asProducerError is errors.As for a *log.ProducerError. Its target escapes
+// to the heap, so it is declared here, reached only when an append failed,
+// rather than allocated for every produced partition.
+func asProducerError(err error) *log.ProducerError {
+	var refused *log.ProducerError
+	if errors.As(err, &refused) {
+		return refused
+	}
+	return nil
 }
 
 // producerErrorCode maps a batch or marker refused by the log's producer
