@@ -180,6 +180,10 @@ func BenchmarkManyPartitionsRestart(b *testing.B) {
 			b.ReportMetric(float64(countUnder(targets, logs)), c.name+"-log-fds")
 			b.ReportMetric(float64(procStatusKiB(b, pid, "VmRSS"))/1024, c.name+"-rss-MiB")
 		}
+		// CPU the idle broker spends on its 10,000 partitions.
+		before := processCPU(b, br.pid())
+		time.Sleep(10 * time.Second)
+		b.ReportMetric(float64(processCPU(b, br.pid())-before)/float64(10*time.Second)*100, "idle-cpu-%")
 		if os.Getenv("MILLRACE_BENCH_LATENCY") != "" {
 			// 10 producers over 1,000 partitions at a fixed rate, on the
 			// broker holding every other partition.
@@ -192,6 +196,24 @@ func BenchmarkManyPartitionsRestart(b *testing.B) {
 			b.ReportMetric(float64(procStatusKiB(b, br.pid(), "VmRSS"))/1024, "after-latency-rss-MiB")
 		}
 	}
+}
+
+// processCPU is the user and system CPU time process pid has used.
+func processCPU(t testing.TB, pid int) time.Duration {
+	t.Helper()
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields after the command name: state is field 3, utime 14, stime 15.
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("reading /proc/%d/stat: %v %v", pid, err1, err2)
+	}
+	const ticksPerSecond = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / ticksPerSecond
 }
 
 func envInt(name string, def int) int {
