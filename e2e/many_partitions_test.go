@@ -223,18 +223,18 @@ func envInt(name string, def int) int {
 	return def
 }
 
-// A broker of 2,000 partitions with a descriptor cache of 200 files holds
-// at most 200 segment files open once filled, serves every partition after a
+// A broker of 1,000 partitions with a descriptor cache of 100 files holds
+// at most 100 segment files open once filled, serves every partition after a
 // restart, and stays within the bound after a consumer read every
 // partition's old segment.
 func TestManyPartitionsDescriptorBound(t *testing.T) {
 	t.Parallel()
-	const limit = 200
+	const limit = 100
 	b := startBroker(t, "--set", "millrace.log.max.open.files="+strconv.Itoa(limit))
-	m := fillManyPartitions(t, b, 20, 100, 2)
+	m := fillManyPartitions(t, b, 10, 100, 2)
 	logs := filepath.Join(b.data, "logs")
 	if n := countUnder(fdTargets(t, b.pid()), logs); n > limit {
-		t.Fatalf("%d segment files open after filling 2,000 partitions, bound %d", n, limit)
+		t.Fatalf("%d segment files open after filling %d partitions, bound %d", n, len(m.topics)*m.partitions, limit)
 	}
 	m.restartToServing(t, syscall.SIGTERM)
 	if n := countUnder(fdTargets(t, b.pid()), logs); n > limit {
