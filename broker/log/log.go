@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -105,6 +106,15 @@ func openLog(dir string, cfg Config, logger *slog.Logger, opts options) (*Log, e
 			s.release()
 		}
 		return nil, fmt.Errorf("log: open %s: %w", dir, err)
+	}
+	if l.endOffset == l.startOffset {
+		if _, err := os.Stat(filepath.Join(dir, producerSnapshotFile)); errors.Is(err, fs.ErrNotExist) {
+			// A new log has no producers: its state is known now, where a
+			// lazy load would scan everything written before the first
+			// fetch or idempotent append needed it.
+			l.producers.loaded = true
+			l.txnStateLoaded.Store(true)
+		}
 	}
 	// load left everything it found fsynced (a clean stop) or fsynced it.
 	l.flush.durable.Store(l.endOffset)

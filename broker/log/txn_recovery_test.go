@@ -341,3 +341,30 @@ func TestAbortedTransactionsWhileAborting(t *testing.T) {
 		}
 	}
 }
+
+// TestNewLogStateKnownAtOpen: a new log's producer state is known from the
+// start (there is nothing to scan), so the first fetch after many
+// non-idempotent appends does not scan them; a log with batches and no
+// snapshot still loads its state lazily.
+func TestNewLogStateKnownAtOpen(t *testing.T) {
+	dir := t.TempDir()
+	l := openTest(t, dir, DefaultConfig(), options{})
+	if !l.txnStateLoaded.Load() {
+		t.Fatal("a new log's producer state is not loaded at open")
+	}
+	mustAppend(t, l, makeBatch(4, 8, 1, 0))
+	if got := firstUnstable(t, l); got != -1 {
+		t.Fatalf("first unstable offset %d without transactions, want -1", got)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, producerSnapshotFile)); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	r := openTest(t, dir, DefaultConfig(), options{})
+	defer r.Close()
+	if r.txnStateLoaded.Load() {
+		t.Fatal("a log with batches and no snapshot loaded its producer state at open, before anything needed it")
+	}
+}
