@@ -112,6 +112,7 @@ func openLog(dir string, cfg Config, logger *slog.Logger, opts options) (*Log, e
 			// A new log has no producers: its state is known now, where a
 			// lazy load would scan everything written before the first
 			// fetch or idempotent append needed it.
+			l.producers.producers = make(map[int64]*producerEntry)
 			l.producers.loaded = true
 			l.txnStateLoaded.Store(true)
 		}

@@ -353,8 +353,17 @@ func TestNewLogStateKnownAtOpen(t *testing.T) {
 		t.Fatal("a new log's producer state is not loaded at open")
 	}
 	mustAppend(t, l, makeBatch(4, 8, 1, 0))
+	if _, err := appendProduced(t, l, txnBatch(1, 0, 0, 1)); err != nil { // 4, stays open
+		t.Fatal(err)
+	}
+	if got := firstUnstable(t, l); got != 4 {
+		t.Fatalf("first unstable offset %d, want 4 (the open transaction)", got)
+	}
+	if _, err := l.AppendEndTxnMarker(EndTxnMarker{ProducerID: 1, Commit: true}, 0); err != nil {
+		t.Fatal(err)
+	}
 	if got := firstUnstable(t, l); got != -1 {
-		t.Fatalf("first unstable offset %d without transactions, want -1", got)
+		t.Fatalf("first unstable offset %d after the commit, want -1", got)
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
