@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -186,7 +185,7 @@ func runSink(ctx context.Context, e *env, o sinkOptions, given func(flag string)
 		cfg.Lake.BeforePublish = func(name string) {
 			if publishing.Add(1) == n {
 				logger.Warn("stop-before-publish: stopping", "publishing", name)
-				if err := syscall.Kill(os.Getpid(), syscall.SIGSTOP); err != nil {
+				if err := stopUntilContinued(); err != nil {
 					logger.Error("stop-before-publish: SIGSTOP failed", "err", err)
 				}
 			}
