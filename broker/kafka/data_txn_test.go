@@ -9,6 +9,20 @@ import (
 )
 
 // produceTxn sends one transactional batch for transactional ID "tx".
+// initTxnProducer asks for the transactional ID's producer ID and epoch
+// (InitProducerId v4, a 60 s transaction timeout).
+func (c *rawClient) initTxnProducer(t *testing.T, id string, correlationID int32) (int64, int16) {
+	t.Helper()
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.SetVersion(4)
+	req.TransactionalID, req.TransactionTimeoutMillis = &id, 60000
+	resp := c.roundTrip(req, correlationID).(*kmsg.InitProducerIDResponse)
+	if resp.ErrorCode != 0 {
+		t.Fatalf("InitProducerId: error %d", resp.ErrorCode)
+	}
+	return resp.ProducerID, resp.ProducerEpoch
+}
+
 func (c *rawClient) produceTxn(topic string, producer int64, epoch int16, sequence int32, correlationID int32, values ...string) *kmsg.ProduceResponseTopicPartition {
 	c.t.Helper()
 	spec := idempotentBatch(producer, epoch, sequence, values...)
@@ -184,14 +198,7 @@ func TestTransactionVerification(t *testing.T) {
 	next := func() int32 { corr++; return corr }
 
 	id := "tx"
-	ireq := kmsg.NewPtrInitProducerIDRequest()
-	ireq.SetVersion(4)
-	ireq.TransactionalID, ireq.TransactionTimeoutMillis = &id, 60000
-	ipr := c.roundTrip(ireq, next()).(*kmsg.InitProducerIDResponse)
-	if ipr.ErrorCode != 0 {
-		t.Fatalf("InitProducerId: error %d", ipr.ErrorCode)
-	}
-	pid, epoch := ipr.ProducerID, ipr.ProducerEpoch
+	pid, epoch := c.initTxnProducer(t, id, next())
 
 	if rp := c.produceTxn("verify", pid, epoch, 0, next(), "early"); rp.ErrorCode != kerr.InvalidTxnState.Code {
 		t.Fatalf("batch before AddPartitionsToTxn: error %d, want INVALID_TXN_STATE", rp.ErrorCode)

@@ -22,14 +22,7 @@ func TestTransactionVerificationRace(t *testing.T) {
 	next := func() int32 { corr++; return corr }
 
 	id := "tx"
-	ireq := kmsg.NewPtrInitProducerIDRequest()
-	ireq.SetVersion(4)
-	ireq.TransactionalID, ireq.TransactionTimeoutMillis = &id, 60000
-	ipr := c.roundTrip(ireq, next()).(*kmsg.InitProducerIDResponse)
-	if ipr.ErrorCode != 0 {
-		t.Fatalf("InitProducerId: error %d", ipr.ErrorCode)
-	}
-	pid, epoch := ipr.ProducerID, ipr.ProducerEpoch
+	pid, epoch := c.initTxnProducer(t, id, next())
 	areq := kmsg.NewPtrAddPartitionsToTxnRequest()
 	areq.SetVersion(3)
 	areq.TransactionalID, areq.ProducerID, areq.ProducerEpoch = id, pid, epoch
