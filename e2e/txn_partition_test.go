@@ -32,23 +32,9 @@ func TestTxnPartitionStateAcrossRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// transact writes values in a transaction ended by end ("commit",
-	// "abort") or left open ("open").
 	transact := func(cl *kgo.Client, values []string, end string) {
 		t.Helper()
-		if err := cl.BeginTransaction(); err != nil {
-			t.Fatal(err)
-		}
-		for _, v := range values {
-			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(v)}).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if end != "open" {
-			if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(end == "commit")); err != nil {
-				t.Fatal(err)
-			}
-		}
+		transactValues(ctx, t, cl, topic, values, end)
 	}
 	// A transaction timeout far longer than the test: the open one must
 	// stay open until it is committed.
@@ -110,9 +96,11 @@ func TestTxnPartitionStateAcrossRestarts(t *testing.T) {
 	next := producer()
 	later := valuesWith("n", 2)
 	transact(next, later, "commit")
-	if got := readValues(t, b, topic, kgo.ReadCommitted()); !sameValues(got, committed, later) {
-		t.Fatalf("after the new producer: read_committed read %v, want %v and %v", got, committed, later)
-	}
+	// EndTxn is answered once the commit is decided; its markers follow,
+	// and until they land the last stable offset stays before the records.
+	waitUntil(t, time.Minute, "read_committed reading exactly the committed records and the new producer's", func() bool {
+		return sameValues(readValues(t, b, topic, kgo.ReadCommitted()), committed, later)
+	})
 }
 
 // TestTxnPartitionFailover: the followers of a partition learn its open
@@ -136,19 +124,7 @@ func TestTxnPartitionFailover(t *testing.T) {
 	}
 	transact := func(cl *kgo.Client, values []string, end string) {
 		t.Helper()
-		if err := cl.BeginTransaction(); err != nil {
-			t.Fatal(err)
-		}
-		for _, v := range values {
-			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(v)}).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if end != "open" {
-			if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(end == "commit")); err != nil {
-				t.Fatal(err)
-			}
-		}
+		transactValues(ctx, t, cl, topic, values, end)
 	}
 	committed, aborted, open := valuesWith("c", 3), valuesWith("a", 2), valuesWith("o", 2)
 	cl := producer()
@@ -195,7 +171,28 @@ func TestTxnPartitionFailover(t *testing.T) {
 	next := producer()
 	later := valuesWith("n", 2)
 	transact(next, later, "commit")
-	if got := readValues(t, c, topic, kgo.ReadCommitted()); !sameValues(got, committed, later) {
-		t.Fatalf("after the new producer: read_committed read %v, want %v and %v", got, committed, later)
+	// EndTxn is answered once the commit is decided; its markers follow,
+	// and until they land the last stable offset stays before the records.
+	waitUntil(t, time.Minute, "read_committed reading exactly the committed records and the new producer's", func() bool {
+		return sameValues(readValues(t, c, topic, kgo.ReadCommitted()), committed, later)
+	})
+}
+
+// transactValues writes values to topic in a transaction ended by end ("commit",
+// "abort") or left open ("open").
+func transactValues(ctx context.Context, t *testing.T, cl *kgo.Client, topic string, values []string, end string) {
+	t.Helper()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range values {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if end != "open" {
+		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(end == "commit")); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
