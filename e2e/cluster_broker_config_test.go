@@ -59,6 +59,12 @@ func TestClusterBrokerDefaultMinISR(t *testing.T) {
 	c.waitFor("the topic to be fully replicated", 20*time.Second, func() bool { return c.fullyReplicated(adm, topic) })
 	cl := c.client()
 	for _, id := range c.initial {
+		// A broker learns of the topic from ZooKeeper on its own time;
+		// until then it answers UNKNOWN_TOPIC_OR_PARTITION.
+		c.waitFor(fmt.Sprintf("broker %d to describe the topic", id), 20*time.Second, func() bool {
+			_, _, err := topicConfigOn(cl, id, topic, "min.insync.replicas")
+			return err == nil
+		})
 		if v, src, err := topicConfigOn(cl, id, topic, "min.insync.replicas"); err != nil || v != "1" || src != kmsg.ConfigSourceDefaultConfig {
 			t.Fatalf("broker %d before: %s %v %v", id, v, src, err)
 		}
