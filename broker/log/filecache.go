@@ -9,7 +9,7 @@ import (
 )
 
 // DefaultMaxOpenFiles is the default of millrace.log.max.open.files: how
-// many segment files (.log, .index, .timeindex) the logs of one broker keep
+// many segment files (.log, .index, .timeindex, .txnindex) the logs of one broker keep
 // open at once. Kafka keeps every segment's files open for the segment's
 // life, so 10,000 partitions of a few segments need tens of thousands of
 // descriptors; here a partition nobody reads or writes costs none, and the
@@ -45,10 +45,10 @@ func (c *fileCache) openCount() int {
 	return c.lru.Len()
 }
 
-// wrap returns an opener whose segment files (by their final names; the
-// .cleaned files of a replacement in progress keep their own descriptors)
-// are held by the cache. The file is opened at once, so errors show where
-// they did before.
+// wrap returns an opener whose segment files (the .cleaned files a
+// replacement writes too: it renames them through renameOpen) are held by
+// the cache. The file is opened at once, so errors show where they did
+// before.
 func (c *fileCache) wrap(open openFileFunc) openFileFunc {
 	return func(path string, flag int, perm os.FileMode) (file, error) {
 		f, err := open(path, flag, perm)
@@ -71,9 +71,12 @@ func (c *fileCache) lazy(open openFileFunc, path string, flag int) *cachedFile {
 	return &cachedFile{cache: c, open: open, path: path, flag: flag &^ (os.O_CREATE | os.O_TRUNC | os.O_EXCL)}
 }
 
-// cacheable reports whether path is a segment file under its final name.
+// cacheable reports whether path is a segment file, under its final name or
+// a replacement's.
 func cacheable(path string) bool {
-	return strings.HasSuffix(path, logSuffix) || strings.HasSuffix(path, indexSuffix) || strings.HasSuffix(path, timeIndexSuffix)
+	path = strings.TrimSuffix(path, cleanedSuffix)
+	return strings.HasSuffix(path, logSuffix) || strings.HasSuffix(path, indexSuffix) ||
+		strings.HasSuffix(path, timeIndexSuffix) || strings.HasSuffix(path, txnIndexSuffix)
 }
 
 // addLocked lists cf, just opened, as most recently used and returns the
@@ -258,18 +261,20 @@ func (cf *cachedFile) Close() error {
 	return f.Close()
 }
 
-// renameFile renames from to to, through f when it is a cached file so a
-// later reopen finds it. A missing file is no error: a segment's index files
-// may never have been written.
-func renameFile(f file, from, to string) error {
-	var err error
+// renameOpen renames from to to, through f when it is a cached file so a
+// later reopen finds it.
+func renameOpen(f file, from, to string) error {
 	if cf, ok := f.(*cachedFile); ok {
-		err = cf.rename(from, to)
-	} else {
-		err = os.Rename(from, to)
+		return cf.rename(from, to)
 	}
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
+	return os.Rename(from, to)
+}
+
+// renameFile is renameOpen where a missing file is no error: a segment's
+// index files may never have been written.
+func renameFile(f file, from, to string) error {
+	if err := renameOpen(f, from, to); !errors.Is(err, os.ErrNotExist) {
+		return err
 	}
-	return err
+	return nil
 }

@@ -255,3 +255,56 @@ func TestFileCacheCrashRecoveryScansFromRecoveryPoint(t *testing.T) {
 		t.Fatalf("append after recovery ends at %d", l.EndOffset())
 	}
 }
+
+// The segments a replacement writes and the transaction indexes markers
+// write are held by the cache like every other segment file: their
+// descriptors stay within its limit and a file it closed reopens under the
+// name the swap gave it.
+func TestFileCacheHoldsReplacedSegmentsAndTxnIndexes(t *testing.T) {
+	dir := t.TempDir()
+	const limit = 2
+	l := buildReplaceLog(t, dir, options{files: newFileCache(limit)})
+	defer l.Close()
+	segs := l.Segments()
+	build, want := filteredCopy(t, l, segs[1].BaseOffset, segs[5].BaseOffset)
+	if err := l.ReplaceSegments(segs[1].BaseOffset, segs[5].BaseOffset, build); err != nil {
+		t.Fatal(err)
+	}
+	if n := openDescriptorsUnder(t, dir); n > limit {
+		t.Fatalf("%d descriptors open after the replacement, limit %d", n, limit)
+	}
+	for round := range 2 { // the second round reopens what the first closed
+		checkContents(t, l, want)
+		if n := openDescriptorsUnder(t, dir); n > limit {
+			t.Fatalf("round %d: %d descriptors open after reading every segment, limit %d", round, n, limit)
+		}
+	}
+
+	for p := int64(1); p <= 3; p++ {
+		if _, err := appendProduced(t, l, txnBatch(p, 0, 0, 1)); err != nil {
+			t.Fatal(err)
+		}
+		endTxn(t, l, p, false)
+		readSegmentBytes(t, l, 0) // makes the index the least recently used
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := openDescriptorsUnder(t, dir); n > limit {
+		t.Fatalf("%d descriptors open after three aborts, limit %d", n, limit)
+	}
+	if got := len(aborted(t, l, 0, l.EndOffset())); got != 3 {
+		t.Fatalf("%d aborted transactions listed, want 3", got)
+	}
+	var onDisk int
+	for _, s := range l.Segments() {
+		entries, err := decodeTxnIndex(readFileOrEmpty(t, segmentPath(dir, s.BaseOffset, txnIndexSuffix)))
+		if err != nil {
+			t.Fatalf("transaction index of segment %d: %v", s.BaseOffset, err)
+		}
+		onDisk += len(entries)
+	}
+	if onDisk != 3 {
+		t.Fatalf("%d entries in the transaction indexes on disk, want 3", onDisk)
+	}
+}

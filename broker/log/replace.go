@@ -196,7 +196,7 @@ func (l *Log) swapLocked(w *SegmentWriter, run []*segment, first int) error {
 	for _, s := range w.segments {
 		for _, suffix := range []string{txnIndexSuffix, indexSuffix, timeIndexSuffix, logSuffix} {
 			p := segmentPath(l.dir, s.baseOffset, suffix)
-			if err := os.Rename(p+swapSuffix, p); err != nil {
+			if err := renameOpen(s.fileLocked(suffix), p+swapSuffix, p); err != nil {
 				return err
 			}
 			if l.replace.stop("renamed " + filepath.Base(p)) {
@@ -393,7 +393,8 @@ func (w *SegmentWriter) commit() error {
 	for _, s := range w.segments {
 		for _, suffix := range segmentSuffixes {
 			p := segmentPath(dir, s.baseOffset, suffix)
-			if err := os.Rename(p+cleanedSuffix, p+swapSuffix); err != nil {
+			// The new segments are the writer's alone: no lock to take.
+			if err := renameOpen(s.fileLocked(suffix), p+cleanedSuffix, p+swapSuffix); err != nil {
 				return err
 			}
 			if w.l.replace.stop("swap " + filepath.Base(p)) {

@@ -153,22 +153,30 @@ func (s *segment) markDeleted() error {
 	for _, suffix := range segmentSuffixes {
 		p := segmentPath(s.dir, s.baseOffset, suffix)
 		// A file the descriptor cache closed is reopened by its new name.
-		var f file
 		s.mu.Lock()
-		switch suffix {
-		case logSuffix:
-			f = s.log
-		case indexSuffix:
-			f = s.indexFile
-		case timeIndexSuffix:
-			f = s.timeFile
-		}
+		f := s.fileLocked(suffix)
 		s.mu.Unlock()
 		if err := renameFile(f, p, p+deletedSuffix); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// fileLocked returns s's file with suffix, nil if it is not open. The
+// caller holds s.mu.
+func (s *segment) fileLocked(suffix string) file {
+	switch suffix {
+	case logSuffix:
+		return s.log
+	case indexSuffix:
+		return s.indexFile
+	case timeIndexSuffix:
+		return s.timeFile
+	case txnIndexSuffix:
+		return s.txnFile
+	}
+	return nil
 }
 
 // openIndexFilesLocked opens the index files if they are not open yet.
