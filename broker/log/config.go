@@ -121,7 +121,9 @@ func (c Config) Compacts() bool { return policyHas(c.CleanupPolicy, PolicyCompac
 func (c Config) Deletes() bool { return policyHas(c.CleanupPolicy, PolicyDelete) }
 
 func policyHas(policy, item string) bool {
-	for _, p := range strings.Split(policy, ",") {
+	// SplitSeq, not Split: every produce request asks (produceRules), and
+	// needs no slice for it.
+	for p := range strings.SplitSeq(policy, ",") {
 		if strings.TrimSpace(p) == item {
 			return true
 		}
