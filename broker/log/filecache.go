@@ -10,11 +10,11 @@ import (
 
 // DefaultMaxOpenFiles is the default of millrace.log.max.open.files: how
 // many segment files (.log, .index, .timeindex, .txnindex) the logs of one
-// broker keep open at once. Kafka keeps every segment's files open for the segment's
-// life, so 10,000 partitions of a few segments need tens of thousands of
-// descriptors; here a partition nobody reads or writes costs none, and the
-// broker as a whole stays well under a common 4,096 descriptor limit with
-// room for connections.
+// broker keep open at once. Kafka keeps every segment's files open for the
+// segment's life, so 10,000 partitions of a few segments need tens of
+// thousands of descriptors; here a partition nobody reads or writes costs
+// none, and the broker as a whole stays well under a common 4,096
+// descriptor limit with room for connections.
 const DefaultMaxOpenFiles = 2048
 
 // fileCache bounds the open descriptors of the segment files of the logs
