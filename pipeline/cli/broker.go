@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"millrace/broker"
+	"millrace/internal/gcfloor"
 )
 
 func init() {
@@ -60,6 +61,9 @@ func runBroker(ctx context.Context, e *env, o brokerOptions, given func(flag str
 	if err != nil {
 		return err
 	}
+	// Request garbage on a small live heap would run the collector
+	// several times a second; see gcfloor.
+	defer gcfloor.Keep(gcfloor.DefaultFloor)()
 
 	cfg := broker.DefaultConfig()
 	if o.configFile != "" {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"millrace/internal/gcfloor"
 	"millrace/pipeline/appliance"
 )
 
@@ -44,6 +45,9 @@ func runUp(ctx context.Context, e *env, o upOptions) error {
 	if err != nil {
 		return err
 	}
+	// Request garbage on a small live heap would run the collector
+	// several times a second; see gcfloor.
+	defer gcfloor.Keep(gcfloor.DefaultFloor)()
 	var cfg appliance.Config
 	if o.configFile != "" {
 		if err := loadYAML(o.configFile, &cfg); err != nil {

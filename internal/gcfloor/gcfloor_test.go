@@ -1,0 +1,84 @@
+package gcfloor
+
+import (
+	"runtime"
+	"runtime/metrics"
+	"testing"
+	"time"
+)
+
+func TestPercentFor(t *testing.T) {
+	for _, c := range []struct {
+		live, floor uint64
+		want        int
+	}{
+		{2 << 20, 64 << 20, 3100}, // goal 2 MiB × 32 = 64 MiB
+		{16 << 20, 64 << 20, 300},
+		{32 << 20, 64 << 20, 100}, // twice the live heap reaches the floor
+		{500 << 20, 64 << 20, 100},
+		{0, 64 << 20, 64<<20*100 - 100},
+	} {
+		if got := percentFor(c.live, c.floor); got != c.want {
+			t.Errorf("percentFor(%d, %d) = %d, want %d", c.live, c.floor, got, c.want)
+		}
+	}
+}
+
+// gogc reads the GC percentage in force.
+func gogc() uint64 {
+	sample := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(sample)
+	return sample[0].Value.Uint64()
+}
+
+// With a small live heap and a floor far above it, a stream of garbage
+// runs far fewer collections than with the default GOGC, and stop puts the
+// default back.
+func TestKeepCutsCycles(t *testing.T) {
+	t.Setenv("GOGC", "")
+	var sink []byte
+	cycles := func() uint32 {
+		runtime.GC() // start from a finished cycle
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range 200_000 {
+			sink = make([]byte, 512) // 100 MiB of garbage in all
+		}
+		runtime.ReadMemStats(&after)
+		return after.NumGC - before.NumGC
+	}
+	plain := cycles()
+	stop := Keep(256 << 20)
+	// The percentage changes after the first cycle that follows Keep.
+	for deadline := time.Now().Add(5 * time.Second); gogc() == defaultPercent; {
+		if time.Now().After(deadline) {
+			t.Fatal("the GC percentage never changed")
+		}
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+	kept := cycles()
+	stop()
+	_ = sink
+	if got := gogc(); got != defaultPercent {
+		t.Errorf("after stop the GC percentage is %d, want %d", got, defaultPercent)
+	}
+	t.Logf("%d cycles without the floor, %d with it", plain, kept)
+	if plain < 10 || kept*5 > plain {
+		t.Fatalf("%d cycles with the floor against %d without; want at most a fifth", kept, plain)
+	}
+}
+
+// GOGC in the environment is the operator's choice: Keep leaves it.
+func TestKeepLeavesGOGC(t *testing.T) {
+	t.Setenv("GOGC", "100")
+	stop := Keep(256 << 20)
+	defer stop()
+	for range 3 {
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+	if got := gogc(); got != defaultPercent {
+		t.Fatalf("GC percentage %d with GOGC set, want it left at %d", got, defaultPercent)
+	}
+}
