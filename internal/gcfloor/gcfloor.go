@@ -11,7 +11,8 @@
 // default is 1 GiB); here the goal is kept at least at a floor instead:
 // after every cycle the GC percentage is set so that the next goal is the
 // floor while twice the live heap is below it, and GOGC's 100 above that,
-// so a large heap is collected exactly as before.
+// so a large heap is collected exactly as before. The price is up to the
+// floor in uncollected garbage in the resident set.
 package gcfloor
 
 import (
