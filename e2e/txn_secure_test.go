@@ -55,13 +55,32 @@ func TestTransactionsSecureCluster(t *testing.T) {
 		t.Fatalf("CreateAcls: %v %+v", err, results)
 	}
 
-	producer := kafkaClient(t, c, producerOpts...)
-	for _, step := range []struct {
+	// The coordinator learns the new ACL from ZooKeeper on its own time
+	// (within 2 s, security_acl_test.go) and refuses InitProducerId until
+	// then; franz-go takes that refusal as fatal for the client, so each
+	// try is a new client, and the one that begins its transaction stays.
+	var producer *kgo.Client
+	c.waitFor("the coordinator to apply the transactional ID's ACL", 15*time.Second, func() bool {
+		cl := kafkaClient(t, c, producerOpts...)
+		err := cl.BeginTransaction()
+		if errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+			cl.Close()
+			return false
+		}
+		if err != nil {
+			t.Fatalf("beginning a transaction with Write on the transactional ID: %v", err)
+		}
+		producer = cl
+		return true
+	})
+	for i, step := range []struct {
 		prefix string
 		end    kgo.TransactionEndTry
 	}{{"c1", kgo.TryCommit}, {"a1", kgo.TryAbort}, {"c2", kgo.TryCommit}} {
-		if err := producer.BeginTransaction(); err != nil {
-			t.Fatal(err)
+		if i > 0 { // the first began above
+			if err := producer.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
 		}
 		for i := range 3 {
 			if err := producer.ProduceSync(ctx, kgo.StringRecord(fmt.Sprintf("%s-%d", step.prefix, i))).FirstErr(); err != nil {
