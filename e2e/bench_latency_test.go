@@ -52,3 +52,31 @@ func TestBenchLatencyCompare(t *testing.T) {
 		t.Errorf("medians table:\n%s", table)
 	}
 }
+
+// `millrace bench latency` against a 3-broker cluster creates its topic with
+// replication factor 3 and measures at once: it waits until every partition's
+// leader serves it, where listing the new topic's offsets straight after
+// CreateTopics failed now and then with UNKNOWN_TOPIC_OR_PARTITION.
+func TestBenchLatencyReplicated(t *testing.T) {
+	t.Parallel()
+	c := startLocalCluster(t, 3, 1)
+	out := run(t, 60*time.Second, "", millraceBin, "bench", "latency", "-b", strings.Join(c.seeds(), ","),
+		"--topic", "bench-rf3", "--partitions", "3", "--replication-factor", "3",
+		"--rate", "500", "--warmup", "0s", "--duration", "2s", "--runs", "1", "--quiet")
+	head := regexp.MustCompile(`(?m)^run 1 against \S+: 500 records/s of 100 B, 3 partition\(s\), acks=all, 1 producer\(s\), 2s measured after 0s warm-up: (\d+) acked \(\d+/s\), (\d+) consumed$`)
+	if m := head.FindStringSubmatch(out); m == nil || m[1] != "1000" || m[2] != "1000" {
+		t.Errorf("want 1000 records acknowledged and consumed:\n%s", out)
+	}
+	parts, err := c.partitions(c.admin(), "bench-rf3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range parts {
+		if len(p.Replicas) != 3 {
+			t.Errorf("partition %d has replicas %v, want 3", p.Partition, p.Replicas)
+		}
+	}
+	if len(parts) != 3 {
+		t.Errorf("the topic has %d partitions, want 3", len(parts))
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -278,22 +279,18 @@ func ensureTopic(ctx context.Context, e *env, topic string, partitions, replicat
 		return fmt.Errorf("create topic %s: %w", topic, err)
 	}
 	// In a cluster, brokers learn of a new topic a moment after it is
-	// created; producing before every partition has a leader would stall the
-	// client on its metadata refresh and spoil the measurement.
+	// created, and a leader named in the metadata serves its partition a
+	// moment after that; producing before then would stall the client on
+	// its metadata refresh and spoil the measurement, and listing offsets
+	// would fail with UNKNOWN_TOPIC_OR_PARTITION.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		topics, err := adm.ListTopics(ctx, topic)
-		if err == nil && topics.Error() == nil {
-			ready := len(topics[topic].Partitions) > 0
-			for _, p := range topics[topic].Partitions {
-				ready = ready && p.Leader >= 0 && p.Err == nil
-			}
-			if ready {
-				return nil
-			}
+		err := topicServed(ctx, adm, topic)
+		if err == nil {
+			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("topic %s has partitions without a leader after 30s", topic)
+			return fmt.Errorf("topic %s is not served after 30s: %w", topic, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -301,6 +298,31 @@ func ensureTopic(ctx context.Context, e *env, topic string, partitions, replicat
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// topicServed is nil once every partition of topic has a leader in the
+// metadata and answers ListOffsets.
+func topicServed(ctx context.Context, adm *kadm.Client, topic string) error {
+	topics, err := adm.ListTopics(ctx, topic)
+	if err == nil {
+		err = topics.Error()
+	}
+	if err != nil {
+		return err
+	}
+	if len(topics[topic].Partitions) == 0 {
+		return errors.New("no partitions in the metadata yet")
+	}
+	for _, p := range topics[topic].Partitions {
+		if p.Leader < 0 || p.Err != nil {
+			return fmt.Errorf("partition %d has no leader yet", p.Partition)
+		}
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	return err
 }
 
 // startProgress draws a progress bar on w until the returned stop is called.
