@@ -43,6 +43,12 @@ type count struct {
 // counts twice. Memory is bounded: an hour older than Config.Retention is
 // dropped once its last total is published, and at most Config.MaxKeys
 // keys are held.
+//
+// A counter that is not distinct keeps its totals in memory only, so each
+// process run publishes under its own run id (Record.Run) and announces
+// itself with Run records: a restart adds a run instead of overwriting the
+// earlier run's totals, and a run killed before its last publication is
+// known to the reconciler as such (see Run).
 type Counter struct {
 	cfg      Config
 	role     string
@@ -52,10 +58,16 @@ type Counter struct {
 	logger   *slog.Logger
 	now      func() time.Time // the clock; tests replace it
 
+	// run is this process run's id, empty for a distinct counter.
+	run     string
+	started time.Time
+	skew    time.Duration
+
 	mu       sync.Mutex // guards the following
 	counts   map[countKey]*count
 	refused  int64 // events not counted: hour beyond retention or MaxKeys reached
 	lastWarn time.Time
+	lastRun  time.Time // when the run was last announced
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -78,13 +90,37 @@ func NewCounter(cfg Config, role, instance string, distinct bool, producer Produ
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Counter{
+	c := &Counter{
 		cfg: cfg, role: role, instance: instance, distinct: distinct, producer: producer,
-		logger: logger.With("component", "audit", "role", role, "instance", instance),
 		now:    time.Now,
 		counts: map[countKey]*count{},
-	}, nil
+		skew:   DefaultEventSkew,
+	}
+	if !distinct {
+		c.started = c.now()
+		c.run = NewRunID(c.started)
+		logger = logger.With("run", c.run)
+	}
+	c.logger = logger.With("component", "audit", "role", role, "instance", instance)
+	return c, nil
 }
+
+// DefaultEventSkew is how far an event's time may be from its
+// acknowledgement unless SetEventSkew says otherwise: the beacon's default
+// bound on a client's clock.
+const DefaultEventSkew = 24 * time.Hour
+
+// SetEventSkew says how far the time of a counted event may be from the
+// moment the broker acknowledged it (the beacon's max_clock_skew). The
+// reconciler widens the hours a killed run may have left uncounted by it.
+// Call it before Start.
+func (c *Counter) SetEventSkew(d time.Duration) { c.skew = d }
+
+// Run is the counter's process run id ("" for a distinct counter).
+func (c *Counter) Run() string { return c.run }
+
+// heartbeat is how often a run is announced while it runs.
+func (c *Counter) heartbeat() time.Duration { return max(c.cfg.Interval, time.Minute) }
 
 // HourOf is the hour key of t: whole hours since the Unix epoch, UTC.
 func HourOf(t time.Time) int64 {
@@ -158,8 +194,15 @@ func (c *Counter) Keys() int {
 	return len(c.counts)
 }
 
-// Start publishes every Config.Interval until Shutdown.
+// Start announces the run (for a counter that is not distinct) and
+// publishes every Config.Interval until Shutdown.
 func (c *Counter) Start(ctx context.Context) {
+	if c.run != "" {
+		c.mu.Lock()
+		c.lastRun = c.now()
+		c.mu.Unlock()
+		c.announce(ctx, c.lastRun, false, nil)
+	}
 	ctx, c.cancel = context.WithCancel(ctx)
 	c.done = make(chan struct{})
 	go func() {
@@ -194,13 +237,56 @@ func (c *Counter) Shutdown(ctx context.Context) error {
 		return fmt.Errorf("audit: publishing the last counts: %w", err)
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	for k, ct := range c.counts {
 		if ct.total != ct.published {
+			c.mu.Unlock()
 			return fmt.Errorf("audit: the last count of %s %s %s was not acknowledged", k.topic, k.source, hourString(k.hour))
 		}
 	}
+	c.mu.Unlock()
+	if c.run == "" {
+		return nil
+	}
+	// Every count is acknowledged: say so, so that the reconciler takes
+	// this run's totals as final.
+	stopErr := errors.New("not acknowledged")
+	var stopMu sync.Mutex // guards stopErr, set on the producer's goroutine
+	c.announce(ctx, c.now(), true, func(err error) {
+		stopMu.Lock()
+		defer stopMu.Unlock()
+		stopErr = err
+	})
+	if err := c.producer.Flush(ctx); err != nil {
+		return fmt.Errorf("audit: publishing the end of run %s: %w", c.run, err)
+	}
+	stopMu.Lock()
+	defer stopMu.Unlock()
+	if stopErr != nil {
+		return fmt.Errorf("audit: publishing the end of run %s: %w", c.run, stopErr)
+	}
 	return nil
+}
+
+// announce publishes the run's record stamped at; done, when not nil, gets
+// the broker's answer. A lost announcement is made up by the next one.
+func (c *Counter) announce(ctx context.Context, at time.Time, stopped bool, done func(error)) {
+	r := Run{Role: c.role, Instance: c.instance, ID: c.run, StartedAt: c.started.UTC(), SeenAt: at.UTC(), Stopped: stopped,
+		SkewSeconds: int64(c.skew / time.Second), HeartbeatSeconds: int64(c.heartbeat() / time.Second)}
+	value, err := r.Marshal()
+	if err != nil { // a Run always marshals
+		if done != nil {
+			done(err)
+		}
+		return
+	}
+	c.producer.Produce(ctx, &kgo.Record{Topic: c.cfg.Topic, Key: []byte(r.Key()), Value: value}, func(_ *kgo.Record, err error) {
+		if err != nil {
+			c.logger.Debug("audit run record not acknowledged", "err", err)
+		}
+		if done != nil {
+			done(err)
+		}
+	})
 }
 
 // Publish produces a record for every count whose total changed since its
@@ -226,9 +312,13 @@ func (c *Counter) Publish(ctx context.Context) {
 			delete(c.counts, k)
 		}
 	}
+	heartbeat := c.run != "" && now.Sub(c.lastRun) >= c.heartbeat()
+	if heartbeat {
+		c.lastRun = now
+	}
 	c.mu.Unlock()
 	for _, o := range send {
-		r := Record{Role: c.role, Instance: c.instance, Topic: o.k.topic, Source: o.k.source, Hour: hourString(o.k.hour),
+		r := Record{Role: c.role, Instance: c.instance, Run: c.run, Topic: o.k.topic, Source: o.k.source, Hour: hourString(o.k.hour),
 			Accepted: o.total, Distinct: c.distinct, UpdatedAt: now.UTC()}
 		value, err := r.Marshal()
 		if err != nil { // a Record always marshals; keep the key retryable regardless
@@ -239,6 +329,9 @@ func (c *Counter) Publish(ctx context.Context) {
 		c.producer.Produce(ctx, &kgo.Record{Topic: c.cfg.Topic, Key: []byte(r.Key()), Value: value}, func(_ *kgo.Record, err error) {
 			c.settle(k, total, err)
 		})
+	}
+	if heartbeat {
+		c.announce(ctx, now, false, nil)
 	}
 }
 
@@ -266,7 +359,7 @@ func (c *Counter) Snapshot() []Record {
 	defer c.mu.Unlock()
 	out := make([]Record, 0, len(c.counts))
 	for k, ct := range c.counts {
-		out = append(out, Record{Role: c.role, Instance: c.instance, Topic: k.topic, Source: k.source,
+		out = append(out, Record{Role: c.role, Instance: c.instance, Run: c.run, Topic: k.topic, Source: k.source,
 			Hour: hourString(k.hour), Accepted: ct.total, Distinct: c.distinct, UpdatedAt: now})
 	}
 	return out

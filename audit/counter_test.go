@@ -19,6 +19,7 @@ type fakeProducer struct {
 	answer  func(*kgo.Record) error
 	held    []func() // acks delayed until release
 	hold    bool
+	runs    []Run // run records taken out by take
 }
 
 func (p *fakeProducer) Produce(_ context.Context, rec *kgo.Record, ack ship.AckFunc) {
@@ -55,6 +56,13 @@ func (p *fakeProducer) take(t *testing.T) []Record {
 	defer p.mu.Unlock()
 	var out []Record
 	for _, r := range p.records {
+		if run, ok, err := decodeRun(r.Value); ok {
+			if err != nil || string(r.Key) != run.Key() {
+				t.Fatalf("run record %s: %v", r.Value, err)
+			}
+			p.runs = append(p.runs, run)
+			continue
+		}
 		rec, err := ParseRecord(r.Value)
 		if err != nil {
 			t.Fatal(err)
@@ -251,6 +259,84 @@ func TestConfigValidate(t *testing.T) {
 	} {
 		if err := bad.WithDefaults().Validate(); err == nil {
 			t.Errorf("%s: accepted %+v", name, bad)
+		}
+	}
+}
+
+// TestCounterRunsAddUp restarts a beacon's counter as a new process would:
+// each run publishes under its own key, so the second run's smaller total
+// does not replace the first's, and each run is announced at start, on its
+// heartbeat and, once every count is acknowledged, as stopped.
+func TestCounterRunsAddUp(t *testing.T) {
+	p := &fakeProducer{}
+	now := h3
+	var totals []Record
+	var runIDs []string
+	for run, n := range []int64{4, 1} {
+		c := newTestCounter(t, p, &now, Config{})
+		c.Start(context.Background())
+		c.Add("clicks", "shop", h3, n)
+		c.Publish(context.Background())
+		now = now.Add(2 * time.Minute) // past the heartbeat
+		c.Publish(context.Background())
+		if err := c.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		got := p.take(t)
+		if len(got) != 1 || got[0].Run != c.Run() || got[0].Accepted != n {
+			t.Fatalf("run %d published %+v, want one record of run %s with %d", run, got, c.Run(), n)
+		}
+		totals = append(totals, got...)
+		runIDs = append(runIDs, c.Run())
+		states := []bool{}
+		for _, r := range p.runs {
+			if r.ID != c.Run() || r.Role != RoleBeacon || r.Instance != "b1" || r.SkewSeconds != int64(DefaultEventSkew/time.Second) {
+				t.Fatalf("run record %+v of run %s", r, c.Run())
+			}
+			states = append(states, r.Stopped)
+		}
+		// Start, the heartbeat two minutes on, the end.
+		if len(states) != 3 || states[0] || states[1] || !states[2] {
+			t.Fatalf("run %d announced stopped states %v, want false, false, true", run, states)
+		}
+		p.runs = nil
+	}
+	if runIDs[0] == runIDs[1] || totals[0].Key() == totals[1].Key() {
+		t.Fatalf("two runs share run id %q or key %q", runIDs[0], totals[0].Key())
+	}
+	latest := map[string]int64{}
+	for _, r := range totals {
+		latest[r.Key()] = r.Accepted
+	}
+	var sum int64
+	for _, n := range latest {
+		sum += n
+	}
+	if sum != 5 {
+		t.Fatalf("the runs' latest totals add up to %d, want 5", sum)
+	}
+}
+
+// TestCounterNotStoppedWhenCountsFail: a run whose last counts were not
+// acknowledged must not say it stopped cleanly.
+func TestCounterNotStoppedWhenCountsFail(t *testing.T) {
+	p := &fakeProducer{answer: func(r *kgo.Record) error {
+		if _, ok, _ := decodeRun(r.Value); ok {
+			return nil
+		}
+		return errors.New("broker down")
+	}}
+	now := h3
+	c := newTestCounter(t, p, &now, Config{})
+	c.Start(context.Background())
+	c.Add("clicks", "shop", h3, 1)
+	if err := c.Shutdown(context.Background()); err == nil {
+		t.Fatal("shutdown succeeded with its last count refused")
+	}
+	p.take(t)
+	for _, r := range p.runs {
+		if r.Stopped {
+			t.Fatalf("run announced stopped although its count was refused: %+v", r)
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -36,15 +38,39 @@ type Entry struct {
 	LogOffset  int64
 }
 
+// Log is what Read found on the audit topic.
+type Log struct {
+	// Entries are the count records, in log order per partition.
+	Entries []Entry
+	// Runs are the runs of publishers, the last record of each, sorted by
+	// key.
+	Runs []Run
+	// Skipped counts malformed records.
+	Skipped int
+}
+
 // Read reads the audit topic from its start to its end offsets as they
 // were when Read began, decoding every record; malformed records are counted
-// in skipped, not returned. A topic that does not exist yet reads as empty.
-// cl must not consume anything else (Read assigns it the audit partitions).
-func Read(ctx context.Context, cl *kgo.Client, topic string) (entries []Entry, skipped int, err error) {
+// in Log.Skipped, not returned. A topic that does not exist yet reads as
+// empty. cl must not consume anything else (Read assigns it the audit
+// partitions).
+func Read(ctx context.Context, cl *kgo.Client, topic string) (*Log, error) {
+	entries, runs, skipped, err := read(ctx, cl, topic)
+	if err != nil {
+		return nil, err
+	}
+	l := &Log{Entries: entries, Skipped: skipped}
+	for _, k := range slices.Sorted(maps.Keys(runs)) {
+		l.Runs = append(l.Runs, runs[k])
+	}
+	return l, nil
+}
+
+func read(ctx context.Context, cl *kgo.Client, topic string) (entries []Entry, runs map[string]Run, skipped int, err error) {
 	adm := kadm.NewClient(cl)
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
-		return nil, 0, fmt.Errorf("audit: end offsets of %s: %w", topic, err)
+		return nil, nil, 0, fmt.Errorf("audit: end offsets of %s: %w", topic, err)
 	}
 	want := map[int32]int64{}
 	start := map[string]map[int32]kgo.Offset{topic: {}}
@@ -62,22 +88,23 @@ func Read(ctx context.Context, cl *kgo.Client, topic string) (entries []Entry, s
 		}
 	})
 	if listErr != nil {
-		return nil, 0, fmt.Errorf("audit: end offsets of %s: %w", topic, listErr)
+		return nil, nil, 0, fmt.Errorf("audit: end offsets of %s: %w", topic, listErr)
 	}
+	runs = map[string]Run{}
 	if len(want) == 0 {
-		return nil, 0, nil
+		return nil, runs, 0, nil
 	}
 	cl.AddConsumePartitions(start)
 	defer cl.RemoveConsumePartitions(map[string][]int32{topic: keys(want)})
 	for len(want) > 0 {
 		fetches := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return nil, 0, fmt.Errorf("audit: reading %s: %w", topic, err)
+			return nil, nil, 0, fmt.Errorf("audit: reading %s: %w", topic, err)
 		}
 		var fetchErr error
 		fetches.EachError(func(_ string, _ int32, err error) { fetchErr = err })
 		if fetchErr != nil {
-			return nil, 0, fmt.Errorf("audit: reading %s: %w", topic, fetchErr)
+			return nil, nil, 0, fmt.Errorf("audit: reading %s: %w", topic, fetchErr)
 		}
 		fetches.EachRecord(func(r *kgo.Record) {
 			end, ok := want[r.Partition]
@@ -86,6 +113,14 @@ func Read(ctx context.Context, cl *kgo.Client, topic string) (entries []Entry, s
 			}
 			if r.Offset == end-1 {
 				delete(want, r.Partition)
+			}
+			if run, ok, err := decodeRun(r.Value); ok {
+				if err != nil {
+					skipped++
+				} else {
+					runs[run.Key()] = run
+				}
+				return
 			}
 			e, err := decodeEntry(r.Value)
 			if err != nil {
@@ -96,7 +131,21 @@ func Read(ctx context.Context, cl *kgo.Client, topic string) (entries []Entry, s
 			entries = append(entries, e)
 		})
 	}
-	return entries, skipped, nil
+	return entries, runs, skipped, nil
+}
+
+// decodeRun decodes value when it is a Run (ok), and checks it.
+func decodeRun(value []byte) (r Run, ok bool, err error) {
+	var kind struct {
+		Kind string `json:"kind"`
+	}
+	if json.Unmarshal(value, &kind) != nil || kind.Kind != KindRun {
+		return Run{}, false, nil
+	}
+	if err := json.Unmarshal(value, &r); err != nil {
+		return Run{}, true, fmt.Errorf("audit: run record: %w", err)
+	}
+	return r, true, r.Validate()
 }
 
 // decodeEntry decodes a record value of either role.

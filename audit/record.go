@@ -142,7 +142,12 @@ func MetricSource(source string) string {
 type Record struct {
 	Role     string `json:"role"`
 	Instance string `json:"instance"`
-	Topic    string `json:"topic"`
+	// Run is the process run of a publisher whose counts live only in
+	// memory (beacon, intake): each run counts from zero under its own key,
+	// so the runs' totals add up (see Run). Empty for the tailer, whose
+	// counts survive restarts with its checkpoint, and for sinks.
+	Run   string `json:"run,omitempty"`
+	Topic string `json:"topic"`
 	Source   string `json:"source"`
 	Hour     string `json:"hour"`
 
@@ -161,11 +166,16 @@ type Record struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
-// Key is the record's key: "<role>/<instance>/<topic>/<source>/<hour>". The
-// source may itself contain slashes (file paths), so the key identifies a
-// record but is not parsed back: read the value (ParseRecord).
+// Key is the record's key: "<role>/<instance>/<topic>/<source>/<hour>",
+// with "<instance>#<run>" for a record of a run. The source may itself
+// contain slashes (file paths), so the key identifies a record but is not
+// parsed back: read the value (ParseRecord).
 func (r *Record) Key() string {
-	return Key(r.Role, r.Instance, r.Topic, r.Source, r.Hour)
+	instance := r.Instance
+	if r.Run != "" {
+		instance += "#" + r.Run
+	}
+	return Key(r.Role, instance, r.Topic, r.Source, r.Hour)
 }
 
 // Key builds a record key from its parts.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -27,6 +28,12 @@ const (
 	StatusOpen = "open"
 	// StatusMismatch: the hour is complete and its counts do not add up.
 	StatusMismatch = "MISMATCH"
+	// StatusUnknown: the hour is complete and the lake holds more than the
+	// agents counted, but an agent that counted events of the topic was
+	// killed before publishing its last counts, in a stretch of time the
+	// hour's events may come from (see audit.Run): what was accepted is not
+	// known, so neither is whether the hour adds up.
+	StatusUnknown = "unknown"
 )
 
 // Line is the audit of one (topic, source, hour).
@@ -34,7 +41,8 @@ type Line struct {
 	Topic  string `json:"topic"`
 	Source string `json:"source"`
 	Hour   string `json:"hour"`
-	// Accepted is what the agents had acknowledged (sum over agents).
+	// Accepted is what the agents had acknowledged (sum over agents and
+	// their runs).
 	Accepted int64 `json:"accepted"`
 	// Distinct is false when some agent counted repeats (beacon): then
 	// deduplicated rows are part of what was accepted.
@@ -48,17 +56,33 @@ type Line struct {
 	DeadLettered int64  `json:"dead_lettered"`
 	NoID         int64  `json:"no_id"`
 	Status       string `json:"status"`
-	// Problem says why a MISMATCH does not add up.
+	// Problem says why a MISMATCH does not add up, or why a line is unknown.
 	Problem string `json:"problem,omitempty"`
+}
+
+// NotLanded is a topic the agents fed that no sink lands in any lake.
+type NotLanded struct {
+	Topic string `json:"topic"`
+	// Accepted is what the agents accepted for it from the audit's start.
+	Accepted int64 `json:"accepted"`
 }
 
 // Report is the audit of a lake against _millrace.audit.
 type Report struct {
+	// Lake is the lake's URL, when known.
+	Lake  string `json:"lake,omitempty"`
 	Lines []Line `json:"lines"`
 	// Unreconciled counts the distinct (topic, hour)s with a MISMATCH line.
 	Unreconciled int `json:"unreconciled_hours"`
 	// Open counts the lines still open.
 	Open int `json:"open"`
+	// Unknown counts the lines whose accepted count is not known.
+	Unknown int `json:"unknown,omitempty"`
+	// NotLanded lists the topics agents fed that no sink announced it lands.
+	NotLanded []NotLanded `json:"not_landed,omitempty"`
+	// Elsewhere names, per topic agents fed that sinks land in other lakes
+	// only, those lakes; such topics are not judged against this lake.
+	Elsewhere map[string][]string `json:"landed_elsewhere,omitempty"`
 	// Unattributed lists lake directories whose files carry no source counts.
 	Unattributed map[string]int64 `json:"unattributed,omitempty"`
 	// SkippedRecords counts malformed audit records.
@@ -66,10 +90,71 @@ type Report struct {
 	At             time.Time `json:"at"`
 }
 
-// Reconcile judges every (topic, source, hour) from since on that agents
-// or the lake know of, for the topics that have agent records (a topic fed
-// only by other producers is not audited). records are the latest audit
-// records (Latest); topicFilter, when not empty, keeps one topic.
+// Failed reports whether the report found something wrong: an hour that
+// does not reconcile or a topic that nothing lands.
+func (r *Report) Failed() bool { return r.Unreconciled > 0 || len(r.NotLanded) > 0 }
+
+// Input is what Reconcile judges.
+type Input struct {
+	// Records are the latest count records (audit.Latest).
+	Records map[string]audit.Entry
+	// Runs are the publishers' runs (audit.Log.Runs).
+	Runs []audit.Run
+	// Lake is what the lake holds, read for the topics Topics returns.
+	Lake *Lake
+	// LakeURL is the lake's canonical URL (store.CanonicalURL). When set,
+	// only the topics a sink announced it lands there are judged; the
+	// others are reported as landed elsewhere or not landed at all. When
+	// empty, every topic agents fed is judged against Lake.
+	LakeURL string
+	// Topic, when not empty, keeps one topic.
+	Topic string
+	// Since is the first hour judged; Now is when the audit runs.
+	Since, Now time.Time
+}
+
+// Topics are the data topics the input judges against its lake: the
+// topics agents fed (and Topic, when set) that a sink lands in LakeURL.
+func (in *Input) Topics() []string {
+	var out []string
+	for _, t := range in.agentTopics() {
+		if in.LakeURL == "" || slices.Contains(in.sinkLakes()[t], in.LakeURL) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// agentTopics are the topics with agent records, sorted.
+func (in *Input) agentTopics() []string {
+	set := map[string]bool{}
+	for _, e := range in.Records {
+		if e.Role != audit.RoleSink && (in.Topic == "" || e.Topic == in.Topic) {
+			set[e.Topic] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// sinkLakes maps each topic a sink announced to the lakes it lands in.
+func (in *Input) sinkLakes() map[string][]string {
+	out := map[string][]string{}
+	for _, r := range in.Runs {
+		if r.Role != audit.RoleSink {
+			continue
+		}
+		for _, t := range r.Topics {
+			if !slices.Contains(out[t], r.Lake) {
+				out[t] = append(out[t], r.Lake)
+			}
+		}
+	}
+	return out
+}
+
+// Reconcile judges every (topic, source, hour) from in.Since on that agents
+// or the lake know of, for the topics Topics returns (a topic fed only by
+// other producers is not audited).
 //
 // An hour is judged once it is complete: its _SUCCESS marker exists, or a
 // later hour's of the same topic does (a marker is written only when every
@@ -79,10 +164,16 @@ type Report struct {
 //
 //	distinct sources (tail):  accepted = landed + dead_lettered
 //	other sources (beacon):   accepted = landed + deduplicated + dead_lettered
-func Reconcile(records map[string]audit.Entry, lake *Lake, topicFilter string, since time.Time) *Report {
+//
+// A complete line with more rows than accepted events is unknown rather
+// than a mismatch when an agent feeding its topic was killed before
+// publishing counts of events that may belong to its hour: the accepted
+// count is then a lower bound. Fewer rows than that bound is a loss
+// whatever the agent did not publish, and stays a mismatch.
+func Reconcile(in Input) *Report {
 	type lineKey struct{ topic, source, hour string }
 	lines := map[lineKey]*Line{}
-	sinceHour := audit.Hour(since)
+	sinceHour := audit.Hour(in.Since)
 	get := func(topic, source, hour string) *Line {
 		k := lineKey{topic, source, hour}
 		l := lines[k]
@@ -92,9 +183,34 @@ func Reconcile(records map[string]audit.Entry, lake *Lake, topicFilter string, s
 		}
 		return l
 	}
-	audited := map[string]bool{}
-	for _, e := range records {
-		if e.Hour < sinceHour || (topicFilter != "" && e.Topic != topicFilter) {
+	judged := map[string]bool{}
+	for _, t := range in.Topics() {
+		judged[t] = true
+	}
+	r := &Report{Lake: in.LakeURL, Unattributed: map[string]int64{}}
+	if in.LakeURL != "" {
+		lakes := in.sinkLakes()
+		accepted := map[string]int64{}
+		for _, e := range in.Records {
+			if e.Role != audit.RoleSink {
+				accepted[e.Topic] += e.Accepted
+			}
+		}
+		for _, t := range in.agentTopics() {
+			switch {
+			case len(lakes[t]) == 0:
+				r.NotLanded = append(r.NotLanded, NotLanded{Topic: t, Accepted: accepted[t]})
+			case !judged[t]:
+				if r.Elsewhere == nil {
+					r.Elsewhere = map[string][]string{}
+				}
+				r.Elsewhere[t] = slices.Sorted(slices.Values(lakes[t]))
+			}
+		}
+	}
+	roles := map[string]map[string]bool{} // the agent roles feeding each topic
+	for _, e := range in.Records {
+		if e.Hour < sinceHour || !judged[e.Topic] {
 			continue
 		}
 		l := get(e.Topic, e.Source, e.Hour)
@@ -105,38 +221,42 @@ func Reconcile(records map[string]audit.Entry, lake *Lake, topicFilter string, s
 			l.NoID += e.NoID
 			continue
 		}
-		audited[e.Topic] = true
+		if roles[e.Topic] == nil {
+			roles[e.Topic] = map[string]bool{}
+		}
+		roles[e.Topic][e.Role] = true
 		l.Accepted += e.Accepted
 		l.Distinct = l.Distinct && e.Distinct
 	}
-	for topic, counts := range lake.Rows {
-		if topicFilter != "" && topic != topicFilter {
-			continue
-		}
-		for hour, m := range counts {
-			if hour < sinceHour {
+	if in.Lake != nil {
+		for topic, counts := range in.Lake.Rows {
+			if !judged[topic] {
 				continue
 			}
-			for source, n := range m {
-				get(topic, source, hour).Landed += n
+			for hour, m := range counts {
+				if hour < sinceHour {
+					continue
+				}
+				for source, n := range m {
+					get(topic, source, hour).Landed += n
+				}
 			}
 		}
 	}
 	// The newest complete hour per topic: everything up to it is complete.
 	newestComplete := map[string]string{}
-	for topic, hours := range lake.Complete {
-		for h := range hours {
-			if h > newestComplete[topic] {
-				newestComplete[topic] = h
+	if in.Lake != nil {
+		for topic, hours := range in.Lake.Complete {
+			for h := range hours {
+				if h > newestComplete[topic] {
+					newestComplete[topic] = h
+				}
 			}
 		}
 	}
-	r := &Report{Unattributed: map[string]int64{}}
+	killed := killedRuns(in.Runs, in.Now)
 	bad := map[[2]string]bool{}
 	for _, l := range lines {
-		if !audited[l.Topic] {
-			continue
-		}
 		switch {
 		case l.Hour > newestComplete[l.Topic]:
 			l.Status = StatusOpen
@@ -144,18 +264,27 @@ func Reconcile(records map[string]audit.Entry, lake *Lake, topicFilter string, s
 		default:
 			l.Problem = problem(l)
 			l.Status = StatusOK
-			if l.Problem != "" {
-				l.Status = StatusMismatch
-				bad[[2]string{l.Topic, l.Hour}] = true
+			if l.Problem == "" {
+				break
 			}
+			if u, ok := uncountedFor(l, killed, roles[l.Topic]); ok {
+				l.Status = StatusUnknown
+				l.Problem += "; but " + u.String()
+				r.Unknown++
+				break
+			}
+			l.Status = StatusMismatch
+			bad[[2]string{l.Topic, l.Hour}] = true
 		}
 		r.Lines = append(r.Lines, *l)
 	}
 	r.Unreconciled = len(bad)
-	for topic, dirs := range lake.Unattributed {
-		if topicFilter == "" || topic == topicFilter {
-			for d, n := range dirs {
-				r.Unattributed[d] += n
+	if in.Lake != nil {
+		for topic, dirs := range in.Lake.Unattributed {
+			if judged[topic] {
+				for d, n := range dirs {
+					r.Unattributed[d] += n
+				}
 			}
 		}
 	}
@@ -165,12 +294,41 @@ func Reconcile(records map[string]audit.Entry, lake *Lake, topicFilter string, s
 	return r
 }
 
+// uncountedFor returns a killed run of an agent role feeding l's topic
+// whose uncounted events may fall in l's hour, when l holds more rows than
+// were counted (fewer is a loss whatever the run did not publish).
+func uncountedFor(l *Line, killed map[string][]uncounted, roles map[string]bool) (uncounted, bool) {
+	if expected(l) < l.Accepted {
+		return uncounted{}, false
+	}
+	h, err := audit.ParseHour(l.Hour)
+	if err != nil {
+		return uncounted{}, false
+	}
+	for role := range roles {
+		for _, u := range killed[role] {
+			if u.covers(h) {
+				return u, true
+			}
+		}
+	}
+	return uncounted{}, false
+}
+
+// expected is what the lake's side of a line says was accepted.
+func expected(l *Line) int64 {
+	n := l.Landed + l.DeadLettered
+	if !l.Distinct {
+		n += l.Deduplicated
+	}
+	return n
+}
+
 // problem says why a complete line does not add up, or "".
 func problem(l *Line) string {
-	expected := l.Landed + l.DeadLettered
+	expected := expected(l)
 	formula := "landed + dead-lettered"
 	if !l.Distinct {
-		expected += l.Deduplicated
 		formula = "landed + deduplicated + dead-lettered"
 	}
 	if expected == l.Accepted {
@@ -190,8 +348,12 @@ func problem(l *Line) string {
 }
 
 // WriteText prints the report as a table, one line per topic, source and
-// hour, then one sentence per line that does not reconcile.
+// hour, then one sentence per line that does not reconcile or is unknown,
+// and per topic that is not landed.
 func (r *Report) WriteText(w io.Writer) error {
+	if r.Lake != "" {
+		fmt.Fprintf(w, "lake %s\n", r.Lake)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "TOPIC\tSOURCE\tHOUR\tPRODUCED\tLANDED\tDEAD-LETTERED\tDEDUPLICATED\tNO-ID\tSTATUS\t")
 	for _, l := range r.Lines {
@@ -202,36 +364,39 @@ func (r *Report) WriteText(w io.Writer) error {
 		return err
 	}
 	for _, l := range r.Lines {
-		if l.Status == StatusMismatch {
+		switch l.Status {
+		case StatusMismatch:
 			fmt.Fprintf(w, "not reconciled: topic %s, source %s, hour %s: %s\n", l.Topic, l.Source, l.Hour, l.Problem)
+		case StatusUnknown:
+			fmt.Fprintf(w, "unknown: topic %s, source %s, hour %s: %s\n", l.Topic, l.Source, l.Hour, l.Problem)
 		}
 	}
-	dirs := make([]string, 0, len(r.Unattributed))
-	for d := range r.Unattributed {
-		dirs = append(dirs, d)
+	for _, n := range r.NotLanded {
+		fmt.Fprintf(w, "not landed: topic %s: agents accepted %d events, but no sink announced that it lands the topic (run `millrace sink` for it, or add it to a sink's topics)\n", n.Topic, n.Accepted)
 	}
-	slices.Sort(dirs)
-	for _, d := range dirs {
+	for _, t := range slices.Sorted(maps.Keys(r.Elsewhere)) {
+		fmt.Fprintf(w, "landed elsewhere: topic %s lands in %s, not in this lake\n", t, strings.Join(r.Elsewhere[t], ", "))
+	}
+	for _, d := range slices.Sorted(maps.Keys(r.Unattributed)) {
 		fmt.Fprintf(w, "not audited: %s has %d rows in files without source counts\n", d, r.Unattributed[d])
 	}
 	if r.SkippedRecords > 0 {
 		fmt.Fprintf(w, "skipped %d malformed audit records\n", r.SkippedRecords)
 	}
-	_, err := fmt.Fprintf(w, "%d lines, %d open, %d hours not reconciled\n", len(r.Lines), r.Open, r.Unreconciled)
+	_, err := fmt.Fprintf(w, "%d lines, %d open, %d unknown, %d hours not reconciled, %d topics not landed\n",
+		len(r.Lines), r.Open, r.Unknown, r.Unreconciled, len(r.NotLanded))
 	return err
 }
 
-// Options says what Run audits.
+// Options says what Load reads.
 type Options struct {
 	// Brokers are the seed brokers of the cluster with the audit topic.
 	Brokers []string
 	// Security is the TLS and SASL settings of the connection to Brokers.
 	// Default none: PLAINTEXT without authentication.
 	Security clientauth.Settings
-	// AuditTopic defaults to Topic.
+	// AuditTopic defaults to audit.Topic.
 	AuditTopic string
-	// Lake is the sink's output store.
-	Lake store.Store
 	// Topic, when set, audits that data topic only.
 	Topic string
 	// Since is how far back to audit. Default 24h.
@@ -240,11 +405,19 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Run reads the audit topic from its start and the lake's footers and
-// markers, and reconciles them (Reconcile).
-func Run(ctx context.Context, o Options) (*Report, error) {
-	if len(o.Brokers) == 0 || o.Lake == nil {
-		return nil, errors.New("audit: brokers and a lake are required")
+// Audit is the audit topic read once, ready to judge lakes against it.
+type Audit struct {
+	log    *audit.Log
+	latest map[string]audit.Entry
+	topic  string
+	since  time.Time
+	now    time.Time
+}
+
+// Load reads the audit topic from its start.
+func Load(ctx context.Context, o Options) (*Audit, error) {
+	if len(o.Brokers) == 0 {
+		return nil, errors.New("audit: brokers are required")
 	}
 	if o.AuditTopic == "" {
 		o.AuditTopic = audit.Topic
@@ -265,29 +438,36 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
 	defer cl.Close()
-	entries, skipped, err := audit.Read(ctx, cl, o.AuditTopic)
+	l, err := audit.Read(ctx, cl, o.AuditTopic)
 	if err != nil {
 		return nil, err
 	}
-	latest := audit.Latest(entries)
-	since := now.Add(-o.Since).Truncate(time.Hour)
-	topicSet := map[string]bool{}
-	for _, e := range latest {
-		if e.Role != audit.RoleSink && (o.Topic == "" || e.Topic == o.Topic) {
-			topicSet[e.Topic] = true
+	return &Audit{log: l, latest: audit.Latest(l.Entries), topic: o.Topic,
+		since: now.Add(-o.Since).Truncate(time.Hour), now: now}, nil
+}
+
+// Lakes are the URLs of the lakes sinks announced, sorted.
+func (a *Audit) Lakes() []string {
+	set := map[string]bool{}
+	for _, r := range a.log.Runs {
+		if r.Role == audit.RoleSink {
+			set[r.Lake] = true
 		}
 	}
-	topics := make([]string, 0, len(topicSet))
-	for t := range topicSet {
-		topics = append(topics, t)
-	}
-	slices.Sort(topics)
+	return slices.Sorted(maps.Keys(set))
+}
+
+// Judge reads the lake st, whose canonical URL is lakeURL, for the topics
+// sinks land there, and reconciles it (Reconcile).
+func (a *Audit) Judge(ctx context.Context, st store.Store, lakeURL string) (*Report, error) {
+	in := Input{Records: a.latest, Runs: a.log.Runs, LakeURL: lakeURL, Topic: a.topic, Since: a.since, Now: a.now}
 	// A day past now: events may carry times a little ahead of the clock.
-	lake, err := ReadLake(ctx, o.Lake, topics, since, now.Add(24*time.Hour))
+	lake, err := ReadLake(ctx, st, in.Topics(), a.since, a.now.Add(24*time.Hour))
 	if err != nil {
 		return nil, err
 	}
-	r := Reconcile(latest, lake, o.Topic, since)
-	r.SkippedRecords, r.At = skipped, now
+	in.Lake = lake
+	r := Reconcile(in)
+	r.SkippedRecords, r.At = a.log.Skipped, a.now
 	return r, nil
 }

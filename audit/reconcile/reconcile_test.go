@@ -41,7 +41,7 @@ func TestReconcile(t *testing.T) {
 		sink("0", "logs", "web:/a", h2, 60, 8, 0, 0), // published late by a zombie: older
 		sink("0", "clicks", "example.com", h1, 9, 5, 3, 0),
 	}
-	r := Reconcile(audit.Latest(entries), lake, "", since)
+	r := Reconcile(Input{Records: audit.Latest(entries), Lake: lake, Since: since})
 	want := map[string]string{
 		"logs web:/a " + h1:        StatusOK,
 		"logs web:/b " + h1:        StatusOK,
@@ -71,8 +71,135 @@ func TestReconcile(t *testing.T) {
 	}
 
 	// The same records filtered to clicks: logs' mismatch is not counted.
-	if r := Reconcile(audit.Latest(entries), lake, "clicks", since); r.Unreconciled != 0 || len(r.Lines) != 1 {
+	if r := Reconcile(Input{Records: audit.Latest(entries), Lake: lake, Topic: "clicks", Since: since}); r.Unreconciled != 0 || len(r.Lines) != 1 {
 		t.Errorf("clicks only: %+v", r)
+	}
+}
+
+// TestReconcileKilledRun: a beacon restarted cleanly adds its runs' totals;
+// one that was killed leaves the hours around its end unknown when the lake
+// holds more than was counted, and a mismatch when it holds less.
+func TestReconcileKilledRun(t *testing.T) {
+	const h1, h2, h3 = "2026-12-02T03", "2026-12-02T04", "2026-12-02T09"
+	at := func(h string, min int) time.Time {
+		t0, _ := audit.ParseHour(h)
+		return t0.Add(time.Duration(min) * time.Minute)
+	}
+	since := at(h1, 0)
+	now := at(h3, 30)
+	run := func(id string, start, seen time.Time, stopped bool) audit.Run {
+		return audit.Run{Role: audit.RoleBeacon, Instance: "b", ID: id, StartedAt: start, SeenAt: seen, Stopped: stopped,
+			HeartbeatSeconds: 60, SkewSeconds: 60}
+	}
+	beacon := func(runID, hour string, n int64) audit.Entry {
+		return audit.Entry{Record: audit.Record{Role: audit.RoleBeacon, Instance: "b", Run: runID, Topic: "clicks", Source: "shop",
+			Hour: hour, Accepted: n}, SinkOffset: -1}
+	}
+	complete := map[string]map[string]bool{"clicks": {h3: true}}
+	for _, c := range []struct {
+		name   string
+		runs   []audit.Run
+		counts []audit.Entry
+		landed map[string]int64 // per hour
+		want   map[string]string
+	}{{
+		name:   "clean restart: the runs add up",
+		runs:   []audit.Run{run("r1", at(h1, 0), at(h1, 20), true), run("r2", at(h1, 21), at(h3, 29), false)},
+		counts: []audit.Entry{beacon("r1", h1, 4), beacon("r2", h1, 1)},
+		landed: map[string]int64{h1: 5},
+		want:   map[string]string{h1: StatusOK},
+	}, {
+		name:   "killed and restarted: more landed than counted is unknown, in its hour only",
+		runs:   []audit.Run{run("r1", at(h1, 0), at(h1, 20), false), run("r2", at(h1, 21), at(h3, 29), false)},
+		counts: []audit.Entry{beacon("r1", h1, 3), beacon("r2", h1, 1), beacon("r2", h2, 2)},
+		landed: map[string]int64{h1: 5, h2: 3},
+		want:   map[string]string{h1: StatusUnknown, h2: StatusMismatch},
+	}, {
+		name:   "killed: less landed than counted is a loss",
+		runs:   []audit.Run{run("r1", at(h1, 0), at(h1, 20), false), run("r2", at(h1, 21), at(h3, 29), false)},
+		counts: []audit.Entry{beacon("r1", h1, 3), beacon("r2", h1, 1)},
+		landed: map[string]int64{h1: 3},
+		want:   map[string]string{h1: StatusMismatch},
+	}, {
+		name:   "killed and never restarted: dead once its heartbeats stop",
+		runs:   []audit.Run{run("r1", at(h1, 0), at(h1, 20), false)},
+		counts: []audit.Entry{beacon("r1", h1, 3)},
+		landed: map[string]int64{h1: 4},
+		want:   map[string]string{h1: StatusUnknown},
+	}, {
+		name:   "alive: its counts are current",
+		runs:   []audit.Run{run("r1", at(h1, 0), at(h3, 29), false)},
+		counts: []audit.Entry{beacon("r1", h1, 3)},
+		landed: map[string]int64{h1: 4},
+		want:   map[string]string{h1: StatusMismatch},
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			rows := audit.RowCounts{}
+			for h, n := range c.landed {
+				rows.Add(h, "shop", n)
+			}
+			counts := append([]audit.Entry(nil), c.counts...)
+			for h, n := range c.landed { // the sink's dedup and dead letters: none
+				counts = append(counts, sink("0", "clicks", "shop", h, 10, n, 0, 0))
+			}
+			lake := &Lake{Rows: map[string]audit.RowCounts{"clicks": rows}, Complete: complete}
+			r := Reconcile(Input{Records: audit.Latest(counts), Runs: c.runs, Lake: lake, Since: since, Now: now})
+			got := map[string]string{}
+			for _, l := range r.Lines {
+				got[l.Hour] = l.Status
+				if l.Status == StatusUnknown && !strings.Contains(l.Problem, "r1") {
+					t.Errorf("unknown line does not name the killed run: %s", l.Problem)
+				}
+			}
+			if len(got) != len(c.want) {
+				t.Fatalf("lines %+v, want %v", r.Lines, c.want)
+			}
+			for h, w := range c.want {
+				if got[h] != w {
+					t.Errorf("hour %s: %s, want %s (%+v)", h, got[h], w, r.Lines)
+				}
+			}
+		})
+	}
+}
+
+// TestReconcileSinkLakes: topics are judged against the lake their sink
+// announced; one landed elsewhere is named, one nothing lands is reported.
+func TestReconcileSinkLakes(t *testing.T) {
+	const h1 = "2026-12-02T03"
+	since := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	runs := []audit.Run{
+		{Role: audit.RoleSink, Instance: "g1", ID: "1", Topics: []string{"logs"}, Lake: "file:///lake"},
+		{Role: audit.RoleSink, Instance: "g2", ID: "1", Topics: []string{"clicks"}, Lake: "s3://other"},
+	}
+	entries := []audit.Entry{
+		agent(audit.RoleTail, "logs", "web:/a", h1, 2),
+		agent(audit.RoleBeacon, "clicks", "shop", h1, 3),
+		agent(audit.RoleIntake, "ops.metrics", "node", h1, 7),
+	}
+	in := Input{Records: audit.Latest(entries), Runs: runs, LakeURL: "file:///lake", Since: since}
+	if got := in.Topics(); len(got) != 1 || got[0] != "logs" {
+		t.Fatalf("topics judged against the lake %v, want [logs]", got)
+	}
+	in.Lake = &Lake{Rows: map[string]audit.RowCounts{"logs": {h1: {"web:/a": 2}}}, Complete: map[string]map[string]bool{"logs": {h1: true}}}
+	r := Reconcile(in)
+	if len(r.Lines) != 1 || r.Lines[0].Topic != "logs" || r.Lines[0].Status != StatusOK {
+		t.Errorf("lines %+v, want logs ok only", r.Lines)
+	}
+	if len(r.NotLanded) != 1 || r.NotLanded[0] != (NotLanded{Topic: "ops.metrics", Accepted: 7}) || !r.Failed() {
+		t.Errorf("not landed %+v, want ops.metrics with 7 accepted, and a failed report", r.NotLanded)
+	}
+	if len(r.Elsewhere) != 1 || r.Elsewhere["clicks"][0] != "s3://other" {
+		t.Errorf("landed elsewhere %v, want clicks in s3://other", r.Elsewhere)
+	}
+	var out bytes.Buffer
+	if err := r.WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"not landed: topic ops.metrics: agents accepted 7 events", "landed elsewhere: topic clicks lands in s3://other"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
 	}
 }
 

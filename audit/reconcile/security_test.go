@@ -29,11 +29,15 @@ func TestRunAuthenticates(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	o := Options{Brokers: c.ListenAddrs(), Lake: lake,
+	o := Options{Brokers: c.ListenAddrs(),
 		Security: clientauth.Settings{SASL: &clientauth.SASL{Mechanism: "SCRAM-SHA-512", Username: "auditor", Password: "pw"}}}
-	r, err := Run(ctx, o)
+	a, err := Load(ctx, o)
 	if err != nil {
-		t.Fatalf("Run: %v", err)
+		t.Fatalf("Load: %v", err)
+	}
+	r, err := a.Judge(ctx, lake, "file:///lake")
+	if err != nil {
+		t.Fatalf("Judge: %v", err)
 	}
 	if len(r.Lines) != 0 || r.SkippedRecords != 0 {
 		t.Errorf("report of an empty audit topic: %+v", r)
@@ -42,11 +46,11 @@ func TestRunAuthenticates(t *testing.T) {
 	o.Security.SASL.Password = "wrong"
 	short, cancelShort := context.WithTimeout(ctx, time.Second)
 	defer cancelShort()
-	if _, err := Run(short, o); err == nil {
-		t.Error("Run read the audit topic with a wrong password")
+	if _, err := Load(short, o); err == nil {
+		t.Error("Load read the audit topic with a wrong password")
 	}
 	o.Security.SASL.Mechanism = "GSSAPI"
-	if _, err := Run(ctx, o); err == nil || !strings.Contains(err.Error(), "audit: sasl: mechanism") {
-		t.Errorf("Run with an unknown mechanism: %v", err)
+	if _, err := Load(ctx, o); err == nil || !strings.Contains(err.Error(), "audit: sasl: mechanism") {
+		t.Errorf("Load with an unknown mechanism: %v", err)
 	}
 }

@@ -273,6 +273,9 @@ func (a *Appliance) startSink(ctx context.Context, sc SinkConfig) error {
 	a.stores = append(a.stores, st)
 	lc := sc.Config
 	lc.Brokers = a.brokers
+	if lc.Lake, err = store.CanonicalURL(out); err != nil {
+		return err
+	}
 	r, err := lake.NewRunner(ctx, lc, st, prometheus.WrapRegistererWith(prometheus.Labels{"sink": sc.Name}, a.registry), a.logger.With("sink", sc.Name))
 	if err != nil {
 		return err
@@ -328,7 +331,11 @@ func (a *Appliance) startHTTP() error {
 		lakes := make([]monitor.AuditLake, len(a.cfg.Sinks))
 		for i, sc := range a.cfg.Sinks {
 			// startSink opened a.stores[i] for a.cfg.Sinks[i].
-			lakes[i] = monitor.AuditLake{Name: sc.Name, Store: a.stores[i], Topics: sc.Topics}
+			url, err := store.CanonicalURL(sc.Out)
+			if err != nil {
+				return err
+			}
+			lakes[i] = monitor.AuditLake{Name: sc.Name, Store: a.stores[i], URL: url, Topics: sc.Topics}
 		}
 		auditor, err := monitor.NewAuditor(monitor.AuditConfig{Brokers: a.brokers, Security: a.consoleSecurity, Topic: a.cfg.Audit.Topic, Lakes: lakes,
 			Since: a.cfg.HTTP.AuditSince, Interval: a.cfg.HTTP.AuditInterval}, a.registry, a.logger.With("component", "audit"))

@@ -165,6 +165,10 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	default:
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		var coded interface{ ExitCode() int }
+		if errors.As(err, &coded) {
+			return coded.ExitCode()
+		}
 		return 1
 	}
 }

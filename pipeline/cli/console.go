@@ -108,8 +108,13 @@ func runConsole(ctx context.Context, e *env, o consoleOptions) error {
 			return err
 		}
 		defer st.Close()
+		url, err := store.CanonicalURL(o.lakeURL)
+		if err != nil {
+			ln.Close()
+			return err
+		}
 		auditor, err := monitor.NewAuditor(monitor.AuditConfig{Brokers: s, Security: security, Topic: o.auditTopic, Since: o.auditSince, Interval: o.auditInterval,
-			Lakes: []monitor.AuditLake{{Name: o.lakeURL, Store: st}}}, reg, logger.With("component", "audit"))
+			Lakes: []monitor.AuditLake{{Name: o.lakeURL, Store: st, URL: url}}}, reg, logger.With("component", "audit"))
 		if err != nil {
 			ln.Close()
 			return usageError("%v", err)

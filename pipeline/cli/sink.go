@@ -197,6 +197,9 @@ func runSink(ctx context.Context, e *env, o sinkOptions, given func(flag string)
 		return err
 	}
 	defer st.Close()
+	if cfg.Lake.Lake, err = store.CanonicalURL(cfg.Out); err != nil {
+		return err
+	}
 	reg := newRegistry()
 	waitMetrics, err := serveMetrics(ctx, o.metricsAddr, reg, logger)
 	if err != nil {

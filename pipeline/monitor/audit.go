@@ -25,8 +25,12 @@ type AuditLake struct {
 	Name string
 	// Store is the lake; the caller opens and closes it.
 	Store store.Store
-	// Topics are the data topics landed in this lake; empty means every
-	// topic that agents publish counts for.
+	// URL is the lake's canonical URL (store.CanonicalURL). When set, the
+	// topics judged against the lake are the ones sinks announced they land
+	// there, and a topic agents feed that no sink lands is reported.
+	URL string
+	// Topics are the data topics landed in this lake, for a lake without
+	// URL; empty means every topic that agents publish counts for.
 	Topics []string
 }
 
@@ -113,6 +117,9 @@ type AuditView struct {
 	// Unreconciled counts, per data topic, the hours with a line that does
 	// not add up; the millrace_audit_unreconciled_hours gauge has the same.
 	Unreconciled map[string]int `json:"unreconciled_hours"`
+	// NotLanded lists the topics agents feed that no sink announced it
+	// lands; the millrace_audit_topics_not_landed gauge counts them.
+	NotLanded []string `json:"not_landed,omitempty"`
 	// ComputedAt is when the last successful run ended.
 	ComputedAt      time.Time `json:"computed_at,omitzero"`
 	IntervalSeconds float64   `json:"interval_seconds"`
@@ -145,6 +152,7 @@ type Auditor struct {
 	run    auditRun
 
 	unreconciled *prometheus.GaugeVec
+	notLanded    prometheus.Gauge
 	lastSuccess  prometheus.Gauge
 
 	stop context.CancelFunc
@@ -172,6 +180,10 @@ func newAuditor(cfg AuditConfig, reg prometheus.Registerer, logger *slog.Logger,
 			Name: "millrace_audit_unreconciled_hours",
 			Help: "Complete hours of the audit window whose produced, landed, dead-lettered and deduplicated counts do not add up, per data topic.",
 		}, []string{"topic"}),
+		notLanded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "millrace_audit_topics_not_landed",
+			Help: "Topics agents feed that no sink announced it lands: their events reach no lake.",
+		}),
 		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "millrace_audit_last_success_timestamp_seconds",
 			Help: "When the last audit run completed (Unix seconds); an old value means the unreconciled-hours gauge is stale.",
@@ -179,7 +191,7 @@ func newAuditor(cfg AuditConfig, reg prometheus.Registerer, logger *slog.Logger,
 		latest:  AuditView{Configured: true, IntervalSeconds: cfg.Interval.Seconds(), SinceSeconds: cfg.Since.Seconds()},
 		updated: make(chan struct{}),
 	}
-	for _, c := range []prometheus.Collector{a.unreconciled, a.lastSuccess} {
+	for _, c := range []prometheus.Collector{a.unreconciled, a.notLanded, a.lastSuccess} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("monitor: audit: %w", err)
 		}
@@ -270,6 +282,8 @@ func (a *Auditor) refresh(ctx context.Context) {
 		a.failing = false
 		v.Error, v.Lakes, v.ComputedAt = "", lakes, time.Now()
 		v.Unreconciled = unreconciledHours(lakes)
+		v.NotLanded = notLanded(lakes)
+		a.notLanded.Set(float64(len(v.NotLanded)))
 		// Reset drops the topics no longer audited; every audited topic
 		// has a series, 0 when it reconciles, so an alert sees it.
 		a.unreconciled.Reset()
@@ -303,6 +317,18 @@ func unreconciledHours(lakes []AuditLakeReport) map[string]int {
 	return out
 }
 
+// notLanded lists, sorted and once each, the topics a lake's report found
+// no sink for.
+func notLanded(lakes []AuditLakeReport) []string {
+	set := map[string]bool{}
+	for _, l := range lakes {
+		for _, n := range l.Report.NotLanded {
+			set[n.Topic] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
 // runAudit reads the audit topic once and reconciles every lake against
 // the records of its own topics (records of a topic landed elsewhere
 // would otherwise show as events lost in this lake).
@@ -318,39 +344,29 @@ func (c AuditConfig) runAudit(ctx context.Context, now time.Time) ([]AuditLakeRe
 		return nil, err
 	}
 	defer cl.Close()
-	entries, skipped, err := audit.Read(ctx, cl, c.Topic)
+	log, err := audit.Read(ctx, cl, c.Topic)
 	if err != nil {
 		return nil, err
 	}
-	latest := audit.Latest(entries)
+	latest := audit.Latest(log.Entries)
 	now = now.UTC()
 	since := now.Add(-c.Since).Truncate(time.Hour)
-	agentTopics := map[string]bool{}
-	for _, e := range latest {
-		if e.Role != audit.RoleSink {
-			agentTopics[e.Topic] = true
-		}
-	}
 	out := make([]AuditLakeReport, 0, len(c.Lakes))
 	for _, l := range c.Lakes {
-		keep := agentTopics
-		if len(l.Topics) > 0 {
-			keep = map[string]bool{}
-			for _, t := range l.Topics {
-				keep[t] = agentTopics[t]
-			}
+		records := latest
+		if l.URL == "" && len(l.Topics) > 0 {
+			records = maps.Clone(latest)
+			maps.DeleteFunc(records, func(_ string, e audit.Entry) bool { return !slices.Contains(l.Topics, e.Topic) })
 		}
-		records := maps.Clone(latest)
-		maps.DeleteFunc(records, func(_ string, e audit.Entry) bool { return !keep[e.Topic] })
-		topics := slices.Sorted(maps.Keys(keep))
-		topics = slices.DeleteFunc(topics, func(t string) bool { return !keep[t] })
+		in := reconcile.Input{Records: records, Runs: log.Runs, LakeURL: l.URL, Since: since, Now: now}
 		// A day past now: events may carry times a little ahead of the clock.
-		lake, err := reconcile.ReadLake(ctx, l.Store, topics, since, now.Add(24*time.Hour))
+		lake, err := reconcile.ReadLake(ctx, l.Store, in.Topics(), since, now.Add(24*time.Hour))
 		if err != nil {
 			return nil, fmt.Errorf("lake %s: %w", l.Name, err)
 		}
-		r := reconcile.Reconcile(records, lake, "", since)
-		r.SkippedRecords, r.At = skipped, now
+		in.Lake = lake
+		r := reconcile.Reconcile(in)
+		r.SkippedRecords, r.At = log.Skipped, now
 		out = append(out, AuditLakeReport{Name: l.Name, Report: r})
 	}
 	return out, nil

@@ -41,7 +41,7 @@ func testReport() *reconcile.Report {
 		agent(audit.RoleBeacon, "clicks", "shop.example", h1, 7),
 		sink("clicks", "shop.example", h1, 7, 5, 2),
 	}
-	return reconcile.Reconcile(audit.Latest(entries), lake, "", time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC))
+	return reconcile.Reconcile(reconcile.Input{Records: audit.Latest(entries), Lake: lake, Since: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)})
 }
 
 type runResult struct {

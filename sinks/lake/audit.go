@@ -271,6 +271,23 @@ func (w *Worker) auditBaseLocked(ctx context.Context, p *partitionState, start i
 	return nil
 }
 
+// announce publishes the worker's audit.Run: the topics it lands and the
+// lake it lands them in. A lost announcement is logged; the next worker
+// start makes it again, and until then the audit reports the topics as
+// not landed rather than judging them against the wrong lake.
+func (w *Worker) announce(cl *kgo.Client) {
+	now := time.Now().UTC()
+	r := audit.Run{Role: audit.RoleSink, Instance: w.cfg.Group, ID: audit.NewRunID(now), Topics: w.cfg.Topics,
+		Lake: w.cfg.Lake, StartedAt: now, SeenAt: now}
+	value, _ := r.Marshal() // strings and times: cannot fail
+	cl.Produce(context.Background(), &kgo.Record{Topic: w.cfg.AuditTopic, Key: []byte(r.Key()), Value: value},
+		func(_ *kgo.Record, err error) {
+			if err != nil {
+				w.logger.Warn("could not announce the sink on the audit topic", "topic", w.cfg.AuditTopic, "err", err)
+			}
+		})
+}
+
 // auditLoadTimeout bounds reading the audit topic back.
 const auditLoadTimeout = time.Minute
 
@@ -317,8 +334,11 @@ func (a *kgoAudit) load(ctx context.Context) ([]audit.Entry, error) {
 		return nil, err
 	}
 	defer cl.Close()
-	entries, _, err := audit.Read(ctx, cl, a.topic)
-	return entries, err
+	l, err := audit.Read(ctx, cl, a.topic)
+	if err != nil {
+		return nil, err
+	}
+	return l.Entries, nil
 }
 
 // ensureTopic creates a one-partition topic with the cluster's default

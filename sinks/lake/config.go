@@ -113,6 +113,13 @@ type Config struct {
 	// each commit, for `millrace audit`. Default "_millrace.audit"; "off"
 	// publishes none (the files' footers still count their rows).
 	AuditTopic string `yaml:"audit_topic"`
+	// Lake is the canonical URL of the lake the worker's store writes to
+	// (store.CanonicalURL). When set, the worker announces on AuditTopic
+	// that it lands its topics there (an audit.Run of role sink), so that
+	// `millrace audit` knows which lake should hold which topic and can
+	// report a topic no sink lands. Set by the caller from the store's URL,
+	// not in YAML.
+	Lake string `yaml:"-"`
 
 	// AfterPublish, when set, is called after every published data file with
 	// its name. It is a fault-injection hook for tests (the CLI's hidden

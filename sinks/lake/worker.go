@@ -134,6 +134,9 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	if w.cfg.AuditTopic != "off" {
 		w.ensureTopic(ctx, cl, w.cfg.AuditTopic)
 		w.audit = &kgoAudit{client: cl, topic: w.cfg.AuditTopic, brokers: w.cfg.Brokers, security: security}
+		if w.cfg.Lake != "" {
+			w.announce(cl)
+		}
 	}
 	w.progress = &kgoProgress{client: cl, group: w.cfg.Group}
 	reader := &kgoBatchReader{client: cl, decompressor: decompressor}

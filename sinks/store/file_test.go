@@ -73,3 +73,24 @@ func TestOpenURL(t *testing.T) {
 		t.Error("part size below 5 MiB accepted")
 	}
 }
+
+func TestCanonicalURL(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for in, want := range map[string]string{
+		"/data/lake/":            "file:///data/lake",
+		"file:///data//lake/./":  "file:///data/lake",
+		"lake":                   "file://" + filepath.ToSlash(filepath.Join(wd, "lake")),
+		"s3://bucket/":           "s3://bucket",
+		"s3://bucket//prefix/x/": "s3://bucket/prefix/x",
+	} {
+		if got, err := store.CanonicalURL(in); err != nil || got != want {
+			t.Errorf("CanonicalURL(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := store.CanonicalURL("http://x/y"); err == nil {
+		t.Error("an http URL was taken for a lake")
+	}
+}

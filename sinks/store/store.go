@@ -30,6 +30,7 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -121,8 +122,15 @@ type Options struct {
 }
 
 // Open returns the store for a URL: `file:///absolute/path` or
-// `s3://bucket/prefix`.
+// `s3://bucket/prefix`, or for a directory given as a plain path.
 func Open(ctx context.Context, rawURL string, opts Options) (Store, error) {
+	if isPath(rawURL) {
+		canonical, err := CanonicalURL(rawURL)
+		if err != nil {
+			return nil, err
+		}
+		rawURL = canonical
+	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("store: %q: %w", rawURL, err)
@@ -178,3 +186,39 @@ func checkName(name string) error {
 
 // tmpPrefix starts the base name of every temporary file of the file store.
 const tmpPrefix = ".tmp-"
+
+// isPath reports whether a lake was named by a plain path, not a URL.
+func isPath(s string) bool { return s != "" && !strings.Contains(s, "://") }
+
+// CanonicalURL names a lake the same way wherever it is written, so that
+// what a sink announced and what an audit is asked for compare equal: a
+// plain path (absolute, or relative to the working directory) and a
+// file:// URL become file:///absolute/clean/path; an s3:// URL loses the
+// slashes around its prefix.
+func CanonicalURL(raw string) (string, error) {
+	if isPath(raw) {
+		abs, err := filepath.Abs(raw)
+		if err != nil {
+			return "", fmt.Errorf("store: %q: %w", raw, err)
+		}
+		return "file://" + filepath.ToSlash(abs), nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("store: %q: %w", raw, err)
+	}
+	switch u.Scheme {
+	case "file":
+		if u.Path == "" {
+			return "", fmt.Errorf("store: %q: no path", raw)
+		}
+		return "file://" + path.Clean(u.Path), nil
+	case "s3":
+		prefix := strings.Trim(u.Path, "/")
+		if prefix == "" {
+			return "s3://" + u.Host, nil
+		}
+		return "s3://" + u.Host + "/" + prefix, nil
+	}
+	return "", fmt.Errorf("store: %q: want a directory, a file:///path or an s3://bucket/prefix URL", raw)
+}
