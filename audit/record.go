@@ -146,10 +146,10 @@ type Record struct {
 	// memory (beacon, intake): each run counts from zero under its own key,
 	// so the runs' totals add up (see Run). Empty for the tailer, whose
 	// counts survive restarts with its checkpoint, and for sinks.
-	Run   string `json:"run,omitempty"`
-	Topic string `json:"topic"`
-	Source   string `json:"source"`
-	Hour     string `json:"hour"`
+	Run    string `json:"run,omitempty"`
+	Topic  string `json:"topic"`
+	Source string `json:"source"`
+	Hour   string `json:"hour"`
 
 	// Accepted is the number of events the broker acknowledged (agents).
 	Accepted int64 `json:"accepted"`
