@@ -146,7 +146,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (a *Appliance, 
 			if err != nil {
 				return nil, fmt.Errorf("tail %s: %w", tc.Name, err)
 			}
-			c, err := a.startAudit(audit.RoleTail, id, true, tailProducer)
+			c, err := a.startAudit(audit.RoleTail, id, true, 0, tailProducer)
 			if err != nil {
 				return nil, fmt.Errorf("tail %s: %w", tc.Name, err)
 			}
@@ -306,7 +306,7 @@ func (a *Appliance) startHTTP() error {
 			return err
 		}
 		if a.cfg.Audit.On() {
-			clicks, err := a.startAudit(audit.RoleBeacon, a.beaconInstance(), false, a.shipper)
+			clicks, err := a.startAudit(audit.RoleBeacon, a.beaconInstance(), false, b.Config().MaxClockSkew, a.shipper)
 			if err != nil {
 				return err
 			}
@@ -376,11 +376,15 @@ func (a *Appliance) startHTTP() error {
 }
 
 // startAudit makes and starts an agent's audit counter on the agent's
-// producer; Shutdown stops it.
-func (a *Appliance) startAudit(role, instance string, distinct bool, producer *ship.Shipper) (*audit.Counter, error) {
+// producer; Shutdown stops it. skew, when not 0, is how far its events'
+// times may be from their acknowledgement (audit.Counter.SetEventSkew).
+func (a *Appliance) startAudit(role, instance string, distinct bool, skew time.Duration, producer *ship.Shipper) (*audit.Counter, error) {
 	c, err := audit.NewCounter(a.cfg.Audit, role, instance, distinct, producer, a.logger)
 	if err != nil {
 		return nil, err
+	}
+	if skew > 0 {
+		c.SetEventSkew(skew)
 	}
 	c.Start(context.Background())
 	a.audits = append(a.audits, c)
@@ -393,7 +397,7 @@ func (a *Appliance) intakeAudit() (*audit.Counter, error) {
 	if a.intake != nil || !a.cfg.Audit.On() {
 		return a.intake, nil
 	}
-	c, err := a.startAudit(audit.RoleIntake, a.beaconInstance(), false, a.shipper)
+	c, err := a.startAudit(audit.RoleIntake, a.beaconInstance(), false, 0, a.shipper)
 	a.intake = c
 	return c, err
 }

@@ -29,15 +29,20 @@ func ensureAuditTopic(ctx context.Context, cfg audit.Config, producer ship.Confi
 }
 
 // startAuditCounter makes and starts an agent's audit counter, or returns
-// nil when the audit is off. The caller shuts it down after the agent and
-// before the producer, so its last counts are published.
-func startAuditCounter(cfg audit.Config, role, instance string, distinct bool, producer audit.Producer, logger *slog.Logger) (*audit.Counter, error) {
+// nil when the audit is off. skew, when not 0, is how far its events' times
+// may be from their acknowledgement (audit.Counter.SetEventSkew). The
+// caller shuts it down after the agent and before the producer, so its last
+// counts are published.
+func startAuditCounter(cfg audit.Config, role, instance string, distinct bool, skew time.Duration, producer audit.Producer, logger *slog.Logger) (*audit.Counter, error) {
 	if !cfg.On() {
 		return nil, nil
 	}
 	c, err := audit.NewCounter(cfg, role, instance, distinct, producer, logger)
 	if err != nil {
 		return nil, err
+	}
+	if skew > 0 {
+		c.SetEventSkew(skew)
 	}
 	c.Start(context.Background())
 	return c, nil

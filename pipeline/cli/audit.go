@@ -54,7 +54,7 @@ type auditOptions struct {
 type errNotReconciled struct{ hours, notLanded int }
 
 func (e errNotReconciled) Error() string {
-	return fmt.Sprintf("%d hours do not reconcile (the lines marked MISMATCH) and %d topics are not landed", e.hours, e.notLanded)
+	return fmt.Sprintf("%d hours do not reconcile and %d topics are not landed (see the lines above)", e.hours, e.notLanded)
 }
 
 func (errNotReconciled) ExitCode() int { return 1 }

@@ -108,12 +108,12 @@ func runBeacon(ctx context.Context, e *env, o beaconOptions) error {
 	if instance == "" {
 		instance = audit.HostInstance(server.Config().Listen)
 	}
-	clicks, err := startAuditCounter(cfg.Audit, audit.RoleBeacon, instance, false, shipper, logger)
+	clicks, err := startAuditCounter(cfg.Audit, audit.RoleBeacon, instance, false, server.Config().MaxClockSkew, shipper, logger)
 	if err != nil {
 		shipper.Close()
 		return err
 	}
-	metrics, err := startAuditCounter(cfg.Audit, audit.RoleIntake, instance, false, shipper, logger)
+	metrics, err := startAuditCounter(cfg.Audit, audit.RoleIntake, instance, false, 0, shipper, logger)
 	if err != nil {
 		err = errors.Join(err, shutdownAudit(ctx, clicks))
 		shipper.Close()

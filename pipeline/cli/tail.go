@@ -131,7 +131,7 @@ func runTail(ctx context.Context, e *env, globs []string, o tailOptions, symlink
 			return err
 		}
 	}
-	counter, err := startAuditCounter(cfg.Audit, audit.RoleTail, instance, true, shipper, logger)
+	counter, err := startAuditCounter(cfg.Audit, audit.RoleTail, instance, true, 0, shipper, logger)
 	if err != nil {
 		shipper.Close()
 		return err

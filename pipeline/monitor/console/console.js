@@ -208,23 +208,31 @@ function renderAudit(a) {
     return;
   }
   const rows = [];
-  let open = 0;
+  let open = 0, unknown = 0;
   for (const lake of a.lakes || []) for (const l of (lake.report && lake.report.lines) || []) {
     if (l.status === "open") open++;
+    if (l.status === "unknown") unknown++;
     const bad = l.status === "MISMATCH";
-    rows.push(el("tr", { class: bad ? "bad" : l.status === "open" ? "stale" : "", "data-status": l.status },
+    rows.push(el("tr", { class: bad ? "bad" : l.status === "open" || l.status === "unknown" ? "stale" : "", "data-status": l.status },
       td(lake.name), td(l.topic), td(l.source), td(l.hour), td(num(l.accepted), "num"), td(num(l.landed), "num"),
       td(num(l.dead_lettered), "num"), td(num(l.deduplicated), "num"), td(num(l.no_id), "num"),
       td(bad ? "not reconciled" : l.status)));
-    if (bad) rows.push(el("tr", { class: "bad problem" }, el("td", { colspan: 10 }, l.problem)));
+    if (bad || l.status === "unknown") rows.push(el("tr", { class: bad ? "bad problem" : "stale problem" }, el("td", { colspan: 10 }, l.problem)));
+  }
+  // A topic agents feed that no sink lands reaches no lake: say so first.
+  const notLanded = a.not_landed || [];
+  for (const topic of notLanded.slice().reverse()) {
+    rows.unshift(el("tr", { class: "bad problem", "data-status": "not-landed" },
+      el("td", { colspan: 10 }, `topic ${topic}: agents feed it, but no sink lands it in any lake`)));
   }
   const hours = Object.values(a.unreconciled_hours || {}).reduce((s, n) => s + n, 0);
-  let text = `${hours} hour(s) not reconciled · ${open} open · last ${Math.round(a.since_seconds / 3600)} h, ` +
+  let text = `${hours} hour(s) not reconciled · ${notLanded.length} topic(s) not landed · ${open} open · ${unknown} unknown · ` +
+    `last ${Math.round(a.since_seconds / 3600)} h, ` +
     (a.computed_at ? `computed ${new Date(a.computed_at).toLocaleTimeString()}` : "no audit completed yet") +
     `, every ${Math.round(a.interval_seconds)} s`;
   if (a.error) text += ` · the last audit failed: ${a.error}`;
   summary.textContent = text;
-  if (hours || a.error) summary.className = "note bad";
+  if (hours || notLanded.length || a.error) summary.className = "note bad";
   fillBody("audit", rows, "nothing audited yet: no agent has published counts in this window");
 }
 
