@@ -117,8 +117,9 @@ type Input struct {
 // topics agents fed (and Topic, when set) that a sink lands in LakeURL.
 func (in *Input) Topics() []string {
 	var out []string
+	lakes := in.sinkLakes()
 	for _, t := range in.agentTopics() {
-		if in.LakeURL == "" || slices.Contains(in.sinkLakes()[t], in.LakeURL) {
+		if in.LakeURL == "" || slices.Contains(lakes[t], in.LakeURL) {
 			out = append(out, t)
 		}
 	}
