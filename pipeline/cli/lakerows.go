@@ -18,7 +18,7 @@ import (
 // row) and count (rows by a column's value). They only translate flags;
 // sinks/lakeread reads the files.
 func init() {
-	const where = "--lake DIR|file:///PATH|s3://BUCKET/PREFIX [--since D | --from T] [--to T]"
+	const where = "--lake DIR|URL [--since D | --from T] [--to T]"
 	addCommand("lake", func(e *env) *cobra.Command {
 		return lakeRowsCommand(e, 10,
 			"head TOPIC "+where+" [--columns a,b] [-n 10] [--json]",

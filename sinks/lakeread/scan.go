@@ -32,9 +32,10 @@ type Scanner struct {
 }
 
 // Open lists the topic's files in the query's range and settles the columns:
-// those the query names, each of which must exist in the topic's newest file
-// (schemas only ever add columns, so the newest file has them all), or else
-// every column of that file. It fails with ErrNoFiles when the topic has no
+// those the query names, each of which must exist in the newest file of the
+// range (of the topic, when the range has none; schemas only ever add
+// columns, so the newest file has them all), or else every column of that
+// file. It fails with ErrNoFiles when the topic has no
 // file at all.
 func Open(ctx context.Context, st store.Store, q Query) (*Scanner, error) {
 	if err := q.Validate(); err != nil {
@@ -43,6 +44,9 @@ func Open(ctx context.Context, st store.Store, q Query) (*Scanner, error) {
 	selected, newest, err := files(ctx, st, &q)
 	if err != nil {
 		return nil, err
+	}
+	if len(selected) > 0 {
+		newest = selected[len(selected)-1].Name
 	}
 	have, err := columnsOf(ctx, st, newest)
 	if err != nil {
@@ -243,9 +247,11 @@ func (s *Scanner) scanFile(ctx context.Context, name string, emit func([]any) er
 	return nil
 }
 
-// appendLeaves appends the Parquet leaf columns under a field.
+// appendLeaves appends the Parquet leaf columns under a field. A node
+// without children is a leaf: the manifest leaves ColIndex at 0, not -1, on
+// some inner nodes (a map's key_value group), so IsLeaf cannot tell.
 func appendLeaves(leaves []int, f *pqarrow.SchemaField) []int {
-	if f.IsLeaf() {
+	if len(f.Children) == 0 {
 		return append(leaves, f.ColIndex)
 	}
 	for i := range f.Children {
