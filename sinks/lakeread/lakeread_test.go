@@ -396,3 +396,23 @@ func TestTableBlocks(t *testing.T) {
 		t.Errorf("%d lines, last %q", len(lines), lines[len(lines)-1])
 	}
 }
+
+// TestRowWithoutTime: a row whose time column is NULL (the sink placed it
+// by its record time) is judged by its directory alone.
+func TestRowWithoutTime(t *testing.T) {
+	for layout, dir := range layouts {
+		t.Run(layout, func(t *testing.T) {
+			st := newStore(t)
+			land(t, st, dir("clicks", hour10)+"/part-0-00000000000000000000-00000000000000000001.parquet", schemas.Click,
+				click("click", "timed", hour10), `{"type":"click","title":"untimed"}`)
+			_, got := rows(t, st, Query{Topic: "clicks", Columns: []string{"title"}, From: hour10.Add(30 * time.Minute), To: hour10.Add(time.Hour)})
+			if titles(got) != "untimed" {
+				t.Errorf("10:30..11:00: %v, want the untimed row only", got)
+			}
+			_, got = rows(t, st, Query{Topic: "clicks", Columns: []string{"title"}, From: hour10.Add(-48 * time.Hour), To: hour10.Add(-24 * time.Hour)})
+			if len(got) != 0 {
+				t.Errorf("a range two days before: %v", got)
+			}
+		})
+	}
+}

@@ -7,7 +7,8 @@
 // `<topic>/dt=YYYY-MM-DD/hr=HH/part-….parquet` and, with `partition_by: day`,
 // `<topic>/dt=YYYY-MM-DD/part-….parquet`. A time range first skips the
 // directories whose hour (or day) lies outside it, then keeps the rows whose
-// event time (the schema's time column) lies inside it. Files are read one at
+// event time (the schema's time column) lies inside it; a row without one
+// is judged by its directory alone, as the sink placed it by its record time. Files are read one at
 // a time, a batch of rows at a time, with the Arrow Parquet reader, so memory
 // stays bounded whatever the size of the lake.
 package lakeread

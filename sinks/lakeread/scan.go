@@ -225,10 +225,10 @@ func (s *Scanner) scanFile(ctx context.Context, name string, emit func([]any) er
 			}
 		}
 		for row := 0; row < int(rec.NumRows()); row++ {
-			if times != nil {
-				if times.IsNull(row) || !s.q.inRange(valueOf(times, row).(time.Time)) {
-					continue
-				}
+			// A row without a time (a click sent without ts) was landed
+			// by its record time, in a directory the range kept.
+			if times != nil && !times.IsNull(row) && !s.q.inRange(valueOf(times, row).(time.Time)) {
+				continue
 			}
 			for i, a := range arrays {
 				values[i] = nil
