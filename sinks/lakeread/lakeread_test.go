@@ -66,11 +66,12 @@ func putGarbage(t *testing.T, st store.Store, name string) {
 	}
 }
 
-func newStore(t *testing.T) store.Store {
-	t.Helper()
-	st, err := store.NewFile(t.TempDir(), nil)
+// newStore is a file store in a temporary directory.
+func newStore(tb testing.TB) store.Store {
+	tb.Helper()
+	st, err := store.NewFile(tb.TempDir(), nil)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return st
 }
