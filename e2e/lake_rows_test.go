@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -115,6 +116,22 @@ func TestReadmeLakeCommandsOnTheDemo(t *testing.T) {
 	web := "http://" + webAddr
 	waitHTTP(t, up, web+"/healthz")
 
+	// The demo page shows the same commands.
+	resp, err := http.Get(web + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range [][]string{count, head} {
+		if line := strings.Join(c, " "); !strings.Contains(string(page), line) {
+			t.Errorf("the demo page does not show the README's %q", line)
+		}
+	}
+
 	type click struct{ Type, URL, Title string }
 	sent := []click{
 		{"page_view", "http://shop.example/", "Home"},
@@ -136,7 +153,6 @@ func TestReadmeLakeCommandsOnTheDemo(t *testing.T) {
 	// fails (nothing landed) or counts fewer.
 	wantCounts := [][]string{{"page_view", "3"}, {"click", "2"}, {"add_to_cart", "1"}}
 	var out, errOut string
-	var err error
 	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(500 * time.Millisecond) {
 		out, errOut, err = runIn(checkout, count)
 		if err == nil {
