@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -133,6 +134,14 @@ func (o *lakeRowsOptions) openLake(ctx context.Context) (store.Store, string, er
 	u, err := store.LocationURL(o.lake)
 	if err != nil {
 		return nil, "", usageError("--lake: %v", err)
+	}
+	// The file store makes its root when missing, as a sink needs; a
+	// command that only reads must not leave a directory where a typo
+	// pointed.
+	if dir, ok := strings.CutPrefix(u, "file://"); ok {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return nil, u, fmt.Errorf("no lake at %s: not a directory", dir)
+		}
 	}
 	// Credentials for an s3:// lake come from AWS_ACCESS_KEY_ID and
 	// AWS_SECRET_ACCESS_KEY, as for `millrace sink`.

@@ -95,6 +95,7 @@ func TestLakeRowsErrors(t *testing.T) {
 	root := t.TempDir()
 	writeLakeFile(t, root, "clicks/dt=2024-05-01/part-0-00000000000000000000-00000000000000000000.parquet",
 		`{"type":"click","ts":"2024-05-01T10:00:00Z"}`)
+	missing := filepath.Join(root, "typo")
 	for _, c := range []struct {
 		args []string
 		code int
@@ -110,10 +111,15 @@ func TestLakeRowsErrors(t *testing.T) {
 		{[]string{"head", "clicks", "--lake", root, "--columns", "type,,title"}, 2, "empty column name"},
 		{[]string{"head", "clicks", "--lake", root, "--columns", "tpye"}, 1, `no column "tpye"`},
 		{[]string{"head", "logs", "--lake", root}, 1, `no Parquet files of topic "logs" under file://` + root},
+		{[]string{"count", "clicks", "--by", "type", "--lake", missing}, 1, "no lake at " + missing + ": not a directory"},
 	} {
 		code, _, errOut := runMain(append([]string{"lake"}, c.args...)...)
 		if code != c.code || !strings.Contains(errOut, c.want) {
 			t.Errorf("%s: exit %d, stderr %q; want %d and %q", strings.Join(c.args, " "), code, errOut, c.code, c.want)
 		}
+	}
+	// Reading never makes the directory a typo named.
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Errorf("lake count made %s: %v", missing, err)
 	}
 }
