@@ -186,6 +186,8 @@ func lakeRows(ctx context.Context, e *env, topic, columns string, o lakeRowsOpti
 		w = lakeread.NewJSONWriter(e.stdout, s.Columns())
 	}
 	if err := s.Scan(ctx, w.Write); err != nil {
+		// Show the rows read before the failure; the failure is the error
+		// to report, not a failed write after it.
 		w.Flush()
 		return err
 	}
