@@ -10,11 +10,14 @@
 package audit
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Topic is the default audit topic.
@@ -48,9 +51,31 @@ func ParseHour(s string) (time.Time, error) {
 	return t, nil
 }
 
+// MaxSourceBytes bounds a source key: it names a line of every audit
+// report, a key in the agents' tables and part of every audit record's key
+// and value, and it comes from clients (a click's page host, a sample's
+// source), so a 1 MB host must not make a record the broker refuses. A
+// longer key is cut (see BoundSource); both sides of the audit cut alike.
+const MaxSourceBytes = 200
+
+// BoundSource returns s, or when s is longer than MaxSourceBytes its first
+// bytes (whole UTF-8 characters), "...#" and 16 hex digits of its SHA-256,
+// so that a cut key says it was cut and two long keys stay apart.
+func BoundSource(s string) string {
+	if len(s) <= MaxSourceBytes {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	cut := MaxSourceBytes - len("...#") - 16
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "...#" + hex.EncodeToString(sum[:8])
+}
+
 // LogSource is the source key of a log line: "<host>:<source path>", from
-// the event's host and source fields.
-func LogSource(host, source string) string { return host + ":" + source }
+// the event's host and source fields (BoundSource).
+func LogSource(host, source string) string { return BoundSource(host + ":" + source) }
 
 // ClickSource is the source key of a click: the lower-case host of the
 // event's url without its port, or NoSource when the url is empty, has no
@@ -118,6 +143,7 @@ func AuthoritySource(authority string) string {
 	if host == "" {
 		return NoSource
 	}
+	host = BoundSource(host)
 	for i := 0; i < len(host); i++ {
 		c := host[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_' || ipv6 && c == ':') {
@@ -127,13 +153,13 @@ func AuthoritySource(authority string) string {
 	return strings.ToLower(host)
 }
 
-// MetricSource is the source key of a metric sample: its source field, or
-// NoSource when it has none.
+// MetricSource is the source key of a metric sample: its source field
+// (BoundSource), or NoSource when it has none.
 func MetricSource(source string) string {
 	if source == "" {
 		return NoSource
 	}
-	return source
+	return BoundSource(source)
 }
 
 // Record is one audit record: the cumulative counts of one publisher for one

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func TestSourceKeys(t *testing.T) {
@@ -86,5 +87,27 @@ func TestParseRecordRejects(t *testing.T) {
 		if _, err := ParseRecord([]byte(v)); err == nil {
 			t.Errorf("%s: accepted %s", name, v)
 		}
+	}
+}
+
+// TestBoundSource: a client-made source longer than MaxSourceBytes is cut,
+// marked and hashed alike on both sides of the audit, and two long sources
+// stay apart.
+func TestBoundSource(t *testing.T) {
+	long := "https://" + strings.Repeat("a", 1<<20) + ".example/x"
+	other := "https://" + strings.Repeat("a", 1<<20) + ".example2/x"
+	a, b := ClickSource(long), ClickSource(other)
+	if len(a) > MaxSourceBytes || !strings.Contains(a, "...#") || a == b {
+		t.Fatalf("bounded sources %q and %q", a, b)
+	}
+	if got := AuthoritySource(strings.Repeat("a", 1<<20) + ".example"); got != a {
+		t.Fatalf("the sink's key %q differs from the beacon's %q", got, a)
+	}
+	path := "/var/log/" + strings.Repeat("é", 300)
+	if s := LogSource("web", path); len(s) > MaxSourceBytes || !utf8.ValidString(s) {
+		t.Fatalf("log source %q: %d bytes, valid UTF-8 %v", s, len(s), utf8.ValidString(s))
+	}
+	if s := MetricSource("short"); s != "short" {
+		t.Fatalf("a short source changed: %q", s)
 	}
 }
