@@ -153,8 +153,10 @@ type metricsSource struct {
 	*History
 }
 
-func (m metricsSource) MetricSeries(match string, limit int) SeriesList { return m.Series(match, limit) }
-func (m metricsSource) MetricPoints(id string) (SeriesPoints, bool)   { return m.Points(id) }
+func (m metricsSource) MetricSeries(match string, limit int) SeriesList {
+	return m.Series(match, limit)
+}
+func (m metricsSource) MetricPoints(id string) (SeriesPoints, bool) { return m.Points(id) }
 
 func TestHandlerServesMetricHistory(t *testing.T) {
 	h := NewHistory(10, time.Hour, 100)
