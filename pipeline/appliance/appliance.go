@@ -314,7 +314,14 @@ func (a *Appliance) startHTTP() error {
 		mux.Handle("/", b.Handler())
 	}
 	mux.HandleFunc("GET /{$}", a.serveDemoPage)
-	collector, err := monitor.New(monitor.Config{Brokers: a.brokers, Security: a.consoleSecurity, MetricsTopic: a.cfg.OpsMetrics.Topic}, a.logger.With("component", "console"))
+	// The metrics page charts the beacon's posted samples beside the
+	// components' own, over the last hour: read that much back at start.
+	samples := []string{}
+	if a.cfg.Beacon != nil {
+		samples = append(samples, a.cfg.Beacon.WithDefaults().MetricsTopic)
+	}
+	collector, err := monitor.New(monitor.Config{Brokers: a.brokers, Security: a.consoleSecurity, MetricsTopic: a.cfg.OpsMetrics.Topic,
+		SampleTopics: samples, Lookback: time.Hour}, a.logger.With("component", "console"))
 	if err != nil {
 		return err
 	}

@@ -254,7 +254,8 @@ func (h *History) Points(id string) (SeriesPoints, bool) {
 }
 
 // LabelText writes labels as Prometheus does, in key order: {a="1",b="2"};
-// "" for none.
+// "" for none. Values are quoted with Go escapes and keys made printable,
+// so the text is safe on a terminal.
 func LabelText(labels map[string]string) string {
 	if len(labels) == 0 {
 		return ""
@@ -265,7 +266,7 @@ func LabelText(labels map[string]string) string {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(k)
+		b.WriteString(printable(k))
 		b.WriteByte('=')
 		b.WriteString(strconv.Quote(labels[k]))
 	}
