@@ -344,12 +344,15 @@ function drawMetric(p) {
   let lo = Math.min(...vals), hi = Math.max(...vals);
   if (lo > 0 && lo <= hi / 2) lo = 0;
   if (lo === hi) { const d = Math.abs(hi) * 0.1 || 1; lo -= d; hi += d; }
+  // Round the range out to four steps of 1, 2, 2.5 or 5 times a power of ten.
+  const step = niceCeil((hi - lo) / 4);
+  lo = Math.floor(lo / step) * step;
+  hi = Math.max(Math.ceil(hi / step) * step, lo + 4 * step);
   const t0 = pts[0][0], t1 = Math.max(pts[pts.length - 1][0], t0 + 1000);
   const x = t => L + (W - L - R) * (t - t0) / (t1 - t0);
   const y = v => T + (H - T - B) * (1 - (v - lo) / (hi - lo));
   const parts = [];
-  for (let i = 0; i <= 4; i++) {
-    const v = lo + (hi - lo) * i / 4;
+  for (let v = lo; v <= hi + step / 2; v += step) {
     parts.push(svg("line", { class: "grid", x1: L, x2: W - R, y1: y(v), y2: y(v) }));
     parts.push(svg("text", { class: "axis", x: L - 4, y: y(v) + 4, "text-anchor": "end" }, axisNum(v)));
   }
