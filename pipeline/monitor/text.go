@@ -125,10 +125,14 @@ func WriteMetricsText(w io.Writer, list SeriesList, match string, now time.Time)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", printable(s.Name), dash(LabelText(s.Labels)), dash(printable(s.Source)),
 			dash(printable(s.Kind)), strconv.FormatFloat(s.Last.V, 'g', 6, 64), age(now.Sub(s.Last.T)))
 	}
-	if len(list.Series) < list.Matched {
-		fmt.Fprintf(tw, "(%d more; narrow with --match or raise --limit)\t\t\t\t\t\t\n", list.Matched-len(list.Series))
+	if err := tw.Flush(); err != nil {
+		return err
 	}
-	return tw.Flush()
+	if len(list.Series) < list.Matched {
+		_, err := fmt.Fprintf(w, "(%d more; narrow with --match or raise --limit)\n", list.Matched-len(list.Series))
+		return err
+	}
+	return nil
 }
 
 // age writes how old a value is in whole seconds, minutes or hours.
