@@ -40,9 +40,11 @@ type Config struct {
 	// StaleAfter marks a component stale when its last sample is older.
 	// Default 1m (several missed publications).
 	StaleAfter time.Duration
-	// MaxSeries bounds the counter series kept, and the series of the
-	// metric history. Default 10000.
+	// MaxSeries bounds the counter series kept. Default 10000.
 	MaxSeries int
+	// HistorySeries bounds the series of the metric history. Default
+	// 4000: at most about 46 MB with full rings of 720 points of 16 bytes.
+	HistorySeries int
 	// HistoryWindow is how far back the metric history goes. Default 1h.
 	// Give Lookback as much to fill it at start.
 	HistoryWindow time.Duration
@@ -79,6 +81,9 @@ func (c Config) withDefaults() Config {
 	if c.HistoryPoints == 0 {
 		c.HistoryPoints = 720
 	}
+	if c.HistorySeries == 0 {
+		c.HistorySeries = 4000
+	}
 	return c
 }
 
@@ -89,7 +94,7 @@ func (c Config) Validate() error {
 		return errors.New("monitor: no brokers given")
 	case c.Interval < 100*time.Millisecond:
 		return fmt.Errorf("monitor: interval %v is below 100ms, which would load the brokers for no visible gain", c.Interval)
-	case c.Lookback < 0 || c.StaleAfter < 0 || c.MaxSeries < 0 || c.HistoryWindow < 0 || c.HistoryPoints < 0:
+	case c.Lookback < 0 || c.StaleAfter < 0 || c.MaxSeries < 0 || c.HistoryWindow < 0 || c.HistoryPoints < 0 || c.HistorySeries < 0:
 		return errors.New("monitor: lookback, stale_after, max_series and the history's window and points cannot be negative")
 	}
 	if err := c.Security.Validate(); err != nil {
@@ -148,7 +153,7 @@ func New(cfg Config, logger *slog.Logger) (*Collector, error) {
 	return &Collector{
 		cfg: cfg, logger: logger, admin: admin, adm: kadm.NewClient(admin), follower: follower,
 		counters: newCounters(cfg.MaxSeries),
-		history:  NewHistory(cfg.HistoryPoints, cfg.HistoryWindow, cfg.MaxSeries),
+		history:  NewHistory(cfg.HistoryPoints, cfg.HistoryWindow, cfg.HistorySeries),
 		latest:   Snapshot{Controller: -1, MetricsTopic: cfg.MetricsTopic},
 		updated:  make(chan struct{}),
 	}, nil
