@@ -78,7 +78,7 @@ func TestUpHTTPAuth(t *testing.T) {
 		}
 		return resp.StatusCode
 	}
-	private := []string{web + "/console", web + "/console/api/snapshot", "http://" + metricsAddr + "/metrics"}
+	private := []string{web + "/console", web + "/console/api/snapshot", web + "/console/api/metrics", "http://" + metricsAddr + "/metrics"}
 	for _, url := range private {
 		if code := get(url, ""); code != http.StatusUnauthorized {
 			t.Errorf("%s without the token: %d, want 401", url, code)
@@ -100,8 +100,8 @@ func TestUpHTTPAuth(t *testing.T) {
 	if n := strings.Count(up.log(), token[:len(token)-1]); n != 1 {
 		t.Fatalf("the token or a guess at it is in the log %d times:\n%s", n, up.log())
 	}
-	if g := gaugeWith(t, "http://"+metricsAddr, `millrace_http_auth_failures_total{reason="invalid"}`, token); g != "3" {
-		t.Errorf("invalid attempts counted %q, want 3", g)
+	if g := gaugeWith(t, "http://"+metricsAddr, `millrace_http_auth_failures_total{reason="invalid"}`, token); g != "4" {
+		t.Errorf("invalid attempts counted %q, want 4", g)
 	}
 
 	consoleInBrowser(t, m[1], web, kafkaAddr)

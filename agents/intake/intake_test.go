@@ -3,16 +3,17 @@ package intake
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/agents/ship"
-	"millrace/schemas"
 )
 
 func TestParseExpositionExpandsFamilies(t *testing.T) {
@@ -77,29 +78,112 @@ func (r *recorder) Produce(_ context.Context, rec *kgo.Record, ack ship.AckFunc)
 	}
 }
 
-func TestPublisherWritesValidMetricEvents(t *testing.T) {
+func TestPublisherWritesOneBatchPerComponent(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jobs_total"}, []string{"kind"})
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "millrace_tail_lines_read_total"}, []string{"input"})
 	c.WithLabelValues("a").Add(3)
-	reg.MustRegister(c)
+	c.WithLabelValues("b").Add(4)
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "go_goroutines"})
+	g.Set(12)
+	nan := prometheus.NewGauge(prometheus.GaugeOpts{Name: "millrace_ship_fill"})
+	nan.Set(math.NaN())
+	reg.MustRegister(c, g, nan)
 	rec := &recorder{}
 	p := &Publisher{Gatherer: reg, Producer: rec, Topic: "_millrace.metrics", Source: "h:test", Interval: time.Hour}
-	if err := p.PublishOnce(context.Background(), time.Unix(1800000000, 0)); err != nil {
+	now := time.Unix(1800000000, 0).UTC()
+	if err := p.PublishOnce(context.Background(), now); err != nil {
 		t.Fatal(err)
 	}
-	if len(rec.recs) != 1 {
-		t.Fatalf("%d records, want 1", len(rec.recs))
+	// runtime, ship, tail: one record each, in component order.
+	if len(rec.recs) != 3 {
+		t.Fatalf("%d records, want 3 (one per component)", len(rec.recs))
 	}
-	r := rec.recs[0]
-	if r.Topic != "_millrace.metrics" || string(r.Key) != "jobs_total" {
-		t.Fatalf("record %s/%s", r.Topic, r.Key)
+	var got []Batch
+	for i, want := range []string{"runtime", "ship", "tail"} {
+		r := rec.recs[i]
+		if r.Topic != "_millrace.metrics" || string(r.Key) != want {
+			t.Fatalf("record %d: %s/%s, want key %s", i, r.Topic, r.Key, want)
+		}
+		var b Batch
+		if err := json.Unmarshal(r.Value, &b); err != nil {
+			t.Fatalf("record %d: %v: %s", i, err, r.Value)
+		}
+		if b.Source != "h:test" || b.Component != want || !b.TS.Equal(now) {
+			t.Fatalf("record %d: %s", i, r.Value)
+		}
+		got = append(got, b)
 	}
-	if err := schemas.Validate(schemas.Metric, r.Value); err != nil {
-		t.Fatalf("event does not fit the metric schema: %v: %s", err, r.Value)
+	tail := got[2].Samples
+	if len(tail) != 2 || tail[0].Value != 3 || tail[0].Labels["input"] != "a" || tail[1].Value != 4 || tail[0].Kind != "counter" {
+		t.Fatalf("tail batch %+v", tail)
 	}
-	var ev map[string]any
-	json.Unmarshal(r.Value, &ev)
-	if ev["value"] != 3.0 || ev["kind"] != "counter" || ev["source"] != "h:test" || ev["labels"].(map[string]any)["kind"] != "a" {
-		t.Fatalf("event %s", r.Value)
+	if v := got[1].Samples[0].Value; !math.IsNaN(float64(v)) {
+		t.Fatalf("NaN came back as %v", v)
 	}
+}
+
+// An idle process writes one record per component per interval, however
+// many series it has.
+func TestPublisherIdleRecordCount(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectorsForTest()...)
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "millrace_ship_ack_seconds", Buckets: prometheus.DefBuckets}, []string{"producer"})
+	for _, p := range []string{"a", "b", "c"} {
+		h.WithLabelValues(p).Observe(0.1)
+	}
+	reg.MustRegister(h)
+	rec := &recorder{}
+	p := &Publisher{Gatherer: reg, Producer: rec, Topic: "_millrace.metrics", Source: "h:test", Interval: time.Hour}
+	const intervals = 5
+	start := time.Unix(1800000000, 0)
+	series := 0
+	for i := range intervals {
+		if err := p.PublishOnce(context.Background(), start.Add(time.Duration(i)*10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	components := map[string]bool{}
+	for _, r := range rec.recs {
+		var b Batch
+		if err := json.Unmarshal(r.Value, &b); err != nil {
+			t.Fatal(err)
+		}
+		components[b.Component] = true
+		series += len(b.Samples)
+	}
+	if len(components) != 2 {
+		t.Fatalf("components %v, want runtime and ship", components)
+	}
+	if len(rec.recs) != intervals*len(components) {
+		t.Fatalf("%d records over %d intervals, want %d (one per component and interval)", len(rec.recs), intervals, intervals*len(components))
+	}
+	if series/intervals < 50 {
+		t.Fatalf("only %d series per interval: the test should have many more series than records", series/intervals)
+	}
+}
+
+func TestBatchesSplitLargeComponents(t *testing.T) {
+	samples := make([]Sample, MaxBatchSamples+1)
+	for i := range samples {
+		samples[i] = Sample{Name: "millrace_broker_x", Kind: "gauge", Value: float64(i)}
+	}
+	b := Batches(samples, "s", time.Now())
+	if len(b) != 2 || len(b[0].Samples) != MaxBatchSamples || len(b[1].Samples) != 1 || b[1].Samples[0].Value != MaxBatchSamples {
+		t.Fatalf("batches %d", len(b))
+	}
+}
+
+func TestComponentOf(t *testing.T) {
+	for name, want := range map[string]string{
+		"millrace_tail_lines_read_total": "tail", "millrace_lake_rows_total": "lake", "go_goroutines": "runtime",
+		"process_cpu_seconds_total": "runtime", "myapp_queue_depth": "other", "millrace_": "other",
+	} {
+		if got := ComponentOf(name); got != want {
+			t.Errorf("ComponentOf(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+func collectorsForTest() []prometheus.Collector {
+	return []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
 }

@@ -9,8 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/agents/ship"
-	"millrace/audit"
-	"millrace/schemas"
 )
 
 // Producer sends records; *ship.Shipper is one.
@@ -18,20 +16,21 @@ type Producer interface {
 	Produce(ctx context.Context, rec *kgo.Record, ack ship.AckFunc)
 }
 
-// Publisher publishes a process's own metrics as metric-sample events to an
-// ops topic at a fixed interval, so any consumer, a sink or `millrace top`
-// can follow them.
+// Publisher publishes a process's own metrics to an ops topic at a fixed
+// interval, one Batch record per component (see batch.go), so `millrace
+// top`, the console or any consumer can follow them.
+//
+// The ops topic is the appliance's self-monitoring, not user data: it is
+// not counted by the audit, and no sink lands it unless a sink names it.
 type Publisher struct {
 	Gatherer prometheus.Gatherer
 	Producer Producer
 	Topic    string
-	// Source names the publishing process in every event ("host:component").
+	// Source names the publishing process in every record
+	// ("host:component" or "host:component:instance").
 	Source   string
 	Interval time.Duration
 	Logger   *slog.Logger
-	// Audit, when set, counts the samples the broker acknowledged, by
-	// source and hour (the publisher's Source, the samples' ts).
-	Audit *audit.Counter
 }
 
 // Run publishes once per Interval until ctx ends. A failed publication is
@@ -51,29 +50,21 @@ func (p *Publisher) Run(ctx context.Context) {
 	}
 }
 
-// PublishOnce gathers and produces one set of samples stamped now; it does
-// not wait for the acknowledgements (the producer's metrics count failures).
+// PublishOnce gathers and produces one batch per component stamped now; it
+// does not wait for the acknowledgements (the producer's metrics count
+// failures).
 func (p *Publisher) PublishOnce(ctx context.Context, now time.Time) error {
 	fams, err := p.Gatherer.Gather()
 	if err != nil {
 		return err
 	}
-	row := schemas.Metric.NewRow()
-	for _, s := range FromFamilies(fams, now.UTC()) {
-		value, err := s.Encode(nil, row, p.Source)
+	now = now.UTC()
+	for _, b := range Batches(FromFamilies(fams, now), p.Source, now) {
+		value, err := b.Encode()
 		if err != nil {
 			return err
 		}
-		p.Producer.Produce(ctx, &kgo.Record{Topic: p.Topic, Key: []byte(s.Name), Value: value, Timestamp: s.TS}, p.ack)
+		p.Producer.Produce(ctx, &kgo.Record{Topic: p.Topic, Key: []byte(b.Component), Value: value, Timestamp: now}, nil)
 	}
 	return nil
-}
-
-// ack counts an acknowledged sample in the audit. Each
-// sample is counted in the hour of its ts, which PublishOnce puts in its
-// record's timestamp.
-func (p *Publisher) ack(r *kgo.Record, err error) {
-	if err == nil && p.Audit != nil {
-		p.Audit.Add(p.Topic, audit.MetricSource(p.Source), r.Timestamp, 1)
-	}
 }

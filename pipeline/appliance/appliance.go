@@ -49,7 +49,7 @@ type Appliance struct {
 	beacon    *beacon.Server
 	tailers   []*tail.Tailer
 	audits    []*audit.Counter // the agents' audit counters
-	intake    *audit.Counter   // metric samples: POST /v1/metrics and the ops publisher; nil with the audit off
+	intake    *audit.Counter   // metric samples posted to /v1/metrics; nil with the audit off
 	sinks     []*lake.Runner
 	stores    []store.Store
 	http      *http.Server
@@ -168,9 +168,6 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (a *Appliance, 
 		return nil, err
 	}
 	if cfg.OpsMetrics.Interval > 0 {
-		if _, err := a.intakeAudit(); err != nil {
-			return nil, err
-		}
 		a.bg.Add(1)
 		go func() {
 			defer a.bg.Done()
@@ -320,7 +317,14 @@ func (a *Appliance) startHTTP() error {
 		mux.Handle("/", b.Handler())
 	}
 	mux.HandleFunc("GET /{$}", a.serveDemoPage)
-	collector, err := monitor.New(monitor.Config{Brokers: a.brokers, Security: a.consoleSecurity, MetricsTopic: a.cfg.OpsMetrics.Topic}, a.logger.With("component", "console"))
+	// The metrics page charts the beacon's posted samples beside the
+	// components' own, over the last hour: read that much back at start.
+	samples := []string{}
+	if a.cfg.Beacon != nil {
+		samples = append(samples, a.cfg.Beacon.WithDefaults().MetricsTopic)
+	}
+	collector, err := monitor.New(monitor.Config{Brokers: a.brokers, Security: a.consoleSecurity, MetricsTopic: a.cfg.OpsMetrics.Topic,
+		SampleTopics: samples, Lookback: time.Hour}, a.logger.With("component", "console"))
 	if err != nil {
 		return err
 	}

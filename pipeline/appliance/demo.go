@@ -69,8 +69,7 @@ func (a *Appliance) publishOpsMetrics(ctx context.Context) {
 		Topic:    a.cfg.OpsMetrics.Topic,
 		Source:   host + ":millrace-up",
 		Interval: a.cfg.OpsMetrics.Interval,
-		Logger:   a.logger,
-		Audit:    a.intake,
+		Logger:   a.logger.With("component", "ops-metrics"),
 	}
 	p.Run(ctx)
 }

@@ -419,6 +419,8 @@ func secureACLs(c Config) []acl.Binding {
 		}
 		add(BeaconUser, acl.Topic, audit, acl.Write)
 		idempotent(BeaconUser)
+		// The console charts the posted samples on its metrics page.
+		add(ConsoleUser, acl.Topic, b.MetricsTopic, acl.Read)
 	}
 	if c.OpsMetrics.Interval > 0 {
 		add(BeaconUser, acl.Topic, c.OpsMetrics.Topic, acl.Write)

@@ -224,6 +224,7 @@ func TestSecureACLs(t *testing.T) {
 		"User:millrace-console Describe Topic:*",
 		"User:millrace-console Read Topic:_millrace.audit",
 		"User:millrace-console Read Topic:_millrace.metrics",
+		"User:millrace-console Read Topic:ops.metrics",
 		"User:millrace-sink Create Topic:_millrace.audit",
 		"User:millrace-sink Create Topic:clicks.dlq",
 		"User:millrace-sink Create Topic:logs.dlq",

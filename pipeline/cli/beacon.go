@@ -32,6 +32,7 @@ func beaconCommand(e *env) *cobra.Command {
 	f.StringVar(&o.configFile, "config", "", "YAML file with ship: and beacon: sections (flags override)")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown may wait for requests in flight and acknowledgements")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	addOpsFlags(f, &o.ops)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return runBeacon(cmd.Context(), e, o) }
 	return cmd
 }
@@ -40,6 +41,7 @@ func beaconCommand(e *env) *cobra.Command {
 type beaconOptions struct {
 	listen, topic, metricsTopic, metricsListen, configFile, logLevel string
 	shutdownTimeout                                                  time.Duration
+	ops                                                              opsOptions
 }
 
 // beaconFile is the YAML layout of `millrace beacon --config`.
@@ -129,6 +131,12 @@ func runBeacon(ctx context.Context, e *env, o beaconOptions) error {
 	if a := server.MetricsAddr(); a != nil {
 		fmt.Fprintf(e.stderr, "prometheus metrics on %s://%s/metrics\n", server.Scheme(), a)
 	}
+	stopOps, err := startOpsMetrics(o.ops, reg, cfg.Ship.Brokers, cfg.Ship.Security, o.ops.sourceFor("beacon", server.Addr().String()), logger)
+	if err != nil {
+		logger.Warn("not publishing own metrics", "err", err)
+		stopOps = func() {}
+	}
+	defer stopOps()
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 	defer cancel()

@@ -33,6 +33,7 @@ func consoleCommand(e *env) *cobra.Command {
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8091", "HTTP address of the console")
 	f.DurationVar(&o.interval, "interval", 2*time.Second, "time between cluster reads")
 	f.StringVar(&o.metricsTopic, "metrics-topic", monitor.DefaultMetricsTopic, "ops metrics topic to follow for component throughput")
+	f.StringArrayVar(&o.sampleTopics, "samples-topic", []string{monitor.DefaultSampleTopic}, "topic of posted metric samples to chart (repeatable)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.lakeURL, "lake", "", "lake root the sinks land into, to audit: file:///PATH or s3://BUCKET/PREFIX (none: no audit)")
 	f.StringVar(&o.auditTopic, "audit-topic", audit.Topic, "topic the agents and sinks publish their counts to")
@@ -52,6 +53,7 @@ func consoleCommand(e *env) *cobra.Command {
 type consoleOptions struct {
 	listen, metricsTopic, logLevel, lakeURL, auditTopic, s3Endpoint, s3Region string
 	interval, auditInterval, auditSince                                       time.Duration
+	sampleTopics                                                              []string
 	// httpAuth and httpTLS protect the console's own HTTP server.
 	httpAuth httpserver.AuthConfig
 	httpTLS  httpserver.TLSConfig
@@ -83,7 +85,9 @@ func runConsole(ctx context.Context, e *env, o consoleOptions) error {
 	if err != nil {
 		return usageError("%v", err)
 	}
-	col, err := monitor.New(monitor.Config{Brokers: s, Security: security, Interval: o.interval, MetricsTopic: o.metricsTopic}, logger.With("component", "console"))
+	// The metrics page shows the last hour: read that much back at start.
+	col, err := monitor.New(monitor.Config{Brokers: s, Security: security, Interval: o.interval, MetricsTopic: o.metricsTopic,
+		SampleTopics: o.sampleTopics, Lookback: time.Hour}, logger.With("component", "console"))
 	if err != nil {
 		return usageError("%v", err)
 	}

@@ -54,6 +54,7 @@ func sinkCommand(e *env) *cobra.Command {
 	f.StringVar(&o.metricsAddr, "metrics-listen", "", "serve Prometheus /metrics on this address")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", time.Minute, "how long to publish and commit on shutdown")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	addOpsFlags(f, &o.ops)
 	// Fault injection for the e2e tests, hidden from the help: after N
 	// published data files the process exits at once with status 3, as a
 	// crash between two publishes of one window would.
@@ -80,6 +81,7 @@ type sinkOptions struct {
 	rollAge, idleTimeout, sessionTimeout, dedupWindow                  time.Duration
 	shutdownTimeout                                                    time.Duration
 	maxBatch, dedupMaxIDs, crashAfter, stopBefore                      int
+	ops                                                                opsOptions
 }
 
 // sinkFile is the YAML layout of `millrace sink --config`.
@@ -210,6 +212,12 @@ func runSink(ctx context.Context, e *env, o sinkOptions, given func(flag string)
 	if err != nil {
 		return err
 	}
+	stopOps, err := startOpsMetrics(o.ops, reg, cfg.Lake.Brokers, cfg.Lake.Security, o.ops.sourceFor("sink", cfg.Lake.Group), logger)
+	if err != nil {
+		logger.Warn("not publishing own metrics", "err", err)
+		stopOps = func() {}
+	}
+	defer stopOps()
 	<-ctx.Done()
 	logger.Info("shutting down: landing open windows", "timeout", o.shutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"time"
 
@@ -34,6 +35,7 @@ func tailCommand(e *env) *cobra.Command {
 	f.BoolVar(&o.symlinks, "symlinks", false, "follow symbolic links the globs match (tail.symlinks; default: skip them)")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to wait for acknowledgements on shutdown")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	addOpsFlags(f, &o.ops)
 	cmd.RunE = func(cmd *cobra.Command, globs []string) error {
 		return runTail(cmd.Context(), e, globs, o, cmd.Flags().Changed("symlinks"))
 	}
@@ -45,6 +47,7 @@ type tailOptions struct {
 	topic, data, configFile, metricsAddr, logLevel string
 	symlinks                                       bool
 	shutdownTimeout                                time.Duration
+	ops                                            opsOptions
 }
 
 // tailFile is the YAML layout of `millrace tail --config`.
@@ -146,6 +149,13 @@ func runTail(ctx context.Context, e *env, globs []string, o tailOptions, symlink
 		shipper.Close()
 		return err
 	}
+	source := o.ops.sourceFor("tail", filepath.Base(tailer.Config().DataDir))
+	stopOps, err := startOpsMetrics(o.ops, reg, cfg.Ship.Brokers, cfg.Ship.Security, source, logger)
+	if err != nil {
+		logger.Warn("not publishing own metrics", "err", err)
+		stopOps = func() {}
+	}
+	defer stopOps()
 	<-ctx.Done()
 	logger.Info("shutting down: waiting for acknowledgements", "timeout", o.shutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"time"
@@ -18,8 +19,8 @@ import (
 func init() {
 	addCommand("", func(e *env) *cobra.Command {
 		cmd := &cobra.Command{
-			Use:   "top [-b BROKERS] [--interval 2s] [--metrics-topic T] [--once]",
-			Short: "live view of rates, lag and component throughput",
+			Use:   "top [-b BROKERS] [--interval 2s] [--metrics-topic T] [--once] [--metrics [--match TEXT] [--limit N]]",
+			Short: "live view of rates, lag and component throughput, or of the latest metric values",
 			Args:  exactArgs(0),
 		}
 		f := cmd.Flags()
@@ -27,6 +28,10 @@ func init() {
 		f.DurationVar(&o.interval, "interval", 2*time.Second, "time between cluster reads and redraws")
 		f.StringVar(&o.metricsTopic, "metrics-topic", monitor.DefaultMetricsTopic, "ops metrics topic to follow for component throughput")
 		f.BoolVar(&o.once, "once", false, "print one view (rates over one interval) and exit")
+		f.BoolVar(&o.metrics, "metrics", false, "show the latest value of every metric series (the components' own and those posted to /v1/metrics) instead of the cluster")
+		f.StringVar(&o.match, "match", "", "with --metrics: only series whose name, a label (name=value) or source contains this text")
+		f.IntVar(&o.limit, "limit", 100, "with --metrics: most series shown")
+		f.StringArrayVar(&o.sampleTopics, "samples-topic", []string{monitor.DefaultSampleTopic}, "topic of posted metric samples to follow (repeatable)")
 		f.StringVar(&o.logLevel, "log-level", "error", "debug, info, warn or error (logs go to stderr)")
 		cmd.RunE = func(cmd *cobra.Command, _ []string) error { return runTop(cmd.Context(), e, o) }
 		return cmd
@@ -35,9 +40,11 @@ func init() {
 
 // topOptions are the flags of top.
 type topOptions struct {
-	interval               time.Duration
-	metricsTopic, logLevel string
-	once                   bool
+	interval                      time.Duration
+	metricsTopic, logLevel, match string
+	sampleTopics                  []string
+	once, metrics                 bool
+	limit                         int
 }
 
 // Terminal control: home the cursor and clear, hide and show the cursor.
@@ -54,6 +61,9 @@ func runTop(ctx context.Context, e *env, o topOptions) error {
 	if o.interval < 100*time.Millisecond {
 		return usageError("--interval must be at least 100ms")
 	}
+	if o.limit < 1 {
+		return usageError("--limit must be at least 1")
+	}
 	logger, err := newLogger(*e, o.logLevel)
 	if err != nil {
 		return err
@@ -66,7 +76,8 @@ func runTop(ctx context.Context, e *env, o topOptions) error {
 	if err != nil {
 		return err
 	}
-	col, err := monitor.New(monitor.Config{Brokers: s, Security: security, Interval: o.interval, MetricsTopic: o.metricsTopic}, logger)
+	col, err := monitor.New(monitor.Config{Brokers: s, Security: security, Interval: o.interval, MetricsTopic: o.metricsTopic,
+		SampleTopics: o.sampleTopics}, logger)
 	if err != nil {
 		return err
 	}
@@ -81,20 +92,26 @@ func runTop(ctx context.Context, e *env, o topOptions) error {
 		return err
 	}
 	defer col.Shutdown(context.Background())
-	if o.once {
-		return topOnce(ctx, *e, col)
+	draw := func(w io.Writer, snap monitor.Snapshot) error { return monitor.WriteText(w, snap) }
+	if o.metrics {
+		draw = func(w io.Writer, snap monitor.Snapshot) error {
+			return monitor.WriteMetricsText(w, col.MetricSeries(o.match, o.limit), o.match, snap.Time)
+		}
 	}
-	return topLive(ctx, *e, col)
+	if o.once {
+		return topOnce(ctx, *e, col, draw)
+	}
+	return topLive(ctx, *e, col, draw)
 }
 
-func topOnce(ctx context.Context, e env, col *monitor.Collector) error {
+func topOnce(ctx context.Context, e env, col *monitor.Collector, draw func(io.Writer, monitor.Snapshot) error) error {
 	for {
 		updated := col.Updated()
 		// A third read gives errors of a starting cluster (a coordinator
 		// still loading) a chance to clear; past it they are the cluster's
 		// state (a broker down or hung) and are printed with the view.
 		if snap := col.Latest(); snap.Seq >= 2 && len(snap.Errors) == 0 || snap.Seq >= 3 {
-			return monitor.WriteText(e.stdout, snap)
+			return draw(e.stdout, snap)
 		}
 		select {
 		case <-ctx.Done():
@@ -104,7 +121,7 @@ func topOnce(ctx context.Context, e env, col *monitor.Collector) error {
 	}
 }
 
-func topLive(ctx context.Context, e env, col *monitor.Collector) error {
+func topLive(ctx context.Context, e env, col *monitor.Collector, draw func(io.Writer, monitor.Snapshot) error) error {
 	ctx, quit := context.WithCancel(ctx)
 	defer quit()
 	var keys sync.WaitGroup
@@ -129,7 +146,7 @@ func topLive(ctx context.Context, e env, col *monitor.Collector) error {
 		if snap := col.Latest(); snap.Seq > 0 {
 			frame.Reset()
 			frame.WriteString(termClear)
-			monitor.WriteText(&frame, snap)
+			draw(&frame, snap)
 			frame.WriteString("\n(q or Ctrl-C quits)\n")
 			if _, err := e.stdout.Write(frame.Bytes()); err != nil {
 				return err

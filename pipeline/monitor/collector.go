@@ -26,8 +26,13 @@ type Config struct {
 	Security clientauth.Settings
 	// Interval is the time between cluster reads. Default 2s.
 	Interval time.Duration
-	// MetricsTopic is the ops topic to follow. Default _millrace.metrics.
+	// MetricsTopic is the ops topic the components publish their own
+	// metrics to. Default _millrace.metrics.
 	MetricsTopic string
+	// SampleTopics are further topics of metric-sample events, charted
+	// with the components' metrics. Default ops.metrics, where the
+	// beacon's POST /v1/metrics writes.
+	SampleTopics []string
 	// Lookback is how far back the metrics topic is read at start, so
 	// component rates exist at once (the components publish every 10 s by
 	// default). Default 5m.
@@ -37,7 +42,19 @@ type Config struct {
 	StaleAfter time.Duration
 	// MaxSeries bounds the counter series kept. Default 10000.
 	MaxSeries int
+	// HistorySeries bounds the series of the metric history. Default
+	// 4000: at most about 46 MB with full rings of 720 points of 16 bytes.
+	HistorySeries int
+	// HistoryWindow is how far back the metric history goes. Default 1h.
+	// Give Lookback as much to fill it at start.
+	HistoryWindow time.Duration
+	// HistoryPoints is the most points kept per series. Default 720: an
+	// hour at a 5 s interval, twice the components' default rate.
+	HistoryPoints int
 }
+
+// DefaultSampleTopic is where the beacon writes posted metric samples.
+const DefaultSampleTopic = "ops.metrics"
 
 func (c Config) withDefaults() Config {
 	if c.Interval == 0 {
@@ -55,6 +72,18 @@ func (c Config) withDefaults() Config {
 	if c.MaxSeries == 0 {
 		c.MaxSeries = 10000
 	}
+	if c.SampleTopics == nil {
+		c.SampleTopics = []string{DefaultSampleTopic}
+	}
+	if c.HistoryWindow == 0 {
+		c.HistoryWindow = time.Hour
+	}
+	if c.HistoryPoints == 0 {
+		c.HistoryPoints = 720
+	}
+	if c.HistorySeries == 0 {
+		c.HistorySeries = 4000
+	}
 	return c
 }
 
@@ -65,8 +94,8 @@ func (c Config) Validate() error {
 		return errors.New("monitor: no brokers given")
 	case c.Interval < 100*time.Millisecond:
 		return fmt.Errorf("monitor: interval %v is below 100ms, which would load the brokers for no visible gain", c.Interval)
-	case c.Lookback < 0 || c.StaleAfter < 0 || c.MaxSeries < 0:
-		return errors.New("monitor: lookback, stale_after and max_series cannot be negative")
+	case c.Lookback < 0 || c.StaleAfter < 0 || c.MaxSeries < 0 || c.HistoryWindow < 0 || c.HistoryPoints < 0 || c.HistorySeries < 0:
+		return errors.New("monitor: lookback, stale_after, max_series and the history's window and points cannot be negative")
 	}
 	if err := c.Security.Validate(); err != nil {
 		return fmt.Errorf("monitor: %w", err)
@@ -84,6 +113,7 @@ type Collector struct {
 	adm      *kadm.Client
 	follower *kgo.Client
 	counters *counters
+	history  *History
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup // the refresh loop and the metrics follower
@@ -114,7 +144,7 @@ func New(cfg Config, logger *slog.Logger) (*Collector, error) {
 	// Reading from a timestamp needs no group: the follower lists offsets
 	// by time (ListOffsets) and fetches from there.
 	follower, err := kgo.NewClient(append(opts,
-		kgo.ConsumeTopics(cfg.MetricsTopic),
+		kgo.ConsumeTopics(append([]string{cfg.MetricsTopic}, cfg.SampleTopics...)...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(time.Now().Add(-cfg.Lookback).UnixMilli())))...)
 	if err != nil {
 		admin.Close()
@@ -123,6 +153,7 @@ func New(cfg Config, logger *slog.Logger) (*Collector, error) {
 	return &Collector{
 		cfg: cfg, logger: logger, admin: admin, adm: kadm.NewClient(admin), follower: follower,
 		counters: newCounters(cfg.MaxSeries),
+		history:  NewHistory(cfg.HistoryPoints, cfg.HistoryWindow, cfg.HistorySeries),
 		latest:   Snapshot{Controller: -1, MetricsTopic: cfg.MetricsTopic},
 		updated:  make(chan struct{}),
 	}, nil
@@ -183,6 +214,14 @@ func (c *Collector) Latest() Snapshot {
 	return c.latest
 }
 
+// MetricSeries lists the metric series read so far (History.Series).
+func (c *Collector) MetricSeries(match string, limit int) SeriesList {
+	return c.history.Series(match, limit)
+}
+
+// MetricPoints returns one series' recent points (History.Points).
+func (c *Collector) MetricPoints(id string) (SeriesPoints, bool) { return c.history.Points(id) }
+
 // Updated returns a channel closed when the next snapshot replaces Latest.
 func (c *Collector) Updated() <-chan struct{} {
 	c.mu.Lock()
@@ -240,9 +279,10 @@ func (c *Collector) refresh(ctx context.Context) {
 	c.updated = make(chan struct{})
 }
 
-// follow reads the metrics topic into the counters until ctx ends.
+// follow reads the ops topics into the counters and the history until ctx
+// ends.
 func (c *Collector) follow(ctx context.Context) {
-	logger := c.logger.With("topic", c.cfg.MetricsTopic)
+	logger := c.logger
 	bad := 0
 	for {
 		fetches := c.follower.PollFetches(ctx)
@@ -252,11 +292,17 @@ func (c *Collector) follow(ctx context.Context) {
 		fetches.EachError(func(topic string, partition int32, err error) {
 			// A missing metrics topic is normal until a component
 			// publishes; the client keeps looking for it.
-			logger.Debug("reading the metrics topic", "partition", partition, "err", err)
+			logger.Debug("reading an ops topic", "topic", topic, "partition", partition, "err", err)
 		})
 		fetches.EachRecord(func(r *kgo.Record) {
-			if !c.counters.add(r.Value) {
+			samples, ok := decodeOps(r.Value)
+			if !ok {
 				bad++
+				return
+			}
+			for _, s := range samples {
+				c.counters.add(s)
+				c.history.add(s)
 			}
 		})
 		if bad > 0 {

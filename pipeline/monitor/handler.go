@@ -4,6 +4,7 @@ import (
 	"embed"
 	"encoding/json"
 	"net/http"
+	"strconv"
 )
 
 //go:embed console/index.html console/console.js console/console.css
@@ -14,11 +15,25 @@ type Source interface {
 	Latest() Snapshot
 }
 
+// MetricsSource gives the metric history; *Collector is one.
+type MetricsSource interface {
+	MetricSeries(match string, limit int) SeriesList
+	MetricPoints(id string) (SeriesPoints, bool)
+}
+
+// Series list limits of /console/api/metrics: the default and the most.
+const (
+	defaultSeriesLimit = 200
+	maxSeriesLimit     = 2000
+)
+
 // Handler serves the web console under /console: the page (/console and
 // /console/), its script and style sheet, /console/api/snapshot, the
-// latest snapshot as JSON, and /console/api/audit, the last audit
-// (AuditView; audits nil means the console has no lake), both of which the
-// page polls. Everything is embedded in the binary and the page loads
+// latest snapshot as JSON, /console/api/audit, the last audit (AuditView;
+// audits nil means the console has no lake), and, when src is also a
+// MetricsSource, the metric history: /console/api/metrics?match=M&limit=N
+// (SeriesList) and /console/api/metrics/points?id=ID (SeriesPoints, 404
+// for an unknown ID). The page polls them all. Everything is embedded in the binary and the page loads
 // nothing else, so the console works offline. Mount it for both "/console"
 // and "/console/".
 func Handler(src Source, audits AuditSource) http.Handler {
@@ -36,6 +51,35 @@ func Handler(src Source, audits AuditSource) http.Handler {
 			return
 		}
 		serveJSON(w, audits.LatestAudit())
+	})
+	metrics, _ := src.(MetricsSource)
+	mux.HandleFunc("GET /console/api/metrics", func(w http.ResponseWriter, r *http.Request) {
+		limit := defaultSeriesLimit
+		if v := r.URL.Query().Get("limit"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				http.Error(w, "limit must be a positive number", http.StatusBadRequest)
+				return
+			}
+			limit = min(n, maxSeriesLimit)
+		}
+		if metrics == nil {
+			serveJSON(w, SeriesList{Series: []SeriesInfo{}})
+			return
+		}
+		serveJSON(w, metrics.MetricSeries(r.URL.Query().Get("match"), limit))
+	})
+	mux.HandleFunc("GET /console/api/metrics/points", func(w http.ResponseWriter, r *http.Request) {
+		var points SeriesPoints
+		ok := false
+		if metrics != nil {
+			points, ok = metrics.MetricPoints(r.URL.Query().Get("id"))
+		}
+		if !ok {
+			http.Error(w, "no such series", http.StatusNotFound)
+			return
+		}
+		serveJSON(w, points)
 	})
 	return mux
 }

@@ -2,7 +2,6 @@ package monitor
 
 import (
 	"cmp"
-	"encoding/json"
 	"maps"
 	"slices"
 	"strings"
@@ -10,14 +9,14 @@ import (
 	"time"
 )
 
-// metricSample is the metric-sample event on the ops topics (docs/architecture.md §7).
+// metricSample is one sample read off an ops topic (see decodeOps).
 type metricSample struct {
-	Name   string            `json:"name"`
-	Kind   string            `json:"kind"`
-	Value  float64           `json:"value"`
-	Labels map[string]string `json:"labels"`
-	TS     time.Time         `json:"ts"`
-	Source string            `json:"source"`
+	Name   string
+	Kind   string
+	Value  float64
+	Labels map[string]string
+	TS     time.Time
+	Source string
 }
 
 // throughputMetric says how one component counter becomes a Component.
@@ -95,17 +94,12 @@ func newCounters(limit int) *counters {
 	return &counters{limit: limit, series: make(map[string]*counterSeries)}
 }
 
-// add takes one event value off the ops topic. Only counters are kept:
+// add takes one sample off the ops topics. Only counters are kept:
 // gauges and histograms carry no throughput. Samples older than the
 // latest of their series are ignored (the topic's partitions interleave).
-// It reports whether the value was a metric sample.
-func (c *counters) add(value []byte) bool {
-	var s metricSample
-	if err := json.Unmarshal(value, &s); err != nil || s.Name == "" || s.TS.IsZero() {
-		return false
-	}
+func (c *counters) add(s metricSample) {
 	if s.Kind != "counter" {
-		return true
+		return
 	}
 	key := seriesKey(s.Source, s.Name, s.Labels)
 	c.mu.Lock()
@@ -114,11 +108,11 @@ func (c *counters) add(value []byte) bool {
 	if cs == nil {
 		if len(c.series) >= c.limit {
 			c.dropped++
-			return true
+			return
 		}
 		cs = &counterSeries{source: s.Source, name: s.Name, labels: s.Labels, last: counterPoint{s.Value, s.TS}}
 		c.series[key] = cs
-		return true
+		return
 	}
 	switch {
 	case s.TS.After(cs.last.ts):
@@ -126,7 +120,6 @@ func (c *counters) add(value []byte) bool {
 	case s.TS.Equal(cs.last.ts):
 		cs.last.value = s.Value
 	}
-	return true
 }
 
 // seriesKey identifies a series: source, name and labels in key order.

@@ -12,6 +12,14 @@ func sampleJSON(name, kind string, value float64, labels string, ts time.Time, s
 		name, kind, value, labels, ts.Format(time.RFC3339Nano), source)
 }
 
+// addRaw decodes an ops record as the collector does and adds its samples.
+func addRaw(c *counters, value []byte) {
+	samples, _ := decodeOps(value)
+	for _, s := range samples {
+		c.add(s)
+	}
+}
+
 func TestCountersToComponents(t *testing.T) {
 	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
@@ -80,7 +88,7 @@ func TestCountersToComponents(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCounters(100)
 			for _, s := range tc.samples {
-				c.add(s)
+				addRaw(c, s)
 			}
 			var got []string
 			for _, comp := range c.components(tc.now, time.Minute) {
@@ -97,7 +105,7 @@ func TestCountersLimitSeries(t *testing.T) {
 	c := newCounters(2)
 	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	for i := range 5 {
-		c.add(sampleJSON("millrace_lake_rows_total", "counter", 1, fmt.Sprintf(`{"sink":"s%d"}`, i), t0, "h:up"))
+		addRaw(c, sampleJSON("millrace_lake_rows_total", "counter", 1, fmt.Sprintf(`{"sink":"s%d"}`, i), t0, "h:up"))
 	}
 	if n := len(c.components(t0, time.Minute)); n != 2 {
 		t.Fatalf("%d components kept, want the limit 2", n)
@@ -106,7 +114,7 @@ func TestCountersLimitSeries(t *testing.T) {
 		t.Fatalf("dropped %d, want 3", c.dropped)
 	}
 	// Known series still update at the limit.
-	c.add(sampleJSON("millrace_lake_rows_total", "counter", 21, `{"sink":"s0"}`, t0.Add(10*time.Second), "h:up"))
+	addRaw(c, sampleJSON("millrace_lake_rows_total", "counter", 21, `{"sink":"s0"}`, t0.Add(10*time.Second), "h:up"))
 	for _, comp := range c.components(t0.Add(10*time.Second), time.Minute) {
 		if comp.Name == "s0" && math.Abs(comp.Rate-2) > 1e-9 {
 			t.Fatalf("s0 rate %v, want 2", comp.Rate)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // WriteText writes a snapshot as the compact tables `millrace top` shows:
@@ -97,4 +99,58 @@ func IECBytes(n int64) string {
 		i++
 	}
 	return strconv.FormatFloat(v, 'f', 1, 64) + units[i:i+1] + "iB"
+}
+
+// WriteMetricsText writes the latest value of each series in list as the
+// table `millrace top --metrics` shows: metric, labels, source, kind, value
+// and the age of the value at now. Names, labels and sources come from
+// whoever posted the metric, so anything unprintable in them is escaped:
+// a name cannot move the cursor or recolour the terminal.
+func WriteMetricsText(w io.Writer, list SeriesList, match string, now time.Time) error {
+	what := "all series"
+	if match != "" {
+		what = "series matching " + printable(match)
+	}
+	fmt.Fprintf(w, "millrace top --metrics  %s  %s: %d of %d kept", now.Local().Format(time.TimeOnly), what, list.Matched, list.Total)
+	if list.Dropped > 0 {
+		fmt.Fprintf(w, "  (%d samples of new series dropped at the limit of %d)", list.Dropped, list.Limit)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nMETRIC\tLABELS\tSOURCE\tKIND\tVALUE\tAGE\t")
+	if len(list.Series) == 0 {
+		fmt.Fprintln(tw, "(no series yet)\t\t\t\t\t\t")
+	}
+	for _, s := range list.Series {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", printable(s.Name), dash(LabelText(s.Labels)), dash(printable(s.Source)),
+			dash(printable(s.Kind)), strconv.FormatFloat(s.Last.V, 'g', 6, 64), age(now.Sub(s.Last.T)))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(list.Series) < list.Matched {
+		_, err := fmt.Fprintf(w, "(%d more; narrow with --match or raise --limit)\n", list.Matched-len(list.Series))
+		return err
+	}
+	return nil
+}
+
+// age writes how old a value is in whole seconds, minutes or hours.
+func age(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return strconv.Itoa(max(int(d.Seconds()), 0)) + "s"
+	case d < time.Hour:
+		return strconv.Itoa(int(d.Minutes())) + "m"
+	}
+	return strconv.Itoa(int(d.Hours())) + "h"
+}
+
+// printable returns s, or s quoted with Go escapes when it holds anything
+// a terminal would not print as is (control codes, invalid UTF-8).
+func printable(s string) string {
+	if !utf8.ValidString(s) || strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return strconv.QuoteToGraphic(s)
+	}
+	return s
 }

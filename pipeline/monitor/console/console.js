@@ -1,9 +1,12 @@
 // millrace console: polls /console/api/snapshot every 2 s, fills the tables
 // and keeps a few minutes of rates in the page for the charts; polls
 // /console/api/audit, which the server recomputes about once a minute, every
-// 15 s. No library,
+// 15 s. The metrics tab (#metrics) lists the metric series the server keeps
+// (/console/api/metrics) and charts the chosen one's last hour
+// (/console/api/metrics/points), redrawn every 2 s. No library,
 // no build step: the binary serves this file as is. Every value from the
-// cluster (topic names, hosts) goes into the page as text, never as markup.
+// cluster (topic names, hosts, metric names and labels, which anyone who can
+// post a metric chooses) goes into the page as text, never as markup.
 "use strict";
 
 const POLL_MS = 2000;
@@ -249,5 +252,176 @@ async function pollAudit() {
   setTimeout(pollAudit, AUDIT_POLL_MS);
 }
 
+// ---- metrics tab ----
+
+const SERIES_POLL_MS = 5000;
+const metricsState = { selected: "", match: "", series: [] };
+
+function labelText(labels) {
+  const keys = Object.keys(labels || {}).sort();
+  if (!keys.length) return "";
+  return "{" + keys.map(k => `${k}=${JSON.stringify(labels[k])}`).join(",") + "}";
+}
+
+function seriesText(s) {
+  return `${s.name}${labelText(s.labels)}  · ${s.source || "-"}`;
+}
+
+// fmtValue writes a value with up to 6 significant digits, as top does.
+function fmtValue(v) {
+  if (v === null || v === undefined) return "NaN";
+  if (Number.isInteger(v)) return v.toLocaleString("en-US");
+  return Number(v.toPrecision(6)).toString();
+}
+
+function showTab() {
+  const metrics = location.hash.startsWith("#metrics");
+  document.getElementById("overview").hidden = metrics;
+  document.getElementById("metrics-page").hidden = !metrics;
+  document.getElementById("tab-overview").className = metrics ? "" : "active";
+  document.getElementById("tab-metrics").className = metrics ? "active" : "";
+  if (metrics) pollSeries();
+}
+
+async function pollSeries() {
+  if (document.getElementById("metrics-page").hidden) return;
+  try {
+    const q = new URLSearchParams({ match: metricsState.match, limit: "500" });
+    const r = await fetch("/console/api/metrics?" + q, { cache: "no-store" });
+    if (!r.ok) throw new Error(`metrics: HTTP ${r.status}`);
+    renderSeriesList(await r.json());
+  } catch (e) {
+    document.getElementById("metric-count").textContent = `console cannot reach its server: ${e.message}`;
+  }
+}
+
+function renderSeriesList(list) {
+  metricsState.series = list.series || [];
+  const select = document.getElementById("metric-series");
+  const options = metricsState.series.map(s => {
+    const o = el("option", { value: s.id }, seriesText(s));
+    o.title = seriesText(s);
+    return o;
+  });
+  select.replaceChildren(...options);
+  if (metricsState.selected) select.value = metricsState.selected;
+  let text = `${list.matched} of ${list.total} series`;
+  if (list.series.length < list.matched) text += ` (first ${list.series.length}; filter to narrow)`;
+  if (list.dropped) text += ` · ${list.dropped} samples of new series dropped at the limit of ${list.limit}`;
+  document.getElementById("metric-count").textContent = text;
+}
+
+async function pollPoints() {
+  const id = metricsState.selected;
+  if (id && !document.getElementById("metrics-page").hidden) {
+    try {
+      const r = await fetch("/console/api/metrics/points?" + new URLSearchParams({ id }), { cache: "no-store" });
+      if (r.status === 404) throw new Error("this series is no longer kept");
+      if (!r.ok) throw new Error(`points: HTTP ${r.status}`);
+      const p = await r.json();
+      if (id === metricsState.selected) drawMetric(p);
+    } catch (e) {
+      document.getElementById("metric-last").textContent = e.message;
+    }
+  }
+  setTimeout(pollPoints, POLL_MS);
+}
+
+function selectSeries(id) {
+  metricsState.selected = id;
+  window.history.replaceState(null, "", "#metrics=" + encodeURIComponent(id));
+  document.getElementById("chart-metric").replaceChildren();
+  document.getElementById("metric-last").textContent = "loading…";
+}
+
+// drawMetric charts one series' points over their time span; a null value
+// (NaN) breaks the line.
+function drawMetric(p) {
+  document.getElementById("metric-title").textContent = p.name;
+  document.getElementById("metric-labels").textContent =
+    `${labelText(p.labels) || "no labels"} · source ${p.source || "-"} · ${p.kind || "untyped"}`;
+  const root = document.getElementById("chart-metric");
+  const W = 720, H = 300, L = 64, R = 12, T = 10, B = 24;
+  const pts = p.points || [];
+  const vals = pts.map(([, v]) => v).filter(v => v !== null);
+  if (!pts.length || !vals.length) {
+    root.replaceChildren(svg("text", { class: "axis", x: W / 2, y: H / 2, "text-anchor": "middle" }, "no values yet"));
+    document.getElementById("metric-last").textContent = "";
+    return;
+  }
+  let lo = Math.min(...vals), hi = Math.max(...vals);
+  if (lo > 0 && lo <= hi / 2) lo = 0;
+  if (lo === hi) { const d = Math.abs(hi) * 0.1 || 1; lo -= d; hi += d; }
+  // Round the range out to four steps of 1, 2, 2.5 or 5 times a power of ten.
+  const step = niceCeil((hi - lo) / 4);
+  lo = Math.floor(lo / step) * step;
+  hi = Math.max(Math.ceil(hi / step) * step, lo + 4 * step);
+  const t0 = pts[0][0], t1 = Math.max(pts[pts.length - 1][0], t0 + 1000);
+  const x = t => L + (W - L - R) * (t - t0) / (t1 - t0);
+  const y = v => T + (H - T - B) * (1 - (v - lo) / (hi - lo));
+  const parts = [];
+  for (let v = lo; v <= hi + step / 2; v += step) {
+    parts.push(svg("line", { class: "grid", x1: L, x2: W - R, y1: y(v), y2: y(v) }));
+    parts.push(svg("text", { class: "axis", x: L - 4, y: y(v) + 4, "text-anchor": "end" }, axisNum(v)));
+  }
+  for (let i = 0; i <= 4; i++) {
+    const t = t0 + (t1 - t0) * i / 4;
+    parts.push(svg("text", { class: "axis", x: x(t), y: H - 6, "text-anchor": i === 0 ? "start" : i === 4 ? "end" : "middle" },
+      new Date(t).toLocaleTimeString()));
+  }
+  let d = "", pen = false;
+  for (const [t, v] of pts) {
+    if (v === null) { pen = false; continue; }
+    d += `${pen ? "L" : "M"}${x(t).toFixed(1)},${y(v).toFixed(1)}`;
+    pen = true;
+  }
+  const path = svg("path", { class: "series metric-line", d });
+  path.append(svg("title", {}, p.name));
+  parts.push(path);
+  const [lt, lv] = pts[pts.length - 1];
+  if (lv !== null) parts.push(svg("circle", { cx: x(lt).toFixed(1), cy: y(lv).toFixed(1), r: 3.5, fill: "#2e90fa" }));
+  root.replaceChildren(...parts);
+  const last = document.getElementById("metric-last");
+  last.replaceChildren("last value ", el("b", { id: "metric-last-value" }, fmtValue(lv)),
+    ` at ${new Date(lt).toLocaleTimeString()} · ${pts.length} point(s) over ${Math.round((t1 - t0) / 1000)} s`);
+}
+
+function axisNum(v) {
+  const a = Math.abs(v);
+  if (a >= 1e9) return (v / 1e9).toFixed(1) + "G";
+  if (a >= 1e6) return (v / 1e6).toFixed(1) + "M";
+  if (a >= 1e4) return (v / 1e3).toFixed(1) + "k";
+  return Number(v.toPrecision(4)).toString();
+}
+
+let matchTimer;
+document.getElementById("metric-match").addEventListener("input", e => {
+  clearTimeout(matchTimer);
+  matchTimer = setTimeout(() => { metricsState.match = e.target.value; pollSeries(); }, 200);
+});
+document.getElementById("metric-series").addEventListener("change", e => {
+  selectSeries(e.target.value);
+  pollPointsNow();
+});
+window.addEventListener("hashchange", showTab);
+
+// pollPointsNow draws the chosen series at once instead of at the next poll.
+async function pollPointsNow() {
+  const id = metricsState.selected;
+  try {
+    const r = await fetch("/console/api/metrics/points?" + new URLSearchParams({ id }), { cache: "no-store" });
+    if (r.ok && id === metricsState.selected) drawMetric(await r.json());
+  } catch (e) { /* the regular poll reports it */ }
+}
+
+function seriesPoller() {
+  pollSeries();
+  setTimeout(seriesPoller, SERIES_POLL_MS);
+}
+
+if (location.hash.startsWith("#metrics=")) metricsState.selected = decodeURIComponent(location.hash.slice("#metrics=".length));
+showTab();
 poll();
 pollAudit();
+seriesPoller();
+pollPoints();
