@@ -143,14 +143,13 @@ func AuthoritySource(authority string) string {
 	if host == "" {
 		return NoSource
 	}
-	host = BoundSource(host)
 	for i := 0; i < len(host); i++ {
 		c := host[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_' || ipv6 && c == ':') {
 			return NoSource
 		}
 	}
-	return strings.ToLower(host)
+	return BoundSource(strings.ToLower(host))
 }
 
 // MetricSource is the source key of a metric sample: its source field
