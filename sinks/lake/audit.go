@@ -198,7 +198,16 @@ func (w *Worker) publishAuditLocked(ctx context.Context, p *partitionState, win 
 			DeadLettered: total.deadLettered, NoID: total.noID, UpdatedAt: now}})
 	}
 	if err := w.audit.flush(ctx); err != nil {
-		return fmt.Errorf("lake: audit records of %s/%d: %w", p.tp.topic, p.tp.partition, err)
+		if ctx.Err() != nil {
+			return fmt.Errorf("lake: audit records of %s/%d: %w", p.tp.topic, p.tp.partition, err)
+		}
+		// The producer retries what the broker may yet take, so this is a
+		// refusal (authorization, a record too large): landing goes on,
+		// never stalls on the audit, and the hours read as not reconciled
+		// rather than the lake falling behind until retention loses data.
+		w.metrics.auditFailures.WithLabelValues(p.tp.topic).Inc()
+		w.logger.Error("the broker refused the window's audit records; the window is landed and its counts are missing from the audit",
+			"topic", p.tp.topic, "partition", p.tp.partition, "audit_topic", w.cfg.AuditTopic, "err", err)
 	}
 	return nil
 }

@@ -17,8 +17,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"millrace/audit"
 	"millrace/sinks/parquet"
 	"millrace/sinks/parquet/parquettest"
 	"millrace/sinks/store"
@@ -456,5 +458,39 @@ func TestHelpers(t *testing.T) {
 	good.Fields, good.TimestampField = []string{"shipped_at:timestamp"}, "shipped_at"
 	if err := good.Validate(); err != nil {
 		t.Error(err)
+	}
+}
+
+// refusingAudit is an audit publisher whose records the broker refuses.
+type refusingAudit struct{ published int }
+
+func (a *refusingAudit) publish(*audit.SinkRecord) { a.published++ }
+func (a *refusingAudit) flush(context.Context) error {
+	return kerr.MessageTooLarge
+}
+func (a *refusingAudit) load(context.Context) ([]audit.Entry, error) { return nil, nil }
+
+// TestAuditRefusalDoesNotStallLanding: a broker that refuses a window's
+// audit records does not keep the window from landing and committing.
+func TestAuditRefusalDoesNotStallLanding(t *testing.T) {
+	root := t.TempDir()
+	w, c, _ := testWorker(t, root, func(c *Config) { c.RollRows = 2 })
+	a := &refusingAudit{}
+	w.audit = a
+	var recs []*kgo.Record
+	for i := range 4 {
+		recs = append(recs, click(int64(i), 0))
+	}
+	if err := feed(w, recs, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := flushAll(w); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(c.log, " ") != "clicks/0@2 clicks/0@4" || a.published == 0 {
+		t.Fatalf("commits %v with %d audit records refused, want both windows committed", c.log, a.published)
+	}
+	if n := len(landed(t, root)); n != 2 {
+		t.Fatalf("%d files landed, want 2", n)
 	}
 }

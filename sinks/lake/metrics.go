@@ -17,6 +17,7 @@ type metrics struct {
 	duplicates         *prometheus.CounterVec // topic
 	withoutID          *prometheus.CounterVec // topic
 	dedupRebuilt       *prometheus.CounterVec // topic
+	auditFailures      *prometheus.CounterVec // topic
 
 	reg prometheus.Registerer // where they are registered, or nil
 }
@@ -53,6 +54,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "records_without_id_total", Help: "Rows landed without an event id that dedup recognises, in landed windows."}, []string{"topic"}),
 		dedupRebuilt: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "millrace", Subsystem: "lake",
 			Name: "dedup_records_reread_total", Help: "Records read again to rebuild a partition's remembered ids after an assignment."}, []string{"topic"}),
+		auditFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "millrace", Subsystem: "lake",
+			Name: "audit_publish_failures_total", Help: "Windows landed although the broker refused their audit records (their counts are missing from the audit)."}, []string{"topic"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.all()...)
@@ -62,7 +65,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 }
 
 func (m *metrics) all() []prometheus.Collector {
-	return []prometheus.Collector{m.rows, m.files, m.bytes, m.deadLetters, m.undecodableBatches, m.windows, m.lag, m.commitLatency, m.openFiles, m.markers, m.duplicates, m.withoutID, m.dedupRebuilt}
+	return []prometheus.Collector{m.rows, m.files, m.bytes, m.deadLetters, m.undecodableBatches, m.windows, m.lag, m.commitLatency, m.openFiles, m.markers, m.duplicates, m.withoutID, m.dedupRebuilt, m.auditFailures}
 }
 
 // unregister removes the series, so a worker that replaces this one (see
