@@ -65,7 +65,8 @@ type Counter struct {
 
 	mu       sync.Mutex // guards the following
 	counts   map[countKey]*count
-	refused  int64 // events not counted: hour beyond retention or MaxKeys reached
+	refused  int64 // events not counted: hour beyond retention, or a Set past MaxKeys
+	folded   int64 // new keys counted in OtherSource instead
 	lastWarn time.Time
 	lastRun  time.Time // when the run was last announced
 
@@ -137,38 +138,81 @@ func hourString(h int64) string { return Hour(time.Unix(h*3600, 0)) }
 // Add counts n more events of (topic, source) at event time at. It is
 // safe for concurrent use and cheap enough for every acknowledged event.
 func (c *Counter) Add(topic, source string, at time.Time, n int64) {
-	c.update(countKey{topic, source, HourOf(at)}, func(ct *count) { ct.total += n })
+	c.AddFrom(topic, source, at, n, nil)
+}
+
+// AddFrom is Add for events of a client whose new sources are rate
+// limited: when (topic, source, hour) has no count yet, newSource (when not
+// nil) says whether the client may open one. If it may not, or
+// Config.MaxKeys counts are held, the events are counted in the topic's
+// OtherSource count of the hour instead: exactly, only coarser. So a client
+// sending many made-up sources can neither make the table grow without
+// bound nor make a legitimate source's count wrong.
+func (c *Counter) AddFrom(topic, source string, at time.Time, n int64, newSource func() bool) {
+	k := countKey{topic, source, HourOf(at)}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ct := c.counts[k]
+	if ct == nil {
+		ct = c.newCountLocked(k, newSource)
+	}
+	if ct != nil {
+		ct.total += n
+	}
 }
 
 // Set sets the cumulative total of (topic, source, hour) to total, for an
 // agent that keeps its totals itself (the tailer, with its checkpoint). A
 // total below the one held is ignored: totals only grow.
 func (c *Counter) Set(topic, source string, hour int64, total int64) {
-	c.update(countKey{topic, source, hour}, func(ct *count) { ct.total = max(ct.total, total) })
-}
-
-func (c *Counter) update(k countKey, f func(*count)) {
+	k := countKey{topic, source, hour}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ct := c.counts[k]
 	if ct == nil {
-		now := c.now()
-		// A key dropped after its retention would start again from zero,
-		// and its smaller total would win over the one published: refuse
-		// it. New keys beyond MaxKeys are refused to bound memory.
-		if k.hour < c.oldestHour(now) || len(c.counts) >= c.cfg.MaxKeys {
-			c.refused++
-			if now.Sub(c.lastWarn) >= time.Minute {
-				c.lastWarn = now
-				c.logger.Warn("events not audited: their hour is past audit.retention or audit.max_keys is reached",
-					"topic", k.topic, "source", k.source, "hour", hourString(k.hour), "keys", len(c.counts), "refused_total", c.refused)
-			}
+		// A folded total could not be set again next time (it adds up
+		// several sources): the tailer's sources are few and its own.
+		if len(c.counts) >= c.cfg.MaxKeys || k.hour < c.oldestHour(c.now()) {
+			c.refuseLocked(k, "audit.max_keys is reached or the hour is past audit.retention")
 			return
 		}
 		ct = &count{}
 		c.counts[k] = ct
 	}
-	f(ct)
+	ct.total = max(ct.total, total)
+}
+
+// newCountLocked makes the count of k, or finds the hour's OtherSource count
+// the events of k go to instead, or returns nil for an hour past retention.
+func (c *Counter) newCountLocked(k countKey, newSource func() bool) *count {
+	// A key dropped after its retention would start again from zero, and
+	// its smaller total would win over the one published: refuse it.
+	if k.hour < c.oldestHour(c.now()) {
+		c.refuseLocked(k, "their hour is past audit.retention")
+		return nil
+	}
+	if k.source != OtherSource && (len(c.counts) >= c.cfg.MaxKeys || newSource != nil && !newSource()) {
+		c.folded++
+		k.source = OtherSource
+		if ct := c.counts[k]; ct != nil {
+			return ct
+		}
+		// The other counts are at most one per topic and hour held, so
+		// they may pass MaxKeys.
+	}
+	ct := &count{}
+	c.counts[k] = ct
+	return ct
+}
+
+// refuseLocked counts and logs, at most once a minute, events not counted.
+func (c *Counter) refuseLocked(k countKey, why string) {
+	c.refused++
+	if now := c.now(); now.Sub(c.lastWarn) >= time.Minute {
+		c.lastWarn = now
+		c.logger.Warn("events not audited: "+why,
+			"topic", k.topic, "source", k.source, "hour", hourString(k.hour), "keys", len(c.counts), "refused_total", c.refused)
+	}
 }
 
 // oldestHour is the first hour still kept at now.
@@ -179,12 +223,19 @@ func (c *Counter) oldestHour(now time.Time) int64 {
 // Retention is how long an hour's counts are kept (Config.Retention).
 func (c *Counter) Retention() time.Duration { return c.cfg.Retention }
 
-// Refused is the number of events not counted (see Config.MaxKeys and
-// Config.Retention).
+// Refused is the number of events not counted (see Config.Retention).
 func (c *Counter) Refused() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.refused
+}
+
+// Folded is the number of times a new source was counted in OtherSource
+// instead of a count of its own (see AddFrom).
+func (c *Counter) Folded() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.folded
 }
 
 // Keys is the number of counts held.

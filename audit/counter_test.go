@@ -169,19 +169,25 @@ func TestCounterBounded(t *testing.T) {
 	c.Add("clicks", "a", h3, 1)
 	c.Add("clicks", "b", h3, 1)
 	c.Add("clicks", "c", h3, 1)
-	c.Add("clicks", "d", h3, 1) // beyond max_keys
+	c.Add("clicks", "d", h3, 1) // beyond max_keys: counted in (other)
+	c.Add("clicks", "e", h3, 2) // the same (other) count
 	c.Add("clicks", "a", h3, 1) // an existing key still counts
-	if c.Keys() != 3 || c.Refused() != 1 {
-		t.Fatalf("keys %d refused %d, want 3 and 1", c.Keys(), c.Refused())
+	if c.Keys() != 4 || c.Refused() != 0 || c.Folded() != 2 {
+		t.Fatalf("keys %d refused %d folded %d, want 4 (3 and other), 0 and 2", c.Keys(), c.Refused(), c.Folded())
 	}
 	// Past retention, an unpublished hour is kept until published…
 	now = h3.Add(4 * time.Hour)
 	c.Publish(context.Background())
-	if c.Keys() != 3 {
+	if c.Keys() != 4 {
 		t.Fatalf("keys dropped before their last total was published: %d", c.Keys())
 	}
-	if got := p.take(t); len(got) != 3 {
-		t.Fatalf("published %d, want 3", len(got))
+	got := p.take(t)
+	totals := map[string]int64{}
+	for _, r := range got {
+		totals[r.Source] = r.Accepted
+	}
+	if len(got) != 4 || totals["a"] != 2 || totals[OtherSource] != 3 {
+		t.Fatalf("published %+v, want a 2, b 1, c 1 and (other) 3", got)
 	}
 	// …then dropped, and a late event of that hour is refused instead of
 	// starting a smaller total that would win over the published one.
@@ -190,8 +196,8 @@ func TestCounterBounded(t *testing.T) {
 		t.Fatalf("keys past retention kept after publishing: %d", c.Keys())
 	}
 	c.Add("clicks", "a", h3, 1)
-	if c.Keys() != 0 || c.Refused() != 2 {
-		t.Fatalf("late event: keys %d refused %d, want 0 and 2", c.Keys(), c.Refused())
+	if c.Keys() != 0 || c.Refused() != 1 {
+		t.Fatalf("late event: keys %d refused %d, want 0 and 1", c.Keys(), c.Refused())
 	}
 }
 
@@ -338,5 +344,26 @@ func TestCounterNotStoppedWhenCountsFail(t *testing.T) {
 		if r.Stopped {
 			t.Fatalf("run announced stopped although its count was refused: %+v", r)
 		}
+	}
+}
+
+// TestCounterNewSourcesLimited: a client that may open no more sources has
+// its new ones counted in (other), its known ones as before.
+func TestCounterNewSourcesLimited(t *testing.T) {
+	p := &fakeProducer{}
+	now := h3
+	c := newTestCounter(t, p, &now, Config{})
+	allow := 2
+	limited := func() bool { allow--; return allow >= 0 }
+	for _, src := range []string{"a", "b", "c", "d", "a"} {
+		c.AddFrom("clicks", src, h3, 1, limited)
+	}
+	c.Publish(context.Background())
+	totals := map[string]int64{}
+	for _, r := range p.take(t) {
+		totals[r.Source] = r.Accepted
+	}
+	if len(totals) != 3 || totals["a"] != 2 || totals["b"] != 1 || totals[OtherSource] != 2 {
+		t.Fatalf("totals %v, want a 2, b 1, (other) 2", totals)
 	}
 }

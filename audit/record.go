@@ -35,6 +35,12 @@ const (
 // url, a metric sample without a source).
 const NoSource = "-"
 
+// OtherSource is the source key an agent counts events under when it holds
+// audit.max_keys counts or a client opens new sources too fast (see
+// Counter.AddFrom); the reconciler judges it with the topic's hour as a
+// whole.
+const OtherSource = "(other)"
+
 // HourLayout formats the UTC hour of an event: "2026-12-02T03". The sink
 // buckets files by the same hour (dt=2026-12-02/hr=03).
 const HourLayout = "2006-01-02T15"
