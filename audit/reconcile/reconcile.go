@@ -90,6 +90,9 @@ type Report struct {
 	At             time.Time `json:"at"`
 }
 
+// lineKey identifies a Line.
+type lineKey struct{ topic, source, hour string }
+
 // Failed reports whether the report found something wrong: an hour that
 // does not reconcile or a topic that nothing lands.
 func (r *Report) Failed() bool { return r.Unreconciled > 0 || len(r.NotLanded) > 0 }
@@ -172,7 +175,6 @@ func (in *Input) sinkLakes() map[string][]string {
 // count is then a lower bound. Fewer rows than that bound is a loss
 // whatever the agent did not publish, and stays a mismatch.
 func Reconcile(in Input) *Report {
-	type lineKey struct{ topic, source, hour string }
 	lines := map[lineKey]*Line{}
 	sinceHour := audit.Hour(in.Since)
 	get := func(topic, source, hour string) *Line {
@@ -259,6 +261,7 @@ func Reconcile(in Input) *Report {
 		}
 	}
 	killed := killedRuns(in.Runs, in.Now)
+	others := foldedHours(lines)
 	bad := map[[2]string]bool{}
 	for _, l := range lines {
 		switch {
@@ -267,11 +270,18 @@ func Reconcile(in Input) *Report {
 			r.Open++
 		default:
 			l.Problem = problem(l)
+			sum := hourTotal{l.Accepted, expected(l)}
+			if total, ok := others[[2]string{l.Topic, l.Hour}]; ok && (l.Source == audit.OtherSource || expected(l) > l.Accepted) {
+				// Agents counted some of the hour's sources in (other):
+				// those sources and (other) add up only together.
+				sum = total
+				l.Problem = total.problem()
+			}
 			l.Status = StatusOK
 			if l.Problem == "" {
 				break
 			}
-			if u, ok := uncountedFor(l, killed, roles[l.Topic]); ok {
+			if u, ok := uncountedFor(l, sum, killed, roles[l.Topic]); ok {
 				l.Status = StatusUnknown
 				l.Problem += "; but " + u.String()
 				r.Unknown++
@@ -298,11 +308,48 @@ func Reconcile(in Input) *Report {
 	return r
 }
 
+// hourTotal is what a topic's hour adds up to over all its sources.
+type hourTotal struct{ accepted, expected int64 }
+
+// foldedHours sums, for each (topic, hour) whose agents counted sources in
+// audit.OtherSource, the accepted and expected counts of all its lines. A
+// source counted on its own by one agent run and folded by another shows
+// more rows than accepted; (other) shows accepted events and no rows of its
+// own: together they are exact.
+func foldedHours(lines map[lineKey]*Line) map[[2]string]hourTotal {
+	out := map[[2]string]hourTotal{}
+	for k, l := range lines {
+		if k.source == audit.OtherSource && l.Accepted > 0 {
+			out[[2]string{k.topic, k.hour}] = hourTotal{}
+		}
+	}
+	for k, l := range lines {
+		hk := [2]string{k.topic, k.hour}
+		if t, ok := out[hk]; ok {
+			t.accepted += l.Accepted
+			t.expected += expected(l)
+			out[hk] = t
+		}
+	}
+	return out
+}
+
+// problem says why a line of a folded hour does not add up, or "": the
+// hour's sources are judged together.
+func (t hourTotal) problem() string {
+	if t.accepted == t.expected {
+		return ""
+	}
+	return fmt.Sprintf("some sources of this hour were counted in %s: all sources together have %d accepted but %d landed, deduplicated or dead-lettered",
+		audit.OtherSource, t.accepted, t.expected)
+}
+
 // uncountedFor returns a killed run of an agent role feeding l's topic
-// whose uncounted events may fall in l's hour, when l holds more rows than
-// were counted (fewer is a loss whatever the run did not publish).
-func uncountedFor(l *Line, killed map[string][]uncounted, roles map[string]bool) (uncounted, bool) {
-	if expected(l) < l.Accepted {
+// whose uncounted events may fall in l's hour, when sum (l's counts, or its
+// folded hour's) holds more rows than were counted (fewer is a loss
+// whatever the run did not publish).
+func uncountedFor(l *Line, sum hourTotal, killed map[string][]uncounted, roles map[string]bool) (uncounted, bool) {
+	if sum.expected < sum.accepted {
 		return uncounted{}, false
 	}
 	h, err := audit.ParseHour(l.Hour)

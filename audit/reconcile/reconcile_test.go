@@ -217,3 +217,47 @@ func TestRowCountsRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestReconcileOtherSource: sources an agent counted in (other) add up with
+// it as a whole; a legitimate source counted on its own stays exact, and a
+// loss in the hour still shows, on the source's own line when it has one.
+func TestReconcileOtherSource(t *testing.T) {
+	const h1 = "2026-12-02T03"
+	since := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	lake := func(rows map[string]int64) *Lake {
+		c := audit.RowCounts{}
+		for src, n := range rows {
+			c.Add(h1, src, n)
+		}
+		return &Lake{Rows: map[string]audit.RowCounts{"clicks": c}, Complete: map[string]map[string]bool{"clicks": {h1: true}}}
+	}
+	entries := []audit.Entry{
+		agent(audit.RoleBeacon, "clicks", "shop", h1, 5),
+		agent(audit.RoleBeacon, "clicks", "x1", h1, 1),
+		agent(audit.RoleBeacon, "clicks", audit.OtherSource, h1, 4), // x2, x3, x4, x5
+	}
+	for name, c := range map[string]struct {
+		rows  map[string]int64
+		other string
+	}{
+		"exact":          {map[string]int64{"shop": 5, "x1": 1, "x2": 1, "x3": 1, "x4": 1, "x5": 1}, StatusOK},
+		"a folded loss":  {map[string]int64{"shop": 5, "x1": 1, "x2": 1, "x3": 1, "x4": 1}, StatusMismatch},
+		"shop loses one": {map[string]int64{"shop": 4, "x1": 1, "x2": 1, "x3": 1, "x4": 1, "x5": 1}, StatusMismatch},
+	} {
+		r := Reconcile(Input{Records: audit.Latest(entries), Lake: lake(c.rows), Since: since})
+		for _, l := range r.Lines {
+			want := StatusOK
+			switch {
+			case l.Source == audit.OtherSource:
+				want = c.other
+			case l.Source == "shop" && name == "shop loses one":
+				want = StatusMismatch
+			case l.Source != "shop" && l.Source != "x1":
+				want = c.other // folded sources share the hour's verdict
+			}
+			if l.Status != want {
+				t.Errorf("%s: %s %s (%s), want %s", name, l.Source, l.Status, l.Problem, want)
+			}
+		}
+	}
+}
