@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"sync"
 )
@@ -385,11 +386,19 @@ func (r *Row) finish() error {
 		if v.set && len(f.Enum) > 0 && !inEnum(f.Enum, v.buf) {
 			return r.fieldErr(i, ErrBadValue, quoteDetail(v.buf)+" is not one of "+joinEnum(f.Enum))
 		}
+		if v.set && f.MaxBytes > 0 && len(v.buf) > f.MaxBytes {
+			return r.fieldErr(i, ErrBadValue, tooLong(f, len(v.buf)))
+		}
 	}
 	if len(r.unknownSpans) > 0 && r.schema.catchAll >= 0 {
 		r.foldUnknown()
 	}
 	return nil
+}
+
+// tooLong says that a value of n bytes is past f's MaxBytes.
+func tooLong(f *Field, n int) string {
+	return fmt.Sprintf("%d bytes, more than the %d this field takes", n, f.MaxBytes)
 }
 
 func inEnum(enum []string, b []byte) bool {

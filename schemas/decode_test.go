@@ -421,3 +421,27 @@ func BenchmarkAppendJSONString(b *testing.B) {
 		dst = AppendJSONString(dst[:0], line)
 	}
 }
+
+// TestMaxBytes: a metric name, label set or click type past its bound is
+// refused with ErrBadValue, by Decode and by Set alike.
+func TestMaxBytes(t *testing.T) {
+	long := strings.Repeat("n", MaxLabelBytes+1)
+	for name, raw := range map[string]string{
+		"name":   `{"name":"` + long + `","kind":"gauge","value":1,"ts":"2026-12-02T03:00:00Z"}`,
+		"labels": `{"name":"m","kind":"gauge","value":1,"ts":"2026-12-02T03:00:00Z","labels":{"a":"` + strings.Repeat("v", MaxLabelSetBytes) + `"}}`,
+		"source": `{"name":"m","kind":"gauge","value":1,"ts":"2026-12-02T03:00:00Z","source":"` + long + `"}`,
+	} {
+		err := Metric.NewRow().Decode([]byte(raw))
+		if !errors.Is(err, ErrBadValue) || !strings.Contains(err.Error(), "more than the") {
+			t.Errorf("%s past its bound: %v", name, err)
+		}
+	}
+	ok := `{"name":"` + long[:MaxLabelBytes] + `","kind":"gauge","value":1,"ts":"2026-12-02T03:00:00Z"}`
+	if err := Metric.NewRow().Decode([]byte(ok)); err != nil {
+		t.Errorf("a name of exactly %d bytes: %v", MaxLabelBytes, err)
+	}
+	row := Click.NewRow()
+	if err := row.Set("type", long); !errors.Is(err, ErrBadValue) {
+		t.Errorf("Set of a long click type: %v", err)
+	}
+}

@@ -26,7 +26,7 @@ var (
 	// Version 2 added client_ts.
 	Click = mustNew("click", 2, "ts", []Field{
 		{Name: "event_id", Type: TypeString, Since: 1, Doc: "UUIDv7 set by the beacon"},
-		{Name: "type", Type: TypeString, Required: true, Dictionary: true, Since: 1,
+		{Name: "type", Type: TypeString, Required: true, Dictionary: true, Since: 1, MaxBytes: MaxLabelBytes,
 			Doc: "page_view, click, or a custom event name"},
 		{Name: "url", Type: TypeString, Dictionary: true, Since: 1, Doc: "page URL"},
 		{Name: "referrer", Type: TypeString, Dictionary: true, Since: 1, Doc: "referring URL"},
@@ -46,15 +46,24 @@ var (
 
 	// Metric is one sample from the metrics intake or a component's ops metrics.
 	Metric = mustNew("metric", 1, "ts", []Field{
-		{Name: "name", Type: TypeString, Required: true, Dictionary: true, Since: 1, Doc: "metric name"},
+		{Name: "name", Type: TypeString, Required: true, Dictionary: true, Since: 1, MaxBytes: MaxLabelBytes, Doc: "metric name"},
 		{Name: "kind", Type: TypeString, Required: true, Dictionary: true, Since: 1,
 			Enum: []string{"counter", "gauge", "histogram", "summary", "untyped"}, Doc: "metric type"},
 		{Name: "value", Type: TypeFloat64, Required: true, Since: 1, Doc: "sample value"},
-		{Name: "labels", Type: TypeStringMap, Dictionary: true, Since: 1, Doc: "label set"},
+		{Name: "labels", Type: TypeStringMap, Dictionary: true, Since: 1, MaxBytes: MaxLabelSetBytes, Doc: "label set"},
 		{Name: "ts", Type: TypeTimestamp, Required: true, Since: 1, Doc: "sample time"},
-		{Name: "source", Type: TypeString, Dictionary: true, Since: 1, Doc: "host:component that reported it"},
+		{Name: "source", Type: TypeString, Dictionary: true, Since: 1, MaxBytes: MaxLabelBytes, Doc: "host:component that reported it"},
 		{Name: "extra", Type: TypeJSON, CatchAll: true, Since: 1, Doc: "unknown top-level fields, as a JSON object"},
 	})
+)
+
+// Bounds of the fields that become keys and labels downstream (the
+// console's metric series, `lake count` groups, Kafka record keys): a
+// metric's name and source and a click's type take MaxLabelBytes, a
+// metric's labels MaxLabelSetBytes in all.
+const (
+	MaxLabelBytes    = 255
+	MaxLabelSetBytes = 8 << 10
 )
 
 // All lists the built-in schemas.

@@ -241,6 +241,10 @@ func (r *Row) Set(name string, val any) error {
 			v.spans = append(v.spans, k0, k1, k1, len(v.buf))
 		}
 	}
+	if f.MaxBytes > 0 && len(v.buf) > f.MaxBytes {
+		v.set = false
+		return r.fieldErr(i, ErrBadValue, tooLong(f, len(v.buf)))
+	}
 	v.set = true
 	return nil
 }

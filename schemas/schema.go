@@ -111,6 +111,13 @@ type Field struct {
 	Doc string
 	// Enum, when not empty, lists the only values a string field may take.
 	Enum []string
+	// MaxBytes, when not 0, bounds a string field's value, or a string
+	// map's keys and values together, in bytes: a field that becomes a key
+	// or a label downstream (a metric's name, labels and source, a click's
+	// type) must not let one event hold a megabyte of it. A longer value
+	// is refused with ErrBadValue, so the event is dead-lettered with the
+	// reason.
+	MaxBytes int
 	// Dictionary marks string columns whose values repeat (hosts, event types,
 	// URLs), where Parquet dictionary encoding pays; unique values (ids, lines)
 	// are cheaper without it.
@@ -174,7 +181,7 @@ func New(name string, version int, timeField string, fields []Field) (*Schema, e
 			return nil, fmt.Errorf("schemas: %s: field %q: Since must be between 1 and the schema version", name, f.Name)
 		}
 		s.index[f.Name] = i
-		if f.Required || len(f.Enum) > 0 {
+		if f.Required || len(f.Enum) > 0 || f.MaxBytes > 0 {
 			s.checked = append(s.checked, i)
 		}
 		for len(s.byLength) <= len(f.Name) {
@@ -190,6 +197,9 @@ func New(name string, version int, timeField string, fields []Field) (*Schema, e
 		}
 		if len(f.Enum) > 0 && f.Type != TypeString {
 			return nil, fmt.Errorf("schemas: %s: field %q: only string fields take an enum", name, f.Name)
+		}
+		if f.MaxBytes > 0 && f.Type != TypeString && f.Type != TypeStringMap {
+			return nil, fmt.Errorf("schemas: %s: field %q: only string and string map fields take MaxBytes", name, f.Name)
 		}
 	}
 	i, ok := s.index[timeField]

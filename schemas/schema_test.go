@@ -89,7 +89,7 @@ func TestCheckEvolution(t *testing.T) {
 			f[len(f)-1].Required = true
 			return f
 		}),
-		"type change": mutate(Click.Version+1, func(f []Field) []Field { f[1].Type = TypeJSON; return f }),
+		"type change": mutate(Click.Version+1, func(f []Field) []Field { f[1].Type, f[1].MaxBytes = TypeJSON, 0; return f }),
 		"reorder": mutate(Click.Version+1, func(f []Field) []Field {
 			f[1], f[2] = f[2], f[1]
 			return f

@@ -33,26 +33,41 @@ type auditMark struct {
 	topic   string
 	source  string
 	at      time.Time // the event's time; zero: the record's timestamp
+	// newSource says whether the request's client may open a new source
+	// (audit.Counter.AddFrom); nil: always.
+	newSource func() bool
+}
+
+// newSourceGate is the newSource of a request's marks: one token of the
+// client's new-source bucket per new source, or nil when not limited.
+func (s *Server) newSourceGate(info reqInfo) func() bool {
+	if s.newSources == nil {
+		return nil
+	}
+	return func() bool {
+		ok, _ := s.newSources.allow(info.addr)
+		return ok
+	}
 }
 
 // clickMark is the mark of a valid click in row: its url's host and its
 // (clamped) ts. A click without ts is bucketed by its record's timestamp,
 // as the sink does.
-func (s *Server) clickMark(row *schemas.Row) auditMark {
+func (s *Server) clickMark(row *schemas.Row, newSource func() bool) auditMark {
 	if s.clickAudit == nil {
 		return auditMark{}
 	}
 	u, _ := row.Get("url").(string)
 	ts, _ := row.Get("ts").(time.Time)
-	return auditMark{counter: s.clickAudit, topic: s.cfg.Topic, source: audit.ClickSource(u), at: ts}
+	return auditMark{counter: s.clickAudit, topic: s.cfg.Topic, source: audit.ClickSource(u), at: ts, newSource: newSource}
 }
 
 // metricMark is the mark of a valid metric sample.
-func (s *Server) metricMark(source string, ts time.Time) auditMark {
+func (s *Server) metricMark(source string, ts time.Time, newSource func() bool) auditMark {
 	if s.metricAudit == nil {
 		return auditMark{}
 	}
-	return auditMark{counter: s.metricAudit, topic: s.cfg.MetricsTopic, source: audit.MetricSource(source), at: ts}
+	return auditMark{counter: s.metricAudit, topic: s.cfg.MetricsTopic, source: audit.MetricSource(source), at: ts, newSource: newSource}
 }
 
 // counted wraps ack so that the mark is counted once the broker
@@ -67,7 +82,7 @@ func (m auditMark) counted(ack func(*kgo.Record, error)) func(*kgo.Record, error
 			if at.IsZero() {
 				at = r.Timestamp
 			}
-			m.counter.Add(m.topic, m.source, at, 1)
+			m.counter.AddFrom(m.topic, m.source, at, 1, m.newSource)
 		}
 		ack(r, err)
 	}

@@ -69,6 +69,10 @@ const (
 	DefaultMaxEventsPerRequest = 500
 	DefaultRateLimit           = 100
 	DefaultRateBurst           = 200
+	// DefaultAuditNewSources and DefaultAuditNewSourcesBurst: see
+	// Config.AuditNewSources.
+	DefaultAuditNewSources      = 1
+	DefaultAuditNewSourcesBurst = 100
 	DefaultRateLimitClients    = 100_000
 	DefaultMaxConcurrent       = 256
 	DefaultMaxConcurrentClient = 16
@@ -173,6 +177,15 @@ type Config struct {
 	// limiter (memory stays bounded under a flood of addresses: idle
 	// entries are evicted first). Default 100000.
 	RateLimitClients int `yaml:"rate_limit_clients"`
+	// AuditNewSources is how many new audit sources (page hosts, sample
+	// sources) a client IP may open per second in the audit's counts; the
+	// events of sources opened faster are counted in the hour's "(other)"
+	// count, exactly, so one client cannot fill audit.max_keys and leave
+	// legitimate sources uncounted. Default 1; negative turns it off.
+	AuditNewSources float64 `yaml:"audit_new_sources"`
+	// AuditNewSourcesBurst is how many new sources a client IP may open at
+	// once above that rate. Default 100.
+	AuditNewSourcesBurst int `yaml:"audit_new_sources_burst"`
 	// AckTimeout is how long a request waits for the broker to acknowledge
 	// its events before the answer is 503. Default 10s.
 	AckTimeout time.Duration `yaml:"ack_timeout"`
@@ -232,6 +245,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.RateLimitClients == 0 {
 		c.RateLimitClients = DefaultRateLimitClients
+	}
+	if c.AuditNewSources == 0 {
+		c.AuditNewSources = DefaultAuditNewSources
+	}
+	if c.AuditNewSourcesBurst == 0 {
+		c.AuditNewSourcesBurst = DefaultAuditNewSourcesBurst
 	}
 	if c.AckTimeout == 0 {
 		c.AckTimeout = DefaultAckTimeout

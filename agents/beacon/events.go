@@ -217,6 +217,7 @@ func (s *Server) clickRecords(info reqInfo, raws []json.RawMessage, pixel bool) 
 	res := &result{}
 	recs := make([]*kgo.Record, 0, len(raws))
 	row := schemas.Click.NewRow()
+	newSource := s.newSourceGate(info)
 	for i, raw := range raws {
 		rec, err := s.clickRecord(row, info, raw, pixel, &res.madeIDs)
 		if err != nil {
@@ -228,7 +229,7 @@ func (s *Server) clickRecords(info reqInfo, raws []json.RawMessage, pixel bool) 
 		}
 		res.Accepted++
 		recs = append(recs, rec)
-		res.marks = append(res.marks, s.clickMark(row))
+		res.marks = append(res.marks, s.clickMark(row, newSource))
 	}
 	return res, recs
 }

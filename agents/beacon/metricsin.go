@@ -176,6 +176,7 @@ func (s *Server) jsonSampleRecords(info reqInfo, source string, raws []json.RawM
 	res := &result{}
 	recs := make([]*kgo.Record, 0, len(raws))
 	row := schemas.Metric.NewRow()
+	newSource := s.newSourceGate(info)
 	for i, raw := range raws {
 		err := row.Decode(withDefaults(raw, info.receivedAt, source))
 		if err != nil {
@@ -190,7 +191,7 @@ func (s *Server) jsonSampleRecords(info reqInfo, source string, raws []json.RawM
 		recs = append(recs, &kgo.Record{Topic: s.cfg.MetricsTopic, Key: []byte(name), Value: row.AppendJSON(nil)})
 		src, _ := row.Get("source").(string)
 		ts, _ := row.Get("ts").(time.Time)
-		res.marks = append(res.marks, s.metricMark(src, ts))
+		res.marks = append(res.marks, s.metricMark(src, ts, newSource))
 	}
 	return res, recs
 }
@@ -224,6 +225,7 @@ func (s *Server) sampleRecords(info reqInfo, source string, samples []intake.Sam
 	res := &result{}
 	recs := make([]*kgo.Record, 0, len(samples))
 	row := schemas.Metric.NewRow()
+	newSource := s.newSourceGate(info)
 	for i, m := range samples {
 		value, err := m.Encode(nil, row, source)
 		if err != nil {
@@ -236,7 +238,7 @@ func (s *Server) sampleRecords(info reqInfo, source string, samples []intake.Sam
 		}
 		res.Accepted++
 		recs = append(recs, &kgo.Record{Topic: s.cfg.MetricsTopic, Key: []byte(m.Name), Value: value})
-		res.marks = append(res.marks, s.metricMark(source, m.TS))
+		res.marks = append(res.marks, s.metricMark(source, m.TS, newSource))
 	}
 	return res, recs
 }

@@ -47,6 +47,8 @@ type Server struct {
 	gatherer prometheus.Gatherer
 	ips      ipResolver
 	limiter  *rateLimiter  // nil when rate limiting is off
+	// newSources limits the audit sources a client opens (nil: off).
+	newSources *rateLimiter
 	clients  *clientSlots  // each client's ingest requests in progress
 	inFlight chan struct{} // a slot per ingest request being processed
 	anyOrig  bool
@@ -103,6 +105,9 @@ func New(cfg Config, producer Producer, reg prometheus.Registerer, logger *slog.
 	}
 	if cfg.RateLimit > 0 {
 		s.limiter = newRateLimiter(cfg.RateLimit, cfg.RateBurst, cfg.RateLimitClients, func() time.Time { return s.now() })
+	}
+	if cfg.AuditNewSources > 0 {
+		s.newSources = newRateLimiter(cfg.AuditNewSources, cfg.AuditNewSourcesBurst, cfg.RateLimitClients, func() time.Time { return s.now() })
 	}
 	m, err := newMetrics(reg, s)
 	if err != nil {
