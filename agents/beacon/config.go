@@ -73,18 +73,18 @@ const (
 	// Config.AuditNewSources.
 	DefaultAuditNewSources      = 1
 	DefaultAuditNewSourcesBurst = 100
-	DefaultRateLimitClients    = 100_000
-	DefaultMaxConcurrent       = 256
-	DefaultMaxConcurrentClient = 16
-	DefaultIPv6ClientPrefix    = 64
-	DefaultBodyReadTimeout     = 5 * time.Second
-	DefaultMaxClockSkew        = 24 * time.Hour
-	DefaultAckTimeout          = 10 * time.Second
-	DefaultRetryAfter          = time.Second
-	DefaultReadHeaderTimeout   = 5 * time.Second
-	DefaultReadTimeout         = 30 * time.Second
-	DefaultIdleTimeout         = 2 * time.Minute
-	DefaultCORSMaxAge          = 10 * time.Minute
+	DefaultRateLimitClients     = 100_000
+	DefaultMaxConcurrent        = 256
+	DefaultMaxConcurrentClient  = 16
+	DefaultIPv6ClientPrefix     = 64
+	DefaultBodyReadTimeout      = 5 * time.Second
+	DefaultMaxClockSkew         = 24 * time.Hour
+	DefaultAckTimeout           = 10 * time.Second
+	DefaultRetryAfter           = time.Second
+	DefaultReadHeaderTimeout    = 5 * time.Second
+	DefaultReadTimeout          = 30 * time.Second
+	DefaultIdleTimeout          = 2 * time.Minute
+	DefaultCORSMaxAge           = 10 * time.Minute
 )
 
 // Config configures a Server. Zero values mean "the default" (see

@@ -46,18 +46,18 @@ type Server struct {
 	metrics  *metrics
 	gatherer prometheus.Gatherer
 	ips      ipResolver
-	limiter  *rateLimiter  // nil when rate limiting is off
+	limiter  *rateLimiter // nil when rate limiting is off
 	// newSources limits the audit sources a client opens (nil: off).
 	newSources *rateLimiter
-	clients  *clientSlots  // each client's ingest requests in progress
-	inFlight chan struct{} // a slot per ingest request being processed
-	anyOrig  bool
-	origins  map[string]bool
-	script   []byte
-	etag     string
-	now      func() time.Time
-	handler  http.Handler
-	draining atomic.Bool
+	clients    *clientSlots  // each client's ingest requests in progress
+	inFlight   chan struct{} // a slot per ingest request being processed
+	anyOrig    bool
+	origins    map[string]bool
+	script     []byte
+	etag       string
+	now        func() time.Time
+	handler    http.Handler
+	draining   atomic.Bool
 	// clickAudit and metricAudit count acknowledged events (audit.go); set
 	// by SetAudit before Start, nil counts nothing.
 	clickAudit, metricAudit *audit.Counter
