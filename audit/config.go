@@ -25,11 +25,10 @@ type Config struct {
 	// they are dropped once their last value is published. Events of an
 	// hour older than this are not counted (see Counter.Add). Default 48h.
 	Retention time.Duration `yaml:"retention"`
-	// MaxKeys bounds the (topic, source, hour) counts held at once; events
-	// of a new key beyond it are not counted and the drop is logged and
-	// counted, so the hour shows as not reconciled rather than the agent
-	// growing without bound (click sources come from client-sent urls).
-	// Default 100000.
+	// MaxKeys bounds the (topic, source, hour) counts held at once (click
+	// sources come from client-sent urls); events of a new source beyond it
+	// are counted exactly in the hour's "(other)" count, which the audit
+	// judges with the hour's other sources. Default 20000.
 	MaxKeys int `yaml:"max_keys"`
 	// Instance names the publisher in its records' keys; it must stay the
 	// same across restarts, so that a restarted agent's totals replace its
@@ -42,7 +41,7 @@ type Config struct {
 const (
 	DefaultInterval  = 10 * time.Second
 	DefaultRetention = 48 * time.Hour
-	DefaultMaxKeys   = 100_000
+	DefaultMaxKeys   = 20_000
 )
 
 // WithDefaults fills unset fields.

@@ -102,6 +102,42 @@ func (c AuditConfig) Validate() error {
 type AuditLakeReport struct {
 	Name   string            `json:"name"`
 	Report *reconcile.Report `json:"report"`
+	// OmittedLines counts the ok lines left out of the page (see
+	// maxViewLines); `millrace audit` lists them all.
+	OmittedLines int `json:"omitted_lines,omitempty"`
+}
+
+// maxViewLines bounds the lines of one lake the console's page gets, so it
+// stays fast when agents hold tens of thousands of sources: the lines that
+// need a look (not reconciled, unknown, open) come first, then ok ones.
+const maxViewLines = 1000
+
+// forView returns the lakes' reports with at most maxViewLines lines each.
+func forView(lakes []AuditLakeReport) []AuditLakeReport {
+	out := make([]AuditLakeReport, len(lakes))
+	for i, l := range lakes {
+		out[i] = l
+		if l.Report == nil || len(l.Report.Lines) <= maxViewLines {
+			continue
+		}
+		r := *l.Report
+		rank := func(line reconcile.Line) int {
+			switch line.Status {
+			case reconcile.StatusMismatch:
+				return 0
+			case reconcile.StatusUnknown:
+				return 1
+			case reconcile.StatusOpen:
+				return 2
+			}
+			return 3
+		}
+		lines := slices.Clone(r.Lines)
+		slices.SortStableFunc(lines, func(a, b reconcile.Line) int { return rank(a) - rank(b) })
+		r.Lines = lines[:maxViewLines]
+		out[i].Report, out[i].OmittedLines = &r, len(lines)-maxViewLines
+	}
+	return out
 }
 
 // AuditView is what the console's audit page shows: the last completed
@@ -280,7 +316,7 @@ func (a *Auditor) refresh(ctx context.Context) {
 			a.logger.Info("auditing the lake works again")
 		}
 		a.failing = false
-		v.Error, v.Lakes, v.ComputedAt = "", lakes, time.Now()
+		v.Error, v.Lakes, v.ComputedAt = "", forView(lakes), time.Now()
 		v.Unreconciled = unreconciledHours(lakes)
 		v.NotLanded = notLanded(lakes)
 		a.notLanded.Set(float64(len(v.NotLanded)))

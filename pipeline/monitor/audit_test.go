@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -195,5 +196,35 @@ func TestAuditConfigValidate(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.cfg, err, tc.want)
 		}
+	}
+}
+
+// TestAuditViewBounded: a lake with more lines than the page takes keeps
+// every line that needs a look and says how many ok lines it left out,
+// while the gauge still counts from the whole report.
+func TestAuditViewBounded(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	results := make(chan runResult)
+	a := startTestAuditor(t, reg, results)
+	h := Handler(fixedSource(testSnapshot()), a)
+	r := &reconcile.Report{}
+	for i := range maxViewLines + 500 {
+		r.Lines = append(r.Lines, reconcile.Line{Topic: "clicks", Source: fmt.Sprintf("s%05d", i), Hour: "2026-12-02T03", Status: reconcile.StatusOK})
+	}
+	r.Lines[maxViewLines+400].Status = reconcile.StatusMismatch
+	r.Lines[maxViewLines+450].Status = reconcile.StatusUnknown
+	deliver(t, a, results, runResult{lakes: []AuditLakeReport{{Name: "l", Report: r}}})
+	v := getAudit(t, h)
+	got := v.Lakes[0]
+	statuses := map[string]int{}
+	for _, l := range got.Report.Lines {
+		statuses[l.Status]++
+	}
+	if len(got.Report.Lines) != maxViewLines || got.OmittedLines != 500 || statuses[reconcile.StatusMismatch] != 1 || statuses[reconcile.StatusUnknown] != 1 {
+		t.Fatalf("view: %d lines (%v), %d omitted; want %d with the mismatch and the unknown line, 500 omitted",
+			len(got.Report.Lines), statuses, got.OmittedLines, maxViewLines)
+	}
+	if v.Unreconciled["clicks"] != 1 || len(r.Lines) != maxViewLines+500 {
+		t.Fatalf("unreconciled %v, report lines %d: the bound must not touch the run's report", v.Unreconciled, len(r.Lines))
 	}
 }

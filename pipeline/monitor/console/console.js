@@ -222,6 +222,10 @@ function renderAudit(a) {
       td(bad ? "not reconciled" : l.status)));
     if (bad || l.status === "unknown") rows.push(el("tr", { class: bad ? "bad problem" : "stale problem" }, el("td", { colspan: 10 }, l.problem)));
   }
+  for (const lake of a.lakes || []) if (lake.omitted_lines) {
+    rows.push(el("tr", { class: "stale problem" }, el("td", { colspan: 10 },
+      `${num(lake.omitted_lines)} more ok line(s) of ${lake.name} not shown: millrace audit lists every line`)));
+  }
   // A topic agents feed that no sink lands reaches no lake: say so first.
   const notLanded = a.not_landed || [];
   for (const topic of notLanded.slice().reverse()) {
