@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"millrace/audit"
+	"millrace/audit/reconcile"
 	"millrace/pipeline/appliance"
 )
 
@@ -77,4 +79,95 @@ func peakRSSKiB(t *testing.T, pid int) int {
 	}
 	t.Fatal("no VmHWM in /proc status")
 	return 0
+}
+
+// TestUpAuditBlinding: one client makes up 1,000 page hosts while a
+// legitimate client sends clicks of one site, under `millrace up`. The
+// made-up client may open only 100 sources at once; the rest of its events
+// are counted in the hour's (other) count. The legitimate source's line
+// stays exact, the hour reconciles as a whole, the report stays small and
+// the appliance under 512 MiB.
+func TestUpAuditBlinding(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfgPath, kafkaAddr, webAddr := writeDemoConfig(t, dir, func(cfg *appliance.Config) {
+		cfg.Demo.WriteLog, cfg.Tail = "", nil
+		cfg.OpsMetrics.Interval = 0
+		cfg.Audit.Interval = 500 * time.Millisecond
+		for i := range cfg.Sinks {
+			cfg.Sinks[i].IdleTimeout = time.Second
+			cfg.Sinks[i].SuccessGrace, cfg.Sinks[i].SuccessInterval = time.Second, 200*time.Millisecond
+		}
+	})
+	web := "http://" + webAddr
+	up := startProcess(t, "up", "up", "--config", cfgPath)
+	waitHTTP(t, up, web+"/healthz")
+	hour := time.Now().UTC().Add(-2 * time.Hour).Truncate(time.Hour)
+	seq := 0
+	post := func(cl *http.Client, hosts func(i int) string, n int) {
+		t.Helper()
+		var events []string
+		for range n {
+			events = append(events, fmt.Sprintf(`{"type":"click","url":"https://%s/p","event_id":%q,"ts":%d}`,
+				hosts(seq), fakeUUID(seq), hour.Add(time.Duration(seq)*time.Second).UnixMilli()))
+			seq++
+		}
+		resp, err := cl.Post(web+"/v1/events", "application/json", strings.NewReader("["+strings.Join(events, ",")+"]"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			t.Fatalf("POST clicks: %d", resp.StatusCode)
+		}
+	}
+	legit, attacker := clientFrom("127.0.0.2"), clientFrom("127.0.0.1")
+	shop := func(int) string { return "shop.example" }
+	post(legit, shop, 10)
+	for range 10 {
+		post(attacker, func(i int) string { return fmt.Sprintf("h%d.example", i) }, 100)
+	}
+	post(legit, shop, 10)
+	const total = 1020
+
+	deadline := time.Now().Add(90 * time.Second)
+	var r reconcile.Report
+	for {
+		out, _ := runAudit(t, "audit", "-b", kafkaAddr, "--since", "4h", "--json", "--topic", "clicks")
+		r = decodeReport(t, out)
+		var landed int64
+		complete := true
+		for _, l := range r.Lines {
+			landed += l.Landed
+			complete = complete && l.Status != reconcile.StatusOpen
+		}
+		if landed == total && complete {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d clicks landed and judged within 90s:\n%s", landed, total, out)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	var other, shopLine *reconcile.Line
+	for i, l := range r.Lines {
+		switch l.Source {
+		case audit.OtherSource:
+			other = &r.Lines[i]
+		case "shop.example":
+			shopLine = &r.Lines[i]
+		}
+	}
+	if shopLine == nil || shopLine.Status != reconcile.StatusOK || shopLine.Accepted != 20 || shopLine.Landed != 20 {
+		t.Errorf("the legitimate source: %+v, want ok with 20 accepted and landed", shopLine)
+	}
+	if other == nil || other.Status != reconcile.StatusOK || other.Accepted < 800 {
+		t.Errorf("the (other) line: %+v, want ok with most of the made-up hosts' clicks", other)
+	}
+	if r.Unreconciled != 0 || len(r.Lines) > 150 {
+		t.Errorf("%d hours not reconciled, %d lines; want 0, and at most the 100 sources one client may open at once and a few", r.Unreconciled, len(r.Lines))
+	}
+	if hwm := peakRSSKiB(t, up.pid()); hwm > 512<<10 {
+		t.Errorf("millrace up peaked at %d MiB, want under 512", hwm>>10)
+	}
 }

@@ -261,6 +261,7 @@ func Reconcile(in Input) *Report {
 		}
 	}
 	killed := killedRuns(in.Runs, in.Now)
+	foldUncounted(lines)
 	others := foldedHours(lines)
 	bad := map[[2]string]bool{}
 	for _, l := range lines {
@@ -306,6 +307,28 @@ func Reconcile(in Input) *Report {
 		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Hour, b.Hour), cmp.Compare(a.Source, b.Source))
 	})
 	return r
+}
+
+// foldUncounted moves, in each (topic, hour) with an audit.OtherSource
+// count, the lines no agent counted on their own (sources agents folded)
+// into the (other) line, so a report's lines are bounded by the agents'
+// tables, not by the sources a client made up.
+func foldUncounted(lines map[lineKey]*Line) {
+	for k, l := range lines {
+		if k.source == audit.OtherSource || l.Accepted != 0 {
+			continue
+		}
+		other := lines[lineKey{k.topic, audit.OtherSource, k.hour}]
+		if other == nil || other.Accepted == 0 {
+			continue
+		}
+		other.Landed += l.Landed
+		other.SinkLanded += l.SinkLanded
+		other.Deduplicated += l.Deduplicated
+		other.DeadLettered += l.DeadLettered
+		other.NoID += l.NoID
+		delete(lines, k)
+	}
 }
 
 // hourTotal is what a topic's hour adds up to over all its sources.
