@@ -84,6 +84,7 @@ type Collector struct {
 	adm      *kadm.Client
 	follower *kgo.Client
 	counters *counters
+	problems *problemSet
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup // the refresh loop and the metrics follower
@@ -123,6 +124,7 @@ func New(cfg Config, logger *slog.Logger) (*Collector, error) {
 	return &Collector{
 		cfg: cfg, logger: logger, admin: admin, adm: kadm.NewClient(admin), follower: follower,
 		counters: newCounters(cfg.MaxSeries),
+		problems: newProblemSet(cfg.MaxSeries),
 		latest:   Snapshot{Controller: -1, MetricsTopic: cfg.MetricsTopic},
 		updated:  make(chan struct{}),
 	}, nil
@@ -235,6 +237,7 @@ func (c *Collector) refresh(ctx context.Context) {
 	s.Seq = c.latest.Seq + 1
 	s.MetricsTopic = c.cfg.MetricsTopic
 	s.Components = c.counters.components(time.Now(), c.cfg.StaleAfter)
+	s.Problems = c.problems.current(time.Now(), c.cfg.StaleAfter)
 	c.latest = s
 	close(c.updated)
 	c.updated = make(chan struct{})
@@ -258,6 +261,7 @@ func (c *Collector) follow(ctx context.Context) {
 			if !c.counters.add(r.Value) {
 				bad++
 			}
+			c.problems.add(r.Value)
 		})
 		if bad > 0 {
 			logger.Debug("skipped values that are no metric samples", "count", bad)
