@@ -261,7 +261,9 @@ func (c *Collector) follow(ctx context.Context) {
 			if !c.counters.add(r.Value) {
 				bad++
 			}
-			c.problems.add(r.Value)
+			if s, ok := problemSampleOf(r.Value); ok {
+				c.problems.add(s)
+			}
 		})
 		if bad > 0 {
 			logger.Debug("skipped values that are no metric samples", "count", bad)

@@ -50,14 +50,9 @@ func newProblemSet(limit int) *problemSet {
 	return &problemSet{limit: limit, latest: make(map[[3]string]problemSample)}
 }
 
-// add takes one event value off the ops topic and keeps it when it is a
-// problem sample newer than the one kept.
-func (p *problemSet) add(value []byte) {
-	if !bytes.Contains(value, []byte(problemMetric)) {
-		return // most samples: no need to decode them twice
-	}
-	var s metricSample
-	if err := json.Unmarshal(value, &s); err != nil || s.Name != problemMetric || s.TS.IsZero() {
+// add keeps s when it is a problem sample newer than the one kept.
+func (p *problemSet) add(s metricSample) {
+	if s.Name != problemMetric {
 		return
 	}
 	k := [3]string{s.Source, s.Labels["topic"], s.Labels["cause"]}
@@ -71,6 +66,18 @@ func (p *problemSet) add(value []byte) {
 		return // the topic's partitions interleave
 	}
 	p.latest[k] = problemSample{value: s.Value, ts: s.TS, message: s.Labels["message"]}
+}
+
+// problemSampleOf decodes an ops-topic value when it is a problem sample.
+func problemSampleOf(value []byte) (metricSample, bool) {
+	var s metricSample
+	if !bytes.Contains(value, []byte(problemMetric)) {
+		return s, false // most samples: no need to decode them twice
+	}
+	if err := json.Unmarshal(value, &s); err != nil || s.Name != problemMetric || s.TS.IsZero() {
+		return s, false
+	}
+	return s, true
 }
 
 // current lists the problems whose latest sample says they last (value 1)

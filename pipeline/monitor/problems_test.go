@@ -12,23 +12,39 @@ import (
 func TestProblemSet(t *testing.T) {
 	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
-	missing := `{"topic":"applogs","cause":"topic_missing","message":"topic applogs does not exist: run \"millrace topic create applogs\""}`
-	denied := `{"topic":"clicks","cause":"topic_denied","message":"not authorized"}`
+	missing := map[string]string{"topic": "applogs", "cause": "topic_missing", "message": `topic applogs does not exist: run "millrace topic create applogs"`}
+	denied := map[string]string{"topic": "clicks", "cause": "topic_denied", "message": "not authorized"}
+	sample := func(name string, v float64, labels map[string]string, ts time.Time, source string) metricSample {
+		return metricSample{Name: name, Kind: "gauge", Value: v, Labels: labels, TS: ts, Source: source}
+	}
 	p := newProblemSet(10)
-	p.add(sampleJSON("millrace_tail_lines_read_total", "counter", 5, `{}`, at(0), "h:up"))
-	p.add(sampleJSON(problemMetric, "gauge", 1, missing, at(0), "h:up"))
-	p.add(sampleJSON(problemMetric, "gauge", 1, denied, at(0), "h:beacon"))
+	p.add(sample("millrace_ship_buffered_records", 5, nil, at(0), "h:up"))
+	p.add(sample(problemMetric, 1, missing, at(0), "h:up"))
+	p.add(sample(problemMetric, 1, denied, at(0), "h:beacon"))
 	got := p.current(at(5), time.Minute)
 	if len(got) != 2 || got[1].Source != "h:up" || got[1].Topic != "applogs" || got[1].Cause != "topic_missing" ||
 		got[1].Message != `topic applogs does not exist: run "millrace topic create applogs"` || !got[1].LastSeen.Equal(at(0)) {
 		t.Fatalf("current: %+v", got)
 	}
-	p.add(sampleJSON(problemMetric, "gauge", 0, missing, at(10), "h:up"))
-	p.add(sampleJSON(problemMetric, "gauge", 1, missing, at(5), "h:up")) // older, read late
+	p.add(sample(problemMetric, 0, missing, at(10), "h:up"))
+	p.add(sample(problemMetric, 1, missing, at(5), "h:up")) // older, read late
 	if got := p.current(at(11), time.Minute); len(got) != 1 || got[0].Topic != "clicks" {
 		t.Fatalf("after the topic's records shipped again: %+v", got)
 	}
 	if got := p.current(at(61), time.Minute); len(got) != 0 {
 		t.Fatalf("a source silent past staleAfter still reports: %+v", got)
+	}
+}
+
+// Only problem samples are decoded: the ops topic's other values are
+// skipped before any JSON is parsed.
+func TestProblemSampleOf(t *testing.T) {
+	ts := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	if _, ok := problemSampleOf(sampleJSON("millrace_tail_lines_read_total", "counter", 5, `{}`, ts, "h:up")); ok {
+		t.Fatal("a counter sample decoded as a problem")
+	}
+	s, ok := problemSampleOf(sampleJSON(problemMetric, "gauge", 1, `{"topic":"a","cause":"topic_missing","message":"m"}`, ts, "h:up"))
+	if !ok || s.Labels["topic"] != "a" || s.Value != 1 || s.Source != "h:up" {
+		t.Fatalf("problem sample: %+v %v", s, ok)
 	}
 }
