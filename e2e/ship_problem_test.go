@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -88,6 +90,44 @@ func TestTailToMissingTopicIsReported(t *testing.T) {
 		return len(consoleProblems(t, snapshotURL)) == 0
 	})
 	up.waitLog(`msg="records ship again" component=ship topic=applogs`, 1, 10*time.Second)
+}
+
+// TestStandaloneTailToMissingTopic is the same as a user runs it from the
+// README: `millrace tail` against a broker that does not create topics
+// logs the cause within 10 s, and its /readyz answers 503 with the message
+// until the topic exists.
+func TestStandaloneTailToMissingTopic(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, "--set", "auto.create.topics.enable=false")
+	dir := t.TempDir()
+	logFile := filepath.Join(dir, "service.log")
+	if err := os.WriteFile(logFile, []byte("one line\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	started := time.Now()
+	tailer := startProcess(t, "tail", "tail", "-b", b.addr, "--topic", "applogs", "--data", filepath.Join(dir, "data"),
+		"--metrics-listen", metricsAddr, logFile)
+	tailer.waitLog(`topic applogs does not exist and the broker does not create topics on first use: run \"millrace topic create applogs\"`, 1, 10*time.Second)
+	t.Logf("the cause was logged %v after the start", time.Since(started).Round(time.Millisecond))
+	readyz := func() (int, string) {
+		resp, err := http.Get("http://" + metricsAddr + "/readyz")
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, body := readyz(); code != http.StatusServiceUnavailable || !strings.Contains(body, `run "millrace topic create applogs"`) {
+		t.Fatalf("/readyz with the topic missing: %d %q", code, body)
+	}
+	run(t, 30*time.Second, "", millraceBin, "topic", "create", "applogs", "-b", b.addr)
+	waitFor(t, "/readyz to answer 200 once the line shipped", 60*time.Second, func() bool {
+		code, _ := readyz()
+		return code == http.StatusOK
+	})
+	tailer.waitLog(`msg="records ship again" component=ship topic=applogs`, 1, 10*time.Second)
 }
 
 // consoleProblems reads the problems of the console's snapshot.
