@@ -118,7 +118,11 @@ type problems struct {
 	cfg    Config
 	logger *slog.Logger
 	active atomic.Int32 // unresolved problems, so that acknowledgements cost nothing while there are none
-	desc   *prometheus.Desc
+	// failing is a copy of topics, replaced whole on every change: an
+	// acknowledgement for a topic without problems (every one but a few)
+	// reads it without the lock.
+	failing atomic.Pointer[map[string]int]
+	desc    *prometheus.Desc
 
 	mu     sync.Mutex // guards the following
 	byKey  map[problemKey]*problem
@@ -158,6 +162,7 @@ func (p *problems) failed(topic string, err error, now time.Time) bool {
 		if pr.resolved {
 			p.active.Add(1)
 			p.topics[topic]++
+			p.publishLocked()
 		}
 		pr.resolved, pr.Since, pr.Failed, pr.logged = false, now, 0, time.Time{}
 	}
@@ -177,8 +182,12 @@ func (p *problems) acknowledged(topic string) {
 	if p.active.Load() == 0 {
 		return
 	}
+	if failing := p.failing.Load(); failing != nil && (*failing)[topic] == 0 && (*failing)[""] == 0 {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	defer p.publishLocked()
 	for _, t := range []string{topic, ""} {
 		if p.topics[t] == 0 {
 			continue
@@ -193,6 +202,17 @@ func (p *problems) acknowledged(topic string) {
 			p.logger.Info("records ship again", "topic", topic, "cause", string(k.cause), "after", time.Since(pr.Since).Round(time.Second))
 		}
 	}
+}
+
+// publishLocked replaces failing with a copy of topics.
+func (p *problems) publishLocked() {
+	failing := make(map[string]int, len(p.topics))
+	for t, n := range p.topics {
+		if n > 0 {
+			failing[t] = n
+		}
+	}
+	p.failing.Store(&failing)
 }
 
 // current lists the unresolved problems of the named topics (every topic

@@ -132,8 +132,9 @@ func gatherText(t *testing.T, reg *prometheus.Registry) string {
 }
 
 // The log is rate limited per topic and cause: at once, then once per
-// problemLogEvery with the records failed meanwhile; a problem whose topic
-// saw no record for problemExpiry is no longer reported.
+// problemLogEvery with the records failed meanwhile; an acknowledged record
+// ends its topic's problems; a problem whose topic saw no record for
+// problemExpiry is no longer reported.
 func TestProblemLogRateLimit(t *testing.T) {
 	var logs syncBuffer
 	p := newProblems(Config{}.WithDefaults(), slog.New(slog.NewTextHandler(&logs, nil)))
@@ -160,6 +161,11 @@ func TestProblemLogRateLimit(t *testing.T) {
 	}
 	if got := p.current(t0.Add(62*time.Second), "b"); len(got) != 1 || got[0].Topic != "b" {
 		t.Fatalf("current for b: %+v", got)
+	}
+	// A record to b acknowledged ends b's problem only.
+	p.acknowledged("b")
+	if got := p.current(t0.Add(62 * time.Second)); len(got) != 2 || got[0].Topic != "a" || got[1].Topic != "a" {
+		t.Fatalf("current after b's record was acknowledged: %+v", got)
 	}
 	if got := p.current(t0.Add(61*time.Second + problemExpiry + time.Second)); len(got) != 0 {
 		t.Fatalf("current long after the last failure: %+v", got)
