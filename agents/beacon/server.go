@@ -26,9 +26,8 @@ import (
 // and the buffer figures let a request be refused whole rather than half
 // produced. ReadyFor tells /readyz whether the broker answers and records
 // to the beacon's topics ship (not held up by a missing topic, a denied
-// write); it must answer
-// from what the producer already knows, since anyone can call /readyz at
-// any rate.
+// write); it must answer from what the producer already knows, since anyone
+// can call /readyz at any rate.
 type Producer interface {
 	TryProduce(ctx context.Context, rec *kgo.Record, ack ship.AckFunc) error
 	BufferedRecords() int64
