@@ -35,17 +35,18 @@ func init() {
 func clusterRestartCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "restart N [--dir DIR]",
-		Short: "start broker N of the local cluster (make cluster) again, stopping it first if it runs",
-		Long: "Starts broker N of the local cluster made by deployments/local/up.sh (make cluster) with the\n" +
-			"command line up.sh used (BROKER_CMD_N in DIR/state); a running broker N is stopped first\n" +
-			"(SIGTERM, SIGKILL after --grace). Its output goes on into DIR/brokerN/broker.log; the new\n" +
-			"process ID goes to DIR/brokerN/broker.pid and the state file, where make cluster-down finds it.",
+		Short: "start broker N of the local cluster (make cluster) again",
+		Long: "Starts broker N of the local cluster of deployments/local/up.sh (make cluster)\n" +
+			"with the command line up.sh used (BROKER_CMD_N in DIR/state); a running broker N\n" +
+			"is stopped first (SIGTERM, SIGKILL after --grace). Its output goes on into\n" +
+			"DIR/brokerN/broker.log; its new process ID into DIR/brokerN/broker.pid and the\n" +
+			"state file, where make cluster-down finds it.",
 		Args:        exactArgs(1),
 		Annotations: noClient,
 	}
 	f := cmd.Flags()
-	dir := f.String("dir", cmp.Or(os.Getenv("CLUSTER_DIR"), ".cluster"), "the cluster's directory (up.sh --dir; default $CLUSTER_DIR or ./.cluster)")
-	grace := f.Duration("grace", 30*time.Second, "how long a running broker may take to stop on SIGTERM before SIGKILL")
+	dir := f.String("dir", cmp.Or(os.Getenv("CLUSTER_DIR"), ".cluster"), "the cluster's directory, up.sh's --dir (from $CLUSTER_DIR)")
+	grace := f.Duration("grace", 30*time.Second, "how long a running broker may take to stop before SIGKILL")
 	wait := f.Duration("wait", 30*time.Second, "how long to wait for the restarted broker to listen")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		id, err := strconv.Atoi(args[0])

@@ -31,7 +31,7 @@ func consumeCommand(e *env) *cobra.Command {
 	f.Int64Var(&o.offset, "offset", -1, "start at this offset of --partition (no group)")
 	f.IntVar(&o.partition, "partition", -1, "partition to read with --offset")
 	f.IntVar(&o.maxRecords, "max", 0, "stop after this many records (0: never)")
-	f.BoolVarP(&o.exitAtEnd, "exit-at-end", "e", false, "exit once every partition is read up to its end offset as of the start (as kcat -e); with --max, at whichever comes first")
+	f.BoolVarP(&o.exitAtEnd, "exit-at-end", "e", false, "exit at each partition's end offset as of the start (kcat -e); --max may stop first")
 	f.StringVar(&o.format, "format", "%v", "output per record: %t topic, %p partition, %o offset, %k key, %v value, %T timestamp (ms), %h headers, \\n \\t")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error { return consume(cmd.Context(), e, args[0], o) }
 	return cmd
