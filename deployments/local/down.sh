@@ -46,15 +46,22 @@ alive_pids() {
   return 0
 }
 
-# pids_using TEXT: processes whose command line contains TEXT (arguments
-# joined by spaces), this script and its children aside.
+# cmdline PID: the process's arguments joined by spaces (empty once gone),
+# read without starting a process per PID.
+cmdline() {
+  local args=()
+  mapfile -d '' -t args 2>/dev/null <"/proc/$1/cmdline" || true
+  echo "${args[*]}"
+}
+
+# pids_using TEXT: processes whose command line contains TEXT, this script
+# and its subshells aside.
 pids_using() {
-  local f pid cmd
+  local f pid
   for f in /proc/[0-9]*/cmdline; do
     pid=${f#/proc/}; pid=${pid%/cmdline}
     [[ $pid == "$$" || $pid == "$BASHPID" ]] && continue
-    cmd=$(tr '\0' ' ' <"$f" 2>/dev/null) || continue
-    [[ $cmd == *"$1"* ]] && echo "$pid"
+    [[ $(cmdline "$pid") == *"$1"* ]] && echo "$pid"
   done
   return 0
 }
@@ -67,7 +74,7 @@ broker_pids() {
   } | sort -u | while read -r pid; do
     # A recorded ID is a broker of this cluster only while its command line
     # says so: the ID may have been reused since.
-    [[ $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) == *"--data $dir/broker"* ]] && echo "$pid"
+    [[ $(cmdline "$pid") == *"--data $dir/broker"* ]] && echo "$pid"
   done
   pids_using "--data $dir/broker"
 }
