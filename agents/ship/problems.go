@@ -164,7 +164,7 @@ func (p *problems) failed(topic string, err error, now time.Time) bool {
 			p.topics[topic]++
 			p.publishLocked()
 		}
-		pr.resolved, pr.Since, pr.Failed, pr.logged = false, now, 0, time.Time{}
+		pr.resolved, pr.Since, pr.Failed, pr.logged, pr.unlogged = false, now, 0, time.Time{}, 0
 	}
 	pr.Last = now
 	pr.Failed++
