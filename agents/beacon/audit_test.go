@@ -56,7 +56,7 @@ func (p *ackingProducer) release() {
 func (p *ackingProducer) BufferedRecords() int64                    { return 0 }
 func (p *ackingProducer) BufferedBytes() int64                      { return 0 }
 func (p *ackingProducer) Config() ship.Config                       { return ship.Config{}.WithDefaults() }
-func (p *ackingProducer) Ready(context.Context) error               { return nil }
+func (p *ackingProducer) ReadyFor(context.Context, ...string) error { return nil }
 func (nopAudit) Flush(context.Context) error                        { return nil }
 func (nopAudit) Produce(context.Context, *kgo.Record, ship.AckFunc) {}
 

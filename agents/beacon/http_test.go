@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"millrace/agents/ship"
 )
 
@@ -363,5 +365,28 @@ func TestConcurrentRequestLimit(t *testing.T) {
 	}
 	if code := <-first; code != http.StatusServiceUnavailable {
 		t.Fatalf("first request with the broker down: %d", code)
+	}
+}
+
+// /readyz counts the producer's problems on the beacon's own topics only: a
+// missing topic another agent of the same producer writes to leaves it
+// ready, its own missing topic makes it answer 503 with what to do.
+func TestReadyCountsOwnTopicsProblems(t *testing.T) {
+	h := newHarness(t, Config{Topic: "nosuch"}, ship.Config{})
+	produce := func(topic string) {
+		done := make(chan error, 1)
+		h.shipper.Produce(context.Background(), &kgo.Record{Topic: topic, Value: []byte("{}")}, func(_ *kgo.Record, err error) { done <- err })
+		if err := <-done; err == nil {
+			t.Fatalf("a record to the missing topic %s was acknowledged", topic)
+		}
+	}
+	produce("elsewhere")
+	if resp, b := h.do(http.MethodGet, "/readyz", "", "", nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("readyz with another agent's topic missing: %d %q", resp.StatusCode, b)
+	}
+	produce("nosuch")
+	if resp, b := h.do(http.MethodGet, "/readyz", "", "", nil); resp.StatusCode != http.StatusServiceUnavailable ||
+		!strings.Contains(b, `topic nosuch does not exist`) || strings.Contains(b, "elsewhere") {
+		t.Fatalf("readyz with the beacon's topic missing: %d %q", resp.StatusCode, b)
 	}
 }

@@ -24,15 +24,16 @@ import (
 // Producer is what the beacon produces through; *ship.Shipper implements it.
 // TryProduce must not wait for buffer room (the beacon answers 503 instead),
 // and the buffer figures let a request be refused whole rather than half
-// produced. Ready tells /readyz whether the broker answers; it must answer
-// from what the producer already knows, since anyone can call /readyz at
-// any rate.
+// produced. ReadyFor tells /readyz whether the broker answers and records
+// to the beacon's topics ship (not held up by a missing topic, a denied
+// write); it must answer from what the producer already knows, since anyone
+// can call /readyz at any rate.
 type Producer interface {
 	TryProduce(ctx context.Context, rec *kgo.Record, ack ship.AckFunc) error
 	BufferedRecords() int64
 	BufferedBytes() int64
 	Config() ship.Config
-	Ready(ctx context.Context) error
+	ReadyFor(ctx context.Context, topics ...string) error
 }
 
 // Server is the beacon's HTTP server. Build it with New; serve Handler()
@@ -272,11 +273,11 @@ func (s *Server) ready(ctx context.Context) error {
 		s.producer.BufferedBytes() >= int64(pc.MaxBufferedBytes) {
 		return errors.New("producer buffer is full: the broker is not keeping up")
 	}
-	// Only before the producer's first contact with a broker does Ready
+	// Only before the producer's first contact with a broker does ReadyFor
 	// wait, for that contact.
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	return s.producer.Ready(ctx)
+	return s.producer.ReadyFor(ctx, s.cfg.Topic, s.cfg.DLQTopic, s.cfg.MetricsTopic, s.cfg.MetricsDLQTopic)
 }
 
 // listening is one HTTP server Start runs.

@@ -68,14 +68,20 @@ func (h *health) state() error {
 	return fmt.Errorf("no broker reachable: %w", h.failErr)
 }
 
-// Ready reports whether the brokers answer: nil when the last contact with
-// any of them (a connection opened, or a request answered) succeeded, else
-// why not. It answers from what the producer already saw and never dials:
-// when that is older than readyRefresh, or was a failure, it asks the client
-// for a metadata refresh (at most one per readyRefresh), whose outcome the
-// next call reports. Before the first contact it waits for one until ctx
-// ends.
-func (s *Shipper) Ready(ctx context.Context) error {
+// Ready reports whether records ship: nil when the last contact with any
+// broker (a connection opened, or a request answered) succeeded and no
+// record is failing for a reason the operator must fix (see Problems),
+// else why not. It answers from what the producer already saw and never
+// dials: when that is older than readyRefresh, or was a failure, it asks
+// the client for a metadata refresh (at most one per readyRefresh), whose
+// outcome the next call reports. Before the first contact it waits for one
+// until ctx ends.
+func (s *Shipper) Ready(ctx context.Context) error { return s.ReadyFor(ctx) }
+
+// ReadyFor is Ready counting only the problems of the named topics (and
+// those of every topic, such as refused credentials): an agent that shares
+// the Shipper with others is not held up by their topics.
+func (s *Shipper) ReadyFor(ctx context.Context, topics ...string) error {
 	cl := s.client.Load()
 	if cl == nil {
 		return s.notRunningErr()
@@ -92,5 +98,19 @@ func (s *Shipper) Ready(ctx context.Context) error {
 	case <-ctx.Done():
 		return errors.New("no broker contacted yet")
 	}
-	return h.state()
+	if err := h.state(); err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range s.problems.current(now, topics...) {
+		errs = append(errs, errors.New(p.Message))
+	}
+	return errors.Join(errs...)
 }
+
+// Problems lists what keeps records from shipping that only the operator
+// can fix (a missing topic, a denied write), oldest first; empty while
+// every topic's records ship. A problem ends when a record to its topic is
+// acknowledged, or problemExpiry after its last failure when no record to
+// its topic is tried any more.
+func (s *Shipper) Problems() []Problem { return s.problems.current(time.Now()) }

@@ -63,7 +63,7 @@ func newMetrics(reg prometheus.Registerer, s *Shipper) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.records, m.bytes, m.wireBytes, m.errors, m.ackLatency, bufRecords, bufBytes, bufFill} {
+	for _, c := range []prometheus.Collector{m.records, m.bytes, m.wireBytes, m.errors, m.ackLatency, bufRecords, bufBytes, bufFill, s.problems} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -23,12 +23,13 @@ type AckFunc func(rec *kgo.Record, err error)
 
 // Shipper produces records to the broker with bounded memory.
 type Shipper struct {
-	cfg     Config
-	logger  *slog.Logger
-	metrics *metrics
-	opts    []kgo.Opt
-	room    *room
-	health  *health // what the brokers last answered, for Ready
+	cfg      Config
+	logger   *slog.Logger
+	metrics  *metrics
+	opts     []kgo.Opt
+	room     *room
+	health   *health   // what the brokers last answered, for Ready
+	problems *problems // failures only the operator can fix, for Ready and the log
 
 	client atomic.Pointer[kgo.Client] // nil before Start and after Close
 
@@ -53,6 +54,7 @@ func New(cfg Config, reg prometheus.Registerer, logger *slog.Logger) (*Shipper, 
 		return nil, fmt.Errorf("ship: %w", err)
 	}
 	s := &Shipper{cfg: cfg, logger: logger.With("component", "ship"), room: newRoom(cfg.MaxBufferedBytes), health: newHealth()}
+	s.problems = newProblems(cfg, s.logger)
 	m, err := newMetrics(reg, s)
 	if err != nil {
 		return nil, fmt.Errorf("ship: registering metrics: %w", err)
@@ -204,7 +206,9 @@ func (s *Shipper) Wrap(ack AckFunc) Promise {
 				err = fmt.Errorf("%w: %w", ErrBufferFull, err)
 			}
 			s.metrics.errors.WithLabelValues(string(Classify(err))).Inc()
+			s.problems.failed(r.Topic, err, time.Now())
 		} else {
+			s.problems.acknowledged(r.Topic)
 			s.metrics.records.Inc()
 			s.metrics.bytes.Add(float64(size))
 			if s.metrics.acked.Add(1)%latencySampling == 0 {

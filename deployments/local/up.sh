@@ -5,7 +5,9 @@
 # three-node ensemble) from Debian's zookeeper package and N brokers, each
 # with its own data directory under DIR (default ./.cluster). Addresses and
 # process IDs go to DIR/state (shell-sourceable); the bootstrap servers and
-# the ZooKeeper connect string are printed. down.sh stops everything.
+# the ZooKeeper connect string are printed. down.sh stops everything;
+# `millrace cluster restart N --dir DIR` starts broker N again (after a
+# kill, or stopping it first) with the command line in BROKER_CMD_N.
 #
 # Extra --set options are passed to every broker (e.g. --set
 # replica.lag.time.max.ms=3000). Ports are chosen free at start.
@@ -106,6 +108,7 @@ for id in $(seq 1 "$brokers"); do
   port=$(free_port)
   "$bin" broker --id "$id" --zookeeper "$zk_connect" --listen "127.0.0.1:$port" --data "$bdir/data" "${sets[@]}" \
     >"$bdir/broker.log" 2>&1 &
+  echo "$!" >"$bdir/broker.pid"
   {
     echo "BROKER_PID_$id=$!"
     echo "BROKER_PORT_$id=$port"

@@ -43,10 +43,11 @@ func newRegistry() *prometheus.Registry {
 	return reg
 }
 
-// serveMetrics serves /metrics on addr until ctx ends; an empty addr serves
-// nothing. It returns once the listener is bound, so a bad address fails
-// the command at start.
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, logger *slog.Logger) (wait func(), err error) {
+// serveMetrics serves /metrics on addr until ctx ends, and /readyz when
+// ready is given (an agent's producer: 200 while records ship, 503 with the
+// reason while they cannot); an empty addr serves nothing. It returns once
+// the listener is bound, so a bad address fails the command at start.
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, logger *slog.Logger, ready ...func(context.Context) error) (wait func(), err error) {
 	if addr == "" {
 		return func() {}, nil
 	}
@@ -56,6 +57,22 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lo
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if len(ready) > 0 {
+		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.Header().Set("Cache-Control", "no-store")
+			// Ready answers from what the producer already saw; it
+			// waits only before the first contact with a broker.
+			rctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+			defer cancel()
+			if err := ready[0](rctx); err != nil {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprintf(w, "not ready: %v\n", err)
+				return
+			}
+			io.WriteString(w, "ready\n")
+		})
+	}
 	srv := httpserver.New(mux, httpserver.Timeouts{}, logger)
 	done := make(chan struct{})
 	go func() {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,7 +20,7 @@ func init() {
 
 func consumeCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "consume TOPIC [--group G] [--from-beginning | --offset N --partition P] [--max N] [--format '%k %v']",
+		Use:   "consume TOPIC [--group G] [--from-beginning | --offset N --partition P] [--max N] [-e] [--format '%k %v']",
 		Short: "print records, one per line",
 		Args:  exactArgs(1),
 	}
@@ -30,6 +31,7 @@ func consumeCommand(e *env) *cobra.Command {
 	f.Int64Var(&o.offset, "offset", -1, "start at this offset of --partition (no group)")
 	f.IntVar(&o.partition, "partition", -1, "partition to read with --offset")
 	f.IntVar(&o.maxRecords, "max", 0, "stop after this many records (0: never)")
+	f.BoolVarP(&o.exitAtEnd, "exit-at-end", "e", false, "exit at each partition's end offset as of the start (kcat -e); --max may stop first")
 	f.StringVar(&o.format, "format", "%v", "output per record: %t topic, %p partition, %o offset, %k key, %v value, %T timestamp (ms), %h headers, \\n \\t")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error { return consume(cmd.Context(), e, args[0], o) }
 	return cmd
@@ -42,18 +44,42 @@ type consumeOptions struct {
 	offset        int64
 	partition     int
 	maxRecords    int
+	exitAtEnd     bool
 	format        string
 }
 
-// consume prints records until --max is reached or the user interrupts. In a
-// group, only the records printed are committed, so an interrupted consumer
-// resumes exactly after the last line it wrote.
+// consume prints records until --max is reached, with --exit-at-end until
+// every partition's end as of the start is, or until the user interrupts.
+// A missing topic is an error at once. In a group, only the records printed
+// are committed, so an interrupted consumer resumes exactly after the last
+// line it wrote.
 func consume(ctx context.Context, e *env, topic string, o consumeOptions) error {
 	if (o.offset >= 0) != (o.partition >= 0) {
 		return usageError("--offset and --partition go together")
 	}
 	if o.offset >= 0 && o.group != "" {
 		return usageError("--offset cannot be used with --group (use group reset)")
+	}
+	if o.maxRecords < 0 {
+		return usageError("--max must not be negative")
+	}
+	adm, closeAdmin, err := e.newAdmin(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeAdmin()
+	partitions, err := partitionsOf(ctx, adm, topic)
+	if err != nil {
+		return err
+	}
+	if o.partition >= 0 && !slices.Contains(partitions, int32(o.partition)) {
+		return fmt.Errorf("topic %s has no partition %d (it has %d)", topic, o.partition, len(partitions))
+	}
+	var end *endTracker
+	if o.exitAtEnd {
+		if end, err = newEndTracker(ctx, adm, topic, partitions, o); err != nil {
+			return err
+		}
 	}
 	start := kgo.NewOffset().AtEnd()
 	if o.fromBeginning {
@@ -62,13 +88,22 @@ func consume(ctx context.Context, e *env, topic string, o consumeOptions) error 
 	opts := []kgo.Opt{kgo.ConsumeResetOffset(start)}
 	switch {
 	case o.offset >= 0:
+		at := o.offset
+		if end != nil {
+			at = end.next[int32(o.partition)] // clamped to the log start
+		}
 		opts = append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
-			topic: {int32(o.partition): kgo.NewOffset().At(o.offset)},
+			topic: {int32(o.partition): kgo.NewOffset().At(at)},
 		}))
 	case o.group != "":
 		opts = append(opts, kgo.ConsumeTopics(topic), kgo.ConsumerGroup(o.group), kgo.AutoCommitMarks(), kgo.BlockRebalanceOnPoll())
 	default:
 		opts = append(opts, kgo.ConsumeTopics(topic))
+	}
+	if end != nil {
+		// A transaction's marker may be a partition's last offset: the
+		// tracker must see it to know the end is reached.
+		opts = append(opts, kgo.KeepControlRecords())
 	}
 	cl, err := e.newClient(opts...)
 	if err != nil {
@@ -80,7 +115,7 @@ func consume(ctx context.Context, e *env, topic string, o consumeOptions) error 
 	defer out.Flush()
 	tmpl := parseFormat(o.format)
 	printed := 0
-	for o.maxRecords == 0 || printed < o.maxRecords {
+	for (o.maxRecords == 0 || printed < o.maxRecords) && (end == nil || !end.done()) {
 		fetches := cl.PollRecords(ctx, o.maxRecords-printed)
 		if ctx.Err() != nil {
 			break
@@ -93,6 +128,12 @@ func consume(ctx context.Context, e *env, topic string, o consumeOptions) error 
 			return fetchErr
 		}
 		for _, r := range fetches.Records() {
+			if end != nil {
+				end.saw(r)
+				if r.Attrs.IsControl() {
+					continue
+				}
+			}
 			tmpl.write(out, r)
 			printed++
 		}

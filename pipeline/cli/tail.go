@@ -31,7 +31,7 @@ func tailCommand(e *env) *cobra.Command {
 	f.StringVar(&o.topic, "topic", "", "topic for the log lines")
 	f.StringVar(&o.data, "data", "", "directory of the checkpoint registry")
 	f.StringVar(&o.configFile, "config", "", "YAML file with ship: and tail: sections (flags override)")
-	f.StringVar(&o.metricsAddr, "metrics-listen", "", "serve Prometheus /metrics on this address")
+	f.StringVar(&o.metricsAddr, "metrics-listen", "", "serve Prometheus /metrics, and /readyz (503 while records cannot ship), on this address")
 	f.BoolVar(&o.symlinks, "symlinks", false, "follow symbolic links the globs match (tail.symlinks; default: skip them)")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to wait for acknowledgements on shutdown")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -112,7 +112,7 @@ func runTail(ctx context.Context, e *env, globs []string, o tailOptions, symlink
 		shipper.Close()
 		return err
 	}
-	waitMetrics, err := serveMetrics(ctx, o.metricsAddr, reg, logger)
+	waitMetrics, err := serveMetrics(ctx, o.metricsAddr, reg, logger, shipper.Ready)
 	if err != nil {
 		shipper.Close()
 		return err

@@ -114,6 +114,7 @@ type Collector struct {
 	follower *kgo.Client
 	counters *counters
 	history  *History
+	problems *problemSet
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup // the refresh loop and the metrics follower
@@ -154,6 +155,7 @@ func New(cfg Config, logger *slog.Logger) (*Collector, error) {
 		cfg: cfg, logger: logger, admin: admin, adm: kadm.NewClient(admin), follower: follower,
 		counters: newCounters(cfg.MaxSeries),
 		history:  NewHistory(cfg.HistoryPoints, cfg.HistoryWindow, cfg.HistorySeries),
+		problems: newProblemSet(cfg.MaxSeries),
 		latest:   Snapshot{Controller: -1, MetricsTopic: cfg.MetricsTopic},
 		updated:  make(chan struct{}),
 	}, nil
@@ -274,6 +276,7 @@ func (c *Collector) refresh(ctx context.Context) {
 	s.Seq = c.latest.Seq + 1
 	s.MetricsTopic = c.cfg.MetricsTopic
 	s.Components = c.counters.components(time.Now(), c.cfg.StaleAfter)
+	s.Problems = c.problems.current(time.Now(), c.cfg.StaleAfter)
 	c.latest = s
 	close(c.updated)
 	c.updated = make(chan struct{})
@@ -303,6 +306,7 @@ func (c *Collector) follow(ctx context.Context) {
 			for _, s := range samples {
 				c.counters.add(s)
 				c.history.add(s)
+				c.problems.add(s)
 			}
 		})
 		if bad > 0 {

@@ -24,6 +24,7 @@ func testSnapshot() Snapshot {
 		Groups: []Group{{Name: "lake-clicks", State: "Stable", Members: 1, Lag: 42, ConsumeRate: 10,
 			Topics: []GroupTopic{{Topic: "clicks", Lag: 42, ConsumeRate: 10}}}},
 		Components:   []Component{{Kind: "sink", Name: "clicks", Source: "h:up", Unit: "rows/s", Rate: 3, Total: 90}},
+		Problems:     []Problem{{Source: "h:tail", Topic: "applogs", Cause: "topic_missing", Message: "topic applogs does not exist"}},
 		MetricsTopic: DefaultMetricsTopic,
 	}
 }
@@ -40,6 +41,8 @@ func TestHandlerServesPageAssetsAndSnapshot(t *testing.T) {
 		{"/console/console.js", "text/javascript", "/console/api/snapshot", 200},
 		{"/console/console.css", "text/css", ".chart", 200},
 		{"/console/api/snapshot", "application/json", `"lake-clicks"`, 200},
+		{"/console/api/snapshot", "application/json", `"problems":[{"source":"h:tail","topic":"applogs","cause":"topic_missing","message":"topic applogs does not exist"`, 200},
+		{"/console/", "text/html", `id="problems"`, 200},
 		{"/console/api/audit", "application/json", `"configured":false`, 200},
 		{"/console/", "text/html", `id="audit"`, 200},
 		{"/console/console.js", "text/javascript", "/console/api/audit", 200},
@@ -114,6 +117,9 @@ func TestWriteText(t *testing.T) {
 		if !hasRow(out, want) {
 			t.Fatalf("no row %q in:\n%s", want, out)
 		}
+	}
+	if !strings.Contains(out, "\n! h:tail: topic applogs does not exist\n") {
+		t.Fatalf("the problem is not shown:\n%s", out)
 	}
 	if strings.Contains(out, "\x1b") {
 		t.Fatal("control codes in the text view")

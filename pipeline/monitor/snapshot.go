@@ -32,6 +32,9 @@ type Snapshot struct {
 	Topics     []Topic     `json:"topics"`
 	Groups     []Group     `json:"groups"`
 	Components []Component `json:"components"`
+	// Problems are what the components report keeps their records from
+	// shipping, with what to do (a missing topic, a denied write).
+	Problems []Problem `json:"problems"`
 	// UnderReplicated and Offline count partitions across all topics.
 	UnderReplicated int `json:"under_replicated"`
 	Offline         int `json:"offline"`

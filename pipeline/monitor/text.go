@@ -21,6 +21,9 @@ func WriteText(w io.Writer, s Snapshot) error {
 	for _, e := range s.Errors {
 		fmt.Fprintf(w, "! %s\n", e)
 	}
+	for _, p := range s.Problems {
+		fmt.Fprintf(w, "! %s: %s\n", p.Source, p.Message)
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "\nBROKER\tADDRESS\tRACK\tDATA\tFREE\t")
 	for _, b := range s.Brokers {

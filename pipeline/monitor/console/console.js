@@ -78,6 +78,9 @@ function render(s) {
     `${(s.topics || []).length} topic(s) · ${s.under_replicated} under-replicated · ${s.offline} offline · ` +
     `updated ${new Date(s.time).toLocaleTimeString()}`;
   document.getElementById("errors").replaceChildren(...(s.errors || []).map(e => el("div", {}, e)));
+  // What keeps an agent's records from shipping, in the agent's own words.
+  document.getElementById("problems").replaceChildren(...(s.problems || []).map(p =>
+    el("div", { class: "problem", "data-topic": p.topic || "", "data-cause": p.cause }, `${p.source}: ${p.message}`)));
 
   fillBody("brokers", (s.brokers || []).map(b =>
     el("tr", {}, td(b.id), td(`${b.host}:${b.port}`), td(b.rack || "-"), td(b.id === s.controller ? "controller" : "broker"),
