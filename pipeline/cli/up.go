@@ -24,7 +24,7 @@ func init() {
 		}
 		f := cmd.Flags()
 		var o upOptions
-		f.StringVar(&o.configFile, "config", "", "appliance YAML (default: built-in defaults, embedded broker only)")
+		f.StringVarP(&o.configFile, "config", "c", "", "appliance YAML (default: built-in defaults, embedded broker only)")
 		f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 60*time.Second, "how long a clean shutdown may take")
 		f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 		cmd.RunE = func(cmd *cobra.Command, _ []string) error { return runUp(cmd.Context(), e, o) }
@@ -110,8 +110,8 @@ func printSecureClient(e env, sc appliance.SecureClient) {
 	fmt.Fprintf(e.stdout, "  admin user               %s, password in %s\n", sc.Username, sc.PasswordFile)
 	fmt.Fprintf(e.stdout, "  kcat                     kcat -b %s -X security.protocol=SASL_SSL -X sasl.mechanisms=%s -X sasl.username=%s -X sasl.password=\"$(cat %s)\" -X ssl.ca.location=%s -L\n",
 		sc.Bootstrap, sc.Mechanism, sc.Username, pw, ca)
-	fmt.Fprintf(e.stdout, "  millrace CLI             millrace topic list -b %s --tls-ca %s --sasl-mechanism %s --sasl-username %s --sasl-password-file %s\n",
-		sc.Bootstrap, ca, sc.Mechanism, sc.Username, pw)
+	fmt.Fprintf(e.stdout, "  millrace CLI             %s topic list -b %s --tls-ca %s --sasl-mechanism %s --sasl-username %s --sasl-password-file %s\n",
+		e.self, sc.Bootstrap, ca, sc.Mechanism, sc.Username, pw)
 	fmt.Fprintf(e.stdout, "                           (or MILLRACE_SASL_PASSWORD=\"$(cat %s)\" instead of --sasl-password-file)\n", pw)
 }
 
