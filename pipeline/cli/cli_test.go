@@ -532,3 +532,24 @@ func TestInvocation(t *testing.T) {
 		t.Errorf("PATH=%s: invocation(%q) = %q, want the path", other, bin, got)
 	}
 }
+
+// TestIsTerminal: a file, a pipe or a buffer is no terminal, so `millrace
+// up` writing to a log never prints the console's token.
+func TestIsTerminal(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	for name, out := range map[string]io.Writer{"file": f, "pipe": w, "buffer": &bytes.Buffer{}} {
+		if isTerminal(out) {
+			t.Errorf("%s is taken for a terminal", name)
+		}
+	}
+}

@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -88,6 +90,13 @@ func printWhere(e env, a *appliance.Appliance, cfg appliance.Config) {
 	fmt.Fprintf(e.stdout, "  console                  %s/console\n", web)
 	fmt.Fprintf(e.stdout, "  prometheus metrics       %s://%s/metrics\n", a.HTTPScheme(), a.MetricsAddr())
 	if login := a.ConsoleLoginURL(); login != "" {
+		// The login URL holds the token. A terminal shows it to the
+		// operator once; anything else (the journal, a container's or
+		// a file's log) would keep the secret, so it gets where the
+		// token is instead.
+		if !isTerminal(e.stdout) {
+			login = fmt.Sprintf("%s/console?token=TOKEN (TOKEN is in %s; the full URL is printed only to a terminal)", web, a.TokenFile())
+		}
 		fmt.Fprintf(e.stdout, "  console login            %s\n", login)
 		fmt.Fprintf(e.stdout, "  http token (bearer)      %s\n", a.TokenFile())
 	}
@@ -122,4 +131,15 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// isTerminal reports whether w is a terminal (a character device), where
+// a secret printed once is seen and not kept.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	info, err := f.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
 }
