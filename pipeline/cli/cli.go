@@ -18,7 +18,7 @@
 //			Short: "create a topic",               // one line for `millrace help` and completion
 //			Args:  exactArgs(1),                   // or anyArgs; errors are usage errors
 //		}
-//		partitions := cmd.Flags().Int("partitions", -1, "number of partitions")
+//		partitions := cmd.Flags().IntP("partitions", "p", -1, "number of partitions")
 //		cmd.RunE = func(cmd *cobra.Command, args []string) error {
 //			adm, done, err := e.newAdmin(cmd.Context()) // carries -b, TLS and SASL
 //			...
@@ -28,7 +28,11 @@
 //
 // The first argument of addCommand is the parent word ("" for a top-level
 // command); a parent that does not exist yet is created, so `millrace user add`
-// is addCommand("user", ...). Clients come from e.newClient and e.newAdmin;
+// is addCommand("user", ...). A new top-level word goes in one of the
+// groups of `millrace help` (commandGroups in help.go). A flag that rpk or
+// kcat users know by a letter takes the letter shortflags.go lists, the same
+// on every command; a positional TOPIC or GROUP of an existing one is named
+// in namedArgs (complete.go) so that the shell completes it. Clients come from e.newClient and e.newAdmin;
 // components with clients of their own get e.client.settings(), or
 // e.client.applyTo(&cfg.Security) where a --config file may set tls: and
 // sasl: too. Return usageError(...) for a wrongly called command (exit 2,

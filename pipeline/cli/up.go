@@ -105,8 +105,16 @@ func printWhere(e env, a *appliance.Appliance, cfg appliance.Config) {
 	}
 	if sc, ok := a.SecureClient(); ok {
 		printSecureClient(e, sc)
+	} else {
+		printTry(e, a.Brokers())
 	}
 	fmt.Fprintln(e.stdout, "Stop with Ctrl-C; acknowledged events are never lost.")
+}
+
+// printTry prints a client command to run next, naming the binary as this
+// shell finds it (make run starts ./bin/millrace, not on PATH).
+func printTry(e env, brokers []string) {
+	fmt.Fprintf(e.stdout, "  watch it                 %s top -b %s\n", e.self, strings.Join(brokers, ","))
 }
 
 // printSecureClient prints what a client needs to connect as admin under
