@@ -19,7 +19,8 @@ import (
 // ```console, and the "$ " lines of plain ``` blocks) names a command that
 // exists, with flags that command has; so does every line of a plain block
 // that begins with millrace (a synopsis: placeholders and [alternatives]
-// allowed). Program output goes in ```text blocks, which are not read.
+// allowed), and every `millrace ...` code span of the prose. Program output
+// goes in ```text blocks, which are not read.
 // Lines that do not run millrace are skipped, deliberately: other tools'
 // flags are not this test's business.
 func TestDocsCommandsExist(t *testing.T) {
@@ -37,7 +38,7 @@ func TestDocsCommandsExist(t *testing.T) {
 			t.Fatal(err)
 		}
 		name := strings.TrimPrefix(file, "../../")
-		for _, c := range docCommands(string(text)) {
+		for _, c := range append(docCommands(string(text)), inlineCommands(string(text))...) {
 			checked++
 			check := checkCommandLine
 			if c.synopsis {
@@ -255,6 +256,7 @@ func checkCommandLine(root *cobra.Command, args []string) error {
 		switch {
 		case a == "--":
 			i = len(rest)
+		case isHelpFlag(a):
 		case strings.HasPrefix(a, "--"):
 			name, _, hasValue := strings.Cut(a[2:], "=")
 			f := flags.Lookup(name)
@@ -309,7 +311,9 @@ func firstPositional(args []string, flags *pflag.FlagSet) string {
 var synopsisFlag = regexp.MustCompile(`(?:^|[\s\[(|])(--?[A-Za-z][\w-]*)`)
 
 // checkSynopsis checks a synopsis line: its leading words name a command,
-// and every flag it mentions exists on that command.
+// and every flag it mentions exists on that command. A placeholder where a
+// command goes (COMMAND, <command>) stands for any; alternatives
+// (produce|consume) must each exist and have the flags.
 func checkSynopsis(root *cobra.Command, args []string) error {
 	cmd := root
 	i := 0
@@ -321,12 +325,36 @@ func checkSynopsis(root *cobra.Command, args []string) error {
 		cmd = sub
 	}
 	if i < len(args) && cmd.HasSubCommands() && !strings.HasPrefix(args[i], "-") {
-		return fmt.Errorf("%s has no command %q", cmd.CommandPath(), args[i])
+		word := args[i]
+		if strings.ToUpper(word) == word || strings.HasPrefix(word, "<") {
+			return nil // a placeholder
+		}
+		if !strings.Contains(word, "|") {
+			return fmt.Errorf("%s has no command %q", cmd.CommandPath(), word)
+		}
+		for _, alt := range strings.Split(word, "|") {
+			sub, _, err := cmd.Find([]string{alt})
+			if err != nil || sub == cmd {
+				return fmt.Errorf("%s has no command %q", cmd.CommandPath(), alt)
+			}
+			if err := checkSynopsisFlags(sub, args[i+1:]); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
+	return checkSynopsisFlags(cmd, args[i:])
+}
+
+// checkSynopsisFlags checks that every flag the words mention exists on cmd.
+func checkSynopsisFlags(cmd *cobra.Command, words []string) error {
 	flags := cmd.Flags()
 	flags.AddFlagSet(cmd.InheritedFlags())
-	for _, m := range synopsisFlag.FindAllStringSubmatch(strings.Join(args[i:], " "), -1) {
+	for _, m := range synopsisFlag.FindAllStringSubmatch(strings.Join(words, " "), -1) {
 		name := m[1]
+		if isHelpFlag(name) {
+			continue
+		}
 		if long, ok := strings.CutPrefix(name, "--"); ok {
 			if flags.Lookup(long) == nil {
 				return fmt.Errorf("%s has no flag %s", cmd.CommandPath(), name)
@@ -338,9 +366,37 @@ func checkSynopsis(root *cobra.Command, args []string) error {
 	return nil
 }
 
+// isHelpFlag: cobra adds -h/--help to every command when it runs one.
+func isHelpFlag(word string) bool { return word == "--help" || word == "-h" }
+
+var inlineCommand = regexp.MustCompile("`((?:\\./)?(?:bin/)?millrace [^`]+)`")
+
+// inlineCommands finds the millrace commands of a document's prose, in
+// code spans (`millrace topic create applogs`), read as synopses.
+func inlineCommands(doc string) []docCommand {
+	var out []docCommand
+	inBlock := false
+	for i, line := range strings.Split(doc, "\n") {
+		if fence.MatchString(line) {
+			inBlock = !inBlock
+			continue
+		}
+		if inBlock {
+			continue
+		}
+		for _, m := range inlineCommand.FindAllStringSubmatch(line, -1) {
+			words := strings.Fields(m[1])
+			if args, ok := millraceArgs(words[:1]); ok {
+				out = append(out, docCommand{line: i + 1, text: m[1], args: append(args, words[1:]...), synopsis: true})
+			}
+		}
+	}
+	return out
+}
+
 // TestDocsCheckerFindsErrors: the checker of TestDocsCommandsExist finds
-// a wrong command or flag in each kind of block, and reads neither output
-// nor here-documents nor other programs.
+// a wrong command or flag in each kind of block and in the prose's code
+// spans, and reads neither output nor here-documents nor other programs.
 func TestDocsCheckerFindsErrors(t *testing.T) {
 	doc := "text millrace nosuch in prose\n" +
 		"```sh\n" +
@@ -352,11 +408,13 @@ func TestDocsCheckerFindsErrors(t *testing.T) {
 		"MILLRACE_BROKERS=h:1 millrace topic \\\n  describe t --nope\n" + // 10: continued line
 		"```\n" +
 		"```console\n$ millrace group list -g x\nmillrace output line\n```\n" + // 14
-		"```\nmillrace acl add --allow-principal P [--topic T | --grup G]\nmillrace topic create|list\n$ millrace version\n```\n" + // 18, 19
-		"```text\nmillrace dev is up\n```\n"
+		"```\nmillrace acl add --allow-principal P [--topic T | --grup G]\nmillrace topic create|lst\n$ millrace version\n```\n" + // 18, 19
+		"```text\nmillrace dev is up\n```\n" +
+		"Prose: `millrace COMMAND --help`, `millrace bench produce|consume -n 5`, `millrace bench produce|nosuch`.\n" + // 25
+		"And `bin/millrace topic list --nope`, `millrace nosuch` and `millrace top --once`.\n" // 26, 26
 	root := newRoot(&env{stdout: io.Discard, stderr: io.Discard})
 	var failed []int
-	for _, c := range docCommands(doc) {
+	for _, c := range append(docCommands(doc), inlineCommands(doc)...) {
 		check := checkCommandLine
 		if c.synopsis {
 			check = checkSynopsis
@@ -365,7 +423,7 @@ func TestDocsCheckerFindsErrors(t *testing.T) {
 			failed = append(failed, c.line)
 		}
 	}
-	if want := []int{3, 4, 5, 10, 14, 18, 19}; !slices.Equal(failed, want) {
+	if want := []int{3, 4, 5, 10, 14, 18, 19, 25, 26, 26}; !slices.Equal(failed, want) {
 		t.Errorf("lines found wrong: %v, want %v", failed, want)
 	}
 }
