@@ -179,7 +179,7 @@ func report(stderr io.Writer, cmd *cobra.Command, err error) int {
 		fmt.Fprintf(stderr, "millrace: %v\n", err)
 		return 2
 	case errors.Is(err, errUsage):
-		fmt.Fprintf(stderr, "%s: %v\nusage: %s\n", name, err, usageLine(cmd))
+		fmt.Fprintf(stderr, "%s: %v\n%s", name, err, usageLines(cmd))
 		return 2
 	default:
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)

@@ -51,6 +51,16 @@ func usageLine(cmd *cobra.Command) string {
 	return cmd.Parent().CommandPath() + " " + cmd.Use
 }
 
+// usageLines is "usage: " and the usage line, wrapped to helpWidth with
+// the continuation lines under the first word after the command.
+func usageLines(cmd *cobra.Command) string {
+	indent := "       "
+	if path := cmd.CommandPath(); cmd.HasParent() && len(path) < 30 {
+		indent = strings.Repeat(" ", len("usage: "+path+" "))
+	}
+	return wrap("usage: ", indent, usageLine(cmd), helpWidth)
+}
+
 // printUsage lists the commands by group, each with what it does, then the
 // client flags.
 func printUsage(w io.Writer, root *cobra.Command) {
@@ -79,21 +89,20 @@ func printUsage(w io.Writer, root *cobra.Command) {
 		}
 	}
 	walk(root, "")
-	titles := []struct{ id, title string }{}
-	for _, g := range commandGroups {
-		titles = append(titles, struct{ id, title string }{g.id, g.title})
-	}
-	titles = append(titles, struct{ id, title string }{"", "Other commands:"})
-	for _, g := range titles {
-		if len(byGroup[g.id]) == 0 {
-			continue
+	section := func(title string, entries []entry) {
+		if len(entries) == 0 {
+			return
 		}
-		fmt.Fprintf(w, "\n%s\n", g.title)
-		for _, e := range byGroup[g.id] {
+		fmt.Fprintf(w, "\n%s\n", title)
+		for _, e := range entries {
 			first := fmt.Sprintf("  %-*s  ", width, e.name)
 			fmt.Fprint(w, wrap(first, strings.Repeat(" ", len(first)), e.short, helpWidth))
 		}
 	}
+	for _, g := range commandGroups {
+		section(g.title, byGroup[g.id])
+	}
+	section("Other commands:", byGroup[""])
 	fmt.Fprintf(w, "\nclient flags (every client command; also from the environment, see below):\n%s", flagListing(root.PersistentFlags(), nil))
 	fmt.Fprint(w, "\n"+wrap("", "", clientEnvHelp, helpWidth))
 }
@@ -104,12 +113,7 @@ func printHelp(w io.Writer, cmd *cobra.Command) {
 		printUsage(w, cmd)
 		return
 	}
-	path := cmd.CommandPath()
-	indent := "       "
-	if len(path) < 30 {
-		indent = strings.Repeat(" ", len("usage: "+path+" "))
-	}
-	fmt.Fprint(w, wrap("usage: ", indent, usageLine(cmd), helpWidth))
+	fmt.Fprint(w, usageLines(cmd))
 	if cmd.HasAvailableSubCommands() { // a group: its commands say the rest
 		fmt.Fprintln(w, "\ncommands:")
 		for _, sub := range cmd.Commands() {
