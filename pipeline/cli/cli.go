@@ -32,16 +32,18 @@
 // groups of `millrace help` (commandGroups in help.go). A flag that rpk or
 // kcat users know by a letter takes the letter shortflags.go lists, the same
 // on every command; a positional TOPIC or GROUP of an existing one is named
-// in namedArgs (complete.go) so that the shell completes it. Clients come from e.newClient and e.newAdmin;
-// components with clients of their own get e.client.settings(), or
-// e.client.applyTo(&cfg.Security) where a --config file may set tls: and
-// sasl: too. Return usageError(...) for a wrongly called command (exit 2,
-// the usage line follows the error), any other error for a failure (exit 1);
-// either is printed as one line. A command that
-// makes no Kafka client (a server, a local file tool) sets
+// in namedArgs (complete.go) so that the shell completes it.
+//
+// Clients come from e.newClient and e.newAdmin; components with clients of
+// their own get e.client.settings(), or e.client.applyTo(&cfg.Security)
+// where a --config file may set tls: and sasl: too. Return usageError(...)
+// for a wrongly called command (exit 2, the usage line follows the error),
+// any other error for a failure (exit 1); either is printed as one line. A
+// command that makes no Kafka client (a server, a local file tool) sets
 // Annotations: noClient, so its help leaves the client flags out and giving
 // one is an error. Fault-injection flags for tests are hidden with
-// cmd.Flags().MarkHidden.
+// cmd.Flags().MarkHidden. A command line printed for the user to run names
+// the binary as e.self (see invocation), not "millrace".
 package cli
 
 import (
