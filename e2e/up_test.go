@@ -43,6 +43,15 @@ func TestUpLandsEventsExactlyOnce(t *testing.T) {
 	if !strings.Contains(up.log(), "millrace dev is up") && !strings.Contains(up.log(), " is up") {
 		t.Fatalf("startup banner missing:\n%s", up.log())
 	}
+	// The banner's client command names the binary by the path it was
+	// started by (it is not on PATH here), and runs as printed.
+	m := regexp.MustCompile(`(?m)^\s+watch it\s+(\S+) (top -b \S+)$`).FindStringSubmatch(up.log())
+	if m == nil || m[1] != millraceBin {
+		t.Fatalf("no watch it line naming %s in the banner:\n%s", millraceBin, up.log())
+	}
+	if out := run(t, time.Minute, "", "bash", "-c", m[1]+" "+m[2]+" --once"); !strings.Contains(out, "millrace top") {
+		t.Fatalf("the printed top line showed:\n%s", out)
+	}
 
 	sendClicks := func(from, to int) { postClicks(t, web, from, to) }
 	appendLines := func(from, to int) {

@@ -228,7 +228,8 @@ func TestHealthReadyMetrics(t *testing.T) {
 		`millrace_beacon_events_total{result="accepted",stream="click"} 1`,
 		`millrace_beacon_events_total{result="rejected",stream="click"} 1`,
 		`millrace_beacon_request_duration_seconds_count{route="/v1/events"} 1`,
-		`millrace_ship_records_sent_total 2`,
+		`millrace_ship_records_sent_total{topic="clicks"} 1`,     // the valid event
+		`millrace_ship_records_sent_total{topic="clicks.dlq"} 1`, // the dead letter
 	} {
 		if !strings.Contains(b, want) {
 			t.Errorf("/metrics lacks %s", want)

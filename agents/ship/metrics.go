@@ -1,6 +1,7 @@
 package ship
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,8 +17,13 @@ const latencySampling = 8
 
 // metrics are the Shipper's Prometheus collectors.
 type metrics struct {
-	records    prometheus.Counter
-	bytes      prometheus.Counter
+	// records and bytes count acknowledged records by topic: one
+	// shipper carries an agent's data and its audit counts (and under
+	// millrace up the ops metrics), so a total over topics is more than
+	// the data topic holds.
+	records    *prometheus.CounterVec
+	bytes      *prometheus.CounterVec
+	byTopic    sync.Map // topic -> *topicCounters, so a record costs no label hashing
 	wireBytes  prometheus.Counter
 	errors     *prometheus.CounterVec
 	ackLatency prometheus.Histogram
@@ -26,14 +32,14 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer, s *Shipper) (*metrics, error) {
 	m := &metrics{
-		records: prometheus.NewCounter(prometheus.CounterOpts{
+		records: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "millrace_ship_records_sent_total",
-			Help: "Records the broker acknowledged.",
-		}),
-		bytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Help: "Records the broker acknowledged, by topic (each record once, however often it was retried).",
+		}, []string{"topic"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "millrace_ship_bytes_sent_total",
-			Help: "Key, value and header bytes of records the broker acknowledged.",
-		}),
+			Help: "Key, value and header bytes of records the broker acknowledged, by topic.",
+		}, []string{"topic"}),
 		wireBytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "millrace_ship_batch_bytes_written_total",
 			Help: "Record bytes written to brokers after compression (retries counted again).",
@@ -77,4 +83,20 @@ type batchHook struct{ m *metrics }
 // OnProduceBatchWritten implements kgo.HookProduceBatchWritten.
 func (h batchHook) OnProduceBatchWritten(_ kgo.BrokerMetadata, _ string, _ int32, bm kgo.ProduceBatchMetrics) {
 	h.m.wireBytes.Add(float64(bm.CompressedBytes))
+}
+
+// topicCounters are the acknowledged-record counters of one topic.
+type topicCounters struct {
+	topic          string
+	records, bytes prometheus.Counter
+}
+
+// forTopic returns topic's counters, made on its first record.
+func (m *metrics) forTopic(topic string) *topicCounters {
+	if c, ok := m.byTopic.Load(topic); ok {
+		return c.(*topicCounters)
+	}
+	c, _ := m.byTopic.LoadOrStore(topic, &topicCounters{topic: topic,
+		records: m.records.WithLabelValues(topic), bytes: m.bytes.WithLabelValues(topic)})
+	return c.(*topicCounters)
 }

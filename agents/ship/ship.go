@@ -198,6 +198,9 @@ type Promise func(rec *kgo.Record, err error)
 // set it (the tailer sets the time the line was read); it is observed for
 // one acknowledged record in latencySampling.
 func (s *Shipper) Wrap(ack AckFunc) Promise {
+	// The counters of the topic last acknowledged: a caller's records
+	// mostly go to one topic, so most records skip the map lookup.
+	var last atomic.Pointer[topicCounters]
 	return func(r *kgo.Record, err error) {
 		size := recordBytes(r)
 		s.room.give(size + RecordOverhead)
@@ -209,8 +212,13 @@ func (s *Shipper) Wrap(ack AckFunc) Promise {
 			s.problems.failed(r.Topic, err, time.Now())
 		} else {
 			s.problems.acknowledged(r.Topic)
-			s.metrics.records.Inc()
-			s.metrics.bytes.Add(float64(size))
+			c := last.Load()
+			if c == nil || c.topic != r.Topic {
+				c = s.metrics.forTopic(r.Topic)
+				last.Store(c)
+			}
+			c.records.Inc()
+			c.bytes.Add(float64(size))
 			if s.metrics.acked.Add(1)%latencySampling == 0 {
 				s.metrics.ackLatency.Observe(time.Since(r.Timestamp).Seconds())
 			}

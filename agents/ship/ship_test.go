@@ -173,7 +173,7 @@ func TestProduceAcknowledgesEveryRecord(t *testing.T) {
 			if len(failed) > 0 {
 				t.Fatalf("%d records failed, first: %v", len(failed), failed[0])
 			}
-			if got := testutil.ToFloat64(s.metrics.records); got != n {
+			if got := testutil.ToFloat64(s.metrics.records.WithLabelValues("t")); got != n {
 				t.Fatalf("records metric %v, want %d", got, n)
 			}
 			if got := countRecords(t, c, "t"); got != n {
@@ -347,7 +347,7 @@ func TestProduceWrappedKeepsMetrics(t *testing.T) {
 	if failed.Load() > 0 {
 		t.Fatalf("%d records failed", failed.Load())
 	}
-	if got := testutil.ToFloat64(s.metrics.records); got != 2*n {
+	if got := testutil.ToFloat64(s.metrics.records.WithLabelValues("t")); got != 2*n {
 		t.Fatalf("records metric %v, want %d", got, 2*n)
 	}
 }

@@ -48,8 +48,8 @@ func addACLFlags(fs *pflag.FlagSet, f *aclFlags, filter bool) {
 		opHelp += "; default any"
 	}
 	fs.StringArrayVar(&f.operations, "operation", nil, opHelp)
-	fs.StringArrayVar(&f.topics, "topic", nil, "topic `name` (repeatable; * for every topic)")
-	fs.StringArrayVar(&f.groups, "group", nil, "consumer group `name` (repeatable; * for every group)")
+	fs.StringArrayVarP(&f.topics, "topic", "t", nil, "topic `name` (repeatable; * for every topic)")
+	fs.StringArrayVarP(&f.groups, "group", "g", nil, "consumer group `name` (repeatable; * for every group)")
 	fs.StringArrayVar(&f.txnIDs, "transactional-id", nil, "transactional `id` (repeatable)")
 	fs.BoolVar(&f.cluster, "cluster", false, "the cluster resource (kafka-cluster)")
 	patternHelp := "resource pattern type: literal or prefixed"

@@ -33,7 +33,7 @@ landed by no sink, 2 for a wrong call, 3 when the audit could not run.`,
 	var o auditOptions
 	f.StringVar(&o.lake, "lake", "", "lake to audit: a directory, file:///PATH or s3://BUCKET/PREFIX (default: every lake a sink announced)")
 	f.DurationVar(&o.since, "since", 24*time.Hour, "audit the hours from this long ago")
-	f.StringVar(&o.topic, "topic", "", "audit one data topic only")
+	f.StringVarP(&o.topic, "topic", "t", "", "audit one data topic only")
 	f.StringVar(&o.auditTopic, "audit-topic", audit.Topic, "topic the agents and sinks publish their counts to")
 	f.StringVar(&o.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL for an s3:// lake (default https://s3.amazonaws.com)")
 	f.StringVar(&o.s3Region, "s3-region", "", "S3 region (default us-east-1)")

@@ -26,10 +26,10 @@ func beaconCommand(e *env) *cobra.Command {
 	f := cmd.Flags()
 	var o beaconOptions
 	f.StringVar(&o.listen, "listen", "", "HTTP address (default from the config, else :8090)")
-	f.StringVar(&o.topic, "topic", "", "topic for click events (default clicks)")
+	f.StringVarP(&o.topic, "topic", "t", "", "topic for click events (default clicks)")
 	f.StringVar(&o.metricsTopic, "metrics-topic", "", "topic for POST /v1/metrics samples (default ops.metrics)")
 	f.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus /metrics on this address instead of the ingest one (default from the config)")
-	f.StringVar(&o.configFile, "config", "", "YAML file with ship: and beacon: sections (flags override)")
+	f.StringVarP(&o.configFile, "config", "c", "", "YAML file with ship: and beacon: sections (flags override)")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown may wait for requests in flight and acknowledgements")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	addOpsFlags(f, &o.ops)

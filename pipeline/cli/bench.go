@@ -31,13 +31,13 @@ func benchProduceCommand(e *env) *cobra.Command {
 	}
 	f := cmd.Flags()
 	var o benchProduceOptions
-	f.StringVar(&o.topic, "topic", "millrace-bench", "topic (created when missing)")
-	f.Int64Var(&o.records, "records", 1_000_000, "records to produce")
+	f.StringVarP(&o.topic, "topic", "t", "millrace-bench", "topic (created when missing)")
+	f.Int64VarP(&o.records, "records", "n", 1_000_000, "records to produce")
 	f.IntVar(&o.size, "record-size", 100, "value bytes per record")
-	f.IntVar(&o.partitions, "partitions", 1, "partitions when the topic is created")
-	f.IntVar(&o.replication, "replication-factor", 1, "replication factor when the topic is created")
+	f.IntVarP(&o.partitions, "partitions", "p", 1, "partitions when the topic is created")
+	f.IntVarP(&o.replication, "replication-factor", "r", 1, "replication factor when the topic is created")
 	f.StringVar(&o.acks, "acks", "1", "all, 1 or 0")
-	f.StringVar(&o.compression, "compression", "none", "zstd, lz4, snappy, gzip or none")
+	f.StringVarP(&o.compression, "compression", "z", "none", "zstd, lz4, snappy, gzip or none")
 	f.IntVar(&o.producers, "producers", 1, "concurrent producer clients")
 	f.DurationVar(&o.linger, "linger", 5*time.Millisecond, "producer linger")
 	f.IntVar(&o.batchBytes, "batch-bytes", 1<<20, "producer max batch bytes")
@@ -67,8 +67,8 @@ func benchConsumeCommand(e *env) *cobra.Command {
 	}
 	f := cmd.Flags()
 	var o benchConsumeOptions
-	f.StringVar(&o.topic, "topic", "millrace-bench", "topic to read from the beginning")
-	f.Int64Var(&o.records, "records", 1_000_000, "records to consume")
+	f.StringVarP(&o.topic, "topic", "t", "millrace-bench", "topic to read from the beginning")
+	f.Int64VarP(&o.records, "records", "n", 1_000_000, "records to consume")
 	f.IntVar(&o.consumers, "consumers", 1, "concurrent consumer clients, in one group")
 	f.BoolVar(&o.quiet, "quiet", false, "no progress bar")
 	f.StringVar(&o.brokerMetrics, "broker-metrics", "", brokerMetricsUsage)

@@ -30,7 +30,7 @@ func brokerCommand(e *env) *cobra.Command {
 	f.StringVar(&o.data, "data", "", "data directory (partition logs and coordination state)")
 	f.IntVar(&o.id, "id", 1, "broker id")
 	f.StringVar(&o.zookeeper, "zookeeper", "", "ZooKeeper connect string host:port[,host:port...][/chroot]; runs the broker as part of a replicated cluster (zookeeper.connect)")
-	f.StringVar(&o.configFile, "config", "", "Kafka server.properties-style file of broker settings")
+	f.StringVarP(&o.configFile, "config", "c", "", "Kafka server.properties-style file of broker settings")
 	o.sets = keyValues{}
 	f.Var(o.sets, "set", "broker setting `name=value` by its Kafka name, after --config (repeatable)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")

@@ -18,7 +18,7 @@
 //			Short: "create a topic",               // one line for `millrace help` and completion
 //			Args:  exactArgs(1),                   // or anyArgs; errors are usage errors
 //		}
-//		partitions := cmd.Flags().Int("partitions", -1, "number of partitions")
+//		partitions := cmd.Flags().IntP("partitions", "p", -1, "number of partitions")
 //		cmd.RunE = func(cmd *cobra.Command, args []string) error {
 //			adm, done, err := e.newAdmin(cmd.Context()) // carries -b, TLS and SASL
 //			...
@@ -28,16 +28,22 @@
 //
 // The first argument of addCommand is the parent word ("" for a top-level
 // command); a parent that does not exist yet is created, so `millrace user add`
-// is addCommand("user", ...). Clients come from e.newClient and e.newAdmin;
-// components with clients of their own get e.client.settings(), or
-// e.client.applyTo(&cfg.Security) where a --config file may set tls: and
-// sasl: too. Return usageError(...) for a wrongly called command (exit 2,
-// the usage line follows the error), any other error for a failure (exit 1);
-// either is printed as one line. A command that
-// makes no Kafka client (a server, a local file tool) sets
+// is addCommand("user", ...). A new top-level word goes in one of the
+// groups of `millrace help` (commandGroups in help.go). A flag that rpk or
+// kcat users know by a letter takes the letter shortflags.go lists, the same
+// on every command; a positional TOPIC or GROUP of an existing one is named
+// in namedArgs (complete.go) so that the shell completes it.
+//
+// Clients come from e.newClient and e.newAdmin; components with clients of
+// their own get e.client.settings(), or e.client.applyTo(&cfg.Security)
+// where a --config file may set tls: and sasl: too. Return usageError(...)
+// for a wrongly called command (exit 2, the usage line follows the error),
+// any other error for a failure (exit 1); either is printed as one line. A
+// command that makes no Kafka client (a server, a local file tool) sets
 // Annotations: noClient, so its help leaves the client flags out and giving
 // one is an error. Fault-injection flags for tests are hidden with
-// cmd.Flags().MarkHidden.
+// cmd.Flags().MarkHidden. A command line printed for the user to run names
+// the binary as e.self (see invocation), not "millrace".
 package cli
 
 import (
@@ -47,7 +53,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -68,6 +73,9 @@ type env struct {
 	stderr io.Writer
 	// client holds the root's persistent client flags once parsed.
 	client *clientFlags
+	// self is how to run this binary again, for printed command lines
+	// (see invocation).
+	self string
 }
 
 // builder makes one command of a fresh tree; Main builds the tree anew for
@@ -115,10 +123,10 @@ func (e *usageErr) Is(target error) bool { return target == errUsage }
 
 // unknownCommand is a command name that names nothing: one line, exit 2,
 // without a usage line (the list of commands would bury it).
-type unknownCommand struct{ name string }
+type unknownCommand struct{ name, self string }
 
 func (u unknownCommand) Error() string {
-	return fmt.Sprintf("unknown command %q (try: millrace help)", u.name)
+	return fmt.Sprintf("unknown command %q (try: %s help)", u.name, u.self)
 }
 
 // exactArgs wants n positional arguments.
@@ -138,11 +146,18 @@ var anyArgs = cobra.ArbitraryArgs
 // 0 on success or help, 1 when the command failed, 2 when it was called
 // wrongly. Errors are one line on stderr.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, self: invocation(os.Args[0])}
 	root := newRoot(e)
 	if len(args) == 0 {
 		printUsage(stderr, root)
 		return 2
+	}
+	// Before cobra parses: pflag may read a long flag given one dash as
+	// one-letter flags without an error.
+	if cmd, _, err := root.Find(args); err == nil {
+		if err := singleDashLong(cmd, args); err != nil {
+			return report(stderr, cmd, err)
+		}
 	}
 	root.SetArgs(args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -151,6 +166,11 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
+	return report(stderr, cmd, err)
+}
+
+// report prints the error of cmd as one line and returns the exit code.
+func report(stderr io.Writer, cmd *cobra.Command, err error) int {
 	name := "millrace"
 	if n := commandName(cmd); n != "" {
 		name += " " + n
@@ -161,7 +181,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "millrace: %v\n", err)
 		return 2
 	case errors.Is(err, errUsage):
-		fmt.Fprintf(stderr, "%s: %v\nusage: %s\n", name, err, usageLine(cmd))
+		fmt.Fprintf(stderr, "%s: %v\n%s", name, err, usageLines(cmd))
 		return 2
 	default:
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
@@ -187,7 +207,7 @@ func newRoot(e *env) *cobra.Command {
 			if len(args) == 0 {
 				return usageError("no command given")
 			}
-			return unknownCommand{args[0]}
+			return unknownCommand{args[0], e.self}
 		},
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			if err := e.client.envErr; err != nil {
@@ -220,7 +240,7 @@ func newRoot(e *env) *cobra.Command {
 		parent := root
 		if b.parent != "" {
 			if parent = groups[b.parent]; parent == nil {
-				parent = groupCommand(b.parent)
+				parent = groupCommand(e, b.parent)
 				groups[b.parent] = parent
 				root.AddCommand(parent)
 			}
@@ -235,6 +255,14 @@ func newRoot(e *env) *cobra.Command {
 		g.Short = g.Name() + " " + strings.Join(names, "|")
 	}
 	root.AddCommand(completionCommand(e))
+	groupCommands(root)
+	completeNames(e, root)
+	// cobra answers --version before running anything, with the same
+	// line as the version command.
+	root.Version = Version
+	root.Flags().Bool("version", false, "print the version")
+	root.SetVersionTemplate("millrace {{.Version}}\n")
+	root.SetGlobalNormalizationFunc(flagAliases)
 	return root
 }
 
@@ -254,7 +282,7 @@ func flagError(_ *cobra.Command, err error) error {
 
 // groupCommand is the first word of two-word commands ("topic" of
 // "topic create"); alone, or before an unknown word, it is a usage error.
-func groupCommand(name string) *cobra.Command {
+func groupCommand(e *env, name string) *cobra.Command {
 	return &cobra.Command{
 		Use:  name + " <command>",
 		Args: anyArgs,
@@ -262,7 +290,7 @@ func groupCommand(name string) *cobra.Command {
 			if len(args) == 0 {
 				return usageError("missing command after %q", name)
 			}
-			return unknownCommand{name + " " + args[0]}
+			return unknownCommand{name + " " + args[0], e.self}
 		},
 	}
 }
@@ -294,106 +322,6 @@ func commandName(cmd *cobra.Command) string {
 		return ""
 	}
 	return strings.TrimPrefix(strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()), " ")
-}
-
-// usageLine is "millrace " and the command's words and usage.
-func usageLine(cmd *cobra.Command) string {
-	if cmd == nil || !cmd.HasParent() {
-		return "millrace <command> [flags]"
-	}
-	return cmd.Parent().CommandPath() + " " + cmd.Use
-}
-
-// printUsage lists every command with its usage line and what it does.
-func printUsage(w io.Writer, root *cobra.Command) {
-	var lines []string
-	var walk func(c *cobra.Command)
-	walk = func(c *cobra.Command) {
-		for _, sub := range c.Commands() {
-			if sub.Hidden || sub.Name() == "help" {
-				continue
-			}
-			if sub.HasSubCommands() {
-				walk(sub)
-				continue
-			}
-			line := strings.TrimPrefix(usageLine(sub), "millrace ")
-			if sub.Short != "" {
-				line += "   " + sub.Short
-			}
-			lines = append(lines, line)
-		}
-	}
-	walk(root)
-	sort.Strings(lines)
-	fmt.Fprintln(w, "usage: millrace <command> [flags]\n\ncommands:")
-	for _, l := range lines {
-		fmt.Fprintf(w, "  %s\n", l)
-	}
-	fmt.Fprintf(w, "\nclient flags (every client command; also from the environment, see below):\n%s", flagListing(root.PersistentFlags(), nil))
-	fmt.Fprintln(w, "\n"+clientEnvHelp)
-}
-
-// printHelp prints a command's usage line, its description and its flags.
-func printHelp(w io.Writer, cmd *cobra.Command) {
-	if !cmd.HasParent() {
-		printUsage(w, cmd)
-		return
-	}
-	fmt.Fprintf(w, "usage: %s\n", usageLine(cmd))
-	if cmd.HasAvailableSubCommands() { // a group: its commands say the rest
-		fmt.Fprintln(w, "\ncommands:")
-		for _, sub := range cmd.Commands() {
-			if sub.IsAvailableCommand() {
-				fmt.Fprintf(w, "  %s   %s\n", strings.TrimPrefix(usageLine(sub), "millrace "), sub.Short)
-			}
-		}
-		return
-	}
-	if cmd.Long != "" {
-		fmt.Fprintf(w, "\n%s\n", cmd.Long)
-	} else if cmd.Short != "" {
-		fmt.Fprintf(w, "\n%s\n", cmd.Short)
-	}
-	if local := flagListing(cmd.LocalFlags(), nil); local != "" {
-		fmt.Fprintf(w, "\nflags:\n%s", local)
-	}
-	if isClient(cmd) {
-		// A local flag of the same name (cluster reassign's --brokers)
-		// hides the inherited one.
-		shadowed := func(f *pflag.Flag) bool { return cmd.LocalFlags().Lookup(f.Name) != nil }
-		fmt.Fprintf(w, "\nclient flags (see millrace help for their environment variables):\n%s", flagListing(cmd.Root().PersistentFlags(), shadowed))
-	}
-}
-
-// flagListing describes every visible flag in name order: the flag with its
-// value's type, then the text and any default that is not the zero value,
-// with a one-letter alias beside the long name. Hidden flags (fault
-// injection for tests), the help flag and those skip reports stay out.
-func flagListing(fs *pflag.FlagSet, skip func(*pflag.Flag) bool) string {
-	var b strings.Builder
-	fs.VisitAll(func(fl *pflag.Flag) {
-		if fl.Hidden || fl.Usage == "" || fl.Name == "help" || skip != nil && skip(fl) {
-			return
-		}
-		b.WriteString("  ")
-		if fl.Shorthand != "" {
-			fmt.Fprintf(&b, "-%s, ", fl.Shorthand)
-		}
-		typ, usage := pflag.UnquoteUsage(fl)
-		b.WriteString("--" + fl.Name)
-		if typ != "" {
-			fmt.Fprintf(&b, " %s", typ)
-		}
-		fmt.Fprintf(&b, "\n        %s", usage)
-		switch fl.DefValue {
-		case "", "0", "false", "0s", "[]", "map[]":
-		default:
-			fmt.Fprintf(&b, " (default %s)", fl.DefValue)
-		}
-		b.WriteString("\n")
-	})
-	return b.String()
 }
 
 // keyValues is a repeatable k=v flag; unlike pflag's map flags it does not

@@ -18,13 +18,14 @@ const defaultBrokers = "127.0.0.1:9092"
 // a command line shows in ps and in shell history.
 const passwordEnv = "MILLRACE_SASL_PASSWORD"
 
-// clientEnvHelp tells how the environment sets the client flags.
-const clientEnvHelp = `Every client flag has an environment variable, MILLRACE_ and its name in capitals
-(MILLRACE_BROKERS, MILLRACE_TLS, MILLRACE_TLS_CA, MILLRACE_TLS_CERT, MILLRACE_TLS_KEY,
-MILLRACE_TLS_SERVER_NAME, MILLRACE_SASL_MECHANISM, MILLRACE_SASL_USERNAME,
-MILLRACE_SASL_PASSWORD_FILE), which sets its default: a flag on the command line wins,
-and so does a tls: or sasl: section in the --config of tail, beacon and sink.
-` + passwordEnv + ` is the SASL password (or --sasl-password-file).`
+// clientEnvHelp tells how the environment sets the client flags: one
+// paragraph, which help wraps.
+const clientEnvHelp = `Every client flag has an environment variable, MILLRACE_ and its name in capitals ` +
+	`(MILLRACE_BROKERS, MILLRACE_TLS, MILLRACE_TLS_CA, MILLRACE_TLS_CERT, MILLRACE_TLS_KEY, ` +
+	`MILLRACE_TLS_SERVER_NAME, MILLRACE_SASL_MECHANISM, MILLRACE_SASL_USERNAME, ` +
+	`MILLRACE_SASL_PASSWORD_FILE), which sets its default: a flag on the command line wins, ` +
+	`and so does a tls: or sasl: section in the --config of tail, beacon and sink. ` +
+	passwordEnv + ` is the SASL password (or --sasl-password-file).`
 
 // clientFlags are the root's persistent flags that say how to reach and
 // authenticate to the brokers; every client command inherits them.

@@ -47,8 +47,8 @@ func clusterElectCommand(e *env) *cobra.Command {
 	}
 	f := cmd.Flags()
 	unclean := f.Bool("unclean", false, "elect an alive replica for partitions whose leader is gone, out of sync if need be (records may be lost)")
-	topic := f.String("topic", "", "only this topic's partitions")
-	partition := f.Int("partition", -1, "only this partition of --topic")
+	topic := f.StringP("topic", "t", "", "only this topic's partitions")
+	partition := f.IntP("partition", "p", -1, "only this partition of --topic")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		return clusterElect(cmd.Context(), e, *unclean, *topic, *partition)
 	}
@@ -146,7 +146,7 @@ func clusterReassignCommand(e *env) *cobra.Command {
 	}
 	f := cmd.Flags()
 	zkServers := f.String("zookeeper", "127.0.0.1:2181", "ZooKeeper servers, host:port[,host:port...][/chroot]")
-	topic := f.String("topic", "", "the topic to move")
+	topic := f.StringP("topic", "t", "", "the topic to move")
 	list := f.String("brokers", "", "target broker IDs, comma-separated; the first is the preferred leader")
 	wait := f.Bool("wait", false, "wait until the reassignment is complete")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {

@@ -26,13 +26,13 @@ func consumeCommand(e *env) *cobra.Command {
 	}
 	f := cmd.Flags()
 	var o consumeOptions
-	f.StringVar(&o.group, "group", "", "consumer group (offsets are committed for it)")
+	f.StringVarP(&o.group, "group", "g", "", "consumer group (offsets are committed for it)")
 	f.BoolVar(&o.fromBeginning, "from-beginning", false, "start at the earliest offset when there is no committed offset (default: the end)")
-	f.Int64Var(&o.offset, "offset", -1, "start at this offset of --partition (no group)")
-	f.IntVar(&o.partition, "partition", -1, "partition to read with --offset")
-	f.IntVar(&o.maxRecords, "max", 0, "stop after this many records (0: never)")
+	f.Int64VarP(&o.offset, "offset", "o", -1, "start at this offset of --partition (no group)")
+	f.IntVarP(&o.partition, "partition", "p", -1, "partition to read with --offset")
+	f.IntVarP(&o.maxRecords, "max", "n", 0, "stop after this many records (0: never)")
 	f.BoolVarP(&o.exitAtEnd, "exit-at-end", "e", false, "exit at each partition's end offset as of the start (kcat -e); --max may stop first")
-	f.StringVar(&o.format, "format", "%v", "output per record: %t topic, %p partition, %o offset, %k key, %v value, %T timestamp (ms), %h headers, \\n \\t")
+	f.StringVarP(&o.format, "format", "f", "%v", "output per record: %t topic, %p partition, %o offset, %k key, %v value, %T timestamp (ms), %h headers, \\n \\t")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error { return consume(cmd.Context(), e, args[0], o) }
 	return cmd
 }

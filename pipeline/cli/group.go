@@ -137,7 +137,7 @@ func groupResetCommand(e *env) *cobra.Command {
 	}
 	f := cmd.Flags()
 	var o groupResetOptions
-	f.StringVar(&o.topic, "topic", "", "topic whose offsets to reset (required)")
+	f.StringVarP(&o.topic, "topic", "t", "", "topic whose offsets to reset (required)")
 	f.BoolVar(&o.toEarliest, "to-earliest", false, "reset to each partition's earliest offset")
 	f.BoolVar(&o.toLatest, "to-latest", false, "reset to each partition's end")
 	f.Int64Var(&o.toOffset, "to-offset", -1, "reset every partition to this offset")

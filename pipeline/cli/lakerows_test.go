@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -39,12 +38,6 @@ func writeLakeFile(t *testing.T, root, name string, events ...string) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func runMain(args ...string) (code int, stdout, stderr string) {
-	var out, errOut bytes.Buffer
-	code = Main(args, strings.NewReader(""), &out, &errOut)
-	return code, out.String(), errOut.String()
 }
 
 // TestLakeHeadCatCount runs the commands on an hourly lake named as a

@@ -26,9 +26,9 @@ func produceCommand(e *env) *cobra.Command {
 	}
 	f := cmd.Flags()
 	var o produceOptions
-	f.StringVar(&o.keySep, "key-separator", "", "split each line at the first SEP into key and value")
+	f.StringVarP(&o.keySep, "key-separator", "K", "", "split each line at the first SEP into key and value")
 	f.StringVar(&o.partitioner, "partitioner", "hash", "hash (murmur2 of the key, as Kafka), random or round-robin")
-	f.StringVar(&o.compression, "compression", "none", "zstd, lz4, snappy, gzip or none")
+	f.StringVarP(&o.compression, "compression", "z", "none", "zstd, lz4, snappy, gzip or none")
 	f.StringVar(&o.acks, "acks", "all", "all, 1 or 0")
 	f.IntVar(&o.maxLine, "max-line-bytes", 1<<20, "longest accepted input line")
 	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "give up on a record not acknowledged within this time")

@@ -29,8 +29,8 @@ func sinkCommand(e *env) *cobra.Command {
 	}
 	f := cmd.Flags()
 	var o sinkOptions
-	f.StringVar(&o.group, "group", "", "consumer group shared by the sink's workers")
-	f.StringArrayVar(&o.topics, "topic", nil, "`topic` to land (repeatable)")
+	f.StringVarP(&o.group, "group", "g", "", "consumer group shared by the sink's workers")
+	f.StringArrayVarP(&o.topics, "topic", "t", nil, "`topic` to land (repeatable)")
 	f.StringVar(&o.schema, "schema", "", "event schema: log, click or metric")
 	f.StringArrayVar(&o.fields, "field", nil, "declare an optional typed column `NAME:TYPE`, TYPE string|int64|double|bool|timestamp "+
 		"(repeatable; replaces fields: of --config; only ever append)")
@@ -42,7 +42,7 @@ func sinkCommand(e *env) *cobra.Command {
 	f.DurationVar(&o.rollAge, "roll-age", 0, "end a commit window at this span of record time (default 1m)")
 	f.DurationVar(&o.idleTimeout, "idle-timeout", 0, "land a partition's window after this long without records (default 30s)")
 	f.DurationVar(&o.sessionTimeout, "session-timeout", 0, "group session timeout: how soon a crashed worker's partitions move (default 45s)")
-	f.StringVar(&o.compression, "compression", "", "snappy (default) or zstd (smaller files, slower to write)")
+	f.StringVarP(&o.compression, "compression", "z", "", "snappy (default) or zstd (smaller files, slower to write)")
 	f.StringVar(&o.partitionBy, "partition-by", "", "hour (default) or day")
 	f.StringVar(&o.timestampField, "timestamp-field", "", "timestamp field that picks the bucket (default the schema's)")
 	f.IntVar(&o.maxBatch, "max-decompressed-batch-bytes", 0, "dead-letter and skip a batch that decompresses past N bytes "+
@@ -50,7 +50,7 @@ func sinkCommand(e *env) *cobra.Command {
 	f.StringVar(&o.dedup, "dedup", "", "drop repeated event ids: on (default) or off")
 	f.DurationVar(&o.dedupWindow, "dedup-window", 0, "how long in record time a partition remembers ids (default 1h)")
 	f.IntVar(&o.dedupMaxIDs, "dedup-max-ids", 0, "ids a partition remembers at most, about 38 bytes each (default 1000000)")
-	f.StringVar(&o.configFile, "config", "", "YAML file with out:, s3_endpoint:, s3_region: and lake: (flags override)")
+	f.StringVarP(&o.configFile, "config", "c", "", "YAML file with out:, s3_endpoint:, s3_region: and lake: (flags override)")
 	f.StringVar(&o.metricsAddr, "metrics-listen", "", "serve Prometheus /metrics on this address")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", time.Minute, "how long to publish and commit on shutdown")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")

@@ -28,9 +28,9 @@ func tailCommand(e *env) *cobra.Command {
 	}
 	f := cmd.Flags()
 	var o tailOptions
-	f.StringVar(&o.topic, "topic", "", "topic for the log lines")
+	f.StringVarP(&o.topic, "topic", "t", "", "topic for the log lines")
 	f.StringVar(&o.data, "data", "", "directory of the checkpoint registry")
-	f.StringVar(&o.configFile, "config", "", "YAML file with ship: and tail: sections (flags override)")
+	f.StringVarP(&o.configFile, "config", "c", "", "YAML file with ship: and tail: sections (flags override)")
 	f.StringVar(&o.metricsAddr, "metrics-listen", "", "serve Prometheus /metrics, and /readyz (503 while records cannot ship), on this address")
 	f.BoolVar(&o.symlinks, "symlinks", false, "follow symbolic links the globs match (tail.symlinks; default: skip them)")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to wait for acknowledgements on shutdown")

@@ -30,7 +30,7 @@ func init() {
 		f.BoolVar(&o.once, "once", false, "print one view (rates over one interval) and exit")
 		f.BoolVar(&o.metrics, "metrics", false, "show the latest value of every metric series (the components' own and those posted to /v1/metrics) instead of the cluster")
 		f.StringVar(&o.match, "match", "", "with --metrics: only series whose name, a label (name=value) or source contains this text")
-		f.IntVar(&o.limit, "limit", 100, "with --metrics: most series shown")
+		f.IntVarP(&o.limit, "limit", "n", 100, "with --metrics: most series shown")
 		f.StringArrayVar(&o.sampleTopics, "samples-topic", []string{monitor.DefaultSampleTopic}, "topic of posted metric samples to follow (repeatable)")
 		f.StringVar(&o.logLevel, "log-level", "error", "debug, info, warn or error (logs go to stderr)")
 		cmd.RunE = func(cmd *cobra.Command, _ []string) error { return runTop(cmd.Context(), e, o) }

@@ -30,10 +30,10 @@ func topicCreateCommand(e *env) *cobra.Command {
 		Args:  exactArgs(1),
 	}
 	f := cmd.Flags()
-	partitions := f.Int("partitions", -1, "number of partitions (-1: the broker's num.partitions)")
-	replication := f.Int("replication-factor", -1, "replicas per partition (-1: the broker's default)")
+	partitions := f.IntP("partitions", "p", -1, "number of partitions (-1: the broker's num.partitions)")
+	replication := f.IntP("replication-factor", "r", -1, "replicas per partition (-1: the broker's default)")
 	configs := keyValues{}
-	f.Var(configs, "config", "topic config `key=value` (repeatable)")
+	f.VarP(configs, "config", "c", "topic config `key=value` (repeatable)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx := cmd.Context()
 		adm, done, err := e.newAdmin(ctx)
@@ -201,7 +201,7 @@ func topicAlterCommand(e *env) *cobra.Command {
 		Args:  exactArgs(1),
 	}
 	configs := keyValues{}
-	cmd.Flags().Var(configs, "config", "topic config `key=value` (repeatable; empty value removes the override)")
+	cmd.Flags().VarP(configs, "config", "c", "topic config `key=value` (repeatable; empty value removes the override)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx := cmd.Context()
 		if len(configs) == 0 {

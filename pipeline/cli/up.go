@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -24,7 +26,7 @@ func init() {
 		}
 		f := cmd.Flags()
 		var o upOptions
-		f.StringVar(&o.configFile, "config", "", "appliance YAML (default: built-in defaults, embedded broker only)")
+		f.StringVarP(&o.configFile, "config", "c", "", "appliance YAML (default: built-in defaults, embedded broker only)")
 		f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 60*time.Second, "how long a clean shutdown may take")
 		f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 		cmd.RunE = func(cmd *cobra.Command, _ []string) error { return runUp(cmd.Context(), e, o) }
@@ -88,6 +90,13 @@ func printWhere(e env, a *appliance.Appliance, cfg appliance.Config) {
 	fmt.Fprintf(e.stdout, "  console                  %s/console\n", web)
 	fmt.Fprintf(e.stdout, "  prometheus metrics       %s://%s/metrics\n", a.HTTPScheme(), a.MetricsAddr())
 	if login := a.ConsoleLoginURL(); login != "" {
+		// The login URL holds the token. A terminal shows it to the
+		// operator once; anything else (the journal, a container's or
+		// a file's log) would keep the secret, so it gets where the
+		// token is instead.
+		if !isTerminal(e.stdout) {
+			login = fmt.Sprintf("%s/console?token=TOKEN (TOKEN is in %s; the full URL is printed only to a terminal)", web, a.TokenFile())
+		}
 		fmt.Fprintf(e.stdout, "  console login            %s\n", login)
 		fmt.Fprintf(e.stdout, "  http token (bearer)      %s\n", a.TokenFile())
 	}
@@ -96,8 +105,16 @@ func printWhere(e env, a *appliance.Appliance, cfg appliance.Config) {
 	}
 	if sc, ok := a.SecureClient(); ok {
 		printSecureClient(e, sc)
+	} else {
+		printTry(e, a.Brokers())
 	}
 	fmt.Fprintln(e.stdout, "Stop with Ctrl-C; acknowledged events are never lost.")
+}
+
+// printTry prints a client command to run next, naming the binary as this
+// shell finds it (make run starts ./bin/millrace, not on PATH).
+func printTry(e env, brokers []string) {
+	fmt.Fprintf(e.stdout, "  watch it                 %s top -b %s\n", e.self, strings.Join(brokers, ","))
 }
 
 // printSecureClient prints what a client needs to connect as admin under
@@ -110,8 +127,8 @@ func printSecureClient(e env, sc appliance.SecureClient) {
 	fmt.Fprintf(e.stdout, "  admin user               %s, password in %s\n", sc.Username, sc.PasswordFile)
 	fmt.Fprintf(e.stdout, "  kcat                     kcat -b %s -X security.protocol=SASL_SSL -X sasl.mechanisms=%s -X sasl.username=%s -X sasl.password=\"$(cat %s)\" -X ssl.ca.location=%s -L\n",
 		sc.Bootstrap, sc.Mechanism, sc.Username, pw, ca)
-	fmt.Fprintf(e.stdout, "  millrace CLI             millrace topic list -b %s --tls-ca %s --sasl-mechanism %s --sasl-username %s --sasl-password-file %s\n",
-		sc.Bootstrap, ca, sc.Mechanism, sc.Username, pw)
+	fmt.Fprintf(e.stdout, "  millrace CLI             %s topic list -b %s --tls-ca %s --sasl-mechanism %s --sasl-username %s --sasl-password-file %s\n",
+		e.self, sc.Bootstrap, ca, sc.Mechanism, sc.Username, pw)
 	fmt.Fprintf(e.stdout, "                           (or MILLRACE_SASL_PASSWORD=\"$(cat %s)\" instead of --sasl-password-file)\n", pw)
 }
 
@@ -122,4 +139,15 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// isTerminal reports whether w is a terminal (a character device), where
+// a secret printed once is seen and not kept.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	info, err := f.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
 }

@@ -92,7 +92,7 @@ cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%.2f\n", 
 
 now() { date +%s.%N; }
 
-# poll_tail METRICS_ADDR PID sets SENT (records the broker acknowledged) and
+# poll_tail METRICS_ADDR PID TOPIC sets SENT (records of TOPIC the broker acknowledged) and
 # RSS (KiB) with bash builtins alone. The loop runs 20 times a second beside
 # the tailer, and kcat's run has no such observer: starting curl, awk and
 # sleep each time took CPU from the two cores the tailer runs on.
@@ -103,7 +103,7 @@ poll_tail() {
 	if { exec {fd}<>"/dev/tcp/$host/$port"; } 2>/dev/null; then
 		printf 'GET /metrics HTTP/1.0\r\n\r\n' >&"$fd"
 		while IFS= read -r line <&"$fd"; do
-			if [[ $line == "millrace_ship_records_sent_total "* ]]; then
+			if [[ $line == "millrace_ship_records_sent_total{topic=\"$3\"} "* ]]; then
 				printf -v SENT '%.0f' "${line#* }"
 			fi
 		done
@@ -155,7 +155,7 @@ run_tail() { # run_tail ROUND COMPRESSION
 	peak=0
 	while :; do
 		kill -0 "$TAIL_PID" || { echo "millrace tail exited early:" >&2; cat "$WORK/tail-$comp.log" >&2; exit 1; }
-		poll_tail "$maddr" "$TAIL_PID"
+		poll_tail "$maddr" "$TAIL_PID" "$topic"
 		[ "$RSS" -gt "$peak" ] && peak=$RSS
 		[ "$SENT" -ge "$LINES" ] && break
 		read -rt 0.05 -u "$NAP" || true
