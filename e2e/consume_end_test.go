@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -94,5 +95,27 @@ func TestConsumeMissingTopicAndExitAtEnd(t *testing.T) {
 	}
 	if got := consume("ends", "--from-beginning", "-e"); len(got) != 12 {
 		t.Fatalf("-e after a transaction printed %d records, want 12 (markers are not printed): %v", len(got), got)
+	}
+}
+
+// TestConsumeGroupStopsOnSIGTERM: `millrace consume --group G` that has
+// joined its group and waits for records exits promptly on SIGTERM,
+// committing what it printed, instead of hanging in the group's leave.
+func TestConsumeGroupStopsOnSIGTERM(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	b.createTopic(t, "quiet", 2, nil)
+	run(t, 30*time.Second, "a\nb\n", millraceBin, "produce", "quiet", "-b", b.addr)
+	c := startProcess(t, "consume", "consume", "quiet", "--group", "g1", "--from-beginning", "-b", b.addr)
+	adm := b.admin(t)
+	waitUntil(t, 30*time.Second, "the consumer's group to commit both records", func() bool {
+		committed, _ := groupProgress(t, adm, "g1", "quiet")
+		return committed == 2
+	})
+	if !c.stop(syscall.SIGTERM, 10*time.Second) {
+		t.Fatalf("consume --group did not exit within 10s of SIGTERM:\n%s", c.log())
+	}
+	if code := c.exitCode(); code != 0 {
+		t.Fatalf("consume --group exited %d after SIGTERM:\n%s", code, c.log())
 	}
 }

@@ -110,6 +110,18 @@ func consume(ctx context.Context, e *env, topic string, o consumeOptions) error 
 		return err
 	}
 	defer cl.Close()
+	if o.group != "" {
+		// Runs before Close: a poll interrupted by SIGTERM may hold a
+		// rebalance (BlockRebalanceOnPoll), and Close's leave would wait
+		// for it forever; the leave is bounded so a broker that is gone
+		// cannot hold the exit either.
+		defer func() {
+			cl.AllowRebalance()
+			leaveCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = cl.LeaveGroupContext(leaveCtx) // the session ends by timeout otherwise
+		}()
+	}
 
 	out := bufio.NewWriter(e.stdout)
 	defer out.Flush()
