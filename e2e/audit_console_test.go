@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/audit"
 	"millrace/audit/reconcile"
@@ -37,22 +36,11 @@ func TestAuditConsoleAndGauge(t *testing.T) {
 	defer cancel()
 	// The agent's counts, as a beacon publishes them.
 	for _, hour := range []string{"2024-05-01T08", "2024-05-01T09"} {
-		rec := audit.Record{Role: audit.RoleBeacon, Instance: "e2e-beacon", Topic: "clicks", Source: "shop.example",
-			Hour: hour, Accepted: int64(perHour[strings.Replace(hour, "T", " ", 1)]), UpdatedAt: time.Now().UTC()}
-		v, err := rec.Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: audit.Topic, Key: []byte(rec.Key()), Value: v}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
+		publishAgentCount(ctx, t, cl, audit.Record{Role: audit.RoleBeacon, Instance: "e2e-beacon", Topic: "clicks", Source: "shop.example",
+			Hour: hour, Accepted: int64(perHour[strings.Replace(hour, "T", " ", 1)])})
 	}
 	root := t.TempDir()
-	cfg := filepath.Join(t.TempDir(), "sink.yaml")
-	if err := os.WriteFile(cfg, []byte("lake:\n  success_grace: 1s\n  success_interval: 200ms\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sink := startSink(t, b, "sink", "lake-audit-console", "clicks", "file://"+root, "--config", cfg)
+	sink := startSink(t, b, "sink", "lake-audit-console", "clicks", "file://"+root, "--config", quickMarkersConfig(t))
 	marker := filepath.Join(root, "clicks", "dt=2024-05-01", "hr=09", "_SUCCESS")
 	waitUntil(t, time.Minute, marker, func() bool { _, err := os.Stat(marker); return err == nil })
 	waitLanded(t, b, "lake-audit-console", "clicks", time.Minute, sink)

@@ -230,22 +230,11 @@ func TestAuditTopicWithoutSink(t *testing.T) {
 		}
 	}
 	for topic, n := range map[string]int64{"clicks": clicks, "orders": 3} {
-		rec := audit.Record{Role: audit.RoleBeacon, Instance: "e2e", Topic: topic, Source: "shop.example", Hour: audit.Hour(hour), Accepted: n, UpdatedAt: time.Now().UTC()}
-		v, err := rec.Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: audit.Topic, Key: []byte(rec.Key()), Value: v}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
+		publishAgentCount(ctx, t, cl, audit.Record{Role: audit.RoleBeacon, Instance: "e2e", Topic: topic, Source: "shop.example", Hour: audit.Hour(hour), Accepted: n})
 	}
 	root := t.TempDir()
-	cfg := filepath.Join(t.TempDir(), "sink.yaml")
-	if err := os.WriteFile(cfg, []byte("lake:\n  success_grace: 1s\n  success_interval: 200ms\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	// The lake given as a plain directory, as `lake inspect` takes it.
-	sink := startSink(t, b, "sink", "lake-clicks", "clicks", root, "--config", cfg)
+	sink := startSink(t, b, "sink", "lake-clicks", "clicks", root, "--config", quickMarkersConfig(t))
 	marker := filepath.Join(root, "clicks", hour.Format("dt=2006-01-02/hr=15"), "_SUCCESS")
 	waitUntil(t, time.Minute, marker, func() bool { _, err := os.Stat(marker); return err == nil })
 	waitLanded(t, b, "lake-clicks", "clicks", time.Minute, sink)

@@ -43,23 +43,11 @@ func TestAuditDeletedFileAndDeadLetters(t *testing.T) {
 	}
 	accepted := map[string]int64{"2024-05-01T08": int64(perHour["2024-05-01 08"] + invalid), "2024-05-01T09": int64(perHour["2024-05-01 09"])}
 	for hour, n := range accepted {
-		rec := audit.Record{Role: audit.RoleBeacon, Instance: "e2e-beacon", Topic: "clicks", Source: "shop.example",
-			Hour: hour, Accepted: n, UpdatedAt: time.Now().UTC()}
-		v, err := rec.Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: audit.Topic, Key: []byte(rec.Key()), Value: v}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
+		publishAgentCount(ctx, t, cl, audit.Record{Role: audit.RoleBeacon, Instance: "e2e-beacon", Topic: "clicks", Source: "shop.example", Hour: hour, Accepted: n})
 	}
 
 	root := t.TempDir()
-	cfg := filepath.Join(t.TempDir(), "sink.yaml")
-	if err := os.WriteFile(cfg, []byte("lake:\n  success_grace: 1s\n  success_interval: 200ms\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sink := startSink(t, b, "sink", "lake-audit", "clicks", "file://"+root, "--config", cfg)
+	sink := startSink(t, b, "sink", "lake-audit", "clicks", "file://"+root, "--config", quickMarkersConfig(t))
 	for _, hr := range []string{"08", "09"} {
 		marker := filepath.Join(root, "clicks", "dt=2024-05-01", "hr="+hr, "_SUCCESS")
 		waitUntil(t, time.Minute, marker, func() bool { _, err := os.Stat(marker); return err == nil })
@@ -121,4 +109,29 @@ func runAudit(t *testing.T, args ...string) (string, int) {
 		code = ee.ExitCode()
 	}
 	return stdout + stderr, code
+}
+
+// publishAgentCount publishes rec on the audit topic as an agent would.
+func publishAgentCount(ctx context.Context, t *testing.T, cl *kgo.Client, rec audit.Record) {
+	t.Helper()
+	rec.UpdatedAt = time.Now().UTC()
+	v, err := rec.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: audit.Topic, Key: []byte(rec.Key()), Value: v}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// quickMarkersConfig writes a sink config whose _SUCCESS markers come a
+// second after every partition is past an hour, so past hours are judged
+// within a test, and returns its path.
+func quickMarkersConfig(t *testing.T) string {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "sink.yaml")
+	if err := os.WriteFile(cfg, []byte("lake:\n  success_grace: 1s\n  success_interval: 200ms\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
