@@ -1,0 +1,126 @@
+package log
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestOffsetMapBound: the map's memory is its slots, 24 bytes each, within
+// the bound whatever the keys' sizes; a new key past the bound is refused
+// while known keys still update.
+func TestOffsetMapBound(t *testing.T) {
+	for _, keyBytes := range []int{1, 100, 64 << 10} {
+		t.Run(fmt.Sprintf("key %d bytes", keyBytes), func(t *testing.T) {
+			const maxBytes = 24 * 100
+			m := newOffsetMap(maxBytes, 1<<40)
+			if m.Bytes() > maxBytes {
+				t.Fatalf("map of %d bytes, bound %d", m.Bytes(), maxBytes)
+			}
+			key := func(i int) []byte {
+				return []byte(fmt.Sprintf("%06d%s", i, strings.Repeat("k", keyBytes)))
+			}
+			n := 0
+			for ; m.put(key(n), int64(n)); n++ {
+				if n > 100 {
+					t.Fatal("more keys than slots")
+				}
+			}
+			if n != 75 {
+				t.Fatalf("%d keys fit, want 75 (100 slots at load factor 0.75)", n)
+			}
+			if !m.put(key(3), 1000) {
+				t.Fatal("a known key was refused when the map was full")
+			}
+			for i := range n {
+				want := int64(i)
+				if i == 3 {
+					want = 1000
+				}
+				if got, ok := m.get(key(i)); !ok || got != want {
+					t.Fatalf("key %d: %d %v, want %d", i, got, ok, want)
+				}
+			}
+			if _, ok := m.get(key(n)); ok {
+				t.Fatal("a refused key is in the map")
+			}
+		})
+	}
+}
+
+// TestOffsetMapSizedByRange: a dirty range of a few offsets never takes the
+// whole buffer.
+func TestOffsetMapSizedByRange(t *testing.T) {
+	m := newOffsetMap(128<<20, 10)
+	if m.maxEntries != 10 || m.Bytes() > 24*20 {
+		t.Fatalf("map for 10 offsets holds %d entries in %d bytes", m.maxEntries, m.Bytes())
+	}
+}
+
+// TestCleanSegmentLargerThanMap: one segment whose keys alone exceed the
+// map (21 entries here) is cleaned over several passes, the map stopping
+// inside the segment and inside a batch, each pass going on from where
+// the last one stopped, until the log holds the last record of each key.
+func TestCleanSegmentLargerThanMap(t *testing.T) {
+	for _, codec := range []int{codecNone, codecZstd} {
+		t.Run(codecName(codec), func(t *testing.T) {
+			clock := &fakeClock{t: time.UnixMilli(1_000_000_000)}
+			cfg := compactConfig()
+			cfg.SegmentBytes = 1 << 20
+			l := openTest(t, filepath.Join(t.TempDir(), "c-0"), cfg, options{now: clock.now})
+			defer l.Close()
+			ts := clock.now().UnixMilli()
+			var first, second, both []string
+			var want []kv
+			for i := range 60 {
+				k := fmt.Sprintf("k%02d", i)
+				if i < 30 {
+					first = append(first, k+"=a")
+				} else {
+					second = append(second, k+"=a")
+				}
+				both = append(both, k+"=b")
+				want = append(want, kv{int64(60 + i), k, "b", false})
+			}
+			for _, b := range [][]string{first, second, both} {
+				mustAppend(t, l, keyedBatch(t, ts, codec, b...))
+			}
+			if err := l.Roll(); err != nil {
+				t.Fatal(err)
+			}
+			if n := len(l.Segments()); n != 2 {
+				t.Fatalf("%d segments, want one closed and the active one", n)
+			}
+			const mapBytes = 24 * 28 // 28 slots: 21 keys
+			var mapped []int64
+			for {
+				res, err := l.Clean(context.Background(), CleanOptions{Now: clock.now(), Bound: -1, MapBytes: mapBytes, Force: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !res.Cleaned {
+					break
+				}
+				if res.To != 120 || res.MapFull != (res.MappedTo < 120) {
+					t.Fatalf("pass %d: %+v", len(mapped), res)
+				}
+				mapped = append(mapped, res.MappedTo)
+				if len(mapped) > 10 {
+					t.Fatalf("no end to the passes: mapped ends %v", mapped)
+				}
+			}
+			// 21 keys a pass: 0-20, 21-41, 42-62 (stops inside the third
+			// batch), 63-83, 84-104, 105-119.
+			if wantMapped := []int64{21, 42, 63, 84, 105, 120}; !slices.Equal(mapped, wantMapped) {
+				t.Fatalf("passes ended at %v, want %v", mapped, wantMapped)
+			}
+			if got := logRecords(t, l); !slices.Equal(got, want) {
+				t.Fatalf("after %d passes\n got %v\nwant %v", len(mapped), got, want)
+			}
+		})
+	}
+}
