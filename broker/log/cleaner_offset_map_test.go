@@ -2,6 +2,7 @@ package log
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -122,5 +123,45 @@ func TestCleanSegmentLargerThanMap(t *testing.T) {
 				t.Fatalf("after %d passes\n got %v\nwant %v", len(mapped), got, want)
 			}
 		})
+	}
+}
+
+// TestCompactedTopicBoundsKeys: a compacted topic refuses a produced key
+// longer than millrace.compacted.max.key.bytes (INVALID_RECORD), also in a
+// record longer than the decompression window; a delete-policy topic
+// takes it.
+func TestCompactedTopicBoundsKeys(t *testing.T) {
+	now := time.UnixMilli(1_000_000_000)
+	cfg := compactConfig()
+	cfg.CompactedMaxKeyBytes = 4 << 10
+	fits, over := strings.Repeat("k", 4<<10), strings.Repeat("k", 4<<10+1)
+	large := strings.Repeat("v", 2*walkWindow)
+	for _, tc := range []struct {
+		name  string
+		codec int
+		value string
+	}{
+		{"small", codecNone, "v"},
+		{"large", codecZstd, large},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := keyedBatch(t, now.UnixMilli(), tc.codec, "a="+tc.value, over+"="+tc.value)
+			_, err := ValidateProduce(b, cfg, now)
+			if !errors.Is(err, ErrInvalidRecord) || !strings.Contains(err.Error(), "record 1 has a key of 4097 bytes") {
+				t.Fatalf("compacted topic, key over the bound: %v", err)
+			}
+			deleting := cfg
+			deleting.CleanupPolicy = PolicyDelete
+			if _, err := ValidateProduce(b, deleting, now); err != nil {
+				t.Fatalf("delete-policy topic: %v", err)
+			}
+			ok := keyedBatch(t, now.UnixMilli(), tc.codec, "a="+tc.value, fits+"="+tc.value)
+			if _, err := ValidateProduce(ok, cfg, now); err != nil {
+				t.Fatalf("key at the bound: %v", err)
+			}
+		})
+	}
+	if DefaultConfig().CompactedMaxKeyBytes != 64<<10 {
+		t.Fatalf("default %d", DefaultConfig().CompactedMaxKeyBytes)
 	}
 }
