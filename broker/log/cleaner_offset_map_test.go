@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // TestOffsetMapBound: the map's memory is its slots, 24 bytes each, within
@@ -163,5 +165,70 @@ func TestCompactedTopicBoundsKeys(t *testing.T) {
 	}
 	if DefaultConfig().CompactedMaxKeyBytes != 64<<10 {
 		t.Fatalf("default %d", DefaultConfig().CompactedMaxKeyBytes)
+	}
+}
+
+// TestManagerCleanerMapFull: the cleaner threads clean a segment whose
+// keys exceed log.cleaner.dedupe.buffer.size (1 MiB: 32,767 keys) over
+// two passes, counting the one whose map filled.
+func TestManagerCleanerMapFull(t *testing.T) {
+	m, err := openManager(t.TempDir(), DefaultConfig(), testLogger(t), options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	cfg := compactConfig()
+	cfg.SegmentBytes = 64 << 20
+	l, err := m.Create("c", 0, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UnixMilli()
+	const keys = 40000
+	for b := range keys / 1000 {
+		recs := make([]string, 1000)
+		for i := range recs {
+			recs[i] = fmt.Sprintf("k%05d=v", b*1000+i)
+		}
+		mustAppend(t, l, keyedBatch(t, now, codecZstd, recs...))
+	}
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	cc := DefaultCleanerConfig()
+	cc.Backoff = 10 * time.Millisecond
+	cc.DedupeBufferSize = 1 << 20
+	if err := m.StartCleaner(cc, func(TopicPartition) (int64, bool) { return -1, true }, reg); err != nil {
+		t.Fatal(err)
+	}
+	counter := func(name string) float64 {
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() == name {
+				return f.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		t.Fatalf("no metric %s", name)
+		return 0
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for counter("millrace_log_cleaner_runs_total") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%v passes, want 2", counter("millrace_log_cleaner_runs_total"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if runs, full := counter("millrace_log_cleaner_runs_total"), counter("millrace_log_cleaner_map_full_total"); runs != 2 || full != 1 {
+		t.Fatalf("%v passes, %v with a full map; want 2 and 1", runs, full)
+	}
+	if first, err := l.firstDirtyOffset(); err != nil || first != keys {
+		t.Fatalf("first dirty offset %d (%v), want %d", first, err, keys)
 	}
 }

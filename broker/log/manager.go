@@ -39,12 +39,12 @@ type Manager struct {
 	logs        map[TopicPartition]*Log
 	producerCfg ProducerStateConfig // given to every log
 	closed      bool
-	started     bool          // Start ran
+	started     bool // Start ran
 	// retentionBound gives each partition's high watermark to retention
 	// (EnforceRetentionBelow); nil on a lone broker.
 	retentionBound func(TopicPartition) (int64, bool)
-	stop        chan struct{} // closed by Close to end the background goroutine
-	wg          sync.WaitGroup
+	stop           chan struct{} // closed by Close to end the background goroutine
+	wg             sync.WaitGroup
 }
 
 // ManagerOption changes how OpenManager opens the logs.
