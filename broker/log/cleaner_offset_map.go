@@ -61,9 +61,15 @@ func newOffsetMap(maxBytes, records int64) *offsetMap {
 		maxBytes = DefaultCleanerConfig().DedupeBufferSize
 	}
 	records = max(records, 1)
+	slots := maxBytes / offsetMapEntryBytes
+	if records < slots {
+		// records at the load factor (4/3 of them), in integers: a
+		// range's offsets can be near MaxInt64.
+		slots = min(slots, records+records/3+1)
+	}
 	// At least two slots: one for an entry, and one always empty, which
 	// ends every probe.
-	slots := max(min(maxBytes/offsetMapEntryBytes, int64(float64(records)/offsetMapLoadFactor)+1), 2)
+	slots = max(slots, 2)
 	entries := min(records, max(int64(float64(slots)*offsetMapLoadFactor), 1))
 	return &offsetMap{slots: make([]offsetMapSlot, slots), maxEntries: int(entries)}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -61,6 +62,10 @@ func TestOffsetMapSizedByRange(t *testing.T) {
 	m := newOffsetMap(128<<20, 10)
 	if m.maxEntries != 10 || m.Bytes() > 24*20 {
 		t.Fatalf("map for 10 offsets holds %d entries in %d bytes", m.maxEntries, m.Bytes())
+	}
+	// A range as wide as offsets go is bounded by the buffer alone.
+	if m := newOffsetMap(1<<20, math.MaxInt64); m.Bytes() > 1<<20 || m.maxEntries != 32767 {
+		t.Fatalf("map for every offset holds %d entries in %d bytes", m.maxEntries, m.Bytes())
 	}
 }
 
