@@ -122,6 +122,9 @@ func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 	if err = b.cluster.Start(); err != nil {
 		return nil, err
 	}
+	// Retention deletes an expired active segment only below the high
+	// watermark, the same bound the cleaner stays under.
+	b.logs.SetRetentionBound(b.server.CleanerBound)
 	b.logs.Start(cfg.RetentionCheckInterval)
 	if err = b.logs.StartCleaner(cfg.Cleaner, b.server.CleanerBound, cfg.Metrics); err != nil {
 		return nil, err

@@ -40,7 +40,11 @@ package kafka
 // millrace.max.decompressed.bytes (MESSAGE_TOO_LARGE beyond it), as Kafka's
 // LogValidator does. On CreateTime topics a record timestamp outside
 // message.timestamp.before.max.ms / after.max.ms gets INVALID_TIMESTAMP, as
-// does a producer batch claiming LogAppendTime.
+// does a producer batch claiming LogAppendTime. On a compacted topic a
+// record without a key (as in Kafka) or with a key longer than
+// millrace.compacted.max.key.bytes (millrace's own bound) gets
+// INVALID_RECORD, with the partition's error message naming the record;
+// the response's per-record errors are not filled in.
 //
 // The response carries the base offset, the log append time (-1 for
 // CreateTime topics) and the log start offset. message.timestamp.type is

@@ -28,14 +28,21 @@ import (
 // max.compaction.lag.ms:
 //
 //  1. it maps every key of the dirty part to the offset of its last record
-//     (the offset map, bounded by log.cleaner.dedupe.buffer.size; when the
-//     map fills it stops at the end of that segment, and the next pass
-//     carries on from there);
-//  2. it rewrites the segments from the log's first up to where the map
-//     stopped through ReplaceSegments (replace.go: the crash-safe
-//     .cleaned/.swap swap), keeping a record unless a later record of its
-//     key exists, or it is a tombstone (null value) whose timestamp is more
-//     than delete.retention.ms old. Kept records keep their offsets; a batch
+//     (the offset map, cleaner_offset_map.go: key digests in a table of
+//     at most log.cleaner.dedupe.buffer.size, checked at every record).
+//     When the map fills it stops at the first record whose key does not
+//     fit, even inside a segment or a batch: the map covers the dirty
+//     part up to there, the mapped end, and the next pass carries on
+//     from it, so a segment whose keys alone exceed the buffer is cleaned
+//     over several passes (Kafka cleans up to the map's latest offset the
+//     same way);
+//  2. it rewrites the segments from the log's first up to the end of the
+//     segment holding the mapped end through ReplaceSegments (replace.go:
+//     the crash-safe .cleaned/.swap swap), keeping a record unless a
+//     later record of its key exists, or it is a tombstone (null value)
+//     whose timestamp is more than delete.retention.ms old; a record at or
+//     past the mapped end is kept whatever it is, as the map knows nothing
+//     of the records after it. Kept records keep their offsets; a batch
 //     keeps its header, so its offset range and its producer's sequence
 //     numbers are unchanged, and a batch left without records is dropped
 //     unless it is its producer's last, which stays, empty, as in Kafka, so
@@ -43,7 +50,7 @@ import (
 //     producer state is rebuilt from the log. Records without a key are
 //     kept. Aborted transactions and transaction markers go as
 //     cleaner_txn.go says;
-//  3. it moves the first dirty offset to where it stopped.
+//  3. it moves the first dirty offset to the mapped end.
 //
 // Each replica cleans on its own. The rules depend only on the log's
 // contents, record timestamps and the clock's view of delete.retention.ms,
@@ -65,11 +72,6 @@ type cleanerState struct {
 // cleanerReadBytes is how much of a segment one read of a pass takes.
 const cleanerReadBytes = 1 << 20
 
-// mapEntryOverhead approximates the memory one offset map entry takes
-// besides its key: the string header, the offset and the map's own
-// bookkeeping. Only the bound on the map's size depends on it.
-const mapEntryOverhead = 48
-
 // CleanOptions are the inputs of one cleaning pass.
 type CleanOptions struct {
 	// Now is the clock for min/max.compaction.lag.ms and delete.retention.ms.
@@ -78,7 +80,7 @@ type CleanOptions struct {
 	// past: the partition's high watermark.
 	Bound int64
 	// MapBytes bounds the offset map (log.cleaner.dedupe.buffer.size
-	// divided among the cleaner threads); 0 means no bound.
+	// divided among the cleaner threads); 0 means Kafka's default, 128 MiB.
 	MapBytes int64
 	// Throttle, if set, paces the bytes read and written.
 	Throttle *Throttle
@@ -89,8 +91,12 @@ type CleanOptions struct {
 
 // CleanResult reports a pass.
 type CleanResult struct {
-	Cleaned        bool  // a replacement happened
-	From, To       int64 // the offsets rewritten: [From, To)
+	Cleaned  bool  // a replacement happened
+	From, To int64 // the offsets rewritten: [From, To)
+	// MappedTo is the new first dirty offset: the offset map covered the
+	// dirty part up to it. Below To when the map filled (MapFull).
+	MappedTo       int64
+	MapFull        bool  // the map filled before the cleanable end
 	BytesBefore    int64 // size of the segments replaced
 	BytesAfter     int64 // size of their replacements
 	RecordsRemoved int64
@@ -105,6 +111,11 @@ type CleanerStats struct {
 	// OldestDirty is the first timestamp (ms) of the first dirty batch, -1
 	// when there is none.
 	OldestDirty int64
+	// checkpoint is the first dirty offset as checkpointed, inside the
+	// first dirty segment after a pass whose map filled in it: the offset
+	// map starts there, not at FirstDirty, or such a pass would map the
+	// same records again.
+	checkpoint int64
 }
 
 // DirtyRatio is the dirty share of the cleanable segments (0 when empty).
@@ -186,7 +197,7 @@ func (l *Log) CleanerStats(now time.Time, bound int64) (CleanerStats, error) {
 		limit = min(limit, unstable)
 	}
 	lagCutoff := now.Add(-cfg.MinCompactionLag).UnixMilli()
-	st := CleanerStats{FirstDirty: firstDirty, CleanableEnd: -1, OldestDirty: -1}
+	st := CleanerStats{FirstDirty: firstDirty, CleanableEnd: -1, OldestDirty: -1, checkpoint: firstDirty}
 	for i, s := range closed {
 		next := segs[i+1].BaseOffset
 		if next <= firstDirty {
@@ -253,7 +264,7 @@ func (l *Log) Clean(ctx context.Context, o CleanOptions) (CleanResult, error) {
 	if err != nil {
 		return CleanResult{}, err
 	}
-	offsets, end, err := l.buildOffsetMap(ctx, st, o, newTxnTracker(aborted))
+	offsets, mapped, err := l.buildOffsetMap(ctx, st, o, newTxnTracker(aborted))
 	if err != nil {
 		return CleanResult{}, err
 	}
@@ -261,7 +272,15 @@ func (l *Log) Clean(ctx context.Context, o CleanOptions) (CleanResult, error) {
 	if err != nil {
 		return CleanResult{}, err
 	}
-	res := CleanResult{From: segs[0].BaseOffset, To: end}
+	// The rewrite ends at the first segment boundary at or past the mapped
+	// end; CleanableEnd is one, so there always is one.
+	end := st.CleanableEnd
+	for _, s := range segs {
+		if s.BaseOffset >= mapped && s.BaseOffset < end {
+			end = s.BaseOffset
+		}
+	}
+	res := CleanResult{From: segs[0].BaseOffset, To: end, MappedTo: mapped, MapFull: mapped < st.CleanableEnd}
 	for _, s := range segs {
 		if s.BaseOffset >= res.From && s.BaseOffset < end {
 			res.BytesBefore += s.Size
@@ -269,10 +288,10 @@ func (l *Log) Clean(ctx context.Context, o CleanOptions) (CleanResult, error) {
 	}
 	deleteHorizon := o.Now.Add(-cfg.DeleteRetention).UnixMilli()
 	keep := func(r *cleanerRecord) bool {
-		if r.key == nil {
+		if r.key == nil || r.offset >= mapped {
 			return true
 		}
-		if last, ok := offsets[string(r.key)]; ok && last > r.offset {
+		if last, ok := offsets.get(r.key); ok && last > r.offset {
 			return false
 		}
 		return !r.tombstone || r.timestamp >= deleteHorizon
@@ -333,7 +352,11 @@ func (l *Log) Clean(ctx context.Context, o CleanOptions) (CleanResult, error) {
 	}
 	res.Cleaned = true
 	l.logger.Info("cleaned log", "from", res.From, "to", res.To, "bytes_before", res.BytesBefore, "bytes_after", res.BytesAfter, "records_removed", res.RecordsRemoved)
-	return res, l.setFirstDirty(end)
+	if res.MapFull {
+		l.logger.Info("cleaner offset map full; the next pass goes on from the mapped end",
+			"mapped_to", mapped, "cleanable_end", st.CleanableEnd, "map_bytes", offsets.Bytes(), "keys", offsets.entries)
+	}
+	return res, l.setFirstDirty(mapped)
 }
 
 // cleanBatch appends to dst what the cleaner keeps of data batch b (header
@@ -369,30 +392,15 @@ func cleanBatch(dst []byte, h BatchHeader, b []byte, keep func(*cleanerRecord) b
 }
 
 // buildOffsetMap maps each key of the dirty part to its last offset, and
-// returns where the map stopped: the cleanable end, or the end of the
-// segment during which the map outgrew o.MapBytes. Records of aborted
+// returns the mapped end: the cleanable end, or the offset of the first
+// record whose key did not fit in o.MapBytes. Records of aborted
 // transactions are left out: they must not hide anything.
-func (l *Log) buildOffsetMap(ctx context.Context, st CleanerStats, o CleanOptions, txns *txnTracker) (map[string]int64, int64, error) {
-	offsets := map[string]int64{}
-	var mapBytes int64
+func (l *Log) buildOffsetMap(ctx context.Context, st CleanerStats, o CleanOptions, txns *txnTracker) (*offsetMap, int64, error) {
+	from := max(st.FirstDirty, st.checkpoint)
+	offsets := newOffsetMap(o.MapBytes, st.CleanableEnd-from)
 	end := st.CleanableEnd
-	var bases []int64 // the dirty segments after the first, in order
-	for _, s := range l.Segments() {
-		if s.BaseOffset > st.FirstDirty && s.BaseOffset < st.CleanableEnd {
-			bases = append(bases, s.BaseOffset)
-		}
-	}
 	limit := l.Config().MaxDecompressedBytes
-	err := l.scanBatches(st.FirstDirty, st.CleanableEnd, o.Throttle.bind(ctx), func(h BatchHeader, b []byte) (bool, error) {
-		crossed := int64(-1) // the base of the segment h starts, if it starts one
-		for len(bases) > 0 && h.BaseOffset >= bases[0] {
-			crossed, bases = bases[0], bases[1:]
-		}
-		if crossed >= 0 && o.MapBytes > 0 && mapBytes > o.MapBytes {
-			// Full: this pass ends with the segment that filled the map.
-			end = crossed
-			return false, nil
-		}
+	err := l.scanBatches(from, st.CleanableEnd, o.Throttle.bind(ctx), func(h BatchHeader, b []byte) (bool, error) {
 		if h.Control() || txns.abortedData(h) {
 			return true, nil
 		}
@@ -404,13 +412,13 @@ func (l *Log) buildOffsetMap(ctx context.Context, st CleanerStats, o CleanOption
 			return false, err
 		}
 		for _, r := range records {
-			if r.key == nil {
+			if r.key == nil || r.offset < from {
 				continue
 			}
-			if _, ok := offsets[string(r.key)]; !ok {
-				mapBytes += int64(len(r.key)) + mapEntryOverhead
+			if !offsets.put(r.key, r.offset) {
+				end = r.offset
+				return false, nil
 			}
-			offsets[string(r.key)] = r.offset
 		}
 		return true, nil
 	})

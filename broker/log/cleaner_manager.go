@@ -25,9 +25,11 @@ type CleanerConfig struct {
 	// together read and write per second.
 	IOMaxBytesPerSecond float64
 	// DedupeBufferSize (log.cleaner.dedupe.buffer.size, default 128 MiB):
-	// the memory the offset maps of all threads may take; a pass whose
-	// dirty keys do not fit stops at a segment boundary and the next pass
-	// goes on from there. At least 1 MiB per thread.
+	// the memory the offset maps of all threads may take, 24 bytes a slot
+	// whatever the key's size (cleaner_offset_map.go); a pass whose dirty
+	// keys do not fit stops at the first record that does not, even inside
+	// a segment, and the next pass goes on from there. At least 1 MiB per
+	// thread.
 	DedupeBufferSize int64
 	// Backoff (log.cleaner.backoff.ms, default 15 s): how long a thread
 	// sleeps when no log needs cleaning.
@@ -117,6 +119,7 @@ type cleanerMetrics struct {
 	runs      prometheus.Counter
 	reclaimed prometheus.Counter
 	removed   prometheus.Counter
+	mapFull   prometheus.Counter
 	// Set after each round of choosing a log, read at scrape time.
 	maxDirtyRatio atomic.Uint64 // math.Float64bits
 	maxLagSeconds atomic.Uint64 // math.Float64bits
@@ -133,11 +136,14 @@ func newCleanerMetrics(reg prometheus.Registerer) (*cleanerMetrics, error) {
 		removed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "millrace_log_cleaner_records_removed_total", Help: "Records the cleaner removed: superseded by a later record of their key, or expired tombstones.",
 		}),
+		mapFull: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "millrace_log_cleaner_map_full_total", Help: "Cleaning passes whose offset map (log.cleaner.dedupe.buffer.size) filled before the cleanable end; the next pass goes on from where it stopped.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	collectors := []prometheus.Collector{m.runs, m.reclaimed, m.removed,
+	collectors := []prometheus.Collector{m.runs, m.reclaimed, m.removed, m.mapFull,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "millrace_log_cleaner_max_dirty_ratio", Help: "The largest dirty ratio (uncleaned share of the cleanable segments) of the compacted logs at the cleaner's last look.",
 		}, func() float64 { return math.Float64frombits(m.maxDirtyRatio.Load()) }),
@@ -302,6 +308,9 @@ func (c *logCleaner) cleanDirtiest(ctx context.Context) bool {
 		c.metrics.runs.Inc()
 		c.metrics.reclaimed.Add(float64(max(res.BytesBefore-res.BytesAfter, 0)))
 		c.metrics.removed.Add(float64(res.RecordsRemoved))
+	}
+	if res.MapFull {
+		c.metrics.mapFull.Inc()
 	}
 	return res.Cleaned
 }

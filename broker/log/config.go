@@ -106,6 +106,14 @@ type Config struct {
 	// this long after its timestamp, so a consumer reading the log within
 	// that time sees the key's deletion. Must not be negative.
 	DeleteRetention time.Duration
+	// CompactedMaxKeyBytes (millrace.compacted.max.key.bytes, default 64
+	// KiB; Kafka has no such setting): on a compacted topic a produced
+	// record whose key is longer is refused with INVALID_RECORD, as a
+	// record without a key is. The cleaner keeps a digest of each key, not
+	// the key, so its memory does not depend on this; what does is the
+	// time it spends reading and hashing keys, and every consumer that
+	// rebuilds state from the topic. At least 1.
+	CompactedMaxKeyBytes int64
 }
 
 // Cleanup policies (cleanup.policy's list items).
@@ -165,6 +173,7 @@ func DefaultConfig() Config {
 		MinCleanableDirtyRatio: 0.5,
 		MaxCompactionLag:       never,
 		DeleteRetention:        24 * time.Hour,
+		CompactedMaxKeyBytes:   64 << 10,
 	}
 }
 
@@ -222,6 +231,9 @@ func (c Config) Validate() error {
 	if c.DeleteRetention < 0 {
 		errs = append(errs, fmt.Errorf("delete.retention.ms %v must not be negative", c.DeleteRetention))
 	}
+	if c.CompactedMaxKeyBytes < 1 {
+		errs = append(errs, fmt.Errorf("millrace.compacted.max.key.bytes %d must be at least 1: a compacted topic accepts only keyed records", c.CompactedMaxKeyBytes))
+	}
 	return errors.Join(errs...)
 }
 
@@ -230,7 +242,7 @@ var configNames = []string{
 	"cleanup.policy", "delete.retention.ms", "max.compaction.lag.ms", "min.cleanable.dirty.ratio", "min.compaction.lag.ms",
 	"file.delete.delay.ms", "flush.messages", "flush.ms", "index.interval.bytes",
 	"max.message.bytes", "message.timestamp.after.max.ms", "message.timestamp.before.max.ms",
-	"message.timestamp.type", "millrace.flush.on.ack", "millrace.max.decompressed.bytes", "retention.bytes", "retention.ms",
+	"message.timestamp.type", "millrace.compacted.max.key.bytes", "millrace.flush.on.ack", "millrace.max.decompressed.bytes", "retention.bytes", "retention.ms",
 	"segment.bytes", "segment.index.bytes", "segment.ms",
 }
 
@@ -308,6 +320,8 @@ func (c *Config) Set(name, value string) error {
 		c.MessageTimestampAfterMax = msToDuration(v)
 	case "millrace.max.decompressed.bytes":
 		c.MaxDecompressedBytes = v
+	case "millrace.compacted.max.key.bytes":
+		c.CompactedMaxKeyBytes = v
 	case "min.compaction.lag.ms":
 		c.MinCompactionLag = msToDuration(v)
 	case "max.compaction.lag.ms":
@@ -345,6 +359,8 @@ func (c Config) Values() map[string]string {
 		"min.compaction.lag.ms":     durationToMs(c.MinCompactionLag),
 		"max.compaction.lag.ms":     durationToMs(c.MaxCompactionLag),
 		"delete.retention.ms":       durationToMs(c.DeleteRetention),
+
+		"millrace.compacted.max.key.bytes": strconv.FormatInt(c.CompactedMaxKeyBytes, 10),
 	}
 }
 

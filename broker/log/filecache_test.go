@@ -141,6 +141,9 @@ func TestFileCacheSliceOfClosedDeletedSegment(t *testing.T) {
 		t.Fatal("segment 0 still open past the limit of 1")
 	}
 	cfg.RetentionBytes = 1 // delete every segment but the active one
+	// Only by size: the records' timestamps are old, and retention.ms
+	// would take the active segment too.
+	cfg.Retention = -1
 	if err := l.SetConfig(cfg); err != nil {
 		t.Fatal(err)
 	}

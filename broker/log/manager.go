@@ -39,9 +39,12 @@ type Manager struct {
 	logs        map[TopicPartition]*Log
 	producerCfg ProducerStateConfig // given to every log
 	closed      bool
-	started     bool          // Start ran
-	stop        chan struct{} // closed by Close to end the background goroutine
-	wg          sync.WaitGroup
+	started     bool // Start ran
+	// retentionBound gives each partition's high watermark to retention
+	// (EnforceRetentionBelow); nil on a lone broker.
+	retentionBound func(TopicPartition) (int64, bool)
+	stop           chan struct{} // closed by Close to end the background goroutine
+	wg             sync.WaitGroup
 }
 
 // ManagerOption changes how OpenManager opens the logs.
@@ -317,14 +320,36 @@ func (m *Manager) run(interval time.Duration) {
 	}
 }
 
+// SetRetentionBound gives retention each partition's high watermark, which
+// an expired active segment waits for before it is deleted
+// (EnforceRetentionBelow): bound returns it, or -1 when there is none to
+// wait for, or false for a partition whose high watermark is not known
+// yet, whose active segment then stays. Call it before Start.
+func (m *Manager) SetRetentionBound(bound func(TopicPartition) (int64, bool)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.retentionBound = bound
+}
+
 // checkAll runs one round of retention and flush checks.
 func (m *Manager) checkAll() {
 	now := time.Now()
 	if m.opts.now != nil {
 		now = m.opts.now()
 	}
+	m.mu.Lock()
+	bound := m.retentionBound
+	m.mu.Unlock()
 	for tp, l := range m.All() {
-		if _, err := l.EnforceRetention(now); err != nil && !errors.Is(err, ErrClosed) {
+		highWatermark := int64(-1)
+		if bound != nil {
+			hw, ok := bound(tp)
+			if !ok {
+				hw = 0
+			}
+			highWatermark = hw
+		}
+		if _, err := l.EnforceRetentionBelow(now, highWatermark); err != nil && !errors.Is(err, ErrClosed) {
 			m.logger.Error("retention failed", "component", "log", "topic", tp.Topic, "partition", tp.Partition, "err", err)
 		}
 		if err := l.FlushIfDue(now); err != nil && !errors.Is(err, ErrClosed) {

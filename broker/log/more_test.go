@@ -195,7 +195,7 @@ func TestRetentionWhileReading(t *testing.T) {
 	}
 }
 
-func TestRetentionByTimeKeepsActive(t *testing.T) {
+func TestRetentionByTimeWithTheActiveSegment(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.SegmentBytes = 500
 	cfg.Retention = time.Hour
@@ -210,9 +210,10 @@ func TestRetentionByTimeKeepsActive(t *testing.T) {
 	if err != nil || n != 9 || l.StartOffset() != 9 || len(l.Segments()) != 1 {
 		t.Fatalf("deleted %d (%v), start %d, %d segments", n, err, l.StartOffset(), len(l.Segments()))
 	}
-	// The active segment stays even when expired.
-	if n, _ := l.EnforceRetention(now.Add(100 * time.Hour)); n != 0 || l.EndOffset() != 10 {
-		t.Fatalf("deleted active: %d", n)
+	// The active segment goes too once all of it has expired, as in
+	// Kafka: rolled, so an empty one stays at the end offset.
+	if n, _ := l.EnforceRetention(now.Add(100 * time.Hour)); n != 1 || l.StartOffset() != 10 || l.EndOffset() != 10 || len(l.Segments()) != 1 {
+		t.Fatalf("expired active segment: deleted %d, offsets [%d, %d)", n, l.StartOffset(), l.EndOffset())
 	}
 	// Retention after a restart uses the time index's last entry.
 }
@@ -340,14 +341,24 @@ func TestManager(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		mustAppend(t, l, makeBatch(1, 300, 1, byte(i))) // ancient timestamps
 	}
+	// The expired active segment waits for the high watermark.
+	var highWatermark atomic.Int64
+	highWatermark.Store(4)
+	m.SetRetentionBound(func(TopicPartition) (int64, bool) { return highWatermark.Load(), true })
 	m.Start(5 * time.Millisecond)
-	deadline := time.Now().Add(10 * time.Second)
-	for l.StartOffset() != 4 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
+	waitStart := func(want int64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for l.StartOffset() != want && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if l.StartOffset() != want {
+			t.Fatalf("background retention did not run: start %d, want %d", l.StartOffset(), want)
+		}
 	}
-	if l.StartOffset() != 4 {
-		t.Fatalf("background retention did not run: start %d", l.StartOffset())
-	}
+	waitStart(4)
+	highWatermark.Store(5)
+	waitStart(5)
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}

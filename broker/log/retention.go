@@ -12,10 +12,32 @@ import (
 // EnforceRetention deletes whole segments from the oldest: those wholly
 // below the log start offset, those whose largest timestamp is older than
 // retention.ms, and those beyond retention.bytes (those two only when
-// cleanup.policy includes delete). The active segment is
-// never deleted. Deleted segments leave the log at once; their files are
-// removed when the last Slice reading them is closed.
+// cleanup.policy includes delete). It is EnforceRetentionBelow with no
+// high watermark to wait for, as on a lone broker.
 func (l *Log) EnforceRetention(now time.Time) (deleted int, err error) {
+	return l.EnforceRetentionBelow(now, -1)
+}
+
+// EnforceRetentionBelow is EnforceRetention on a log whose records below
+// highWatermark are replicated (-1: all of them are).
+//
+// The active segment goes too, as in Kafka, once it is not empty and its
+// largest timestamp is older than retention.ms: a topic whose records all
+// carry old timestamps (a replay, a backfill, a producer's wrong clock)
+// would otherwise keep them until the segment rolls by size or
+// segment.ms, which on a quiet topic can be never. The segment is rolled
+// first, so the log keeps an empty active segment at the end offset, and
+// the start offset moves there. As in Kafka it waits until every record
+// of the segment is below the high watermark, so nothing a follower has
+// not copied yet disappears under it, and, on a millrace.flush.on.ack
+// topic, until every record is fsynced, so the start offset never passes
+// the offset consumers may read to. retention.bytes never deletes the
+// active segment.
+func (l *Log) EnforceRetentionBelow(now time.Time, highWatermark int64) (deleted int, err error) {
+	// Rolling writes a producer snapshot, which the producer lock guards;
+	// it is taken before appendMu, as Roll does.
+	l.producers.mu.Lock()
+	defer l.producers.mu.Unlock()
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if l.closed {
@@ -27,6 +49,7 @@ func (l *Log) EnforceRetention(now time.Time) (deleted int, err error) {
 	for n < last && segs[n+1].baseOffset <= l.startOffset {
 		n++
 	}
+	expiredActive := false
 	// A compact-only log keeps its segments whatever their age or size:
 	// the cleaner shrinks it instead (cleaner.go).
 	if cfg.Retention >= 0 && cfg.Deletes() {
@@ -35,6 +58,9 @@ func (l *Log) EnforceRetention(now time.Time) (deleted int, err error) {
 		for n < last && times[n] < cutoff {
 			n++
 		}
+		expiredActive = n == last && segs[last].size > 0 && times[last] < cutoff &&
+			(highWatermark < 0 || highWatermark >= l.endOffset) &&
+			(!cfg.FlushOnAck || l.DurableOffset() >= l.endOffset)
 	}
 	if cfg.RetentionBytes >= 0 && cfg.Deletes() {
 		var remaining int64
@@ -45,6 +71,13 @@ func (l *Log) EnforceRetention(now time.Time) (deleted int, err error) {
 			remaining -= segs[n].size
 			n++
 		}
+	}
+	if expiredActive && n == last && l.writeErr == nil {
+		if err := l.rollLocked(); err != nil {
+			return 0, err
+		}
+		l.snapshotAtRollLocked()
+		n++
 	}
 	if n == 0 {
 		return 0, nil

@@ -101,6 +101,8 @@ type recordRules struct {
 	// requireKeys: a compacted topic keeps records by key, so, as Kafka,
 	// it refuses a record without one.
 	requireKeys bool
+	// maxKeyBytes, with requireKeys: millrace.compacted.max.key.bytes.
+	maxKeyBytes int64
 }
 
 // produceRules derives the record rules from a topic's config at now.
@@ -113,6 +115,7 @@ func produceRules(cfg Config, now time.Time) *recordRules {
 		minTimestamp:        saturatingAdd(ms, -boundMs(cfg.MessageTimestampBeforeMax)),
 		maxTimestamp:        saturatingAdd(ms, boundMs(cfg.MessageTimestampAfterMax)),
 		requireKeys:         cfg.Compacts(),
+		maxKeyBytes:         cfg.CompactedMaxKeyBytes,
 	}
 }
 
@@ -420,6 +423,9 @@ func (s *recordStream) walk(h BatchHeader, rules *recordRules) *BatchError {
 		}
 		if rules.requireKeys && keyLength < 0 {
 			return &BatchError{Reason: fmt.Sprintf("record %d has no key; a compacted topic (cleanup.policy=compact) accepts only keyed records", i), Err: ErrInvalidRecord}
+		}
+		if rules.requireKeys && keyLength > rules.maxKeyBytes {
+			return &BatchError{Reason: fmt.Sprintf("record %d has a key of %d bytes; a compacted topic accepts keys of at most millrace.compacted.max.key.bytes (%d)", i, keyLength, rules.maxKeyBytes), Err: ErrInvalidRecord}
 		}
 		ts := h.FirstTimestamp + tsDelta
 		maxTimestamp = max(maxTimestamp, ts)
