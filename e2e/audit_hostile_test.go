@@ -3,9 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -59,26 +57,6 @@ func TestUpPoisonClickHost(t *testing.T) {
 	if hwm := peakRSSKiB(t, up.pid()); hwm > 512<<10 {
 		t.Errorf("millrace up peaked at %d MiB, want under 512", hwm>>10)
 	}
-}
-
-// peakRSSKiB reads a process's peak resident set size (VmHWM) from /proc.
-func peakRSSKiB(t *testing.T, pid int) int {
-	t.Helper()
-	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
-			kib, err := strconv.Atoi(f[1])
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kib
-		}
-	}
-	t.Fatal("no VmHWM in /proc status")
-	return 0
 }
 
 // TestUpAuditBlinding: one client makes up 1,000 page hosts while a

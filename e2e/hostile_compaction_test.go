@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -99,7 +98,7 @@ func TestHostileCompactionLargeKeys(t *testing.T) {
 	waitUntil(t, 2*time.Minute, "a cleaning pass over the large keys", func() bool {
 		return cleaned.MatchString(b.log())
 	})
-	peak := peakRSSKiB(t, b)
+	peak := peakRSSKiB(t, b.pid())
 	t.Logf("broker peak RSS %d KiB", peak)
 	if peak >= 512<<10 {
 		t.Errorf("broker peak RSS %d KiB while cleaning 1,000 keys of 512 KiB, want under 512 MiB", peak)
@@ -148,27 +147,4 @@ func startBrokerEnv(t *testing.T, env []string, extra ...string) *broker {
 	b := &broker{process: p, addr: addr, data: data}
 	b.waitReady()
 	return b
-}
-
-// peakRSSKiB reads the broker's peak resident set size (VmHWM) from /proc.
-func peakRSSKiB(t *testing.T, b *broker) int {
-	t.Helper()
-	b.mu.Lock()
-	pid := b.cmd.Process.Pid
-	b.mu.Unlock()
-	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
-			kib, err := strconv.Atoi(f[1])
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kib
-		}
-	}
-	t.Fatal("no VmHWM in /proc status")
-	return 0
 }

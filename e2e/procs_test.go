@@ -70,3 +70,23 @@ func (b *broker) stopFor(down time.Duration) {
 	b.start()
 	b.waitReady()
 }
+
+// peakRSSKiB reads a process's peak resident set size (VmHWM) from /proc.
+func peakRSSKiB(t *testing.T, pid int) int {
+	t.Helper()
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+			kib, err := strconv.Atoi(f[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kib
+		}
+	}
+	t.Fatal("no VmHWM in /proc status")
+	return 0
+}
