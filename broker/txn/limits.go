@@ -125,13 +125,6 @@ func (x *idIndex) endPass(seq uint64) {
 	}
 }
 
-// counts returns the IDs counted, in all and of principal.
-func (x *idIndex) counts(principal string) (all, of int) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return len(x.ids), x.byPrincipal[principal]
-}
-
 func (x *idIndex) addLocked(id, principal string, seq uint64) {
 	x.ids[id] = indexedID{principal: principal, seen: seq}
 	x.byPrincipal[principal]++
