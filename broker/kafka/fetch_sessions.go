@@ -614,25 +614,33 @@ func fetchSessionMetrics(b *Broker) []prometheus.Collector {
 			return float64(n(b.fetchSessions).Load())
 		})
 	}
-	gauge := func(name, help string, partitions bool) prometheus.Collector {
+	gauge := func(name, help string, value func(sessions, partitions int, bytes int64) int64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
 			if b.fetchSessions == nil {
 				return 0
 			}
 			sessions, parts := b.fetchSessions.stats()
-			if partitions {
-				return float64(parts)
-			}
-			return float64(sessions)
+			return float64(value(sessions, parts, b.fetchSessions.heldBytes()))
 		})
 	}
 	return []prometheus.Collector{
-		gauge("millrace_broker_fetch_sessions", "Fetch sessions (KIP-227) held; max.incremental.fetch.session.cache.slots bounds them.", false),
-		gauge("millrace_broker_fetch_session_partitions", "Partitions held by all fetch sessions.", true),
+		gauge("millrace_broker_fetch_sessions", "Fetch sessions (KIP-227) held; max.incremental.fetch.session.cache.slots bounds them.",
+			func(sessions, _ int, _ int64) int64 { return int64(sessions) }),
+		gauge("millrace_broker_fetch_session_partitions", "Partitions held by all fetch sessions.",
+			func(_, partitions int, _ int64) int64 { return int64(partitions) }),
+		gauge("millrace_broker_fetch_session_bytes", "Memory the fetch sessions hold as the cache counts it; millrace.fetch.session.cache.max.bytes bounds it.",
+			func(_, _ int, bytes int64) int64 { return bytes }),
 		counter("millrace_broker_fetch_sessions_created_total", "Fetch sessions created.", func(c *fetchSessionCache) *atomic.Int64 { return &c.created }),
 		counter("millrace_broker_incremental_fetches_total", "Fetch requests served from a fetch session (incremental fetches).", func(c *fetchSessionCache) *atomic.Int64 { return &c.incrementals }),
 		counter("millrace_broker_fetch_session_evictions_total", "Fetch sessions evicted to make room for a new one.", func(c *fetchSessionCache) *atomic.Int64 { return &c.evictions }),
 	}
+}
+
+// heldBytes is what the sessions hold, as the cache counts it.
+func (c *fetchSessionCache) heldBytes() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bytes
 }
 
 // stats returns the number of sessions and of partitions they hold.

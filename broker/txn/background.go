@@ -52,7 +52,7 @@ func (c *Coordinator) generation() uint64 {
 // MaxIDs and MaxIDsPerPrincipal: an ID it did not see (removed, or now
 // coordinated by another broker) stops counting once the pass completes.
 func (c *Coordinator) pass() {
-	seq := c.index.beginPass()
+	seq, gen := c.index.beginPass(), c.generation()
 	names, err := c.store.Children(transactionsRoot)
 	if err != nil {
 		c.log.Warn("listing transactions", "err", err)
@@ -70,7 +70,7 @@ func (c *Coordinator) pass() {
 			c.index.saw(id, principal, seq)
 		}
 	}
-	c.index.endPass(seq)
+	c.index.endPass(seq, gen)
 }
 
 // visit applies pass's rules to one ID, returning the principal that

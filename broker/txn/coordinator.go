@@ -143,7 +143,8 @@ func (c *Coordinator) InitProducer(principal, id string, timeout time.Duration, 
 	if timeout <= 0 || timeout > c.cfg.MaxTimeout {
 		return none, kerr.InvalidTransactionTimeout.Code
 	}
-	c.index.waitReady(c.ctx, indexWait)
+	gen := c.generation()
+	c.index.waitReady(c.ctx, gen, indexWait)
 	defer c.lock(id).Unlock()
 	m, version, found, err := load(c.store, id)
 	if err != nil {
@@ -151,7 +152,7 @@ func (c *Coordinator) InitProducer(principal, id string, timeout time.Duration, 
 	}
 	timeoutMs := int32(timeout.Milliseconds())
 	if !found {
-		if code, logRefusal := c.index.reserve(id, principal, c.cfg.MaxIDs, c.cfg.MaxIDsPerPrincipal); code != 0 {
+		if code, logRefusal := c.index.reserve(id, principal, gen, c.cfg.MaxIDs, c.cfg.MaxIDsPerPrincipal); code != 0 {
 			if logRefusal {
 				c.log.Warn("refusing new transactional IDs: millrace.max.transactional.ids or .per.principal reached",
 					"principal", principal, "max_ids", c.cfg.MaxIDs, "max_ids_per_principal", c.cfg.MaxIDsPerPrincipal)

@@ -18,17 +18,21 @@ const indexWait = 2 * time.Second
 // The state lives in the store; the index only counts it. InitProducer
 // adds the IDs it creates; every pass (background.go) marks the IDs it
 // finds, and when it completes, forgets those it did not (expired,
-// removed, or coordinated elsewhere now). Until the first pass completes
-// the count is unknown, and no ID is added.
+// removed, or coordinated elsewhere now). Which IDs this broker
+// coordinates changes with the ownership generation (Config.Owner), so the
+// count is known only once a pass begun at the current generation
+// completed: until then no ID is added (COORDINATOR_LOAD_IN_PROGRESS, as
+// Kafka answers for a transaction log partition it is still loading after
+// it became its coordinator).
 type idIndex struct {
-	ready chan struct{} // closed when the first pass completed
-
 	mu          sync.Mutex // guards the following
 	ids         map[string]indexedID
 	byPrincipal map[string]int
-	pass        uint64 // passes begun
-	loaded      bool   // a pass completed
-	fullLogged  bool   // a refusal was logged since the last pass
+	pass        uint64        // passes begun
+	loaded      bool          // a pass completed
+	loadedGen   uint64        // the ownership generation the last completed pass began at
+	passed      chan struct{} // closed, and replaced, when a pass completes
+	fullLogged  bool          // a refusal was logged since the last pass
 }
 
 // indexedID is one counted ID: who created it and the last pass that saw
@@ -39,33 +43,39 @@ type indexedID struct {
 }
 
 func newIDIndex() idIndex {
-	return idIndex{ready: make(chan struct{}), ids: map[string]indexedID{}, byPrincipal: map[string]int{}}
+	return idIndex{ids: map[string]indexedID{}, byPrincipal: map[string]int{}, passed: make(chan struct{})}
 }
 
-// waitReady waits for the first pass, at most wait.
-func (x *idIndex) waitReady(ctx context.Context, wait time.Duration) {
-	select {
-	case <-x.ready:
-		return
-	default:
-	}
+// waitReady waits, at most wait, until a pass begun at ownership
+// generation gen completed.
+func (x *idIndex) waitReady(ctx context.Context, gen uint64, wait time.Duration) {
 	t := time.NewTimer(wait)
 	defer t.Stop()
-	select {
-	case <-x.ready:
-	case <-t.C:
-	case <-ctx.Done():
+	for {
+		x.mu.Lock()
+		ready, passed := x.loaded && x.loadedGen == gen, x.passed
+		x.mu.Unlock()
+		if ready {
+			return
+		}
+		select {
+		case <-passed:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 
 // reserve counts the new ID id of principal, unless that would pass max
 // IDs or perPrincipal of principal's: then POLICY_VIOLATION, and whether
 // to log the refusal (once between passes). COORDINATOR_LOAD_IN_PROGRESS
-// before the first pass completed.
-func (x *idIndex) reserve(id, principal string, max, perPrincipal int) (code int16, logRefusal bool) {
+// until a pass begun at ownership generation gen completed.
+func (x *idIndex) reserve(id, principal string, gen uint64, max, perPrincipal int) (code int16, logRefusal bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if !x.loaded {
+	if !x.loaded || x.loadedGen != gen {
 		return kerr.CoordinatorLoadInProgress.Code, false
 	}
 	if _, ok := x.ids[id]; ok {
@@ -88,6 +98,7 @@ func (x *idIndex) release(id string) {
 }
 
 // beginPass starts a pass and returns its number.
+// The pass must hand endPass the ownership generation it began at.
 func (x *idIndex) beginPass() uint64 {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -108,9 +119,9 @@ func (x *idIndex) saw(id, principal string, seq uint64) {
 	x.addLocked(id, principal, seq)
 }
 
-// endPass completes pass seq: IDs neither seen by it nor added since it
-// began are no longer counted.
-func (x *idIndex) endPass(seq uint64) {
+// endPass completes pass seq, begun at ownership generation gen: IDs
+// neither seen by it nor added since it began are no longer counted.
+func (x *idIndex) endPass(seq, gen uint64) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for id, e := range x.ids {
@@ -119,10 +130,9 @@ func (x *idIndex) endPass(seq uint64) {
 		}
 	}
 	x.fullLogged = false
-	if !x.loaded {
-		x.loaded = true
-		close(x.ready)
-	}
+	x.loaded, x.loadedGen = true, gen
+	close(x.passed)
+	x.passed = make(chan struct{})
 }
 
 func (x *idIndex) addLocked(id, principal string, seq uint64) {

@@ -75,25 +75,34 @@ func TestTransactionalIDLimits(t *testing.T) {
 // before is not forgotten when that pass ends.
 func TestIDIndexWaitsForTheFirstPass(t *testing.T) {
 	x := newIDIndex()
-	if code, _ := x.reserve("t", "User:a", 10, 10); code != kerr.CoordinatorLoadInProgress.Code {
+	if code, _ := x.reserve("t", "User:a", 0, 10, 10); code != kerr.CoordinatorLoadInProgress.Code {
 		t.Fatalf("before the first pass: %v", kerr.ErrorForCode(code))
 	}
 	seq := x.beginPass()
 	x.saw("stored", "User:a", seq)
-	x.endPass(seq)
+	x.endPass(seq, 0)
 	seq = x.beginPass()
-	if code, _ := x.reserve("new", "User:a", 10, 10); code != 0 {
+	if code, _ := x.reserve("new", "User:a", 0, 10, 10); code != 0 {
 		t.Fatalf("after the first pass: %v", kerr.ErrorForCode(code))
 	}
-	x.endPass(seq) // saw neither: "stored" is gone, "new" was created during the pass
+	x.endPass(seq, 0) // saw neither: "stored" is gone, "new" was created during the pass
 	if all, of := x.counts("User:a"); all != 1 || of != 1 {
 		t.Fatalf("counts %d, %d of User:a; want the new ID only", all, of)
 	}
-	if code, logRefusal := x.reserve("more", "User:a", 1, 10); code != kerr.PolicyViolation.Code || !logRefusal {
+	if code, logRefusal := x.reserve("more", "User:a", 0, 1, 10); code != kerr.PolicyViolation.Code || !logRefusal {
 		t.Fatalf("past the bound: %v, log %v", kerr.ErrorForCode(code), logRefusal)
 	}
-	if _, logRefusal := x.reserve("more", "User:a", 1, 10); logRefusal {
+	if _, logRefusal := x.reserve("more", "User:a", 0, 1, 10); logRefusal {
 		t.Fatal("a second refusal before the next pass is logged again")
+	}
+	// Ownership moved (generation 1): nothing new until a pass at 1.
+	if code, _ := x.reserve("moved", "User:b", 1, 10, 10); code != kerr.CoordinatorLoadInProgress.Code {
+		t.Fatalf("at a new ownership generation: %v", kerr.ErrorForCode(code))
+	}
+	seq = x.beginPass()
+	x.endPass(seq, 1)
+	if code, _ := x.reserve("moved", "User:b", 1, 10, 10); code != 0 {
+		t.Fatalf("after a pass at the new generation: %v", kerr.ErrorForCode(code))
 	}
 }
 
