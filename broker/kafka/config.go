@@ -225,7 +225,7 @@ type Config struct {
 	// TransactionalIDMaxBytes (millrace.transactional.id.max.bytes, default
 	// 255, as millrace.group.id.max.bytes; Kafka has no limit) bounds the
 	// length of a transactional ID: it names a node in the coordination
-	// store, twice its length once escaped, that stays for
+	// store and is written again in the node's content, which stay for
 	// transactional.id.expiration.ms. InitProducerId and FindCoordinator
 	// answer a longer one INVALID_REQUEST.
 	TransactionalIDMaxBytes int

@@ -251,7 +251,11 @@ func TestFetchSessionBounds(t *testing.T) {
 		other := open(c, 2, "User:b")
 		more, _ := sessionRequest("u", 10)
 		more.SessionID, more.SessionEpoch = grows, 1
-		if fc := c.begin(more, owner, everyTopic); fc.session != nil || c.sessions[grows] != nil || c.sessions[other] == nil {
+		fc := c.begin(more, owner, everyTopic)
+		if fc.session == nil {
+			t.Fatal("the incremental fetch was not served from the session")
+		}
+		if c.answered(fc.session, nil, fc.scratch, everyTopic) || c.sessions[grows] != nil || c.sessions[other] == nil {
 			t.Fatal("a session grown past the budget was kept, or a young one evicted for it")
 		}
 		if c.bytes != sessionCost {

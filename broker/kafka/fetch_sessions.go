@@ -256,12 +256,12 @@ func (c *fetchSessionCache) begin(req *kmsg.FetchRequest, owner fetchSessionOwne
 		return fc
 	}
 	if s.excludedChangedLocked(topics) {
-		c.remove(s.id) // the client starts over and names those partitions again
+		c.close(s) // the client starts over and names those partitions again
 		return fc
 	}
 	s.updateLocked(req)
-	if len(s.parts) == 0 || len(s.parts) > c.limits.maxSize() || !c.resize(s, s.costLocked()) {
-		c.remove(s.id)
+	if len(s.parts) == 0 || len(s.parts) > c.limits.maxSize() {
+		c.close(s)
 		return fc
 	}
 	s.epoch = nextFetchSessionEpoch(s.epoch)
@@ -475,10 +475,13 @@ func (c *fetchSessionCache) answered(s *fetchSession, kept []keptPartition, scra
 	}
 	if len(dropped) > 0 {
 		s.removeLocked(func(p *sessionPartition) bool { return dropped[p] })
-		if !keep || len(s.parts) == 0 || !c.resize(s, s.costLocked()) {
-			c.remove(s.id)
-			return false
-		}
+	}
+	// The session's size is judged against the budget only now, after
+	// what it may not hold left: partitions the request named that do
+	// not exist must not evict other sessions.
+	if !keep || len(s.parts) == 0 || !c.resize(s, s.costLocked()) {
+		c.close(s)
+		return false
 	}
 	s.recordLocked(kept, dropped)
 	return true
@@ -590,6 +593,16 @@ func lessValuable(a, b *fetchSession) bool {
 		return as < bs
 	}
 	return a.id < b.id
+}
+
+// close removes s, unless it is gone already (its ID may be another
+// session's by then).
+func (c *fetchSessionCache) close(s *fetchSession) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sessions[s.id] == s {
+		c.removeLocked(s)
+	}
 }
 
 // remove closes session id, if there is one.
