@@ -155,9 +155,9 @@ func TestHostileFetchSessions(t *testing.T) {
 
 	// The hostile fetches: 150 epoch-0 fetches of 10,000 partitions each,
 	// from 15 connections, of a topic without ACLs (refused) and of one
-	// the ACLs would allow but that does not exist. 150 is the fewest
-	// that would pass the peak RSS bound if the partitions were cached
-	// (at the 425 bytes each they used to cost).
+	// the ACLs would allow but that does not exist. 150 is enough that,
+	// were the partitions cached (at the 425 bytes each they used to
+	// cost), the broker would pass the peak RSS bound.
 	for _, tc := range []struct {
 		topic string
 		want  int16

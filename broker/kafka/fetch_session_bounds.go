@@ -85,9 +85,9 @@ type excludedTopic struct {
 }
 
 // excludeLocked remembers that a partition of key's topic was left out,
-// when state is what the principal sees of it; false when the session
-// remembers maxExcludedTopics already.
-func (s *fetchSession) excludeLocked(key sessionKey, state int32) bool {
+// with what the principal sees of the topic (asked of topics once per
+// topic); false when the session remembers maxExcludedTopics already.
+func (s *fetchSession) excludeLocked(key sessionKey, topics fetchTopicState) bool {
 	if len(key.topic) > maxTopicNameBytes {
 		return true // can never exist: nothing to watch for
 	}
@@ -99,7 +99,7 @@ func (s *fetchSession) excludeLocked(key sessionKey, state int32) bool {
 	if len(s.excluded) == maxExcludedTopics {
 		return false
 	}
-	s.excluded = append(s.excluded, excludedTopic{topic: strings.Clone(key.topic), topicID: key.topicID, state: state})
+	s.excluded = append(s.excluded, excludedTopic{topic: strings.Clone(key.topic), topicID: key.topicID, state: topics(key)})
 	return true
 }
 

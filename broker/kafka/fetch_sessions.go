@@ -470,7 +470,7 @@ func (c *fetchSessionCache) answered(s *fetchSession, kept []keptPartition, scra
 				dropped = make(map[*sessionPartition]bool)
 			}
 			dropped[p] = true
-			keep = keep && s.excludeLocked(p.key, topics(p.key))
+			keep = keep && s.excludeLocked(p.key, topics)
 		}
 	}
 	if len(dropped) > 0 {
@@ -551,7 +551,7 @@ func (c *fetchSessionCache) create(req *kmsg.FetchRequest, resp *kmsg.FetchRespo
 				sp = &resp.Topics[ti].Partitions[pi]
 			}
 			if sp != nil && uncached(sp.ErrorCode) {
-				if !s.excludeLocked(key, topics(key)) {
+				if !s.excludeLocked(key, topics) {
 					return 0
 				}
 				continue
