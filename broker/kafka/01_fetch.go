@@ -46,13 +46,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/broker/acl"
+	"millrace/broker/cluster"
 	"millrace/broker/log"
 )
 
 func init() { regBlockingKey(1, 4, 18, handleFetch) }
 
 func handleFetch(ctx context.Context, b *Broker, r *request) (kmsg.Response, error) {
-	session := b.fetchSessions.begin(r.body.(*kmsg.FetchRequest))
+	fetch := r.body.(*kmsg.FetchRequest)
+	session := b.fetchSessions.begin(fetch, fetchSessionOwner{conn: r.conn.id, principal: r.conn.principal}, b.fetchTopicState(r, fetch))
 	if session.errorCode != 0 {
 		resp := session.request.ResponseKind().(*kmsg.FetchResponse)
 		resp.ErrorCode = session.errorCode
@@ -124,6 +126,33 @@ func (b *Broker) fetchDenied(r *request, req *kmsg.FetchRequest) fetchDenial {
 		}
 	}
 	return d
+}
+
+// fetchTopicState tells the fetch sessions what r's principal sees of a
+// topic (fetch_session_bounds.go): -1 when the fetch may not read it (as
+// fetchDenied decides), 0 when it does not exist, else its partition count.
+func (b *Broker) fetchTopicState(r *request, req *kmsg.FetchRequest) fetchTopicState {
+	follower := isFollowerFetch(req)
+	return func(key sessionKey) int32 {
+		var t *cluster.Topic
+		var known bool
+		if key.topicID != ([16]byte{}) {
+			t, known = b.cluster.TopicByID(key.topicID)
+		} else {
+			t, known = b.cluster.Topic(key.topic)
+		}
+		name := key.topic
+		if known {
+			name = t.Name
+		}
+		if follower && !b.authorizedCluster(r, acl.ClusterAction) || !follower && !b.authorized(r, acl.Topic, name, acl.Read) {
+			return -1
+		}
+		if !known {
+			return 0
+		}
+		return int32(len(t.Partitions))
+	}
 }
 
 // fetchPartitions lists the partitions a fetch reads, for the waiters.

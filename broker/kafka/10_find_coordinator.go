@@ -15,7 +15,9 @@ package kafka
 // INVALID_REQUEST, and so does a broker without a coordination store
 // (COORDINATOR_NOT_AVAILABLE). Other key types get INVALID_REQUEST. A
 // group ID longer than millrace.group.id.max.bytes gets INVALID_GROUP_ID,
-// as every group API answers it. With an authorizer a group key needs
+// as every group API answers it, and a transactional ID longer than
+// millrace.transactional.id.max.bytes INVALID_REQUEST, as InitProducerId
+// answers it. With an authorizer a group key needs
 // Describe on the group (GROUP_AUTHORIZATION_FAILED), a transactional ID
 // Describe on it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 
@@ -48,6 +50,9 @@ func handleFindCoordinator(_ context.Context, b *Broker, r *request) (kmsg.Respo
 			}
 			if key == "" {
 				return kerr.InvalidRequest.Code, strp("the transactional ID is empty"), -1, "", -1
+			}
+			if len(key) > b.cfg.TransactionalIDMaxBytes {
+				return kerr.InvalidRequest.Code, strp("the transactional ID is longer than millrace.transactional.id.max.bytes"), -1, "", -1
 			}
 			if _, code := b.txnCoordinator(); code != 0 {
 				return code, strp("this broker has no coordination store for transactions"), -1, "", -1

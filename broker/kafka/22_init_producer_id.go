@@ -24,6 +24,25 @@ package kafka
 // An ID without an epoch, or the reverse, gets INVALID_REQUEST, as in Kafka,
 // and so does an empty transactional ID. A store failure gets
 // COORDINATOR_NOT_AVAILABLE, which clients retry.
+//
+// Limits (Kafka has none; docs/limits.md). A transactional ID longer than
+// millrace.transactional.id.max.bytes (255) gets INVALID_REQUEST before
+// anything is looked up or stored: Kafka answers an ID it cannot use (an
+// empty one) so, and clients treat it as fatal instead of retrying. An ID
+// new to the coordinator past millrace.max.transactional.ids (10000) in
+// all, or millrace.max.transactional.ids.per.principal (2000) created by
+// the request's principal, gets POLICY_VIOLATION: Kafka has no error for a
+// count of transactional IDs; POLICY_VIOLATION ("the request parameters do
+// not satisfy the configured policy") is what millrace already answers at
+// millrace.max.partitions (KIP-578's idea), it is not retriable, so a
+// producer fails its initTransactions with the reason instead of retrying
+// forever, and no client confuses it with a fencing or a coordinator move
+// (GROUP_MAX_SIZE_REACHED, the groups' answer, names groups; the
+// retriable THROTTLING_QUOTA_EXCEEDED of KIP-599 is for a rate, and would
+// have clients retry against a count that only expiry lowers). IDs already
+// stored are served as before. Until the coordinator has counted the
+// stored IDs after a start, a new ID gets COORDINATOR_LOAD_IN_PROGRESS, as
+// Kafka answers while it loads its transaction log.
 
 import (
 	"context"
@@ -74,14 +93,14 @@ func initTransactionalProducer(b *Broker, r *request, req *kmsg.InitProducerIDRe
 	if !b.authorized(r, acl.TransactionalID, id, acl.Write) {
 		return kerr.TransactionalIDAuthorizationFailed.Code
 	}
-	if id == "" {
+	if id == "" || len(id) > b.cfg.TransactionalIDMaxBytes {
 		return kerr.InvalidRequest.Code
 	}
 	c, code := b.txnCoordinator()
 	if code != 0 {
 		return code
 	}
-	p, code := c.InitProducer(id, time.Duration(req.TransactionTimeoutMillis)*time.Millisecond,
+	p, code := c.InitProducer(r.conn.principal, id, time.Duration(req.TransactionTimeoutMillis)*time.Millisecond,
 		txn.ProducerIDAndEpoch{ID: req.ProducerID, Epoch: req.ProducerEpoch})
 	if code != 0 {
 		return fencedCode(code, req.Version, 4)

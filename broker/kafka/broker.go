@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -71,6 +72,7 @@ type Broker struct {
 	sasl               *saslComponent      // SCRAM credentials (sasl.go); nil without a store: SASL fails closed
 	waiters            *dataWaiters        // long-poll Fetch wake-ups (data_wait.go)
 	fetchSessions      *fetchSessionCache  // KIP-227 fetch sessions (fetch_sessions.go)
+	connIDs            atomic.Uint64       // the last connection ID given (conn.id)
 	producerIDs        *producerIDs        // producer ID blocks (producer_ids.go)
 	replicaManager     *replicationManager // leads and follows partitions (replication_manager.go)
 	interBrokerClients *interBrokerClients // clients to the other brokers (interbroker.go)
@@ -179,8 +181,13 @@ func (b *Broker) openParts() error {
 		return fmt.Errorf("opening SASL: %w", err)
 	}
 	b.waiters = newDataWaiters()
-	b.fetchSessions = newFetchSessionCache(b.cfg.FetchSessionCacheSlots, b.cfg.FetchSessionEvictionMin, func() int {
-		return int(b.cluster.MaxPartitionsPerRequest())
+	b.fetchSessions = newFetchSessionCache(fetchSessionLimits{
+		slots:         b.cfg.FetchSessionCacheSlots,
+		evictionAge:   b.cfg.FetchSessionEvictionMin,
+		maxSize:       func() int { return int(b.cluster.MaxPartitionsPerRequest()) },
+		perConnection: b.cfg.FetchSessionsPerConnection,
+		perPrincipal:  b.cfg.FetchSessionsPerPrincipal,
+		maxBytes:      b.cfg.FetchSessionCacheMaxBytes,
 	})
 	if b.logs != nil {
 		if err := b.logs.SetProducerStateConfig(log.ProducerStateConfig{
@@ -198,6 +205,8 @@ func (b *Broker) openParts() error {
 			MaxTimeout:         b.cfg.TransactionMaxTimeout,
 			IDExpiration:       b.cfg.TransactionalIDExpiration,
 			AbortCheckInterval: b.cfg.TransactionAbortCheckInterval,
+			MaxIDs:             b.cfg.MaxTransactionalIDs,
+			MaxIDsPerPrincipal: b.cfg.MaxTransactionalIDsPerPrincipal,
 			Owner:              b.coordinatesTxn,
 			NewProducerID:      b.producerIDs.nextID,
 			Markers:            txnMarkerWriter{b},

@@ -167,8 +167,10 @@ type Config struct {
 	// default 1000, Kafka's) is the most fetch sessions (KIP-227) the
 	// broker keeps; 0 turns sessions off, every fetch then being a full
 	// one. A session holds the parameters and last answered offsets of
-	// each partition its consumer or follower fetches (about 200 bytes a
-	// partition), so that incremental fetches name only what changed.
+	// each partition its consumer or follower fetches (365 to 575 bytes a
+	// partition, counted as 400 plus its topic's share against
+	// FetchSessionCacheMaxBytes), so that incremental fetches name only
+	// what changed.
 	// When the cache is full, a new session takes the slot of one unused
 	// for FetchSessionEvictionMin, else of a smaller one older than that
 	// (a follower's session also of a consumer's); otherwise the client
@@ -179,6 +181,32 @@ type Config struct {
 	// eviction by a larger one after it was created, and how long unused
 	// before any new session may take its slot.
 	FetchSessionEvictionMin time.Duration
+	// FetchSessionsPerConnection (millrace.fetch.sessions.per.connection,
+	// default 4; Kafka has no such limit) bounds the sessions opened on one
+	// connection and still cached. A client fetches from a broker through
+	// one connection and keeps one session there, so a connection at the
+	// bound that opens another has moved on from its oldest: that one
+	// (least recently used) makes room. Without it one connection could
+	// fill every slot.
+	FetchSessionsPerConnection int
+	// FetchSessionsPerPrincipal (millrace.fetch.sessions.per.principal,
+	// default 250, a quarter of the slots; Kafka has no such limit) bounds
+	// the sessions of one principal, so one user (User:ANONYMOUS included)
+	// cannot take every slot. A principal at the bound gets a new session
+	// only by evicting one of its own under Kafka's rules (unused for
+	// FetchSessionEvictionMin, or smaller and older than that); otherwise
+	// it fetches without one.
+	FetchSessionsPerPrincipal int
+	// FetchSessionCacheMaxBytes (millrace.fetch.session.cache.max.bytes,
+	// default 67108864 = 64 MiB; Kafka bounds only the slots) is the memory
+	// all sessions may hold, counted as fetchSessionBytes per session,
+	// fetchSessionPartitionBytes per partition and the topic names
+	// (fetch_session_bounds.go: 400 bytes a partition, about 160,000
+	// partitions at the default).
+	// A new session that does not fit evicts as Kafka's slot rules allow,
+	// or gets none; a session that grows past it, and evicts nothing, is
+	// closed and the fetch answered without it.
+	FetchSessionCacheMaxBytes int64
 	// TransactionMaxTimeout (transaction.max.timeout.ms, default 900000 =
 	// 15 minutes, Kafka's) is the longest transaction timeout a producer
 	// may ask for; a longer one gets INVALID_TRANSACTION_TIMEOUT. An
@@ -196,6 +224,24 @@ type Config struct {
 	// their timeout, removes expired transactional IDs and finishes
 	// transactions whose markers another coordinator left unwritten.
 	TransactionAbortCheckInterval time.Duration
+	// TransactionalIDMaxBytes (millrace.transactional.id.max.bytes, default
+	// 255, as millrace.group.id.max.bytes; Kafka has no limit) bounds the
+	// length of a transactional ID: it names a node in the coordination
+	// store and is written again in the node's content, which stay for
+	// transactional.id.expiration.ms. InitProducerId and FindCoordinator
+	// answer a longer one INVALID_REQUEST.
+	TransactionalIDMaxBytes int
+	// MaxTransactionalIDs (millrace.max.transactional.ids, default 10000, as
+	// millrace.max.groups; Kafka has no limit) bounds the transactional
+	// IDs this broker coordinates; InitProducerId for one more gets
+	// POLICY_VIOLATION (22_init_producer_id.go says why that code).
+	MaxTransactionalIDs int
+	// MaxTransactionalIDsPerPrincipal
+	// (millrace.max.transactional.ids.per.principal, default 2000) bounds
+	// the transactional IDs one principal created that this broker
+	// coordinates, so that one user cannot take all of
+	// MaxTransactionalIDs. The same answer.
+	MaxTransactionalIDsPerPrincipal int
 	// TransactionPartitionVerification
 	// (transaction.partition.verification.enable, default true, Kafka's) has
 	// a partition leader ask the transaction coordinator, before a
@@ -240,10 +286,16 @@ func DefaultConfig() Config {
 		MaxProducerIDsPerPartition: 10000,
 		FetchSessionCacheSlots:     1000,
 		FetchSessionEvictionMin:    120 * time.Second,
+		FetchSessionsPerConnection: 4,
+		FetchSessionsPerPrincipal:  250,
+		FetchSessionCacheMaxBytes:  64 << 20,
 
 		TransactionMaxTimeout:            txn.DefaultMaxTimeout,
 		TransactionalIDExpiration:        txn.DefaultIDExpiration,
 		TransactionAbortCheckInterval:    txn.DefaultAbortCheckInterval,
+		TransactionalIDMaxBytes:          txn.DefaultMaxIDBytes,
+		MaxTransactionalIDs:              txn.DefaultMaxIDs,
+		MaxTransactionalIDsPerPrincipal:  txn.DefaultMaxIDsPerPrincipal,
 		TransactionPartitionVerification: true,
 
 		SASL: defaultSASLConfig(),
@@ -313,6 +365,21 @@ func (c Config) Validate() error {
 	}
 	if c.FetchSessionEvictionMin < 0 {
 		errs = append(errs, fmt.Errorf("min.incremental.fetch.session.eviction.ms %v must not be negative", c.FetchSessionEvictionMin))
+	}
+	if c.FetchSessionsPerConnection < 1 {
+		errs = append(errs, fmt.Errorf("millrace.fetch.sessions.per.connection %d must be at least 1 (max.incremental.fetch.session.cache.slots=0 turns sessions off)", c.FetchSessionsPerConnection))
+	}
+	if c.FetchSessionsPerPrincipal < 1 {
+		errs = append(errs, fmt.Errorf("millrace.fetch.sessions.per.principal %d must be at least 1 (max.incremental.fetch.session.cache.slots=0 turns sessions off)", c.FetchSessionsPerPrincipal))
+	}
+	if c.FetchSessionCacheMaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("millrace.fetch.session.cache.max.bytes %d must not be negative (0 holds no session)", c.FetchSessionCacheMaxBytes))
+	}
+	if c.TransactionalIDMaxBytes < 1 {
+		errs = append(errs, fmt.Errorf("millrace.transactional.id.max.bytes %d must be at least 1", c.TransactionalIDMaxBytes))
+	}
+	if c.MaxTransactionalIDs < 1 || c.MaxTransactionalIDsPerPrincipal < 1 {
+		errs = append(errs, fmt.Errorf("millrace.max.transactional.ids %d and millrace.max.transactional.ids.per.principal %d must be at least 1", c.MaxTransactionalIDs, c.MaxTransactionalIDsPerPrincipal))
 	}
 	if c.ClientIDMaxBytes < 0 {
 		errs = append(errs, fmt.Errorf("millrace.client.id.max.bytes %d must not be negative", c.ClientIDMaxBytes))
@@ -446,6 +513,37 @@ var configEntries = map[string]configEntry{
 		func(c Config) string { return strconv.Itoa(c.FetchSessionCacheSlots) },
 	},
 	"min.incremental.fetch.session.eviction.ms": msEntry(func(c *Config) *time.Duration { return &c.FetchSessionEvictionMin }),
+	"millrace.fetch.sessions.per.connection": {
+		intSetter(32, func(c *Config) *int { return &c.FetchSessionsPerConnection }),
+		func(c Config) string { return strconv.Itoa(c.FetchSessionsPerConnection) },
+	},
+	"millrace.fetch.sessions.per.principal": {
+		intSetter(32, func(c *Config) *int { return &c.FetchSessionsPerPrincipal }),
+		func(c Config) string { return strconv.Itoa(c.FetchSessionsPerPrincipal) },
+	},
+	"millrace.fetch.session.cache.max.bytes": {
+		func(c *Config, v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return fmt.Errorf("must be an integer: %w", err)
+			}
+			c.FetchSessionCacheMaxBytes = n
+			return nil
+		},
+		func(c Config) string { return strconv.FormatInt(c.FetchSessionCacheMaxBytes, 10) },
+	},
+	"millrace.transactional.id.max.bytes": {
+		intSetter(32, func(c *Config) *int { return &c.TransactionalIDMaxBytes }),
+		func(c Config) string { return strconv.Itoa(c.TransactionalIDMaxBytes) },
+	},
+	"millrace.max.transactional.ids": {
+		intSetter(32, func(c *Config) *int { return &c.MaxTransactionalIDs }),
+		func(c Config) string { return strconv.Itoa(c.MaxTransactionalIDs) },
+	},
+	"millrace.max.transactional.ids.per.principal": {
+		intSetter(32, func(c *Config) *int { return &c.MaxTransactionalIDsPerPrincipal }),
+		func(c Config) string { return strconv.Itoa(c.MaxTransactionalIDsPerPrincipal) },
+	},
 	"millrace.client.id.max.bytes": {
 		intSetter(32, func(c *Config) *int { return &c.ClientIDMaxBytes }),
 		func(c Config) string { return strconv.Itoa(c.ClientIDMaxBytes) },

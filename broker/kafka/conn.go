@@ -33,6 +33,10 @@ type conn struct {
 	rd     *bufio.Reader
 	remote string
 	host   string // peer host, for group member descriptions and ACL host matches
+	// id numbers the connection within the broker's run (from 1), so a
+	// fetch session can be counted against the connection that opened it
+	// without holding the connection.
+	id     uint64
 	logger *slog.Logger
 
 	// listener is the name of the listener the connection came in on
@@ -95,6 +99,7 @@ func newConn(b *Broker, nc net.Conn) *conn {
 		rd:        bufio.NewReaderSize(nc, connReadBufferBytes),
 		remote:    remote,
 		host:      host,
+		id:        b.connIDs.Add(1),
 		logger:    b.logger.With("remote", remote),
 		protocol:  protocolPlaintext,
 		principal: anonymous,

@@ -34,6 +34,22 @@ package kafka
 // starts over with a full fetch. Sessions are per broker, not per
 // connection: a client may continue its session on a new connection.
 //
+// A partition answered UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID or
+// TOPIC_AUTHORIZATION_FAILED is not cached: it gets its error and is not
+// part of the session (Kafka caches it; a client could otherwise make the
+// broker hold any number of partitions that do not exist or that it may
+// not read). A session without a partition is not made. Since the client
+// believes the partition is in its session, the session remembers the
+// topic (at most maxExcludedTopics of them, or no session) with what the
+// principal saw of it: no permission, no topic, or its partition count;
+// once that changes (the topic is created, grows, or becomes readable) the
+// next incremental fetch closes the session and is answered without one,
+// so the client starts over with a full fetch that names the partition
+// again.
+//
+// The cache's bounds beyond Kafka's slots (sessions per connection and per
+// principal, and a byte budget) are in fetch_session_bounds.go.
+//
 // Eviction (max.incremental.fetch.session.cache.slots,
 // min.incremental.fetch.session.eviction.ms): a new session takes a full
 // cache's slot from the session least recently used if that one is unused
@@ -71,33 +87,38 @@ const (
 
 // fetchSessionCache holds the broker's fetch sessions.
 type fetchSessionCache struct {
-	slots       int           // max.incremental.fetch.session.cache.slots
-	evictionAge time.Duration // min.incremental.fetch.session.eviction.ms
-	maxSize     func() int    // the most partitions one session may hold
-	now         func() time.Time
+	limits fetchSessionLimits
+	now    func() time.Time
 
 	// Counted for the metrics (metrics.go).
 	created      atomic.Int64 // sessions created
 	incrementals atomic.Int64 // fetches served from a session
 	evictions    atomic.Int64 // sessions evicted for a new one
 
-	mu       sync.Mutex // guards the following
-	sessions map[int32]*fetchSession
+	mu          sync.Mutex // guards the following
+	sessions    map[int32]*fetchSession
+	bytes       int64          // the sessions' cost, against limits.maxBytes
+	byConn      map[uint64]int // sessions per opening connection
+	byPrincipal map[string]int // sessions per principal
 }
 
-func newFetchSessionCache(slots int, evictionAge time.Duration, maxSize func() int) *fetchSessionCache {
+func newFetchSessionCache(limits fetchSessionLimits) *fetchSessionCache {
 	return &fetchSessionCache{
-		slots: slots, evictionAge: evictionAge, maxSize: maxSize, now: time.Now,
-		sessions: make(map[int32]*fetchSession),
+		limits: limits, now: time.Now,
+		sessions:    make(map[int32]*fetchSession),
+		byConn:      make(map[uint64]int),
+		byPrincipal: make(map[string]int),
 	}
 }
 
 // fetchSession is one client's session.
 type fetchSession struct {
 	id         int32
+	owner      fetchSessionOwner
 	privileged bool // a follower's session: harder to evict
 	topicIDs   bool // created by a v13+ request: topics are named by ID
 	created    time.Time
+	cost       int64 // what it holds as the cache counts it; guarded by the cache's mu
 
 	// Read by eviction under the cache's lock without the session's.
 	lastUsed atomic.Int64 // unix nanoseconds
@@ -107,6 +128,12 @@ type fetchSession struct {
 	epoch int32      // the epoch the next request must carry
 	parts []*sessionPartition
 	index map[sessionKey]*sessionPartition
+	// names interns the topic names of parts (one copy per topic, not per
+	// partition); nameBytes is their length.
+	names     map[string]string
+	nameBytes int
+	// excluded are the topics of partitions not cached (above).
+	excluded []excludedTopic
 	// The buffers of an incremental fetch's request and snapshot, reused
 	// by the next fetch once finished (busy meanwhile: a fetch racing
 	// with it gets its own), so that a fetch of a large session does not
@@ -173,6 +200,10 @@ type fetchContext struct {
 	snapshot []sessionAnswer
 	scratch  bool // the request and snapshot are the session's buffers
 
+	// owner sent the request; topics tells what it sees of a topic.
+	owner  fetchSessionOwner
+	topics fetchTopicState
+
 	// One pass of fetchOnce over the request (a long poll makes several;
 	// the last is answered): the next partition, and those answered.
 	next int
@@ -183,12 +214,20 @@ type fetchContext struct {
 type keptPartition struct {
 	answer  sessionAnswer
 	records bool
+	drop    bool // answered with an error that leaves it out of the session
 }
 
-// begin decides how req is served and, for an incremental fetch, applies
-// its partition changes to the session.
-func (c *fetchSessionCache) begin(req *kmsg.FetchRequest) *fetchContext {
-	fc := &fetchContext{cache: c, request: req}
+// uncached reports whether a partition answered code is left out of a
+// session: it does not exist, or the principal may not read it.
+func uncached(code int16) bool {
+	return code == kerr.UnknownTopicOrPartition.Code || code == kerr.UnknownTopicID.Code || code == kerr.TopicAuthorizationFailed.Code
+}
+
+// begin decides how req, sent by owner, is served and, for an
+// incremental fetch, applies its partition changes to the session. topics
+// tells what owner sees of a topic.
+func (c *fetchSessionCache) begin(req *kmsg.FetchRequest, owner fetchSessionOwner, topics fetchTopicState) *fetchContext {
+	fc := &fetchContext{cache: c, request: req, owner: owner, topics: topics}
 	if req.Version < 7 {
 		return fc // no session fields: always full
 	}
@@ -196,7 +235,7 @@ func (c *fetchSessionCache) begin(req *kmsg.FetchRequest) *fetchContext {
 		if req.SessionID != 0 {
 			c.remove(req.SessionID) // a full fetch closes the session it names
 		}
-		fc.newSession = req.SessionEpoch == fetchSessionInitialEpoch && c.slots > 0
+		fc.newSession = req.SessionEpoch == fetchSessionInitialEpoch && c.limits.slots > 0
 		return fc
 	}
 	c.mu.Lock()
@@ -216,9 +255,13 @@ func (c *fetchSessionCache) begin(req *kmsg.FetchRequest) *fetchContext {
 		fc.errorCode = kerr.FetchSessionTopicIDError.Code
 		return fc
 	}
-	s.updateLocked(req, true)
-	if len(s.parts) == 0 || len(s.parts) > c.maxSize() {
-		c.remove(s.id)
+	if s.excludedChangedLocked(topics) {
+		c.close(s) // the client starts over and names those partitions again
+		return fc
+	}
+	s.updateLocked(req)
+	if len(s.parts) == 0 || len(s.parts) > c.limits.maxSize() {
+		c.close(s)
 		return fc
 	}
 	s.epoch = nextFetchSessionEpoch(s.epoch)
@@ -247,50 +290,77 @@ func nextFetchSessionEpoch(epoch int32) int32 {
 	return epoch + 1
 }
 
-// updateLocked adds or updates the partitions req names, then, when
-// forget is set, drops the forgotten ones (a partition both named and
-// forgotten ends up forgotten, as in Kafka).
-func (s *fetchSession) updateLocked(req *kmsg.FetchRequest, forget bool) {
+// updateLocked adds or updates the partitions req names, then drops the
+// forgotten ones (a partition both named and forgotten ends up forgotten,
+// as in Kafka).
+func (s *fetchSession) updateLocked(req *kmsg.FetchRequest) {
 	byID := req.Version >= 13
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {
-			key := newSessionKey(byID, rt.Topic, rt.TopicID, rp.Partition)
-			if p := s.index[key]; p != nil {
-				p.req = rp
-				continue
-			}
-			// The session outlives the request: its topic name must not
-			// alias the request's frame.
-			key.topic = strings.Clone(key.topic)
-			p := &sessionPartition{key: key, req: rp, last: unanswered}
-			s.index[key] = p
-			s.parts = append(s.parts, p)
+			s.putLocked(newSessionKey(byID, rt.Topic, rt.TopicID, rp.Partition), rp)
 		}
 	}
-	forgotten := 0
+	var forgotten map[*sessionPartition]bool
 	for _, ft := range req.ForgottenTopics {
-		if !forget {
-			break
-		}
 		for _, partition := range ft.Partitions {
-			key := newSessionKey(byID, ft.Topic, ft.TopicID, partition)
-			if _, ok := s.index[key]; ok {
-				delete(s.index, key)
-				forgotten++
+			if p := s.index[newSessionKey(byID, ft.Topic, ft.TopicID, partition)]; p != nil {
+				if forgotten == nil {
+					forgotten = make(map[*sessionPartition]bool)
+				}
+				forgotten[p] = true
 			}
 		}
 	}
-	if forgotten > 0 {
-		kept := s.parts[:0]
-		for _, p := range s.parts {
-			if s.index[p.key] == p {
-				kept = append(kept, p)
-			}
-		}
-		clear(s.parts[len(kept):])
-		s.parts = kept
+	if forgotten != nil {
+		s.removeLocked(func(p *sessionPartition) bool { return forgotten[p] })
 	}
+}
+
+// putLocked adds the partition key names, asked for as rp, or replaces
+// its fetch parameters, and returns it.
+func (s *fetchSession) putLocked(key sessionKey, rp kmsg.FetchRequestTopicPartition) *sessionPartition {
+	if p := s.index[key]; p != nil {
+		p.req = rp
+		return p
+	}
+	// The session outlives the request: its topic name must not alias
+	// the request's frame, and one copy serves every partition.
+	name, ok := s.names[key.topic]
+	if !ok {
+		name = strings.Clone(key.topic)
+		s.names[name] = name
+		s.nameBytes += len(name)
+	}
+	key.topic = name
+	p := &sessionPartition{key: key, req: rp, last: unanswered}
+	s.index[key] = p
+	s.parts = append(s.parts, p)
 	s.size.Store(int32(len(s.parts)))
+	return p
+}
+
+// removeLocked removes the partitions gone reports, and the names no
+// partition uses any more.
+func (s *fetchSession) removeLocked(gone func(*sessionPartition) bool) {
+	kept := s.parts[:0]
+	for _, p := range s.parts {
+		if gone(p) {
+			delete(s.index, p.key)
+		} else {
+			kept = append(kept, p)
+		}
+	}
+	clear(s.parts[len(kept):])
+	s.parts = kept
+	s.size.Store(int32(len(s.parts)))
+	clear(s.names)
+	s.nameBytes = 0
+	for _, p := range s.parts {
+		if _, ok := s.names[p.key.topic]; !ok {
+			s.names[p.key.topic] = p.key.topic
+			s.nameBytes += len(p.key.topic)
+		}
+	}
 }
 
 func newSessionKey(byID bool, topic string, topicID [16]byte, partition int32) sessionKey {
@@ -361,7 +431,7 @@ func (fc *fetchContext) keep(sp *kmsg.FetchResponseTopicPartition, records bool)
 	}
 	a := answer(sp)
 	a.p = last.p
-	fc.kept = append(fc.kept, keptPartition{answer: a, records: records})
+	fc.kept = append(fc.kept, keptPartition{answer: a, records: records, drop: uncached(sp.ErrorCode)})
 	return true
 }
 
@@ -371,25 +441,61 @@ func (fc *fetchContext) finish(f *streamedFetch) *streamedFetch {
 	f.SessionID = 0
 	switch {
 	case fc.newSession:
-		f.SessionID = fc.cache.create(fc.request, f.FetchResponse)
+		f.SessionID = fc.cache.create(fc.request, f.FetchResponse, fc.owner, fc.topics)
 	case fc.session != nil:
-		fc.session.answered(fc.kept, fc.scratch)
-		f.SessionID = fc.session.id
+		if fc.cache.answered(fc.session, fc.kept, fc.scratch, fc.topics) {
+			f.SessionID = fc.session.id
+		}
 	}
 	return f
 }
 
-// answered records the partitions of an incremental answer and releases
-// the session's buffers if the fetch held them.
-func (s *fetchSession) answered(kept []keptPartition, scratch bool) {
+// answered records the partitions of an incremental answer of s, leaves
+// out of it those whose error keeps them out of sessions, and releases the
+// session's buffers if the fetch held them. It reports whether s lives on:
+// a session left empty, with too many excluded topics or over the byte
+// budget is closed, and the answer goes without it.
+func (c *fetchSessionCache) answered(s *fetchSession, kept []keptPartition, scratch bool, topics fetchTopicState) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if scratch {
 		s.busy = false
 	}
+	var dropped map[*sessionPartition]bool
+	keep := true
+	for _, k := range kept {
+		p := k.answer.p
+		if k.drop {
+			if dropped == nil {
+				dropped = make(map[*sessionPartition]bool)
+			}
+			dropped[p] = true
+			keep = keep && s.excludeLocked(p.key, topics)
+		}
+	}
+	if len(dropped) > 0 {
+		s.removeLocked(func(p *sessionPartition) bool { return dropped[p] })
+	}
+	// The session's size is judged against the budget only now, after
+	// what it may not hold left: partitions the request named that do
+	// not exist must not evict other sessions.
+	if !keep || len(s.parts) == 0 || !c.resize(s, s.costLocked()) {
+		c.close(s)
+		return false
+	}
+	s.recordLocked(kept, dropped)
+	return true
+}
+
+// recordLocked records what the partitions of kept were answered, leaving
+// out dropped ones, and moves those that returned records to the end.
+func (s *fetchSession) recordLocked(kept []keptPartition, dropped map[*sessionPartition]bool) {
 	var moved map[*sessionPartition]bool
 	for _, k := range kept {
 		p := k.answer.p
+		if dropped[p] {
+			continue
+		}
 		p.last = k.answer
 		p.last.p = nil
 		if k.records {
@@ -419,79 +525,62 @@ func (s *fetchSession) answered(kept []keptPartition, scratch bool) {
 	s.parts = append(order, last...)
 }
 
-// create makes a session of the partitions of req, a full fetch answered
-// by resp, and returns its ID, or 0 when the cache has no slot for it.
-func (c *fetchSessionCache) create(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) int32 {
+// create makes a session of the partitions of req, a full fetch by owner
+// answered by resp, and returns its ID, or 0 when it gets none: nothing to
+// cache, too large, or no room.
+func (c *fetchSessionCache) create(req *kmsg.FetchRequest, resp *kmsg.FetchResponse, owner fetchSessionOwner, topics fetchTopicState) int32 {
 	s := &fetchSession{
+		owner:      owner,
 		privileged: isFollowerFetch(req),
 		topicIDs:   req.Version >= 13,
 		created:    c.now(),
 		epoch:      nextFetchSessionEpoch(fetchSessionInitialEpoch),
 		index:      make(map[sessionKey]*sessionPartition),
+		names:      make(map[string]string),
 	}
 	s.lastUsed.Store(s.created.UnixNano())
-	s.updateLocked(req, false) // not shared yet: no lock needed; a full fetch forgets nothing
-	if len(s.parts) > c.maxSize() {
-		return 0
-	}
-	// The response lists the request's partitions in order; record what
-	// was answered (a partition named twice keeps its last answer).
+	// Not shared yet: no lock needed. The response lists the request's
+	// partitions in order; record what was answered (a partition named
+	// twice keeps its last answer).
+	maxSize := c.limits.maxSize()
 	for ti, rt := range req.Topics {
 		for pi, rp := range rt.Partitions {
-			if ti >= len(resp.Topics) || pi >= len(resp.Topics[ti].Partitions) {
+			key := newSessionKey(s.topicIDs, rt.Topic, rt.TopicID, rp.Partition)
+			var sp *kmsg.FetchResponseTopicPartition
+			if ti < len(resp.Topics) && pi < len(resp.Topics[ti].Partitions) {
+				sp = &resp.Topics[ti].Partitions[pi]
+			}
+			if sp != nil && uncached(sp.ErrorCode) {
+				if !s.excludeLocked(key, topics) {
+					return 0
+				}
 				continue
 			}
-			p := s.index[newSessionKey(s.topicIDs, rt.Topic, rt.TopicID, rp.Partition)]
-			p.last = answer(&resp.Topics[ti].Partitions[pi])
+			p := s.putLocked(key, rp)
+			if sp != nil {
+				p.last = answer(sp)
+			}
+			if len(s.parts) > maxSize {
+				return 0
+			}
 		}
 	}
+	if len(s.parts) == 0 {
+		return 0
+	}
+	s.cost = s.costLocked()
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.sessions) >= c.slots && !c.evictLocked(s) {
+	if !c.admitLocked(s) {
 		return 0
 	}
 	for s.id == 0 || s.id == -1 || c.sessions[s.id] != nil {
 		s.id = rand.Int32()
 	}
-	c.sessions[s.id] = s
+	c.addLocked(s)
 	c.created.Add(1)
 	return s.id
-}
-
-// evictLocked frees a slot for the new session s if Kafka's rules allow,
-// reporting whether it did.
-func (c *fetchSessionCache) evictLocked(s *fetchSession) bool {
-	now := c.now()
-	var stalest, victim *fetchSession
-	for _, o := range c.sessions {
-		if stalest == nil || o.lastUsed.Load() < stalest.lastUsed.Load() {
-			stalest = o
-		}
-		old := now.Sub(o.created) > c.evictionAge
-		if !old && (!s.privileged || o.privileged) {
-			continue // not evictable by s
-		}
-		if victim == nil || lessValuable(o, victim) {
-			victim = o
-		}
-	}
-	if stalest == nil {
-		return false
-	}
-	if now.Sub(time.Unix(0, stalest.lastUsed.Load())) > c.evictionAge {
-		delete(c.sessions, stalest.id)
-		c.evictions.Add(1)
-		return true
-	}
-	// s has no ID yet (0, below every session's), so a session of equal
-	// privilege and size is not evicted for it.
-	if victim == nil || !lessValuable(victim, s) {
-		return false
-	}
-	delete(c.sessions, victim.id)
-	c.evictions.Add(1)
-	return true
 }
 
 // lessValuable orders sessions for eviction as Kafka's EvictableKey:
@@ -506,11 +595,23 @@ func lessValuable(a, b *fetchSession) bool {
 	return a.id < b.id
 }
 
+// close removes s, unless it is gone already (its ID may be another
+// session's by then).
+func (c *fetchSessionCache) close(s *fetchSession) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sessions[s.id] == s {
+		c.removeLocked(s)
+	}
+}
+
 // remove closes session id, if there is one.
 func (c *fetchSessionCache) remove(id int32) {
 	c.mu.Lock()
-	delete(c.sessions, id)
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	if s := c.sessions[id]; s != nil {
+		c.removeLocked(s)
+	}
 }
 
 // fetchSessionMetrics are the cache's metrics, after Kafka's
@@ -526,25 +627,33 @@ func fetchSessionMetrics(b *Broker) []prometheus.Collector {
 			return float64(n(b.fetchSessions).Load())
 		})
 	}
-	gauge := func(name, help string, partitions bool) prometheus.Collector {
+	gauge := func(name, help string, value func(sessions, partitions int, bytes int64) int64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
 			if b.fetchSessions == nil {
 				return 0
 			}
 			sessions, parts := b.fetchSessions.stats()
-			if partitions {
-				return float64(parts)
-			}
-			return float64(sessions)
+			return float64(value(sessions, parts, b.fetchSessions.heldBytes()))
 		})
 	}
 	return []prometheus.Collector{
-		gauge("millrace_broker_fetch_sessions", "Fetch sessions (KIP-227) held; max.incremental.fetch.session.cache.slots bounds them.", false),
-		gauge("millrace_broker_fetch_session_partitions", "Partitions held by all fetch sessions.", true),
+		gauge("millrace_broker_fetch_sessions", "Fetch sessions (KIP-227) held; max.incremental.fetch.session.cache.slots bounds them.",
+			func(sessions, _ int, _ int64) int64 { return int64(sessions) }),
+		gauge("millrace_broker_fetch_session_partitions", "Partitions held by all fetch sessions.",
+			func(_, partitions int, _ int64) int64 { return int64(partitions) }),
+		gauge("millrace_broker_fetch_session_bytes", "Memory the fetch sessions hold as the cache counts it; millrace.fetch.session.cache.max.bytes bounds it.",
+			func(_, _ int, bytes int64) int64 { return bytes }),
 		counter("millrace_broker_fetch_sessions_created_total", "Fetch sessions created.", func(c *fetchSessionCache) *atomic.Int64 { return &c.created }),
 		counter("millrace_broker_incremental_fetches_total", "Fetch requests served from a fetch session (incremental fetches).", func(c *fetchSessionCache) *atomic.Int64 { return &c.incrementals }),
 		counter("millrace_broker_fetch_session_evictions_total", "Fetch sessions evicted to make room for a new one.", func(c *fetchSessionCache) *atomic.Int64 { return &c.evictions }),
 	}
+}
+
+// heldBytes is what the sessions hold, as the cache counts it.
+func (c *fetchSessionCache) heldBytes() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bytes
 }
 
 // stats returns the number of sessions and of partitions they hold.

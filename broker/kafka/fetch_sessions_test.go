@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -217,7 +218,7 @@ func TestFetchSessionEviction(t *testing.T) {
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		req.Topics = append(req.Topics, rt)
-		return c.create(req, req.ResponseKind().(*kmsg.FetchResponse))
+		return c.create(req, req.ResponseKind().(*kmsg.FetchResponse), fetchSessionOwner{conn: rand.Uint64(), principal: "User:test"}, everyTopic)
 	}
 	type session struct {
 		follower bool
@@ -244,7 +245,7 @@ func TestFetchSessionEviction(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			now := time.Unix(1000000, 0)
-			c := newFetchSessionCache(2, age, func() int { return 100 })
+			c := newFetchSessionCache(testSessionLimits(2, age, 100))
 			c.now = func() time.Time { return now }
 			var ids []int32
 			for _, s := range tc.cache {
@@ -268,11 +269,11 @@ func TestFetchSessionEviction(t *testing.T) {
 			}
 		})
 	}
-	c := newFetchSessionCache(0, age, func() int { return 100 })
+	c := newFetchSessionCache(testSessionLimits(0, age, 100))
 	if id := newSession(c, true, 1); id != 0 {
 		t.Fatalf("a cache of no slots made session %d", id)
 	}
-	c = newFetchSessionCache(2, age, func() int { return 3 })
+	c = newFetchSessionCache(testSessionLimits(2, age, 3))
 	if id := newSession(c, false, 4); id != 0 {
 		t.Fatalf("a session of 4 partitions over a limit of 3: %d", id)
 	}
@@ -313,3 +314,14 @@ func TestFetchSessionConcurrentFetches(t *testing.T) {
 		t.Fatalf("epoch 3: error %d, session %d", resp.ErrorCode, resp.SessionID)
 	}
 }
+
+// testSessionLimits are limits of slots sessions of at most maxSize
+// partitions, unused sessions evictable after age, and no other bound.
+func testSessionLimits(slots int, age time.Duration, maxSize int) fetchSessionLimits {
+	return fetchSessionLimits{slots: slots, evictionAge: age, maxSize: func() int { return maxSize },
+		perConnection: 1 << 30, perPrincipal: 1 << 30, maxBytes: 1 << 62}
+}
+
+// everyTopic is a fetchTopicState in which every topic exists with one
+// partition and may be read.
+func everyTopic(sessionKey) int32 { return 1 }

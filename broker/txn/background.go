@@ -47,7 +47,12 @@ func (c *Coordinator) generation() uint64 {
 // stopped before), an ongoing one past its timeout is aborted under a
 // bumped epoch (Kafka's abortTimedOutTransactions), and an idle ID past
 // transactional.id.expiration.ms is removed.
+//
+// The pass also counts the IDs this broker coordinates, by principal, for
+// MaxIDs and MaxIDsPerPrincipal: an ID it did not see (removed, or now
+// coordinated by another broker) stops counting once the pass completes.
 func (c *Coordinator) pass() {
+	seq, gen := c.index.beginPass(), c.generation()
 	names, err := c.store.Children(transactionsRoot)
 	if err != nil {
 		c.log.Warn("listing transactions", "err", err)
@@ -61,12 +66,17 @@ func (c *Coordinator) pass() {
 		if !ok || !c.owns(id) {
 			continue
 		}
-		c.visit(id)
+		if principal, kept := c.visit(id); kept {
+			c.index.saw(id, principal, seq)
+		}
 	}
+	c.index.endPass(seq, gen)
 }
 
-// visit applies pass's rules to one ID.
-func (c *Coordinator) visit(id string) {
+// visit applies pass's rules to one ID, returning the principal that
+// created it and whether it is still stored (true, with no principal, when
+// it could not be read).
+func (c *Coordinator) visit(id string) (principal string, kept bool) {
 	mu := c.lock(id)
 	m, version, found, err := load(c.store, id)
 	if err != nil || !found {
@@ -74,32 +84,35 @@ func (c *Coordinator) visit(id string) {
 		if err != nil {
 			c.log.Warn("reading a transaction", "transactional_id", id, "err", err)
 		}
-		return
+		return "", err != nil
 	}
 	now := c.nowMs()
 	switch {
 	case m.State.prepared():
 		mu.Unlock()
 		c.completeAsync(id)
-		return
+		return m.Principal, true
 	case timedOut(m, now):
 		next := prepareEnd(m, false, true, now)
 		if _, err := save(c.store, next, version); err != nil {
 			mu.Unlock()
 			c.log.Warn("aborting a timed-out transaction", "transactional_id", id, "err", err)
-			return
+			return m.Principal, true
 		}
 		mu.Unlock()
 		c.log.Info("aborting a transaction past its timeout", "transactional_id", id, "producer_id", m.ProducerID,
 			"timeout_ms", m.TimeoutMs, "producer_epoch", next.ProducerEpoch)
 		c.completeAsync(id)
-		return
+		return m.Principal, true
 	case expired(m, now, c.cfg.IDExpiration.Milliseconds()):
 		if err := remove(c.store, id, version); err != nil {
 			c.log.Warn("removing an expired transactional ID", "transactional_id", id, "err", err)
 		} else {
 			c.log.Info("transactional ID expired", "transactional_id", id, "producer_id", m.ProducerID)
+			mu.Unlock()
+			return "", false
 		}
 	}
 	mu.Unlock()
+	return m.Principal, true
 }

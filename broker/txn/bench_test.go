@@ -11,7 +11,7 @@ import (
 func BenchmarkTransaction(b *testing.B) {
 	f := newFixture(b)
 	c := f.coordinator(b, nil)
-	p, code := c.InitProducer("bench", time.Minute, ProducerIDAndEpoch{ID: -1, Epoch: -1})
+	p, code := c.InitProducer("User:test", "bench", time.Minute, ProducerIDAndEpoch{ID: -1, Epoch: -1})
 	if code != 0 {
 		b.Fatal(code)
 	}

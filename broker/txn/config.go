@@ -17,6 +17,16 @@ const (
 	// transaction.abort.timed.out.transaction.cleanup.interval.ms' default,
 	// 10000.
 	DefaultAbortCheckInterval = 10 * time.Second
+	// DefaultMaxIDBytes is millrace.transactional.id.max.bytes' default,
+	// 255 bytes, as millrace.group.id.max.bytes' (Kafka has no limit).
+	DefaultMaxIDBytes = 255
+	// DefaultMaxIDs is millrace.max.transactional.ids' default, as
+	// millrace.max.groups'.
+	DefaultMaxIDs = 10000
+	// DefaultMaxIDsPerPrincipal is
+	// millrace.max.transactional.ids.per.principal's default: a fifth of
+	// DefaultMaxIDs, so one principal leaves room for others.
+	DefaultMaxIDsPerPrincipal = 2000
 )
 
 // Config configures the transaction coordinator.
@@ -38,6 +48,17 @@ type Config struct {
 	// (which it removes) and transactions whose markers a previous
 	// coordinator left unsent (which it completes).
 	AbortCheckInterval time.Duration
+	// MaxIDs (millrace.max.transactional.ids, default 10000; Kafka has no
+	// limit) bounds the transactional IDs this broker coordinates: each
+	// is a node in the coordination store, replayed at start-up and read
+	// at every AbortCheckInterval, for IDExpiration after its last use.
+	// InitProducer for an ID more gets POLICY_VIOLATION; IDs this broker
+	// already coordinates are served as before.
+	MaxIDs int
+	// MaxIDsPerPrincipal (millrace.max.transactional.ids.per.principal,
+	// default 2000) bounds the IDs of MaxIDs one principal created, so that
+	// one user cannot take them all. The same answer.
+	MaxIDsPerPrincipal int
 	// Owner reports whether this broker coordinates a transactional ID, and
 	// the generation of the view it decided from (which changes whenever
 	// any ID may have moved, so the coordinator then looks for IDs it took
@@ -79,7 +100,8 @@ type Markers struct {
 // DefaultConfig returns a Config with the defaults filled in (Owner,
 // NewProducerID and Markers left to the caller).
 func DefaultConfig() Config {
-	return Config{MaxTimeout: DefaultMaxTimeout, IDExpiration: DefaultIDExpiration, AbortCheckInterval: DefaultAbortCheckInterval}
+	return Config{MaxTimeout: DefaultMaxTimeout, IDExpiration: DefaultIDExpiration, AbortCheckInterval: DefaultAbortCheckInterval,
+		MaxIDs: DefaultMaxIDs, MaxIDsPerPrincipal: DefaultMaxIDsPerPrincipal}
 }
 
 // Validate reports settings that cannot work.
@@ -93,6 +115,9 @@ func (c Config) Validate() error {
 	}
 	if c.AbortCheckInterval <= 0 {
 		errs = append(errs, errors.New("transaction.abort.timed.out.transaction.cleanup.interval.ms must be positive"))
+	}
+	if c.MaxIDs < 1 || c.MaxIDsPerPrincipal < 1 {
+		errs = append(errs, errors.New("millrace.max.transactional.ids and millrace.max.transactional.ids.per.principal must be at least 1"))
 	}
 	if c.NewProducerID == nil || c.Markers == nil {
 		errs = append(errs, errors.New("the transaction coordinator needs a producer ID allocator and a marker writer"))

@@ -45,6 +45,8 @@ type Coordinator struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the background loop and marker writers
 
+	index idIndex // the IDs this broker coordinates, for MaxIDs (limits.go)
+
 	mu         sync.Mutex          // guards the following
 	completing map[string]struct{} // IDs whose markers a goroutine is writing
 	closed     bool
@@ -70,7 +72,7 @@ func New(store coord.Store, cfg Config, logger *slog.Logger) (*Coordinator, erro
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Coordinator{cfg: cfg, store: store, log: logger.With("component", "txn"), now: now,
-		ctx: ctx, cancel: cancel, completing: make(map[string]struct{})}, nil
+		ctx: ctx, cancel: cancel, completing: make(map[string]struct{}), index: newIDIndex()}, nil
 }
 
 // Start runs the background work: a first pass over the stored
@@ -126,11 +128,14 @@ func (c *Coordinator) storeCode(id string, err error) int16 {
 	return kerr.CoordinatorNotAvailable.Code
 }
 
-// InitProducer is InitProducerId for transactional ID id: the producer ID
-// and epoch the producer is to use, fencing any earlier producer with the
-// same ID. expected is the producer ID and epoch a v3+ request names (ID
-// -1 when none).
-func (c *Coordinator) InitProducer(id string, timeout time.Duration, expected ProducerIDAndEpoch) (ProducerIDAndEpoch, int16) {
+// InitProducer is InitProducerId for transactional ID id, asked by
+// principal: the producer ID and epoch the producer is to use, fencing any
+// earlier producer with the same ID. expected is the producer ID and epoch
+// a v3+ request names (ID -1 when none). An ID new to the store counts
+// against MaxIDs and MaxIDsPerPrincipal (POLICY_VIOLATION past them;
+// COORDINATOR_LOAD_IN_PROGRESS until the first pass counted the stored
+// IDs).
+func (c *Coordinator) InitProducer(principal, id string, timeout time.Duration, expected ProducerIDAndEpoch) (ProducerIDAndEpoch, int16) {
 	none := ProducerIDAndEpoch{ID: noProducerID, Epoch: noEpoch}
 	if !c.owns(id) {
 		return none, kerr.NotCoordinator.Code
@@ -138,6 +143,8 @@ func (c *Coordinator) InitProducer(id string, timeout time.Duration, expected Pr
 	if timeout <= 0 || timeout > c.cfg.MaxTimeout {
 		return none, kerr.InvalidTransactionTimeout.Code
 	}
+	gen := c.generation()
+	c.index.waitReady(c.ctx, gen, indexWait)
 	defer c.lock(id).Unlock()
 	m, version, found, err := load(c.store, id)
 	if err != nil {
@@ -145,13 +152,22 @@ func (c *Coordinator) InitProducer(id string, timeout time.Duration, expected Pr
 	}
 	timeoutMs := int32(timeout.Milliseconds())
 	if !found {
+		if code, logRefusal := c.index.reserve(id, principal, gen, c.cfg.MaxIDs, c.cfg.MaxIDsPerPrincipal); code != 0 {
+			if logRefusal {
+				c.log.Warn("refusing new transactional IDs: millrace.max.transactional.ids or .per.principal reached",
+					"principal", principal, "max_ids", c.cfg.MaxIDs, "max_ids_per_principal", c.cfg.MaxIDsPerPrincipal)
+			}
+			return none, code
+		}
 		pid, err := c.cfg.NewProducerID()
 		if err != nil {
+			c.index.release(id)
 			c.log.Error("allocating a producer ID", "transactional_id", id, "err", err)
 			return none, kerr.CoordinatorNotAvailable.Code
 		}
-		m = newMetadata(id, pid, timeoutMs, c.nowMs())
+		m = newMetadata(id, principal, pid, timeoutMs, c.nowMs())
 		if _, err := save(c.store, m, -1); err != nil {
+			c.index.release(id)
 			return none, c.storeCode(id, err)
 		}
 		return ProducerIDAndEpoch{ID: m.ProducerID, Epoch: m.ProducerEpoch}, 0

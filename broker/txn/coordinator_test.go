@@ -112,7 +112,7 @@ func waitState(t *testing.T, c *Coordinator, id string, want State) Metadata {
 func TestCommitWritesMarkersThenCompletes(t *testing.T) {
 	f := newFixture(t)
 	c := f.coordinator(t, nil)
-	p, code := c.InitProducer("tx/1", time.Minute, ProducerIDAndEpoch{ID: -1, Epoch: -1})
+	p, code := c.InitProducer("User:test", "tx/1", time.Minute, ProducerIDAndEpoch{ID: -1, Epoch: -1})
 	if code != 0 || p.ID != 1001 || p.Epoch != 0 {
 		t.Fatalf("InitProducer: %+v code %d", p, code)
 	}
@@ -158,11 +158,11 @@ func TestNewProducerFencesAndAbortsTheOngoingTransaction(t *testing.T) {
 	f := newFixture(t)
 	c := f.coordinator(t, nil)
 	none := ProducerIDAndEpoch{ID: -1, Epoch: -1}
-	old, _ := c.InitProducer("t", time.Minute, none)
+	old, _ := c.InitProducer("User:test", "t", time.Minute, none)
 	if code := c.AddPartitions("t", old, map[string][]int32{"a": {0}}); code != 0 {
 		t.Fatal(code)
 	}
-	if _, code := c.InitProducer("t", time.Minute, none); code != kerr.ConcurrentTransactions.Code {
+	if _, code := c.InitProducer("User:test", "t", time.Minute, none); code != kerr.ConcurrentTransactions.Code {
 		t.Fatalf("InitProducer during a transaction: %d, want CONCURRENT_TRANSACTIONS", code)
 	}
 	waitState(t, c, "t", CompleteAbort)
@@ -170,7 +170,7 @@ func TestNewProducerFencesAndAbortsTheOngoingTransaction(t *testing.T) {
 	if len(got) != 1 || got[0].Commit || got[0].ProducerEpoch != old.Epoch+1 {
 		t.Fatalf("abort markers %+v, want one abort at epoch %d", got, old.Epoch+1)
 	}
-	p, code := c.InitProducer("t", time.Minute, none)
+	p, code := c.InitProducer("User:test", "t", time.Minute, none)
 	if code != 0 || p.ID != old.ID || p.Epoch != old.Epoch+2 {
 		t.Fatalf("retried InitProducer: %+v %d", p, code)
 	}
@@ -185,27 +185,27 @@ func TestNewProducerFencesAndAbortsTheOngoingTransaction(t *testing.T) {
 func TestInitProducerWithExpectedEpoch(t *testing.T) {
 	f := newFixture(t)
 	c := f.coordinator(t, nil)
-	p0, _ := c.InitProducer("t", time.Minute, ProducerIDAndEpoch{ID: -1, Epoch: -1})
-	p1, code := c.InitProducer("t", time.Minute, p0)
+	p0, _ := c.InitProducer("User:test", "t", time.Minute, ProducerIDAndEpoch{ID: -1, Epoch: -1})
+	p1, code := c.InitProducer("User:test", "t", time.Minute, p0)
 	if code != 0 || p1.ID != p0.ID || p1.Epoch != p0.Epoch+1 {
 		t.Fatalf("bump: %+v %d", p1, code)
 	}
 	// The bump's answer was lost: the same request gets the same answer.
-	if again, code := c.InitProducer("t", time.Minute, p0); code != 0 || again != p1 {
+	if again, code := c.InitProducer("User:test", "t", time.Minute, p0); code != 0 || again != p1 {
 		t.Fatalf("retried bump: %+v %d, want %+v", again, code, p1)
 	}
-	if _, code := c.InitProducer("t", time.Minute, ProducerIDAndEpoch{ID: p0.ID, Epoch: 9}); code != kerr.ProducerFenced.Code {
+	if _, code := c.InitProducer("User:test", "t", time.Minute, ProducerIDAndEpoch{ID: p0.ID, Epoch: 9}); code != kerr.ProducerFenced.Code {
 		t.Fatalf("unknown epoch: %d, want PRODUCER_FENCED", code)
 	}
 	for _, d := range []time.Duration{0, DefaultMaxTimeout + time.Millisecond} {
-		if _, code := c.InitProducer("t", d, ProducerIDAndEpoch{ID: -1, Epoch: -1}); code != kerr.InvalidTransactionTimeout.Code {
+		if _, code := c.InitProducer("User:test", "t", d, ProducerIDAndEpoch{ID: -1, Epoch: -1}); code != kerr.InvalidTransactionTimeout.Code {
 			t.Errorf("timeout %v: %d, want INVALID_TRANSACTION_TIMEOUT", d, code)
 		}
 	}
 }
 
 func TestEpochExhaustionGivesANewProducerID(t *testing.T) {
-	m := newMetadata("t", 5, 1000, 0)
+	m := newMetadata("t", "User:test", 5, 1000, 0)
 	m.ProducerEpoch = math.MaxInt16 - 1
 	next, write, _, code, err := initProducer(m, ProducerIDAndEpoch{ID: -1, Epoch: -1}, 1000, 1, func() (int64, error) { return 6, nil })
 	if err != nil || code != 0 || !write || next.ProducerID != 6 || next.ProducerEpoch != 0 || next.LastProducerID != 5 || next.LastProducerEpoch != math.MaxInt16-1 {
@@ -216,7 +216,7 @@ func TestEpochExhaustionGivesANewProducerID(t *testing.T) {
 func TestMarkersRetriedUntilWritten(t *testing.T) {
 	f := newFixture(t)
 	c := f.coordinator(t, nil)
-	p, _ := c.InitProducer("t", time.Minute, ProducerIDAndEpoch{ID: -1, Epoch: -1})
+	p, _ := c.InitProducer("User:test", "t", time.Minute, ProducerIDAndEpoch{ID: -1, Epoch: -1})
 	c.AddPartitions("t", p, map[string][]int32{"a": {0}})
 	f.markers.failing.Store(true)
 	if code := c.EndTransaction("t", p, false); code != 0 {
@@ -237,7 +237,7 @@ func TestMarkersRetriedUntilWritten(t *testing.T) {
 func TestTakeoverCompletesADecidedTransaction(t *testing.T) {
 	f := newFixture(t)
 	first := f.coordinator(t, nil)
-	p, _ := first.InitProducer("t", time.Minute, ProducerIDAndEpoch{ID: -1, Epoch: -1})
+	p, _ := first.InitProducer("User:test", "t", time.Minute, ProducerIDAndEpoch{ID: -1, Epoch: -1})
 	first.AddPartitions("t", p, map[string][]int32{"a": {0}})
 	f.markers.failing.Store(true)
 	if code := first.EndTransaction("t", p, true); code != 0 {
@@ -255,7 +255,7 @@ func TestTakeoverCompletesADecidedTransaction(t *testing.T) {
 func TestNotOwnedIDsAreRefusedAndLeftAlone(t *testing.T) {
 	f := newFixture(t)
 	owner := f.coordinator(t, nil)
-	p, _ := owner.InitProducer("t", time.Minute, ProducerIDAndEpoch{ID: -1, Epoch: -1})
+	p, _ := owner.InitProducer("User:test", "t", time.Minute, ProducerIDAndEpoch{ID: -1, Epoch: -1})
 	owner.AddPartitions("t", p, map[string][]int32{"a": {0}})
 	f.markers.failing.Store(true)
 	owner.EndTransaction("t", p, true)
@@ -264,7 +264,7 @@ func TestNotOwnedIDsAreRefusedAndLeftAlone(t *testing.T) {
 	other := f.coordinator(t, func(cfg *Config) {
 		cfg.Owner = func(string) (bool, uint64) { return false, 1 }
 	})
-	if _, code := other.InitProducer("t", time.Minute, ProducerIDAndEpoch{ID: -1, Epoch: -1}); code != kerr.NotCoordinator.Code {
+	if _, code := other.InitProducer("User:test", "t", time.Minute, ProducerIDAndEpoch{ID: -1, Epoch: -1}); code != kerr.NotCoordinator.Code {
 		t.Fatalf("InitProducer elsewhere: %d", code)
 	}
 	if _, code := other.Describe("t"); code != kerr.NotCoordinator.Code {
@@ -282,7 +282,7 @@ func TestNotOwnedIDsAreRefusedAndLeftAlone(t *testing.T) {
 func TestTimeoutAbortsUnderABumpedEpoch(t *testing.T) {
 	f := newFixture(t)
 	c := f.coordinator(t, nil)
-	p, _ := c.InitProducer("t", 10*time.Second, ProducerIDAndEpoch{ID: -1, Epoch: -1})
+	p, _ := c.InitProducer("User:test", "t", 10*time.Second, ProducerIDAndEpoch{ID: -1, Epoch: -1})
 	c.AddPartitions("t", p, map[string][]int32{"a": {0}})
 	c.pass()
 	if m, _ := c.Describe("t"); m.State != Ongoing {
@@ -302,8 +302,8 @@ func TestTimeoutAbortsUnderABumpedEpoch(t *testing.T) {
 func TestIdleIDExpires(t *testing.T) {
 	f := newFixture(t)
 	c := f.coordinator(t, func(cfg *Config) { cfg.IDExpiration, cfg.MaxTimeout = time.Hour, 2*time.Hour })
-	c.InitProducer("idle", time.Minute, ProducerIDAndEpoch{ID: -1, Epoch: -1})
-	busy, _ := c.InitProducer("busy", time.Hour+time.Minute, ProducerIDAndEpoch{ID: -1, Epoch: -1})
+	c.InitProducer("User:test", "idle", time.Minute, ProducerIDAndEpoch{ID: -1, Epoch: -1})
+	busy, _ := c.InitProducer("User:test", "busy", time.Hour+time.Minute, ProducerIDAndEpoch{ID: -1, Epoch: -1})
 	c.AddPartitions("busy", busy, map[string][]int32{"a": {0}})
 	f.clock.advance(time.Hour + time.Millisecond)
 	c.pass()
@@ -325,7 +325,7 @@ func TestStaleWriteConflicts(t *testing.T) {
 	if err := ensureRoot(f.store); err != nil {
 		t.Fatal(err)
 	}
-	m := newMetadata("a/b%", 1, 1000, 0)
+	m := newMetadata("a/b%", "User:test", 1, 1000, 0)
 	if _, err := save(f.store, m, -1); err != nil {
 		t.Fatal(err)
 	}

@@ -67,7 +67,7 @@ const (
 //	{"version":1,"transactional_id":"t","producer_id":7,"producer_epoch":3,
 //	 "last_producer_id":7,"last_producer_epoch":2,"timeout_ms":60000,
 //	 "state":"Ongoing","partitions":{"topic":[0,1]},"groups":["g"],
-//	 "start_ms":1700000000000,"update_ms":1700000000000}
+//	 "start_ms":1700000000000,"update_ms":1700000000000,"principal":"User:alice"}
 //
 // last_producer_id and last_producer_epoch are the producer ID and epoch
 // before the last InitProducerId bump (-1 when none), so a producer retrying
@@ -87,6 +87,10 @@ type Metadata struct {
 	Groups            []string           `json:"groups"`
 	StartMs           int64              `json:"start_ms"`
 	UpdateMs          int64              `json:"update_ms"`
+	// Principal created the ID (its first InitProducerId); IDs are counted
+	// against millrace.max.transactional.ids.per.principal by it. Empty in
+	// state written before it was kept.
+	Principal string `json:"principal,omitempty"`
 }
 
 // clone copies m deeply, so a transition never changes its input.
@@ -158,10 +162,11 @@ func initProducer(m Metadata, expected ProducerIDAndEpoch, timeoutMs int32, nowM
 	return next, true, false, 0, nil
 }
 
-// newMetadata is the state of a transactional ID seen for the first time.
-func newMetadata(id string, producerID int64, timeoutMs int32, nowMs int64) Metadata {
+// newMetadata is the state of a transactional ID principal uses for the
+// first time.
+func newMetadata(id, principal string, producerID int64, timeoutMs int32, nowMs int64) Metadata {
 	return Metadata{
-		Version: metadataVersion, TransactionalID: id,
+		Version: metadataVersion, TransactionalID: id, Principal: principal,
 		ProducerID: producerID, ProducerEpoch: 0,
 		LastProducerID: noProducerID, LastProducerEpoch: noEpoch,
 		TimeoutMs: timeoutMs, State: Empty, Partitions: map[string][]int32{},
