@@ -8,7 +8,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,26 +22,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 )
-
-// peakRSSMiB reads a process's peak resident set (VmHWM) from /proc.
-func peakRSSMiB(t *testing.T, p *process) int {
-	t.Helper()
-	status, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid()) + "/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.Lines(string(status)) {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
-			kib, err := strconv.Atoi(f[1])
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kib >> 10
-		}
-	}
-	t.Fatalf("no VmHWM in /proc/%d/status", p.pid())
-	return 0
-}
 
 // hostileFetch is an epoch-0 Fetch v12 (topics by name) asking for a new
 // session over partitions 0..n-1 of topic.
@@ -239,7 +218,7 @@ func TestHostileFetchSessions(t *testing.T) {
 	if evicted := scrapeCounter(t, metrics, "millrace_broker_fetch_session_evictions_total"); evicted == 0 {
 		t.Error("no session was evicted")
 	}
-	peak := peakRSSMiB(t, b)
+	peak := peakRSSKiB(t, b.pid()) >> 10
 	t.Logf("broker peak RSS %d MiB", peak)
 	if peak >= 512 {
 		t.Errorf("broker peak RSS %d MiB, want < 512", peak)
@@ -341,7 +320,7 @@ func TestHostileTransactionalIDs(t *testing.T) {
 		t.Fatalf("a transaction of a new ID past the bound: %v, want POLICY_VIOLATION", err)
 	}
 
-	if peak := peakRSSMiB(t, b); peak >= 512 {
+	if peak := peakRSSKiB(t, b.pid()) >> 10; peak >= 512 {
 		t.Errorf("broker peak RSS %d MiB before the restart, want < 512", peak)
 	}
 
@@ -356,7 +335,7 @@ func TestHostileTransactionalIDs(t *testing.T) {
 	if code := initID(alice, "alice-1"); code != 0 {
 		t.Fatalf("a stored ID after a restart: %v", kerr.ErrorForCode(code))
 	}
-	peak := peakRSSMiB(t, b)
+	peak := peakRSSKiB(t, b.pid()) >> 10
 	t.Logf("broker peak RSS %d MiB", peak)
 	if peak >= 512 {
 		t.Errorf("broker peak RSS %d MiB, want < 512", peak)
