@@ -57,7 +57,7 @@ func newBrokerMetrics(reg prometheus.Registerer, model *cluster.Cluster, logs *l
 			Name: "millrace_broker_connections_refused_total", Help: "Connections closed as soon as accepted, by the limit they were over (max.connections, max.connections.per.ip).",
 		}, []string{"limit"}),
 		saslAuth: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "millrace_broker_sasl_authentications_total", Help: "SASL authentications (re-authentications included), by mechanism and result (ok, failed).",
+			Name: "millrace_broker_sasl_authentications_total", Help: "SASL authentications (re-authentications included), by mechanism and result (ok; failed: the password was checked and wrong, or the user unknown; throttled: over a failed-authentication limit, nothing checked).",
 		}, []string{"mechanism", "result"}),
 	}
 	if reg == nil {
