@@ -303,10 +303,14 @@ func (m *Manager) run(interval time.Duration) {
 	defer t.Stop()
 	snapshots := time.NewTicker(producerSnapshotInterval)
 	defer snapshots.Stop()
+	retry := time.NewTicker(WriteRetryInterval)
+	defer retry.Stop()
 	for {
 		select {
 		case <-m.stop:
 			return
+		case <-retry.C:
+			m.recoverWrites()
 		case <-t.C:
 			m.checkAll()
 		case <-snapshots.C:
@@ -315,6 +319,32 @@ func (m *Manager) run(interval time.Duration) {
 			}
 		}
 	}
+}
+
+// recoverWrites retries writing to every log that refuses appends after a
+// failed write (recover_writes.go). A log whose failure only a restart can
+// clear is told once.
+func (m *Manager) recoverWrites() {
+	for tp, l := range m.All() {
+		if !l.Refusing() {
+			continue
+		}
+		if _, err := l.RecoverWrites(); errors.Is(err, ErrNeedsReopen) && !l.toldNeedsReopen.Swap(true) {
+			m.logger.Error("partition log refuses appends until the broker restarts", "component", "log", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+		}
+	}
+}
+
+// Refusing lists the partitions whose log refuses appends after a failed
+// write.
+func (m *Manager) Refusing() []TopicPartition {
+	var out []TopicPartition
+	for tp, l := range m.All() {
+		if l.Refusing() {
+			out = append(out, tp)
+		}
+	}
+	return out
 }
 
 // checkAll runs one round of retention and flush checks.
