@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,6 +35,9 @@ type Manager struct {
 	defaults Config
 	logger   *slog.Logger
 	opts     options
+
+	// refusing is the set recoverWrites found refusing appends (Refusing).
+	refusing atomic.Pointer[map[TopicPartition]bool]
 
 	mu          sync.Mutex // guards the following
 	logs        map[TopicPartition]*Log
@@ -322,29 +326,37 @@ func (m *Manager) run(interval time.Duration) {
 }
 
 // recoverWrites retries writing to every log that refuses appends after a
-// failed write (recover_writes.go). A log whose failure only a restart can
-// clear is told once.
+// failed write (recover_writes.go), and keeps the set of those still
+// refusing for Refusing. A log whose failure only a restart can clear is
+// told once.
 func (m *Manager) recoverWrites() {
+	var refusing map[TopicPartition]bool
 	for tp, l := range m.All() {
 		if !l.Refusing() {
 			continue
 		}
-		if _, err := l.RecoverWrites(); errors.Is(err, ErrNeedsReopen) && !l.toldNeedsReopen.Swap(true) {
+		ok, err := l.RecoverWrites()
+		if errors.Is(err, ErrNeedsReopen) && !l.toldNeedsReopen.Swap(true) {
 			m.logger.Error("partition log refuses appends until the broker restarts", "component", "log", "topic", tp.Topic, "partition", tp.Partition, "err", err)
 		}
-	}
-}
-
-// Refusing lists the partitions whose log refuses appends after a failed
-// write.
-func (m *Manager) Refusing() []TopicPartition {
-	var out []TopicPartition
-	for tp, l := range m.All() {
-		if l.Refusing() {
-			out = append(out, tp)
+		if !ok {
+			if refusing == nil {
+				refusing = map[TopicPartition]bool{}
+			}
+			refusing[tp] = true
 		}
 	}
-	return out
+	m.refusing.Store(&refusing)
+}
+
+// Refusing is the set of partitions whose log refused appends after a
+// failed write at the last retry (every WriteRetryInterval); nil for none.
+// The caller must not change it.
+func (m *Manager) Refusing() map[TopicPartition]bool {
+	if p := m.refusing.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // checkAll runs one round of retention and flush checks.

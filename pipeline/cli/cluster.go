@@ -15,6 +15,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/broker/cluster"
 	"millrace/broker/coord/zk"
@@ -210,11 +212,12 @@ func clusterReassign(ctx context.Context, e *env, zkServers, topic, list string,
 // each broker, and the partitions that are under-replicated (ISR smaller
 // than the replicas) or offline (no leader), from Metadata.
 func clusterStatus(ctx context.Context, e *env) error {
-	adm, done, err := e.newAdmin(ctx)
+	cl, err := e.newPingedClient(ctx)
 	if err != nil {
 		return err
 	}
-	defer done()
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
 	md, err := adm.Metadata(ctx)
 	if err != nil {
 		return err
@@ -237,6 +240,7 @@ func clusterStatus(ctx context.Context, e *env) error {
 			}
 		}
 	}
+	refusing, refusingErr := storageRefusals(ctx, cl, md.Brokers.NodeIDs())
 	// What each broker holds on disk. The error is not the command's: a
 	// broker that did not answer in time (down since the metadata was read,
 	// or hung) shows "-" in those columns.
@@ -275,6 +279,14 @@ func clusterStatus(ctx context.Context, e *env) error {
 	for _, p := range offline {
 		fmt.Fprintf(e.stdout, "  %s\n", p)
 	}
+	if refusingErr != nil {
+		fmt.Fprintf(e.stdout, "partitions refusing appends (storage error): unknown for some brokers (%v)\n", refusingErr)
+	} else {
+		fmt.Fprintf(e.stdout, "partitions refusing appends (storage error): %d\n", len(refusing))
+	}
+	for _, r := range refusing {
+		fmt.Fprintf(e.stdout, "  %s (log on broker %s refuses appends after a failed write; see docs/limits.md)\n", r.name, ints(r.brokers))
+	}
 	if movesErr != nil {
 		fmt.Fprintf(e.stdout, "reassignments in progress: unknown (%v)\n", movesErr)
 		return nil
@@ -286,6 +298,48 @@ func clusterStatus(ctx context.Context, e *env) error {
 			idsOrDash(m.Replicas), idsOrDash(m.AddingReplicas), idsOrDash(m.RemovingReplicas))
 	}
 	return nil
+}
+
+// refusal is a partition whose log refuses appends on some brokers.
+type refusal struct {
+	name    string // topic/partition
+	brokers []int32
+}
+
+// storageRefusals asks every broker which of its partition logs refuse
+// appends after a failed write (a full or failing disk): each lists itself
+// among a partition's offline replicas in its own Metadata answer, and only
+// it knows. The error names brokers that did not answer.
+func storageRefusals(ctx context.Context, cl *kgo.Client, brokers []int32) ([]refusal, error) {
+	found := map[string][]int32{}
+	var errs []error
+	for _, id := range brokers {
+		reqCtx, cancel := context.WithTimeout(ctx, monitor.ReadTimeout)
+		req := kmsg.NewPtrMetadataRequest() // every topic
+		resp, err := req.RequestWith(reqCtx, cl.Broker(int(id)))
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("broker %d: %w", id, err))
+			continue
+		}
+		for _, t := range resp.Topics {
+			if t.Topic == nil {
+				continue
+			}
+			for _, p := range t.Partitions {
+				if slices.Contains(p.OfflineReplicas, id) {
+					name := fmt.Sprintf("%s/%d", *t.Topic, p.Partition)
+					found[name] = append(found[name], id)
+				}
+			}
+		}
+	}
+	out := make([]refusal, 0, len(found))
+	for name, ids := range found {
+		out = append(out, refusal{name, ids})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out, errors.Join(errs...)
 }
 
 // idsOrDash lists broker IDs, or "-" for none.
