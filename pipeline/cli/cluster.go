@@ -27,7 +27,7 @@ func init() {
 	addCommand("cluster", func(e *env) *cobra.Command {
 		return &cobra.Command{
 			Use:   "status",
-			Short: "show the brokers, the controller, leaders, disk use, under-replicated and offline partitions, moves in progress",
+			Short: "show the brokers, the controller, leaders, disk use, under-replicated and offline partitions, partitions refusing appends, moves in progress",
 			Args:  exactArgs(0),
 			RunE:  func(cmd *cobra.Command, _ []string) error { return clusterStatus(cmd.Context(), e) },
 		}
@@ -209,8 +209,9 @@ func clusterReassign(ctx context.Context, e *env, zkServers, topic, list string,
 }
 
 // clusterStatus prints the live brokers, the controller, the leader count of
-// each broker, and the partitions that are under-replicated (ISR smaller
-// than the replicas) or offline (no leader), from Metadata.
+// each broker, the partitions that are under-replicated (ISR smaller than
+// the replicas) or offline (no leader), from Metadata, and those whose log
+// refuses appends on some broker after a failed write (storageRefusals).
 func clusterStatus(ctx context.Context, e *env) error {
 	cl, err := e.newPingedClient(ctx)
 	if err != nil {
