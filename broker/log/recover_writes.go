@@ -10,13 +10,14 @@ package log
 //     checkpoint) failed, typically because the volume is full: nothing
 //     fsynced was touched, and the log's state in memory is still exactly
 //     what was written before (appendLocked takes a partial write back).
-//     RecoverWrites, which the Manager calls every writeRetryInterval,
+//     RecoverWrites, which the Manager calls every WriteRetryInterval,
 //     then reopens the log for appends from that state, verified: it cuts
 //     any torn tail off the active segment, re-reads every batch of the
 //     active segment checking its framing and CRC-32C, rebuilds and rewrites
-//     its indexes from the scan as recovery at Open does, fsyncs, and
-//     writes the recovery point checkpoint; only if all of that succeeds
-//     (the volume has room again) are appends accepted.
+//     its indexes from the scan as recovery at Open does, and fsyncs, after
+//     a probe (the recovery point checkpoint written again) showed that the
+//     volume takes writes; only if all of that succeeds are appends
+//     accepted.
 //   - An fsync failed, a truncation or a segment replacement failed half
 //     way: after a failed fsync Linux may have dropped the dirty pages, so
 //     what a read returns may not be what is on disk, and a half-done
@@ -84,6 +85,13 @@ func (l *Log) RecoverWrites() (bool, error) {
 	if !l.writeErrInPlace {
 		return false, fmt.Errorf("%w: %w", ErrNeedsReopen, l.writeErr)
 	}
+	// The probe first, quietly (a full volume is retried every few
+	// seconds): a new file written, fsynced and renamed in the log's
+	// directory, holding the recovery point it already holds. Without room
+	// it fails and the log stays refusing.
+	if err := writeCheckpoint(l.recoveryPointPath(), [][]int64{{l.recoveryPoint}}); err != nil {
+		return false, fmt.Errorf("log: volume still refuses writes: %w", err)
+	}
 	if err := l.verifyActiveLocked(); err != nil {
 		return false, err
 	}
@@ -96,11 +104,6 @@ func (l *Log) RecoverWrites() (bool, error) {
 	l.writeErr, l.writeErrInPlace = nil, false
 	if err := l.flushLocked(); err != nil {
 		return false, err // flushLocked made it sticky again
-	}
-	// The probe: a new file written, fsynced and renamed in the log's
-	// directory. Without room it fails, and the log stays refusing.
-	if err := writeCheckpoint(l.recoveryPointPath(), [][]int64{{l.recoveryPoint}}); err != nil {
-		return false, l.failWritesLocked(fmt.Errorf("log: writing recovery point: %w", err), true)
 	}
 	l.refusing.Store(false)
 	l.logger.Warn("log accepts appends again after a failed write", "end_offset", l.endOffset, "cause", cause)
