@@ -4,6 +4,10 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 func TestFailureLimiter(t *testing.T) {
@@ -107,5 +111,51 @@ func TestSampledLog(t *testing.T) {
 	unlogged, ok := s.allow(now.Add(10*time.Second), 5, 10*time.Second)
 	if !ok || unlogged != 95 {
 		t.Fatalf("first line of the next window: ok %v, unlogged %d, want true, 95", ok, unlogged)
+	}
+}
+
+// TestSASLPlainThrottleAndCache: once a user's failure bucket is empty,
+// PLAIN logins as that user are throttled without a check, except with a
+// password verified moments ago; a changed password ends that at once.
+func TestSASLPlainThrottleAndCache(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	tb := startBroker(t, withMetrics(reg), withConfig(func(c *Config) {
+		c.SASL.FailedAuthenticationDelay = time.Millisecond
+		c.SASL.FailedAuthenticationRatePerIP = 0 // the user's bucket alone
+		c.SASL.FailedAuthenticationRatePerUser = 1
+		c.SASL.FailedAuthenticationBurst = 2
+	}))
+	addUser(t, tb, "alice", "right")
+	login := func(password string) int16 {
+		c, _ := saslConn(t, tb)
+		var correlation int32
+		return authenticate(t, c, mechanismFor(mechanismPlain, "alice", password), 1, &correlation).ErrorCode
+	}
+	counted := func(result string) float64 {
+		return testutil.ToFloat64(tb.broker.metrics.saslAuth.WithLabelValues(mechanismPlain, result))
+	}
+	if code := login("right"); code != 0 {
+		t.Fatalf("first login: error %d", code)
+	}
+	for range 2 {
+		if code := login("wrong"); code != kerr.SaslAuthenticationFailed.Code {
+			t.Fatalf("wrong password: error %d", code)
+		}
+	}
+	if n := counted("failed"); n != 2 {
+		t.Fatalf("%v checked failures counted, want 2", n)
+	}
+	if code := login("wrong"); code != kerr.SaslAuthenticationFailed.Code || counted("throttled") != 1 {
+		t.Fatalf("third wrong password: error %d, %v throttled; want a throttled failure", code, counted("throttled"))
+	}
+	if code := login("right"); code != 0 {
+		t.Fatalf("the right password, verified before, while alice is throttled: error %d", code)
+	}
+	addUser(t, tb, "alice", "new") // a new salt and keys
+	if code := login("right"); code != kerr.SaslAuthenticationFailed.Code {
+		t.Fatalf("the old password after a change: error %d", code)
+	}
+	if n := counted("throttled"); n != 2 {
+		t.Fatalf("the old password after a change was not throttled (%v throttled): the cache outlived the change", n)
 	}
 }
