@@ -381,7 +381,11 @@ func (c *conn) saslFail(ctx context.Context, mechanism, user string, err error) 
 		g = c.b.sasl.guard
 	}
 	if g != nil {
-		if unlogged, ok := g.log.allow(time.Now(), failureLogBurst, failureLogWindow); ok {
+		key := ""
+		if _, known := c.b.sasl.cache.LookupAny(user); known {
+			key = user
+		}
+		if unlogged, ok := g.log.allow(key, time.Now(), failureLogBurst, failureLogWindow); ok {
 			reason := err.Error()
 			if result == "throttled" {
 				reason = "too many failed authentications from this IP or for this user; the password was not checked"

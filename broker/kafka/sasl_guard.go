@@ -22,8 +22,9 @@ package kafka
 //     token, even while its IP or user is throttled by someone else's
 //     guessing.
 //   - Failures are logged at most failureLogBurst lines per
-//     failureLogWindow, each line saying how many were not logged since
-//     the one before; the metric counts every one.
+//     failureLogWindow for each user that exists, and as many for all
+//     other names together, each line saying how many were not logged
+//     since the one before; the metric counts every one.
 //
 // Memory: per-IP buckets are bounded by maxFailureBuckets (full buckets,
 // which behave as fresh ones, go first); per-user buckets exist only for
@@ -45,8 +46,9 @@ const maxFailureBuckets = 10000
 const maxVerifiedEntries = 10000
 
 // Failure log sampling: at most failureLogBurst Warn lines per
-// failureLogWindow. 200 parallel clients guessing used to write 2.5 MB of
-// log every 20 s; the counts are in millrace_broker_sasl_authentications_total.
+// failureLogWindow and user (sampledLog). 200 parallel clients guessing used
+// to write 2.5 MB of log every 20 s; the counts are in
+// millrace_broker_sasl_authentications_total.
 const (
 	failureLogBurst  = 5
 	failureLogWindow = 10 * time.Second
@@ -189,28 +191,35 @@ func (fl *failureLimiter) size() int {
 	return len(fl.buckets)
 }
 
-// sampledLog lets through at most burst events per window and counts the
-// rest, so that each line can say how many went unlogged before it.
+// sampledLog lets through at most burst events per key and window and
+// counts the rest, so that each line can say how many of its key went
+// unlogged before it. Keys are users that exist (bounded by the users
+// stored) and "" for everything else, so that a flood of made-up names
+// shares one budget and cannot hide a real user's failures.
 type sampledLog struct {
 	mu          sync.Mutex // guards the following
 	windowStart time.Time
-	logged      int
-	unlogged    int
+	logged      map[string]int // lines per key in this window
+	unlogged    map[string]int // events per key since its last line
 }
 
-// allow reports whether to log an event at now and, if so, how many
-// events were not logged since the last one that was.
-func (s *sampledLog) allow(now time.Time, burst int, window time.Duration) (unlogged int, ok bool) {
+// allow reports whether to log an event of key at now and, if so, how many
+// events of key were not logged since its last line.
+func (s *sampledLog) allow(key string, now time.Time, burst int, window time.Duration) (unlogged int, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if now.Sub(s.windowStart) >= window {
-		s.windowStart, s.logged = now, 0
+	if now.Sub(s.windowStart) >= window || s.logged == nil {
+		s.windowStart, s.logged = now, map[string]int{}
 	}
-	if s.logged >= burst {
-		s.unlogged++
+	if s.unlogged == nil {
+		s.unlogged = map[string]int{}
+	}
+	if s.logged[key] >= burst {
+		s.unlogged[key]++
 		return 0, false
 	}
-	s.logged++
-	unlogged, s.unlogged = s.unlogged, 0
+	s.logged[key]++
+	unlogged = s.unlogged[key]
+	delete(s.unlogged, key)
 	return unlogged, true
 }

@@ -101,14 +101,19 @@ func TestSampledLog(t *testing.T) {
 	var s sampledLog
 	logged := 0
 	for range 100 {
-		if _, ok := s.allow(now, 5, 10*time.Second); ok {
+		if _, ok := s.allow("", now, 5, 10*time.Second); ok {
 			logged++
 		}
 	}
 	if logged != 5 {
 		t.Fatalf("%d of 100 events logged in one window, want 5", logged)
 	}
-	unlogged, ok := s.allow(now.Add(10*time.Second), 5, 10*time.Second)
+	// Another key has a budget of its own: a flood of made-up names
+	// does not hide a real user's failures.
+	if _, ok := s.allow("alice", now, 5, 10*time.Second); !ok {
+		t.Fatal("alice's first failure was not logged after a flood of other names")
+	}
+	unlogged, ok := s.allow("", now.Add(10*time.Second), 5, 10*time.Second)
 	if !ok || unlogged != 95 {
 		t.Fatalf("first line of the next window: ok %v, unlogged %d, want true, 95", ok, unlogged)
 	}
