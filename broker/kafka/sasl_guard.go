@@ -184,13 +184,6 @@ func (fl *failureLimiter) sweepLocked(now time.Time) {
 	}
 }
 
-// size is the number of buckets held.
-func (fl *failureLimiter) size() int {
-	fl.mu.Lock()
-	defer fl.mu.Unlock()
-	return len(fl.buckets)
-}
-
 // sampledLog lets through at most burst events per key and window and
 // counts the rest, so that each line can say how many of its key went
 // unlogged before it. Keys are users that exist (bounded by the users

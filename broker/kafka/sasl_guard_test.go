@@ -164,3 +164,10 @@ func TestSASLPlainThrottleAndCache(t *testing.T) {
 		t.Fatalf("the old password after a change was not throttled (%v throttled): the cache outlived the change", n)
 	}
 }
+
+// size is the number of buckets held.
+func (fl *failureLimiter) size() int {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	return len(fl.buckets)
+}

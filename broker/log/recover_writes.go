@@ -24,7 +24,7 @@ package log
 //     truncation leaves memory and disk disagreeing. Only a restart's
 //     recovery (Open) is trusted there; the log refuses appends until then.
 //
-// Either way WriteError reports the refusal, for metrics and Metadata.
+// Either way Refusing reports it, for metrics and Metadata.
 
 import (
 	"errors"
@@ -47,16 +47,6 @@ func (l *Log) failWritesLocked(err error, inPlace bool) error {
 		l.writeErrInPlace = l.writeErrInPlace && inPlace
 	}
 	l.refusing.Store(true)
-	return l.writeErr
-}
-
-// WriteError is why the log refuses appends, nil if it accepts them.
-func (l *Log) WriteError() error {
-	if !l.refusing.Load() {
-		return nil
-	}
-	l.appendMu.Lock()
-	defer l.appendMu.Unlock()
 	return l.writeErr
 }
 

@@ -111,11 +111,3 @@ func (v *VerifiedCache) Add(user, password string, cred Credential) {
 	}
 	v.entries[user] = e
 }
-
-// Len is the number of entries held, expired ones included until they are
-// next looked at.
-func (v *VerifiedCache) Len() int {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return len(v.entries)
-}
