@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -307,36 +308,48 @@ type refusal struct {
 	brokers []int32
 }
 
-// storageRefusals asks every broker which of its partition logs refuse
-// appends after a failed write (a full or failing disk): each lists itself
-// among a partition's offline replicas in its own Metadata answer, and only
-// it knows. The error names brokers that did not answer.
+// storageRefusals asks every broker, all at once, which of its partition
+// logs refuse appends after a failed write (a full or failing disk): each
+// lists itself among a partition's offline replicas in its own Metadata
+// answer, and only it knows. The error names brokers that did not answer
+// within monitor.ReadTimeout.
 func storageRefusals(ctx context.Context, cl *kgo.Client, brokers []int32) ([]refusal, error) {
-	found := map[string][]int32{}
-	var errs []error
+	var (
+		mu    sync.Mutex // guards found and errs
+		found = map[string][]int32{}
+		errs  []error
+		wg    sync.WaitGroup
+	)
 	for _, id := range brokers {
-		reqCtx, cancel := context.WithTimeout(ctx, monitor.ReadTimeout)
-		req := kmsg.NewPtrMetadataRequest() // every topic
-		resp, err := req.RequestWith(reqCtx, cl.Broker(int(id)))
-		cancel()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("broker %d: %w", id, err))
-			continue
-		}
-		for _, t := range resp.Topics {
-			if t.Topic == nil {
-				continue
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reqCtx, cancel := context.WithTimeout(ctx, monitor.ReadTimeout)
+			defer cancel()
+			resp, err := kmsg.NewPtrMetadataRequest().RequestWith(reqCtx, cl.Broker(int(id))) // every topic
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("broker %d: %w", id, err))
+				return
 			}
-			for _, p := range t.Partitions {
-				if slices.Contains(p.OfflineReplicas, id) {
-					name := fmt.Sprintf("%s/%d", *t.Topic, p.Partition)
-					found[name] = append(found[name], id)
+			for _, t := range resp.Topics {
+				if t.Topic == nil {
+					continue
+				}
+				for _, p := range t.Partitions {
+					if slices.Contains(p.OfflineReplicas, id) {
+						name := fmt.Sprintf("%s/%d", *t.Topic, p.Partition)
+						found[name] = append(found[name], id)
+					}
 				}
 			}
-		}
+		}()
 	}
+	wg.Wait()
 	out := make([]refusal, 0, len(found))
 	for name, ids := range found {
+		slices.Sort(ids)
 		out = append(out, refusal{name, ids})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
