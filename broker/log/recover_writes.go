@@ -14,10 +14,11 @@ package log
 //     then reopens the log for appends from that state, verified: it cuts
 //     any torn tail off the active segment, re-reads every batch of the
 //     active segment checking its framing and CRC-32C, rebuilds and rewrites
-//     its indexes from the scan as recovery at Open does, and fsyncs, after
-//     a probe (the recovery point checkpoint written again) showed that the
-//     volume takes writes; only if all of that succeeds are appends
-//     accepted.
+//     its indexes from the scan as recovery at Open does, rebuilds the
+//     idempotent-producer state from the log as a restart does, and fsyncs,
+//     after a probe (the recovery point checkpoint written again) showed
+//     that the volume takes writes; only if all of that succeeds are
+//     appends accepted.
 //   - An fsync failed, a truncation or a segment replacement failed half
 //     way: after a failed fsync Linux may have dropped the dirty pages, so
 //     what a read returns may not be what is on disk, and a half-done
@@ -84,6 +85,15 @@ func (l *Log) RecoverWrites() (bool, error) {
 	}
 	if err := l.verifyActiveLocked(); err != nil {
 		return false, err
+	}
+	if l.producers.loaded {
+		// An append whose data was written but whose flush failed was
+		// refused to its producer and never recorded; its retry must be
+		// recognised as a duplicate. Rebuild the state from the snapshot
+		// and the log, as a restart would.
+		if err := l.rebuildProducersLocked(); err != nil {
+			return false, err
+		}
 	}
 	for _, s := range l.segments {
 		if s.nextOffset > l.recoveryPoint {

@@ -126,3 +126,50 @@ func TestRecoverWritesRefusesDamagedSegment(t *testing.T) {
 		t.Fatalf("retry over a damaged batch: ok %v, err %v; want ErrNeedsReopen", ok, err)
 	}
 }
+
+// indexFaultOpener fails writes to index files while fail is set: an
+// append's data lands, the flush after it fails.
+func indexFaultOpener(fail *atomic.Bool) openFileFunc {
+	never := new(atomic.Bool)
+	return func(path string, flag int, perm os.FileMode) (file, error) {
+		f, err := openOSFile(path, flag, perm)
+		if err != nil || filepath.Ext(path) == logSuffix {
+			return f, err
+		}
+		return faultyFile{file: f, shortWrite: fail, failSync: never}, nil
+	}
+}
+
+// TestRecoverWritesKeepsIdempotence: a batch whose data was written but
+// whose flush failed was refused to its producer; after the retry clears
+// the failure, the producer's retry of that batch is a duplicate, not a
+// second copy.
+func TestRecoverWritesKeepsIdempotence(t *testing.T) {
+	var fail atomic.Bool
+	cfg := DefaultConfig()
+	cfg.FlushMessages = 1
+	cfg.IndexIntervalBytes = 16
+	l := openTest(t, t.TempDir(), cfg, options{openFile: indexFaultOpener(&fail)})
+	defer l.Close()
+	for seq := range int32(2) {
+		if _, err := appendProduced(t, l, idempotentBatch(7, 0, seq, 1)); err != nil {
+			t.Fatalf("append seq %d: %v", seq, err)
+		}
+	}
+	fail.Store(true)
+	retried := idempotentBatch(7, 0, 2, 1)
+	if _, err := appendProduced(t, l, retried); !errors.Is(err, errInjected) {
+		t.Fatalf("append whose flush fails: %v", err)
+	}
+	fail.Store(false)
+	if ok, err := l.RecoverWrites(); !ok || err != nil {
+		t.Fatalf("retry: ok %v, err %v", ok, err)
+	}
+	info, err := appendProduced(t, l, retried)
+	if err != nil || !info.Duplicate {
+		t.Fatalf("the producer's retry after recovery: %+v, %v; want a duplicate", info, err)
+	}
+	if n := len(readAllBatches(t, l, 0)); n != 3 {
+		t.Fatalf("%d batches in the log, want 3", n)
+	}
+}
