@@ -550,7 +550,10 @@ func (l *Log) appendFreshLocked(batches []byte, headers []BatchHeader, leaderEpo
 	}
 	if leaderEpoch >= 0 {
 		if err := l.assignEpochLocked(leaderEpoch, info.FirstOffset); err != nil {
-			return info, err
+			// The batches are in the log but the append is refused: the
+			// log must refuse appends until a retry rewrites the epochs
+			// and rebuilds the producer state (recover_writes.go).
+			return info, l.failWritesLocked(err, true)
 		}
 	}
 	return info, nil
@@ -613,7 +616,7 @@ func (l *Log) appendReplicated(batches []byte) (AppendInfo, error) {
 	for _, h := range headers {
 		if h.PartitionLeaderEpoch >= 0 {
 			if err := l.assignEpochLocked(h.PartitionLeaderEpoch, h.BaseOffset); err != nil {
-				return info, err
+				return info, l.failWritesLocked(err, true)
 			}
 		}
 	}

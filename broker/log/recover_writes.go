@@ -6,16 +6,17 @@ package log
 // sticky): pretending it worked would acknowledge records that may not be
 // on disk. Reads go on. What happens next depends on what failed:
 //
-//   - A write (the data of an append, an index, the recovery point
-//     checkpoint) failed, typically because the volume is full: nothing
+//   - A write (the data of an append, an index, the recovery point or
+//     leader epoch checkpoint) failed, typically because the volume is full: nothing
 //     fsynced was touched, and the log's state in memory is still exactly
 //     what was written before (appendLocked takes a partial write back).
 //     RecoverWrites, which the Manager calls every WriteRetryInterval,
 //     then reopens the log for appends from that state, verified: it cuts
 //     any torn tail off the active segment, re-reads every batch of the
 //     active segment checking its framing and CRC-32C, rebuilds and rewrites
-//     its indexes from the scan as recovery at Open does, rebuilds the
-//     idempotent-producer state from the log as a restart does, and fsyncs,
+//     its indexes from the scan as recovery at Open does, rewrites the
+//     leader epoch checkpoint, rebuilds the idempotent-producer state from
+//     the log as a restart does, and fsyncs,
 //     after a probe (the recovery point checkpoint written again) showed
 //     that the volume takes writes; only if all of that succeeds are
 //     appends accepted.
@@ -84,6 +85,11 @@ func (l *Log) RecoverWrites() (bool, error) {
 		return false, fmt.Errorf("log: volume still refuses writes: %w", err)
 	}
 	if err := l.verifyActiveLocked(); err != nil {
+		return false, err
+	}
+	// The leader epochs in memory are right; their checkpoint may be the
+	// write that failed.
+	if err := l.persistEpochsLocked(); err != nil {
 		return false, err
 	}
 	if l.producers.loaded {
