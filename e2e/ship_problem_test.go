@@ -58,7 +58,7 @@ func TestTailToMissingTopicIsReported(t *testing.T) {
 
 	snapshotURL := "http://" + webAddr + "/console/api/snapshot"
 	var shown monitor.Problem
-	waitFor(t, "the console to show the missing topic", 30*time.Second, func() bool {
+	waitUntil(t, 30*time.Second, "the console to show the missing topic", func() bool {
 		for _, p := range consoleProblems(t, snapshotURL) {
 			if p.Topic == "applogs" {
 				shown = p
@@ -75,7 +75,7 @@ func TestTailToMissingTopicIsReported(t *testing.T) {
 	// The fix the message names.
 	run(t, 30*time.Second, "", millraceBin, "topic", "create", "applogs", "-b", b.addr)
 	adm := b.admin(t)
-	waitFor(t, "the 3 lines to ship once the topic exists", 60*time.Second, func() bool {
+	waitUntil(t, 60*time.Second, "the 3 lines to ship once the topic exists", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		ends, err := adm.ListEndOffsets(ctx, "applogs")
@@ -86,7 +86,7 @@ func TestTailToMissingTopicIsReported(t *testing.T) {
 		ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
 		return n == 3
 	})
-	waitFor(t, "the problem to leave the console", 30*time.Second, func() bool {
+	waitUntil(t, 30*time.Second, "the problem to leave the console", func() bool {
 		return len(consoleProblems(t, snapshotURL)) == 0
 	})
 	up.waitLog(`msg="records ship again" component=ship topic=applogs`, 1, 10*time.Second)
@@ -123,7 +123,7 @@ func TestStandaloneTailToMissingTopic(t *testing.T) {
 		t.Fatalf("/readyz with the topic missing: %d %q", code, body)
 	}
 	run(t, 30*time.Second, "", millraceBin, "topic", "create", "applogs", "-b", b.addr)
-	waitFor(t, "/readyz to answer 200 once the line shipped", 60*time.Second, func() bool {
+	waitUntil(t, 60*time.Second, "/readyz to answer 200 once the line shipped", func() bool {
 		code, _ := readyz()
 		return code == http.StatusOK
 	})
@@ -143,17 +143,4 @@ func consoleProblems(t *testing.T, url string) []monitor.Problem {
 		return nil
 	}
 	return s.Problems
-}
-
-// waitFor polls cond every 200 ms until it holds, failing the test after
-// timeout.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }

@@ -209,7 +209,9 @@ func (b *Broker) produceTo(topic string, part kmsg.ProduceRequestTopicPartition,
 		return ledPartition{}, -1
 	case err != nil:
 		code, serverFault := logErrorCode(err)
-		if serverFault {
+		// A log refusing appends after a failed write said so once
+		// itself; a client retrying must not write a line per attempt.
+		if serverFault && !p.log.Refusing() {
 			b.logger.Error("appending to a partition", "topic", topic, "partition", part.Partition, "err", err)
 		}
 		sp.ErrorCode, sp.ErrorMessage = code, strp(err.Error())

@@ -5,7 +5,8 @@ package kafka
 // Lists the live brokers, the cluster ID, the controller and the requested
 // topics (all topics for a null list, or an empty list at v0) with their
 // partitions' leaders, leader epochs (v7+), replicas, ISR and offline replicas
-// (v5+), and topic IDs (v10+). Topics may be named by ID from v10; an unknown
+// (v5+: replicas on dead brokers, and this broker where its log of the
+// partition refuses appends after a failed write), and topic IDs (v10+). Topics may be named by ID from v10; an unknown
 // ID gets UNKNOWN_TOPIC_ID.
 //
 // A missing topic is created with the broker defaults (num.partitions,
@@ -44,11 +45,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/broker/cluster"
+	"millrace/broker/log"
 )
 
 func init() { regKey(3, 0, 12, handleMetadata) }
@@ -84,6 +87,7 @@ func handleMetadata(_ context.Context, b *Broker, r *request) (kmsg.Response, er
 	req := r.body.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	defer b.authorizeMetadata(r, req, resp)
+	defer b.markRefusingReplicas(resp)
 
 	brokers := b.cluster.Brokers()
 	live := make(map[int32]bool, len(brokers))
@@ -210,6 +214,33 @@ func (b *Broker) metadataLookup(name string, autoCreate bool) (t *cluster.Topic,
 	}
 	b.logger.Info("topic auto-created", "topic", name)
 	return t, true, nil
+}
+
+// markRefusingReplicas lists this broker among the offline replicas (v5+)
+// of the partitions whose log here refuses appends after a failed write, as
+// Kafka lists the replicas of a log directory gone offline. Only this
+// broker knows its logs: `millrace cluster status` asks every broker.
+func (b *Broker) markRefusingReplicas(resp *kmsg.MetadataResponse) {
+	if b.logs == nil {
+		return
+	}
+	refusing := b.logs.Refusing()
+	if len(refusing) == 0 {
+		return
+	}
+	me := b.cfg.BrokerID
+	for i := range resp.Topics {
+		t := &resp.Topics[i]
+		if t.Topic == nil {
+			continue
+		}
+		for j := range t.Partitions {
+			p := &t.Partitions[j]
+			if refusing[log.TopicPartition{Topic: *t.Topic, Partition: p.Partition}] && !slices.Contains(p.OfflineReplicas, me) {
+				p.OfflineReplicas = append(p.OfflineReplicas, me)
+			}
+		}
+	}
 }
 
 // metadataTopic describes one topic; live holds the live broker IDs and

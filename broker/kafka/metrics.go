@@ -57,7 +57,7 @@ func newBrokerMetrics(reg prometheus.Registerer, model *cluster.Cluster, logs *l
 			Name: "millrace_broker_connections_refused_total", Help: "Connections closed as soon as accepted, by the limit they were over (max.connections, max.connections.per.ip).",
 		}, []string{"limit"}),
 		saslAuth: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "millrace_broker_sasl_authentications_total", Help: "SASL authentications (re-authentications included), by mechanism and result (ok, failed).",
+			Name: "millrace_broker_sasl_authentications_total", Help: "SASL authentications (re-authentications included), by mechanism and result (ok; failed: the password was checked and wrong, or the user unknown; throttled: over a failed-authentication limit, nothing checked).",
 		}, []string{"mechanism", "result"}),
 	}
 	if reg == nil {
@@ -72,7 +72,7 @@ func newBrokerMetrics(reg prometheus.Registerer, model *cluster.Cluster, logs *l
 	queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "millrace_broker_queued_request_bytes", Help: "Request bytes read and not yet answered, as charged against queued.max.request.bytes (requests other than Produce count what decoding them may allocate).",
 	}, func() float64 { return float64(b.budget.used.Load()) })
-	for _, c := range append([]prometheus.Collector{m.requests, m.latency, m.producedRecs, m.producedBytes, m.isrShrinks, m.isrExpands, m.refused, m.saslAuth, fetched, open, queued, newReplicationCollector(model), newDiskCollector(logs)}, fetchSessionMetrics(b)...) {
+	for _, c := range append([]prometheus.Collector{m.requests, m.latency, m.producedRecs, m.producedBytes, m.isrShrinks, m.isrExpands, m.refused, m.saslAuth, fetched, open, queued, newReplicationCollector(model, logs), newDiskCollector(logs)}, fetchSessionMetrics(b)...) {
 		if err := reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 			return nil, err
 		}
@@ -123,8 +123,12 @@ func (m *brokerMetrics) isrChanged(change replica.ISRChange) {
 // ActiveControllerCount, OfflinePartitionsCount), counted from the cluster
 // model when scraped: the model already follows every state znode, so
 // nothing has to be updated on each change and the numbers cannot drift.
+// The partitions whose local log refuses appends after a failed write come
+// from the log manager (broker/log/recover_writes.go).
 type replicationCollector struct {
 	model            *cluster.Cluster
+	logs             *log.Manager
+	storageError     *prometheus.Desc
 	underReplicated  *prometheus.Desc
 	leaders          *prometheus.Desc
 	partitions       *prometheus.Desc
@@ -132,21 +136,23 @@ type replicationCollector struct {
 	offline          *prometheus.Desc
 }
 
-func newReplicationCollector(model *cluster.Cluster) *replicationCollector {
+func newReplicationCollector(model *cluster.Cluster, logs *log.Manager) *replicationCollector {
 	desc := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
 	return &replicationCollector{
 		model:            model,
+		logs:             logs,
+		storageError:     desc("millrace_broker_storage_error_partitions", "Partitions this broker hosts whose log refuses appends after a failed write (a full or failing disk); produce gets KAFKA_STORAGE_ERROR. Retried every 2 s; a failed fsync needs a restart."),
 		underReplicated:  desc("millrace_broker_under_replicated_partitions", "Partitions this broker leads whose ISR is smaller than their replica set."),
 		leaders:          desc("millrace_broker_leader_partitions", "Partitions this broker leads."),
 		partitions:       desc("millrace_broker_partitions", "Partitions this broker hosts a replica of."),
 		activeController: desc("millrace_broker_active_controller", "1 on the broker that is the controller, 0 on the others."),
-		offline:          desc("millrace_broker_offline_partitions", "Partitions without a live leader, counted by the controller (0 on the other brokers)."),
+		offline:          desc("millrace_broker_offline_partitions", "Partitions without a live leader, counted by the controller, plus those this broker leads whose log refuses appends after a failed write (counted by this broker)."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *replicationCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.underReplicated, c.leaders, c.partitions, c.activeController, c.offline} {
+	for _, d := range []*prometheus.Desc{c.underReplicated, c.leaders, c.partitions, c.activeController, c.offline, c.storageError} {
 		ch <- d
 	}
 }
@@ -159,7 +165,11 @@ func (c *replicationCollector) Collect(ch chan<- prometheus.Metric) {
 	if controller {
 		alive = cluster.AliveSet(c.model.Brokers())
 	}
-	counts := countPartitions(c.model.Topics(), me, alive)
+	var refusing map[log.TopicPartition]bool
+	if c.logs != nil {
+		refusing = c.logs.Refusing()
+	}
+	counts := countPartitions(c.model.Topics(), me, alive, refusing)
 	active := 0.0
 	if controller {
 		active = 1
@@ -173,6 +183,7 @@ func (c *replicationCollector) Collect(ch chan<- prometheus.Metric) {
 		{c.partitions, float64(counts.hosted)},
 		{c.activeController, active},
 		{c.offline, float64(counts.offline)},
+		{c.storageError, float64(len(refusing))},
 	} {
 		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, g.value)
 	}
@@ -187,8 +198,10 @@ type partitionCounts struct {
 // leads, those it leads with an ISR smaller than the replica set, and, when
 // alive (the live brokers) is given, those whose leader is none or dead.
 // A dead leader counts as offline because no one serves the partition
-// until the controller elects another.
-func countPartitions(topics []*cluster.Topic, me int32, alive map[int32]bool) partitionCounts {
+// until the controller elects another. A partition me leads whose log is
+// in refusing (appends fail after a failed write) counts as offline too:
+// no one can write to it, as with a Kafka log directory gone offline.
+func countPartitions(topics []*cluster.Topic, me int32, alive map[int32]bool, refusing map[log.TopicPartition]bool) partitionCounts {
 	var n partitionCounts
 	for _, t := range topics {
 		for _, p := range t.Partitions {
@@ -201,7 +214,10 @@ func countPartitions(topics []*cluster.Topic, me int32, alive map[int32]bool) pa
 					n.underReplicated++
 				}
 			}
-			if alive != nil && (p.Leader < 0 || !alive[p.Leader]) {
+			switch {
+			case alive != nil && (p.Leader < 0 || !alive[p.Leader]):
+				n.offline++
+			case p.Leader == me && refusing[log.TopicPartition{Topic: t.Name, Partition: p.Partition}]:
 				n.offline++
 			}
 		}

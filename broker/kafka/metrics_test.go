@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/broker/cluster"
+	"millrace/broker/log"
 )
 
 // TestCountPartitions checks the partition gauges' arithmetic; only the
@@ -29,18 +30,32 @@ func TestCountPartitions(t *testing.T) {
 			state(2, []int32{2, 3}, []int32{2}), // elsewhere
 		}},
 	}
+	for _, topic := range topics {
+		for i, p := range topic.Partitions {
+			p.Partition = int32(i)
+		}
+	}
 	for _, tc := range []struct {
-		name  string
-		me    int32
-		alive map[int32]bool
-		want  partitionCounts
+		name     string
+		me       int32
+		alive    map[int32]bool
+		refusing map[log.TopicPartition]bool
+		want     partitionCounts
 	}{
-		{"broker 1, not the controller", 1, nil, partitionCounts{hosted: 3, leaders: 2, underReplicated: 1}},
-		{"broker 2, the controller", 2, map[int32]bool{1: true, 2: true}, partitionCounts{hosted: 5, leaders: 2, underReplicated: 2, offline: 2}},
-		{"a broker hosting nothing", 9, nil, partitionCounts{}},
+		{"broker 1, not the controller", 1, nil, nil, partitionCounts{hosted: 3, leaders: 2, underReplicated: 1}},
+		{"broker 2, the controller", 2, map[int32]bool{1: true, 2: true}, nil, partitionCounts{hosted: 5, leaders: 2, underReplicated: 2, offline: 2}},
+		{"a broker hosting nothing", 9, nil, nil, partitionCounts{}},
+		// A log that refuses appends counts where its broker leads it,
+		// and not twice on the controller.
+		{"broker 1 with a refusing log it leads and one it follows", 1, nil,
+			map[log.TopicPartition]bool{{Topic: "a", Partition: 1}: true, {Topic: "a", Partition: 2}: true},
+			partitionCounts{hosted: 3, leaders: 2, underReplicated: 1, offline: 1}},
+		{"the controller with a refusing log of a leaderless partition", 2, map[int32]bool{1: true, 2: true},
+			map[log.TopicPartition]bool{{Topic: "b", Partition: 0}: true, {Topic: "b", Partition: 2}: true},
+			partitionCounts{hosted: 5, leaders: 2, underReplicated: 2, offline: 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := countPartitions(topics, tc.me, tc.alive); got != tc.want {
+			if got := countPartitions(topics, tc.me, tc.alive, tc.refusing); got != tc.want {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
 		})

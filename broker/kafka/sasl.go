@@ -23,9 +23,11 @@ package kafka
 //     connection whose session ended is closed at its next request.
 //   - Failure answers SASL_AUTHENTICATION_FAILED after
 //     connection.failed.authentication.delay.ms, is counted
-//     (millrace_broker_sasl_authentications_total{result="failed"}) and
-//     logged with the client's address and the user name; the connection
-//     is closed at its next request, as Kafka closes it.
+//     (millrace_broker_sasl_authentications_total{result="failed"} or
+//     "throttled") and logged, sampled, with the client's address and the
+//     user name; the connection is closed at its next request, as Kafka
+//     closes it. Failed password checks are limited per IP and per user,
+//     and verified PLAIN passwords cached briefly (sasl_guard.go).
 //
 // The state lives in conn.sasl and is touched only by the connection's
 // reader goroutine: the gate runs there, and both handlers are ordered
@@ -81,7 +83,15 @@ type saslState struct {
 
 // errAuthentication is a failed authentication; its text is sent to the
 // client.
-type errAuthentication struct{ msg string }
+type errAuthentication struct {
+	msg string
+	// throttled: the client's IP or the user was over its failure limit,
+	// so nothing was checked (sasl_guard.go).
+	throttled bool
+	// padded: no password was checked, so the answer also waits what a
+	// check would have taken.
+	padded bool
+}
 
 func (e *errAuthentication) Error() string { return e.msg }
 
@@ -126,6 +136,7 @@ func (c *conn) checkUnauthenticatedSize(size int32) error {
 type saslComponent struct {
 	cache   *users.Cache
 	servers map[string]*scram.Server
+	guard   *saslGuard
 }
 
 // openSASL opens b's SASL part (Broker.sasl); nil without a coordination
@@ -134,7 +145,8 @@ func openSASL(b *Broker) (*saslComponent, error) {
 	if b.store == nil {
 		return nil, nil
 	}
-	sc := &saslComponent{cache: users.NewCache(b.store, b.logger.With("component", "users")), servers: map[string]*scram.Server{}}
+	sc := &saslComponent{cache: users.NewCache(b.store, b.logger.With("component", "users")), servers: map[string]*scram.Server{},
+		guard: newSASLGuard(b.cfg.SASL, nil)}
 	for _, m := range users.Mechanisms {
 		hash, _ := users.Hash(m)
 		server, err := hash.NewServer(func(user string) (scram.StoredCredentials, error) {
@@ -187,7 +199,7 @@ func (c *conn) saslExchange(msg []byte) (reply []byte, user string, done bool, e
 		return nil, "", false, authFailed("no credential store")
 	}
 	if s.mechanism == mechanismPlain {
-		user, err := plainLogin(sc.cache, msg)
+		user, err := c.plainLogin(sc, msg)
 		return nil, user, true, err
 	}
 	if s.scram == nil {
@@ -197,9 +209,34 @@ func (c *conn) saslExchange(msg []byte) (reply []byte, user string, done bool, e
 		}
 		s.scram = server.NewConversation()
 	}
-	if s.serverFirst != "" && users.ExtendedNonce(string(msg), users.ServerNonce(s.serverFirst)) {
+	if s.serverFirst != "" {
+		// The client's proof: checking it is a password guess, limited
+		// like PLAIN's (sasl_guard.go). The first step already found the
+		// user.
+		user := s.scram.Username()
+		if !sc.guard.reserve(c.host, user) {
+			return nil, user, false, &errAuthentication{msg: "Authentication failed during authentication due to invalid credentials with SASL mechanism " + s.mechanism, throttled: true, padded: true}
+		}
+		reply, user, done, err := c.scramFinal(sc, msg)
+		if err == nil {
+			sc.guard.refund(c.host, user)
+		}
+		return reply, user, done, err
+	}
+	return c.scramStep(msg)
+}
+
+// scramFinal checks the client-final message of a SCRAM exchange.
+func (c *conn) scramFinal(sc *saslComponent, msg []byte) (reply []byte, user string, done bool, err error) {
+	if users.ExtendedNonce(string(msg), users.ServerNonce(c.sasl.serverFirst)) {
 		return c.scramFinalExtended(sc, msg)
 	}
+	return c.scramStep(msg)
+}
+
+// scramStep feeds msg to xdg-go/scram's conversation.
+func (c *conn) scramStep(msg []byte) (reply []byte, user string, done bool, err error) {
+	s := &c.sasl
 	out, err := s.scram.Step(string(msg))
 	user = s.scram.Username()
 	if err == nil && s.serverFirst == "" {
@@ -240,13 +277,19 @@ func (c *conn) scramFinalExtended(sc *saslComponent, msg []byte) (reply []byte, 
 	return []byte(out), user, true, nil
 }
 
-// dummyCredential is checked for an unknown PLAIN user, so that a login
-// as a user who does not exist takes as long as a wrong password.
-var dummyCredential, _ = users.Derive(users.SCRAMSHA512, "", []byte("millrace-no-such-user"), users.MinIterations)
+// dummyCost is what deriving one credential took at start-up: the first
+// estimate of a password check's cost, which saslGuard.measured refines.
+var dummyCost = func() time.Duration {
+	start := time.Now()
+	users.Derive(users.SCRAMSHA512, "", []byte("millrace-no-such-user"), users.MinIterations)
+	return time.Since(start)
+}()
 
 // plainLogin checks a PLAIN message, "authzid NUL authcid NUL passwd"
-// (RFC 4616), against the stored credentials; it returns the user.
-func plainLogin(cache *users.Cache, msg []byte) (string, error) {
+// (RFC 4616), against the stored credentials; it returns the user. Only a
+// known user with a password not verified moments ago costs a PBKDF2, and
+// only while the client's IP and the user have tokens (sasl_guard.go).
+func (c *conn) plainLogin(sc *saslComponent, msg []byte) (string, error) {
 	parts := bytes.Split(msg, []byte{0})
 	if len(parts) != 3 {
 		return "", authFailed("malformed PLAIN message")
@@ -258,14 +301,34 @@ func plainLogin(cache *users.Cache, msg []byte) (string, error) {
 	if authz != "" && authz != user {
 		return user, authFailed("Authentication failed: authorization id %q is not the user name", authz)
 	}
-	cred, ok := cache.LookupAny(user)
+	g := sc.guard
+	cred, known := sc.cache.LookupAny(user)
+	if known && g.verified.Check(user, password, cred) {
+		return user, nil
+	}
+	invalid := &errAuthentication{msg: "Authentication failed: Invalid username or password"}
+	bucketUser := ""
+	if known {
+		// Buckets only for users that exist: names a client makes up
+		// cannot grow the table.
+		bucketUser = user
+	}
+	if !g.reserve(c.host, bucketUser) {
+		invalid.throttled, invalid.padded = true, true
+		return user, invalid
+	}
+	if !known {
+		invalid.padded = true
+		return user, invalid
+	}
+	start := time.Now()
+	ok := cred.Verify(password)
+	g.measured(time.Since(start))
 	if !ok {
-		dummyCredential.Verify(password)
-		return user, authFailed("Authentication failed: Invalid username or password")
+		return user, invalid
 	}
-	if !cred.Verify(password) {
-		return user, authFailed("Authentication failed: Invalid username or password")
-	}
+	g.refund(c.host, bucketUser)
+	g.verified.Add(user, password, cred)
 	return user, nil
 }
 
@@ -297,18 +360,49 @@ func (c *conn) saslComplete(user string) error {
 	return nil
 }
 
-// saslFail counts, logs and delays a failed authentication, and marks the
-// connection for closing.
+// saslFail counts, logs (sampled) and delays a failed authentication, and
+// marks the connection for closing.
 func (c *conn) saslFail(ctx context.Context, mechanism, user string, err error) {
 	c.sasl.failed = true
 	c.sasl.scram, c.sasl.clientFirst, c.sasl.serverFirst = nil, "", ""
-	c.b.metrics.saslAuthenticated(mechanism, "failed")
+	var failed *errAuthentication
+	errors.As(err, &failed)
+	result := "failed"
+	if failed != nil && failed.throttled {
+		result = "throttled"
+	}
+	c.b.metrics.saslAuthenticated(mechanism, result)
 	if users.CheckName(user) != nil {
 		user = "(not a valid user name)" // client text of any size and bytes
 	}
-	c.logger.Warn("SASL authentication failed", "client", c.remote, "user", user, "mechanism", mechanism, "reason", err.Error())
-	if d := c.b.cfg.SASL.FailedAuthenticationDelay; d > 0 {
-		t := time.NewTimer(d)
+	delay := c.b.cfg.SASL.FailedAuthenticationDelay
+	var g *saslGuard
+	if c.b.sasl != nil {
+		g = c.b.sasl.guard
+	}
+	if g != nil {
+		key := ""
+		if _, known := c.b.sasl.cache.LookupAny(user); known {
+			key = user
+		}
+		if unlogged, ok := g.log.allow(key, time.Now(), failureLogBurst, failureLogWindow); ok {
+			reason := err.Error()
+			if result == "throttled" {
+				reason = "too many failed authentications from this IP or for this user; the password was not checked"
+			}
+			c.logger.Warn("SASL authentication failed", "client", c.remote, "user", user, "mechanism", mechanism,
+				"reason", reason, "failures_not_logged_before", unlogged)
+		}
+		if failed != nil && failed.padded {
+			// As long as a check would have taken, so the answer's time
+			// tells nothing (sasl_guard.go).
+			delay += time.Duration(g.verifyCost.Load())
+		}
+	} else {
+		c.logger.Warn("SASL authentication failed", "client", c.remote, "user", user, "mechanism", mechanism, "reason", err.Error())
+	}
+	if delay > 0 {
+		t := time.NewTimer(delay)
 		defer t.Stop()
 		select {
 		case <-t.C:

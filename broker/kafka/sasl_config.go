@@ -43,6 +43,30 @@ type SASLConfig struct {
 	// slowing password guessing. It must be less than
 	// connections.max.idle.ms.
 	FailedAuthenticationDelay time.Duration
+	// FailedAuthenticationRatePerIP
+	// (millrace.sasl.failed.authentication.rate.per.ip, default 10; Kafka
+	// has none) is how many password checks that fail one client IP may
+	// cause per second, sustained; FailedAuthenticationBurst
+	// (millrace.sasl.failed.authentication.burst, default 20) how many in a
+	// burst. Over it a login fails without the password being checked.
+	// The delay above is per connection, so without this a client opening
+	// many connections at once could make the broker run PBKDF2 (a PLAIN
+	// login) as fast as its CPU allows. 0 = no limit.
+	FailedAuthenticationRatePerIP int
+	// FailedAuthenticationRatePerUser
+	// (millrace.sasl.failed.authentication.rate.per.user, default 10) is
+	// the same per user that exists, whatever the IP: guessing one user's
+	// password from many addresses is limited too. Logins verified moments
+	// ago (PlainCacheTTL) still succeed. 0 = no limit.
+	FailedAuthenticationRatePerUser int
+	// FailedAuthenticationBurst: see FailedAuthenticationRatePerIP.
+	FailedAuthenticationBurst int
+	// PlainCacheTTL (millrace.sasl.plain.cache.ms, default 60000; Kafka has
+	// none) is how long a verified PLAIN password is remembered (as a keyed
+	// hash, never the password), so that a client's next connections and
+	// re-authentications skip PBKDF2; a changed password or deleted user
+	// ends it at once. 0 = every PLAIN login runs PBKDF2.
+	PlainCacheTTL time.Duration
 	// ServerMaxReceiveSize (sasl.server.max.receive.size, default 524288,
 	// Kafka's) is the largest request frame read on a SASL listener before
 	// the connection has authenticated; a larger size prefix closes the
@@ -70,10 +94,14 @@ type SASLConfig struct {
 
 func defaultSASLConfig() SASLConfig {
 	return SASLConfig{
-		EnabledMechanisms:         slices.Clone(saslMechanisms),
-		FailedAuthenticationDelay: 100 * time.Millisecond,
-		ServerMaxReceiveSize:      524288,
-		InterBrokerMechanism:      users.SCRAMSHA512,
+		EnabledMechanisms:               slices.Clone(saslMechanisms),
+		FailedAuthenticationDelay:       100 * time.Millisecond,
+		FailedAuthenticationRatePerIP:   10,
+		FailedAuthenticationRatePerUser: 10,
+		FailedAuthenticationBurst:       20,
+		PlainCacheTTL:                   time.Minute,
+		ServerMaxReceiveSize:            524288,
+		InterBrokerMechanism:            users.SCRAMSHA512,
 	}
 }
 
@@ -94,6 +122,15 @@ func (s SASLConfig) validate(idle time.Duration) []error {
 	}
 	if s.FailedAuthenticationDelay < 0 || s.FailedAuthenticationDelay >= idle {
 		errs = append(errs, fmt.Errorf("connection.failed.authentication.delay.ms %v must be from 0 to less than connections.max.idle.ms %v", s.FailedAuthenticationDelay, idle))
+	}
+	if s.FailedAuthenticationRatePerIP < 0 || s.FailedAuthenticationRatePerUser < 0 {
+		errs = append(errs, fmt.Errorf("millrace.sasl.failed.authentication.rate.per.ip %d and .per.user %d must not be negative (0 turns the limit off)", s.FailedAuthenticationRatePerIP, s.FailedAuthenticationRatePerUser))
+	}
+	if s.FailedAuthenticationBurst < 1 {
+		errs = append(errs, fmt.Errorf("millrace.sasl.failed.authentication.burst %d must be at least 1: a smaller bucket could never let a password be checked", s.FailedAuthenticationBurst))
+	}
+	if s.PlainCacheTTL < 0 {
+		errs = append(errs, fmt.Errorf("millrace.sasl.plain.cache.ms %v must not be negative (0 turns the cache off)", s.PlainCacheTTL))
 	}
 	if s.ServerMaxReceiveSize < requestHeaderMinBytes {
 		errs = append(errs, fmt.Errorf("sasl.server.max.receive.size %d cannot hold a request header (%d bytes)", s.ServerMaxReceiveSize, requestHeaderMinBytes))
@@ -128,6 +165,14 @@ func init() {
 	}
 	configEntries["connections.max.reauth.ms"] = msEntry(func(c *Config) *time.Duration { return &c.SASL.ConnectionsMaxReauth })
 	configEntries["connection.failed.authentication.delay.ms"] = msEntry(func(c *Config) *time.Duration { return &c.SASL.FailedAuthenticationDelay })
+	for name, dst := range map[string]func(*Config) *int{
+		"millrace.sasl.failed.authentication.rate.per.ip":   func(c *Config) *int { return &c.SASL.FailedAuthenticationRatePerIP },
+		"millrace.sasl.failed.authentication.rate.per.user": func(c *Config) *int { return &c.SASL.FailedAuthenticationRatePerUser },
+		"millrace.sasl.failed.authentication.burst":         func(c *Config) *int { return &c.SASL.FailedAuthenticationBurst },
+	} {
+		configEntries[name] = configEntry{intSetter(32, dst), func(c Config) string { return strconv.Itoa(*dst(&c)) }}
+	}
+	configEntries["millrace.sasl.plain.cache.ms"] = msEntry(func(c *Config) *time.Duration { return &c.SASL.PlainCacheTTL })
 	configEntries["sasl.server.max.receive.size"] = configEntry{
 		intSetter(32, func(c *Config) *int32 { return &c.SASL.ServerMaxReceiveSize }),
 		func(c Config) string { return strconv.Itoa(int(c.SASL.ServerMaxReceiveSize)) },

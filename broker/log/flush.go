@@ -139,10 +139,9 @@ func (l *Log) syncOnce() (int64, error) {
 	defer l.appendMu.Unlock()
 	if err != nil {
 		if l.writeErr == nil {
-			l.writeErr = fmt.Errorf("log: fsync failed; log refuses appends until reopened: %w", err)
 			l.logger.Error("fsync failed", "err", err)
 		}
-		return 0, l.writeErr
+		return 0, l.failWritesLocked(fmt.Errorf("log: fsync failed; log refuses appends until reopened: %w", err), false)
 	}
 	if syncDir {
 		l.flush.dirSynced = active

@@ -34,7 +34,10 @@ type Log struct {
 	appendMu      sync.Mutex // serialises writers; guards the following
 	unflushed     int64      // records appended since the last fsync
 	recoveryPoint int64      // offset below which everything is fsynced
-	writeErr      error      // sticky: set by a failed write or fsync, refuses further writes
+	writeErr      error      // sticky: set by a failed write or fsync, refuses further writes (recover_writes.go)
+	// writeErrInPlace: the failure left disk and memory agreeing, so
+	// RecoverWrites may clear writeErr without a reopen.
+	writeErrInPlace bool
 
 	flush flushState // fsync on demand (group commit) and the flush.ms timer; see flush.go
 
@@ -54,6 +57,11 @@ type Log struct {
 	endOffset   int64
 	epochs      []epochEntry
 	closed      bool
+
+	// refusing mirrors writeErr != nil for lock-free readers (metrics).
+	refusing atomic.Bool
+	// toldNeedsReopen: the Manager logged that only a restart recovers it.
+	toldNeedsReopen atomic.Bool
 
 	// recoveredSegments counts segments Open scanned batch by batch; a clean
 	// restart leaves it at zero. Tests read it.
@@ -542,7 +550,10 @@ func (l *Log) appendFreshLocked(batches []byte, headers []BatchHeader, leaderEpo
 	}
 	if leaderEpoch >= 0 {
 		if err := l.assignEpochLocked(leaderEpoch, info.FirstOffset); err != nil {
-			return info, err
+			// The batches are in the log but the append is refused: the
+			// log must refuse appends until a retry rewrites the epochs
+			// and rebuilds the producer state (recover_writes.go).
+			return info, l.failWritesLocked(err, true)
 		}
 	}
 	return info, nil
@@ -605,7 +616,7 @@ func (l *Log) appendReplicated(batches []byte) (AppendInfo, error) {
 	for _, h := range headers {
 		if h.PartitionLeaderEpoch >= 0 {
 			if err := l.assignEpochLocked(h.PartitionLeaderEpoch, h.BaseOffset); err != nil {
-				return info, err
+				return info, l.failWritesLocked(err, true)
 			}
 		}
 	}
@@ -657,9 +668,8 @@ func (l *Log) appendLocked(batches []byte, headers []BatchHeader, next int64, re
 		if terr := s.log.Truncate(pos); terr != nil {
 			err = errors.Join(err, terr)
 		}
-		l.writeErr = fmt.Errorf("log: write to segment %d failed; log refuses appends until reopened: %w", s.baseOffset, err)
-		l.logger.Error("append failed", "err", err)
-		return l.writeErr
+		l.logger.Error("append failed; the log refuses appends until a retry succeeds", "err", err)
+		return l.failWritesLocked(fmt.Errorf("log: write to segment %d failed; log refuses appends until a retry succeeds: %w", s.baseOffset, err), true)
 	}
 	l.mu.Lock()
 	s.mu.Lock()
@@ -723,8 +733,7 @@ func (l *Log) rollLocked() error {
 	err := old.persistIndexesLocked()
 	old.mu.Unlock()
 	if err != nil {
-		l.writeErr = fmt.Errorf("log: writing index of segment %d: %w", old.baseOffset, err)
-		return l.writeErr
+		return l.failWritesLocked(fmt.Errorf("log: writing index of segment %d: %w", old.baseOffset, err), true)
 	}
 	s, err := newEmptySegment(l.dir, l.endOffset, l.openFile)
 	if err != nil {
@@ -760,9 +769,11 @@ func (l *Log) flushLocked() error {
 		err := s.persistIndexesLocked()
 		indexFile, timeFile := s.indexFile, s.timeFile
 		s.mu.Unlock()
-		if err == nil {
-			err = s.log.Sync()
+		if err != nil {
+			l.logger.Error("writing indexes failed", "err", err)
+			return l.failWritesLocked(fmt.Errorf("log: writing indexes of segment %d failed; log refuses appends until a retry succeeds: %w", s.baseOffset, err), true)
 		}
+		err = s.log.Sync()
 		if err == nil && indexFile != nil {
 			err = errors.Join(indexFile.Sync(), timeFile.Sync())
 		}
@@ -770,23 +781,24 @@ func (l *Log) flushLocked() error {
 			err = l.syncTxnIndex(s)
 		}
 		if err != nil {
-			l.writeErr = fmt.Errorf("log: fsync of segment %d failed; log refuses appends until reopened: %w", s.baseOffset, err)
 			l.logger.Error("flush failed", "err", err)
-			return l.writeErr
+			return l.failWritesLocked(fmt.Errorf("log: fsync of segment %d failed; log refuses appends until reopened: %w", s.baseOffset, err), false)
 		}
 		s.dirty = false
 	}
 	l.unflushed = 0
 	if end != l.recoveryPoint || !fileExists(filepath.Join(l.dir, recoveryPointFile)) {
-		if err := writeCheckpoint(filepath.Join(l.dir, recoveryPointFile), [][]int64{{end}}); err != nil {
-			l.writeErr = fmt.Errorf("log: writing recovery point: %w", err)
-			return l.writeErr
+		if err := writeCheckpoint(l.recoveryPointPath(), [][]int64{{end}}); err != nil {
+			return l.failWritesLocked(fmt.Errorf("log: writing recovery point: %w", err), true)
 		}
 		l.recoveryPoint = end
 	}
 	l.markDurableLocked(end)
 	return nil
 }
+
+// recoveryPointPath is the recovery point checkpoint's file.
+func (l *Log) recoveryPointPath() string { return filepath.Join(l.dir, recoveryPointFile) }
 
 func fileExists(path string) bool {
 	_, err := os.Stat(path)

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,6 +35,9 @@ type Manager struct {
 	defaults Config
 	logger   *slog.Logger
 	opts     options
+
+	// refusing is the set recoverWrites found refusing appends (Refusing).
+	refusing atomic.Pointer[map[TopicPartition]bool]
 
 	mu          sync.Mutex // guards the following
 	logs        map[TopicPartition]*Log
@@ -306,10 +310,14 @@ func (m *Manager) run(interval time.Duration) {
 	defer t.Stop()
 	snapshots := time.NewTicker(producerSnapshotInterval)
 	defer snapshots.Stop()
+	retry := time.NewTicker(WriteRetryInterval)
+	defer retry.Stop()
 	for {
 		select {
 		case <-m.stop:
 			return
+		case <-retry.C:
+			m.recoverWrites()
 		case <-t.C:
 			m.checkAll()
 		case <-snapshots.C:
@@ -329,6 +337,40 @@ func (m *Manager) SetRetentionBound(bound func(TopicPartition) (int64, bool)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.retentionBound = bound
+}
+
+// recoverWrites retries writing to every log that refuses appends after a
+// failed write (recover_writes.go), and keeps the set of those still
+// refusing for Refusing. A log whose failure only a restart can clear is
+// told once.
+func (m *Manager) recoverWrites() {
+	var refusing map[TopicPartition]bool
+	for tp, l := range m.All() {
+		if !l.Refusing() {
+			continue
+		}
+		ok, err := l.RecoverWrites()
+		if errors.Is(err, ErrNeedsReopen) && !l.toldNeedsReopen.Swap(true) {
+			m.logger.Error("partition log refuses appends until the broker restarts", "component", "log", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+		}
+		if !ok {
+			if refusing == nil {
+				refusing = map[TopicPartition]bool{}
+			}
+			refusing[tp] = true
+		}
+	}
+	m.refusing.Store(&refusing)
+}
+
+// Refusing is the set of partitions whose log refused appends after a
+// failed write at the last retry (every WriteRetryInterval); nil for none.
+// The caller must not change it.
+func (m *Manager) Refusing() map[TopicPartition]bool {
+	if p := m.refusing.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // checkAll runs one round of retention and flush checks.

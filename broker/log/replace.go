@@ -134,9 +134,8 @@ func (l *Log) ReplaceSegments(from, to int64, build func(w *SegmentWriter) error
 		return errors.Join(err, w.close())
 	}
 	if err != nil {
-		l.writeErr = fmt.Errorf("log: replacing segments [%d, %d) failed after its commit; log refuses appends until reopened, which completes it: %w", from, to, err)
 		l.logger.Error("segment replacement failed", "err", err)
-		return errors.Join(l.writeErr, w.close())
+		return errors.Join(l.failWritesLocked(fmt.Errorf("log: replacing segments [%d, %d) failed after its commit; log refuses appends until reopened, which completes it: %w", from, to, err), false), w.close())
 	}
 	return nil
 }

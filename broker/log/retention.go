@@ -260,8 +260,7 @@ func (l *Log) truncateTo(offset int64) error {
 	}
 
 	if err := s.log.Truncate(pos); err != nil {
-		l.writeErr = fmt.Errorf("log: truncating segment %d: %w", s.baseOffset, err)
-		return l.writeErr
+		return l.failWritesLocked(fmt.Errorf("log: truncating segment %d: %w", s.baseOffset, err), false)
 	}
 	l.mu.Lock()
 	doomed := append([]*segment(nil), l.segments[i+1:]...)
@@ -283,8 +282,7 @@ func (l *Log) truncateTo(offset int64) error {
 		err = l.truncateTxnIndexLocked(s, end)
 	}
 	if err != nil {
-		l.writeErr = fmt.Errorf("log: truncating indexes of segment %d: %w", s.baseOffset, err)
-		return l.writeErr
+		return l.failWritesLocked(fmt.Errorf("log: truncating indexes of segment %d: %w", s.baseOffset, err), false)
 	}
 	l.logger.Info("truncated", "requested_offset", offset, "end_offset", end, "deleted_segments", len(doomed))
 	return l.afterTruncateLocked(end, doomed)
@@ -296,14 +294,12 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	// Rename first: the new segment may reuse a deleted one's file name.
 	for _, d := range doomed {
 		if err := d.markDeleted(); err != nil {
-			l.writeErr = fmt.Errorf("log: truncating: %w", err)
-			return l.writeErr
+			return l.failWritesLocked(fmt.Errorf("log: truncating: %w", err), false)
 		}
 	}
 	s, err := newEmptySegment(l.dir, offset, l.openFile)
 	if err != nil {
-		l.writeErr = fmt.Errorf("log: truncating: %w", err)
-		return l.writeErr
+		return l.failWritesLocked(fmt.Errorf("log: truncating: %w", err), false)
 	}
 	l.mu.Lock()
 	l.segments = []*segment{s}

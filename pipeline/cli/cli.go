@@ -374,15 +374,25 @@ func (e *env) newClient(opts ...kgo.Opt) (*kgo.Client, error) {
 // newAdmin makes an admin client and checks that a broker answers, so a wrong
 // address fails fast with one clear line instead of retrying forever.
 func (e *env) newAdmin(ctx context.Context) (*kadm.Client, func(), error) {
-	cl, err := e.newClient()
+	cl, err := e.newPingedClient(ctx)
 	if err != nil {
 		return nil, nil, err
+	}
+	return kadm.NewClient(cl), cl.Close, nil
+}
+
+// newPingedClient is newAdmin's client, for commands that also send
+// requests to a chosen broker.
+func (e *env) newPingedClient(ctx context.Context) (*kgo.Client, error) {
+	cl, err := e.newClient()
+	if err != nil {
+		return nil, err
 	}
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := monitor.Ping(pingCtx, cl); err != nil {
 		cl.Close()
-		return nil, nil, fmt.Errorf("cannot reach brokers %s: %w", e.client.brokers, err)
+		return nil, fmt.Errorf("cannot reach brokers %s: %w", e.client.brokers, err)
 	}
-	return kadm.NewClient(cl), cl.Close, nil
+	return cl, nil
 }

@@ -9,12 +9,15 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/broker/cluster"
 	"millrace/broker/coord/zk"
@@ -25,7 +28,7 @@ func init() {
 	addCommand("cluster", func(e *env) *cobra.Command {
 		return &cobra.Command{
 			Use:   "status",
-			Short: "show the brokers, the controller, leaders, disk use, under-replicated and offline partitions, moves in progress",
+			Short: "show the brokers, the controller, leaders, disk use, under-replicated and offline partitions, partitions refusing appends, moves in progress",
 			Args:  exactArgs(0),
 			RunE:  func(cmd *cobra.Command, _ []string) error { return clusterStatus(cmd.Context(), e) },
 		}
@@ -207,14 +210,16 @@ func clusterReassign(ctx context.Context, e *env, zkServers, topic, list string,
 }
 
 // clusterStatus prints the live brokers, the controller, the leader count of
-// each broker, and the partitions that are under-replicated (ISR smaller
-// than the replicas) or offline (no leader), from Metadata.
+// each broker, the partitions that are under-replicated (ISR smaller than
+// the replicas) or offline (no leader), from Metadata, and those whose log
+// refuses appends on some broker after a failed write (storageRefusals).
 func clusterStatus(ctx context.Context, e *env) error {
-	adm, done, err := e.newAdmin(ctx)
+	cl, err := e.newPingedClient(ctx)
 	if err != nil {
 		return err
 	}
-	defer done()
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
 	md, err := adm.Metadata(ctx)
 	if err != nil {
 		return err
@@ -237,6 +242,7 @@ func clusterStatus(ctx context.Context, e *env) error {
 			}
 		}
 	}
+	refusing, refusingErr := storageRefusals(ctx, cl, md.Brokers.NodeIDs())
 	// What each broker holds on disk. The error is not the command's: a
 	// broker that did not answer in time (down since the metadata was read,
 	// or hung) shows "-" in those columns.
@@ -275,6 +281,14 @@ func clusterStatus(ctx context.Context, e *env) error {
 	for _, p := range offline {
 		fmt.Fprintf(e.stdout, "  %s\n", p)
 	}
+	if refusingErr != nil {
+		fmt.Fprintf(e.stdout, "partitions refusing appends (storage error): unknown for some brokers (%v)\n", refusingErr)
+	} else {
+		fmt.Fprintf(e.stdout, "partitions refusing appends (storage error): %d\n", len(refusing))
+	}
+	for _, r := range refusing {
+		fmt.Fprintf(e.stdout, "  %s (log on broker %s refuses appends after a failed write; see docs/limits.md)\n", r.name, ints(r.brokers))
+	}
 	if movesErr != nil {
 		fmt.Fprintf(e.stdout, "reassignments in progress: unknown (%v)\n", movesErr)
 		return nil
@@ -286,6 +300,60 @@ func clusterStatus(ctx context.Context, e *env) error {
 			idsOrDash(m.Replicas), idsOrDash(m.AddingReplicas), idsOrDash(m.RemovingReplicas))
 	}
 	return nil
+}
+
+// refusal is a partition whose log refuses appends on some brokers.
+type refusal struct {
+	name    string // topic/partition
+	brokers []int32
+}
+
+// storageRefusals asks every broker, all at once, which of its partition
+// logs refuse appends after a failed write (a full or failing disk): each
+// lists itself among a partition's offline replicas in its own Metadata
+// answer, and only it knows. The error names brokers that did not answer
+// within monitor.ReadTimeout.
+func storageRefusals(ctx context.Context, cl *kgo.Client, brokers []int32) ([]refusal, error) {
+	var (
+		mu    sync.Mutex // guards found and errs
+		found = map[string][]int32{}
+		errs  []error
+		wg    sync.WaitGroup
+	)
+	for _, id := range brokers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reqCtx, cancel := context.WithTimeout(ctx, monitor.ReadTimeout)
+			defer cancel()
+			resp, err := kmsg.NewPtrMetadataRequest().RequestWith(reqCtx, cl.Broker(int(id))) // every topic
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("broker %d: %w", id, err))
+				return
+			}
+			for _, t := range resp.Topics {
+				if t.Topic == nil {
+					continue
+				}
+				for _, p := range t.Partitions {
+					if slices.Contains(p.OfflineReplicas, id) {
+						name := fmt.Sprintf("%s/%d", *t.Topic, p.Partition)
+						found[name] = append(found[name], id)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	out := make([]refusal, 0, len(found))
+	for name, ids := range found {
+		slices.Sort(ids)
+		out = append(out, refusal{name, ids})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out, errors.Join(errs...)
 }
 
 // idsOrDash lists broker IDs, or "-" for none.

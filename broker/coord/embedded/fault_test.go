@@ -3,6 +3,7 @@ package embedded
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"millrace/broker/coord"
 )
@@ -75,5 +76,51 @@ func TestFailedSyncIsSticky(t *testing.T) {
 	}
 	if ok, _, err := c2.Exists("/m"); err != nil || ok {
 		t.Fatalf("/m after reopen: exists=%v err=%v, want absent", ok, err)
+	}
+}
+
+// Once the disk works again the store persists again by itself: a retry
+// snapshots the tree (which holds the change whose fsync failed) and resets
+// the WAL, mutations are accepted, and everything survives a reopen.
+func TestFailedSyncRecovers(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, testLogger())
+	mustOK(t, err)
+	c, err := s.Session()
+	mustOK(t, err)
+	_, err = c.Create("/n", []byte("durable"), coord.Persistent)
+	mustOK(t, err)
+	faulty := &faultyLog{logFile: s.wal, failSync: true}
+	s.mu.Lock()
+	s.wal = faulty
+	s.mu.Unlock()
+	if _, err := c.Set("/n", []byte("applied"), coord.AnyVersion); !errors.Is(err, errInjected) {
+		t.Fatalf("Set with a failing fsync: %v, want the injected error", err)
+	}
+
+	s.mu.Lock()
+	faulty.failSync = false
+	s.mu.Unlock()
+	deadline := time.Now().Add(5 * PersistRetryInterval)
+	for {
+		_, err := c.Create("/m", nil, coord.Persistent)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errInjected) || time.Now().After(deadline) {
+			t.Fatalf("Create after the disk came back: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	mustOK(t, c.Close())
+	mustOK(t, s.Close())
+
+	s2 := openServer(t, dir, Options{})
+	c2 := openSession(t, s2)
+	if data, _, err := c2.Get("/n"); err != nil || string(data) != "applied" {
+		t.Fatalf("/n after reopen: %q, %v; want the change the retry's snapshot made durable", data, err)
+	}
+	if ok, _, err := c2.Exists("/m"); err != nil || !ok {
+		t.Fatalf("/m after reopen: exists=%v err=%v", ok, err)
 	}
 }

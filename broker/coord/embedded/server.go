@@ -59,7 +59,7 @@ type Server struct {
 	lastSession int64  // highest session ID handed out
 	walSize     int64  // bytes in the WAL, including pending batches
 	pending     *batch // transactions waiting for the committer
-	failed      error  // sticky: a WAL write or fsync failed
+	failed      error  // sticky: a WAL write or fsync failed; cleared by retryPersist
 	closed      bool
 }
 
@@ -261,15 +261,62 @@ func (s *Server) resetWAL() error {
 // threshold, folds them into a snapshot), and releases their callers.
 func (s *Server) commitLoop() {
 	defer s.wg.Done()
+	retry := time.NewTicker(PersistRetryInterval)
+	defer retry.Stop()
 	for {
 		select {
 		case <-s.kick:
+		case <-retry.C:
+			s.retryPersist()
+			continue
 		case <-s.quit:
 			// Close set closed under the lock, so nothing is added after this.
 			s.commitPending()
 			return
 		}
 		s.commitPending()
+	}
+}
+
+// PersistRetryInterval is how often a store that failed to persist tries
+// again (retryPersist).
+const PersistRetryInterval = 2 * time.Second
+
+// retryPersist makes a store that failed to persist (a full or failing
+// disk) durable again once the disk takes writes, without a reopen. The
+// tree in memory holds every transaction applied, those whose write or
+// fsync failed included (their callers got the error, but watchers saw
+// them), so a snapshot of it covers everything and replaces the WAL, as
+// the size threshold does: the snapshot is a new file, written, fsynced and
+// renamed, so pages a failed fsync may have dropped from the WAL play no
+// part. Until it succeeds mutations stay refused. It runs on the committer
+// goroutine, so no batch is written meanwhile. Ephemerals of sessions that
+// closed while the store refused stay until the next reopen drops them.
+func (s *Server) retryPersist() {
+	s.mu.Lock()
+	if s.failed == nil || s.closed {
+		s.mu.Unlock()
+		return
+	}
+	b := s.pending
+	s.pending = newBatch()
+	snapshot := s.tree.encodeSnapshot(s.zxid, s.lastSession)
+	cause := s.failed
+	s.mu.Unlock()
+
+	err := s.writeSnapshot(snapshot)
+	if err == nil {
+		err = s.resetWAL()
+	}
+	s.mu.Lock()
+	if err == nil {
+		s.failed = nil
+	}
+	b.err = s.failed
+	s.mu.Unlock()
+	close(b.done)
+	if err == nil {
+		s.logger.Warn("coordination store persists again after a failed write", "snapshot_bytes", len(snapshot), "cause", cause)
 	}
 }
 
@@ -314,7 +361,7 @@ func (s *Server) commitPending() {
 	}
 	if err != nil {
 		err = fmt.Errorf("embedded: persist: %w", err)
-		s.logger.Error("coordination store can no longer persist; reopen it", "err", err)
+		s.logger.Error("coordination store can no longer persist; it refuses changes until a retry succeeds", "err", err, "retry_every", PersistRetryInterval)
 		s.mu.Lock()
 		if s.failed == nil {
 			s.failed = err
