@@ -9,14 +9,12 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"millrace/agents/ship"
 )
 
-// Producer sends audit records; *ship.Shipper is one. The ack is called
-// once per record, with nil once the broker acknowledged it.
+// Producer sends audit records; the agents' *ship.Shipper is one. The ack
+// is called once per record, with nil once the broker acknowledged it.
 type Producer interface {
-	Produce(ctx context.Context, rec *kgo.Record, ack ship.AckFunc)
+	Produce(ctx context.Context, rec *kgo.Record, ack func(*kgo.Record, error))
 	Flush(ctx context.Context) error
 }
 

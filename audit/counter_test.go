@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"millrace/agents/ship"
 )
 
 // fakeProducer keeps what was produced; answer decides each ack.
@@ -22,7 +20,7 @@ type fakeProducer struct {
 	runs    []Run // run records taken out by take
 }
 
-func (p *fakeProducer) Produce(_ context.Context, rec *kgo.Record, ack ship.AckFunc) {
+func (p *fakeProducer) Produce(_ context.Context, rec *kgo.Record, ack func(*kgo.Record, error)) {
 	p.mu.Lock()
 	p.records = append(p.records, rec)
 	var err error

@@ -19,7 +19,9 @@ import (
 // IsRetryable). It runs on the producer's callback goroutine, serially with
 // all other acknowledgements, so it must be quick and must never block on the
 // Shipper (no Produce or Flush inside it: hand such work to a goroutine).
-type AckFunc func(rec *kgo.Record, err error)
+// It is an alias, so that packages below the agents (audit) can name the
+// same producer interface without importing this one.
+type AckFunc = func(rec *kgo.Record, err error)
 
 // Shipper produces records to the broker with bounded memory.
 type Shipper struct {
