@@ -79,9 +79,29 @@ func BoundSource(s string) string {
 	return s[:cut] + "...#" + hex.EncodeToString(sum[:8])
 }
 
+// SourceOf is the source key of an event of the named schema ("log",
+// "click", "metric") whose string fields field returns ("" when absent):
+// the one rule the agents, the sink's rows and its dead letters share.
+func SourceOf(schema string, field func(name string) string) string {
+	switch schema {
+	case "log":
+		return LogSource(field("host"), field("source"))
+	case "click":
+		return ClickSource(field("url"))
+	default:
+		return MetricSource(field("source"))
+	}
+}
+
 // LogSource is the source key of a log line: "<host>:<source path>", from
-// the event's host and source fields (BoundSource).
-func LogSource(host, source string) string { return BoundSource(host + ":" + source) }
+// the event's host and source fields (BoundSource), or NoSource when it
+// names no source path.
+func LogSource(host, source string) string {
+	if source == "" {
+		return NoSource
+	}
+	return BoundSource(host + ":" + source)
+}
 
 // ClickSource is the source key of a click: the lower-case host of the
 // event's url without its port, or NoSource when the url is empty, has no

@@ -111,3 +111,22 @@ func TestBoundSource(t *testing.T) {
 		t.Fatalf("a short source changed: %q", s)
 	}
 }
+
+// TestSourceOf: one rule for every schema, and a log line without a source
+// path is NoSource wherever it is counted.
+func TestSourceOf(t *testing.T) {
+	fields := map[string]string{"host": "web1", "source": "/var/log/a.log", "url": "https://Shop.example/x"}
+	get := func(name string) string { return fields[name] }
+	if got := SourceOf("log", get); got != "web1:/var/log/a.log" {
+		t.Errorf("log: %q", got)
+	}
+	if got := SourceOf("click", get); got != "shop.example" {
+		t.Errorf("click: %q", got)
+	}
+	if got := SourceOf("metric", get); got != "/var/log/a.log" {
+		t.Errorf("metric: %q", got)
+	}
+	if got := SourceOf("log", func(name string) string { return map[string]string{"host": "web1"}[name] }); got != NoSource {
+		t.Errorf("log without a source path: %q, want %q", got, NoSource)
+	}
+}

@@ -53,11 +53,11 @@ func (w *Worker) auditInstance(tp topicPartition) string {
 	return w.cfg.Group + "/" + tp.topic + "/" + strconv.Itoa(int(tp.partition))
 }
 
-// rowSource is the audit source key of row. Rows of one source come in
-// runs, so the key of the previous row is kept with the bytes it was made
-// from (the host and path of a log line, a click url's authority, a
-// sample's source) and reused while they repeat: compared in place, a row
-// costs no allocation.
+// rowSource is the audit source key of row: audit.SourceOf, made from the
+// row's bytes. Rows of one source come in runs, so the key of the previous
+// row is kept with the bytes it was made from (the host and path of a log
+// line, a click url's authority, a sample's source) and reused while they
+// repeat: compared in place, a row costs no allocation.
 func (w *Worker) rowSource(p *partitionState, row *schemas.Row) string {
 	switch w.schema.Name {
 	case "log":
@@ -110,19 +110,7 @@ func (w *Worker) countRowLocked(p *partitionState, f *outFile, recordTime time.T
 func (w *Worker) countDeadLetterLocked(p *partitionState, r *kgo.Record) {
 	var ev map[string]any
 	_ = json.Unmarshal(r.Value, &ev) // not JSON: no fields, source "-"
-	str := func(name string) string { s, _ := ev[name].(string); return s }
-	var source string
-	switch w.schema.Name {
-	case "log":
-		source = audit.NoSource
-		if str("source") != "" {
-			source = audit.LogSource(str("host"), str("source"))
-		}
-	case "click":
-		source = audit.ClickSource(str("url"))
-	default:
-		source = audit.MetricSource(str("source"))
-	}
+	source := audit.SourceOf(w.schema.Name, func(name string) string { s, _ := ev[name].(string); return s })
 	field := w.cfg.TimestampField
 	if field == "" {
 		field = w.schema.TimeField

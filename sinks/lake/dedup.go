@@ -526,18 +526,10 @@ const (
 
 // auditSource is the audit source key of a decoded row.
 func auditSource(row *schemas.Row) string {
-	str := func(name string) string {
+	return audit.SourceOf(row.Schema().Name, func(name string) string {
 		s, _ := row.Get(name).(string)
 		return s
-	}
-	switch row.Schema().Name {
-	case "log":
-		return audit.LogSource(str("host"), str("source"))
-	case "click":
-		return audit.ClickSource(str("url"))
-	default:
-		return audit.MetricSource(str("source"))
-	}
+	})
 }
 
 // mergeDedupCountsLocked adds a landed window's counts to the Prometheus
