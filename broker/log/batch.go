@@ -201,17 +201,23 @@ func validateBatches(b []byte, maxMessageBytes int, rules *recordRules) ([]Batch
 	if len(b) == 0 {
 		return nil, &BatchError{Reason: "no record batches", Err: ErrCorruptBatch}
 	}
-	n, records := 0, 0
+	n := 0
 	for pos := 0; pos < len(b); n++ {
 		size, err := validateOne(b[pos:], maxMessageBytes, rules)
 		if err != nil {
 			err.Position = pos
-			for i := range err.Records {
-				err.Records[i].Index += records
+			if len(err.Records) > 0 {
+				// Index the refused records among all records, not this batch's.
+				before := 0
+				for p := 0; p < pos; p += parseHeader(b[p:]).Size() {
+					before += int(parseHeader(b[p:]).Records)
+				}
+				for i := range err.Records {
+					err.Records[i].Index += before
+				}
 			}
 			return nil, err
 		}
-		records += int(parseHeader(b[pos:]).Records)
 		pos += size
 	}
 	headers := make([]BatchHeader, 0, n)
