@@ -43,8 +43,16 @@ package kafka
 // does a producer batch claiming LogAppendTime. On a compacted topic a
 // record without a key (as in Kafka) or with a key longer than
 // millrace.compacted.max.key.bytes (millrace's own bound) gets
-// INVALID_RECORD, with the partition's error message naming the record;
-// the response's per-record errors are not filled in.
+// INVALID_RECORD. Every record refused for what it holds is listed in the
+// partition's per-record errors (KIP-467, v8+: its index in the batch and
+// why; recordErrors), and the error message counts them and quotes the
+// first three, as Kafka's LogValidator answers; INVALID_TIMESTAMP if a
+// timestamp is among the reasons. A CreateTime batch whose maxTimestamp
+// is not its records' largest (librdkafka's records with timestamp -1
+// under a maxTimestamp of 0) is accepted and its header set, as Kafka does.
+//
+// Every partition answered with an error is counted by error and logged,
+// rate-limited (produce_refusals.go).
 //
 // The response carries the base offset, the log append time (-1 for
 // CreateTime topics) and the log start offset. message.timestamp.type is
@@ -88,6 +96,7 @@ func handleProduce(ctx context.Context, b *Broker, r *request) (kmsg.Response, e
 	// located by topic and partition index in the response.
 	type pending struct {
 		topic, partition int
+		name             string
 		p                ledPartition
 		last             int64
 	}
@@ -136,11 +145,12 @@ func handleProduce(ctx context.Context, b *Broker, r *request) (kmsg.Response, e
 				// before anything is written (replication_leader.go).
 			default:
 				if p, last := b.produceTo(name, part, &sp, verified.checks[name][part.Partition]); sp.ErrorCode == 0 {
-					written = append(written, pending{topic: len(resp.Topics), partition: len(st.Partitions), p: p, last: last})
+					written = append(written, pending{topic: len(resp.Topics), partition: len(st.Partitions), name: name, p: p, last: last})
 				}
 			}
 			if sp.ErrorCode != 0 {
 				failed = true
+				b.produceRefused(r, name, &sp)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
@@ -148,8 +158,10 @@ func handleProduce(ctx context.Context, b *Broker, r *request) (kmsg.Response, e
 	}
 	for _, w := range written {
 		if code := awaitReplication(ctx, b, w.p, req.Acks, w.last); code != 0 {
-			resp.Topics[w.topic].Partitions[w.partition].ErrorCode = code
+			sp := &resp.Topics[w.topic].Partitions[w.partition]
+			sp.ErrorCode = code
 			failed = true
+			b.produceRefused(r, w.name, sp)
 		}
 	}
 	if req.Acks == 0 {
@@ -182,6 +194,7 @@ func (b *Broker) produceTo(topic string, part kmsg.ProduceRequestTopicPartition,
 	batches, err := log.ValidateProduce(part.Records, cfg, time.Now())
 	if err != nil {
 		sp.ErrorCode, sp.ErrorMessage = produceErrorCode(err), strp(err.Error())
+		sp.ErrorRecords = recordErrors(err)
 		return ledPartition{}, -1
 	}
 	headers := batches.Headers()
@@ -265,6 +278,24 @@ func produceErrorCode(err error) int16 {
 	}
 	code, _ := logErrorCode(err)
 	return code
+}
+
+// recordErrors are the per-record errors (KIP-467, v8+) of a batch the log
+// refused for some of its records: each one's index in the batch and why,
+// so the client fails those and can send the others again (librdkafka
+// fails the others with _INVALID_DIFFERENT_RECORD; the Java client
+// likewise). nil for a batch refused as a whole.
+func recordErrors(err error) []kmsg.ProduceResponseTopicPartitionErrorRecord {
+	var be *log.BatchError
+	if !errors.As(err, &be) || len(be.Records) == 0 {
+		return nil
+	}
+	out := make([]kmsg.ProduceResponseTopicPartitionErrorRecord, len(be.Records))
+	for i, r := range be.Records {
+		out[i] = kmsg.NewProduceResponseTopicPartitionErrorRecord()
+		out[i].RelativeOffset, out[i].ErrorMessage = int32(r.Index), strp(r.Message)
+	}
+	return out
 }
 
 // hasTransactionalRecords reports whether any partition's records start

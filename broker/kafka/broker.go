@@ -64,6 +64,9 @@ type Broker struct {
 	// (conn_limits.go).
 	admission admission
 	budget    *requestBudget
+	// produceRefusals rate-limits the log lines about refused produces
+	// (produce_refusals.go).
+	produceRefusals refusalLog
 
 	// The broker's parts: broker-lifetime state the handler files need
 	// beyond the Deps, opened by openParts in the order it gives and closed

@@ -40,8 +40,9 @@ func (tb *testBroker) partitionLog(topic string, partition int32) *log.Log {
 // batchSpec describes a record batch built by makeBatch.
 type batchSpec struct {
 	values    []string
-	codec     int16 // 0 none, 1 gzip, 2 snappy, 4 zstd
-	producer  int64 // -1 for none
+	keys      [][]byte // keys[i] is record i's key; past the end or nil, none
+	codec     int16    // 0 none, 1 gzip, 2 snappy, 4 zstd
+	producer  int64    // -1 for none
 	epoch     int16
 	sequence  int32
 	timestamp int64 // first record's timestamp; records are 1 ms apart
@@ -63,6 +64,9 @@ func makeBatch(t testing.TB, s batchSpec) []byte {
 	var records []byte
 	for i, v := range s.values {
 		r := kmsg.Record{TimestampDelta64: int64(i), OffsetDelta: int32(i), Value: []byte(v)}
+		if i < len(s.keys) {
+			r.Key = s.keys[i]
+		}
 		r.Length = int32(len(r.AppendTo(nil)) - 1) // AppendTo includes the 1-byte varint of Length 0
 		records = r.AppendTo(records)
 	}

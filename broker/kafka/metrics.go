@@ -27,7 +27,9 @@ type brokerMetrics struct {
 	isrShrinks    prometheus.Counter
 	isrExpands    prometheus.Counter
 	refused       *prometheus.CounterVec
-	saslAuth      *prometheus.CounterVec
+	// produceRefused counts produce refusals by reason (produce_refusals.go).
+	produceRefused *prometheus.CounterVec
+	saslAuth       *prometheus.CounterVec
 }
 
 func newBrokerMetrics(reg prometheus.Registerer, model *cluster.Cluster, logs *log.Manager, b *Broker) (*brokerMetrics, error) {
@@ -56,6 +58,9 @@ func newBrokerMetrics(reg prometheus.Registerer, model *cluster.Cluster, logs *l
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "millrace_broker_connections_refused_total", Help: "Connections closed as soon as accepted, by the limit they were over (max.connections, max.connections.per.ip).",
 		}, []string{"limit"}),
+		produceRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "millrace_broker_produce_refused_total", Help: "Partitions of produce requests answered with an error, by error (Kafka's name, e.g. INVALID_RECORD): refused before anything was appended, or, for the errors that come after the append (REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND), appended but not acknowledged.",
+		}, []string{"reason"}),
 		saslAuth: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "millrace_broker_sasl_authentications_total", Help: "SASL authentications (re-authentications included), by mechanism and result (ok; failed: the password was checked and wrong, or the user unknown; throttled: over a failed-authentication limit, nothing checked).",
 		}, []string{"mechanism", "result"}),
@@ -72,7 +77,7 @@ func newBrokerMetrics(reg prometheus.Registerer, model *cluster.Cluster, logs *l
 	queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "millrace_broker_queued_request_bytes", Help: "Request bytes read and not yet answered, as charged against queued.max.request.bytes (requests other than Produce count what decoding them may allocate).",
 	}, func() float64 { return float64(b.budget.used.Load()) })
-	for _, c := range append([]prometheus.Collector{m.requests, m.latency, m.producedRecs, m.producedBytes, m.isrShrinks, m.isrExpands, m.refused, m.saslAuth, fetched, open, queued, newReplicationCollector(model, logs), newDiskCollector(logs)}, fetchSessionMetrics(b)...) {
+	for _, c := range append([]prometheus.Collector{m.requests, m.latency, m.producedRecs, m.producedBytes, m.isrShrinks, m.isrExpands, m.refused, m.produceRefused, m.saslAuth, fetched, open, queued, newReplicationCollector(model, logs), newDiskCollector(logs)}, fetchSessionMetrics(b)...) {
 		if err := reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 			return nil, err
 		}
@@ -99,6 +104,12 @@ func (m *brokerMetrics) produced(topic string, records, bytes int) {
 // connectionRefused counts a connection refused by limit.
 func (m *brokerMetrics) connectionRefused(limit string) {
 	m.refused.WithLabelValues(limit).Inc()
+}
+
+// produceRefusal counts a produce partition answered with the error
+// named reason (a Kafka error name: few values).
+func (m *brokerMetrics) produceRefusal(reason string) {
+	m.produceRefused.WithLabelValues(reason).Inc()
 }
 
 // saslAuthenticated counts one SASL authentication. The mechanism is one

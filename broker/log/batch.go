@@ -99,7 +99,11 @@ var (
 type BatchError struct {
 	Position int    // byte position of the batch in the input
 	Reason   string // what is wrong, in words
-	Err      error  // sentinel: ErrCorruptBatch, ErrInvalidRecord, ErrUnsupportedMagic or ErrBatchTooLarge
+	Err      error  // sentinel: ErrCorruptBatch, ErrInvalidRecord, ErrUnsupportedMagic, ErrBatchTooLarge or ErrInvalidTimestamp
+	// Records lists the records a produced batch was refused for, when
+	// it was refused for what they hold rather than for its framing
+	// (record_errors.go); nil otherwise.
+	Records []RecordError
 }
 
 func (e *BatchError) Error() string {
@@ -191,7 +195,8 @@ func ValidateBatches(b []byte, maxMessageBytes int) ([]BatchHeader, error) {
 // compressed ones decompressed (validate_records.go). Replicated batches
 // (rules nil) may have been compacted upstream, so only records <=
 // lastOffsetDelta+1 is demanded, and only uncompressed ones have their
-// record framing walked.
+// record framing walked. A produced CreateTime batch whose maxTimestamp is
+// not its records' largest gets it rewritten in b (setMaxTimestamp).
 func validateBatches(b []byte, maxMessageBytes int, rules *recordRules) ([]BatchHeader, error) {
 	if len(b) == 0 {
 		return nil, &BatchError{Reason: "no record batches", Err: ErrCorruptBatch}
@@ -201,6 +206,16 @@ func validateBatches(b []byte, maxMessageBytes int, rules *recordRules) ([]Batch
 		size, err := validateOne(b[pos:], maxMessageBytes, rules)
 		if err != nil {
 			err.Position = pos
+			if len(err.Records) > 0 {
+				// Index the refused records among all records, not this batch's.
+				before := 0
+				for p := 0; p < pos; p += parseHeader(b[p:]).Size() {
+					before += int(parseHeader(b[p:]).Records)
+				}
+				for i := range err.Records {
+					err.Records[i].Index += before
+				}
+			}
 			return nil, err
 		}
 		pos += size
@@ -251,8 +266,12 @@ func validateOne(b []byte, maxMessageBytes int, rules *recordRules) (int, *Batch
 	}
 	body := b[batchHeaderSize:size]
 	if fresh {
-		if err := walkProduced(h, body, rules); err != nil {
+		maxTimestamp, err := walkProduced(h, body, rules)
+		if err != nil {
 			return 0, err
+		}
+		if rules.checkTimestamps && h.MaxTimestamp != maxTimestamp {
+			setMaxTimestamp(b[:size], maxTimestamp)
 		}
 	} else if h.Compression() == 0 {
 		if reason := checkRecordFraming(body, int(h.Records)); reason != "" {
@@ -262,6 +281,21 @@ func validateOne(b []byte, maxMessageBytes int, rules *recordRules) (int, *Batch
 		return 0, &BatchError{Reason: "compressed batch has no payload", Err: ErrCorruptBatch}
 	}
 	return size, nil
+}
+
+// setMaxTimestamp writes a produced CreateTime batch's largest record
+// timestamp into its header, which the log's time index and retention go
+// by. Kafka's LogValidator does the same rather than refuse a header that
+// disagrees with its records: librdkafka, for one, writes 0 there when
+// every record has timestamp -1 (NO_TIMESTAMP), where the records' largest
+// is -1. maxTimestamp is covered by the CRC, which validateOne checked over
+// the producer's bytes before the walk, so the CRC is computed again over
+// the rewritten ones, as Kafka's DefaultRecordBatch.setMaxTimestamp does
+// (it too touches the header only when the value differs). LogAppendTime
+// batches are stamped at append instead (appendFreshLocked).
+func setMaxTimestamp(batch []byte, maxTimestamp int64) {
+	binary.BigEndian.PutUint64(batch[offMaxTimestamp:], uint64(maxTimestamp))
+	binary.BigEndian.PutUint32(batch[offCRC:], crc32.Checksum(batch[offAttributes:], castagnoli))
 }
 
 // checkRecordFraming walks the length prefixes of uncompressed replicated

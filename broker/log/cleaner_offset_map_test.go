@@ -154,7 +154,7 @@ func TestCompactedTopicBoundsKeys(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := keyedBatch(t, now.UnixMilli(), tc.codec, "a="+tc.value, over+"="+tc.value)
 			_, err := ValidateProduce(b, cfg, now)
-			if !errors.Is(err, ErrInvalidRecord) || !strings.Contains(err.Error(), "record 1 has a key of 4097 bytes") {
+			if !errors.Is(err, ErrInvalidRecord) || !strings.Contains(err.Error(), "record 1: a key of 4097 bytes") {
 				t.Fatalf("compacted topic, key over the bound: %v", err)
 			}
 			deleting := cfg

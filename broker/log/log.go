@@ -389,8 +389,9 @@ type AppendInfo struct {
 //
 // The headers are rewritten in place in the caller's buffer: baseOffset and
 // partitionLeaderEpoch (not covered by the CRC) and, for LogAppendTime,
-// attributes, maxTimestamp and the CRC. The caller must not reuse it for
-// another partition.
+// attributes, maxTimestamp and the CRC; for CreateTime, a maxTimestamp
+// that is not the records' largest, and the CRC (setMaxTimestamp). The
+// caller must not reuse it for another partition.
 //
 // Unlike AppendValidated it does not check idempotent producers' sequences;
 // the batches are recorded in the producer state all the same.
@@ -436,7 +437,9 @@ func (v ValidBatches) Headers() []BatchHeader { return v.headers }
 
 // ValidateProduce runs Append's checks on producer batches under the
 // topic's cfg at now (see ValidateBatches) and keeps the result for
-// AppendValidated.
+// AppendValidated. Like Append, it sets a CreateTime batch's maxTimestamp
+// in b to its records' largest, as Kafka does (setMaxTimestamp). A batch
+// refused for some of its records lists them in the *BatchError's Records.
 func ValidateProduce(b []byte, cfg Config, now time.Time) (ValidBatches, error) {
 	headers, err := validateBatches(b, cfg.MaxMessageBytes, produceRules(cfg, now))
 	if err != nil {

@@ -4,7 +4,9 @@ package log
 // compressed batch is decompressed (with a bound, so a decompression bomb
 // is refused, not expanded) and every record of every batch is parsed, so
 // a batch no consumer could decode is refused before it is acknowledged.
-// The batch itself is stored verbatim; nothing decoded here is kept.
+// The batch itself is stored verbatim (but for its header's maxTimestamp,
+// set as Kafka sets it: batch.go's setMaxTimestamp); nothing decoded here
+// is kept.
 //
 // Records inside a batch (Kafka v2), after decompression; varints are
 // zigzag-encoded as in protobuf:
@@ -163,10 +165,11 @@ var walkers = sync.Pool{New: func() any { return new(walker) }}
 var decodeSlots = make(chan struct{}, max(runtime.GOMAXPROCS(0), 2))
 
 // walkProduced walks the records of a produced batch whose header h has
-// passed the header checks, body being the bytes after the header.
-func walkProduced(h BatchHeader, body []byte, rules *recordRules) *BatchError {
+// passed the header checks, body being the bytes after the header, and
+// returns the largest record timestamp (-1 when none is larger than -1).
+func walkProduced(h BatchHeader, body []byte, rules *recordRules) (int64, *BatchError) {
 	if h.LogAppendTime() && rules.refuseLogAppendTime {
-		return &BatchError{Reason: "a producer must not set the LogAppendTime timestamp type", Err: ErrInvalidTimestamp}
+		return 0, &BatchError{Reason: "a producer must not set the LogAppendTime timestamp type", Err: ErrInvalidTimestamp}
 	}
 	if h.Compression() != 0 {
 		decodeSlots <- struct{}{}
@@ -175,7 +178,7 @@ func walkProduced(h BatchHeader, body []byte, rules *recordRules) *BatchError {
 	w := walkers.Get().(*walker)
 	defer w.release()
 	if err := w.open(h.Compression(), body, rules.maxDecompressed); err != nil {
-		return err
+		return 0, err
 	}
 	return w.stream.walk(h, rules)
 }
@@ -367,20 +370,27 @@ func (s *recordStream) shortReason(i int) *BatchError {
 	return &BatchError{Reason: fmt.Sprintf("record %d is cut short", i), Err: ErrCorruptBatch}
 }
 
-// walk parses the batch's records: exactly h.Records of them, offset
-// deltas 0, 1, 2 ..., nothing after the last one, timestamps within rules
-// on CreateTime topics, and the header's maxTimestamp equal to the largest
-// record timestamp (Kafka rewrites it; millrace stores the batch verbatim,
-// so it must already be right: retention and the time index go by it).
-func (s *recordStream) walk(h BatchHeader, rules *recordRules) *BatchError {
+// walk parses the batch's records: exactly h.Records of them, nothing
+// after the last one, and returns their largest timestamp, from -1
+// (Kafka's NO_TIMESTAMP) up, as Kafka's LogValidator computes it: the
+// caller writes it into the header (validateOne).
+//
+// A record that is well framed but not acceptable (offset delta not its
+// index, no key or too long a key on a compacted topic, a timestamp out of
+// bounds on a CreateTime topic) does not stop the walk: every such record
+// is listed in the BatchError's Records, as Kafka's per-record errors
+// (KIP-467) list them, so a client can fail those and send the rest again.
+// A framing fault stops it: past it nothing can be read.
+func (s *recordStream) walk(h BatchHeader, rules *recordRules) (int64, *BatchError) {
 	// A count larger than the records (2^31-1 claimed, one sent) ends at
 	// the end of the bytes: the loop runs at most once per 7 bytes.
 	count := int(h.Records)
-	maxTimestamp := int64(math.MinInt64)
+	maxTimestamp := int64(noTimestamp)
+	var refused recordFaults
 	for i := 0; i < count; i++ {
 		avail := s.fill(binary.MaxVarintLen32)
 		if avail == 0 && s.srcErr == io.EOF {
-			return &BatchError{Reason: fmt.Sprintf("record count %d but the batch holds %d records", count, i), Err: ErrCorruptBatch}
+			return 0, &BatchError{Reason: fmt.Sprintf("record count %d but the batch holds %d records", count, i), Err: ErrCorruptBatch}
 		}
 		length, n := shortVarint(s.buf[:s.end], s.pos)
 		if n == 0 {
@@ -388,18 +398,18 @@ func (s *recordStream) walk(h BatchHeader, rules *recordRules) *BatchError {
 		}
 		switch {
 		case n == 0 && avail < binary.MaxVarintLen32:
-			return s.shortReason(i) // the stream ended inside the length
+			return 0, s.shortReason(i) // the stream ended inside the length
 		case n <= 0:
-			return &BatchError{Reason: fmt.Sprintf("record %d has a malformed length", i), Err: ErrCorruptBatch}
+			return 0, &BatchError{Reason: fmt.Sprintf("record %d has a malformed length", i), Err: ErrCorruptBatch}
 		}
 		if length < minRecordSize-1 || length > math.MaxInt32 {
-			return &BatchError{Reason: fmt.Sprintf("record %d has length %d", i, length), Err: ErrCorruptBatch}
+			return 0, &BatchError{Reason: fmt.Sprintf("record %d has length %d", i, length), Err: ErrCorruptBatch}
 		}
 		var tsDelta, offsetDelta, keyLength int64
 		var reason string
 		if total := n + int(length); total <= len(s.buf) {
 			if s.fill(total) < total {
-				return s.shortReason(i)
+				return 0, s.shortReason(i)
 			}
 			rec := s.buf[s.pos+n : s.pos+total]
 			var plain bool
@@ -412,39 +422,30 @@ func (s *recordStream) walk(h BatchHeader, rules *recordRules) *BatchError {
 			var short bool
 			tsDelta, offsetDelta, keyLength, reason, short = s.parseLargeRecord(length)
 			if short {
-				return s.shortReason(i)
+				return 0, s.shortReason(i)
 			}
 		}
 		if reason != "" {
-			return &BatchError{Reason: fmt.Sprintf("record %d: %s", i, reason), Err: ErrCorruptBatch}
-		}
-		if offsetDelta != int64(i) {
-			return &BatchError{Reason: fmt.Sprintf("record %d has offset delta %d; a produced batch numbers its records from 0", i, offsetDelta), Err: ErrInvalidRecord}
-		}
-		if rules.requireKeys && keyLength < 0 {
-			return &BatchError{Reason: fmt.Sprintf("record %d has no key; a compacted topic (cleanup.policy=compact) accepts only keyed records", i), Err: ErrInvalidRecord}
-		}
-		if rules.requireKeys && keyLength > rules.maxKeyBytes {
-			return &BatchError{Reason: fmt.Sprintf("record %d has a key of %d bytes; a compacted topic accepts keys of at most millrace.compacted.max.key.bytes (%d)", i, keyLength, rules.maxKeyBytes), Err: ErrInvalidRecord}
+			return 0, &BatchError{Reason: fmt.Sprintf("record %d: %s", i, reason), Err: ErrCorruptBatch}
 		}
 		ts := h.FirstTimestamp + tsDelta
 		maxTimestamp = max(maxTimestamp, ts)
-		// -1 is Kafka's "no timestamp", which it lets through unchecked.
-		if rules.checkTimestamps && ts != -1 && (ts < rules.minTimestamp || ts > rules.maxTimestamp) {
-			return &BatchError{Reason: fmt.Sprintf("timestamp %d of record %d is outside [%d, %d] (message.timestamp.before.max.ms, message.timestamp.after.max.ms)", ts, i, rules.minTimestamp, rules.maxTimestamp), Err: ErrInvalidTimestamp}
+		if offsetDelta != int64(i) || (rules.requireKeys && (keyLength < 0 || keyLength > rules.maxKeyBytes)) ||
+			(rules.checkTimestamps && ts != noTimestamp && (ts < rules.minTimestamp || ts > rules.maxTimestamp)) {
+			refused.add(i, offsetDelta, keyLength, ts, rules)
 		}
 	}
 	if s.fill(1) > 0 {
-		return &BatchError{Reason: fmt.Sprintf("data follows the last of %d records", count), Err: ErrCorruptBatch}
+		return 0, &BatchError{Reason: fmt.Sprintf("data follows the last of %d records", count), Err: ErrCorruptBatch}
 	}
 	if s.srcErr != io.EOF {
 		// Includes a checksum that fails at the end of the stream.
-		return s.shortReason(count)
+		return 0, s.shortReason(count)
 	}
-	if rules.checkTimestamps && h.MaxTimestamp != maxTimestamp {
-		return &BatchError{Reason: fmt.Sprintf("header maxTimestamp %d but the largest record timestamp is %d", h.MaxTimestamp, maxTimestamp), Err: ErrInvalidRecord}
+	if refused.total > 0 {
+		return 0, refused.batchError()
 	}
-	return nil
+	return maxTimestamp, nil
 }
 
 // parseRecord checks that the fields of one record (the bytes after its
