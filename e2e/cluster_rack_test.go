@@ -273,3 +273,46 @@ func (c *localCluster) checkFollowerAnswers(topic string, follower, epoch int32)
 		c.t.Errorf("follower %d asked with Fetch v10: %v, want NOT_LEADER_OR_FOLLOWER", follower, kerr.ErrorForCode(p.ErrorCode))
 	}
 }
+
+// TestRackAwarePlacement: with brokers in racks a, b, a, every partition
+// of a new topic (CreateTopics and CreatePartitions) has a replica in each
+// rack; a rack-unaware round robin would put some partition on brokers 1
+// and 3 alone.
+func TestRackAwarePlacement(t *testing.T) {
+	t.Parallel()
+	c := startLocalClusterUp(t, 3, 1, []string{"--racks", "a,b"})
+	racks := map[int32]string{1: "a", 2: "b", 3: "a"}
+	adm := c.admin()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const topic = "placed"
+	if resp, err := adm.CreateTopic(ctx, 6, 2, nil, topic); err != nil || resp.Err != nil {
+		t.Fatalf("create topic: %v %v", err, resp.Err)
+	}
+	if _, err := adm.CreatePartitions(ctx, 6, topic); err != nil {
+		t.Fatalf("create partitions: %v", err)
+	}
+	var parts map[int32]kadm.PartitionDetail
+	c.waitFor("12 partitions with leaders", 20*time.Second, func() bool {
+		p, err := c.partitions(adm, topic)
+		if err != nil || len(p) != 12 {
+			return false
+		}
+		for _, d := range p {
+			if d.Leader < 0 {
+				return false
+			}
+		}
+		parts = p
+		return true
+	})
+	for p, d := range parts {
+		seen := map[string]bool{}
+		for _, id := range d.Replicas {
+			seen[racks[id]] = true
+		}
+		if len(d.Replicas) != 2 || !seen["a"] || !seen["b"] {
+			t.Errorf("partition %d: replicas %v, want one in rack a and one in rack b", p, d.Replicas)
+		}
+	}
+}
