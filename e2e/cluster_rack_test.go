@@ -289,7 +289,20 @@ func TestRackAwarePlacement(t *testing.T) {
 	if resp, err := adm.CreateTopic(ctx, 6, 2, nil, topic); err != nil || resp.Err != nil {
 		t.Fatalf("create topic: %v %v", err, resp.Err)
 	}
-	if _, err := adm.CreatePartitions(ctx, 6, topic); err != nil {
+	// kadm asks for the current partition count first, of any broker.
+	c.waitFor("every broker to know the new topic", 20*time.Second, func() bool {
+		for _, node := range c.nodes {
+			if !knowsTopic(node, topic, 6) {
+				return false
+			}
+		}
+		return true
+	})
+	resps, err := adm.CreatePartitions(ctx, 6, topic)
+	if err == nil {
+		err = resps[topic].Err
+	}
+	if err != nil {
 		t.Fatalf("create partitions: %v", err)
 	}
 	var parts map[int32]kadm.PartitionDetail
