@@ -117,7 +117,9 @@ func (m *brokerMetrics) fetchedFromReplica(f *streamedFetch) {
 		m.followerFetches.Inc()
 		m.followerBytes.Add(float64(f.followerBytes))
 	}
-	m.readReplicaAnswer.Add(float64(f.redirected))
+	if f.redirected > 0 {
+		m.readReplicaAnswer.Add(float64(f.redirected))
+	}
 }
 
 // connectionRefused counts a connection refused by limit.
