@@ -235,7 +235,7 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, denied fetchDenial, session *
 				sp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
 			}
 			var slice *log.Slice
-			asFollower := false
+			servedAsFollower := false
 			switch {
 			case denied.has(name):
 				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
@@ -243,7 +243,7 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, denied fetchDenial, session *
 				sp.ErrorCode = kerr.UnknownTopicID.Code
 			default:
 				first := bytes == 0 // nothing returned yet: the first batch is returned whole
-				slice, asFollower = b.fetchPartition(req, name, rp, &sp, follower, min(int64(rp.PartitionMaxBytes), remaining), first, listener)
+				slice, servedAsFollower = b.fetchPartition(req, name, rp, &sp, follower, min(int64(rp.PartitionMaxBytes), remaining), first, listener)
 			}
 			if sp.ErrorCode != 0 || sp.PreferredReadReplica >= 0 {
 				answerNow = true
@@ -254,14 +254,14 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, denied fetchDenial, session *
 			if sp.PreferredReadReplica >= 0 {
 				f.redirected++
 			}
-			if asFollower {
+			if servedAsFollower {
 				f.followerReads++
 			}
 			if slice != nil {
 				n := int64(slice.Len())
 				bytes += n
 				remaining -= n
-				if asFollower {
+				if servedAsFollower {
 					f.followerBytes += n
 				}
 				f.records = append(f.records, fetchRecords{topic: len(resp.Topics), partition: len(st.Partitions), slice: slice})
