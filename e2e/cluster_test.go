@@ -61,6 +61,13 @@ func startLocalCluster(t *testing.T, n, zkNodes int) *localCluster {
 // (name=value, passed as --set).
 func startLocalClusterWith(t *testing.T, n, zkNodes int, settings ...string) *localCluster {
 	t.Helper()
+	return startLocalClusterUp(t, n, zkNodes, nil, settings...)
+}
+
+// startLocalClusterUp is startLocalClusterWith with extra up.sh options
+// (--racks, --metrics).
+func startLocalClusterUp(t *testing.T, n, zkNodes int, upArgs []string, settings ...string) *localCluster {
+	t.Helper()
 	if _, err := os.Stat("/usr/share/java/zookeeper.jar"); err != nil {
 		t.Fatalf("ZooKeeper is not installed (apt-get install -y zookeeper): %v", err)
 	}
@@ -72,6 +79,7 @@ func startLocalClusterWith(t *testing.T, n, zkNodes int, settings ...string) *lo
 	args := []string{strconv.Itoa(n), "--zk", strconv.Itoa(zkNodes), "--dir", dir, "--bin", millraceBin,
 		"--set", "zookeeper.session.timeout.ms=4000", "--set", "replica.lag.time.max.ms=3000",
 		"--set", "leader.imbalance.check.interval.seconds=2", "--set", "request.timeout.ms=10000"}
+	args = append(args, upArgs...)
 	for _, s := range settings {
 		args = append(args, "--set", s)
 	}

@@ -15,9 +15,15 @@ package kafka
 // the log end. Every answer carries the last stable offset
 // (data_partition.go); read_committed consumers (isolation_level 1) read
 // below it and get the aborted transactions with records in the range
-// returned, which they drop (KIP-98). The preferred read replica is always -1 (no KIP-392 follower fetching). An
-// offset outside [log start, log end] gets OFFSET_OUT_OF_RANGE; the current
-// leader epoch (v9+) is checked as in KIP-320.
+// returned, which they drop (KIP-98). An offset outside [log start, log
+// end] gets OFFSET_OUT_OF_RANGE; the current leader epoch (v9+) is checked
+// as in KIP-320.
+//
+// Fetch from the closest replica (KIP-392, fetch_read_replica.go): with
+// replica.selector.class set, the leader answers a consumer (v11+) in the
+// rack of an in-sync follower with that follower as preferred_read_replica
+// and no records, at once; a follower serves consumers (v11+) below its own
+// high watermark. Without it the preferred read replica is -1.
 //
 // Long poll: when fewer than min_bytes are available, no partition has an
 // error and max_wait_ms is positive, the handler waits for an append to any
@@ -79,9 +85,11 @@ func handleFetch(ctx context.Context, b *Broker, r *request) (kmsg.Response, err
 		timeout = t.C
 	}
 	expired := maxWait <= 0
+	listener := b.listenerOf(r)
 	for {
-		f, bytes, failed := b.fetchOnce(req, denied, session)
-		if expired || failed || bytes >= int64(req.MinBytes) {
+		f, bytes, answerNow := b.fetchOnce(req, denied, session, listener)
+		if expired || answerNow || bytes >= int64(req.MinBytes) {
+			b.metrics.fetchedFromReplica(f)
 			return session.finish(f), nil
 		}
 		f.releaseRecords()
@@ -199,9 +207,11 @@ func fetchReplicaID(req *kmsg.FetchRequest) int32 {
 }
 
 // fetchOnce reads every requested partition once. It returns the response,
-// the record bytes in it, and whether any partition failed. An incremental
-// fetch's response leaves out the partitions session says have nothing new.
-func (b *Broker) fetchOnce(req *kmsg.FetchRequest, denied fetchDenial, session *fetchContext) (f *streamedFetch, bytes int64, failed bool) {
+// the record bytes in it, and whether it is to be sent without waiting for
+// more: a partition failed, or was sent to its preferred read replica. An
+// incremental fetch's response leaves out the partitions session says have
+// nothing new. listener is the one the request came on.
+func (b *Broker) fetchOnce(req *kmsg.FetchRequest, denied fetchDenial, session *fetchContext, listener string) (f *streamedFetch, bytes int64, answerNow bool) {
 	session.startPass()
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	resp.SessionID = 0
@@ -225,6 +235,7 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, denied fetchDenial, session *
 				sp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
 			}
 			var slice *log.Slice
+			servedAsFollower := false
 			switch {
 			case denied.has(name):
 				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
@@ -232,18 +243,27 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, denied fetchDenial, session *
 				sp.ErrorCode = kerr.UnknownTopicID.Code
 			default:
 				first := bytes == 0 // nothing returned yet: the first batch is returned whole
-				slice = b.fetchPartition(req, name, rp, &sp, follower, min(int64(rp.PartitionMaxBytes), remaining), first)
+				slice, servedAsFollower = b.fetchPartition(req, name, rp, &sp, follower, min(int64(rp.PartitionMaxBytes), remaining), first, listener)
 			}
-			if sp.ErrorCode != 0 {
-				failed = true
+			if sp.ErrorCode != 0 || sp.PreferredReadReplica >= 0 {
+				answerNow = true
 			}
 			if !session.keep(&sp, slice != nil) {
 				continue
+			}
+			if sp.PreferredReadReplica >= 0 {
+				f.redirected++
+			}
+			if servedAsFollower {
+				f.followerReads++
 			}
 			if slice != nil {
 				n := int64(slice.Len())
 				bytes += n
 				remaining -= n
+				if servedAsFollower {
+					f.followerBytes += n
+				}
 				f.records = append(f.records, fetchRecords{topic: len(resp.Topics), partition: len(st.Partitions), slice: slice})
 			}
 			st.Partitions = append(st.Partitions, sp)
@@ -252,31 +272,33 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, denied fetchDenial, session *
 			resp.Topics = append(resp.Topics, st)
 		}
 	}
-	return f, bytes, failed
+	return f, bytes, answerNow
 }
 
 // fetchPartition reads one partition into sp, returning its records (nil
-// for none). limit is the byte budget; when first is set the first batch is
-// returned even if it is larger.
-func (b *Broker) fetchPartition(req *kmsg.FetchRequest, topic string, rp kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition, follower bool, limit int64, first bool) *log.Slice {
+// for none) and whether this broker read them as a follower (KIP-392).
+// limit is the byte budget; when first is set the first batch is returned
+// even if it is larger. follower tells a replica's fetch, listener the
+// listener the request came on.
+func (b *Broker) fetchPartition(req *kmsg.FetchRequest, topic string, rp kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition, follower bool, limit int64, first bool, listener string) (*log.Slice, bool) {
 	epoch := int32(noLeaderEpoch)
 	if req.Version >= 9 {
 		epoch = rp.CurrentLeaderEpoch
 	}
-	p, code := b.leaderPartition(topic, rp.Partition, epoch)
+	p, code := b.readablePartition(req, topic, rp.Partition, epoch)
 	if code != 0 {
 		sp.ErrorCode = code
 		if p.state != nil && p.state.Leader >= 0 && code != kerr.UnknownTopicOrPartition.Code {
 			sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = p.state.Leader, p.state.LeaderEpoch
 		}
-		return nil
+		return nil, false
 	}
 	if follower {
 		// The fetch offset is the follower's log end offset for the ISR
 		// and the high watermark (replication_leader.go).
-		if code := b.replicationFollowerFetch(topic, rp.Partition, fetchReplicaID(req), rp.FetchOffset, epoch); code != 0 {
+		if code := b.replicationFollowerFetch(topic, rp.Partition, fetchReplicaID(req), rp.FetchOffset, rp.LogStartOffset, epoch); code != 0 {
 			sp.ErrorCode = code
-			return nil
+			return nil, false
 		}
 	}
 	// The high watermark is read before the last stable offset (which
@@ -284,6 +306,12 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, topic string, rp kmsg.Fe
 	hw := highWatermark(p)
 	lso := min(lastStableOffset(p), hw)
 	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, lso, p.log.StartOffset()
+	if !p.follower {
+		if id := b.preferredReadReplica(req, p, rp.FetchOffset, listener); id >= 0 {
+			sp.PreferredReadReplica = id // and no records: read them there
+			return nil, false
+		}
+	}
 	bound := hw
 	readCommitted := !follower && req.IsolationLevel == 1
 	switch {
@@ -293,7 +321,7 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, topic string, rp kmsg.Fe
 		bound = lso
 	}
 	if limit <= 0 && !first {
-		return nil
+		return nil, p.follower
 	}
 	slice, err := p.log.Read(rp.FetchOffset, int(max(min(limit, int64(maxInt32)), 0)), bound)
 	if err != nil {
@@ -302,11 +330,11 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, topic string, rp kmsg.Fe
 			b.logger.Error("reading a partition", "topic", topic, "partition", rp.Partition, "err", err)
 		}
 		sp.ErrorCode = code
-		return nil
+		return nil, p.follower
 	}
 	if slice.Len() == 0 || (!first && int64(slice.Len()) > limit) {
 		slice.Close()
-		return nil
+		return nil, p.follower
 	}
 	if readCommitted {
 		aborted, err := p.log.AbortedTransactions(rp.FetchOffset, slice.NextOffset())
@@ -314,13 +342,13 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, topic string, rp kmsg.Fe
 			slice.Close()
 			b.logger.Error("listing aborted transactions", "topic", topic, "partition", rp.Partition, "err", err)
 			sp.ErrorCode = kerr.KafkaStorageError.Code
-			return nil
+			return nil, p.follower
 		}
 		for _, a := range aborted {
 			sp.AbortedTransactions = append(sp.AbortedTransactions, kmsg.FetchResponseTopicPartitionAbortedTransaction{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset})
 		}
 	}
-	return slice
+	return slice, p.follower
 }
 
 const maxInt32 = 1<<31 - 1

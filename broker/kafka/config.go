@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"millrace/broker/replica"
 	"millrace/broker/txn"
 )
 
@@ -65,8 +66,18 @@ type Config struct {
 	SSLClientAuth string
 	// BrokerID (broker.id, default 0) identifies this broker.
 	BrokerID int32
-	// Rack (broker.rack, default empty) is reported in Metadata (KIP-36).
+	// Rack (broker.rack, default empty) is reported in Metadata (KIP-36),
+	// spreads the replicas of new partitions over racks, and is matched
+	// against consumers' racks by ReplicaSelectorClass (KIP-392).
 	Rack string
+	// ReplicaSelectorClass (replica.selector.class, default empty = every
+	// consumer reads from the leader) picks the replica a consumer should
+	// read from (KIP-392): Kafka's
+	// org.apache.kafka.common.replica.RackAwareReplicaSelector sends a
+	// consumer whose client.rack holds an in-sync follower, and not the
+	// leader, to that follower (fetch_read_replica.go). Followers serve the
+	// consumers sent to them whatever this says, as in Kafka.
+	ReplicaSelectorClass string
 	// SocketRequestMaxBytes (socket.request.max.bytes, default 104857600) is
 	// the largest request frame accepted; a larger size prefix closes the
 	// connection before anything is allocated for it.
@@ -313,6 +324,9 @@ func (c Config) Validate() error {
 	if c.BrokerID < 0 {
 		errs = append(errs, fmt.Errorf("broker.id %d must not be negative", c.BrokerID))
 	}
+	if !replica.ValidSelectorClass(c.ReplicaSelectorClass) {
+		errs = append(errs, fmt.Errorf("replica.selector.class %q is not a selector millrace has: leave it empty (consumers read from leaders) or set %s", c.ReplicaSelectorClass, replica.RackAwareSelectorClass))
+	}
 	if c.SocketRequestMaxBytes < requestHeaderMinBytes {
 		errs = append(errs, fmt.Errorf("socket.request.max.bytes %d cannot hold a request header (%d bytes)", c.SocketRequestMaxBytes, requestHeaderMinBytes))
 	}
@@ -439,6 +453,7 @@ var configEntries = map[string]configEntry{
 		func(c *Config, v string) error { c.Rack = v; return nil },
 		func(c Config) string { return c.Rack },
 	},
+	"replica.selector.class": stringEntry(func(c *Config) *string { return &c.ReplicaSelectorClass }),
 	"socket.request.max.bytes": {
 		intSetter(32, func(c *Config) *int32 { return &c.SocketRequestMaxBytes }),
 		func(c Config) string { return strconv.Itoa(int(c.SocketRequestMaxBytes)) },

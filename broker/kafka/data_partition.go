@@ -26,11 +26,15 @@ import (
 // noLeaderEpoch is the "do not check" value of current_leader_epoch fields.
 const noLeaderEpoch = -1
 
-// ledPartition is a partition this broker leads, found for one request.
+// ledPartition is a partition this broker leads, found for one request,
+// or (follower set) one it follows, found for a consumer's fetch
+// (fetch_read_replica.go): its high watermark is then the one the
+// follower last heard from its leader.
 type ledPartition struct {
-	state  *cluster.PartitionState
-	log    *log.Log
-	broker *Broker // for the replication hooks
+	state    *cluster.PartitionState
+	log      *log.Log
+	broker   *Broker // for the replication hooks
+	follower bool
 }
 
 // leaderPartition finds topic/partition and checks that this broker leads it

@@ -107,6 +107,12 @@ func (s *responseStream) release() {
 type streamedFetch struct {
 	*kmsg.FetchResponse
 	records []fetchRecords
+	// For the metrics of KIP-392 (fetch_read_replica.go): partitions read
+	// as a follower and their record bytes, and partitions sent to their
+	// preferred read replica.
+	followerReads int
+	followerBytes int64
+	redirected    int
 }
 
 // fetchRecords locates one partition's records: indexes into Topics and

@@ -177,9 +177,10 @@ func answer(sp *kmsg.FetchResponseTopicPartition) sessionAnswer {
 }
 
 // mustAnswer reports whether sp goes in an incremental answer to a client
-// last told last: it has records or an error, or offsets that changed.
+// last told last: it has records or an error, names a preferred read
+// replica (KIP-392: the client must hear it), or offsets that changed.
 func mustAnswer(last sessionAnswer, sp *kmsg.FetchResponseTopicPartition, records bool) bool {
-	return records || sp.ErrorCode != 0 || sp.HighWatermark != last.highWatermark ||
+	return records || sp.ErrorCode != 0 || sp.PreferredReadReplica >= 0 || sp.HighWatermark != last.highWatermark ||
 		sp.LastStableOffset != last.lastStableOffset || sp.LogStartOffset != last.logStartOffset
 }
 

@@ -30,6 +30,11 @@ type brokerMetrics struct {
 	// produceRefused counts produce refusals by reason (produce_refusals.go).
 	produceRefused *prometheus.CounterVec
 	saslAuth       *prometheus.CounterVec
+	// KIP-392: consumer fetches served from a followed partition, their
+	// record bytes, and leader answers naming a preferred read replica.
+	followerFetches   prometheus.Counter
+	followerBytes     prometheus.Counter
+	readReplicaAnswer prometheus.Counter
 }
 
 func newBrokerMetrics(reg prometheus.Registerer, model *cluster.Cluster, logs *log.Manager, b *Broker) (*brokerMetrics, error) {
@@ -64,6 +69,15 @@ func newBrokerMetrics(reg prometheus.Registerer, model *cluster.Cluster, logs *l
 		saslAuth: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "millrace_broker_sasl_authentications_total", Help: "SASL authentications (re-authentications included), by mechanism and result (ok; failed: the password was checked and wrong, or the user unknown; throttled: over a failed-authentication limit, nothing checked).",
 		}, []string{"mechanism", "result"}),
+		followerFetches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "millrace_broker_follower_fetch_requests_total", Help: "Consumer fetch requests that read at least one partition this broker follows (KIP-392: sent here as the consumer's preferred read replica).",
+		}),
+		followerBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "millrace_broker_follower_fetch_bytes_total", Help: "Record bytes sent to consumers from partitions this broker follows (KIP-392).",
+		}),
+		readReplicaAnswer: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "millrace_broker_preferred_read_replica_answers_total", Help: "Partitions this broker, as leader, answered with a preferred read replica: a follower in the consumer's rack (replica.selector.class, KIP-392).",
+		}),
 	}
 	if reg == nil {
 		return m, nil
@@ -77,7 +91,7 @@ func newBrokerMetrics(reg prometheus.Registerer, model *cluster.Cluster, logs *l
 	queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "millrace_broker_queued_request_bytes", Help: "Request bytes read and not yet answered, as charged against queued.max.request.bytes (requests other than Produce count what decoding them may allocate).",
 	}, func() float64 { return float64(b.budget.used.Load()) })
-	for _, c := range append([]prometheus.Collector{m.requests, m.latency, m.producedRecs, m.producedBytes, m.isrShrinks, m.isrExpands, m.refused, m.produceRefused, m.saslAuth, fetched, open, queued, newReplicationCollector(model, logs), newDiskCollector(logs)}, fetchSessionMetrics(b)...) {
+	for _, c := range append([]prometheus.Collector{m.requests, m.latency, m.producedRecs, m.producedBytes, m.isrShrinks, m.isrExpands, m.refused, m.produceRefused, m.saslAuth, m.followerFetches, m.followerBytes, m.readReplicaAnswer, fetched, open, queued, newReplicationCollector(model, logs), newDiskCollector(logs)}, fetchSessionMetrics(b)...) {
 		if err := reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 			return nil, err
 		}
@@ -99,6 +113,18 @@ func (m *brokerMetrics) produced(topic string, records, bytes int) {
 	topic = strings.Clone(topic)
 	m.producedRecs.WithLabelValues(topic).Add(float64(records))
 	m.producedBytes.WithLabelValues(topic).Add(float64(bytes))
+}
+
+// fetchedFromReplica counts what a Fetch answer owes to KIP-392: reads as
+// a follower, and partitions sent to their preferred read replica.
+func (m *brokerMetrics) fetchedFromReplica(f *streamedFetch) {
+	if f.followerReads > 0 {
+		m.followerFetches.Inc()
+		m.followerBytes.Add(float64(f.followerBytes))
+	}
+	if f.redirected > 0 {
+		m.readReplicaAnswer.Add(float64(f.redirected))
+	}
 }
 
 // connectionRefused counts a connection refused by limit.

@@ -325,7 +325,12 @@ func (f *fetcher) fetchLoop(c *replicaConn) error {
 				}
 			}
 		}
-		rp.highWatermark.Store(replica.FollowerHighWatermark(sp.HighWatermark, rp.log.EndOffset()))
+		// Consumers the leader sent here read below this (KIP-392): wake
+		// their long polls when it moves.
+		hw := replica.FollowerHighWatermark(sp.HighWatermark, rp.log.EndOffset())
+		if rp.highWatermark.Swap(hw) != hw {
+			rp.m.b.notifyData(rp.tp.Topic, rp.tp.Partition)
+		}
 	}
 	return nil
 }

@@ -141,9 +141,10 @@ func (b *Broker) replicationAwait(ctx context.Context, p ledPartition, acks int1
 }
 
 // replicationFollowerFetch feeds a follower's fetch (its replica ID, fetch
-// offset and current leader epoch, -1 if the request has none) to the
-// leader: 0 to serve it, else the Kafka error to answer it with.
-func (b *Broker) replicationFollowerFetch(topic string, partition, replicaID int32, fetchOffset int64, epoch int32) int16 {
+// offset, log start offset and current leader epoch, -1 if the request has
+// none) to the leader: 0 to serve it, else the Kafka error to answer it
+// with.
+func (b *Broker) replicationFollowerFetch(topic string, partition, replicaID int32, fetchOffset, logStart int64, epoch int32) int16 {
 	m := b.replication()
 	if m == nil {
 		return 0
@@ -162,6 +163,7 @@ func (b *Broker) replicationFollowerFetch(topic string, partition, replicaID int
 	if err != nil {
 		return kafkaCode(err)
 	}
+	rp.leader.FollowerLogStart(replicaID, logStart)
 	rp.applyLocked(d)
 	return 0
 }

@@ -22,6 +22,7 @@ const (
 	configTypeShort   int8 = 4
 	configTypeLong    int8 = 5
 	configTypeList    int8 = 7
+	configTypeClass   int8 = 8
 )
 
 // configTypes gives the type Kafka declares for each config we describe.
@@ -57,6 +58,7 @@ var configTypes = map[string]int8{
 	"listeners":                       configTypeString,
 	"millrace.max.pipelined.requests": configTypeInt,
 	"num.partitions":                  configTypeInt,
+	"replica.selector.class":          configTypeClass,
 	"socket.request.max.bytes":        configTypeInt,
 }
 

@@ -109,6 +109,9 @@ type followerState struct {
 	lastCaughtUp       time.Time
 	lastFetch          time.Time
 	lastFetchLeaderEnd int64
+	// logStart is the follower's log start offset as its last fetch said;
+	// -1 until then (read_replica.go).
+	logStart int64
 }
 
 type pendingRequest struct {
@@ -222,7 +225,7 @@ func (l *Leader) BecomeLeader(s LeaderState, now time.Time) (Decisions, error) {
 			followers[id] = f
 			continue
 		}
-		f := &followerState{endOffset: -1, lastFetchLeaderEnd: -1}
+		f := &followerState{endOffset: -1, lastFetchLeaderEnd: -1, logStart: -1}
 		if slices.Contains(s.ISR, id) {
 			f.lastCaughtUp = now
 		}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# up.sh N [--zk 1|3] [--dir DIR] [--bin PATH] [--set name=value]...
+# up.sh N [--zk 1|3] [--dir DIR] [--bin PATH] [--racks R1,R2,...] [--metrics] [--set name=value]...
 #
 # Starts a local millrace cluster on loopback: a ZooKeeper (one node, or a
 # three-node ensemble) from Debian's zookeeper package and N brokers, each
@@ -10,22 +10,30 @@
 # kill, or stopping it first) with the command line in BROKER_CMD_N.
 #
 # Extra --set options are passed to every broker (e.g. --set
-# replica.lag.time.max.ms=3000). Ports are chosen free at start.
+# replica.lag.time.max.ms=3000). --racks gives broker i the i-th rack
+# (broker.rack; racks are reused in turn when there are fewer than
+# brokers). --metrics serves each broker's Prometheus /metrics on a port of
+# its own (BROKER_METRICS_N in the state file). Ports are chosen free at
+# start.
 set -euo pipefail
 
-usage() { echo "usage: $0 N [--zk 1|3] [--dir DIR] [--bin PATH] [--set name=value]..." >&2; exit 2; }
+usage() { echo "usage: $0 N [--zk 1|3] [--dir DIR] [--bin PATH] [--racks R1,R2,...] [--metrics] [--set name=value]..." >&2; exit 2; }
 [[ $# -ge 1 && $1 =~ ^[1-9][0-9]*$ ]] || usage
 brokers=$1; shift
 zk_nodes=1
 dir=${CLUSTER_DIR:-$PWD/.cluster}
 bin=${MILLRACE:-}
 sets=()
+racks=()
+metrics=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --zk) zk_nodes=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
     --bin) bin=$2; shift 2 ;;
     --set) sets+=(--set "$2"); shift 2 ;;
+    --racks) IFS=, read -r -a racks <<<"$2"; shift 2 ;;
+    --metrics) metrics=1; shift ;;
     *) usage ;;
   esac
 done
@@ -106,13 +114,22 @@ for id in $(seq 1 "$brokers"); do
   bdir=$dir/broker$id
   mkdir -p "$bdir"
   port=$(free_port)
-  "$bin" broker --id "$id" --zookeeper "$zk_connect" --listen "127.0.0.1:$port" --data "$bdir/data" "${sets[@]}" \
+  own=()
+  if [[ ${#racks[@]} -gt 0 ]]; then
+    own+=(--set "broker.rack=${racks[$(( (id-1) % ${#racks[@]} ))]}")
+  fi
+  if [[ $metrics == 1 ]]; then
+    mport=$(free_port)
+    own+=(--metrics-listen "127.0.0.1:$mport")
+    echo "BROKER_METRICS_$id=127.0.0.1:$mport" >>"$dir/state"
+  fi
+  "$bin" broker --id "$id" --zookeeper "$zk_connect" --listen "127.0.0.1:$port" --data "$bdir/data" "${own[@]}" "${sets[@]}" \
     >"$bdir/broker.log" 2>&1 &
   echo "$!" >"$bdir/broker.pid"
   {
     echo "BROKER_PID_$id=$!"
     echo "BROKER_PORT_$id=$port"
-    echo "BROKER_CMD_$id=\"$bin broker --id $id --zookeeper $zk_connect --listen 127.0.0.1:$port --data $bdir/data ${sets[*]}\""
+    echo "BROKER_CMD_$id=\"$bin broker --id $id --zookeeper $zk_connect --listen 127.0.0.1:$port --data $bdir/data ${own[*]} ${sets[*]}\""
   } >>"$dir/state"
   bootstrap+="${bootstrap:+,}127.0.0.1:$port"
 done
