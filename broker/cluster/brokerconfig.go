@@ -105,6 +105,7 @@ var topicConfigSynonyms = map[string]string{
 	"min.insync.replicas":              "min.insync.replicas",
 	"unclean.leader.election.enable":   "unclean.leader.election.enable",
 	"compression.type":                 "compression.type",
+	"message.format.version":           "log.message.format.version",
 	"millrace.flush.on.ack":            "millrace.log.flush.on.ack",
 	"millrace.max.decompressed.bytes":  "millrace.log.max.decompressed.bytes",
 	"millrace.compacted.max.key.bytes": "millrace.log.compacted.max.key.bytes",
@@ -152,8 +153,7 @@ func DynamicBrokerConfigNames() []string {
 }
 
 // KeptAboveLog reports whether a topic config is enforced above the log
-// (min.insync.replicas, unclean.leader.election.enable, cleanup.policy,
-// compression.type), so its broker-wide default lives in
+// (min.insync.replicas, unclean.leader.election.enable), so its broker-wide default lives in
 // Config.TopicDefaults rather than in the log.Config given to Open.
 func KeptAboveLog(topicConfig string) bool {
 	_, ok := brokerTopicConfigs[topicConfig]

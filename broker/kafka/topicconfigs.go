@@ -34,6 +34,7 @@ var configTypes = map[string]int8{
 	"flush.ms":                         configTypeLong,
 	"index.interval.bytes":             configTypeInt,
 	"max.message.bytes":                configTypeInt,
+	"message.format.version":           configTypeString,
 	"message.timestamp.after.max.ms":   configTypeLong,
 	"message.timestamp.before.max.ms":  configTypeLong,
 	"message.timestamp.type":           configTypeString,
@@ -58,6 +59,27 @@ var configTypes = map[string]int8{
 	"millrace.max.pipelined.requests": configTypeInt,
 	"num.partitions":                  configTypeInt,
 	"socket.request.max.bytes":        configTypeInt,
+}
+
+// configDocs are the documentation strings DescribeConfigs v3+ returns
+// when asked; only deprecated settings have one, marked "[DEPRECATED]"
+// first as Kafka marks them, which is how a client learns it.
+var configDocs = map[string]string{
+	"message.format.version": "[DEPRECATED] The record format version the broker writes to the log. " +
+		"Ignored, as by Kafka 3.x brokers whose inter-broker protocol is 3.0 or later: batches are always " +
+		"stored in format v2. Accepted so that tools which still set it are not refused; Kafka 4.0 removed it.",
+}
+
+// configDoc is a config's documentation, nil for none; a broker-wide
+// topic default (log.message.format.version) has its topic config's.
+func configDoc(name string) *string {
+	if topic, ok := cluster.TopicConfigOfBroker(name); ok {
+		name = topic
+	}
+	if doc, ok := configDocs[name]; ok {
+		return &doc
+	}
+	return nil
 }
 
 // configType is a config's type; a broker-wide topic default

@@ -1,0 +1,298 @@
+package log
+
+// Recompression on append (compression.type other than "producer"), as
+// Kafka's LogValidator does when the source and target codecs differ: a
+// produced batch of another codec is decoded and its records written again
+// with the topic's codec before the batch is appended.
+//
+// Only the payload changes. The records' bytes are kept verbatim (their
+// offset and timestamp deltas, keys, values and headers), and so is the
+// header but for the length, the attributes' codec bits and the CRC-32C:
+// base offset, lastOffsetDelta, first and max timestamps, producer ID,
+// epoch and base sequence, the transactional flag and the timestamp type.
+// Kafka rebuilds the batch through its MemoryRecordsBuilder and ends with
+// the same fields.
+//
+// Control batches are left as they are: Kafka does not compress control
+// records unless they are written compressed, producers cannot write
+// them, and the transaction markers this broker writes are uncompressed.
+//
+// Decoding goes through the validator's pooled walkers and decodeSlots
+// (validate_records.go), bounded by millrace.max.decompressed.bytes, and
+// streams through the walker's window into the encoder, so a recompression
+// holds no decoded copy of the batch except for the snappy codec, whose
+// block format has no streaming encoder. Encoders are pooled too. A batch
+// that grows past max.message.bytes (a compressed batch stored
+// uncompressed) is refused with MESSAGE_TOO_LARGE, as Kafka refuses it.
+//
+// Replicated appends copy the leader's stored batch and are never
+// recompressed; neither are batches already in the target codec.
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"sync"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/snappy"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+)
+
+// recompressBatches returns b's batches (headers being their headers) with
+// every produced batch whose codec is not the one cfg.CompressionType
+// asks for recompressed. It returns b and headers themselves when no batch
+// needs it, and a new buffer otherwise: b is left as it was.
+func recompressBatches(b []byte, headers []BatchHeader, cfg Config) ([]byte, []BatchHeader, error) {
+	target := cfg.targetCodec()
+	if target < 0 || !needsRecompression(headers, target) {
+		return b, headers, nil
+	}
+	out := make([]byte, 0, len(b))
+	pos := 0
+	for _, h := range headers {
+		batch := b[pos : pos+h.Size()]
+		start := len(out)
+		if h.Control() || h.Compression() == target {
+			out = append(out, batch...)
+		} else {
+			var err *BatchError
+			if out, err = recompressBatch(out, h, batch, target, cfg.MaxDecompressedBytes); err != nil {
+				err.Position = pos
+				return nil, nil, err
+			}
+			if size := len(out) - start; size > cfg.MaxMessageBytes {
+				return nil, nil, &BatchError{Position: pos, Reason: fmt.Sprintf("batch of %d bytes once recompressed with %s (compression.type) exceeds max.message.bytes %d", size, cfg.CompressionType, cfg.MaxMessageBytes), Err: ErrBatchTooLarge}
+			}
+		}
+		pos += h.Size()
+	}
+	rewritten := make([]BatchHeader, 0, len(headers))
+	for pos := 0; pos < len(out); {
+		h := parseHeader(out[pos:])
+		rewritten = append(rewritten, h)
+		pos += h.Size()
+	}
+	return out, rewritten, nil
+}
+
+func needsRecompression(headers []BatchHeader, target int) bool {
+	for _, h := range headers {
+		if !h.Control() && h.Compression() != target {
+			return true
+		}
+	}
+	return false
+}
+
+// recompressBatch appends batch (header h) to dst with its records
+// encoded with codec target, decoding at most limit bytes.
+func recompressBatch(dst []byte, h BatchHeader, batch []byte, target int, limit int64) ([]byte, *BatchError) {
+	body := batch[batchHeaderSize:]
+	start := len(dst)
+	dst = append(dst, batch[:batchHeaderSize]...)
+	out := appendWriter{b: dst}
+	if h.Compression() == codecNone {
+		if err := encodeRecords(&out, target, body); err != nil {
+			return dst[:start], err
+		}
+	} else {
+		decodeSlots <- struct{}{}
+		w := walkers.Get().(*walker)
+		err := w.open(h.Compression(), body, limit)
+		if err == nil {
+			err = encodeStream(&out, target, &w.stream)
+		}
+		w.release()
+		<-decodeSlots
+		if err != nil {
+			return dst[:start], err
+		}
+	}
+	dst = out.b
+	sealBatch(dst[start:], target)
+	return dst, nil
+}
+
+// sealBatch sets a rewritten batch's length, codec and CRC-32C.
+func sealBatch(b []byte, codec int) {
+	binary.BigEndian.PutUint32(b[offLength:], uint32(len(b)-batchLengthOverhead))
+	attrs := binary.BigEndian.Uint16(b[offAttributes:])&^attrCompressionMask | uint16(codec)
+	binary.BigEndian.PutUint16(b[offAttributes:], attrs)
+	binary.BigEndian.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], castagnoli))
+}
+
+// appendWriter is an io.Writer that appends to b.
+type appendWriter struct{ b []byte }
+
+func (w *appendWriter) Write(p []byte) (int, error) {
+	w.b = append(w.b, p...)
+	return len(p), nil
+}
+
+// encodeRecords writes records, encoded with codec, to out.
+func encodeRecords(out *appendWriter, codec int, records []byte) *BatchError {
+	switch codec {
+	case codecNone:
+		out.b = append(out.b, records...)
+		return nil
+	case codecSnappy:
+		out.b = appendSnappy(out.b, records)
+		return nil
+	}
+	e := encoders.Get().(*encoder)
+	defer e.release()
+	w, err := e.writer(codec, out)
+	if err == nil {
+		_, err = w.Write(records)
+	}
+	if err == nil {
+		err = w.Close()
+	}
+	if err != nil {
+		return &BatchError{Reason: fmt.Sprintf("cannot compress the batch with %s: %v", codecName(codec), err), Err: ErrCorruptBatch}
+	}
+	return nil
+}
+
+// encodeStream writes the decoded records s yields, encoded with codec, to
+// out.
+func encodeStream(out *appendWriter, codec int, s *recordStream) *BatchError {
+	if codec == codecSnappy {
+		// The block format needs the whole input: gather it in a pooled buffer.
+		e := encoders.Get().(*encoder)
+		defer e.release()
+		plain := appendWriter{b: e.plain[:0]}
+		if err := s.drain(&plain); err != nil {
+			return err
+		}
+		out.b = appendSnappy(out.b, plain.b)
+		e.keepPlain(plain.b)
+		return nil
+	}
+	if codec == codecNone {
+		return s.drain(out)
+	}
+	e := encoders.Get().(*encoder)
+	defer e.release()
+	w, err := e.writer(codec, out)
+	if err != nil {
+		return &BatchError{Reason: fmt.Sprintf("cannot compress the batch with %s: %v", codecName(codec), err), Err: ErrCorruptBatch}
+	}
+	if err := s.drain(w); err != nil {
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return &BatchError{Reason: fmt.Sprintf("cannot compress the batch with %s: %v", codecName(codec), err), Err: ErrCorruptBatch}
+	}
+	return nil
+}
+
+// drain writes every decoded byte of the stream to w.
+func (s *recordStream) drain(w io.Writer) *BatchError {
+	for {
+		if s.fill(len(s.buf)) > 0 {
+			// The writers here append to memory and never fail.
+			_, _ = w.Write(s.buf[s.pos:s.end])
+			s.pos = s.end
+		}
+		switch s.srcErr {
+		case nil:
+			continue
+		case io.EOF:
+			return nil
+		case errDecompressedTooLarge:
+			return tooLarge(s.limit)
+		default:
+			return &BatchError{Reason: fmt.Sprintf("cannot decompress the batch: %v", s.srcErr), Err: ErrCorruptBatch}
+		}
+	}
+}
+
+// appendSnappy appends src as one raw snappy block, which every Kafka
+// client reads (the Java client reads raw blocks and the xerial framing
+// alike).
+func appendSnappy(dst, src []byte) []byte {
+	n := snappy.MaxEncodedLen(len(src))
+	start := len(dst)
+	if cap(dst)-start < n {
+		dst = append(dst[:cap(dst)], make([]byte, start+n-cap(dst))...)
+	}
+	enc := snappy.Encode(dst[start:start+n], src)
+	return dst[:start+len(enc)]
+}
+
+// encoder holds one recompression's encoders, pooled: a zstd encoder
+// allocates its tables once, an lz4 writer its block buffers.
+type encoder struct {
+	gzip  *gzip.Writer
+	lz4   *lz4.Writer
+	zstd  *zstd.Encoder
+	plain []byte // decoded records gathered for snappy
+}
+
+var encoders = sync.Pool{New: func() any { return new(encoder) }}
+
+// writer returns e's encoder for codec (gzip, lz4 or zstd) writing to out.
+// Levels are the codecs' defaults, as a producer's: gzip 6, zstd 3, lz4
+// fast with Kafka's 64 KiB blocks.
+func (e *encoder) writer(codec int, out io.Writer) (io.WriteCloser, error) {
+	switch codec {
+	case codecGzip:
+		if e.gzip == nil {
+			e.gzip = gzip.NewWriter(out)
+		} else {
+			e.gzip.Reset(out)
+		}
+		return e.gzip, nil
+	case codecLZ4:
+		if e.lz4 == nil {
+			w := lz4.NewWriter(out)
+			if err := w.Apply(lz4.BlockSizeOption(lz4.Block64Kb)); err != nil {
+				return nil, err
+			}
+			e.lz4 = w
+		} else {
+			e.lz4.Reset(out)
+		}
+		return e.lz4, nil
+	case codecZstd:
+		if e.zstd == nil {
+			z, err := zstd.NewWriter(out, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
+			if err != nil {
+				return nil, err
+			}
+			e.zstd = z
+		} else {
+			e.zstd.Reset(out)
+		}
+		return e.zstd, nil
+	}
+	return nil, fmt.Errorf("unknown compression codec %d", codec)
+}
+
+// release points e's encoders away from the last batch's buffer, so the
+// pool keeps no batch alive, and returns e to the pool.
+func (e *encoder) release() {
+	if e.gzip != nil {
+		e.gzip.Reset(io.Discard)
+	}
+	if e.lz4 != nil {
+		e.lz4.Reset(io.Discard)
+	}
+	if e.zstd != nil {
+		e.zstd.Reset(io.Discard)
+	}
+	encoders.Put(e)
+}
+
+// keepPlain keeps the snappy gathering buffer for the next use unless it
+// grew past what a pooled walker keeps too.
+func (e *encoder) keepPlain(b []byte) {
+	if cap(b) > snappyKeep {
+		b = nil
+	}
+	e.plain = b[:0]
+}
