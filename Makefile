@@ -5,8 +5,9 @@ GO        ?= go
 BIN       := bin/millrace
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages the tests need: real Kafka clients for interop tests, a real
-# ZooKeeper, and Chromium for the browser tests.
-APT_PACKAGES := kcat python3-kafka python3-confluent-kafka zookeeper chromium
+# ZooKeeper, and Chromium for the browser tests (python3-zstandard: kafka-python's
+# zstd codec).
+APT_PACKAGES := kcat python3-kafka python3-zstandard python3-confluent-kafka zookeeper chromium
 # Tools built from Go modules into .bin/ (not on the user's PATH, not in git).
 VERSITYGW := .bin/versitygw
 # Extra flags for `go test`, e.g. make test TESTFLAGS='-run Crash -v'.
