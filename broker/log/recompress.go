@@ -144,6 +144,15 @@ func encodeRecords(out *appendWriter, codec int, records []byte) *BatchError {
 	}
 	e := encoders.Get().(*encoder)
 	defer e.release()
+	if codec == codecZstd {
+		// One call for a whole input: no stream state to set up per batch.
+		z, err := e.zstdEncoder()
+		if err != nil {
+			return &BatchError{Reason: fmt.Sprintf("cannot compress the batch with zstd: %v", err), Err: ErrCorruptBatch}
+		}
+		out.b = z.EncodeAll(records, out.b)
+		return nil
+	}
 	w, err := e.writer(codec, out)
 	if err == nil {
 		_, err = w.Write(records)
@@ -259,18 +268,26 @@ func (e *encoder) writer(codec int, out io.Writer) (io.WriteCloser, error) {
 		}
 		return e.lz4, nil
 	case codecZstd:
-		if e.zstd == nil {
-			z, err := zstd.NewWriter(out, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
-			if err != nil {
-				return nil, err
-			}
-			e.zstd = z
-		} else {
-			e.zstd.Reset(out)
+		z, err := e.zstdEncoder()
+		if err != nil {
+			return nil, err
 		}
-		return e.zstd, nil
+		z.Reset(out)
+		return z, nil
 	}
 	return nil, fmt.Errorf("unknown compression codec %d", codec)
+}
+
+// zstdEncoder returns e's zstd encoder, made on first use.
+func (e *encoder) zstdEncoder() (*zstd.Encoder, error) {
+	if e.zstd == nil {
+		z, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
+		if err != nil {
+			return nil, err
+		}
+		e.zstd = z
+	}
+	return e.zstd, nil
 }
 
 // release points e's encoders away from the last batch's buffer, so the
