@@ -23,13 +23,15 @@ package log
 // holds no decoded copy of the batch except for the snappy codec, whose
 // block format has no streaming encoder. Encoders are pooled too. A batch
 // that grows past max.message.bytes (a compressed batch stored
-// uncompressed) is refused with MESSAGE_TOO_LARGE, as Kafka refuses it.
+// uncompressed) is refused with MESSAGE_TOO_LARGE, as Kafka refuses it,
+// as soon as its output passes the bound.
 //
 // Replicated appends copy the leader's stored batch and are never
 // recompressed; neither are batches already in the target codec.
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -59,12 +61,14 @@ func recompressBatches(b []byte, headers []BatchHeader, cfg Config) ([]byte, []B
 			out = append(out, batch...)
 		} else {
 			var err *BatchError
-			if out, err = recompressBatch(out, h, batch, target, cfg.MaxDecompressedBytes); err != nil {
+			if out, err = recompressBatch(out, h, batch, target, cfg); err != nil {
 				err.Position = pos
 				return nil, nil, err
 			}
-			if size := len(out) - start; size > cfg.MaxMessageBytes {
-				return nil, nil, &BatchError{Position: pos, Reason: fmt.Sprintf("batch of %d bytes once recompressed with %s (compression.type) exceeds max.message.bytes %d", size, cfg.CompressionType, cfg.MaxMessageBytes), Err: ErrBatchTooLarge}
+			if len(out)-start > cfg.MaxMessageBytes {
+				err := grownTooLarge(cfg)
+				err.Position = pos
+				return nil, nil, err
 			}
 		}
 		pos += h.Size()
@@ -87,29 +91,39 @@ func needsRecompression(headers []BatchHeader, target int) bool {
 	return false
 }
 
+// grownTooLarge is the refusal of a batch that recompression made larger
+// than max.message.bytes.
+func grownTooLarge(cfg Config) *BatchError {
+	return &BatchError{Reason: fmt.Sprintf("the batch once recompressed with %s (compression.type) exceeds max.message.bytes %d", cfg.CompressionType, cfg.MaxMessageBytes), Err: ErrBatchTooLarge}
+}
+
 // recompressBatch appends batch (header h) to dst with its records
-// encoded with codec target, decoding at most limit bytes.
-func recompressBatch(dst []byte, h BatchHeader, batch []byte, target int, limit int64) ([]byte, *BatchError) {
+// encoded with codec target, decoding at most cfg.MaxDecompressedBytes.
+// What a decoder streams out is refused as soon as the batch passes
+// max.message.bytes, so a small batch that expands is never held whole
+// (a compressed batch on an uncompressed topic).
+func recompressBatch(dst []byte, h BatchHeader, batch []byte, target int, cfg Config) ([]byte, *BatchError) {
 	body := batch[batchHeaderSize:]
 	start := len(dst)
 	dst = append(dst, batch[:batchHeaderSize]...)
-	out := appendWriter{b: dst}
+	out := appendWriter{b: dst, max: start + cfg.MaxMessageBytes}
+	var err *BatchError
 	if h.Compression() == codecNone {
-		if err := encodeRecords(&out, target, body); err != nil {
-			return dst[:start], err
-		}
+		err = encodeRecords(&out, target, body)
 	} else {
 		decodeSlots <- struct{}{}
 		w := walkers.Get().(*walker)
-		err := w.open(h.Compression(), body, limit)
-		if err == nil {
+		if err = w.open(h.Compression(), body, cfg.MaxDecompressedBytes); err == nil {
 			err = encodeStream(&out, target, &w.stream)
 		}
 		w.release()
 		<-decodeSlots
-		if err != nil {
-			return dst[:start], err
+	}
+	if err != nil {
+		if errors.Is(err.Err, errRecompressedTooLarge) {
+			err = grownTooLarge(cfg)
 		}
+		return dst[:start], err
 	}
 	dst = out.b
 	sealBatch(dst[start:], target)
@@ -124,10 +138,20 @@ func sealBatch(b []byte, codec int) {
 	binary.BigEndian.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], castagnoli))
 }
 
-// appendWriter is an io.Writer that appends to b.
-type appendWriter struct{ b []byte }
+// errRecompressedTooLarge: a recompressed batch passed max.message.bytes.
+var errRecompressedTooLarge = errors.New("recompressed batch exceeds max.message.bytes")
+
+// appendWriter is an io.Writer that appends to b, refusing to make it
+// longer than max (no bound when 0).
+type appendWriter struct {
+	b   []byte
+	max int
+}
 
 func (w *appendWriter) Write(p []byte) (int, error) {
+	if w.max > 0 && len(w.b)+len(p) > w.max {
+		return 0, errRecompressedTooLarge
+	}
 	w.b = append(w.b, p...)
 	return len(p), nil
 }
@@ -148,7 +172,7 @@ func encodeRecords(out *appendWriter, codec int, records []byte) *BatchError {
 		// One call for a whole input: no stream state to set up per batch.
 		z, err := e.zstdEncoder()
 		if err != nil {
-			return &BatchError{Reason: fmt.Sprintf("cannot compress the batch with zstd: %v", err), Err: ErrCorruptBatch}
+			return compressFailed(codecZstd, err)
 		}
 		out.b = z.EncodeAll(records, out.b)
 		return nil
@@ -161,9 +185,18 @@ func encodeRecords(out *appendWriter, codec int, records []byte) *BatchError {
 		err = w.Close()
 	}
 	if err != nil {
-		return &BatchError{Reason: fmt.Sprintf("cannot compress the batch with %s: %v", codecName(codec), err), Err: ErrCorruptBatch}
+		return compressFailed(codec, err)
 	}
 	return nil
+}
+
+// compressFailed is the refusal of a batch its encoder failed on, which
+// happens only when the output passes max.message.bytes.
+func compressFailed(codec int, err error) *BatchError {
+	if errors.Is(err, errRecompressedTooLarge) {
+		return &BatchError{Reason: err.Error(), Err: errRecompressedTooLarge}
+	}
+	return &BatchError{Reason: fmt.Sprintf("cannot compress the batch with %s: %v", codecName(codec), err), Err: ErrCorruptBatch}
 }
 
 // encodeStream writes the decoded records s yields, encoded with codec, to
@@ -188,13 +221,13 @@ func encodeStream(out *appendWriter, codec int, s *recordStream) *BatchError {
 	defer e.release()
 	w, err := e.writer(codec, out)
 	if err != nil {
-		return &BatchError{Reason: fmt.Sprintf("cannot compress the batch with %s: %v", codecName(codec), err), Err: ErrCorruptBatch}
+		return compressFailed(codec, err)
 	}
 	if err := s.drain(w); err != nil {
 		return err
 	}
 	if err := w.Close(); err != nil {
-		return &BatchError{Reason: fmt.Sprintf("cannot compress the batch with %s: %v", codecName(codec), err), Err: ErrCorruptBatch}
+		return compressFailed(codec, err)
 	}
 	return nil
 }
@@ -203,8 +236,9 @@ func encodeStream(out *appendWriter, codec int, s *recordStream) *BatchError {
 func (s *recordStream) drain(w io.Writer) *BatchError {
 	for {
 		if s.fill(len(s.buf)) > 0 {
-			// The writers here append to memory and never fail.
-			_, _ = w.Write(s.buf[s.pos:s.end])
+			if _, err := w.Write(s.buf[s.pos:s.end]); err != nil {
+				return compressFailed(codecNone, err)
+			}
 			s.pos = s.end
 		}
 		switch s.srcErr {
