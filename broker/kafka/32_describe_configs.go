@@ -95,7 +95,7 @@ func handleDescribeConfigs(_ context.Context, b *Broker, r *request) (kmsg.Respo
 				break
 			}
 			for _, e := range dynamic {
-				add(e.Name, e.Value, int8(e.Source), false, synonyms(e.Synonyms))
+				add(e.Name, e.Value, int8(e.Source), cluster.ReadOnlyBrokerConfig(e.Name), synonyms(e.Synonyms))
 			}
 			if rr.ResourceName == "" {
 				break // the default resource holds the dynamic defaults only

@@ -43,23 +43,26 @@ func TestFormatConfigs(t *testing.T) {
 		}
 	}
 
-	describe := func(topic string) map[string]kmsg.DescribeConfigsResponseResourceConfig {
+	describeResource := func(kind kmsg.ConfigResourceType, name string, configs ...string) map[string]kmsg.DescribeConfigsResponseResourceConfig {
 		t.Helper()
 		req := kmsg.NewPtrDescribeConfigsRequest()
 		res := kmsg.NewDescribeConfigsRequestResource()
-		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, topic
-		res.ConfigNames = []string{"compression.type", "message.format.version"}
+		res.ResourceType, res.ResourceName, res.ConfigNames = kind, name, configs
 		req.Resources = append(req.Resources, res)
 		req.IncludeDocumentation = true
 		resp, err := req.RequestWith(ctx, cl)
 		if err != nil || len(resp.Resources) != 1 || resp.Resources[0].ErrorCode != 0 {
-			t.Fatalf("describe %s: %v %+v", topic, err, resp)
+			t.Fatalf("describe %s: %v %+v", name, err, resp)
 		}
 		out := map[string]kmsg.DescribeConfigsResponseResourceConfig{}
 		for _, c := range resp.Resources[0].Configs {
 			out[c.Name] = c
 		}
 		return out
+	}
+	describe := func(topic string) map[string]kmsg.DescribeConfigsResponseResourceConfig {
+		t.Helper()
+		return describeResource(kmsg.ConfigResourceTypeTopic, topic, "compression.type", "message.format.version")
 	}
 	value := func(c kmsg.DescribeConfigsResponseResourceConfig) string {
 		if c.Value == nil {
@@ -85,16 +88,21 @@ func TestFormatConfigs(t *testing.T) {
 	if c := got["message.format.version"]; value(c) != "3.0-IV1" || c.Source != kmsg.ConfigSourceDefaultConfig || !deprecated(c) {
 		t.Errorf("plain message.format.version: %q source %v, deprecated %v", value(c), c.Source, deprecated(c))
 	}
-	brokers, err := adm.DescribeBrokerConfigs(ctx, 0)
-	if err != nil || len(brokers) != 1 || brokers[0].Err != nil {
-		t.Fatalf("describe broker: %v %+v", err, brokers)
+	broker := describeResource(kmsg.ConfigResourceTypeBroker, "0", "log.message.format.version", "compression.type")
+	if c := broker["log.message.format.version"]; value(c) != "3.0-IV1" || c.Source != kmsg.ConfigSourceDefaultConfig || !c.ReadOnly || !deprecated(c) {
+		t.Errorf("log.message.format.version: %q source %v read-only %v deprecated %v, want 3.0-IV1 by default, read-only, deprecated", value(c), c.Source, c.ReadOnly, deprecated(c))
 	}
-	if c := configOf(t, brokers[0], "log.message.format.version"); c.MaybeValue() != "3.0-IV1" || c.Source != kmsg.ConfigSourceDefaultConfig {
-		t.Errorf("log.message.format.version: %+v", c)
+	if c := broker["compression.type"]; value(c) != "producer" || c.ReadOnly {
+		t.Errorf("broker compression.type: %q read-only %v", value(c), c.ReadOnly)
+	}
+	// As in Kafka, only the properties file sets it.
+	resp, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "log.message.format.version", Value: kadm.StringPtr("2.8")}})
+	if err != nil || len(resp) != 1 || !errors.Is(resp[0].Err, kerr.InvalidRequest) {
+		t.Errorf("alter log.message.format.version: %v %+v, want INVALID_REQUEST", err, resp)
 	}
 
 	// The broker-wide codec, set at runtime, applies to "plain".
-	resp, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "compression.type", Value: kadm.StringPtr("lz4")}})
+	resp, err = adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "compression.type", Value: kadm.StringPtr("lz4")}})
 	if err != nil || len(resp) != 1 || resp[0].Err != nil {
 		t.Fatalf("alter broker compression.type: %v %+v", err, resp)
 	}
