@@ -185,3 +185,66 @@ print(json.dumps(out))
 		t.Errorf("kcat read %v from the topic", got)
 	}
 }
+
+// TestCompressionTypeCodecs: the other codecs compression.type takes
+// (gzip, snappy, lz4, and uncompressed for an lz4 producer) store their
+// batches with the topic's codec, and kcat reads them, kafka-python too
+// where Debian's kafka-python has the codec without extra modules.
+func TestCompressionTypeCodecs(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, c := range []struct {
+		topicCodec string
+		stored     int
+		producer   kgo.CompressionCodec
+		python     bool
+	}{
+		{"gzip", 1, kgo.NoCompression(), true},
+		{"snappy", 2, kgo.NoCompression(), false},
+		{"lz4", 3, kgo.NoCompression(), false},
+		{"uncompressed", 0, kgo.Lz4Compression(), true},
+	} {
+		topic := "stored-" + c.topicCodec
+		b.createTopic(t, topic, 1, map[string]*string{"compression.type": kadm.StringPtr(c.topicCodec)})
+		var want []string
+		var records []*kgo.Record
+		for i := 0; i < 3; i++ {
+			v := fmt.Sprintf("%s-%d-%s", topic, i, strings.Repeat("r", 100)) // compressible, so lz4 is sent as lz4
+			want = append(want, v)
+			records = append(records, &kgo.Record{Topic: topic, Value: []byte(v)})
+		}
+		if err := b.client(t, kgo.ProducerBatchCompression(c.producer), kgo.ProducerLinger(0)).ProduceSync(ctx, records...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		for i, codec := range segmentCodecs(t, b.data, topic) {
+			if codec != c.stored {
+				t.Errorf("%s: batch %d stored with codec %d, want %d", topic, i, codec, c.stored)
+			}
+		}
+		readers := map[string][]string{
+			"kcat": outputLines(run(t, 30*time.Second, "", "kcat", "-b", b.addr, "-C", "-t", topic, "-o", "beginning", "-e", "-q", "-f", "%s\n")),
+		}
+		if c.python {
+			readers["kafka-python"] = outputLines(run(t, time.Minute, "", "/usr/bin/python3", "-c", `
+import sys
+from kafka import KafkaConsumer
+c = KafkaConsumer(sys.argv[2], bootstrap_servers=sys.argv[1], auto_offset_reset='earliest',
+                  enable_auto_commit=False, consumer_timeout_ms=10000)
+seen = []
+for m in c:
+    seen.append(m.value.decode())
+    if len(seen) == 3:
+        break
+c.close()
+print('\n'.join(seen))
+`, b.addr, topic))
+		}
+		for reader, got := range readers {
+			if strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Errorf("%s: %s read %v, want %v", topic, reader, got, want)
+			}
+		}
+	}
+}
