@@ -139,8 +139,9 @@ print('\n'.join(seen))
 
 // TestMessageFormatVersionLibrdkafka: librdkafka's admin client creates a
 // topic with message.format.version=0.10.0.0 (as its test 0092 does),
-// describes it with the value and source Kafka 3.x reports, and the topic
-// takes and serves records (kcat) in the v2 format all the same.
+// describes it with the value and source Kafka 3.x reports, the broker
+// warns that it is ignored, and the topic takes and serves records (kcat)
+// in the v2 format all the same.
 func TestMessageFormatVersionLibrdkafka(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
@@ -180,6 +181,8 @@ print(json.dumps(out))
 	if seen.Bad != "INVALID_CONFIG" {
 		t.Errorf("message.format.version=latest: %s, want INVALID_CONFIG", seen.Bad)
 	}
+	// As Kafka 3.x, the broker warns that a pre-v2 format is ignored.
+	b.waitLog("topic config message.format.version is ignored", 1, 10*time.Second)
 	run(t, 30*time.Second, "v2-0\nv2-1\n", "kcat", "-b", b.addr, "-P", "-t", "mfv")
 	if got := outputLines(run(t, 30*time.Second, "", "kcat", "-b", b.addr, "-C", "-t", "mfv", "-o", "beginning", "-e", "-q", "-f", "%s\n")); strings.Join(got, ",") != "v2-0,v2-1" {
 		t.Errorf("kcat read %v from the topic", got)

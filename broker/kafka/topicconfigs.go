@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"millrace/broker/cluster"
+	"millrace/broker/log"
 )
 
 // Kafka's config sources (DescribeConfigs v1+, CreateTopics v5+).
@@ -80,6 +81,19 @@ func configDoc(name string) *string {
 		return &doc
 	}
 	return nil
+}
+
+// warnIgnoredTopicConfigs logs, as Kafka 3.x does, a topic's
+// message.format.version that names a format older than v2: the setting
+// is ignored and the topic stores v2 batches, which consumers from before
+// Kafka 0.11 cannot read.
+func (b *Broker) warnIgnoredTopicConfigs(topic string, overrides map[string]string) {
+	v, ok := overrides["message.format.version"]
+	if !ok || !log.MessageFormatBeforeV2(v) {
+		return
+	}
+	b.logger.Warn("topic config message.format.version is ignored: batches are stored in format v2, as Kafka 3.x stores them with inter-broker protocol 3.0 or later; the setting is deprecated",
+		"topic", topic, "message.format.version", v)
 }
 
 // configType is a config's type; a broker-wide topic default

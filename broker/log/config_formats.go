@@ -3,6 +3,7 @@ package log
 import (
 	"fmt"
 	"regexp"
+	"strings"
 )
 
 // The two topic settings about the stored batch format: compression.type,
@@ -54,4 +55,16 @@ func checkMessageFormatVersion(v string) error {
 		return fmt.Errorf("message.format.version %q is not a Kafka version (e.g. 0.10.0, 2.8, 3.0-IV1); it is deprecated and ignored: batches are stored in the v2 format", v)
 	}
 	return nil
+}
+
+// MessageFormatBeforeV2 reports whether a message.format.version names a
+// format older than the v2 record batch (releases before 0.11.0), the
+// values Kafka 3.x warns about when a topic sets them.
+func MessageFormatBeforeV2(v string) bool {
+	for _, old := range []string{"0.8.", "0.9.", "0.10."} {
+		if strings.HasPrefix(v, old) {
+			return true
+		}
+	}
+	return false
 }

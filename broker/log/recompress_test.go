@@ -218,6 +218,11 @@ func TestFormatSettings(t *testing.T) {
 			}
 		}
 	}
+	for v, old := range map[string]bool{"0.8.2": true, "0.9.0": true, "0.10.0.0": true, "0.10.2-IV0": true, "0.11.0": false, "2.8": false, "3.0-IV1": false} {
+		if MessageFormatBeforeV2(v) != old {
+			t.Errorf("MessageFormatBeforeV2(%q) = %v", v, !old)
+		}
+	}
 	d := DefaultConfig().Values()
 	if d["compression.type"] != "producer" || d["message.format.version"] != "3.0-IV1" {
 		t.Fatalf("defaults %q, %q", d["compression.type"], d["message.format.version"])
