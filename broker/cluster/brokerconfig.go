@@ -163,8 +163,9 @@ func DynamicBrokerConfigNames() []string {
 }
 
 // KeptAboveLog reports whether a topic config is enforced above the log
-// (min.insync.replicas, unclean.leader.election.enable), so its broker-wide default lives in
-// Config.TopicDefaults rather than in the log.Config given to Open.
+// (min.insync.replicas, unclean.leader.election.enable), so its
+// broker-wide default lives in Config.TopicDefaults rather than in the
+// log.Config given to Open.
 func KeptAboveLog(topicConfig string) bool {
 	_, ok := brokerTopicConfigs[topicConfig]
 	return ok
