@@ -10,8 +10,8 @@ package log
 // header but for the length, the attributes' codec bits and the CRC-32C:
 // base offset, lastOffsetDelta, first and max timestamps, producer ID,
 // epoch and base sequence, the transactional flag and the timestamp type.
-// Kafka rebuilds the batch through its MemoryRecordsBuilder and ends with
-// the same fields.
+// Kafka rebuilds the batch record by record (MemoryRecordsBuilder), which
+// for a batch as producers write it gives the same fields.
 //
 // Control batches are left as they are: Kafka does not compress control
 // records unless they are written compressed, producers cannot write
