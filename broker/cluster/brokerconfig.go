@@ -105,6 +105,7 @@ var topicConfigSynonyms = map[string]string{
 	"min.insync.replicas":              "min.insync.replicas",
 	"unclean.leader.election.enable":   "unclean.leader.election.enable",
 	"compression.type":                 "compression.type",
+	"message.format.version":           "log.message.format.version",
 	"millrace.flush.on.ack":            "millrace.log.flush.on.ack",
 	"millrace.max.decompressed.bytes":  "millrace.log.max.decompressed.bytes",
 	"millrace.compacted.max.key.bytes": "millrace.log.compacted.max.key.bytes",
@@ -138,8 +139,18 @@ var synonyms = sync.OnceValue(func() (s struct{ byTopic, byBroker map[string]str
 	return s
 })
 
-// DynamicBrokerConfigNames lists the broker configs that can change at
-// runtime, sorted.
+// staticBrokerConfigs are broker-wide topic defaults that, as in Kafka,
+// only the properties file sets: Kafka's DynamicLogConfig leaves out
+// log.message.format.version.
+var staticBrokerConfigs = map[string]bool{"log.message.format.version": true}
+
+// ReadOnlyBrokerConfig reports whether a broker-wide topic default cannot
+// change at runtime.
+func ReadOnlyBrokerConfig(name string) bool { return staticBrokerConfigs[name] }
+
+// DynamicBrokerConfigNames lists the broker names of the broker-wide topic
+// defaults, sorted; all but the ReadOnlyBrokerConfig ones can change at
+// runtime.
 func DynamicBrokerConfigNames() []string {
 	var names []string
 	for _, topic := range TopicConfigNames() {
@@ -152,9 +163,9 @@ func DynamicBrokerConfigNames() []string {
 }
 
 // KeptAboveLog reports whether a topic config is enforced above the log
-// (min.insync.replicas, unclean.leader.election.enable, cleanup.policy,
-// compression.type), so its broker-wide default lives in
-// Config.TopicDefaults rather than in the log.Config given to Open.
+// (min.insync.replicas, unclean.leader.election.enable), so its
+// broker-wide default lives in Config.TopicDefaults rather than in the
+// log.Config given to Open.
 func KeptAboveLog(topicConfig string) bool {
 	_, ok := brokerTopicConfigs[topicConfig]
 	return ok
@@ -366,9 +377,15 @@ func validateBrokerConfig(configs map[string]string, base log.Config, above map[
 	for _, name := range sortedNames(configs) {
 		value := configs[name]
 		topic, ok := TopicConfigOfBroker(name)
-		if !ok {
+		if !ok || ReadOnlyBrokerConfig(name) {
+			var changeable []string
+			for _, n := range DynamicBrokerConfigNames() {
+				if !ReadOnlyBrokerConfig(n) {
+					changeable = append(changeable, n)
+				}
+			}
 			return fmt.Errorf("%w: %s cannot be changed at runtime (it is read-only, or not a broker config millrace knows); the changeable ones are %s",
-				ErrInvalidBrokerConfig, name, strings.Join(DynamicBrokerConfigNames(), ", "))
+				ErrInvalidBrokerConfig, name, strings.Join(changeable, ", "))
 		}
 		if bc, ok := brokerTopicConfigs[topic]; ok {
 			if err := bc.check(value); err != nil {

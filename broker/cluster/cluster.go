@@ -70,8 +70,8 @@ type Config struct {
 	DefaultReplicationFactor int16
 	// TopicDefaults are the broker-wide defaults, by topic config name, of
 	// the topic configs kept above the log, from the properties file:
-	// min.insync.replicas (default 1), unclean.leader.election.enable
-	// (false), log.cleanup.policy (delete) and compression.type (producer).
+	// min.insync.replicas (default 1) and unclean.leader.election.enable
+	// (false).
 	// A name left out has its built-in default. The log settings' defaults
 	// are the log.Config given to Open.
 	TopicDefaults map[string]string

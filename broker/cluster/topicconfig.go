@@ -11,9 +11,10 @@ import (
 // Topic configs that are not about the log's storage: replication and
 // policies enforced above the log. They are validated here; broker/log
 // validates the rest. Only values millrace honours are accepted, so a client
-// asking for broker-side recompression gets INVALID_CONFIG
-// instead of a setting that silently does nothing. cleanup.policy is a log
-// setting (log.Config.CleanupPolicy): the log's retention and cleaner obey it.
+// gets INVALID_CONFIG instead of a setting that silently does nothing.
+// cleanup.policy and compression.type are log settings
+// (log.Config.CleanupPolicy, CompressionType): the log's retention and
+// cleaner obey the one, its produce path the other.
 var brokerTopicConfigs = map[string]struct {
 	def   string
 	check func(string) error
@@ -30,12 +31,6 @@ var brokerTopicConfigs = map[string]struct {
 	"unclean.leader.election.enable": {"false", func(v string) error {
 		if _, err := strconv.ParseBool(v); err != nil {
 			return fmt.Errorf("must be true or false")
-		}
-		return nil
-	}},
-	"compression.type": {"producer", func(v string) error {
-		if v != "producer" {
-			return fmt.Errorf("only \"producer\" is supported; batches are stored as the producer compressed them")
 		}
 		return nil
 	}},

@@ -164,6 +164,7 @@ func (b *Broker) createTopic(st *kmsg.CreateTopicsResponseTopic, rt kmsg.CreateT
 	}
 	if !validateOnly {
 		st.TopicID = t.ID
+		b.warnIgnoredTopicConfigs(rt.Topic, t.Config)
 	}
 	st.NumPartitions = int32(len(t.Partitions))
 	st.ReplicationFactor = int16(len(t.Partitions[0].Replicas))

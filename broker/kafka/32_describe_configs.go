@@ -19,8 +19,10 @@ package kafka
 // ID gets INVALID_REQUEST (the client should ask that broker).
 //
 // config_names filters (unknown names are left out, as Kafka does).
-// Unsupported: broker-logger resources (INVALID_REQUEST) and documentation
-// strings (v3+ include_documentation gets null documentation).
+// Documentation strings (v3+ include_documentation) are given for the
+// deprecated settings only (message.format.version, marked "[DEPRECATED]"
+// as Kafka marks it); the others get null documentation.
+// Unsupported: broker-logger resources (INVALID_REQUEST).
 
 import (
 	"context"
@@ -62,6 +64,9 @@ func handleDescribeConfigs(_ context.Context, b *Broker, r *request) (kmsg.Respo
 			c.Source = kmsg.ConfigSource(source)
 			c.IsDefault = source == sourceDefaultConfig
 			c.ConfigType = kmsg.ConfigType(configType(name))
+			if req.IncludeDocumentation {
+				c.Documentation = configDoc(name)
+			}
 			if req.IncludeSynonyms {
 				c.ConfigSynonyms = layers
 			}
@@ -90,7 +95,7 @@ func handleDescribeConfigs(_ context.Context, b *Broker, r *request) (kmsg.Respo
 				break
 			}
 			for _, e := range dynamic {
-				add(e.Name, e.Value, int8(e.Source), false, synonyms(e.Synonyms))
+				add(e.Name, e.Value, int8(e.Source), cluster.ReadOnlyBrokerConfig(e.Name), synonyms(e.Synonyms))
 			}
 			if rr.ResourceName == "" {
 				break // the default resource holds the dynamic defaults only

@@ -96,5 +96,8 @@ func (b *Broker) storeTopicConfig(topic string, overrides map[string]string, val
 		}
 		return clusterErrorCode(err)
 	}
+	if !validateOnly {
+		b.warnIgnoredTopicConfigs(topic, overrides)
+	}
 	return 0, nil
 }

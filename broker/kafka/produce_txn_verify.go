@@ -23,12 +23,14 @@ package kafka
 // batch of a transaction found ongoing carries it too: its marker may land
 // just as well between this check and the append.
 //
-// The coordinator's answers map as Kafka maps them: INVALID_TXN_STATE for a
-// partition not in the transaction; PRODUCER_FENCED and
-// INVALID_PRODUCER_EPOCH as they come; NOT_COORDINATOR,
-// COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS and a coordinator
-// that cannot be reached become NOT_ENOUGH_REPLICAS, which every producer
-// retries (older clients do not know to retry the others on a produce).
+// The coordinator's answers map as Kafka maps them (verificationCode):
+// INVALID_TXN_STATE for a partition not in the transaction;
+// PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH and
+// CLUSTER_AUTHORIZATION_FAILED INVALID_TXN_STATE; NOT_COORDINATOR,
+// COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS,
+// CONCURRENT_TRANSACTIONS and a coordinator that cannot be reached become
+// NOT_ENOUGH_REPLICAS, which every producer retries (older clients do not
+// know to retry the others on a produce).
 // transaction.partition.verification.enable=false turns it off.
 
 import (
@@ -116,7 +118,7 @@ func (b *Broker) verifyTxnPartitions(ctx context.Context, req *kmsg.ProduceReque
 		for _, p := range partitions {
 			code := kerr.NotEnoughReplicas.Code
 			if err == nil {
-				code = verificationCode(codes[topic][p])
+				code = verificationCode(codes[topic][p], req.Version)
 			}
 			if code == 0 {
 				continue
@@ -184,11 +186,29 @@ func (b *Broker) askTxnVerification(ctx context.Context, id string, producer txn
 	return codes, nil
 }
 
-// verificationCode maps a coordinator's verification answer to what the
-// produce answers.
-func verificationCode(code int16) int16 {
+// verificationCode maps a coordinator's verification answer to what a
+// Produce of version produceVersion answers, as Kafka's
+// AddPartitionsToTxnManager and ReplicaManager translate it: a fenced
+// producer gets INVALID_PRODUCER_EPOCH, the error producers handle as
+// fatal here (librdkafka only aborts the transaction on PRODUCER_FENCED
+// and the zombie goes on); a coordinator that refused the broker itself
+// (CLUSTER_AUTHORIZATION_FAILED) must not reach the client and becomes
+// INVALID_TXN_STATE, as does TRANSACTION_ABORTABLE for Produce v10 and
+// older, which predate it; the answers that mean "ask again" become
+// NOT_ENOUGH_REPLICAS, which every producer retries without a metadata
+// refresh (older clients do not know to retry the others on a produce).
+func verificationCode(code, produceVersion int16) int16 {
 	switch code {
-	case kerr.NotCoordinator.Code, kerr.CoordinatorNotAvailable.Code, kerr.CoordinatorLoadInProgress.Code, kerr.RequestTimedOut.Code:
+	case kerr.ProducerFenced.Code:
+		return kerr.InvalidProducerEpoch.Code
+	case kerr.ClusterAuthorizationFailed.Code:
+		return kerr.InvalidTxnState.Code
+	case kerr.TransactionAbortable.Code:
+		if produceVersion <= 10 {
+			return kerr.InvalidTxnState.Code
+		}
+	case kerr.NotCoordinator.Code, kerr.CoordinatorNotAvailable.Code, kerr.CoordinatorLoadInProgress.Code,
+		kerr.ConcurrentTransactions.Code, kerr.NetworkException.Code, kerr.RequestTimedOut.Code:
 		return kerr.NotEnoughReplicas.Code
 	}
 	return code

@@ -69,3 +69,35 @@ func TestTransactionVerificationRace(t *testing.T) {
 		t.Fatalf("the refused batch opened a transaction (%v)", err)
 	}
 }
+
+// TestVerificationCode: each translation Kafka's AddPartitionsToTxnManager
+// and ReplicaManager make of a coordinator's verification answer.
+func TestVerificationCode(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		code, version int16
+		want          int16
+	}{
+		{"verified", 0, 9, 0},
+		{"fenced producer", kerr.ProducerFenced.Code, 9, kerr.InvalidProducerEpoch.Code},
+		{"fenced producer, Produce v13", kerr.ProducerFenced.Code, 13, kerr.InvalidProducerEpoch.Code},
+		{"stale epoch as it comes", kerr.InvalidProducerEpoch.Code, 9, kerr.InvalidProducerEpoch.Code},
+		{"broker refused by the coordinator", kerr.ClusterAuthorizationFailed.Code, 9, kerr.InvalidTxnState.Code},
+		{"partition not in the transaction", kerr.InvalidTxnState.Code, 9, kerr.InvalidTxnState.Code},
+		{"abortable, Produce v10", kerr.TransactionAbortable.Code, 10, kerr.InvalidTxnState.Code},
+		{"abortable, Produce v11", kerr.TransactionAbortable.Code, 11, kerr.TransactionAbortable.Code},
+		{"not coordinator", kerr.NotCoordinator.Code, 9, kerr.NotEnoughReplicas.Code},
+		{"coordinator not available", kerr.CoordinatorNotAvailable.Code, 9, kerr.NotEnoughReplicas.Code},
+		{"coordinator loading", kerr.CoordinatorLoadInProgress.Code, 9, kerr.NotEnoughReplicas.Code},
+		{"concurrent transactions", kerr.ConcurrentTransactions.Code, 9, kerr.NotEnoughReplicas.Code},
+		{"network exception", kerr.NetworkException.Code, 9, kerr.NotEnoughReplicas.Code},
+		{"timed out", kerr.RequestTimedOut.Code, 9, kerr.NotEnoughReplicas.Code},
+		{"transactional ID not authorized", kerr.TransactionalIDAuthorizationFailed.Code, 9, kerr.TransactionalIDAuthorizationFailed.Code},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := verificationCode(tc.code, tc.version); got != tc.want {
+				t.Errorf("verificationCode(%d, v%d) = %d, want %d", tc.code, tc.version, got, tc.want)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"millrace/broker/cluster"
+	"millrace/broker/log"
 )
 
 // Kafka's config sources (DescribeConfigs v1+, CreateTopics v5+).
@@ -35,6 +36,7 @@ var configTypes = map[string]int8{
 	"flush.ms":                         configTypeLong,
 	"index.interval.bytes":             configTypeInt,
 	"max.message.bytes":                configTypeInt,
+	"message.format.version":           configTypeString,
 	"message.timestamp.after.max.ms":   configTypeLong,
 	"message.timestamp.before.max.ms":  configTypeLong,
 	"message.timestamp.type":           configTypeString,
@@ -60,6 +62,40 @@ var configTypes = map[string]int8{
 	"num.partitions":                  configTypeInt,
 	"replica.selector.class":          configTypeClass,
 	"socket.request.max.bytes":        configTypeInt,
+}
+
+// configDocs are the documentation strings DescribeConfigs v3+ returns
+// when asked; only deprecated settings have one, marked "[DEPRECATED]"
+// first as Kafka marks them, which is how a client learns it.
+var configDocs = map[string]string{
+	"message.format.version": "[DEPRECATED] The record format version the broker writes to the log. " +
+		"Ignored, as by Kafka 3.x brokers whose inter-broker protocol is 3.0 or later: batches are always " +
+		"stored in format v2. Accepted so that tools which still set it are not refused; Kafka 4.0 removed it.",
+}
+
+// configDoc is a config's documentation, nil for none; a broker-wide
+// topic default (log.message.format.version) has its topic config's.
+func configDoc(name string) *string {
+	if topic, ok := cluster.TopicConfigOfBroker(name); ok {
+		name = topic
+	}
+	if doc, ok := configDocs[name]; ok {
+		return &doc
+	}
+	return nil
+}
+
+// warnIgnoredTopicConfigs logs, as Kafka 3.x does, a topic's
+// message.format.version that names a format older than v2: the setting
+// is ignored and the topic stores v2 batches, which consumers from before
+// Kafka 0.11 cannot read.
+func (b *Broker) warnIgnoredTopicConfigs(topic string, overrides map[string]string) {
+	v, ok := overrides["message.format.version"]
+	if !ok || !log.MessageFormatBeforeV2(v) {
+		return
+	}
+	b.logger.Warn("topic config message.format.version is ignored: batches are stored in format v2, as Kafka 3.x stores them with inter-broker protocol 3.0 or later; the setting is deprecated",
+		"topic", topic, "message.format.version", v)
 }
 
 // configType is a config's type; a broker-wide topic default

@@ -106,6 +106,18 @@ type Config struct {
 	// this long after its timestamp, so a consumer reading the log within
 	// that time sees the key's deletion. Must not be negative.
 	DeleteRetention time.Duration
+	// CompressionType (compression.type, default "producer"): the codec
+	// produced batches are stored with. "producer" keeps each batch as its
+	// producer compressed it; uncompressed, gzip, snappy, lz4 or zstd make
+	// the leader recompress every produced batch of another codec before
+	// appending it (recompress.go), as Kafka's LogValidator does.
+	CompressionType string
+	// MessageFormatVersion (message.format.version, default "3.0-IV1"):
+	// accepted and ignored, as Kafka 3.x does once the inter-broker
+	// protocol is 3.0 or later (every millrace cluster): batches are
+	// always stored in the v2 format. Deprecated in Kafka 3.0, removed in
+	// 4.0; kept so that tools which still set it are not refused.
+	MessageFormatVersion string
 	// CompactedMaxKeyBytes (millrace.compacted.max.key.bytes, default 64
 	// KiB; Kafka has no such setting): on a compacted topic a produced
 	// record whose key is longer is refused with INVALID_RECORD, as a
@@ -174,6 +186,9 @@ func DefaultConfig() Config {
 		MaxCompactionLag:       never,
 		DeleteRetention:        24 * time.Hour,
 		CompactedMaxKeyBytes:   64 << 10,
+
+		CompressionType:      CompressionProducer,
+		MessageFormatVersion: DefaultMessageFormatVersion,
 	}
 }
 
@@ -234,12 +249,18 @@ func (c Config) Validate() error {
 	if c.CompactedMaxKeyBytes < 1 {
 		errs = append(errs, fmt.Errorf("millrace.compacted.max.key.bytes %d must be at least 1: a compacted topic accepts only keyed records", c.CompactedMaxKeyBytes))
 	}
+	if _, ok := compressionCodecs[c.CompressionType]; !ok {
+		errs = append(errs, fmt.Errorf("compression.type %q must be one of %s", c.CompressionType, compressionTypeList))
+	}
+	if err := checkMessageFormatVersion(c.MessageFormatVersion); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
 // configNames lists the Kafka topic-config names Config understands.
 var configNames = []string{
-	"cleanup.policy", "delete.retention.ms", "max.compaction.lag.ms", "min.cleanable.dirty.ratio", "min.compaction.lag.ms",
+	"cleanup.policy", "compression.type", "delete.retention.ms", "message.format.version", "max.compaction.lag.ms", "min.cleanable.dirty.ratio", "min.compaction.lag.ms",
 	"file.delete.delay.ms", "flush.messages", "flush.ms", "index.interval.bytes",
 	"max.message.bytes", "message.timestamp.after.max.ms", "message.timestamp.before.max.ms",
 	"message.timestamp.type", "millrace.compacted.max.key.bytes", "millrace.flush.on.ack", "millrace.max.decompressed.bytes", "retention.bytes", "retention.ms",
@@ -268,6 +289,20 @@ func (c *Config) Set(name, value string) error {
 			return fmt.Errorf("log: %w", err)
 		}
 		c.CleanupPolicy = value
+		return nil
+	}
+	if name == "compression.type" {
+		if _, ok := compressionCodecs[value]; !ok {
+			return fmt.Errorf("log: %s must be one of %s, not %q", name, compressionTypeList, value)
+		}
+		c.CompressionType = value
+		return nil
+	}
+	if name == "message.format.version" {
+		if err := checkMessageFormatVersion(value); err != nil {
+			return fmt.Errorf("log: %w", err)
+		}
+		c.MessageFormatVersion = value
 		return nil
 	}
 	if name == "min.cleanable.dirty.ratio" {
@@ -361,6 +396,9 @@ func (c Config) Values() map[string]string {
 		"delete.retention.ms":       durationToMs(c.DeleteRetention),
 
 		"millrace.compacted.max.key.bytes": strconv.FormatInt(c.CompactedMaxKeyBytes, 10),
+
+		"compression.type":       c.CompressionType,
+		"message.format.version": c.MessageFormatVersion,
 	}
 }
 

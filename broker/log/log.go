@@ -391,7 +391,8 @@ type AppendInfo struct {
 // partitionLeaderEpoch (not covered by the CRC) and, for LogAppendTime,
 // attributes, maxTimestamp and the CRC; for CreateTime, a maxTimestamp
 // that is not the records' largest, and the CRC (setMaxTimestamp). The
-// caller must not reuse it for another partition.
+// caller must not reuse it for another partition. Batches recompressed for
+// the topic's compression.type are appended from a copy (recompress.go).
 //
 // Unlike AppendValidated it does not check idempotent producers' sequences;
 // the batches are recorded in the producer state all the same.
@@ -411,6 +412,9 @@ func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
 	}
 	headers, err := validateBatches(batches, l.cfg.MaxMessageBytes, produceRules(l.cfg, l.now()))
 	if err != nil {
+		return AppendInfo{}, err
+	}
+	if batches, headers, err = recompressBatches(batches, headers, l.cfg); err != nil {
 		return AppendInfo{}, err
 	}
 	if txn {
@@ -436,13 +440,18 @@ type ValidBatches struct {
 func (v ValidBatches) Headers() []BatchHeader { return v.headers }
 
 // ValidateProduce runs Append's checks on producer batches under the
-// topic's cfg at now (see ValidateBatches) and keeps the result for
-// AppendValidated. Like Append, it sets a CreateTime batch's maxTimestamp
-// in b to its records' largest, as Kafka does (setMaxTimestamp). A batch
-// refused for some of its records lists them in the *BatchError's Records.
+// topic's cfg at now (see ValidateBatches), recompresses them if the
+// topic's compression.type asks for it (recompress.go), and keeps the
+// result for AppendValidated. Like Append, it sets a CreateTime batch's
+// maxTimestamp in b to its records' largest, as Kafka does
+// (setMaxTimestamp). A batch refused for some of its records lists them in
+// the *BatchError's Records.
 func ValidateProduce(b []byte, cfg Config, now time.Time) (ValidBatches, error) {
 	headers, err := validateBatches(b, cfg.MaxMessageBytes, produceRules(cfg, now))
 	if err != nil {
+		return ValidBatches{}, err
+	}
+	if b, headers, err = recompressBatches(b, headers, cfg); err != nil {
 		return ValidBatches{}, err
 	}
 	return ValidBatches{bytes: b, headers: headers, maxMessageBytes: cfg.MaxMessageBytes}, nil
