@@ -23,11 +23,8 @@ func TestUpPoisonClickHost(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	cfgPath, kafkaAddr, webAddr := writeDemoConfig(t, dir, func(cfg *appliance.Config) {
-		cfg.Demo.WriteLog, cfg.Tail = "", nil
-		cfg.OpsMetrics.Interval = 0
-		for i := range cfg.Sinks {
-			cfg.Sinks[i].IdleTimeout = time.Second
-		}
+		auditedQuickly(cfg)
+		cfg.Tail = nil
 	})
 	web := "http://" + webAddr
 	up := startProcess(t, "up", "up", "--config", cfgPath)
@@ -69,13 +66,8 @@ func TestUpAuditBlinding(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	cfgPath, kafkaAddr, webAddr := writeDemoConfig(t, dir, func(cfg *appliance.Config) {
-		cfg.Demo.WriteLog, cfg.Tail = "", nil
-		cfg.OpsMetrics.Interval = 0
-		cfg.Audit.Interval = 500 * time.Millisecond
-		for i := range cfg.Sinks {
-			cfg.Sinks[i].IdleTimeout = time.Second
-			cfg.Sinks[i].SuccessGrace, cfg.Sinks[i].SuccessInterval = time.Second, 200*time.Millisecond
-		}
+		auditedQuickly(cfg)
+		cfg.Tail = nil
 	})
 	web := "http://" + webAddr
 	up := startProcess(t, "up", "up", "--config", cfgPath)

@@ -38,16 +38,10 @@ func TestAuditAcrossRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfgPath, kafkaAddr, webAddr := writeDemoConfig(t, dir, func(cfg *appliance.Config) {
-		cfg.Demo.WriteLog = ""
+		auditedQuickly(cfg)
 		cfg.Tail[0].Paths = []string{filepath.Join(dir, "app", "*.log")}
 		cfg.Tail[0].ScanFrequency = 300 * time.Millisecond
 		cfg.Tail[0].Timestamp = tailagent.Timestamp{Pattern: `^(\S+) `, Layout: "rfc3339"}
-		cfg.Audit.Interval = 500 * time.Millisecond
-		cfg.OpsMetrics.Interval = 0
-		for i := range cfg.Sinks {
-			cfg.Sinks[i].IdleTimeout = time.Second
-			cfg.Sinks[i].SuccessGrace, cfg.Sinks[i].SuccessInterval = time.Second, 200*time.Millisecond
-		}
 	})
 	web := "http://" + webAddr
 	up := startProcess(t, "up", "up", "--config", cfgPath)
@@ -141,6 +135,20 @@ func TestAuditAcrossRestarts(t *testing.T) {
 	out, code := runAudit(t, "audit", "-b", kafkaAddr, "--lake", filepath.Join(dir, "data", "lake"), "--since", "4h")
 	if code != 0 || strings.Contains(out, reconcile.StatusMismatch) {
 		t.Errorf("millrace audit exited %d after a SIGKILL:\n%s", code, out)
+	}
+}
+
+// auditedQuickly sets an appliance config to publish audit counts every
+// 500 ms and to land and mark hours within seconds, without the demo's own
+// log writer or ops metrics, so that a test's past hour is judged within
+// the test.
+func auditedQuickly(cfg *appliance.Config) {
+	cfg.Demo.WriteLog = ""
+	cfg.OpsMetrics.Interval = 0
+	cfg.Audit.Interval = 500 * time.Millisecond
+	for i := range cfg.Sinks {
+		cfg.Sinks[i].IdleTimeout = time.Second
+		cfg.Sinks[i].SuccessGrace, cfg.Sinks[i].SuccessInterval = time.Second, 200*time.Millisecond
 	}
 }
 
