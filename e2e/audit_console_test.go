@@ -15,8 +15,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"millrace/audit"
-	"millrace/audit/reconcile"
 	"millrace/pipeline/monitor"
+	"millrace/pipeline/reconcile"
 )
 
 // TestAuditConsoleAndGauge lands clicks of two past hours and serves

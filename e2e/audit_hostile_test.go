@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"millrace/audit"
-	"millrace/audit/reconcile"
 	"millrace/pipeline/appliance"
+	"millrace/pipeline/reconcile"
 )
 
 // TestUpPoisonClickHost sends `millrace up` a click whose page host is

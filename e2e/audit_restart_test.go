@@ -17,8 +17,8 @@ import (
 
 	tailagent "millrace/agents/tail"
 	"millrace/audit"
-	"millrace/audit/reconcile"
 	"millrace/pipeline/appliance"
+	"millrace/pipeline/reconcile"
 )
 
 // TestAuditAcrossRestarts runs `millrace up` while clicks, metric samples

@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/audit"
-	"millrace/audit/reconcile"
+	"millrace/pipeline/reconcile"
 )
 
 // TestAuditDeletedFileAndDeadLetters lands clicks of two past hours, a few

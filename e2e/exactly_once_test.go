@@ -22,7 +22,7 @@ import (
 	"github.com/google/uuid"
 
 	"millrace/audit"
-	"millrace/audit/reconcile"
+	"millrace/pipeline/reconcile"
 )
 
 // TestEndToEndExactlyOnce runs the whole pipeline as separate processes —
