@@ -176,18 +176,6 @@ func clientFrom(local string) *http.Client {
 	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: d.DialContext}}
 }
 
-// waitUntil polls cond every 50 ms until it holds, or fails after limit.
-func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, limit)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // procRSSKiB reads a process's resident set size from /proc.
 func procRSSKiB(t *testing.T, pid int) int {
 	t.Helper()

@@ -82,7 +82,7 @@ func TestClusterCrashLoopRestarts(t *testing.T) {
 		t.Fatal("nothing was acknowledged")
 	}
 	adm := c.admin()
-	c.waitFor("full replication at the end", 60*time.Second, func() bool { return c.fullyReplicated(adm, topic) })
+	waitUntil(c.t, 60*time.Second, "full replication at the end", func() bool { return c.fullyReplicated(adm, topic) })
 	got := readAll(t, c, topic, partitions)
 	checkAcknowledged(t, acks, got)
 	checkAckedValuesOnce(t, acks, got)

@@ -33,7 +33,7 @@ func TestClusterRestartAndDown(t *testing.T) {
 	}
 	brokersSeen := func(want int) {
 		t.Helper()
-		c.waitFor("every broker to see all three again", 60*time.Second, func() bool {
+		waitUntil(c.t, 60*time.Second, "every broker to see all three again", func() bool {
 			for _, node := range c.nodes {
 				if c.brokersSeenBy(node) != want {
 					return false

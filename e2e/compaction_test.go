@@ -77,7 +77,7 @@ func testCompactedTopic(t *testing.T, killDuringCleaning bool, settings ...strin
 	if err != nil || resp.Err != nil {
 		t.Fatalf("create topic: %v %v", err, resp.Err)
 	}
-	c.waitFor("the topic on every broker", 30*time.Second, func() bool {
+	waitUntil(c.t, 30*time.Second, "the topic on every broker", func() bool {
 		for _, node := range c.nodes {
 			if !knowsTopic(node, topic, 1) {
 				return false
@@ -138,7 +138,7 @@ func testCompactedTopic(t *testing.T, killDuringCleaning bool, settings ...strin
 	}
 	produce(recs)
 	end := dataEnd + filler
-	c.waitFor("full replication", 30*time.Second, func() bool { return c.fullyReplicated(adm, topic) })
+	waitUntil(c.t, 30*time.Second, "full replication", func() bool { return c.fullyReplicated(adm, topic) })
 
 	alter, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
 		{Op: kadm.SetConfig, Name: "cleanup.policy", Value: kadm.StringPtr("compact")},
@@ -152,7 +152,7 @@ func testCompactedTopic(t *testing.T, killDuringCleaning bool, settings ...strin
 	}
 	if killDuringCleaning {
 		victim := int32(-1)
-		c.waitFor("a cleaned segment being written", 60*time.Second, func() bool {
+		waitUntil(c.t, 60*time.Second, "a cleaned segment being written", func() bool {
 			for id, node := range c.nodes {
 				if m, _ := filepath.Glob(filepath.Join(node.data, "logs", topic+"-0", "*.cleaned")); len(m) > 0 {
 					victim = id
@@ -173,7 +173,7 @@ func testCompactedTopic(t *testing.T, killDuringCleaning bool, settings ...strin
 			c.nodes[victim].proc.waitLog("segment replacement", 1, 10*time.Second)
 		}
 	}
-	c.waitFor("every replica to clean past the data", 60*time.Second, func() bool {
+	waitUntil(c.t, 60*time.Second, "every replica to clean past the data", func() bool {
 		for _, node := range c.nodes {
 			if cleanedUpTo(t, node, topic) < dataEnd {
 				return false

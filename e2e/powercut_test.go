@@ -69,7 +69,7 @@ func TestPowerCutCluster(t *testing.T) {
 		node.proc = startProcess(t, fmt.Sprintf("broker%d", id), node.args...)
 		c.waitReady(node)
 	}
-	c.waitFor("every broker to see all the brokers", 30*time.Second, func() bool {
+	waitUntil(c.t, 30*time.Second, "every broker to see all the brokers", func() bool {
 		for _, node := range c.nodes {
 			if c.brokersSeenBy(node) != 3 {
 				return false
@@ -106,7 +106,7 @@ func TestPowerCutCluster(t *testing.T) {
 	for _, id := range followers {
 		c.waitReady(c.nodes[id])
 	}
-	c.waitFor("a former follower to lead", time.Minute, func() bool {
+	waitUntil(c.t, time.Minute, "a former follower to lead", func() bool {
 		parts, err := c.partitions(adm, topic)
 		return err == nil && len(parts) == 1 && parts[0].Err == nil && parts[0].Leader >= 0 && parts[0].Leader != oldLeader
 	})

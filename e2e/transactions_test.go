@@ -311,7 +311,7 @@ func TestGroupTransactSessionUnderKills(t *testing.T) {
 		return distinct, dupes
 	}
 	waitOutput := func(n int) {
-		c.waitFor(fmt.Sprintf("%d records in the output", n), 5*time.Minute, func() bool {
+		waitUntil(c.t, 5*time.Minute, fmt.Sprintf("%d records in the output", n), func() bool {
 			d, _ := progress()
 			return d >= n
 		})
@@ -339,7 +339,7 @@ func TestGroupTransactSessionUnderKills(t *testing.T) {
 	// Every input record is in; whatever a late duplicate would be has been
 	// written by the time the group has committed the whole input and the
 	// reader has read up to the last stable offset.
-	c.waitFor("the group's committed offsets at the input's end", 2*time.Minute, func() bool {
+	waitUntil(c.t, 2*time.Minute, "the group's committed offsets at the input's end", func() bool {
 		adm := c.admin()
 		ends, err := adm.ListEndOffsets(ctx, "etl-in")
 		if err != nil {
