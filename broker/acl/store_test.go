@@ -122,7 +122,8 @@ func TestCacheFollowsChanges(t *testing.T) {
 	if !allowed("early") {
 		t.Fatal("ACLs stored before the cache opened are not loaded")
 	}
-	start := time.Now()
+	// The cache re-reads everything only every reloadInterval (a minute):
+	// changes seen within waitFor's limit came through the watches.
 	if err := Add(writer, []Binding{{Pattern{Topic, "late-", Prefixed}, Entry{"User:a", "*", Write, Allow}}})[0]; err != nil {
 		t.Fatal(err)
 	}
@@ -131,9 +132,6 @@ func TestCacheFollowsChanges(t *testing.T) {
 		t.Fatal(errs[0])
 	}
 	waitFor(t, "the removal", func() bool { return !allowed("early") })
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("changes took %v to reach the cache", d)
-	}
 }
 
 // TestPrune: notifications older than NotificationTTL are deleted, newer

@@ -225,7 +225,9 @@ func TestFetchMaxWaitCapped(t *testing.T) {
 	if resp.Topics[0].Partitions[0].ErrorCode != 0 {
 		t.Fatalf("fetch: error %d", resp.Topics[0].Partitions[0].ErrorCode)
 	}
-	if took < capped || took > 5*time.Second {
+	// Answered at all: the test connection's read deadline (10 s) is far
+	// below the minute asked for.
+	if took < capped {
 		t.Fatalf("a fetch of max wait 1m capped at %v was answered after %v", capped, took)
 	}
 }
