@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"millrace/internal/waitfor"
 )
 
 // beaconRSSLimitKiB bounds the beacon's resident memory after the attack.
@@ -81,7 +83,7 @@ ship:
 		}(slow[i])
 	}
 	defer func() { close(stop); trickling.Wait() }()
-	waitUntil(t, 10*time.Second, "8 slow bodies in progress", func() bool {
+	waitfor.Until(t, 10*time.Second, "8 slow bodies in progress", func() bool {
 		return scrapeCounter(t, metricsURL, "millrace_beacon_requests_in_progress") == slowClients
 	})
 

@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/broker/log"
+	"millrace/internal/waitfor"
 )
 
 // localCluster is a cluster started by up.sh.
@@ -119,7 +120,7 @@ func startLocalClusterUp(t *testing.T, n, zkNodes int, upArgs []string, settings
 	// moment apart (more so on an ensemble, whose servers lag each other):
 	// wait until every broker lists all n, so that a topic created next can
 	// be placed on all of them.
-	waitUntil(c.t, 30*time.Second, "every broker to see all the brokers", func() bool {
+	waitfor.Until(c.t, 30*time.Second, "every broker to see all the brokers", func() bool {
 		for _, node := range c.nodes {
 			if c.brokersSeenBy(node) != n {
 				return false
@@ -257,7 +258,7 @@ func (c *localCluster) restart(id int32) {
 
 func (c *localCluster) waitReady(node *clusterNode) {
 	c.t.Helper()
-	waitUntil(c.t, 30*time.Second, fmt.Sprintf("broker %d at %s ready", node.id, node.addr), func() bool {
+	waitfor.Until(c.t, 30*time.Second, fmt.Sprintf("broker %d at %s ready", node.id, node.addr), func() bool {
 		return answers(node.addr, c.clientOpts...)
 	})
 }
@@ -304,11 +305,11 @@ func (c *localCluster) createReplicatedTopic(topic string, partitions int) {
 	if err != nil || resp.Err != nil {
 		c.t.Fatalf("create topic: %v %v", err, resp.Err)
 	}
-	waitUntil(c.t, 20*time.Second, "the new topic to be fully replicated", func() bool { return c.fullyReplicated(adm, topic) })
+	waitfor.Until(c.t, 20*time.Second, "the new topic to be fully replicated", func() bool { return c.fullyReplicated(adm, topic) })
 	// The controller's answer can come before the other brokers have read
 	// the new topic from ZooKeeper; a client bootstrapped from one of those
 	// would be told the topic does not exist (kcat -G exits on that).
-	waitUntil(c.t, 20*time.Second, "every broker to know the new topic", func() bool {
+	waitfor.Until(c.t, 20*time.Second, "every broker to know the new topic", func() bool {
 		for _, node := range c.nodes {
 			if !knowsTopic(node, topic, partitions) {
 				return false

@@ -162,21 +162,6 @@ func (p *process) log() string {
 	return string(b)
 }
 
-// waitUntil polls cond every 50 ms until it holds, or fails the test after
-// limit, naming what it waited for. It is the e2e tests' one generic wait:
-// other wait* helpers either wrap it for a named condition or need more
-// than yes or no (a process that may exit first, a value to return).
-func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, limit)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // waitLog waits until p's log holds text at least n times, failing if p
 // exits first or timeout passes.
 func (p *process) waitLog(text string, n int, timeout time.Duration) {

@@ -12,6 +12,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"millrace/internal/waitfor"
 )
 
 // TestSinkZombieWorker: a sink worker is SIGSTOPped past its session
@@ -115,7 +117,7 @@ func zombieScenario(t *testing.T, out string, extra []string) {
 // waitStopped waits until p is stopped by a signal (state T in /proc).
 func waitStopped(t *testing.T, p *process, timeout time.Duration) {
 	t.Helper()
-	waitUntil(t, timeout, p.name+" stopped", func() bool {
+	waitfor.Until(t, timeout, p.name+" stopped", func() bool {
 		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid()))
 		if err != nil {
 			t.Fatal(err)
