@@ -53,6 +53,13 @@ var layers = []layer{
 	{name: "tests", pkgs: []string{"e2e", "deployments"}, may: []string{"*"}},
 }
 
+// testHelpers are packages for tests only: no non-test file imports them,
+// so nothing of a test's fixtures reaches the binary.
+var testHelpers = []string{
+	"internal/waitfor", "internal/zktest", "broker/coord/coordtest",
+	"sinks/store/storetest", "sinks/parquet/parquettest",
+}
+
 // layerOf returns the layer holding path, the most specific match winning
 // ("broker/log" over a "broker/..." pattern, were there one).
 func layerOf(path string) (layer, bool) {
@@ -111,6 +118,11 @@ func TestLayers(t *testing.T) {
 					t.Errorf("upward import%s: %s (layer %s) imports %s (layer %s); %s may import only %v",
 						kind, p.Path, from.name, imp, to.name, from.name, may)
 				}
+			}
+		}
+		for _, imp := range p.Imports {
+			if slices.Contains(testHelpers, imp) {
+				t.Errorf("%s imports the test helper %s outside its tests", p.Path, imp)
 			}
 		}
 		check(p.Imports, false)
