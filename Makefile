@@ -11,6 +11,9 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := kcat python3-kafka python3-zstandard python3-confluent-kafka librdkafka-dev gcc zookeeper chromium
 # Tools built from Go modules into .bin/ (not on the user's PATH, not in git).
 VERSITYGW := .bin/versitygw
+# Staticcheck, at a release that knows the Go version of go.mod.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := .bin/staticcheck-$(STATICCHECK_VERSION)
 # Extra flags for `go test`, e.g. make test TESTFLAGS='-run Crash -v'.
 TESTFLAGS ?=
 
@@ -24,19 +27,23 @@ build:
 run: deps-run build
 	./$(BIN) up --config deployments/demo/millrace.yaml
 
-# Every test. Unit and component tests run with the race detector; the e2e
-# tests drive real processes (built without it) and real clients.
-test: deps
-	$(GO) vet ./...
+# Every test, after the lint. Unit and component tests run with the race
+# detector; the e2e tests drive real processes (built without it) and real
+# clients.
+test: deps lint
 	$(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) $$($(GO) list ./... | grep -v '/e2e$$')
 	$(GO) test -count=1 -timeout 30m $(TESTFLAGS) ./e2e/...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./broker/log/
 
-lint:
+# gofmt, vet, staticcheck, and go.mod/go.sum as
+# `go mod tidy` would write them.
+lint: $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(STATICCHECK) ./...
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
@@ -48,7 +55,7 @@ deps-run:
 
 # Everything the tests need too. Installs only what is missing: apt packages
 # (via sudo when not root) and Go-built tools in .bin/.
-deps: deps-run
+deps: deps-run $(STATICCHECK)
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "deps: installing$$missing"; \
@@ -56,6 +63,14 @@ deps: deps-run
 	fi
 	@[ -x $(VERSITYGW) ] || { echo "deps: building versitygw (S3 server for tests, ~3 min once)"; \
 		GOBIN=$(CURDIR)/.bin $(GO) install github.com/versity/versitygw/cmd/versitygw@v1.8.0; }
+
+# The version is in the file name, so raising STATICCHECK_VERSION builds the
+# new one.
+$(STATICCHECK):
+	@echo "deps: building staticcheck $(STATICCHECK_VERSION)"
+	@mkdir -p .bin/staticcheck.tmp
+	GOBIN=$(CURDIR)/.bin/staticcheck.tmp $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	mv .bin/staticcheck.tmp/staticcheck $@ && rmdir .bin/staticcheck.tmp
 
 # A local three-broker cluster on loopback with one ZooKeeper
 # (deployments/local/up.sh; the e2e cluster tests use the same script).

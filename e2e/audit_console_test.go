@@ -15,8 +15,9 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"millrace/audit"
-	"millrace/audit/reconcile"
+	"millrace/internal/waitfor"
 	"millrace/pipeline/monitor"
+	"millrace/pipeline/reconcile"
 )
 
 // TestAuditConsoleAndGauge lands clicks of two past hours and serves
@@ -42,7 +43,7 @@ func TestAuditConsoleAndGauge(t *testing.T) {
 	root := t.TempDir()
 	sink := startSink(t, b, "sink", "lake-audit-console", "clicks", "file://"+root, "--config", quickMarkersConfig(t))
 	marker := filepath.Join(root, "clicks", "dt=2024-05-01", "hr=09", "_SUCCESS")
-	waitUntil(t, time.Minute, marker, func() bool { _, err := os.Stat(marker); return err == nil })
+	waitfor.Until(t, time.Minute, marker, func() bool { _, err := os.Stat(marker); return err == nil })
 	waitLanded(t, b, "lake-audit-console", "clicks", time.Minute, sink)
 
 	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
@@ -53,7 +54,7 @@ func TestAuditConsoleAndGauge(t *testing.T) {
 
 	// The first audit runs at start.
 	var v monitor.AuditView
-	waitUntil(t, time.Minute, "the first audit", func() bool { v = getAuditView(t, base); return v.Seq > 0 })
+	waitfor.Until(t, time.Minute, "the first audit", func() bool { v = getAuditView(t, base); return v.Seq > 0 })
 	if v.Error != "" || !v.Configured || len(v.Lakes) != 1 || v.Unreconciled["clicks"] != 0 {
 		t.Fatalf("first audit: %+v", v)
 	}
@@ -78,7 +79,7 @@ func TestAuditConsoleAndGauge(t *testing.T) {
 		t.Fatal(err)
 	}
 	seq := v.Seq
-	waitUntil(t, time.Minute, "the next audit", func() bool { v = getAuditView(t, base); return v.Seq > seq })
+	waitfor.Until(t, time.Minute, "the next audit", func() bool { v = getAuditView(t, base); return v.Seq > seq })
 	if v.Unreconciled["clicks"] != 1 {
 		t.Fatalf("after a file was deleted: %+v", v)
 	}

@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"millrace/audit"
-	"millrace/audit/reconcile"
+	"millrace/internal/waitfor"
 	"millrace/pipeline/appliance"
+	"millrace/pipeline/reconcile"
 )
 
 // TestUpPoisonClickHost sends `millrace up` a click whose page host is
@@ -44,7 +45,7 @@ func TestUpPoisonClickHost(t *testing.T) {
 	checkDistinct(t, lake+"/clicks/**/*.parquet", "title", 21)
 
 	// The sink's audit record names the cut source.
-	waitUntil(t, 30*time.Second, "the poison click's bounded source in the audit", func() bool {
+	waitfor.Until(t, 30*time.Second, "the poison click's bounded source in the audit", func() bool {
 		out, _ := runAudit(t, "audit", "-b", kafkaAddr, "--since", "2h", "--json")
 		return strings.Contains(out, audit.ClickSource("https://"+host+"/"))
 	})

@@ -17,8 +17,9 @@ import (
 
 	tailagent "millrace/agents/tail"
 	"millrace/audit"
-	"millrace/audit/reconcile"
+	"millrace/internal/waitfor"
 	"millrace/pipeline/appliance"
+	"millrace/pipeline/reconcile"
 )
 
 // TestAuditAcrossRestarts runs `millrace up` while clicks, metric samples
@@ -77,7 +78,7 @@ func TestAuditAcrossRestarts(t *testing.T) {
 	// Lines are acknowledged when the tailer reads them: wait for the topic.
 	linesShipped := func() {
 		t.Helper()
-		waitUntil(t, 30*time.Second, "the log lines in the topic", func() bool { return topicRecords(t, kafkaAddr, "logs") >= int64(sent["clicks"]) })
+		waitfor.Until(t, 30*time.Second, "the log lines in the topic", func() bool { return topicRecords(t, kafkaAddr, "logs") >= int64(sent["clicks"]) })
 	}
 	stop := func() {
 		t.Helper()
@@ -244,7 +245,7 @@ func TestAuditTopicWithoutSink(t *testing.T) {
 	// The lake given as a plain directory, as `lake inspect` takes it.
 	sink := startSink(t, b, "sink", "lake-clicks", "clicks", root, "--config", quickMarkersConfig(t))
 	marker := filepath.Join(root, "clicks", hour.Format("dt=2006-01-02/hr=15"), "_SUCCESS")
-	waitUntil(t, time.Minute, marker, func() bool { _, err := os.Stat(marker); return err == nil })
+	waitfor.Until(t, time.Minute, marker, func() bool { _, err := os.Stat(marker); return err == nil })
 	waitLanded(t, b, "lake-clicks", "clicks", time.Minute, sink)
 
 	out, code := runAudit(t, "audit", "-b", b.addr, "--since", "4h")

@@ -14,7 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/audit"
-	"millrace/audit/reconcile"
+	"millrace/internal/waitfor"
+	"millrace/pipeline/reconcile"
 )
 
 // TestAuditDeletedFileAndDeadLetters lands clicks of two past hours, a few
@@ -50,7 +51,7 @@ func TestAuditDeletedFileAndDeadLetters(t *testing.T) {
 	sink := startSink(t, b, "sink", "lake-audit", "clicks", "file://"+root, "--config", quickMarkersConfig(t))
 	for _, hr := range []string{"08", "09"} {
 		marker := filepath.Join(root, "clicks", "dt=2024-05-01", "hr="+hr, "_SUCCESS")
-		waitUntil(t, time.Minute, marker, func() bool { _, err := os.Stat(marker); return err == nil })
+		waitfor.Until(t, time.Minute, marker, func() bool { _, err := os.Stat(marker); return err == nil })
 	}
 	waitLanded(t, b, "lake-audit", "clicks", time.Minute, sink)
 

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"millrace/internal/waitfor"
 )
 
 // beaconRSSLimitKiB bounds the beacon's resident memory after the attack.
@@ -81,7 +83,7 @@ ship:
 		}(slow[i])
 	}
 	defer func() { close(stop); trickling.Wait() }()
-	waitUntil(t, 10*time.Second, "8 slow bodies in progress", func() bool {
+	waitfor.Until(t, 10*time.Second, "8 slow bodies in progress", func() bool {
 		return scrapeCounter(t, metricsURL, "millrace_beacon_requests_in_progress") == slowClients
 	})
 
@@ -174,18 +176,6 @@ func dialFrom(t *testing.T, local, addr string) net.Conn {
 func clientFrom(local string) *http.Client {
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
 	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: d.DialContext}}
-}
-
-// waitUntil polls cond every 50 ms until it holds, or fails after limit.
-func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, limit)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // procRSSKiB reads a process's resident set size from /proc.

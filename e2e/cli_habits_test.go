@@ -57,11 +57,9 @@ func TestCLIHabitsOfKafkaUsers(t *testing.T) {
 	if got := completeWord(b.addr, "sink", "-t", "p"); !slices.Equal(got, []string{"payments"}) {
 		t.Errorf("completing sink -t p: %q", got)
 	}
-	start := time.Now()
+	// Against no broker: nothing, and it returns (run's limit fails a Tab
+	// that hangs; the completion's own bound is pipeline/cli's test).
 	if got := completeWord("127.0.0.1:1", "consume", ""); len(got) != 0 {
 		t.Errorf("completing against no broker: %q", got)
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("completing against no broker took %v", d)
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/waitfor"
 )
 
 // leaderCounts counts the partitions of topic each broker leads.
@@ -100,7 +102,7 @@ func TestClusterPreferredLeadersRestored(t *testing.T) {
 	var counts map[int32]int
 	// Each broker learns of the topic from ZooKeeper on its own; wait
 	// until the one asked knows it.
-	c.waitFor("every broker to know the topic", 10*time.Second, func() bool {
+	waitfor.Until(c.t, 10*time.Second, "every broker to know the topic", func() bool {
 		var err error
 		counts, err = c.leaderCounts(adm, topic)
 		return err == nil
@@ -113,7 +115,7 @@ func TestClusterPreferredLeadersRestored(t *testing.T) {
 	c.signal(victim, syscall.SIGKILL)
 	rest := c.others(victim)
 	restAdm := kadm.NewClient(c.clientOf(rest))
-	c.waitFor("the killed broker's leaderships to move and it to leave every ISR", 30*time.Second, func() bool {
+	waitfor.Until(c.t, 30*time.Second, "the killed broker's leaderships to move and it to leave every ISR", func() bool {
 		counts, err := c.leaderCounts(restAdm, topic)
 		if err != nil || counts[victim] != 0 {
 			return false
@@ -143,7 +145,7 @@ func TestClusterPreferredLeadersRestored(t *testing.T) {
 	}
 
 	c.restart(victim)
-	c.waitFor("preferred leaders restored", 60*time.Second, func() bool {
+	waitfor.Until(c.t, 60*time.Second, "preferred leaders restored", func() bool {
 		counts, err := c.leaderCounts(adm, topic)
 		return err == nil && counts[victim] > 0 && spread(counts) <= 1 && c.fullyReplicated(adm, topic)
 	})
@@ -224,12 +226,12 @@ func TestClusterElectLeaders(t *testing.T) {
 	}
 
 	c.signal(1, syscall.SIGKILL)
-	c.waitFor("pref/0 to get another leader", 30*time.Second, func() bool {
+	waitfor.Until(c.t, 30*time.Second, "pref/0 to get another leader", func() bool {
 		l := leaderOf("pref", 0)
 		return l == 2 || l == 3
 	})
 	c.restart(1)
-	c.waitFor("broker 1 back in sync", 30*time.Second, func() bool { return c.fullyReplicated(adm, "pref") })
+	waitfor.Until(c.t, 30*time.Second, "broker 1 back in sync", func() bool { return c.fullyReplicated(adm, "pref") })
 	if l := leaderOf("pref", 0); l == 1 {
 		t.Fatal("broker 1 leads pref/0 again without an election: is auto.leader.rebalance.enable=false honoured?")
 	}
@@ -245,12 +247,12 @@ func TestClusterElectLeaders(t *testing.T) {
 			t.Errorf("preferred election of pref/%d, led by its preferred replica: %v, want ELECTION_NOT_NEEDED", p, err)
 		}
 	}
-	c.waitFor("broker 1 to lead pref/0 again", 10*time.Second, func() bool { return leaderOf("pref", 0) == 1 })
+	waitfor.Until(c.t, 10*time.Second, "broker 1 to lead pref/0 again", func() bool { return leaderOf("pref", 0) == 1 })
 
 	// lonely/0 on 2 and 3: 3 dies (2 alone in sync), then 2 (offline), then 3
 	// returns, out of sync: it may not lead but by an unclean election.
 	c.signal(3, syscall.SIGKILL)
-	c.waitFor("lonely/0's ISR to shrink to broker 2", 30*time.Second, func() bool {
+	waitfor.Until(c.t, 30*time.Second, "lonely/0's ISR to shrink to broker 2", func() bool {
 		parts, err := c.partitions(adm, "lonely")
 		return err == nil && slices.Equal(parts[0].ISR, []int32{2})
 	})
@@ -258,7 +260,7 @@ func TestClusterElectLeaders(t *testing.T) {
 	c.restart(3)
 	lonely := kadm.TopicsSet{}
 	lonely.Add("lonely", 0)
-	c.waitFor("lonely/0 offline with broker 3 back", 30*time.Second, func() bool {
+	waitfor.Until(c.t, 30*time.Second, "lonely/0 offline with broker 3 back", func() bool {
 		md, err := adm.Metadata(ctx)
 		return err == nil && len(md.Brokers) == 2 && leaderOf("lonely", 0) == -1
 	})
@@ -272,7 +274,7 @@ func TestClusterElectLeaders(t *testing.T) {
 	if !strings.Contains(out, "lonely/0: new leader elected\n") || !strings.Contains(out, "1 elected, 0 not needed, 0 failed\n") {
 		t.Fatalf("cluster elect --unclean:\n%s", out)
 	}
-	c.waitFor("broker 3 to lead lonely/0", 10*time.Second, func() bool { return leaderOf("lonely", 0) == 3 })
+	waitfor.Until(c.t, 10*time.Second, "broker 3 to lead lonely/0", func() bool { return leaderOf("lonely", 0) == 3 })
 	if res, err := adm.ElectLeaders(ctx, kadm.ElectLiveReplica, lonely); err != nil || !errors.Is(res["lonely"][0].Err, kerr.ElectionNotNeeded) {
 		t.Errorf("unclean election with a live leader: %v %v", err, res)
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/internal/waitfor"
 )
 
 // topicConfigOn asks one broker itself for a topic config's value and
@@ -56,12 +58,12 @@ func TestClusterBrokerDefaultMinISR(t *testing.T) {
 	if resp, err := adm.CreateTopic(ctx, 1, 3, nil, topic); err != nil || resp.Err != nil {
 		t.Fatalf("create topic: %v %v", err, resp.Err)
 	}
-	c.waitFor("the topic to be fully replicated", 20*time.Second, func() bool { return c.fullyReplicated(adm, topic) })
+	waitfor.Until(c.t, 20*time.Second, "the topic to be fully replicated", func() bool { return c.fullyReplicated(adm, topic) })
 	cl := c.client()
 	for _, id := range c.initial {
 		// A broker learns of the topic from ZooKeeper on its own time;
 		// until then it answers UNKNOWN_TOPIC_OR_PARTITION.
-		c.waitFor(fmt.Sprintf("broker %d to describe the topic", id), 20*time.Second, func() bool {
+		waitfor.Until(c.t, 20*time.Second, fmt.Sprintf("broker %d to describe the topic", id), func() bool {
 			_, _, err := topicConfigOn(cl, id, topic, "min.insync.replicas")
 			return err == nil
 		})
@@ -79,7 +81,7 @@ func TestClusterBrokerDefaultMinISR(t *testing.T) {
 		if resp, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "log.retention.ms", Value: &value}}); err != nil || resp[0].Err != nil {
 			t.Fatalf("cluster-wide log.retention.ms=%s: %v %+v", value, err, resp)
 		}
-		c.waitFor("every broker to apply log.retention.ms="+value, 20*time.Second, func() bool {
+		waitfor.Until(c.t, 20*time.Second, "every broker to apply log.retention.ms="+value, func() bool {
 			for _, id := range c.initial {
 				if v, _, err := topicConfigOn(cl, id, topic, "retention.ms"); err != nil || v != value {
 					return false
@@ -100,7 +102,7 @@ func TestClusterBrokerDefaultMinISR(t *testing.T) {
 	if resp, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "num.partitions", Value: kadm.StringPtr("4")}}); err != nil || len(resp) != 1 || !errors.Is(resp[0].Err, kerr.InvalidRequest) {
 		t.Fatalf("num.partitions at runtime: %v %+v", err, resp)
 	}
-	c.waitFor("every broker to apply the cluster-wide default", 20*time.Second, func() bool {
+	waitfor.Until(c.t, 20*time.Second, "every broker to apply the cluster-wide default", func() bool {
 		for _, id := range c.initial {
 			if v, src, err := topicConfigOn(cl, id, topic, "min.insync.replicas"); err != nil || v != "3" || src != kmsg.ConfigSourceDynamicDefaultBrokerConfig {
 				return false
@@ -122,7 +124,7 @@ func TestClusterBrokerDefaultMinISR(t *testing.T) {
 	leader := parts[0].Leader
 	follower := c.others(leader)[0]
 	c.signal(follower, syscall.SIGKILL)
-	c.waitFor("the ISR to lose the killed follower", 30*time.Second, func() bool {
+	waitfor.Until(c.t, 30*time.Second, "the ISR to lose the killed follower", func() bool {
 		parts, err := c.partitions(adm, topic)
 		return err == nil && len(parts[0].ISR) == 2 && !slices.Contains(parts[0].ISR, follower)
 	})
@@ -138,7 +140,7 @@ func TestClusterBrokerDefaultMinISR(t *testing.T) {
 	if resp, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "min.insync.replicas"}}); err != nil || len(resp) != 1 || resp[0].Err != nil {
 		t.Fatalf("removing the cluster-wide default: %v %+v", err, resp)
 	}
-	c.waitFor("the leader to drop the cluster-wide default", 20*time.Second, func() bool {
+	waitfor.Until(c.t, 20*time.Second, "the leader to drop the cluster-wide default", func() bool {
 		v, src, err := topicConfigOn(cl, leader, topic, "min.insync.replicas")
 		return err == nil && v == "1" && src == kmsg.ConfigSourceDefaultConfig
 	})
@@ -170,13 +172,13 @@ func TestClusterBrokerDefaultUncleanElection(t *testing.T) {
 
 	// 3 dies (2 alone in sync), then 2 (offline), then 3 returns out of sync.
 	c.signal(3, syscall.SIGKILL)
-	c.waitFor("lonely/0's ISR to shrink to broker 2", 30*time.Second, func() bool {
+	waitfor.Until(c.t, 30*time.Second, "lonely/0's ISR to shrink to broker 2", func() bool {
 		parts, err := c.partitions(adm, "lonely")
 		return err == nil && slices.Equal(parts[0].ISR, []int32{2})
 	})
 	c.signal(2, syscall.SIGKILL)
 	c.restart(3)
-	c.waitFor("lonely/0 offline with broker 3 back", 30*time.Second, func() bool {
+	waitfor.Until(c.t, 30*time.Second, "lonely/0 offline with broker 3 back", func() bool {
 		md, err := adm.Metadata(ctx)
 		return err == nil && len(md.Brokers) == 2 && leaderOf() == -1
 	})
@@ -185,7 +187,7 @@ func TestClusterBrokerDefaultUncleanElection(t *testing.T) {
 	if err != nil || len(resp) != 1 || resp[0].Err != nil {
 		t.Fatalf("cluster-wide unclean.leader.election.enable=true: %v %+v", err, resp)
 	}
-	c.waitFor("broker 3 to lead lonely/0 by an unclean election", 30*time.Second, func() bool { return leaderOf() == 3 })
+	waitfor.Until(c.t, 30*time.Second, "broker 3 to lead lonely/0 by an unclean election", func() bool { return leaderOf() == 3 })
 	rcs, err := adm.DescribeTopicConfigs(ctx, "lonely")
 	if err != nil {
 		t.Fatal(err)

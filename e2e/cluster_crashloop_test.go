@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"millrace/internal/waitfor"
 )
 
 // Log lines of a broker's registration (cluster.Register and claimBrokerID).
@@ -82,7 +84,7 @@ func TestClusterCrashLoopRestarts(t *testing.T) {
 		t.Fatal("nothing was acknowledged")
 	}
 	adm := c.admin()
-	c.waitFor("full replication at the end", 60*time.Second, func() bool { return c.fullyReplicated(adm, topic) })
+	waitfor.Until(c.t, 60*time.Second, "full replication at the end", func() bool { return c.fullyReplicated(adm, topic) })
 	got := readAll(t, c, topic, partitions)
 	checkAcknowledged(t, acks, got)
 	checkAckedValuesOnce(t, acks, got)

@@ -20,6 +20,7 @@ import (
 	"millrace/broker/cluster"
 	"millrace/broker/coord/zk"
 	"millrace/broker/log"
+	"millrace/internal/waitfor"
 )
 
 // pendingDeletions reads /admin/delete_topics from the cluster's ZooKeeper.
@@ -82,7 +83,7 @@ func TestClusterDeleteTopicWithBrokerDown(t *testing.T) {
 
 	c.signal(victim, syscall.SIGKILL)
 	adm := c.admin()
-	c.waitFor("the controller to see the killed broker gone", 30*time.Second, func() bool {
+	waitfor.Until(c.t, 30*time.Second, "the controller to see the killed broker gone", func() bool {
 		parts, err := c.partitions(adm, topic)
 		if err != nil {
 			return false
@@ -111,7 +112,7 @@ func TestClusterDeleteTopicWithBrokerDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	c.waitFor("every live broker to answer UNKNOWN_TOPIC_OR_PARTITION", 20*time.Second, func() bool {
+	waitfor.Until(c.t, 20*time.Second, "every live broker to answer UNKNOWN_TOPIC_OR_PARTITION", func() bool {
 		for _, id := range c.initial {
 			if id == victim {
 				continue
@@ -122,7 +123,7 @@ func TestClusterDeleteTopicWithBrokerDown(t *testing.T) {
 		}
 		return true
 	})
-	c.waitFor("the live brokers to delete their replicas", 20*time.Second, func() bool {
+	waitfor.Until(c.t, 20*time.Second, "the live brokers to delete their replicas", func() bool {
 		return len(hostedPartitions(c.nodes[1].data, topic)) == 0 && len(hostedPartitions(c.nodes[2].data, topic)) == 0
 	})
 	if got := c.pendingDeletions(); !slices.Equal(got, []string{topic}) {
@@ -147,20 +148,20 @@ func TestClusterDeleteTopicWithBrokerDown(t *testing.T) {
 	}
 
 	c.restart(victim)
-	c.waitFor("the returning broker to delete its replicas and the deletion to finish", 60*time.Second, func() bool {
+	waitfor.Until(c.t, 60*time.Second, "the returning broker to delete its replicas and the deletion to finish", func() bool {
 		return len(hostedPartitions(c.nodes[victim].data, topic)) == 0 && len(c.pendingDeletions()) == 0
 	})
 
 	// The name is free again (every broker's model catches up within a
 	// moment); the new topic starts empty on every replica.
 	two := "2"
-	c.waitFor("the topic to be created again", 30*time.Second, func() bool {
+	waitfor.Until(c.t, 30*time.Second, "the topic to be created again", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		resp, err := adm.CreateTopic(ctx, partitions, 3, map[string]*string{"min.insync.replicas": &two}, topic)
 		return err == nil && resp.Err == nil
 	})
-	c.waitFor("the new topic to be fully replicated", 30*time.Second, func() bool { return c.fullyReplicated(adm, topic) })
+	waitfor.Until(c.t, 30*time.Second, "the new topic to be fully replicated", func() bool { return c.fullyReplicated(adm, topic) })
 	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	cancel()

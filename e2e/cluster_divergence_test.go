@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/broker/log"
+	"millrace/internal/waitfor"
 )
 
 // logEndDirect is the end offset of a partition's log in a stopped broker's
@@ -46,7 +47,7 @@ func TestClusterDivergentTailTruncated(t *testing.T) {
 			t.Fatalf("write %d with all replicas up: %v", i, err)
 		}
 	}
-	c.waitFor("full replication", 20*time.Second, func() bool { return c.fullyReplicated(adm, topic) })
+	waitfor.Until(c.t, 20*time.Second, "full replication", func() bool { return c.fullyReplicated(adm, topic) })
 	old := c.leaderOf(adm, topic, 0)
 	if old < 0 {
 		t.Fatal("no leader")
@@ -82,7 +83,7 @@ func TestClusterDivergentTailTruncated(t *testing.T) {
 	}
 
 	followerAdm := kadm.NewClient(c.clientOf(followers))
-	c.waitFor("a follower to take over", 30*time.Second, func() bool {
+	waitfor.Until(c.t, 30*time.Second, "a follower to take over", func() bool {
 		l := c.leaderOf(followerAdm, topic, 0)
 		return l >= 0 && l != old
 	})
@@ -94,7 +95,7 @@ func TestClusterDivergentTailTruncated(t *testing.T) {
 	}
 
 	c.restart(old)
-	c.waitFor("the old leader back in the ISR", 40*time.Second, func() bool { return c.fullyReplicated(adm, topic) })
+	waitfor.Until(c.t, 40*time.Second, "the old leader back in the ISR", func() bool { return c.fullyReplicated(adm, topic) })
 	for i, err := range produceSyncValues(producer, topic, 200, 100) {
 		if err != nil {
 			t.Fatalf("write %d after the old leader returned: %v", i, err)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/waitfor"
 )
 
 // ackedRecord is a record the producer saw acknowledged.
@@ -172,7 +174,7 @@ func killLeaders(t *testing.T, c *localCluster, adm *kadm.Client, topic string, 
 	var moves []time.Duration
 	for i := 0; i < kills; i++ {
 		before := acks.count()
-		c.waitFor("acknowledgements before a kill", 30*time.Second, func() bool { return acks.count() >= before+500 })
+		waitfor.Until(c.t, 30*time.Second, "acknowledgements before a kill", func() bool { return acks.count() >= before+500 })
 		p := int32(rand.IntN(partitions))
 		parts, err := c.partitions(adm, topic)
 		if err != nil {
@@ -181,13 +183,13 @@ func killLeaders(t *testing.T, c *localCluster, adm *kadm.Client, topic string, 
 		victim := parts[p].Leader
 		start := time.Now()
 		c.signal(victim, syscall.SIGKILL)
-		c.waitFor("a new leader", 30*time.Second, func() bool {
+		waitfor.Until(c.t, 30*time.Second, "a new leader", func() bool {
 			parts, err := c.partitions(adm, topic)
 			return err == nil && parts[p].Leader >= 0 && parts[p].Leader != victim
 		})
 		moves = append(moves, time.Since(start))
 		c.restart(victim)
-		c.waitFor("full replication after a restart", 60*time.Second, func() bool { return c.fullyReplicated(adm, topic) })
+		waitfor.Until(c.t, 60*time.Second, "full replication after a restart", func() bool { return c.fullyReplicated(adm, topic) })
 		t.Logf("kill %d: partition %d leader %d, moved in %v, %d acknowledged so far", i+1, p, victim, moves[i].Round(time.Millisecond), acks.count())
 	}
 	return moves
@@ -217,7 +219,7 @@ func TestClusterFailoverLosesNothing(t *testing.T) {
 	if acked == 0 {
 		t.Fatal("nothing was acknowledged")
 	}
-	c.waitFor("full replication at the end", 60*time.Second, func() bool { return c.fullyReplicated(adm, topic) })
+	waitfor.Until(c.t, 60*time.Second, "full replication at the end", func() bool { return c.fullyReplicated(adm, topic) })
 	got := readAll(t, c, topic, partitions)
 	checkAcknowledged(t, acks, got)
 	c.checkReplicasIdentical(topic, partitions)

@@ -17,6 +17,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/waitfor"
 )
 
 // TestClusterGroupMembersShareThroughAnyBroker: two members of one group,
@@ -63,7 +65,7 @@ func TestClusterGroupMembersShareThroughAnyBroker(t *testing.T) {
 			}
 		}()
 	}
-	c.waitFor("the members to share the partitions", time.Minute, func() bool {
+	waitfor.Until(c.t, time.Minute, "the members to share the partitions", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		a, b := slices.Sorted(slices.Values(owned["a"])), slices.Sorted(slices.Values(owned["b"]))
@@ -236,7 +238,7 @@ func TestClusterKafkaPythonGroupShares(t *testing.T) {
 			"/usr/bin/python3", "-c", pythonGroupMember, c.nodes[seed].addr, topic, group, stop))
 	}
 	assigned := func(i int) string { return lastReport(members[i].output(), "assigned") }
-	c.waitFor("the members to share the partitions", 90*time.Second, func() bool {
+	waitfor.Until(c.t, 90*time.Second, "the members to share the partitions", func() bool {
 		members[0].running()
 		members[1].running()
 		return splitThreeThree(partitionList(assigned(0)), partitionList(assigned(1)))
@@ -248,7 +250,7 @@ func TestClusterKafkaPythonGroupShares(t *testing.T) {
 		n, _ := strconv.Atoi(lastReport(members[i].output(), "consumed"))
 		return n
 	}
-	c.waitFor("every record consumed", 90*time.Second, func() bool {
+	waitfor.Until(c.t, 90*time.Second, "every record consumed", func() bool {
 		members[0].running()
 		members[1].running()
 		return consumed(0)+consumed(1) >= 6*perPartition
@@ -304,7 +306,7 @@ func TestClusterKcatGroupShares(t *testing.T) {
 		members = append(members, startClient(t, fmt.Sprint("kcat-", i), "kcat", "-b", c.nodes[seed].addr,
 			"-u", "-G", group, "-X", "auto.offset.reset=earliest", "-f", "record %p %o\n", topic))
 	}
-	c.waitFor("the members to share the partitions", 90*time.Second, func() bool {
+	waitfor.Until(c.t, 90*time.Second, "the members to share the partitions", func() bool {
 		members[0].running()
 		members[1].running()
 		return splitThreeThree(kcatAssignment(members[0].output()), kcatAssignment(members[1].output()))
@@ -321,7 +323,7 @@ func TestClusterKcatGroupShares(t *testing.T) {
 		}
 		return out
 	}
-	c.waitFor("every record consumed", 90*time.Second, func() bool {
+	waitfor.Until(c.t, 90*time.Second, "every record consumed", func() bool {
 		members[0].running()
 		members[1].running()
 		return len(records(0))+len(records(1)) >= 6*perPartition

@@ -11,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/waitfor"
 )
 
 // produceSyncValues writes values with acks=all and returns the error of
@@ -57,7 +59,7 @@ func TestClusterISRShrinkRefusesAcksAll(t *testing.T) {
 			c.signal(id, syscall.SIGKILL)
 		}
 	}
-	c.waitFor("the ISR to shrink to the leader", 30*time.Second, func() bool {
+	waitfor.Until(c.t, 30*time.Second, "the ISR to shrink to the leader", func() bool {
 		parts, err := c.partitions(adm, topic)
 		return err == nil && slices.Equal(parts[0].ISR, []int32{leader})
 	})
@@ -71,7 +73,7 @@ func TestClusterISRShrinkRefusesAcksAll(t *testing.T) {
 	for _, id := range followers {
 		c.restart(id)
 	}
-	c.waitFor("the followers to rejoin the ISR", 60*time.Second, func() bool { return c.fullyReplicated(adm, topic) })
+	waitfor.Until(c.t, 60*time.Second, "the followers to rejoin the ISR", func() bool { return c.fullyReplicated(adm, topic) })
 	for i, err := range produceSyncValues(producer, topic, 100, 100) {
 		if err != nil {
 			t.Fatalf("write %d after the followers returned: %v", i, err)

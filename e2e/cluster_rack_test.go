@@ -22,6 +22,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
+
+	"millrace/internal/waitfor"
 )
 
 const rackSelector = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
@@ -170,7 +172,7 @@ func TestFetchFromClosestReplica(t *testing.T) {
 	}
 	seeds := kgo.SeedBrokers(live...)
 	adm := kadm.NewClient(c.client(seeds))
-	c.waitFor("the stopped follower to leave the ISR", 30*time.Second, func() bool {
+	waitfor.Until(c.t, 30*time.Second, "the stopped follower to leave the ISR", func() bool {
 		parts, err := c.partitions(adm, topic)
 		return err == nil && len(parts[0].ISR) == 2 && !slices.Contains(parts[0].ISR, lagging)
 	})
@@ -290,7 +292,7 @@ func TestRackAwarePlacement(t *testing.T) {
 		t.Fatalf("create topic: %v %v", err, resp.Err)
 	}
 	// kadm asks for the current partition count first, of any broker.
-	c.waitFor("every broker to know the new topic", 20*time.Second, func() bool {
+	waitfor.Until(c.t, 20*time.Second, "every broker to know the new topic", func() bool {
 		for _, node := range c.nodes {
 			if !knowsTopic(node, topic, 6) {
 				return false
@@ -306,7 +308,7 @@ func TestRackAwarePlacement(t *testing.T) {
 		t.Fatalf("create partitions: %v", err)
 	}
 	var parts map[int32]kadm.PartitionDetail
-	c.waitFor("12 partitions with leaders", 20*time.Second, func() bool {
+	waitfor.Until(c.t, 20*time.Second, "12 partitions with leaders", func() bool {
 		p, err := c.partitions(adm, topic)
 		if err != nil || len(p) != 12 {
 			return false

@@ -23,6 +23,7 @@ import (
 	"millrace/broker/cluster"
 	"millrace/broker/coord"
 	"millrace/broker/coord/zk"
+	"millrace/internal/waitfor"
 )
 
 // notController returns a broker that is not the controller (the one a test
@@ -73,7 +74,7 @@ func (c *localCluster) createAssignedTopic(topic string, assignment [][]int32) {
 		c.t.Fatalf("create topic %s: %v", topic, err)
 	}
 	adm := c.admin()
-	c.waitFor("the new topic to be fully replicated", 20*time.Second, func() bool { return c.fullyReplicated(adm, topic) })
+	waitfor.Until(c.t, 20*time.Second, "the new topic to be fully replicated", func() bool { return c.fullyReplicated(adm, topic) })
 }
 
 // checkIdenticalOn stops every broker and compares each partition's log
@@ -172,7 +173,7 @@ func TestClusterReassignOntoNewBroker(t *testing.T) {
 		t.Errorf("%d writes failed during the reassignment, first: %v", len(failures), failures[0])
 	}
 
-	c.waitFor("every partition on 1,2,4 and fully replicated", 30*time.Second, func() bool {
+	waitfor.Until(c.t, 30*time.Second, "every partition on 1,2,4 and fully replicated", func() bool {
 		parts, err := c.partitions(adm, topic)
 		if err != nil || !c.fullyReplicated(adm, topic) {
 			return false
@@ -186,7 +187,7 @@ func TestClusterReassignOntoNewBroker(t *testing.T) {
 		}
 		return true
 	})
-	c.waitFor("broker 3 to drop the topic's logs", 20*time.Second, func() bool { return len(hostedPartitions(c.nodes[3].data, topic)) == 0 })
+	waitfor.Until(c.t, 20*time.Second, "broker 3 to drop the topic's logs", func() bool { return len(hostedPartitions(c.nodes[3].data, topic)) == 0 })
 	if got := hostedPartitions(c.nodes[4].data, topic); len(got) != partitions {
 		t.Errorf("broker 4 hosts %v, want all %d partitions", got, partitions)
 	}
@@ -268,7 +269,7 @@ func TestClusterReassignThroughKafkaAPI(t *testing.T) {
 	c.signal(stopped, syscall.SIGSTOP)
 	alter(func(r *kadm.AlterPartitionAssignmentsReq) { r.Assign(topic, 0, target) })
 	var waiting kadm.ListPartitionReassignmentsResponse
-	c.waitFor("the waiting move to list the stopped broker among the replicas", 3*time.Second, func() bool {
+	waitfor.Until(c.t, 3*time.Second, "the waiting move to list the stopped broker among the replicas", func() bool {
 		r, ok := listed(0)
 		waiting = r
 		return ok && slices.Equal(sorted(r.Replicas...), sorted(stopped, others[0], others[1])) &&
@@ -285,26 +286,26 @@ func TestClusterReassignThroughKafkaAPI(t *testing.T) {
 	}
 	alter(func(r *kadm.AlterPartitionAssignmentsReq) { r.CancelAssign(topic, 0) })
 	c.signal(stopped, syscall.SIGCONT)
-	c.waitFor("the cancelled move to go back to its original replicas", 30*time.Second, func() bool {
+	waitfor.Until(c.t, 30*time.Second, "the cancelled move to go back to its original replicas", func() bool {
 		_, moving := listed(0)
 		return !moving && slices.Equal(replicasOf(0), sorted(others...)) && c.fullyReplicated(adm, topic)
 	})
-	c.waitFor("the stopped broker to drop its copy of partition 0", 20*time.Second, func() bool {
+	waitfor.Until(c.t, 20*time.Second, "the stopped broker to drop its copy of partition 0", func() bool {
 		return len(hostedPartitions(c.nodes[stopped].data, topic)) == 0
 	})
 
 	// The stopped broker's session may have expired meanwhile (status can
 	// wait on it): a move onto it needs it registered again.
-	c.waitFor("the stopped broker to be registered again", 30*time.Second, func() bool {
+	waitfor.Until(c.t, 30*time.Second, "the stopped broker to be registered again", func() bool {
 		md, err := adm.Metadata(ctx)
 		return err == nil && slices.Contains(md.Brokers.NodeIDs(), stopped)
 	})
 	alter(func(r *kadm.AlterPartitionAssignmentsReq) { r.Assign(topic, 1, target) })
-	c.waitFor("partition 1 to move onto the target", 30*time.Second, func() bool {
+	waitfor.Until(c.t, 30*time.Second, "partition 1 to move onto the target", func() bool {
 		_, moving := listed(1)
 		return !moving && slices.Equal(replicasOf(1), sorted(target...)) && c.fullyReplicated(adm, topic)
 	})
-	c.waitFor("the replaced broker to drop its copy of partition 1", 20*time.Second, func() bool {
+	waitfor.Until(c.t, 20*time.Second, "the replaced broker to drop its copy of partition 1", func() bool {
 		return !slices.Contains(hostedPartitions(c.nodes[others[1]].data, topic), topic+"-1")
 	})
 	for p, recs := range readAll(t, c, topic, 2) {
@@ -343,14 +344,14 @@ func TestClusterReassignWrittenByAnotherTool(t *testing.T) {
 	if _, err := store.Create("/admin/reassign_partitions", []byte(request), coord.Persistent); err != nil {
 		t.Fatal(err)
 	}
-	c.waitFor("the controller to record the replicas before the move", 15*time.Second, func() bool {
+	waitfor.Until(c.t, 15*time.Second, "the controller to record the replicas before the move", func() bool {
 		pending, err := cluster.PendingReassignments(store)
 		return err == nil && len(pending) == 1 && slices.Equal(pending[0].Original, others)
 	})
 	which := kadm.TopicsSet{}
 	which.Add(topic, 0)
 	var listed kadm.ListPartitionReassignmentsResponse
-	c.waitFor("the move to be listed with the replicas it adds and removes", 15*time.Second, func() bool {
+	waitfor.Until(c.t, 15*time.Second, "the move to be listed with the replicas it adds and removes", func() bool {
 		l, err := adm.ListPartitionReassignments(ctx, which)
 		r, ok := l[topic][0]
 		listed = r
@@ -368,7 +369,7 @@ func TestClusterReassignWrittenByAnotherTool(t *testing.T) {
 	}
 	c.signal(stopped, syscall.SIGCONT)
 	continued = true
-	c.waitFor("the cancelled move to go back to the replicas before it", 30*time.Second, func() bool {
+	waitfor.Until(c.t, 30*time.Second, "the cancelled move to go back to the replicas before it", func() bool {
 		pending, err := cluster.PendingReassignments(store)
 		parts, perr := c.partitions(adm, topic)
 		if err != nil || perr != nil || len(pending) > 0 || len(parts) != 1 {
@@ -377,7 +378,7 @@ func TestClusterReassignWrittenByAnotherTool(t *testing.T) {
 		r := slices.Sorted(slices.Values(parts[0].Replicas))
 		return slices.Equal(r, slices.Sorted(slices.Values(others))) && c.fullyReplicated(adm, topic)
 	})
-	c.waitFor("the stopped broker to drop its copy", 20*time.Second, func() bool {
+	waitfor.Until(c.t, 20*time.Second, "the stopped broker to drop its copy", func() bool {
 		return len(hostedPartitions(c.nodes[stopped].data, topic)) == 0
 	})
 }

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"millrace/internal/waitfor"
 )
 
 // TestClusterRestartAndDown: on a cluster of up.sh, `millrace cluster
@@ -33,7 +35,7 @@ func TestClusterRestartAndDown(t *testing.T) {
 	}
 	brokersSeen := func(want int) {
 		t.Helper()
-		c.waitFor("every broker to see all three again", 60*time.Second, func() bool {
+		waitfor.Until(c.t, 60*time.Second, "every broker to see all three again", func() bool {
 			for _, node := range c.nodes {
 				if c.brokersSeenBy(node) != want {
 					return false

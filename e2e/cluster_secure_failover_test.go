@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"millrace/internal/certs"
+	"millrace/internal/waitfor"
 	"millrace/internal/zktest"
 )
 
@@ -60,11 +61,11 @@ func TestClusterSecureFailoverLosesNothing(t *testing.T) {
 			}
 		}
 	}
-	c.waitFor("the new topic to be fully replicated", 30*time.Second, func() bool { return c.fullyReplicated(adm, topic) })
+	waitfor.Until(c.t, 30*time.Second, "the new topic to be fully replicated", func() bool { return c.fullyReplicated(adm, topic) })
 	// Brokers apply ACL changes in the order they were made: one that
 	// shows the consumer the topic (its Read implies Describe) has the
 	// producer's ACLs too.
-	c.waitFor("every broker to have the ACLs", 10*time.Second, func() bool {
+	waitfor.Until(c.t, 10*time.Second, "every broker to have the ACLs", func() bool {
 		for _, node := range c.nodes {
 			if !describes(node, topic, as("consumer")...) {
 				return false
@@ -89,7 +90,7 @@ func TestClusterSecureFailoverLosesNothing(t *testing.T) {
 	close(stop)
 	<-producerDone
 	t.Logf("leadership moves: %d, median %v; records acknowledged: %d (failed: %d)", len(moves), median(moves).Round(time.Millisecond), acks.count(), acks.failed)
-	c.waitFor("full replication at the end", 60*time.Second, func() bool { return c.fullyReplicated(adm, topic) })
+	waitfor.Until(c.t, 60*time.Second, "full replication at the end", func() bool { return c.fullyReplicated(adm, topic) })
 
 	got := readAll(t, &consumer, topic, partitions)
 	checkAcknowledged(t, acks, got)
@@ -188,7 +189,7 @@ func startSecureCluster(t *testing.T, passwords map[string]string) (c *localClus
 		c.waitReady(c.nodes[id])
 	}
 	adm := c.admin()
-	c.waitFor("three registered brokers", 30*time.Second, func() bool {
+	waitfor.Until(c.t, 30*time.Second, "three registered brokers", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		md, err := adm.Metadata(ctx)

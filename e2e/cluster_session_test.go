@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
+
+	"millrace/internal/waitfor"
 )
 
 // clientOf is a client that knows only the given brokers as seeds, for
@@ -160,7 +162,7 @@ func TestClusterSessionExpiryFencesPausedLeader(t *testing.T) {
 
 	paused := time.Now()
 	c.signal(old, syscall.SIGSTOP)
-	c.waitFor("a new leader while the old one is paused", 30*time.Second, func() bool {
+	waitfor.Until(c.t, 30*time.Second, "a new leader while the old one is paused", func() bool {
 		l := c.leaderOf(otherAdm, topic, 0)
 		return l >= 0 && l != old
 	})
@@ -203,7 +205,7 @@ func TestClusterSessionExpiryFencesPausedLeader(t *testing.T) {
 	}
 	t.Logf("answers of the resumed broker to acks=all writes: %v", codes)
 
-	c.waitFor("the old leader back in the ISR", 40*time.Second, func() bool {
+	waitfor.Until(c.t, 40*time.Second, "the old leader back in the ISR", func() bool {
 		parts, err := c.partitions(adm, topic)
 		return err == nil && slices.Contains(parts[0].ISR, old) && c.fullyReplicated(adm, topic)
 	})

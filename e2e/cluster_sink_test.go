@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/internal/waitfor"
 )
 
 // TestClusterSinkCoordinatorKilled: a sink lands a replicated topic of a
@@ -73,12 +75,12 @@ func TestClusterSinkCoordinatorKilled(t *testing.T) {
 	}
 	t.Logf("killing broker %d, the group's coordinator", victim)
 	c.signal(victim, syscall.SIGKILL)
-	c.waitFor("another coordinator", 60*time.Second, func() bool {
+	waitfor.Until(c.t, 60*time.Second, "another coordinator", func() bool {
 		now := coordinator()
 		return now >= 0 && now != victim
 	})
 	c.restart(victim)
-	c.waitFor("the coordinator back on its broker", 60*time.Second, func() bool { return coordinator() == victim })
+	waitfor.Until(c.t, 60*time.Second, "the coordinator back on its broker", func() bool { return coordinator() == victim })
 
 	waitLanded(t, c, group, topic, 2*time.Minute, sink)
 	if !sink.stop(syscall.SIGTERM, 30*time.Second) || sink.exitCode() != 0 {

@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/broker/log"
+	"millrace/internal/waitfor"
 )
 
 // localCluster is a cluster started by up.sh.
@@ -119,7 +120,7 @@ func startLocalClusterUp(t *testing.T, n, zkNodes int, upArgs []string, settings
 	// moment apart (more so on an ensemble, whose servers lag each other):
 	// wait until every broker lists all n, so that a topic created next can
 	// be placed on all of them.
-	c.waitFor("every broker to see all the brokers", 30*time.Second, func() bool {
+	waitfor.Until(c.t, 30*time.Second, "every broker to see all the brokers", func() bool {
 		for _, node := range c.nodes {
 			if c.brokersSeenBy(node) != n {
 				return false
@@ -257,14 +258,9 @@ func (c *localCluster) restart(id int32) {
 
 func (c *localCluster) waitReady(node *clusterNode) {
 	c.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if answers(node.addr, c.clientOpts...) {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	c.t.Fatalf("broker %d at %s not ready after 30s", node.id, node.addr)
+	waitfor.Until(c.t, 30*time.Second, fmt.Sprintf("broker %d at %s ready", node.id, node.addr), func() bool {
+		return answers(node.addr, c.clientOpts...)
+	})
 }
 
 // partitions returns the topic's partitions as Metadata reports them.
@@ -280,18 +276,6 @@ func (c *localCluster) partitions(adm *kadm.Client, topic string) (kadm.Partitio
 		return nil, fmt.Errorf("topic %s: %v", topic, td.Err)
 	}
 	return td.Partitions, nil
-}
-
-// waitFor polls cond until it holds or timeout passes.
-func (c *localCluster) waitFor(what string, timeout time.Duration, cond func() bool) {
-	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			c.t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // fullyReplicated reports whether every partition has a live leader and all
@@ -321,11 +305,11 @@ func (c *localCluster) createReplicatedTopic(topic string, partitions int) {
 	if err != nil || resp.Err != nil {
 		c.t.Fatalf("create topic: %v %v", err, resp.Err)
 	}
-	c.waitFor("the new topic to be fully replicated", 20*time.Second, func() bool { return c.fullyReplicated(adm, topic) })
+	waitfor.Until(c.t, 20*time.Second, "the new topic to be fully replicated", func() bool { return c.fullyReplicated(adm, topic) })
 	// The controller's answer can come before the other brokers have read
 	// the new topic from ZooKeeper; a client bootstrapped from one of those
 	// would be told the topic does not exist (kcat -G exits on that).
-	c.waitFor("every broker to know the new topic", 20*time.Second, func() bool {
+	waitfor.Until(c.t, 20*time.Second, "every broker to know the new topic", func() bool {
 		for _, node := range c.nodes {
 			if !knowsTopic(node, topic, partitions) {
 				return false

@@ -15,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/waitfor"
 )
 
 // zkMode asks a ZooKeeper node for its role (leader, follower, standalone)
@@ -50,7 +52,7 @@ func TestClusterZooKeeperNodeLossChangesNothing(t *testing.T) {
 	// Brokers learn of the new topic from their own ZooKeeper watches a
 	// moment apart; the admin client may ask one that has not yet.
 	var before kadm.PartitionDetails
-	c.waitFor("every broker to know the new topic", 20*time.Second, func() bool {
+	waitfor.Until(c.t, 20*time.Second, "every broker to know the new topic", func() bool {
 		var err error
 		before, err = c.partitions(adm, topic)
 		return err == nil
@@ -146,7 +148,7 @@ func TestClusterZooKeeperNodeLossChangesNothing(t *testing.T) {
 		t.Fatalf("flushing: %v", err)
 	}
 	fcancel()
-	c.waitFor("every acknowledged record to be consumed", 30*time.Second, func() bool {
+	waitfor.Until(c.t, 30*time.Second, "every acknowledged record to be consumed", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		for v := range acked {

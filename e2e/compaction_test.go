@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/broker/log"
+	"millrace/internal/waitfor"
 )
 
 // cleanedUpTo is the highest end of a cleaning pass a broker logged for
@@ -77,7 +78,7 @@ func testCompactedTopic(t *testing.T, killDuringCleaning bool, settings ...strin
 	if err != nil || resp.Err != nil {
 		t.Fatalf("create topic: %v %v", err, resp.Err)
 	}
-	c.waitFor("the topic on every broker", 30*time.Second, func() bool {
+	waitfor.Until(c.t, 30*time.Second, "the topic on every broker", func() bool {
 		for _, node := range c.nodes {
 			if !knowsTopic(node, topic, 1) {
 				return false
@@ -138,7 +139,7 @@ func testCompactedTopic(t *testing.T, killDuringCleaning bool, settings ...strin
 	}
 	produce(recs)
 	end := dataEnd + filler
-	c.waitFor("full replication", 30*time.Second, func() bool { return c.fullyReplicated(adm, topic) })
+	waitfor.Until(c.t, 30*time.Second, "full replication", func() bool { return c.fullyReplicated(adm, topic) })
 
 	alter, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
 		{Op: kadm.SetConfig, Name: "cleanup.policy", Value: kadm.StringPtr("compact")},
@@ -152,7 +153,7 @@ func testCompactedTopic(t *testing.T, killDuringCleaning bool, settings ...strin
 	}
 	if killDuringCleaning {
 		victim := int32(-1)
-		c.waitFor("a cleaned segment being written", 60*time.Second, func() bool {
+		waitfor.Until(c.t, 60*time.Second, "a cleaned segment being written", func() bool {
 			for id, node := range c.nodes {
 				if m, _ := filepath.Glob(filepath.Join(node.data, "logs", topic+"-0", "*.cleaned")); len(m) > 0 {
 					victim = id
@@ -173,7 +174,7 @@ func testCompactedTopic(t *testing.T, killDuringCleaning bool, settings ...strin
 			c.nodes[victim].proc.waitLog("segment replacement", 1, 10*time.Second)
 		}
 	}
-	c.waitFor("every replica to clean past the data", 60*time.Second, func() bool {
+	waitfor.Until(c.t, 60*time.Second, "every replica to clean past the data", func() bool {
 		for _, node := range c.nodes {
 			if cleanedUpTo(t, node, topic) < dataEnd {
 				return false

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/waitfor"
 )
 
 // TestConsumeMissingTopicAndExitAtEnd: consume on a missing topic fails at
@@ -108,7 +110,7 @@ func TestConsumeGroupStopsOnSIGTERM(t *testing.T) {
 	run(t, 30*time.Second, "a\nb\n", millraceBin, "produce", "quiet", "-b", b.addr)
 	c := startProcess(t, "consume", "consume", "quiet", "--group", "g1", "--from-beginning", "-b", b.addr)
 	adm := b.admin(t)
-	waitUntil(t, 30*time.Second, "the consumer's group to commit both records", func() bool {
+	waitfor.Until(t, 30*time.Second, "the consumer's group to commit both records", func() bool {
 		committed, _ := groupProgress(t, adm, "g1", "quiet")
 		return committed == 2
 	})

@@ -18,6 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kversion"
+
+	"millrace/internal/waitfor"
 )
 
 // TestDiskFullRecoversWithoutRestart runs a broker whose data directory is
@@ -82,7 +84,7 @@ func TestDiskFullRecoversWithoutRestart(t *testing.T) {
 	if got := readValuesInOrder(ctx, t, b, topic, len(acked)); !slices.Equal(got, acked) {
 		t.Fatalf("reading while the volume is full: %d records, want the %d acknowledged", len(got), len(acked))
 	}
-	waitUntil(t, 20*time.Second, "the metrics to show the partition refusing appends", func() bool {
+	waitfor.Until(t, 20*time.Second, "the metrics to show the partition refusing appends", func() bool {
 		return scrapeCounter(t, metrics, "millrace_broker_storage_error_partitions") == 1 &&
 			scrapeCounter(t, metrics, "millrace_broker_offline_partitions") == 1
 	})
@@ -97,7 +99,7 @@ func TestDiskFullRecoversWithoutRestart(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 30*time.Second, "produce to succeed after space was freed", func() bool {
+	waitfor.Until(t, 30*time.Second, "produce to succeed after space was freed", func() bool {
 		return produce(big(200)) == 0
 	})
 	for i := 201; i < 204; i++ {
@@ -108,7 +110,7 @@ func TestDiskFullRecoversWithoutRestart(t *testing.T) {
 	if b.pid() != pid {
 		t.Fatal("the broker restarted")
 	}
-	waitUntil(t, 20*time.Second, "the metrics to show no partition refusing appends", func() bool {
+	waitfor.Until(t, 20*time.Second, "the metrics to show no partition refusing appends", func() bool {
 		return scrapeCounter(t, metrics, "millrace_broker_storage_error_partitions") == 0 &&
 			scrapeCounter(t, metrics, "millrace_broker_offline_partitions") == 0
 	})

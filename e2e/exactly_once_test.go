@@ -22,7 +22,8 @@ import (
 	"github.com/google/uuid"
 
 	"millrace/audit"
-	"millrace/audit/reconcile"
+	"millrace/internal/waitfor"
+	"millrace/pipeline/reconcile"
 )
 
 // TestEndToEndExactlyOnce runs the whole pipeline as separate processes —
@@ -183,7 +184,7 @@ audit:
 		t.Fatalf("the writer wrote %d lines, want %d", lw.progress(), lines)
 	}
 	logf("writer done: %v", lw.counts)
-	waitUntil(t, 2*time.Minute, "every line in the topic", func() bool { return watcher.unique() >= lines })
+	waitfor.Until(t, 2*time.Minute, "every line in the topic", func() bool { return watcher.unique() >= lines })
 	// A graceful stop publishes the tailer's last audit counts.
 	if !tailer.stop(syscall.SIGTERM, 30*time.Second) || tailer.exitCode() != 0 {
 		t.Errorf("the tailer did not stop cleanly on SIGTERM (status %d)", tailer.exitCode())
@@ -213,7 +214,7 @@ audit:
 		markers = append(markers, filepath.Join(root, "logs", hour.Format("dt=2006-01-02/hr=15"), "_SUCCESS"))
 	}
 	for _, marker := range markers {
-		waitUntil(t, time.Minute, marker, func() bool { _, err := os.Stat(marker); return err == nil })
+		waitfor.Until(t, time.Minute, marker, func() bool { _, err := os.Stat(marker); return err == nil })
 	}
 	watcher.mu.Lock()
 	for _, m := range append(watcher.badIDs, watcher.bad...)[:min(10, len(watcher.badIDs)+len(watcher.bad))] {

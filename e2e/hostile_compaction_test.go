@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/waitfor"
 )
 
 // TestHostileCompactionLargeKeys: one segment of zstd batches carrying
@@ -95,7 +97,7 @@ func TestHostileCompactionLargeKeys(t *testing.T) {
 	}
 
 	cleaned := regexp.MustCompile(`msg="cleaned log".* dir=` + topic + `-0 `)
-	waitUntil(t, 2*time.Minute, "a cleaning pass over the large keys", func() bool {
+	waitfor.Until(t, 2*time.Minute, "a cleaning pass over the large keys", func() bool {
 		return cleaned.MatchString(b.log())
 	})
 	peak := peakRSSKiB(t, b.pid())

@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"millrace/internal/certs"
+	"millrace/internal/waitfor"
 	"millrace/pipeline/appliance"
 )
 
@@ -125,7 +126,7 @@ func consoleInBrowser(t *testing.T, loginURL, web, kafkaAddr string) {
 	defer cancel()
 	var brokers, topics string
 	var err error
-	waitUntil(t, 30*time.Second, "the console showing the broker and the beacon's topic", func() bool {
+	waitfor.Until(t, 30*time.Second, "the console showing the broker and the beacon's topic", func() bool {
 		brokers, err = chromedp.Run(step, chromedp.Evaluate[string](`document.querySelector("#brokers tbody").innerText`))
 		if err != nil {
 			t.Fatalf("reading the page: %v", err)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/waitfor"
 )
 
 // TestPowerCut simulates a power cut under an acks=all idempotent producer
@@ -69,7 +71,7 @@ func TestPowerCutCluster(t *testing.T) {
 		node.proc = startProcess(t, fmt.Sprintf("broker%d", id), node.args...)
 		c.waitReady(node)
 	}
-	c.waitFor("every broker to see all the brokers", 30*time.Second, func() bool {
+	waitfor.Until(c.t, 30*time.Second, "every broker to see all the brokers", func() bool {
 		for _, node := range c.nodes {
 			if c.brokersSeenBy(node) != 3 {
 				return false
@@ -106,7 +108,7 @@ func TestPowerCutCluster(t *testing.T) {
 	for _, id := range followers {
 		c.waitReady(c.nodes[id])
 	}
-	c.waitFor("a former follower to lead", time.Minute, func() bool {
+	waitfor.Until(c.t, time.Minute, "a former follower to lead", func() bool {
 		parts, err := c.partitions(adm, topic)
 		return err == nil && len(parts) == 1 && parts[0].Err == nil && parts[0].Leader >= 0 && parts[0].Leader != oldLeader
 	})

@@ -7,6 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/waitfor"
 )
 
 // TestRetentionDeletesExpiredActiveSegment: records whose timestamps are
@@ -31,7 +33,7 @@ func TestRetentionDeletesExpiredActiveSegment(t *testing.T) {
 		t.Fatalf("produce: %v", err)
 	}
 	adm := kadm.NewClient(cl)
-	waitUntil(t, 30*time.Second, "the expired records deleted", func() bool {
+	waitfor.Until(t, 30*time.Second, "the expired records deleted", func() bool {
 		starts, err := adm.ListStartOffsets(ctx, topic)
 		if err != nil {
 			return false

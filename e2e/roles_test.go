@@ -63,7 +63,6 @@ func txnETL(ctx context.Context, args []string) error {
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(in),
-		kgo.RequireStableFetchOffsets(),
 		kgo.SessionTimeout(6*time.Second),
 		kgo.DefaultProduceTopic(out),
 		kgo.ProducerLinger(5*time.Millisecond),

@@ -15,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"millrace/internal/waitfor"
 	"millrace/pipeline/appliance"
 	"millrace/pipeline/monitor"
 )
@@ -58,7 +59,7 @@ func TestTailToMissingTopicIsReported(t *testing.T) {
 
 	snapshotURL := "http://" + webAddr + "/console/api/snapshot"
 	var shown monitor.Problem
-	waitUntil(t, 30*time.Second, "the console to show the missing topic", func() bool {
+	waitfor.Until(t, 30*time.Second, "the console to show the missing topic", func() bool {
 		for _, p := range consoleProblems(t, snapshotURL) {
 			if p.Topic == "applogs" {
 				shown = p
@@ -75,7 +76,7 @@ func TestTailToMissingTopicIsReported(t *testing.T) {
 	// The fix the message names.
 	run(t, 30*time.Second, "", millraceBin, "topic", "create", "applogs", "-b", b.addr)
 	adm := b.admin(t)
-	waitUntil(t, 60*time.Second, "the 3 lines to ship once the topic exists", func() bool {
+	waitfor.Until(t, 60*time.Second, "the 3 lines to ship once the topic exists", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		ends, err := adm.ListEndOffsets(ctx, "applogs")
@@ -86,7 +87,7 @@ func TestTailToMissingTopicIsReported(t *testing.T) {
 		ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
 		return n == 3
 	})
-	waitUntil(t, 30*time.Second, "the problem to leave the console", func() bool {
+	waitfor.Until(t, 30*time.Second, "the problem to leave the console", func() bool {
 		return len(consoleProblems(t, snapshotURL)) == 0
 	})
 	up.waitLog(`msg="records ship again" component=ship topic=applogs`, 1, 10*time.Second)
@@ -123,7 +124,7 @@ func TestStandaloneTailToMissingTopic(t *testing.T) {
 		t.Fatalf("/readyz with the topic missing: %d %q", code, body)
 	}
 	run(t, 30*time.Second, "", millraceBin, "topic", "create", "applogs", "-b", b.addr)
-	waitUntil(t, 60*time.Second, "/readyz to answer 200 once the line shipped", func() bool {
+	waitfor.Until(t, 60*time.Second, "/readyz to answer 200 once the line shipped", func() bool {
 		code, _ := readyz()
 		return code == http.StatusOK
 	})

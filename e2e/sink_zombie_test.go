@@ -12,6 +12,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"millrace/internal/waitfor"
 )
 
 // TestSinkZombieWorker: a sink worker is SIGSTOPped past its session
@@ -115,17 +117,13 @@ func zombieScenario(t *testing.T, out string, extra []string) {
 // waitStopped waits until p is stopped by a signal (state T in /proc).
 func waitStopped(t *testing.T, p *process, timeout time.Duration) {
 	t.Helper()
-	for deadline := time.Now().Add(timeout); ; time.Sleep(20 * time.Millisecond) {
+	waitfor.Until(t, timeout, p.name+" stopped", func() bool {
 		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid()))
 		if err != nil {
 			t.Fatal(err)
 		}
 		// pid (comm) state ...: the state follows the last ')'.
-		if i := bytes.LastIndexByte(stat, ')'); i > 0 && len(stat) > i+2 && stat[i+2] == 'T' {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not stopped after %v:\n%s", p.name, timeout, tail([]byte(p.log()), 2048))
-		}
-	}
+		i := bytes.LastIndexByte(stat, ')')
+		return i > 0 && len(stat) > i+2 && stat[i+2] == 'T'
+	})
 }

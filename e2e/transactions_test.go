@@ -21,6 +21,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/waitfor"
 )
 
 // confluentTransactions drives librdkafka (confluent-kafka) and kcat
@@ -219,7 +221,7 @@ func TestTransactionZombieFenced(t *testing.T) {
 	}
 	// The replacement's last EndTxn was answered once decided; its markers
 	// follow, and the last stable offset waits for them.
-	waitUntil(t, time.Minute, fmt.Sprintf("read_committed to hold exactly %d records (the zombie's first %d transactions and the replacement's %d)", len(want), hold, replaced), func() bool {
+	waitfor.Until(t, time.Minute, fmt.Sprintf("read_committed to hold exactly %d records (the zombie's first %d transactions and the replacement's %d)", len(want), hold, replaced), func() bool {
 		return sameValues(readValues(t, b, topic, kgo.ReadCommitted()), want)
 	})
 	held := valuesWith(fmt.Sprintf("z-%d", hold), 5)
@@ -311,7 +313,7 @@ func TestGroupTransactSessionUnderKills(t *testing.T) {
 		return distinct, dupes
 	}
 	waitOutput := func(n int) {
-		c.waitFor(fmt.Sprintf("%d records in the output", n), 5*time.Minute, func() bool {
+		waitfor.Until(c.t, 5*time.Minute, fmt.Sprintf("%d records in the output", n), func() bool {
 			d, _ := progress()
 			return d >= n
 		})
@@ -339,7 +341,7 @@ func TestGroupTransactSessionUnderKills(t *testing.T) {
 	// Every input record is in; whatever a late duplicate would be has been
 	// written by the time the group has committed the whole input and the
 	// reader has read up to the last stable offset.
-	c.waitFor("the group's committed offsets at the input's end", 2*time.Minute, func() bool {
+	waitfor.Until(c.t, 2*time.Minute, "the group's committed offsets at the input's end", func() bool {
 		adm := c.admin()
 		ends, err := adm.ListEndOffsets(ctx, "etl-in")
 		if err != nil {

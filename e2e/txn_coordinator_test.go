@@ -17,6 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/waitfor"
 )
 
 func TestTransactionCoordinatorFranzGo(t *testing.T) {
@@ -55,7 +57,7 @@ func TestTransactionCoordinatorFranzGo(t *testing.T) {
 	// The markers follow EndTxn's answer: wait for the coordinator to
 	// record them written.
 	var described kadm.DescribedTransaction
-	waitUntil(t, 30*time.Second, "the last commit completes", func() bool {
+	waitfor.Until(t, 30*time.Second, "the last commit completes", func() bool {
 		d, err := adm.DescribeTransactions(ctx, id)
 		if err != nil {
 			return false
@@ -94,7 +96,7 @@ func TestTransactionCoordinatorFranzGo(t *testing.T) {
 	if !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.InvalidProducerEpoch) {
 		t.Fatalf("the fenced producer's commit: %v, want PRODUCER_FENCED", err)
 	}
-	waitUntil(t, 30*time.Second, "the replacement's commit completes", func() bool {
+	waitfor.Until(t, 30*time.Second, "the replacement's commit completes", func() bool {
 		d, err := adm.DescribeTransactions(ctx, id)
 		return err == nil && d[id].State == "CompleteCommit" && d[id].ProducerEpoch > described.ProducerEpoch
 	})
@@ -165,7 +167,7 @@ func TestTransactionCoordinatorFailover(t *testing.T) {
 	transaction("c2", 2, kgo.TryCommit)
 	transaction("a1", 2, kgo.TryAbort)
 
-	waitUntil(t, time.Minute, "the open transaction to be aborted by the new coordinator", func() bool {
+	waitfor.Until(t, time.Minute, "the open transaction to be aborted by the new coordinator", func() bool {
 		d, err := adm.DescribeTransactions(ctx, open)
 		if err != nil || d[open].Err != nil || d[open].State != "CompleteAbort" || d[open].Coordinator == victim {
 			return false

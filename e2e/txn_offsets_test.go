@@ -14,6 +14,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/internal/waitfor"
 )
 
 // TestTxnOffsetsSurviveGroupCoordinatorKill: an aborted transaction's
@@ -41,7 +43,7 @@ func TestTxnOffsetsSurviveGroupCoordinatorKill(t *testing.T) {
 	// A group coordinated by another broker than the transaction: killing
 	// the group's coordinator leaves the transaction coordinator alone.
 	var txnCoordinator int32 = -1
-	c.waitFor("the transaction coordinator", 30*time.Second, func() bool {
+	waitfor.Until(c.t, 30*time.Second, "the transaction coordinator", func() bool {
 		txnCoordinator = coordinator(txnID, 1)
 		return txnCoordinator >= 0
 	})
@@ -55,7 +57,7 @@ func TestTxnOffsetsSurviveGroupCoordinatorKill(t *testing.T) {
 	init.Version, init.TransactionalID, init.TransactionTimeoutMillis = 4, kmsg.StringPtr(txnID), 60000
 	var producerID int64
 	var epoch int16
-	c.waitFor("InitProducerId", 30*time.Second, func() bool {
+	waitfor.Until(c.t, 30*time.Second, "InitProducerId", func() bool {
 		resp, err := init.RequestWith(ctx, cl)
 		if err != nil || resp.ErrorCode != 0 {
 			return false
@@ -70,7 +72,7 @@ func TestTxnOffsetsSurviveGroupCoordinatorKill(t *testing.T) {
 		add := kmsg.NewPtrAddOffsetsToTxnRequest()
 		add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = txnID, producerID, epoch, group
 		add.Version = 3
-		c.waitFor("AddOffsetsToTxn", 30*time.Second, func() bool {
+		waitfor.Until(c.t, 30*time.Second, "AddOffsetsToTxn", func() bool {
 			resp, err := add.RequestWith(ctx, cl)
 			return err == nil && resp.ErrorCode == 0
 		})
@@ -86,7 +88,7 @@ func TestTxnOffsetsSurviveGroupCoordinatorKill(t *testing.T) {
 		beforeEnd()
 		end := kmsg.NewPtrEndTxnRequest()
 		end.Version, end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = 3, txnID, producerID, epoch, commit
-		c.waitFor("EndTxn", 30*time.Second, func() bool {
+		waitfor.Until(c.t, 30*time.Second, "EndTxn", func() bool {
 			resp, err := end.RequestWith(ctx, cl)
 			return err == nil && resp.ErrorCode == 0
 		})
@@ -123,7 +125,7 @@ func TestTxnOffsetsSurviveGroupCoordinatorKill(t *testing.T) {
 	}
 	waitOffset := func(what string, want int64) {
 		t.Helper()
-		c.waitFor(what, time.Minute, func() bool {
+		waitfor.Until(c.t, time.Minute, what, func() bool {
 			got, err := stable()
 			return err == nil && got == want
 		})
@@ -138,13 +140,13 @@ func TestTxnOffsetsSurviveGroupCoordinatorKill(t *testing.T) {
 
 	transact(42, true, func() {
 		c.signal(groupCoordinator, syscall.SIGKILL)
-		c.waitFor("the group to move", time.Minute, func() bool {
+		waitfor.Until(c.t, time.Minute, "the group to move", func() bool {
 			id := coordinator(group, 0)
 			return id >= 0 && id != groupCoordinator
 		})
 		// The client may still dial the dead broker first; no answer may
 		// show the offset before the transaction ends.
-		c.waitFor("UNSTABLE_OFFSET_COMMIT from the new coordinator", time.Minute, func() bool {
+		waitfor.Until(c.t, time.Minute, "UNSTABLE_OFFSET_COMMIT from the new coordinator", func() bool {
 			offset, err := stable()
 			if err == nil {
 				t.Fatalf("the new coordinator shows offset %d before the transaction ended", offset)
@@ -157,6 +159,6 @@ func TestTxnOffsetsSurviveGroupCoordinatorKill(t *testing.T) {
 	// The killed broker returns and takes its groups back; it reads the
 	// offsets its successor completed.
 	c.restart(groupCoordinator)
-	c.waitFor("the group to come back", time.Minute, func() bool { return coordinator(group, 0) == groupCoordinator })
+	waitfor.Until(c.t, time.Minute, "the group to come back", func() bool { return coordinator(group, 0) == groupCoordinator })
 	waitOffset("the committed offset at the restarted coordinator", 42)
 }

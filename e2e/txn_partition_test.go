@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/waitfor"
 )
 
 // TestTxnPartitionStateAcrossRestarts: a partition with a committed, an
@@ -98,7 +100,7 @@ func TestTxnPartitionStateAcrossRestarts(t *testing.T) {
 	transact(next, later, "commit")
 	// EndTxn is answered once the commit is decided; its markers follow,
 	// and until they land the last stable offset stays before the records.
-	waitUntil(t, time.Minute, "read_committed reading exactly the committed records and the new producer's", func() bool {
+	waitfor.Until(t, time.Minute, "read_committed reading exactly the committed records and the new producer's", func() bool {
 		return sameValues(readValues(t, b, topic, kgo.ReadCommitted()), committed, later)
 	})
 }
@@ -145,13 +147,13 @@ func TestTxnPartitionFailover(t *testing.T) {
 	}
 	old := c.leaderOf(adm, topic, 0)
 	c.signal(old, syscall.SIGKILL)
-	waitUntil(t, time.Minute, "a new leader", func() bool {
+	waitfor.Until(t, time.Minute, "a new leader", func() bool {
 		l := c.leaderOf(adm, topic, 0)
 		return l >= 0 && l != old
 	})
 	// A new leader's high watermark may lag its log end until the other
 	// replica fetches; the last stable offset is judged once it is there.
-	waitUntil(t, time.Minute, "the new leader's high watermark at the log end", func() bool {
+	waitfor.Until(t, time.Minute, "the new leader's high watermark at the log end", func() bool {
 		ends, err := adm.ListEndOffsets(ctx, topic)
 		if err != nil || ends.Error() != nil {
 			return false
@@ -173,7 +175,7 @@ func TestTxnPartitionFailover(t *testing.T) {
 	transact(next, later, "commit")
 	// EndTxn is answered once the commit is decided; its markers follow,
 	// and until they land the last stable offset stays before the records.
-	waitUntil(t, time.Minute, "read_committed reading exactly the committed records and the new producer's", func() bool {
+	waitfor.Until(t, time.Minute, "read_committed reading exactly the committed records and the new producer's", func() bool {
 		return sameValues(readValues(t, c, topic, kgo.ReadCommitted()), committed, later)
 	})
 }

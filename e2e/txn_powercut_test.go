@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/waitfor"
 )
 
 // TestTxnPowerCut: a power cut (the broker's --hold-unsynced-writes layer,
@@ -58,7 +60,7 @@ func TestTxnPowerCut(t *testing.T) {
 		o, _ := lso.Lookup(topic, 0)
 		return o.Offset
 	}
-	waitUntil(t, 30*time.Second, "the last marker to be stable", func() bool { return stable() == 8 })
+	waitfor.Until(t, 30*time.Second, "the last marker to be stable", func() bool { return stable() == 8 })
 	if got := readValues(t, b, topic, kgo.ReadCommitted()); !sameValues(got, first, last) {
 		t.Fatalf("before the cut: read_committed read %v", got)
 	}

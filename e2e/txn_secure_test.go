@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/waitfor"
 )
 
 func TestTransactionsSecureCluster(t *testing.T) {
@@ -29,7 +31,7 @@ func TestTransactionsSecureCluster(t *testing.T) {
 	if resp, err := adm.CreateTopic(ctx, 3, 3, nil, topic); err != nil || resp.Err != nil {
 		t.Fatalf("create topic: %v %v", err, resp.Err)
 	}
-	c.waitFor("the topic to be fully replicated", 30*time.Second, func() bool { return c.fullyReplicated(adm, topic) })
+	waitfor.Until(c.t, 30*time.Second, "the topic to be fully replicated", func() bool { return c.fullyReplicated(adm, topic) })
 	leaders := map[int32]bool{}
 	for p := int32(0); p < 3; p++ {
 		leaders[c.leaderOf(adm, topic, p)] = true
@@ -60,7 +62,7 @@ func TestTransactionsSecureCluster(t *testing.T) {
 	// then; franz-go takes that refusal as fatal for the client, so each
 	// try is a new client, and the one that begins its transaction stays.
 	var producer *kgo.Client
-	c.waitFor("the coordinator to apply the transactional ID's ACL", 15*time.Second, func() bool {
+	waitfor.Until(c.t, 15*time.Second, "the coordinator to apply the transactional ID's ACL", func() bool {
 		cl := kafkaClient(t, c, producerOpts...)
 		err := cl.BeginTransaction()
 		if errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
@@ -91,7 +93,7 @@ func TestTransactionsSecureCluster(t *testing.T) {
 			t.Fatalf("%s: %v", step.prefix, err)
 		}
 	}
-	c.waitFor("the last commit's markers", 30*time.Second, func() bool {
+	waitfor.Until(c.t, 30*time.Second, "the last commit's markers", func() bool {
 		d, err := adm.DescribeTransactions(ctx, id)
 		return err == nil && d[id].Err == nil && d[id].State == "CompleteCommit"
 	})

@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 
 	"millrace/agents/ship"
+	"millrace/internal/waitfor"
 )
 
 // chromiumPath finds the browser. ENVIRONMENT.md: Debian's chromium
@@ -105,7 +106,7 @@ func TestBrowserTracker(t *testing.T) {
 		t.Fatalf("loading the page: %v", err)
 	}
 	// The page view is sent on load.
-	waitFor(t, func() bool { return h.endOffset(topic) >= 1 })
+	waitfor.Until(t, 15*time.Second, "the first event in the topic", func() bool { return h.endOffset(topic) >= 1 })
 	if evs := h.events(topic); len(evs) != 1 || evs[0]["type"] != "page_view" {
 		t.Fatalf("after load: %v, want one page view (clicks wait in the queue)", evs)
 	}
@@ -118,7 +119,7 @@ func TestBrowserTracker(t *testing.T) {
 	); err != nil {
 		t.Fatalf("clicking: %v", err)
 	}
-	waitFor(t, func() bool { return h.endOffset(topic) >= 3 })
+	waitfor.Until(t, 15*time.Second, "three events in the topic", func() bool { return h.endOffset(topic) >= 3 })
 	evs := h.events(topic)
 	if len(evs) != 3 {
 		t.Fatalf("%d events, want 3: %v", len(evs), evs)
@@ -177,7 +178,7 @@ func TestBrowserTracker(t *testing.T) {
 	if err := chromedp.Do(stepCtx, chromedp.Navigate(pages.URL+"/")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return h.endOffset(topic) >= 6 })
+	waitfor.Until(t, 15*time.Second, "six events in the topic", func() bool { return h.endOffset(topic) >= 6 })
 	// Opt-out: once millrace.optOut() ran, nothing is sent, across page
 	// loads (it is kept in localStorage), until millrace.optIn().
 	if _, err := chromedp.Run(stepCtx, chromedp.Evaluate[bool](`millrace.optOut(), true`)); err != nil {
@@ -194,7 +195,7 @@ func TestBrowserTracker(t *testing.T) {
 	if _, err := chromedp.Run(stepCtx, chromedp.Evaluate[bool](`millrace.optIn(), millrace.track('marker'), millrace.flush(), true`)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { _, ok := byType(h.events(topic))["marker"]; return ok })
+	waitfor.Until(t, 15*time.Second, "the marker event in the topic", func() bool { _, ok := byType(h.events(topic))["marker"]; return ok })
 	evs = h.events(topic)
 	// Two page views, the two clicks twice each and the marker.
 	if len(evs) != 7 {
@@ -306,7 +307,7 @@ func TestBrowserQueue(t *testing.T) {
 	}
 	// The 20th event started a flush; the 503 backs it off, so the
 	// remaining events did not each send one.
-	waitFor(t, func() bool { return refused.Load() >= 1 })
+	waitfor.Until(t, 15*time.Second, "a refused request", func() bool { return refused.Load() >= 1 })
 	if n := refused.Load(); n > 2 {
 		t.Errorf("%d requests while the beacon answered 503, want the flush and at most one retry", n)
 	}
@@ -314,7 +315,7 @@ func TestBrowserQueue(t *testing.T) {
 	if err := chromedp.Do(step, chromedp.Navigate(pages.URL+"/")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return refused.Load() > sofar }) // the new page's flush
+	waitfor.Until(t, 15*time.Second, "the new page's refused flush", func() bool { return refused.Load() > sofar }) // the new page's flush
 	if after := queued(); !slices.Equal(after, before) {
 		t.Fatalf("a page load changed the queue: %d ids before, %d after", len(before), len(after))
 	}

@@ -18,6 +18,7 @@ import (
 
 	"millrace/agents/intake"
 	"millrace/agents/ship"
+	"millrace/internal/waitfor"
 )
 
 // slowBody opens a connection from local (nil: any address) and sends a
@@ -65,7 +66,7 @@ func TestSlowBodyHoldsNoSlot(t *testing.T) {
 	for range 4 {
 		slow = append(slow, slowBody(t, addr, nil))
 	}
-	waitFor(t, func() bool { return h.server.clientsInProgress() == 4 })
+	waitfor.Until(t, 15*time.Second, "four clients in progress", func() bool { return h.server.clientsInProgress() == 4 })
 	start := time.Now()
 	for i := range 3 {
 		if resp, res := h.post("/v1/events", "application/json", fmt.Sprintf(`{"type":"fast-%d"}`, i)); resp.StatusCode != http.StatusOK {
@@ -96,7 +97,7 @@ func TestPerClientCap(t *testing.T) {
 	for range 2 {
 		slowBody(t, addr, nil)
 	}
-	waitFor(t, func() bool { return h.server.clientsInProgress() == 2 })
+	waitfor.Until(t, 15*time.Second, "two clients in progress", func() bool { return h.server.clientsInProgress() == 2 })
 	resp, res := h.post("/v1/events", "application/json", `{"type":"third"}`)
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || !strings.Contains(res.Error, "from this client") {
 		t.Fatalf("third request of one client: %d %+v", resp.StatusCode, res)

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/agents/ship"
+	"millrace/internal/waitfor"
 )
 
 func TestCORS(t *testing.T) {
@@ -238,7 +239,7 @@ func TestHealthReadyMetrics(t *testing.T) {
 	// The broker goes away: not ready, once the producer's next contact
 	// (a metadata refresh that /readyz asks for) fails.
 	h.cluster.Close()
-	waitFor(t, func() bool {
+	waitfor.Until(t, 15*time.Second, "/readyz to answer 503, no broker reachable", func() bool {
 		resp, b := h.do(http.MethodGet, "/readyz", "", "", nil)
 		return resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(b, "no broker reachable")
 	})
@@ -359,7 +360,7 @@ func TestConcurrentRequestLimit(t *testing.T) {
 		first <- resp.StatusCode
 	}()
 	// Once the first request holds the only slot, the next is refused at once.
-	waitFor(t, func() bool { return len(h.server.inFlight) == 1 })
+	waitfor.Until(t, 15*time.Second, "one request in flight", func() bool { return len(h.server.inFlight) == 1 })
 	resp, res := h.post("/v1/events", "application/json", `{"type":"refused"}`)
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(res.Error, "in progress") {
 		t.Fatalf("second request: %d %+v", resp.StatusCode, res)

@@ -11,6 +11,7 @@ import (
 
 	"millrace/agents/ship"
 	"millrace/audit"
+	"millrace/internal/waitfor"
 )
 
 func TestAuditCountsOnlyLinesBeforeTheCheckpoint(t *testing.T) {
@@ -117,17 +118,17 @@ func TestAuditCountsSurviveACrash(t *testing.T) {
 	}
 
 	tl, p, c, cancel := run()
-	eventually(t, "10 lines sent", func() bool { p.mu.Lock(); defer p.mu.Unlock(); return len(p.recs) == 10 })
+	waitfor.Until(t, 20*time.Second, "10 lines sent", func() bool { p.mu.Lock(); defer p.mu.Unlock(); return len(p.recs) == 10 })
 	for _, i := range []int{0, 1, 2, 3, 6, 7} {
 		p.ack(i, nil)
 	}
-	eventually(t, "the checkpoint at line 4 with its counts", func() bool {
+	waitfor.Until(t, 20*time.Second, "the checkpoint at line 4 with its counts", func() bool {
 		return registryOffset(t, dataDir, path) == 4*14 && persistedTotal(t, dataDir) == 4
 	})
 	// The counts reach the counter right after the registry write the
 	// condition above saw.
 	source := audit.LogSource("web-1", path)
-	eventually(t, "the 4 lines before the checkpoint published", func() bool {
+	waitfor.Until(t, 20*time.Second, "the 4 lines before the checkpoint published", func() bool {
 		c.Publish(context.Background())
 		got := sink.latest()[source]
 		return got.Accepted == 4 && got.Distinct && got.Topic == topic
@@ -140,11 +141,11 @@ func TestAuditCountsSurviveACrash(t *testing.T) {
 
 	tl, p, c, cancel = run()
 	defer cancel()
-	eventually(t, "lines 4-9 sent again", func() bool { p.mu.Lock(); defer p.mu.Unlock(); return len(p.recs) == 6 })
+	waitfor.Until(t, 20*time.Second, "lines 4-9 sent again", func() bool { p.mu.Lock(); defer p.mu.Unlock(); return len(p.recs) == 6 })
 	for i := range 6 {
 		p.ack(i, nil)
 	}
-	eventually(t, "every line before the checkpoint", func() bool { return persistedTotal(t, dataDir) == 10 })
+	waitfor.Until(t, 20*time.Second, "every line before the checkpoint", func() bool { return persistedTotal(t, dataDir) == 10 })
 	ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
 	defer stop()
 	if err := tl.Shutdown(ctx); err != nil {

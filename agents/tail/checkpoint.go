@@ -5,13 +5,6 @@ import (
 	"time"
 )
 
-// entry is h's registry entry at its current checkpoint.
-func (h *harvester) entry() RegistryEntry {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.entryLocked()
-}
-
 func (h *harvester) entryLocked() RegistryEntry {
 	return RegistryEntry{
 		ID:             h.id,

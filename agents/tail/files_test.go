@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/agents/ship"
+	"millrace/internal/waitfor"
 )
 
 // openUnder counts this process's descriptors on files under dir.
@@ -107,8 +108,8 @@ func TestCloseInactiveReleasesDeletedFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "descriptors of deleted files to be released", func() bool { return openUnder(t, dir) == 0 })
-	eventually(t, "deleted files to leave the followed set", func() bool {
+	waitfor.Until(t, 20*time.Second, "descriptors of deleted files to be released", func() bool { return openUnder(t, dir) == 0 })
+	waitfor.Until(t, 20*time.Second, "deleted files to leave the followed set", func() bool {
 		h.tailer.mu.Lock()
 		defer h.tailer.mu.Unlock()
 		return len(h.tailer.files) == 0
@@ -138,7 +139,7 @@ func TestBrokerOutagePausesReading(t *testing.T) {
 	})
 	sc := ship.Config{MaxBatchBytes: 8 << 10, MaxBufferedBytes: 32 << 10, MaxBufferedRecords: 1000}
 	h := start(t, c, testConfig(dir, data), sc)
-	eventually(t, "the buffer to fill", func() bool { return h.shipper.BufferedRecords() > 0 })
+	waitfor.Until(t, 20*time.Second, "the buffer to fill", func() bool { return h.shipper.BufferedRecords() > 0 })
 	time.Sleep(300 * time.Millisecond)
 	read := testutil.ToFloat64(h.tailer.metrics.lines)
 	if read >= total/2 {
@@ -155,7 +156,7 @@ func TestBrokerOutagePausesReading(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the checkpoint to reach the end", func() bool { return registryOffset(t, data, path) == fi.Size() })
+	waitfor.Until(t, 20*time.Second, "the checkpoint to reach the end", func() bool { return registryOffset(t, data, path) == fi.Size() })
 }
 
 // TestRestartLosesNothing kills the tailer mid-stream (no clean shutdown,
@@ -181,7 +182,7 @@ func TestRestartLosesNothing(t *testing.T) {
 		defer close(done)
 		writer(1000, total/2)
 	}()
-	eventually(t, "some progress", func() bool { return testutil.ToFloat64(h.tailer.metrics.lines) > 1500 })
+	waitfor.Until(t, 20*time.Second, "some progress", func() bool { return testutil.ToFloat64(h.tailer.metrics.lines) > 1500 })
 	h.kill()
 	<-done
 	h2 := start(t, c, testConfig(dir, data), ship.Config{})

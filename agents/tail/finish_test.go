@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/agents/ship"
+	"millrace/internal/waitfor"
 )
 
 // wantExactly checks got holds each prefix's lines exactly once.
@@ -76,7 +77,7 @@ func TestRenamedAwayWhileClosed(t *testing.T) {
 	h := start(t, c, cfg, ship.Config{})
 	cons := newConsumer(t, c)
 	cons.waitFor(t, 50)
-	eventually(t, "the file to be closed", func() bool { return openUnder(t, dir) == 0 })
+	waitfor.Until(t, 20*time.Second, "the file to be closed", func() bool { return openUnder(t, dir) == 0 })
 	// The writer keeps its descriptor across the rename and writes its
 	// last lines before reopening: they land in the renamed file, which
 	// the tailer holds no descriptor of.
@@ -94,8 +95,8 @@ func TestRenamedAwayWhileClosed(t *testing.T) {
 	appendLines(t, path, "new", 0, 10)
 	got := cons.settle(t, 63)
 	wantExactly(t, got, map[string][2]int{"old": {0, 53}, "new": {0, 10}})
-	eventually(t, "descriptors to be released", func() bool { return openUnder(t, dir) == 0 })
-	eventually(t, "the finished file to be forgotten", func() bool {
+	waitfor.Until(t, 20*time.Second, "descriptors to be released", func() bool { return openUnder(t, dir) == 0 })
+	waitfor.Until(t, 20*time.Second, "the finished file to be forgotten", func() bool {
 		h.tailer.mu.Lock()
 		defer h.tailer.mu.Unlock()
 		return len(h.tailer.files) == 1
@@ -224,7 +225,7 @@ func TestCopyTruncateWhileReadingPaused(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	eventually(t, "reading to pause", g.waiting)
+	waitfor.Until(t, 20*time.Second, "reading to pause", g.waiting)
 	appendLines(t, path, "old", 100, 150) // after the chunk being shipped: unread
 	copyTruncate(t, path, path+".ct")
 	appendLines(t, path, "new", 0, 300)
@@ -280,7 +281,7 @@ func TestRestartAfterEmptyFingerprint(t *testing.T) {
 	cfg := testConfig(dir, data)
 	cfg.CheckpointInterval = time.Hour // only the discovery is persisted
 	h := start(t, c, cfg, ship.Config{})
-	eventually(t, "the empty file to be registered", func() bool { return registryOffset(t, data, path) == 0 })
+	waitfor.Until(t, 20*time.Second, "the empty file to be registered", func() bool { return registryOffset(t, data, path) == 0 })
 	appendLines(t, path, "a", 0, 10)
 	cons := newConsumer(t, c)
 	first := cons.waitFor(t, 10)
@@ -353,13 +354,13 @@ func TestRotationWithLinesInFlight(t *testing.T) {
 			if err := tl.Start(ctx); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "the old lines to be shipped", func() bool { return holder.count() == 100 })
+			waitfor.Until(t, 20*time.Second, "the old lines to be shipped", func() bool { return holder.count() == 100 })
 			rotate(t, path)
 			appendLines(t, path, "new", 0, 10)
 			// The new file's identity is persisted before its lines ship,
 			// so the registry the crash leaves is one written after the
 			// rotation was noticed.
-			eventually(t, "the new lines to be shipped", func() bool { return holder.count() == 110 })
+			waitfor.Until(t, 20*time.Second, "the new lines to be shipped", func() bool { return holder.count() == 110 })
 			cancel()
 			if err := tl.Shutdown(context.Background()); err != nil {
 				t.Fatal(err)

@@ -226,17 +226,6 @@ func wantLines(t testing.TB, got []logLine, prefix string, from, to int) {
 	}
 }
 
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // registryOffset is the stored checkpoint of the entry last seen at path.
 func registryOffset(t testing.TB, dataDir, path string) int64 {
 	t.Helper()

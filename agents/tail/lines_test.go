@@ -15,6 +15,7 @@ import (
 
 	"millrace/agents/ship"
 
+	"millrace/internal/waitfor"
 	"millrace/schemas"
 )
 
@@ -224,10 +225,10 @@ func TestRegistryFollowsOutOfOrderAcks(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	eventually(t, "4 records", func() bool { return p.count() == 4 })
+	waitfor.Until(t, 20*time.Second, "4 records", func() bool { return p.count() == 4 })
 	expect := func(want int64) {
 		t.Helper()
-		eventually(t, "registry offset", func() bool { return registryOffset(t, data, path) == want })
+		waitfor.Until(t, 20*time.Second, "registry offset", func() bool { return registryOffset(t, data, path) == want })
 	}
 	expect(0)
 	p.ack(2, nil)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"millrace/agents/ship"
+	"millrace/internal/waitfor"
 )
 
 func TestRecordFormat(t *testing.T) {
@@ -150,7 +151,7 @@ func TestStartPositionEnd(t *testing.T) {
 	cfg := testConfig(dir, data)
 	cfg.StartPosition = "end"
 	h := start(t, c, cfg, ship.Config{})
-	eventually(t, "the file to be followed", func() bool { return registryOffset(t, data, path) > 0 })
+	waitfor.Until(t, 20*time.Second, "the file to be followed", func() bool { return registryOffset(t, data, path) > 0 })
 	appendLines(t, path, "wanted", 0, 5)
 	// A file created after start is read from its beginning.
 	appendLines(t, filepath.Join(dir, "late.log"), "late", 0, 5)

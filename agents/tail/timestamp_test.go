@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"millrace/audit"
+	"millrace/internal/waitfor"
 )
 
 func TestTimestampParse(t *testing.T) {
@@ -158,7 +159,7 @@ func TestTimestampFromLine(t *testing.T) {
 	if err := tl.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "3 lines sent", func() bool { p.mu.Lock(); defer p.mu.Unlock(); return len(p.recs) == 3 })
+	waitfor.Until(t, 20*time.Second, "3 lines sent", func() bool { p.mu.Lock(); defer p.mu.Unlock(); return len(p.recs) == 3 })
 	end := time.Now()
 	readTime := func(ts time.Time) bool { return !ts.Before(begin) && !ts.After(end) }
 	p.mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"millrace/broker/log"
+	"millrace/internal/waitfor"
 )
 
 // reopenWith restarts the broker with these settings and static log
@@ -235,28 +236,17 @@ func TestBrokerConfigReachesOtherBrokers(t *testing.T) {
 		t.Fatal(err)
 	}
 	var l *log.Log
-	waitFor(t, "broker 1 opens its replica", func() bool { _, l, _ = other.c.Partition("t", 0); return l != nil })
+	waitfor.Until(t, 10*time.Second, "broker 1 opens its replica", func() bool { _, l, _ = other.c.Partition("t", 0); return l != nil })
 
 	if err := e.c.SetBrokerConfig("", map[string]string{"log.retention.ms": "60000", "min.insync.replicas": "2"}, false); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "broker 1 applies the cluster-wide change", func() bool {
+	waitfor.Until(t, 10*time.Second, "broker 1 applies the cluster-wide change", func() bool {
 		topic, ok := other.c.Topic("t")
 		return ok && other.c.TopicSetting(topic, "min.insync.replicas") == "2" && l.Config().Retention == time.Minute
 	})
 	if got := sourceOf(t, other.c, "t", "retention.ms"); got.Source != SourceDynamicDefaultBroker {
 		t.Fatalf("broker 1 describes retention.ms as %+v", got)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -259,7 +259,6 @@ func TestRegisterWaitsForPreviousSession(t *testing.T) {
 				}
 			}()
 			// In the broker's order: wait for the ID, bind, register.
-			start := time.Now()
 			err := c.AwaitBrokerID()
 			close(registered)
 			<-expired
@@ -275,9 +274,6 @@ func TestRegisterWaitsForPreviousSession(t *testing.T) {
 			ok, stat, err := store.Exists(brokerPath(0))
 			if err != nil || !ok || stat.EphemeralOwner != store.SessionID() {
 				t.Fatalf("registration after the wait: exists %v, owner 0x%x, err %v; want owned by session 0x%x", ok, stat.EphemeralOwner, err, store.SessionID())
-			}
-			if took := time.Since(start); took > c.registrationWait() {
-				t.Fatalf("Register took %v, more than its bound %v", took, c.registrationWait())
 			}
 			// The model loaded before the wait may name this broker leader
 			// of what others lead by now: it leads nothing and elects no
@@ -331,12 +327,11 @@ func TestRegisterSingleBrokerDoesNotWait(t *testing.T) {
 	if _, err := holder.Create(brokerPath(0), []byte(`{"version":4,"host":"other-host","port":9093}`), coord.Ephemeral); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
+	if w := e.c.registrationWait(); w != 0 {
+		t.Fatalf("a single broker waits %v for a held ID", w)
+	}
 	err = e.c.Register("h", 9092, "")
 	if err == nil || !strings.Contains(err.Error(), "other-host:9093") || strings.Contains(err.Error(), "waiting") {
 		t.Fatalf("Register over a held ID: %v, want a refusal naming other-host:9093, without a wait", err)
-	}
-	if took := time.Since(start); took > time.Second {
-		t.Fatalf("a single broker waited %v before refusing", took)
 	}
 }

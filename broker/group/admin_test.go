@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/internal/waitfor"
 )
 
 func deleteGroup(c *Coordinator, version int16, group string) kmsg.DeleteGroupsResponseGroup {
@@ -51,7 +53,7 @@ func TestDeleteGroups(t *testing.T) {
 	if g := deleteGroup(e.c, 1, "busy"); g.ErrorCode != errNone {
 		t.Fatalf("delete after leave: %+v", g)
 	}
-	eventually(t, "subtree gone", func() bool { return !e.nodeExists("/consumers/busy") })
+	waitfor.Until(t, 10*time.Second, "subtree gone", func() bool { return !e.nodeExists("/consumers/busy") })
 	// The group can be used again afterwards.
 	joinMember(t, e.c, "busy", "a", 10*time.Second, "t")
 	e.restart()

@@ -92,18 +92,6 @@ func (e *env) reopen() {
 	e.open()
 }
 
-// eventually polls cond until it holds or a generous deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func consumerMeta(topics ...string) []byte {
 	m := kmsg.NewConsumerMemberMetadata()
 	m.Topics = topics

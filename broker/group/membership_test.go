@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/internal/waitfor"
 )
 
 func TestJoinAssignsMemberID(t *testing.T) {
@@ -119,7 +121,7 @@ func TestLeaderDistributesAssignment(t *testing.T) {
 	}
 
 	// Mirrors: members under ids, partition owners under owners.
-	eventually(t, "owner mirrors", func() bool {
+	waitfor.Until(t, 10*time.Second, "owner mirrors", func() bool {
 		return e.nodeData("/consumers/g/owners/t/0") == idA &&
 			e.nodeData("/consumers/g/owners/t/1") == idB &&
 			e.nodeData("/consumers/g/owners/t/2") == idB
@@ -147,14 +149,14 @@ func stableGroup(t *testing.T, e *env, group string, session time.Duration) stri
 func TestRebalanceOnJoin(t *testing.T) {
 	e := newEnv(t, testConfig())
 	idA := stableGroup(t, e, "g", 10*time.Second)
-	eventually(t, "owner mirror", func() bool { return e.nodeData("/consumers/g/owners/t/1") == idA })
+	waitfor.Until(t, 10*time.Second, "owner mirror", func() bool { return e.nodeData("/consumers/g/owners/t/1") == idA })
 
 	idB := e.c.JoinGroup(clientCtx("b"), joinReq(9, "g", "", 10*time.Second, "t")).MemberID
 	chB := asyncJoin(e.c, clientCtx("b"), joinReq(9, "g", idB, 10*time.Second, "t"))
 	// The existing member learns of the rebalance from its heartbeat.
-	eventually(t, "REBALANCE_IN_PROGRESS", func() bool { return heartbeat(e.c, "g", idA, 1) == errRebalanceInProgress })
+	waitfor.Until(t, 10*time.Second, "REBALANCE_IN_PROGRESS", func() bool { return heartbeat(e.c, "g", idA, 1) == errRebalanceInProgress })
 	// Partitions are released while the group rebalances.
-	eventually(t, "owners released", func() bool { return !e.nodeExists("/consumers/g/owners/t/1") })
+	waitfor.Until(t, 10*time.Second, "owners released", func() bool { return !e.nodeExists("/consumers/g/owners/t/1") })
 	// Syncing the old generation during the rebalance is refused too.
 	if s := e.c.SyncGroup(context.Background(), syncReq("g", idA, 1, nil)); s.ErrorCode != errRebalanceInProgress {
 		t.Fatalf("sync during rebalance: %d", s.ErrorCode)
@@ -179,11 +181,11 @@ func TestRebalanceOnLeave(t *testing.T) {
 		idA := stableGroup(t, e, "g", 10*time.Second)
 		idB := e.c.JoinGroup(clientCtx("b"), joinReq(9, "g", "", 10*time.Second, "t")).MemberID
 		chB := asyncJoin(e.c, clientCtx("b"), joinReq(9, "g", idB, 10*time.Second, "t"))
-		eventually(t, "rebalance", func() bool { return heartbeat(e.c, "g", idA, 1) == errRebalanceInProgress })
+		waitfor.Until(t, 10*time.Second, "rebalance", func() bool { return heartbeat(e.c, "g", idA, 1) == errRebalanceInProgress })
 		e.c.JoinGroup(clientCtx("a"), joinReq(9, "g", idA, 10*time.Second, "t"))
 		recv(t, chB)
 		e.c.SyncGroup(context.Background(), syncReq("g", idA, 2, map[string][]byte{idA: consumerAssignment("t", 0), idB: consumerAssignment("t", 1)}))
-		eventually(t, "ids mirror of b", func() bool { return e.nodeExists("/consumers/g/ids/" + idB) })
+		waitfor.Until(t, 10*time.Second, "ids mirror of b", func() bool { return e.nodeExists("/consumers/g/ids/" + idB) })
 
 		leave := kmsg.NewPtrLeaveGroupRequest()
 		leave.Version, leave.Group = version, "g"
@@ -208,7 +210,7 @@ func TestRebalanceOnLeave(t *testing.T) {
 		if ra.Generation != 3 || len(ra.Members) != 1 {
 			t.Fatalf("v%d rejoin after leave: generation %d members %d", version, ra.Generation, len(ra.Members))
 		}
-		eventually(t, "ids mirror of b removed", func() bool { return !e.nodeExists("/consumers/g/ids/" + idB) })
+		waitfor.Until(t, 10*time.Second, "ids mirror of b removed", func() bool { return !e.nodeExists("/consumers/g/ids/" + idB) })
 		if code := heartbeat(e.c, "g", idB, 3); code != errUnknownMemberID {
 			t.Fatalf("v%d heartbeat of the departed member: %d", version, code)
 		}
@@ -220,7 +222,7 @@ func TestRebalanceOnLeave(t *testing.T) {
 		if d := describe(t, e.c, "g"); d.State != "Empty" || len(d.Members) != 0 {
 			t.Fatalf("v%d after last leave: %+v", version, d)
 		}
-		eventually(t, "ids mirror empty", func() bool {
+		waitfor.Until(t, 10*time.Second, "ids mirror empty", func() bool {
 			ids, _ := e.store.Children("/consumers/g/ids")
 			return len(ids) == 0
 		})
@@ -234,23 +236,23 @@ func TestSessionExpiry(t *testing.T) {
 	idA := stableGroup(t, e, "g", session)
 	idB := e.c.JoinGroup(clientCtx("b"), joinReq(9, "g", "", session, "t")).MemberID
 	chB := asyncJoin(e.c, clientCtx("b"), joinReq(9, "g", idB, session, "t"))
-	eventually(t, "rebalance", func() bool { return heartbeat(e.c, "g", idA, 1) == errRebalanceInProgress })
+	waitfor.Until(t, 10*time.Second, "rebalance", func() bool { return heartbeat(e.c, "g", idA, 1) == errRebalanceInProgress })
 	e.c.JoinGroup(clientCtx("a"), joinReq(9, "g", idA, session, "t"))
 	recv(t, chB)
 	e.c.SyncGroup(context.Background(), syncReq("g", idA, 2, map[string][]byte{idA: consumerAssignment("t", 0), idB: consumerAssignment("t", 1)}))
-	eventually(t, "ids mirror of b", func() bool { return e.nodeExists("/consumers/g/ids/" + idB) })
+	waitfor.Until(t, 10*time.Second, "ids mirror of b", func() bool { return e.nodeExists("/consumers/g/ids/" + idB) })
 
 	// a keeps heartbeating; b goes silent and must be expired.
-	eventually(t, "b expired", func() bool {
+	waitfor.Until(t, 10*time.Second, "b expired", func() bool {
 		return heartbeat(e.c, "g", idA, 2) == errRebalanceInProgress
 	})
 	ra := e.c.JoinGroup(clientCtx("a"), joinReq(9, "g", idA, session, "t"))
 	if ra.ErrorCode != errNone || ra.Generation != 3 || len(ra.Members) != 1 || ra.Members[0].MemberID != idA {
 		t.Fatalf("after expiry: %+v", ra)
 	}
-	eventually(t, "ids mirror of b removed", func() bool { return !e.nodeExists("/consumers/g/ids/" + idB) })
+	waitfor.Until(t, 10*time.Second, "ids mirror of b removed", func() bool { return !e.nodeExists("/consumers/g/ids/" + idB) })
 	// Everyone silent: the group ends Empty.
-	eventually(t, "group empty", func() bool { return describe(t, e.c, "g").State == "Empty" })
+	waitfor.Until(t, 10*time.Second, "group empty", func() bool { return describe(t, e.c, "g").State == "Empty" })
 }
 
 func TestHeartbeatAndSyncErrors(t *testing.T) {
@@ -445,7 +447,7 @@ func describe(t *testing.T, c *Coordinator, group string) kmsg.DescribeGroupsRes
 // waitMembers waits until the group has n members (joined or joining).
 func waitMembers(t *testing.T, c *Coordinator, group string, n int) {
 	t.Helper()
-	eventually(t, "members to join", func() bool { return len(describe(t, c, group).Members) == n })
+	waitfor.Until(t, 10*time.Second, "members to join", func() bool { return len(describe(t, c, group).Members) == n })
 }
 
 // A member that keeps heartbeating but never rejoins is dropped when the
@@ -456,7 +458,7 @@ func TestRebalanceTimeoutDropsStraggler(t *testing.T) {
 	idA := stableGroup(t, e, "g", timeout)
 	idB := e.c.JoinGroup(clientCtx("b"), joinReq(9, "g", "", timeout, "t")).MemberID
 	chB := asyncJoin(e.c, clientCtx("b"), joinReq(9, "g", idB, timeout, "t"))
-	eventually(t, "rebalance", func() bool { return heartbeat(e.c, "g", idA, 1) == errRebalanceInProgress })
+	waitfor.Until(t, 10*time.Second, "rebalance", func() bool { return heartbeat(e.c, "g", idA, 1) == errRebalanceInProgress })
 	start := time.Now()
 	// a stays alive (heartbeats) so only the rebalance timeout can drop it.
 	stop, done := make(chan struct{}), make(chan struct{})
@@ -493,9 +495,9 @@ func TestMirrorsReturnAfterSessionExpiry(t *testing.T) {
 	e := newEnv(t, cfg)
 	id := stableGroup(t, e, "g", 10*time.Second)
 	path := "/consumers/g/owners/t/1"
-	eventually(t, "owner mirror", func() bool { return e.nodeData(path) == id })
+	waitfor.Until(t, 10*time.Second, "owner mirror", func() bool { return e.nodeData(path) == id })
 	e.srv.ExpireSession(e.store.SessionID())
-	eventually(t, "owner mirror back", func() bool {
+	waitfor.Until(t, 10*time.Second, "owner mirror back", func() bool {
 		_, stat, err := e.store.Get(path)
 		return err == nil && stat.EphemeralOwner == e.store.SessionID()
 	})

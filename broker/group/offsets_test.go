@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/internal/waitfor"
 )
 
 func TestOffsetsSurviveRestart(t *testing.T) {
@@ -130,7 +132,7 @@ func TestOffsetCommitRules(t *testing.T) {
 	// after the join response but before the assignment it may not.
 	idB := e.c.JoinGroup(clientCtx("b"), joinReq(9, "g", "", 10*time.Second, "t")).MemberID
 	chB := asyncJoin(e.c, clientCtx("b"), joinReq(9, "g", idB, 10*time.Second, "t"))
-	eventually(t, "rebalance", func() bool { return heartbeat(e.c, "g", id, 1) == errRebalanceInProgress })
+	waitfor.Until(t, 10*time.Second, "rebalance", func() bool { return heartbeat(e.c, "g", id, 1) == errRebalanceInProgress })
 	if codes := commitCodes(e.c.OffsetCommit(context.Background(), commitReq("g", id, 1, "t", map[int32]int64{0: 2}))); codes[0] != errNone {
 		t.Fatalf("commit while preparing rebalance: %v", codes)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"millrace/broker/coord"
+	"millrace/internal/waitfor"
 )
 
 // ownership stands in for the cluster's choice of coordinator: which broker
@@ -61,12 +62,12 @@ func TestMovedGroupIsAbandoned(t *testing.T) {
 		map[string][]byte{first.MemberID: consumerAssignment("t", 0)})).ErrorCode; code != errNone {
 		t.Fatalf("sync: %d", code)
 	}
-	eventually(t, "the first member's mirror node", func() bool { return slices.Equal(ids(), []string{coord.EscapeName(first.MemberID)}) })
+	waitfor.Until(t, 10*time.Second, "the first member's mirror node", func() bool { return slices.Equal(ids(), []string{coord.EscapeName(first.MemberID)}) })
 	// A second member's join waits for the first to rejoin.
 	ctx := clientCtx("second")
 	resp := e.c.JoinGroup(ctx, joinReq(9, "g", "", time.Minute, "t"))
 	waiting := asyncJoin(e.c, ctx, joinReq(9, "g", resp.MemberID, time.Minute, "t"))
-	eventually(t, "the second member to wait in JoinGroup", func() bool {
+	waitfor.Until(t, 10*time.Second, "the second member to wait in JoinGroup", func() bool {
 		g := e.c.lockGroup("g", false)
 		defer g.mu.Unlock()
 		return len(g.members) == 2
@@ -80,7 +81,7 @@ func TestMovedGroupIsAbandoned(t *testing.T) {
 		t.Errorf("heartbeat at the old coordinator: %d, want NOT_COORDINATOR", code)
 	}
 	owner := ownersPath("g") + "/" + coord.EscapeName("t") + "/0"
-	eventually(t, "the old coordinator to remove its members' mirror nodes", func() bool {
+	waitfor.Until(t, 10*time.Second, "the old coordinator to remove its members' mirror nodes", func() bool {
 		return len(ids()) == 0 && !e.nodeExists(owner)
 	})
 	third := joinMember(t, b, "g", "third", time.Minute, "t")
@@ -91,7 +92,7 @@ func TestMovedGroupIsAbandoned(t *testing.T) {
 		map[string][]byte{third.MemberID: consumerAssignment("t", 0)})).ErrorCode; code != errNone {
 		t.Fatalf("sync at the new coordinator: %d", code)
 	}
-	eventually(t, "the new coordinator's mirror", func() bool {
+	waitfor.Until(t, 10*time.Second, "the new coordinator's mirror", func() bool {
 		return slices.Equal(ids(), []string{coord.EscapeName(third.MemberID)}) && e.nodeData(owner) == third.MemberID
 	})
 	time.Sleep(10 * cfgA.MirrorResync)
@@ -109,7 +110,7 @@ func TestMovedGroupIsAbandoned(t *testing.T) {
 		t.Fatalf("join after the group came back: error %d, generation %d, %d members; want a fresh group of one",
 			fourth.ErrorCode, fourth.Generation, len(fourth.Members))
 	}
-	eventually(t, "the mirror of the group back at a", func() bool { return slices.Equal(ids(), []string{coord.EscapeName(fourth.MemberID)}) })
+	waitfor.Until(t, 10*time.Second, "the mirror of the group back at a", func() bool { return slices.Equal(ids(), []string{coord.EscapeName(fourth.MemberID)}) })
 }
 
 // TestFormerCoordinatorsLateCommitIsFenced: while brokers' views differ, the

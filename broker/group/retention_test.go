@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/broker/coord"
+	"millrace/internal/waitfor"
 )
 
 // fakeClock is a settable Config.Now.
@@ -77,7 +78,7 @@ func TestOffsetExpiry(t *testing.T) {
 	commit("simple", "", -1, map[int32]int64{1: 2})
 	clock.advance(10 * time.Minute)
 	leaveAll(t, e.c, "left", left)
-	eventually(t, "left to be empty", func() bool {
+	waitfor.Until(t, 10*time.Second, "left to be empty", func() bool {
 		g := e.c.lockGroup("left", false)
 		defer g.mu.Unlock()
 		return g.state == stateEmpty

@@ -35,23 +35,21 @@ func TestFetchLongPoll(t *testing.T) {
 	start := time.Now()
 	resp := c.roundTrip(fetchRequest(11, 400*time.Millisecond, 1, 1<<20, fetchPart{"poll", 0, 0, 1 << 20}), 1).(*kmsg.FetchResponse)
 	waited := time.Since(start)
-	if waited < 350*time.Millisecond || waited > 5*time.Second {
+	if waited < 350*time.Millisecond {
 		t.Fatalf("an empty fetch with max wait 400ms returned after %v", waited)
 	}
 	if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || len(p.RecordBatches) != 0 || p.HighWatermark != 0 {
 		t.Fatalf("empty fetch: %+v", p)
 	}
 
-	// Wait on both partitions; produce to the second after a while.
-	c.send(frame(fetchRequest(11, 10*time.Second, 1, 1<<20, fetchPart{"poll", 0, 0, 1 << 20}, fetchPart{"poll", 1, 0, 1 << 20}), 2))
+	// Wait on both partitions; produce to the second after a while. The
+	// fetch would wait 30 s (FetchMaxWait caps the minute asked), the test
+	// connection reads for 10 s: an answer at all is one the append woke.
+	c.send(frame(fetchRequest(11, time.Minute, 1, 1<<20, fetchPart{"poll", 0, 0, 1 << 20}, fetchPart{"poll", 1, 0, 1 << 20}), 2))
 	producer := dial(t, tb.addr)
 	time.Sleep(200 * time.Millisecond)
-	start = time.Now()
 	producer.produceRaw(9, "poll", 1, 1, makeBatch(t, plainBatch("wake up")), 1)
 	resp = c.readResponse(fetchRequest(11, 0, 0, 0), 2).(*kmsg.FetchResponse)
-	if waited := time.Since(start); waited > 5*time.Second {
-		t.Fatalf("the fetch took %v after the append", waited)
-	}
 	p := resp.Topics[0].Partitions[1]
 	if p.ErrorCode != 0 || p.HighWatermark != 1 || len(batchesIn(t, p.RecordBatches)) != 1 {
 		t.Fatalf("woken fetch: %+v", p)

@@ -6,6 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/internal/waitfor"
 )
 
 // produceTxn sends one transactional batch for transactional ID "tx".
@@ -225,7 +227,7 @@ func TestTransactionVerification(t *testing.T) {
 		t.Fatalf("EndTxn: error %d", er.ErrorCode)
 	}
 	// The commit marker follows EndTxn's answer.
-	waitFor(t, 10*time.Second, "the commit marker", func() bool {
+	waitfor.Until(t, 10*time.Second, "the commit marker", func() bool {
 		_, ongoing, err := l.FirstUnstableOffset()
 		return err == nil && !ongoing
 	})

@@ -22,6 +22,7 @@ import (
 	"millrace/broker/cluster"
 	"millrace/broker/coord"
 	"millrace/internal/certs"
+	"millrace/internal/waitfor"
 )
 
 func TestListenerConfig(t *testing.T) {
@@ -118,7 +119,7 @@ func TestMetadataPerListener(t *testing.T) {
 	if _, err := tb.store.Create("/brokers/ids/7", other, coord.Ephemeral); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "broker 7 in the model", func() bool { _, ok := tb.cluster.Broker(7); return ok })
+	waitfor.Until(t, 10*time.Second, "broker 7 in the model", func() bool { _, ok := tb.cluster.Broker(7); return ok })
 
 	type addr struct {
 		host string

@@ -7,6 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/internal/waitfor"
 )
 
 // TestTransactionVerificationRace (KIP-890): the coordinator verifies a
@@ -56,7 +58,7 @@ func TestTransactionVerificationRace(t *testing.T) {
 	if er := c.roundTrip(ereq, next()).(*kmsg.EndTxnResponse); er.ErrorCode != 0 {
 		t.Fatalf("EndTxn: error %d", er.ErrorCode)
 	}
-	waitFor(t, 10*time.Second, "the commit marker", func() bool { return l.EndOffset() == 1 })
+	waitfor.Until(t, 10*time.Second, "the commit marker", func() bool { return l.EndOffset() == 1 })
 	sp := kmsg.NewProduceResponseTopicPartition()
 	tb.broker.produceTo("race", rp, &sp, verified.checks["race"][0])
 	if sp.ErrorCode != kerr.InvalidTxnState.Code {

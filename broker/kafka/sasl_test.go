@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"millrace/broker/users"
+	"millrace/internal/waitfor"
 )
 
 // saslConn serves one connection of tb's broker over a pipe as if it came
@@ -60,7 +61,7 @@ func addUser(t *testing.T, tb *testBroker, user, password string) {
 	if sc == nil {
 		t.Fatal("no SASL component")
 	}
-	waitFor(t, 5*time.Second, "the cache has the user", func() bool {
+	waitfor.Until(t, 5*time.Second, "the cache has the user", func() bool {
 		c, ok := sc.cache.Lookup(user, users.SCRAMSHA512)
 		return ok && c.Verify(password)
 	})
@@ -442,7 +443,7 @@ func TestUserSCRAMCredentialAPIs(t *testing.T) {
 	// The credential made through the API authenticates on a SASL
 	// connection, through the cache.
 	sc := tb.broker.sasl
-	waitFor(t, 5*time.Second, "the cache has carol", func() bool { _, ok := sc.cache.Lookup("carol", users.SCRAMSHA512); return ok })
+	waitfor.Until(t, 5*time.Second, "the cache has carol", func() bool { _, ok := sc.cache.Lookup("carol", users.SCRAMSHA512); return ok })
 	c, _ := saslConn(t, tb)
 	var correlation int32
 	if resp := authenticate(t, c, mechanismFor(users.SCRAMSHA512, "carol", "c-pass"), 1, &correlation); resp.ErrorCode != 0 {

@@ -178,7 +178,7 @@ func (c *Coordinator) InitProducer(principal, id string, timeout time.Duration, 
 		return none, kerr.CoordinatorNotAvailable.Code
 	}
 	if write {
-		if version, err = save(c.store, next, version); err != nil {
+		if _, err = save(c.store, next, version); err != nil {
 			return none, c.storeCode(id, err)
 		}
 	}

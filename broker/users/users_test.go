@@ -16,6 +16,7 @@ import (
 
 	"millrace/broker/coord"
 	"millrace/broker/coord/embedded"
+	"millrace/internal/waitfor"
 )
 
 // rfcVector is a published SCRAM exchange: RFC 7677 section 3
@@ -219,13 +220,13 @@ func TestStoreAndCache(t *testing.T) {
 	if err != nil || !strings.Contains(string(data), `"SCRAM-SHA-512":"salt=`) || strings.Contains(string(data), password) {
 		t.Fatalf("node %s, %v", data, err)
 	}
-	waitFor(t, func() bool { _, ok := cache.Lookup("a b", SCRAMSHA512); return ok })
+	waitfor.Until(t, 5*time.Second, "the SCRAM-SHA-512 credential in the cache", func() bool { _, ok := cache.Lookup("a b", SCRAMSHA512); return ok })
 
 	cred256, _ := NewCredential(SCRAMSHA256, "pw2", MaxIterations)
 	if err := Upsert(s, "a b", cred256); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { _, ok := cache.Lookup("a b", SCRAMSHA256); return ok })
+	waitfor.Until(t, 5*time.Second, "the SCRAM-SHA-256 credential in the cache", func() bool { _, ok := cache.Lookup("a b", SCRAMSHA256); return ok })
 	if any, _ := cache.LookupAny("a b"); any.Mechanism != SCRAMSHA512 {
 		t.Fatalf("LookupAny gave %s", any.Mechanism)
 	}
@@ -235,7 +236,7 @@ func TestStoreAndCache(t *testing.T) {
 	if err := Delete(s, "a b", SCRAMSHA512); !errors.Is(err, ErrNoUser) {
 		t.Fatalf("second delete: %v", err)
 	}
-	waitFor(t, func() bool { _, ok := cache.Lookup("a b", SCRAMSHA512); return !ok })
+	waitfor.Until(t, 5*time.Second, "the SCRAM-SHA-512 credential gone from the cache", func() bool { _, ok := cache.Lookup("a b", SCRAMSHA512); return !ok })
 	if err := Delete(s, "a b", ""); err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +246,7 @@ func TestStoreAndCache(t *testing.T) {
 	if _, err := Get(s, "a b"); !errors.Is(err, ErrNoUser) {
 		t.Fatalf("Get after delete: %v", err)
 	}
-	waitFor(t, func() bool { _, ok := cache.LookupAny("a b"); return !ok })
+	waitfor.Until(t, 5*time.Second, "every credential of the user gone from the cache", func() bool { _, ok := cache.LookupAny("a b"); return !ok })
 }
 
 // TestChangesPruned: notifications do not pile up.
@@ -260,17 +261,6 @@ func TestChangesPruned(t *testing.T) {
 	names, err := s.Children(ChangesPath)
 	if err != nil || len(names) != keepChanges {
 		t.Fatalf("%d notifications, %v", len(names), err)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

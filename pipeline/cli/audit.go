@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"millrace/audit"
-	"millrace/audit/reconcile"
+	"millrace/pipeline/reconcile"
 	"millrace/sinks/store"
 )
 

@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/audit"
-	"millrace/audit/reconcile"
 	"millrace/internal/clientauth"
+	"millrace/pipeline/reconcile"
 	"millrace/sinks/store"
 )
 

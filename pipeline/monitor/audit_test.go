@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"millrace/audit"
-	"millrace/audit/reconcile"
+	"millrace/pipeline/reconcile"
 )
 
 // testReport reconciles two topics: logs with one hour whose file went

@@ -49,9 +49,6 @@ const reasonMalformedBatch = "malformed batch"
 // direct reads).
 const stallCheckTimeout = 10 * time.Second
 
-// controlBatch is the attribute bit of a transaction marker batch.
-const controlBatch = 0x20
-
 // stallProbe asks the brokers what a stall check needs; the kgo
 // implementation is below, tests use fakes.
 type stallProbe interface {

@@ -1,0 +1,174 @@
+package housetest
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// A layer is a set of packages and the layers they may import; packages of
+// one layer may import each other. The table is docs/architecture.md §1's
+// rules written as an allow-list: an import the table does not allow is an
+// upward (or sideways) import and fails TestLayers.
+type layer struct {
+	name string
+	// pkgs are package paths; "x/..." is x and everything below it.
+	pkgs []string
+	// may names the layers this one may import; "*" is every layer.
+	may []string
+	// testMay names the further layers its test files may import, each
+	// with its reason beside the layer.
+	testMay []string
+}
+
+var layers = []layer{
+	// Leaves every layer may use: small helpers and the event schemas.
+	{name: "base", pkgs: []string{"internal/...", "schemas"}},
+	// The partition log knows nothing of the network, the coordination
+	// store or the lake.
+	{name: "log", pkgs: []string{"broker/log"}, may: []string{"base"}},
+	// Replication decisions are pure: no I/O, no project imports.
+	// Its property test wires the controller's elections (broker/cluster)
+	// around the machines, as the broker does.
+	{name: "replica", pkgs: []string{"broker/replica"}, testMay: []string{"state"}},
+	// The coordination interface and its backends.
+	{name: "coord", pkgs: []string{"broker/coord/..."}, may: []string{"base"}},
+	// Cluster state written once against broker/coord.Store.
+	{name: "state", pkgs: []string{"broker/cluster", "broker/group", "broker/acl", "broker/users", "broker/txn"}, may: []string{"coord", "log", "base"}},
+	// The wire server.
+	{name: "wire", pkgs: []string{"broker/kafka"}, may: []string{"state", "coord", "log", "replica", "base"}},
+	// A broker process: wiring of everything below.
+	{name: "broker", pkgs: []string{"broker"}, may: []string{"wire", "state", "coord", "log", "replica", "base"}},
+	// Audit counts: imported by agents and sinks, so it imports neither.
+	{name: "audit", pkgs: []string{"audit/..."}, may: []string{"base"}},
+	// Agents publish through Kafka clients only: no broker, no sink code.
+	{name: "agents", pkgs: []string{"agents/..."}, may: []string{"audit", "base"}},
+	// Sinks read through Kafka clients; broker/log only for batch
+	// validation of what they consume. Their tests may start an
+	// in-process broker as a fixture.
+	{name: "sinks", pkgs: []string{"sinks/..."}, may: []string{"audit", "log", "base"}, testMay: []string{"broker"}},
+	// Applications: only pipeline/* sees every layer.
+	{name: "pipeline", pkgs: []string{"pipeline/..."}, may: []string{"*"}},
+	// Packages of tests only (no non-test files).
+	{name: "tests", pkgs: []string{"e2e", "deployments"}, may: []string{"*"}},
+}
+
+// testHelpers are packages for tests only: no non-test file imports them,
+// so nothing of a test's fixtures reaches the binary.
+var testHelpers = []string{
+	"internal/waitfor", "internal/zktest", "broker/coord/coordtest",
+	"sinks/store/storetest", "sinks/parquet/parquettest",
+}
+
+// layerOf returns the layer holding path, the most specific match winning
+// ("broker/log" over a "broker/..." pattern, were there one).
+func layerOf(path string) (layer, bool) {
+	var best layer
+	bestLen := -1
+	for _, l := range layers {
+		for _, p := range l.pkgs {
+			n, ok := matchLen(p, path)
+			if ok && n > bestLen {
+				best, bestLen = l, n
+			}
+		}
+	}
+	return best, bestLen >= 0
+}
+
+// matchLen reports whether pattern matches path and how specific it is.
+func matchLen(pattern, path string) (int, bool) {
+	if base, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return len(base), path == base || strings.HasPrefix(path, base+"/")
+	}
+	return len(pattern) + 1, path == pattern // an exact name beats a pattern of the same stem
+}
+
+// allowed reports whether a package of layer from may import one of layer
+// to; inTest, whether from's test files may.
+func allowed(from, to layer, inTest bool) bool {
+	if inTest && slices.Contains(from.testMay, to.name) {
+		return true
+	}
+	return from.name == to.name || slices.Contains(from.may, "*") || slices.Contains(from.may, to.name)
+}
+
+// TestLayers fails on every import the layer table does not allow, and on a
+// package no layer holds (a new package must be placed in a layer, here and
+// in docs/architecture.md §1). Test files' imports are held to the same
+// rules plus the layer's testMay.
+func TestLayers(t *testing.T) {
+	for _, p := range listPackages(t) {
+		from, ok := layerOf(p.Path)
+		if !ok {
+			t.Errorf("package %s is in no layer: add it to the layers table in %s and to docs/architecture.md §1", p.Path, "internal/housetest/layers_test.go")
+			continue
+		}
+		check := func(imports []string, inTest bool) {
+			for _, imp := range imports {
+				to, ok := layerOf(imp)
+				if !ok {
+					continue // reported as a package of its own
+				}
+				if !allowed(from, to, inTest) {
+					kind, may := "", from.may
+					if inTest {
+						kind, may = " in a test", append(slices.Clone(may), from.testMay...)
+					}
+					t.Errorf("upward import%s: %s (layer %s) imports %s (layer %s); %s may import only %v",
+						kind, p.Path, from.name, imp, to.name, from.name, may)
+				}
+			}
+		}
+		for _, imp := range p.Imports {
+			if slices.Contains(testHelpers, imp) {
+				t.Errorf("%s imports the test helper %s outside its tests", p.Path, imp)
+			}
+		}
+		check(p.Imports, false)
+		check(p.TestImports, true)
+	}
+}
+
+// TestLayersRejectUpwardImports proves the checker is not vacuous: the
+// edges the rules forbid are refused, and the ones they keep are allowed.
+func TestLayersRejectUpwardImports(t *testing.T) {
+	for _, c := range []struct {
+		from, to string
+		inTest   bool
+		ok       bool
+	}{
+		{"broker/log", "broker/coord", false, false},
+		{"broker/log", "broker/kafka", false, false},
+		{"broker/replica", "internal/durable", false, false},
+		{"broker/cluster", "broker/kafka", false, false},
+		{"audit", "agents/ship", false, false},
+		{"audit", "sinks/store", false, false},
+		{"agents/tail", "sinks/parquet", false, false},
+		{"agents/ship", "broker/log", false, false},
+		{"sinks/lake", "broker/kafka", false, false},
+		{"sinks/lake", "pipeline/monitor", false, false},
+		{"broker/kafka", "pipeline/reconcile", false, false},
+		{"internal/durable", "broker/log", false, false},
+		{"broker/log", "internal/durable", false, true},
+		{"broker/kafka", "broker/replica", false, true},
+		{"sinks/lake", "audit", false, true},
+		{"agents/beacon", "agents/intake", false, true},
+		{"pipeline/reconcile", "sinks/store", false, true},
+		{"pipeline/cli", "broker", false, true},
+		{"sinks/lake", "broker", false, false},
+		{"sinks/lake", "broker", true, true},
+		{"sinks/lake", "pipeline/appliance", true, false},
+		{"broker/replica", "broker/cluster", false, false},
+		{"broker/replica", "broker/cluster", true, true},
+	} {
+		from, ok1 := layerOf(c.from)
+		to, ok2 := layerOf(c.to)
+		if !ok1 || !ok2 {
+			t.Fatalf("%s or %s is in no layer", c.from, c.to)
+		}
+		if got := allowed(from, to, c.inTest); got != c.ok {
+			t.Errorf("%s -> %s (in a test: %v) allowed = %v, want %v", c.from, c.to, c.inTest, got, c.ok)
+		}
+	}
+}
