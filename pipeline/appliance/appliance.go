@@ -89,9 +89,12 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (a *Appliance, 
 		consoleSecurity = secure.clientSettings(ConsoleUser)
 	}
 	a = &Appliance{cfg: cfg, logger: logger, registry: reg, secure: secure, consoleSecurity: consoleSecurity}
+	// A failed start stops what it started. The appliance is held here:
+	// `return nil, err` below sets a to nil before this runs.
+	started := a
 	defer func() {
 		if err != nil {
-			a.Shutdown(context.Background())
+			started.Shutdown(context.Background())
 		}
 	}()
 	bgCtx, stop := context.WithCancel(context.Background())

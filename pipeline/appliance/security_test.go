@@ -3,6 +3,7 @@ package appliance
 import (
 	"context"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -163,5 +164,34 @@ func TestStartAuthenticates(t *testing.T) {
 	}
 	if err := a.console.Ping(ctx); err != nil {
 		t.Errorf("the console's collector: %v", err)
+	}
+}
+
+// TestStartFailureStopsWhatStarted: a start that fails part way (its
+// HTTP address is taken) returns the error and stops what it started,
+// instead of panicking on the appliance it no longer returns.
+func TestStartFailureStopsWhatStarted(t *testing.T) {
+	t.Parallel()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	cfg := Config{
+		Data:       t.TempDir(),
+		Brokers:    c.ListenAddrs(),
+		HTTP:       HTTPConfig{Listen: taken.Addr().String(), MetricsListen: "127.0.0.1:0", AuditInterval: -1},
+		OpsMetrics: OpsMetricsConfig{Interval: -1},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, err := Start(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err == nil || a != nil {
+		t.Fatalf("Start on a taken address: %v, %v; want an error and no appliance", a, err)
 	}
 }
