@@ -439,9 +439,13 @@ var Settings = settings.Join(settings.NewList(func(name, value string, err error
 	integer("max.connections", settings.Int, "client connections held open; more are closed when accepted", func(c *Config) *int { return &c.MaxConnections }),
 	integer("max.connections.per.ip", settings.Int, "connections from one IP address", func(c *Config) *int { return &c.MaxConnectionsPerIP }),
 	settings.Setting[Config]{Name: "max.connections.per.ip.overrides", Type: settings.String, Doc: "`ip:count,...` replacing max.connections.per.ip for those addresses",
-		Parse: func(c *Config, v string) (err error) {
-			c.MaxConnectionsPerIPOverrides, err = parseIPOverrides(v)
-			return err
+		Parse: func(c *Config, v string) error {
+			overrides, err := parseIPOverrides(v)
+			if err != nil {
+				return err
+			}
+			c.MaxConnectionsPerIPOverrides = overrides
+			return nil
 		},
 		Format: func(c Config) string { return formatIPOverrides(c.MaxConnectionsPerIPOverrides) },
 	},

@@ -289,10 +289,12 @@ var Settings = settings.NewList(func(name, _ string, err error) error {
 	logMs("message.timestamp.before.max.ms", "log.message.timestamp.before.max.ms", "refuse CreateTime records further than this behind the broker's clock", func(c *Config) *time.Duration { return &c.MessageTimestampBeforeMax }),
 	logMs("message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms", "refuse CreateTime records further than this ahead of the broker's clock", func(c *Config) *time.Duration { return &c.MessageTimestampAfterMax }),
 	dynamic(settings.Setting[Config]{Name: "millrace.flush.on.ack", Type: settings.Boolean, Synonym: "millrace.log.flush.on.ack", Doc: "answer produces only once fsynced, and show consumers only fsynced records",
-		Parse: func(c *Config, v string) (err error) {
-			if c.FlushOnAck, err = strconv.ParseBool(v); err != nil {
+		Parse: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
 				return fmt.Errorf("must be true or false, not %q", v)
 			}
+			c.FlushOnAck = b
 			return nil
 		},
 		Format: func(c Config) string { return strconv.FormatBool(c.FlushOnAck) },
@@ -385,6 +387,39 @@ func logMs(name, synonym, doc string, dst func(*Config) *time.Duration) settings
 		Format: func(c Config) string { return durationToMs(*dst(&c)) },
 	})
 }
+
+// CleanerSettings are the log cleaner's broker settings, by Kafka's names.
+var CleanerSettings = settings.NewList[CleanerConfig](nil,
+	settings.TrueFalse("log.cleaner.enable", "run the log cleaner, which compacts topics whose `cleanup.policy` includes `compact`", func(c *CleanerConfig) *bool { return &c.Enable }),
+	settings.Setting[CleanerConfig]{Name: "log.cleaner.threads", Type: settings.Int, Doc: "partitions cleaned at once",
+		Parse: func(c *CleanerConfig, v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return fmt.Errorf("must be an integer: %w", err)
+			}
+			if n < 1 || n > math.MaxInt32 {
+				return fmt.Errorf("%d must be at least 1", n)
+			}
+			c.Threads = int(n)
+			return nil
+		},
+		Format: func(c CleanerConfig) string { return strconv.Itoa(c.Threads) },
+	},
+	// A double in Kafka; its default, Double.MAX_VALUE, is unlimited.
+	settings.Setting[CleanerConfig]{Name: "log.cleaner.io.max.bytes.per.second", Type: settings.Double, Doc: "bytes read and written per second by all cleaner threads",
+		Parse: func(c *CleanerConfig, v string) error {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return fmt.Errorf("must be a number: %w", err)
+			}
+			c.IOMaxBytesPerSecond = f
+			return nil
+		},
+		Format: func(c CleanerConfig) string { return strconv.FormatFloat(c.IOMaxBytesPerSecond, 'g', -1, 64) },
+	},
+	settings.Integer("log.cleaner.dedupe.buffer.size", settings.Long, 64, "memory for the cleaner threads' key maps, at least 1 MiB each (24 bytes a key)", func(c *CleanerConfig) *int64 { return &c.DedupeBufferSize }),
+	settings.Ms("log.cleaner.backoff.ms", "how long a cleaner thread waits when nothing is due", func(c *CleanerConfig) *time.Duration { return &c.Backoff }),
+)
 
 // ConfigNames returns the Kafka topic-config names Set and Values use, sorted.
 func ConfigNames() []string { return Settings.Names() }

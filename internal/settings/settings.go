@@ -169,11 +169,17 @@ func Str[C any](name string, typ Type, doc string, dst func(*C) *string) Setting
 	}
 }
 
-// Integer is an integer setting of bits bits ("must be an integer: ...").
+// Integer is an integer setting of bits bits, 0 for Go's int ("must be an
+// integer: ...").
 func Integer[C any, T int | int16 | int32 | int64](name string, typ Type, bits int, doc string, dst func(*C) *T) Setting[C] {
 	return Setting[C]{Name: name, Type: typ, Doc: doc,
 		Parse: func(c *C, v string) error {
 			n, err := strconv.ParseInt(v, 10, bits)
+			if bits == 0 { // an int as Atoi takes it, with Atoi's errors
+				var i int
+				i, err = strconv.Atoi(v)
+				n = int64(i)
+			}
 			if err != nil {
 				return fmt.Errorf("must be an integer: %w", err)
 			}
@@ -238,4 +244,17 @@ func (l List[C]) Infos(def C) []Info {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// Ms is a setting of milliseconds held as a Duration ("must be an integer
+// number of milliseconds: ...").
+func Ms[C any](name, doc string, dst func(*C) *time.Duration) Setting[C] {
+	return Duration(name, time.Millisecond, doc, func(err error) error {
+		return fmt.Errorf("must be an integer number of milliseconds: %w", err)
+	}, dst)
+}
+
+// TrueFalse is a boolean setting ("must be true or false: ...").
+func TrueFalse[C any](name, doc string, dst func(*C) *bool) Setting[C] {
+	return Bool(name, doc, func(err error) error { return fmt.Errorf("must be true or false: %w", err) }, dst)
 }
