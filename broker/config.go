@@ -3,7 +3,7 @@ package broker
 import (
 	"bufio"
 	"fmt"
-		"io"
+	"io"
 	"maps"
 	"strconv"
 	"strings"

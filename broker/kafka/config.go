@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"millrace/broker/replica"
-	"millrace/internal/settings"
 	"millrace/broker/txn"
+	"millrace/internal/settings"
 )
 
 // Config is the wire server's configuration, named after Kafka's broker
