@@ -5,6 +5,7 @@ import (
 	"maps"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	"millrace/broker/log"
@@ -73,9 +74,15 @@ var TopicSettings = sync.OnceValue(func() []settings.Info {
 	return all
 })
 
-// ListTopicConfigs are the topic configs whose values are comma-separated
-// lists (IncrementalAlterConfigs APPEND and SUBTRACT apply to them).
-var ListTopicConfigs = map[string]bool{"cleanup.policy": true}
+// TopicConfigInfo describes the topic config of that name.
+func TopicConfigInfo(name string) (settings.Info, bool) {
+	all := TopicSettings()
+	i, ok := sort.Find(len(all), func(i int) int { return strings.Compare(name, all[i].Name) })
+	if !ok {
+		return settings.Info{}, false
+	}
+	return all[i], true
+}
 
 // TopicConfigNames lists every topic config name a topic may override.
 func TopicConfigNames() []string {

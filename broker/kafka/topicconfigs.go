@@ -55,12 +55,7 @@ func describedSetting(name string) (settings.Info, bool) {
 	if topic, ok := cluster.TopicConfigOfBroker(name); ok {
 		name = topic
 	}
-	for _, s := range cluster.TopicSettings() {
-		if s.Name == name {
-			return s, true
-		}
-	}
-	return settings.Info{}, false
+	return cluster.TopicConfigInfo(name)
 }
 
 // topicConfigEntry is one described topic config.
