@@ -19,7 +19,7 @@ import (
 )
 
 // Config is a whole broker's configuration. Set accepts Kafka's broker
-// config names, so a server.properties file carries over.
+// config names (Settings), so a server.properties file carries over.
 type Config struct {
 	// DataDir (log.dirs) holds the partition logs (DataDir/logs) and the
 	// embedded coordination store (DataDir/coord). Required.
@@ -57,11 +57,8 @@ type Config struct {
 	// partition logs are opened, recovered after a crash, and closed at
 	// once. Must be at least 1.
 	RecoveryThreads int
-	// Cleaner is the log cleaner's configuration (log.cleaner.enable,
-	// log.cleaner.threads, log.cleaner.io.max.bytes.per.second,
-	// log.cleaner.dedupe.buffer.size, log.cleaner.backoff.ms; defaults in
-	// log.DefaultCleanerConfig), which compacts topics whose cleanup.policy
-	// includes compact.
+	// Cleaner is the log cleaner's configuration (log.cleaner.*), which
+	// compacts topics whose cleanup.policy includes compact.
 	Cleaner log.CleanerConfig
 
 	// ZooKeeper (zookeeper.connect) is "host:port[,host:port...][/chroot]".
@@ -69,11 +66,7 @@ type Config struct {
 	// embedded store, and the broker runs in multi-broker mode: it takes
 	// part in controller elections and replicates partitions. Default empty.
 	ZooKeeper string
-	// Cluster holds the multi-broker settings: the session timeout
-	// (zookeeper.session.timeout.ms, default 18 s), replica.lag.time.max.ms
-	// (30 s), auto.leader.rebalance.enable (true),
-	// leader.imbalance.check.interval.seconds (300) and request.timeout.ms
-	// (30 s, the longest an acks=all produce waits for the ISR). The
+	// Cluster holds the multi-broker settings (cluster.Settings). The
 	// broker ID and topic defaults come from Kafka.
 	Cluster cluster.Config
 }

@@ -276,16 +276,12 @@ var Settings = settings.NewList(func(name, _ string, err error) error {
 	logInt("retention.bytes", "log.retention.bytes", settings.Long, "delete the oldest segments while the partition is larger; -1: no limit", func(c *Config) *int64 { return &c.RetentionBytes }),
 	logInt("max.message.bytes", "message.max.bytes", settings.Int, "largest batch accepted", func(c *Config) *int { return &c.MaxMessageBytes }),
 	logMs("file.delete.delay.ms", "log.segment.delete.delay.ms", "how long a deleted segment's files stay before removal", func(c *Config) *time.Duration { return &c.FileDeleteDelay }),
-	dynamic(settings.Setting[Config]{Name: "message.timestamp.type", Type: settings.String, Synonym: "log.message.timestamp.type", Doc: "CreateTime keeps the producer's timestamps, LogAppendTime stamps the append time",
-		Parse: func(c *Config, v string) error {
-			if v != CreateTime && v != LogAppendTime {
-				return fmt.Errorf("must be %s or %s, not %q", CreateTime, LogAppendTime, v)
-			}
-			c.MessageTimestampType = v
-			return nil
-		},
-		Format: func(c Config) string { return c.MessageTimestampType },
-	}),
+	topicString("message.timestamp.type", "log.message.timestamp.type", settings.String, "CreateTime keeps the producer's timestamps, LogAppendTime stamps the append time", func(v string) error {
+		if v != CreateTime && v != LogAppendTime {
+			return fmt.Errorf("must be %s or %s, not %q", CreateTime, LogAppendTime, v)
+		}
+		return nil
+	}, func(c *Config) *string { return &c.MessageTimestampType }),
 	logMs("message.timestamp.before.max.ms", "log.message.timestamp.before.max.ms", "refuse CreateTime records further than this behind the broker's clock", func(c *Config) *time.Duration { return &c.MessageTimestampBeforeMax }),
 	logMs("message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms", "refuse CreateTime records further than this ahead of the broker's clock", func(c *Config) *time.Duration { return &c.MessageTimestampAfterMax }),
 	dynamic(settings.Setting[Config]{Name: "millrace.flush.on.ack", Type: settings.Boolean, Synonym: "millrace.log.flush.on.ack", Doc: "answer produces only once fsynced, and show consumers only fsynced records",
@@ -300,16 +296,7 @@ var Settings = settings.NewList(func(name, _ string, err error) error {
 		Format: func(c Config) string { return strconv.FormatBool(c.FlushOnAck) },
 	}),
 	logInt("millrace.max.decompressed.bytes", "millrace.log.max.decompressed.bytes", settings.Long, "a produced batch decompressing past this is refused", func(c *Config) *int64 { return &c.MaxDecompressedBytes }),
-	dynamic(settings.Setting[Config]{Name: "cleanup.policy", Type: settings.ListType, Synonym: "log.cleanup.policy", Doc: "`delete`, `compact` or `compact,delete`",
-		Parse: func(c *Config, v string) error {
-			if err := checkPolicy(v); err != nil {
-				return err
-			}
-			c.CleanupPolicy = v
-			return nil
-		},
-		Format: func(c Config) string { return c.CleanupPolicy },
-	}),
+	topicString("cleanup.policy", "log.cleanup.policy", settings.ListType, "`delete`, `compact` or `compact,delete`", checkPolicy, func(c *Config) *string { return &c.CleanupPolicy }),
 	dynamic(settings.Setting[Config]{Name: "min.cleanable.dirty.ratio", Type: settings.Double, Synonym: "log.cleaner.min.cleanable.ratio", Doc: "clean a compacted log once this share of it is not yet cleaned",
 		Parse: func(c *Config, v string) error {
 			r, err := strconv.ParseFloat(v, 64)
@@ -325,34 +312,32 @@ var Settings = settings.NewList(func(name, _ string, err error) error {
 	logMs("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms", "a log with a record uncleaned this long is cleaned whatever its ratio", func(c *Config) *time.Duration { return &c.MaxCompactionLag }),
 	logMs("delete.retention.ms", "log.cleaner.delete.retention.ms", "how long a compacted log keeps tombstones", func(c *Config) *time.Duration { return &c.DeleteRetention }),
 	logInt("millrace.compacted.max.key.bytes", "millrace.log.compacted.max.key.bytes", settings.Long, "longest key a compacted topic accepts", func(c *Config) *int64 { return &c.CompactedMaxKeyBytes }),
-	dynamic(settings.Setting[Config]{Name: "compression.type", Type: settings.String, Synonym: "compression.type", Doc: "the codec batches are stored with: `producer` keeps the producer's; `uncompressed`, `gzip`, `snappy`, `lz4`, `zstd` recompress",
-		Parse: func(c *Config, v string) error {
-			if _, ok := compressionCodecs[v]; !ok {
-				return fmt.Errorf("must be one of %s, not %q", compressionTypeList, v)
-			}
-			c.CompressionType = v
-			return nil
-		},
-		Format: func(c Config) string { return c.CompressionType },
-	}),
-	// Read-only at runtime on brokers, as Kafka's DynamicLogConfig leaves it out.
-	settings.Setting[Config]{Name: "message.format.version", Type: settings.String, Synonym: "log.message.format.version", Doc: "[DEPRECATED] The record format version the broker writes to the log. " +
-		"Ignored, as by Kafka 3.x brokers whose inter-broker protocol is 3.0 or later: batches are always " +
-		"stored in format v2. Accepted so that tools which still set it are not refused; Kafka 4.0 removed it.",
-		Parse: func(c *Config, v string) error {
-			if err := checkMessageFormatVersion(v); err != nil {
-				return err
-			}
-			c.MessageFormatVersion = v
-			return nil
-		},
-		Format: func(c Config) string { return c.MessageFormatVersion },
-	},
+	topicString("compression.type", "compression.type", settings.String, "the codec batches are stored with: `producer` keeps the producer's; `uncompressed`, `gzip`, `snappy`, `lz4`, `zstd` recompress", func(v string) error {
+		if _, ok := compressionCodecs[v]; !ok {
+			return fmt.Errorf("must be one of %s, not %q", compressionTypeList, v)
+		}
+		return nil
+	}, func(c *Config) *string { return &c.CompressionType }),
+	func() settings.Setting[Config] {
+		s := topicString("message.format.version", "log.message.format.version", settings.String, "[DEPRECATED] The record format version the broker writes to the log. "+
+			"Ignored, as by Kafka 3.x brokers whose inter-broker protocol is 3.0 or later: batches are always "+
+			"stored in format v2. Accepted so that tools which still set it are not refused; Kafka 4.0 removed it.",
+			checkMessageFormatVersion, func(c *Config) *string { return &c.MessageFormatVersion })
+		s.Dynamic = false // on brokers, as Kafka's DynamicLogConfig leaves it out
+		return s
+	}(),
 )
 
 func dynamic(s settings.Setting[Config]) settings.Setting[Config] {
 	s.Dynamic = true
 	return s
+}
+
+// topicString is a topic config of the values check accepts.
+func topicString(name, synonym string, typ settings.Type, doc string, check func(string) error, dst func(*Config) *string) settings.Setting[Config] {
+	s := settings.Checked(name, typ, doc, check, dst)
+	s.Synonym = synonym
+	return dynamic(s)
 }
 
 // logInt is an integer topic config; an int field takes 32-bit values.

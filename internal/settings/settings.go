@@ -169,6 +169,19 @@ func Str[C any](name string, typ Type, doc string, dst func(*C) *string) Setting
 	}
 }
 
+// Checked is a string setting whose values check accepts or refuses.
+func Checked[C any](name string, typ Type, doc string, check func(string) error, dst func(*C) *string) Setting[C] {
+	s := Str(name, typ, doc, dst)
+	s.Parse = func(c *C, v string) error {
+		if err := check(v); err != nil {
+			return err
+		}
+		*dst(c) = v
+		return nil
+	}
+	return s
+}
+
 // Integer is an integer setting of bits bits, 0 for Go's int ("must be an
 // integer: ...").
 func Integer[C any, T int | int16 | int32 | int64](name string, typ Type, bits int, doc string, dst func(*C) *T) Setting[C] {
