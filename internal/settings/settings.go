@@ -187,11 +187,14 @@ func Checked[C any](name string, typ Type, doc string, check func(string) error,
 func Integer[C any, T int | int16 | int32 | int64](name string, typ Type, bits int, doc string, dst func(*C) *T) Setting[C] {
 	return Setting[C]{Name: name, Type: typ, Doc: doc,
 		Parse: func(c *C, v string) error {
-			n, err := strconv.ParseInt(v, 10, bits)
+			var n int64
+			var err error
 			if bits == 0 { // an int as Atoi takes it, with Atoi's errors
 				var i int
 				i, err = strconv.Atoi(v)
 				n = int64(i)
+			} else {
+				n, err = strconv.ParseInt(v, 10, bits)
 			}
 			if err != nil {
 				return fmt.Errorf("must be an integer: %w", err)
