@@ -136,6 +136,11 @@ func TestSettingsRegistry(t *testing.T) {
 	if err := c.Set("log.segment.bytes", "x"); err == nil || !strings.HasPrefix(err.Error(), "broker: log.segment.bytes: log: segment.bytes must be an integer") {
 		t.Errorf("log.segment.bytes=x: %v", err)
 	}
+	// A duration too long for Go's time.Duration is refused; it used to
+	// wrap around to a negative or meaningless value.
+	if err := c.Set("offsets.retention.minutes", "99999999999"); err == nil || !strings.Contains(err.Error(), "value out of range") {
+		t.Errorf("offsets.retention.minutes=99999999999: %v", err)
+	}
 	if err := c.Set("no.such.setting", "1"); err == nil || err.Error() != `kafka: unknown broker config "no.such.setting"` {
 		t.Errorf("unknown name: %v", err)
 	}

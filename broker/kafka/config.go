@@ -454,16 +454,16 @@ var Settings = settings.Join(settings.NewList(func(name, value string, err error
 	integer("millrace.control.request.max.bytes", settings.Int, "largest request other than Produce, and Produce's bytes besides its batches", func(c *Config) *int32 { return &c.ControlRequestMaxBytes }),
 	ms("millrace.fetch.max.wait.ms", "cap on a Fetch request's max_wait_ms", func(c *Config) *time.Duration { return &c.FetchMaxWait }),
 	integer("millrace.client.id.max.bytes", settings.Int, "longest client ID in a request header", func(c *Config) *int { return &c.ClientIDMaxBytes }),
-	ms("producer.id.expiration.ms", "an idempotent producer idle this long is forgotten", func(c *Config) *time.Duration { return &c.ProducerIDExpiration }),
+	intMs("producer.id.expiration.ms", "an idempotent producer idle this long is forgotten", func(c *Config) *time.Duration { return &c.ProducerIDExpiration }),
 	integer("millrace.max.producer.ids.per.partition", settings.Int, "producers a partition remembers; the longest idle are forgotten first", func(c *Config) *int { return &c.MaxProducerIDsPerPartition }),
 	integer("max.incremental.fetch.session.cache.slots", settings.Int, "fetch sessions (KIP-227) held; 0: none", func(c *Config) *int { return &c.FetchSessionCacheSlots }),
-	ms("min.incremental.fetch.session.eviction.ms", "how long a new fetch session is kept from eviction", func(c *Config) *time.Duration { return &c.FetchSessionEvictionMin }),
+	intMs("min.incremental.fetch.session.eviction.ms", "how long a new fetch session is kept from eviction", func(c *Config) *time.Duration { return &c.FetchSessionEvictionMin }),
 	integer("millrace.fetch.sessions.per.connection", settings.Int, "fetch sessions opened on one connection", func(c *Config) *int { return &c.FetchSessionsPerConnection }),
 	integer("millrace.fetch.sessions.per.principal", settings.Int, "fetch sessions of one principal", func(c *Config) *int { return &c.FetchSessionsPerPrincipal }),
 	integer("millrace.fetch.session.cache.max.bytes", settings.Long, "memory all fetch sessions hold", func(c *Config) *int64 { return &c.FetchSessionCacheMaxBytes }),
-	ms("transaction.max.timeout.ms", "longest transaction timeout a producer may ask for", func(c *Config) *time.Duration { return &c.TransactionMaxTimeout }),
-	ms("transactional.id.expiration.ms", "a transactional ID idle this long is forgotten", func(c *Config) *time.Duration { return &c.TransactionalIDExpiration }),
-	ms("transaction.abort.timed.out.transaction.cleanup.interval.ms", "how often timed-out transactions are aborted", func(c *Config) *time.Duration { return &c.TransactionAbortCheckInterval }),
+	intMs("transaction.max.timeout.ms", "longest transaction timeout a producer may ask for", func(c *Config) *time.Duration { return &c.TransactionMaxTimeout }),
+	intMs("transactional.id.expiration.ms", "a transactional ID idle this long is forgotten", func(c *Config) *time.Duration { return &c.TransactionalIDExpiration }),
+	intMs("transaction.abort.timed.out.transaction.cleanup.interval.ms", "how often timed-out transactions are aborted", func(c *Config) *time.Duration { return &c.TransactionAbortCheckInterval }),
 	integer("millrace.transactional.id.max.bytes", settings.Int, "longest transactional ID", func(c *Config) *int { return &c.TransactionalIDMaxBytes }),
 	integer("millrace.max.transactional.ids", settings.Int, "transactional IDs a broker coordinates", func(c *Config) *int { return &c.MaxTransactionalIDs }),
 	integer("millrace.max.transactional.ids.per.principal", settings.Int, "transactional IDs of one principal a broker coordinates", func(c *Config) *int { return &c.MaxTransactionalIDsPerPrincipal }),
@@ -493,6 +493,13 @@ func boolean(name, doc string, dst func(*Config) *bool) settings.Setting[Config]
 
 func ms(name, doc string, dst func(*Config) *time.Duration) settings.Setting[Config] {
 	return settings.Duration(name, time.Millisecond, doc, func(error) error { return errors.New("must be a number of milliseconds") }, dst)
+}
+
+// intMs is a setting of milliseconds that Kafka declares an INT.
+func intMs(name, doc string, dst func(*Config) *time.Duration) settings.Setting[Config] {
+	s := ms(name, doc, dst)
+	s.Type = settings.Int
+	return s
 }
 
 // parseIPOverrides parses Kafka's "ip:count,ip:count" list. The count

@@ -167,7 +167,7 @@ var saslSettings = settings.NewList(func(name, value string, err error) error {
 		Format: func(c Config) string { return strings.Join(c.SASL.EnabledMechanisms, ",") },
 	},
 	ms("connections.max.reauth.ms", "longest a SASL session lasts before the client re-authenticates (KIP-368); 0: forever", func(c *Config) *time.Duration { return &c.SASL.ConnectionsMaxReauth }),
-	ms("connection.failed.authentication.delay.ms", "wait before answering a failed authentication", func(c *Config) *time.Duration { return &c.SASL.FailedAuthenticationDelay }),
+	intMs("connection.failed.authentication.delay.ms", "wait before answering a failed authentication", func(c *Config) *time.Duration { return &c.SASL.FailedAuthenticationDelay }),
 	integer("millrace.sasl.failed.authentication.rate.per.ip", settings.Int, "failed authentications a second from one IP address before they are refused", func(c *Config) *int { return &c.SASL.FailedAuthenticationRatePerIP }),
 	integer("millrace.sasl.failed.authentication.rate.per.user", settings.Int, "failed authentications a second for one user before they are refused", func(c *Config) *int { return &c.SASL.FailedAuthenticationRatePerUser }),
 	integer("millrace.sasl.failed.authentication.burst", settings.Int, "failed authentications allowed at once above those rates", func(c *Config) *int { return &c.SASL.FailedAuthenticationBurst }),

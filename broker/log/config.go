@@ -403,7 +403,9 @@ var CleanerSettings = settings.NewList[CleanerConfig](nil,
 		Format: func(c CleanerConfig) string { return strconv.FormatFloat(c.IOMaxBytesPerSecond, 'g', -1, 64) },
 	},
 	settings.Integer("log.cleaner.dedupe.buffer.size", settings.Long, 64, "memory for the cleaner threads' key maps, at least 1 MiB each (24 bytes a key)", func(c *CleanerConfig) *int64 { return &c.DedupeBufferSize }),
-	settings.Ms("log.cleaner.backoff.ms", "how long a cleaner thread waits when nothing is due", func(c *CleanerConfig) *time.Duration { return &c.Backoff }),
+	settings.Duration("log.cleaner.backoff.ms", time.Millisecond, "how long a cleaner thread waits when nothing is due", func(err error) error {
+		return fmt.Errorf("must be an integer: %w", err)
+	}, func(c *CleanerConfig) *time.Duration { return &c.Backoff }),
 )
 
 // ConfigNames returns the Kafka topic-config names Set and Values use, sorted.
