@@ -70,14 +70,12 @@ func (a AuthorizerConfig) validate() []error {
 }
 
 // authorizerSettings are the ACL settings, part of Settings.
-var authorizerSettings = settings.NewList(func(name, value string, err error) error {
-	return fmt.Errorf("kafka: %s=%q: %w", name, value, err)
-},
+var authorizerSettings = settings.NewList(settingError,
 	settings.Setting[Config]{Name: "authorizer.class.name", Type: settings.String, Doc: "the ACL authorizer; empty: none, everything is allowed",
 		Parse:  func(c *Config, v string) error { c.Authorizer.ClassName = strings.TrimSpace(v); return nil },
 		Format: func(c Config) string { return c.Authorizer.ClassName },
 	},
-	str("super.users", settings.String, "principals every ACL allows, `User:a;User:b`", func(c *Config) *string { return &c.Authorizer.SuperUsers }),
+	settings.Str("super.users", settings.String, "principals every ACL allows, `User:a;User:b`", func(c *Config) *string { return &c.Authorizer.SuperUsers }),
 	boolean("allow.everyone.if.no.acl.found", "a resource without ACLs is open to all", func(c *Config) *bool { return &c.Authorizer.AllowEveryoneIfNoACLFound }),
 )
 

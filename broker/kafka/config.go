@@ -415,21 +415,19 @@ func (c Config) Validate() error {
 
 // Settings are the wire server's settings (its own, the authorizer's and
 // SASL's), by Kafka's broker config names. None changes at runtime.
-var Settings = settings.Join(settings.NewList(func(name, value string, err error) error {
-	return fmt.Errorf("kafka: %s=%q: %w", name, value, err)
-},
-	str("listeners", settings.String, "where to listen: `NAME://host:port,...` for several named listeners", func(c *Config) *string { return &c.Listener }),
-	str("advertised.listeners", settings.String, "what to tell clients; empty: the bound addresses", func(c *Config) *string { return &c.AdvertisedListener }),
-	str("listener.security.protocol.map", settings.String, "each listener's security protocol, `NAME:PROTOCOL,...`", func(c *Config) *string { return &c.ListenerSecurityProtocolMap }),
-	str("inter.broker.listener.name", settings.String, "the listener other brokers connect to; empty: PLAINTEXT, else the first", func(c *Config) *string { return &c.InterBrokerListenerName }),
-	str("ssl.keystore.type", settings.String, "must be PEM", func(c *Config) *string { return &c.SSLKeystoreType }),
-	str("ssl.keystore.location", settings.String, "PEM file of the key and certificate chain TLS listeners present", func(c *Config) *string { return &c.SSLKeystoreLocation }),
-	str("ssl.truststore.type", settings.String, "must be PEM", func(c *Config) *string { return &c.SSLTruststoreType }),
-	str("ssl.truststore.location", settings.String, "PEM file of the CAs client and broker certificates are checked against; empty: the system's", func(c *Config) *string { return &c.SSLTruststoreLocation }),
-	str("ssl.client.auth", settings.String, "whether TLS listeners ask for client certificates: none, requested or required", func(c *Config) *string { return &c.SSLClientAuth }),
+var Settings = settings.Join(settings.NewList(settingError,
+	settings.Str("listeners", settings.String, "where to listen: `NAME://host:port,...` for several named listeners", func(c *Config) *string { return &c.Listener }),
+	settings.Str("advertised.listeners", settings.String, "what to tell clients; empty: the bound addresses", func(c *Config) *string { return &c.AdvertisedListener }),
+	settings.Str("listener.security.protocol.map", settings.String, "each listener's security protocol, `NAME:PROTOCOL,...`", func(c *Config) *string { return &c.ListenerSecurityProtocolMap }),
+	settings.Str("inter.broker.listener.name", settings.String, "the listener other brokers connect to; empty: PLAINTEXT, else the first", func(c *Config) *string { return &c.InterBrokerListenerName }),
+	settings.Str("ssl.keystore.type", settings.String, "must be PEM", func(c *Config) *string { return &c.SSLKeystoreType }),
+	settings.Str("ssl.keystore.location", settings.String, "PEM file of the key and certificate chain TLS listeners present", func(c *Config) *string { return &c.SSLKeystoreLocation }),
+	settings.Str("ssl.truststore.type", settings.String, "must be PEM", func(c *Config) *string { return &c.SSLTruststoreType }),
+	settings.Str("ssl.truststore.location", settings.String, "PEM file of the CAs client and broker certificates are checked against; empty: the system's", func(c *Config) *string { return &c.SSLTruststoreLocation }),
+	settings.Str("ssl.client.auth", settings.String, "whether TLS listeners ask for client certificates: none, requested or required", func(c *Config) *string { return &c.SSLClientAuth }),
 	integer("broker.id", settings.Int, "this broker's ID", func(c *Config) *int32 { return &c.BrokerID }),
-	str("broker.rack", settings.String, "the broker's rack, reported in Metadata; new topics spread replicas over racks", func(c *Config) *string { return &c.Rack }),
-	str("replica.selector.class", settings.Class, "`org.apache.kafka.common.replica.RackAwareReplicaSelector` sends consumers to an in-sync follower in their rack (KIP-392); empty: leaders", func(c *Config) *string { return &c.ReplicaSelectorClass }),
+	settings.Str("broker.rack", settings.String, "the broker's rack, reported in Metadata; new topics spread replicas over racks", func(c *Config) *string { return &c.Rack }),
+	settings.Str("replica.selector.class", settings.Class, "`org.apache.kafka.common.replica.RackAwareReplicaSelector` sends consumers to an in-sync follower in their rack (KIP-392); empty: leaders", func(c *Config) *string { return &c.ReplicaSelectorClass }),
 	integer("socket.request.max.bytes", settings.Int, "a larger request closes the connection", func(c *Config) *int32 { return &c.SocketRequestMaxBytes }),
 	boolean("auto.create.topics.enable", "a Metadata request naming a missing topic creates it", func(c *Config) *bool { return &c.AutoCreateTopics }),
 	integer("num.partitions", settings.Int, "partitions of a topic created without a count", func(c *Config) *int32 { return &c.NumPartitions }),
@@ -470,12 +468,13 @@ var Settings = settings.Join(settings.NewList(func(name, value string, err error
 	boolean("transaction.partition.verification.enable", "check a transaction's first batch on a partition with its coordinator (KIP-890)", func(c *Config) *bool { return &c.TransactionPartitionVerification }),
 ), authorizerSettings, saslSettings)
 
-// str, integer, boolean and ms are the kafka package's setting shapes,
-// with its error messages.
-func str(name string, typ settings.Type, doc string, dst func(*Config) *string) settings.Setting[Config] {
-	return settings.Str(name, typ, doc, dst)
+// settingError is the wire server's message for a refused value.
+func settingError(name, value string, err error) error {
+	return fmt.Errorf("kafka: %s=%q: %w", name, value, err)
 }
 
+// integer, boolean and ms are the kafka package's setting shapes, with
+// its error messages.
 func integer[T int | int16 | int32 | int64](name string, typ settings.Type, doc string, dst func(*Config) *T) settings.Setting[Config] {
 	bits := 32 // int fields take Kafka's INT range
 	switch any(*new(T)).(type) {

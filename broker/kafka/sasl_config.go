@@ -150,9 +150,7 @@ func (s SASLConfig) validate(idle time.Duration) []error {
 }
 
 // saslSettings are the SASL settings, part of Settings.
-var saslSettings = settings.NewList(func(name, value string, err error) error {
-	return fmt.Errorf("kafka: %s=%q: %w", name, value, err)
-},
+var saslSettings = settings.NewList(settingError,
 	settings.Setting[Config]{Name: "sasl.enabled.mechanisms", Type: settings.ListType, Doc: "mechanisms a client may pick on a SASL listener",
 		Parse: func(c *Config, v string) error {
 			var ms []string
@@ -173,7 +171,7 @@ var saslSettings = settings.NewList(func(name, value string, err error) error {
 	integer("millrace.sasl.failed.authentication.burst", settings.Int, "failed authentications allowed at once above those rates", func(c *Config) *int { return &c.SASL.FailedAuthenticationBurst }),
 	ms("millrace.sasl.plain.cache.ms", "how long a PLAIN password check is remembered", func(c *Config) *time.Duration { return &c.SASL.PlainCacheTTL }),
 	integer("sasl.server.max.receive.size", settings.Int, "largest SASL token accepted", func(c *Config) *int32 { return &c.SASL.ServerMaxReceiveSize }),
-	str("sasl.mechanism.inter.broker.protocol", settings.String, "the mechanism brokers use with each other", func(c *Config) *string { return &c.SASL.InterBrokerMechanism }),
-	str("millrace.inter.broker.sasl.username", settings.String, "the user brokers authenticate as with each other", func(c *Config) *string { return &c.SASL.InterBrokerUsername }),
-	str("millrace.inter.broker.sasl.password.file", settings.String, "the file holding that user's password", func(c *Config) *string { return &c.SASL.InterBrokerPasswordFile }),
+	settings.Str("sasl.mechanism.inter.broker.protocol", settings.String, "the mechanism brokers use with each other", func(c *Config) *string { return &c.SASL.InterBrokerMechanism }),
+	settings.Str("millrace.inter.broker.sasl.username", settings.String, "the user brokers authenticate as with each other", func(c *Config) *string { return &c.SASL.InterBrokerUsername }),
+	settings.Str("millrace.inter.broker.sasl.password.file", settings.String, "the file holding that user's password", func(c *Config) *string { return &c.SASL.InterBrokerPasswordFile }),
 )
