@@ -8,13 +8,6 @@ import (
 	"millrace/internal/settings"
 )
 
-// Kafka's config sources (DescribeConfigs v1+, CreateTopics v5+).
-const (
-	sourceTopicConfig        int8 = 1 // DYNAMIC_TOPIC_CONFIG: a per-topic override
-	sourceStaticBrokerConfig int8 = 4 // STATIC_BROKER_CONFIG: from the broker's config file
-	sourceDefaultConfig      int8 = 5 // DEFAULT_CONFIG: the built-in default
-)
-
 // configDoc is a config's documentation for DescribeConfigs, nil for none:
 // only deprecated settings have one, marked "[DEPRECATED]" first as Kafka
 // marks them, which is how a client learns it. A broker-wide topic default
@@ -78,7 +71,7 @@ func plannedTopicEntries(b *Broker, overrides map[string]string) []topicConfigEn
 		}
 		e := topicConfigEntry{name: name, value: d.Value, source: int8(d.Source)}
 		if v, over := overrides[name]; over {
-			e.value, e.source = v, sourceTopicConfig
+			e.value, e.source = v, int8(cluster.SourceTopic)
 		}
 		out = append(out, e)
 	}

@@ -45,8 +45,9 @@ type Setting[C any] struct {
 	// setting, the topic config whose default it is. Empty for neither.
 	Synonym string
 	// Dynamic is true when AlterConfigs and IncrementalAlterConfigs may
-	// change it at runtime: every topic setting, and the broker-wide topic
-	// defaults Kafka's DynamicLogConfig lists.
+	// change it on a broker resource at runtime (the broker-wide topic
+	// defaults Kafka's DynamicLogConfig lists). On a topic setting it says
+	// so of the broker synonym: every topic config changes per topic.
 	Dynamic bool
 	// Parse stores a value in c; the error says why the value is refused,
 	// without the name (List.Set adds it).
