@@ -17,7 +17,9 @@ import (
 // strings by topic config name (a topic's overrides, Config.TopicDefaults).
 // They are validated here; broker/log validates the rest. Only values
 // millrace honours are accepted, so a client gets INVALID_CONFIG instead of
-// a setting that silently does nothing.
+// a setting that silently does nothing. cleanup.policy and
+// compression.type are log settings: the log's retention and cleaner obey
+// the one, its produce path the other.
 var aboveLogSettings = settings.NewList[map[string]string](nil,
 	// Checked by acks=all produce against the ISR size (docs/architecture.md §5).
 	aboveLog("min.insync.replicas", settings.Int, "1", "an acks=all write needs this many in-sync replicas, else NOT_ENOUGH_REPLICAS", func(v string) error {
