@@ -3,22 +3,23 @@ package broker
 import (
 	"bufio"
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus"
 	"io"
 	"maps"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"millrace/broker/cluster"
 	"millrace/broker/group"
 	"millrace/broker/kafka"
 	"millrace/broker/log"
+	"millrace/internal/settings"
 )
 
 // Config is a whole broker's configuration. Set accepts Kafka's broker
-// config names, so a server.properties file carries over.
+// config names (Settings), so a server.properties file carries over.
 type Config struct {
 	// DataDir (log.dirs) holds the partition logs (DataDir/logs) and the
 	// embedded coordination store (DataDir/coord). Required.
@@ -56,11 +57,8 @@ type Config struct {
 	// partition logs are opened, recovered after a crash, and closed at
 	// once. Must be at least 1.
 	RecoveryThreads int
-	// Cleaner is the log cleaner's configuration (log.cleaner.enable,
-	// log.cleaner.threads, log.cleaner.io.max.bytes.per.second,
-	// log.cleaner.dedupe.buffer.size, log.cleaner.backoff.ms; defaults in
-	// log.DefaultCleanerConfig), which compacts topics whose cleanup.policy
-	// includes compact.
+	// Cleaner is the log cleaner's configuration (log.cleaner.*), which
+	// compacts topics whose cleanup.policy includes compact.
 	Cleaner log.CleanerConfig
 
 	// ZooKeeper (zookeeper.connect) is "host:port[,host:port...][/chroot]".
@@ -68,11 +66,7 @@ type Config struct {
 	// embedded store, and the broker runs in multi-broker mode: it takes
 	// part in controller elections and replicates partitions. Default empty.
 	ZooKeeper string
-	// Cluster holds the multi-broker settings: the session timeout
-	// (zookeeper.session.timeout.ms, default 18 s), replica.lag.time.max.ms
-	// (30 s), auto.leader.rebalance.enable (true),
-	// leader.imbalance.check.interval.seconds (300) and request.timeout.ms
-	// (30 s, the longest an acks=all produce waits for the ISR). The
+	// Cluster holds the multi-broker settings (cluster.Settings). The
 	// broker ID and topic defaults come from Kafka.
 	Cluster cluster.Config
 }
@@ -122,171 +116,108 @@ func (c Config) Validate() error {
 	return c.Log.Validate()
 }
 
-// Kafka's broker-wide topic defaults (log.segment.bytes, log.retention.ms,
-// log.cleanup.policy, min.insync.replicas, unclean.leader.election.enable,
-// compression.type, message.max.bytes, millrace.log.flush.on.ack, ...) are
-// the broker synonyms of the topic configs, listed once in broker/cluster
-// (cluster.TopicConfigOfBroker). Set gives the log settings to Log and the
-// others to Cluster.TopicDefaults; they are also the broker configs an admin
-// client can change at runtime (IncrementalAlterConfigs on a broker
-// resource), which override these values.
+// Settings are every broker setting, by Kafka's broker config names: the
+// broker's own, the cleaner's, the metadata layer's, the coordinator's, the
+// broker-wide topic defaults and the wire server's, each defined once in its
+// package. Set, Names, Values and docs/settings.md come from it.
+var Settings = settings.Join(
+	wrapped(settings.NewList[Config](nil,
+		settings.Str("log.dirs", settings.String, "the data directory (`--data`)", func(c *Config) *string { return &c.DataDir }),
+		settings.Str("log.dir", settings.String, "the same as log.dirs", func(c *Config) *string { return &c.DataDir }),
+		settings.Str("zookeeper.connect", settings.String, "`host:port[,...][/chroot]` of a ZooKeeper ensemble; empty: the embedded store", func(c *Config) *string { return &c.ZooKeeper }),
+		settings.Ms("log.retention.check.interval.ms", "how often retention runs", func(c *Config) *time.Duration { return &c.RetentionCheckInterval }),
+		settings.Integer("millrace.log.max.open.files", settings.Int, 0, "segment files held open at once; 0: no bound", func(c *Config) *int { return &c.MaxOpenLogFiles }),
+		settings.Integer("num.recovery.threads.per.data.dir", settings.Int, 0, "partition logs opened, recovered and closed at once", func(c *Config) *int { return &c.RecoveryThreads }),
+	)),
+	wrapped(settings.Lift(log.CleanerSettings, func(c *Config) *log.CleanerConfig { return &c.Cleaner })),
+	wrapped(settings.Lift(cluster.Settings, func(c *Config) *cluster.Config { return &c.Cluster })),
+	wrapped(settings.Lift(group.Settings, func(c *Config) *group.Config { return &c.Group })),
+	topicDefaultSettings(),
+	settings.Lift(kafka.Settings, func(c *Config) *kafka.Config { return &c.Kafka }),
+)
 
-// scaledLogNames are broker names given in coarser units than ms.
-var scaledLogNames = map[string]struct {
-	name string
-	unit time.Duration
-}{
-	"log.roll.hours":        {"segment.ms", time.Hour},
-	"log.retention.hours":   {"retention.ms", time.Hour},
-	"log.retention.minutes": {"retention.ms", time.Minute},
+// wrapped gives a component's settings the broker's error messages.
+func wrapped(l settings.List[Config]) settings.List[Config] {
+	return settings.NewList(func(name, _ string, err error) error {
+		return fmt.Errorf("broker: %s %w", name, err)
+	}, l.All()...)
+}
+
+// topicDefaultSettings are the broker-wide topic defaults: each topic
+// config under its broker name (cluster.TopicSettings' synonyms), which an
+// admin client can also change at runtime (IncrementalAlterConfigs on a
+// broker resource), and Kafka's coarser retention and roll names. Log
+// settings go to Log, the ones kept above the log to Cluster.TopicDefaults.
+func topicDefaultSettings() settings.List[Config] {
+	var list []settings.Setting[Config]
+	for _, t := range cluster.TopicSettings() {
+		s := settings.Setting[Config]{Name: t.Synonym, Type: t.Type, Doc: t.Doc, Synonym: t.Name, Dynamic: t.Dynamic}
+		if cluster.KeptAboveLog(t.Name) {
+			s.Parse = func(c *Config, v string) error {
+				if err := cluster.ValidateTopicDefaults(map[string]string{t.Name: v}); err != nil {
+					return err
+				}
+				c.Cluster.TopicDefaults = maps.Clone(c.Cluster.TopicDefaults)
+				if c.Cluster.TopicDefaults == nil {
+					c.Cluster.TopicDefaults = map[string]string{}
+				}
+				c.Cluster.TopicDefaults[t.Name] = v
+				return nil
+			}
+			s.Format = func(c Config) string {
+				if v, ok := c.Cluster.TopicDefaults[t.Name]; ok {
+					return v
+				}
+				return t.Default
+			}
+		} else {
+			logSetting, _ := log.Settings.Lookup(t.Name)
+			s.Parse = func(c *Config, v string) error {
+				if err := logSetting.Parse(&c.Log, v); err != nil {
+					return fmt.Errorf("broker: %s: %w", t.Synonym, err)
+				}
+				return nil
+			}
+			s.Format = func(c Config) string { return logSetting.Format(c.Log) }
+		}
+		list = append(list, s)
+	}
+	for _, scaled := range []struct {
+		name, topic string
+		unit        time.Duration
+	}{{"log.roll.hours", "segment.ms", time.Hour}, {"log.retention.hours", "retention.ms", time.Hour}, {"log.retention.minutes", "retention.ms", time.Minute}} {
+		logSetting, _ := log.Settings.Lookup(scaled.topic)
+		list = append(list, settings.Setting[Config]{Name: scaled.name, Type: settings.Int, Synonym: scaled.topic,
+			Doc: "`" + scaled.topic + "` in " + map[time.Duration]string{time.Hour: "hours", time.Minute: "minutes"}[scaled.unit],
+			Parse: func(c *Config, v string) error {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return fmt.Errorf("broker: %s must be an integer: %w", scaled.name, err)
+				}
+				return logSetting.Parse(&c.Log, strconv.FormatInt(n*scaled.unit.Milliseconds(), 10))
+			},
+			Format: func(c Config) string {
+				ms, _ := strconv.ParseInt(logSetting.Format(c.Log), 10, 64)
+				return strconv.FormatInt(max(ms/scaled.unit.Milliseconds(), -1), 10)
+			},
+		})
+	}
+	return settings.NewList(nil, list...)
 }
 
 // Set applies one setting by its Kafka broker config name.
 func (c *Config) Set(name, value string) error {
-	value = strings.TrimSpace(value)
-	if ok, err := c.setCleaner(name, value); ok {
+	if ok, err := Settings.Set(c, name, strings.TrimSpace(value)); ok {
 		return err
 	}
-	if topicName, ok := cluster.TopicConfigOfBroker(name); ok {
-		if !cluster.KeptAboveLog(topicName) {
-			if err := c.Log.Set(topicName, value); err != nil {
-				return fmt.Errorf("broker: %s: %w", name, err)
-			}
-			return nil
-		}
-		if err := cluster.ValidateTopicDefaults(map[string]string{topicName: value}); err != nil {
-			return err
-		}
-		defaults := maps.Clone(c.Cluster.TopicDefaults)
-		if defaults == nil {
-			defaults = map[string]string{}
-		}
-		defaults[topicName] = value
-		c.Cluster.TopicDefaults = defaults
-		return nil
-	}
-	if scaled, ok := scaledLogNames[name]; ok {
-		n, err := strconv.ParseInt(value, 10, 64)
-		if err != nil {
-			return fmt.Errorf("broker: %s must be an integer: %w", name, err)
-		}
-		return c.Log.Set(scaled.name, strconv.FormatInt(n*scaled.unit.Milliseconds(), 10))
-	}
-	ms := func(dst *time.Duration) error {
-		n, err := strconv.ParseInt(value, 10, 64)
-		if err != nil {
-			return fmt.Errorf("broker: %s must be an integer number of milliseconds: %w", name, err)
-		}
-		*dst = time.Duration(n) * time.Millisecond
-		return nil
-	}
-	switch name {
-	case "log.dirs", "log.dir":
-		c.DataDir = value
-		return nil
-	case "zookeeper.connect":
-		c.ZooKeeper = value
-		return nil
-	case "zookeeper.session.timeout.ms":
-		return ms(&c.Cluster.SessionTimeout)
-	case "replica.lag.time.max.ms":
-		return ms(&c.Cluster.ReplicaLagTimeMax)
-	case "request.timeout.ms":
-		return ms(&c.Cluster.ProduceAckTimeout)
-	case "leader.imbalance.check.interval.seconds":
-		n, err := strconv.ParseInt(value, 10, 64)
-		if err != nil {
-			return fmt.Errorf("broker: %s must be an integer number of seconds: %w", name, err)
-		}
-		c.Cluster.LeaderImbalanceCheckInterval = time.Duration(n) * time.Second
-		return nil
-	case "auto.leader.rebalance.enable":
-		b, err := strconv.ParseBool(value)
-		if err != nil {
-			return fmt.Errorf("broker: %s must be true or false: %w", name, err)
-		}
-		c.Cluster.AutoLeaderRebalance = b
-		return nil
-	case "log.retention.check.interval.ms":
-		return ms(&c.RetentionCheckInterval)
-	case "group.min.session.timeout.ms":
-		return ms(&c.Group.MinSessionTimeout)
-	case "group.max.session.timeout.ms":
-		return ms(&c.Group.MaxSessionTimeout)
-	case "group.initial.rebalance.delay.ms":
-		return ms(&c.Group.InitialRebalanceDelay)
-	case "offsets.retention.minutes":
-		n, err := strconv.ParseInt(value, 10, 64)
-		if err != nil {
-			return fmt.Errorf("broker: %s must be an integer number of minutes: %w", name, err)
-		}
-		c.Group.OffsetsRetention = time.Duration(n) * time.Minute
-		return nil
-	case "offsets.retention.check.interval.ms":
-		return ms(&c.Group.OffsetsRetentionCheckInterval)
-	case "millrace.group.id.max.bytes", "millrace.max.groups":
-		n, err := strconv.Atoi(value)
-		if err != nil {
-			return fmt.Errorf("broker: %s must be an integer: %w", name, err)
-		}
-		if name == "millrace.max.groups" {
-			c.Group.MaxGroups = n
-		} else {
-			c.Group.MaxGroupIDBytes = n
-		}
-		return nil
-	case "millrace.max.partitions.per.topic", "millrace.max.partitions.per.request", "millrace.max.partitions":
-		n, err := strconv.ParseInt(value, 10, 32)
-		if err != nil {
-			return fmt.Errorf("broker: %s must be an integer below 2^31: %w", name, err)
-		}
-		switch name {
-		case "millrace.max.partitions.per.topic":
-			c.Cluster.MaxPartitionsPerTopic = int32(n)
-		case "millrace.max.partitions.per.request":
-			c.Cluster.MaxPartitionsPerRequest = int32(n)
-		default:
-			c.Cluster.MaxPartitions = int32(n)
-		}
-		return nil
-	case "millrace.log.max.open.files", "num.recovery.threads.per.data.dir":
-		n, err := strconv.Atoi(value)
-		if err != nil {
-			return fmt.Errorf("broker: %s must be an integer: %w", name, err)
-		}
-		if name == "num.recovery.threads.per.data.dir" {
-			c.RecoveryThreads = n
-		} else {
-			c.MaxOpenLogFiles = n
-		}
-		return nil
-	case "offset.metadata.max.bytes":
-		n, err := strconv.Atoi(value)
-		if err != nil {
-			return fmt.Errorf("broker: %s must be an integer: %w", name, err)
-		}
-		c.Group.MaxMetadataBytes = n
-		return nil
-	}
-	return c.Kafka.Set(name, value)
+	return c.Kafka.Set(name, value) // the wire server's "unknown broker config"
 }
 
 // Names lists every name Set accepts, sorted.
-func Names() []string {
-	names := []string{"log.dirs", "log.dir", "log.retention.check.interval.ms", "group.min.session.timeout.ms",
-		"zookeeper.connect", "zookeeper.session.timeout.ms", "replica.lag.time.max.ms", "request.timeout.ms",
-		"leader.imbalance.check.interval.seconds", "auto.leader.rebalance.enable",
-		"group.max.session.timeout.ms", "group.initial.rebalance.delay.ms", "offset.metadata.max.bytes",
-		"offsets.retention.minutes", "offsets.retention.check.interval.ms", "millrace.group.id.max.bytes", "millrace.max.groups",
-		"millrace.max.partitions.per.topic", "millrace.max.partitions.per.request", "millrace.max.partitions", "millrace.log.max.open.files", "num.recovery.threads.per.data.dir"}
-	names = append(names, cluster.DynamicBrokerConfigNames()...)
-	for n := range scaledLogNames {
-		names = append(names, n)
-	}
-	names = append(names, kafka.ConfigNames()...)
-	sort.Strings(names)
-	return names
-}
+func Names() []string { return Settings.Names() }
+
+// Values returns every setting by its Kafka broker config name.
+func (c Config) Values() map[string]string { return Settings.Values(c) }
 
 // LoadProperties applies a Kafka server.properties-style file: one
 // name=value per line, '#' or '!' comments, blank lines ignored. Errors name

@@ -79,38 +79,6 @@ type ConfigValue struct {
 	Synonyms []ConfigSynonym
 }
 
-// topicConfigSynonyms maps each topic config to the broker config that is
-// its broker-wide default (Kafka's LogConfig synonyms; millrace.* for our
-// own). Names a build does not know as topic configs are ignored, so the
-// compaction settings join when broker/log defines them.
-var topicConfigSynonyms = map[string]string{
-	"segment.bytes":                    "log.segment.bytes",
-	"segment.ms":                       "log.roll.ms",
-	"segment.index.bytes":              "log.index.size.max.bytes",
-	"index.interval.bytes":             "log.index.interval.bytes",
-	"flush.messages":                   "log.flush.interval.messages",
-	"flush.ms":                         "log.flush.interval.ms",
-	"retention.ms":                     "log.retention.ms",
-	"retention.bytes":                  "log.retention.bytes",
-	"max.message.bytes":                "message.max.bytes",
-	"file.delete.delay.ms":             "log.segment.delete.delay.ms",
-	"message.timestamp.type":           "log.message.timestamp.type",
-	"message.timestamp.before.max.ms":  "log.message.timestamp.before.max.ms",
-	"message.timestamp.after.max.ms":   "log.message.timestamp.after.max.ms",
-	"cleanup.policy":                   "log.cleanup.policy",
-	"min.cleanable.dirty.ratio":        "log.cleaner.min.cleanable.ratio",
-	"min.compaction.lag.ms":            "log.cleaner.min.compaction.lag.ms",
-	"max.compaction.lag.ms":            "log.cleaner.max.compaction.lag.ms",
-	"delete.retention.ms":              "log.cleaner.delete.retention.ms",
-	"min.insync.replicas":              "min.insync.replicas",
-	"unclean.leader.election.enable":   "unclean.leader.election.enable",
-	"compression.type":                 "compression.type",
-	"message.format.version":           "log.message.format.version",
-	"millrace.flush.on.ack":            "millrace.log.flush.on.ack",
-	"millrace.max.decompressed.bytes":  "millrace.log.max.decompressed.bytes",
-	"millrace.compacted.max.key.bytes": "millrace.log.compacted.max.key.bytes",
-}
-
 // BrokerSynonym returns the broker config that is the broker-wide default of
 // a topic config.
 func BrokerSynonym(topicConfig string) (string, bool) {
@@ -127,47 +95,37 @@ func TopicConfigOfBroker(brokerConfig string) (string, bool) {
 	return name, ok
 }
 
-// synonyms is topicConfigSynonyms without the topic configs this build does
-// not have, both ways; the topic configs are fixed at build time.
-var synonyms = sync.OnceValue(func() (s struct{ byTopic, byBroker map[string]string }) {
-	s.byTopic, s.byBroker = map[string]string{}, map[string]string{}
-	for _, topic := range TopicConfigNames() {
-		if broker, ok := topicConfigSynonyms[topic]; ok {
-			s.byTopic[topic], s.byBroker[broker] = broker, topic
-		}
+// synonyms maps each topic config to the broker config that is its
+// broker-wide default (each setting's Synonym) and back, and lists the
+// broker names that are read-only at runtime (not Dynamic: as Kafka's
+// DynamicLogConfig leaves out log.message.format.version).
+var synonyms = sync.OnceValue(func() (s struct {
+	byTopic, byBroker map[string]string
+	readOnly          map[string]bool
+}) {
+	s.byTopic, s.byBroker, s.readOnly = map[string]string{}, map[string]string{}, map[string]bool{}
+	for _, t := range TopicSettings() {
+		s.byTopic[t.Name], s.byBroker[t.Synonym] = t.Synonym, t.Name
+		s.readOnly[t.Synonym] = !t.Dynamic
 	}
 	return s
 })
 
-// staticBrokerConfigs are broker-wide topic defaults that, as in Kafka,
-// only the properties file sets: Kafka's DynamicLogConfig leaves out
-// log.message.format.version.
-var staticBrokerConfigs = map[string]bool{"log.message.format.version": true}
-
 // ReadOnlyBrokerConfig reports whether a broker-wide topic default cannot
 // change at runtime.
-func ReadOnlyBrokerConfig(name string) bool { return staticBrokerConfigs[name] }
+func ReadOnlyBrokerConfig(name string) bool { return synonyms().readOnly[name] }
 
 // DynamicBrokerConfigNames lists the broker names of the broker-wide topic
 // defaults, sorted; all but the ReadOnlyBrokerConfig ones can change at
 // runtime.
-func DynamicBrokerConfigNames() []string {
-	var names []string
-	for _, topic := range TopicConfigNames() {
-		if name, ok := topicConfigSynonyms[topic]; ok {
-			names = append(names, name)
-		}
-	}
-	sort.Strings(names)
-	return names
-}
+func DynamicBrokerConfigNames() []string { return sortedNames(synonyms().byBroker) }
 
 // KeptAboveLog reports whether a topic config is enforced above the log
 // (min.insync.replicas, unclean.leader.election.enable), so its
 // broker-wide default lives in Config.TopicDefaults rather than in the
 // log.Config given to Open.
 func KeptAboveLog(topicConfig string) bool {
-	_, ok := brokerTopicConfigs[topicConfig]
+	_, ok := aboveLogSettings.Lookup(topicConfig)
 	return ok
 }
 
@@ -175,11 +133,11 @@ func KeptAboveLog(topicConfig string) bool {
 // kept above the log (Config.TopicDefaults), by topic config name.
 func ValidateTopicDefaults(defaults map[string]string) error {
 	for _, name := range sortedNames(defaults) {
-		bc, ok := brokerTopicConfigs[name]
+		ok, err := checkAboveLog(name, defaults[name])
 		if !ok {
 			return fmt.Errorf("cluster: %q is not a topic default kept by the cluster layer", name)
 		}
-		if err := bc.check(defaults[name]); err != nil {
+		if err != nil {
 			broker, _ := BrokerSynonym(name)
 			return fmt.Errorf("cluster: %s=%q: %v", broker, defaults[name], err)
 		}
@@ -279,7 +237,7 @@ func (c *Cluster) dynamicTopicDefaultsLocked() map[string]string {
 // its override, else the broker-wide default.
 func (c *Cluster) TopicSetting(t *Topic, name string) string {
 	if v, ok := t.Config[name]; ok {
-		if bc, known := brokerTopicConfigs[name]; !known || bc.check(v) == nil {
+		if known, err := checkAboveLog(name, v); !known || err == nil {
 			return v
 		}
 	}
@@ -387,8 +345,8 @@ func validateBrokerConfig(configs map[string]string, base log.Config, above map[
 			return fmt.Errorf("%w: %s cannot be changed at runtime (it is read-only, or not a broker config millrace knows); the changeable ones are %s",
 				ErrInvalidBrokerConfig, name, strings.Join(changeable, ", "))
 		}
-		if bc, ok := brokerTopicConfigs[topic]; ok {
-			if err := bc.check(value); err != nil {
+		if ok, err := checkAboveLog(topic, value); ok {
+			if err != nil {
 				return fmt.Errorf("%w: %s=%q: %v", ErrInvalidBrokerConfig, name, value, err)
 			}
 			continue

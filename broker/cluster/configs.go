@@ -4,10 +4,40 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"time"
 
 	"millrace/broker/coord"
 	"millrace/broker/log"
+	"millrace/internal/settings"
 )
+
+// Settings are the metadata layer's broker settings, by Kafka's names. The
+// broker ID and topic defaults come from the wire server's settings and the
+// topic configs' broker synonyms (TopicSettings).
+var Settings = settings.NewList[Config](nil,
+	settings.Ms("zookeeper.session.timeout.ms", "ZooKeeper session timeout; a broker silent this long is gone", func(c *Config) *time.Duration { return &c.SessionTimeout }),
+	settings.Ms("replica.lag.time.max.ms", "a follower behind this long leaves the ISR", func(c *Config) *time.Duration { return &c.ReplicaLagTimeMax }),
+	settings.Ms("request.timeout.ms", "the longest an acks=all produce waits for the ISR", func(c *Config) *time.Duration { return &c.ProduceAckTimeout }),
+	settings.Duration("leader.imbalance.check.interval.seconds", time.Second, "how often the controller restores preferred leaders", func(err error) error {
+		return fmt.Errorf("must be an integer number of seconds: %w", err)
+	}, func(c *Config) *time.Duration { return &c.LeaderImbalanceCheckInterval }),
+	settings.TrueFalse("auto.leader.rebalance.enable", "restore preferred leaders", func(c *Config) *bool { return &c.AutoLeaderRebalance }),
+	partitions("millrace.max.partitions.per.topic", "most partitions of one topic", func(c *Config) *int32 { return &c.MaxPartitionsPerTopic }),
+	partitions("millrace.max.partitions.per.request", "most partitions one CreateTopics or CreatePartitions request adds", func(c *Config) *int32 { return &c.MaxPartitionsPerRequest }),
+	partitions("millrace.max.partitions", "most partitions in the cluster", func(c *Config) *int32 { return &c.MaxPartitions }),
+)
+
+func partitions(name, doc string, dst func(*Config) *int32) settings.Setting[Config] {
+	s := settings.Integer(name, settings.Int, 32, doc, dst)
+	parse := s.Parse
+	s.Parse = func(c *Config, v string) error {
+		if err := parse(c, v); err != nil {
+			return fmt.Errorf("must be an integer below 2^31: %w", errors.Unwrap(err))
+		}
+		return nil
+	}
+	return s
+}
 
 // DefaultLogConfig is the broker-wide log config that topic overrides apply to.
 func (c *Cluster) DefaultLogConfig() log.Config { return c.defaults }

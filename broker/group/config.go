@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"millrace/internal/settings"
 )
 
 // Config tunes the coordinator. The zero value of a field means its default;
@@ -76,6 +78,20 @@ type Config struct {
 	// coordinates every group (a single broker).
 	Owner func(group string) (owned bool, generation uint64)
 }
+
+// Settings are the coordinator's broker settings, by Kafka's names.
+var Settings = settings.NewList[Config](nil,
+	settings.Ms("group.min.session.timeout.ms", "smallest session timeout a member may ask for", func(c *Config) *time.Duration { return &c.MinSessionTimeout }),
+	settings.Ms("group.max.session.timeout.ms", "largest session timeout a member may ask for", func(c *Config) *time.Duration { return &c.MaxSessionTimeout }),
+	settings.Ms("group.initial.rebalance.delay.ms", "the first rebalance of an empty group waits this long for more members", func(c *Config) *time.Duration { return &c.InitialRebalanceDelay }),
+	settings.Duration("offsets.retention.minutes", time.Minute, "how long the offsets of a group without members are kept", func(err error) error {
+		return fmt.Errorf("must be an integer number of minutes: %w", err)
+	}, func(c *Config) *time.Duration { return &c.OffsetsRetention }),
+	settings.Ms("offsets.retention.check.interval.ms", "how often expired offsets are looked for", func(c *Config) *time.Duration { return &c.OffsetsRetentionCheckInterval }),
+	settings.Integer("offset.metadata.max.bytes", settings.Int, 0, "longest metadata string of a committed offset", func(c *Config) *int { return &c.MaxMetadataBytes }),
+	settings.Integer("millrace.group.id.max.bytes", settings.Int, 0, "longest group ID", func(c *Config) *int { return &c.MaxGroupIDBytes }),
+	settings.Integer("millrace.max.groups", settings.Int, 0, "groups the coordinator holds in memory", func(c *Config) *int { return &c.MaxGroups }),
+)
 
 // Defaults of Config, as Kafka's.
 const (

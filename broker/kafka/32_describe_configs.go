@@ -62,7 +62,7 @@ func handleDescribeConfigs(_ context.Context, b *Broker, r *request) (kmsg.Respo
 			c := kmsg.NewDescribeConfigsResponseResourceConfig()
 			c.Name, c.Value, c.ReadOnly = name, strp(value), readOnly
 			c.Source = kmsg.ConfigSource(source)
-			c.IsDefault = source == sourceDefaultConfig
+			c.IsDefault = source == int8(cluster.SourceDefault)
 			c.ConfigType = kmsg.ConfigType(configType(name))
 			if req.IncludeDocumentation {
 				c.Documentation = configDoc(name)
@@ -102,9 +102,9 @@ func handleDescribeConfigs(_ context.Context, b *Broker, r *request) (kmsg.Respo
 			}
 			values, defaults := b.cfg.Values(), DefaultConfig().Values()
 			for _, name := range ConfigNames() {
-				source := sourceDefaultConfig
+				source := int8(cluster.SourceDefault)
 				if values[name] != defaults[name] {
-					source = sourceStaticBrokerConfig
+					source = int8(cluster.SourceStaticBroker)
 				}
 				add(name, values[name], source, true, []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{synonym(name, values[name], source)})
 			}

@@ -12,13 +12,13 @@ package kafka
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/broker/acl"
+	"millrace/internal/settings"
 )
 
 // Names accepted for authorizer.class.name: Kafka's two ACL authorizers
@@ -69,27 +69,15 @@ func (a AuthorizerConfig) validate() []error {
 	return errs
 }
 
-func init() {
-	configEntries["authorizer.class.name"] = configEntry{
-		func(c *Config, v string) error { c.Authorizer.ClassName = strings.TrimSpace(v); return nil },
-		func(c Config) string { return c.Authorizer.ClassName },
-	}
-	configEntries["super.users"] = configEntry{
-		func(c *Config, v string) error { c.Authorizer.SuperUsers = v; return nil },
-		func(c Config) string { return c.Authorizer.SuperUsers },
-	}
-	configEntries["allow.everyone.if.no.acl.found"] = configEntry{
-		func(c *Config, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return errors.New("must be true or false")
-			}
-			c.Authorizer.AllowEveryoneIfNoACLFound = b
-			return nil
-		},
-		func(c Config) string { return strconv.FormatBool(c.Authorizer.AllowEveryoneIfNoACLFound) },
-	}
-}
+// authorizerSettings are the ACL settings, part of Settings.
+var authorizerSettings = settings.NewList(settingError,
+	settings.Setting[Config]{Name: "authorizer.class.name", Type: settings.String, Doc: "the ACL authorizer; empty: none, everything is allowed",
+		Parse:  func(c *Config, v string) error { c.Authorizer.ClassName = strings.TrimSpace(v); return nil },
+		Format: func(c Config) string { return c.Authorizer.ClassName },
+	},
+	settings.Str("super.users", settings.String, "principals every ACL allows, `User:a;User:b`", func(c *Config) *string { return &c.Authorizer.SuperUsers }),
+	boolean("allow.everyone.if.no.acl.found", "a resource without ACLs is open to all", func(c *Config) *bool { return &c.Authorizer.AllowEveryoneIfNoACLFound }),
+)
 
 // authorizer is the broker's ACL cache and settings (Broker.authorizer); nil
 // when no authorizer is configured.

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/broker/cluster"
+	"millrace/internal/settings"
 )
 
 // brokerConfigValues returns a broker resource's effective values of the
@@ -68,7 +69,11 @@ func (b *Broker) storeBrokerConfig(resource string, configs map[string]string, v
 func isListConfig(kind kmsg.ConfigResourceType, name string) bool {
 	if kind == kmsg.ConfigResourceTypeBroker {
 		topic, ok := cluster.TopicConfigOfBroker(name)
-		return ok && cluster.ListTopicConfigs[topic]
+		if !ok {
+			return false
+		}
+		name = topic
 	}
-	return cluster.ListTopicConfigs[name]
+	s, ok := cluster.TopicConfigInfo(name)
+	return ok && s.Type == settings.ListType
 }

@@ -11,6 +11,7 @@ import (
 
 	"millrace/broker/replica"
 	"millrace/broker/txn"
+	"millrace/internal/settings"
 )
 
 // Config is the wire server's configuration, named after Kafka's broker
@@ -412,86 +413,31 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// configEntry describes one broker config for Set and Values.
-type configEntry struct {
-	set func(c *Config, v string) error
-	get func(c Config) string
-}
-
-func intSetter[T int | int16 | int32](bits int, dst func(*Config) *T) func(*Config, string) error {
-	return func(c *Config, v string) error {
-		n, err := strconv.ParseInt(v, 10, bits)
-		if err != nil {
-			return fmt.Errorf("must be an integer: %w", err)
-		}
-		*dst(c) = T(n)
-		return nil
-	}
-}
-
-var configEntries = map[string]configEntry{
-	"listeners": {
-		func(c *Config, v string) error { c.Listener = v; return nil },
-		func(c Config) string { return c.Listener },
-	},
-	"advertised.listeners": {
-		func(c *Config, v string) error { c.AdvertisedListener = v; return nil },
-		func(c Config) string { return c.AdvertisedListener },
-	},
-	"listener.security.protocol.map": stringEntry(func(c *Config) *string { return &c.ListenerSecurityProtocolMap }),
-	"inter.broker.listener.name":     stringEntry(func(c *Config) *string { return &c.InterBrokerListenerName }),
-	"ssl.keystore.type":              stringEntry(func(c *Config) *string { return &c.SSLKeystoreType }),
-	"ssl.keystore.location":          stringEntry(func(c *Config) *string { return &c.SSLKeystoreLocation }),
-	"ssl.truststore.type":            stringEntry(func(c *Config) *string { return &c.SSLTruststoreType }),
-	"ssl.truststore.location":        stringEntry(func(c *Config) *string { return &c.SSLTruststoreLocation }),
-	"ssl.client.auth":                stringEntry(func(c *Config) *string { return &c.SSLClientAuth }),
-	"broker.id": {
-		intSetter(32, func(c *Config) *int32 { return &c.BrokerID }),
-		func(c Config) string { return strconv.Itoa(int(c.BrokerID)) },
-	},
-	"broker.rack": {
-		func(c *Config, v string) error { c.Rack = v; return nil },
-		func(c Config) string { return c.Rack },
-	},
-	"replica.selector.class": stringEntry(func(c *Config) *string { return &c.ReplicaSelectorClass }),
-	"socket.request.max.bytes": {
-		intSetter(32, func(c *Config) *int32 { return &c.SocketRequestMaxBytes }),
-		func(c Config) string { return strconv.Itoa(int(c.SocketRequestMaxBytes)) },
-	},
-	"auto.create.topics.enable": {
-		func(c *Config, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return fmt.Errorf("must be true or false")
-			}
-			c.AutoCreateTopics = b
-			return nil
-		},
-		func(c Config) string { return strconv.FormatBool(c.AutoCreateTopics) },
-	},
-	"num.partitions": {
-		intSetter(32, func(c *Config) *int32 { return &c.NumPartitions }),
-		func(c Config) string { return strconv.Itoa(int(c.NumPartitions)) },
-	},
-	"default.replication.factor": {
-		intSetter(16, func(c *Config) *int16 { return &c.DefaultReplicationFactor }),
-		func(c Config) string { return strconv.Itoa(int(c.DefaultReplicationFactor)) },
-	},
-	"connections.max.idle.ms": msEntry(func(c *Config) *time.Duration { return &c.ConnectionsMaxIdle }),
-	"millrace.max.pipelined.requests": {
-		intSetter(32, func(c *Config) *int { return &c.MaxPipelinedRequests }),
-		func(c Config) string { return strconv.Itoa(c.MaxPipelinedRequests) },
-	},
-	"max.connections": {
-		intSetter(32, func(c *Config) *int { return &c.MaxConnections }),
-		func(c Config) string { return strconv.Itoa(c.MaxConnections) },
-	},
-	"max.connections.per.ip": {
-		intSetter(32, func(c *Config) *int { return &c.MaxConnectionsPerIP }),
-		func(c Config) string { return strconv.Itoa(c.MaxConnectionsPerIP) },
-	},
-	"max.connections.per.ip.overrides": {
-		func(c *Config, v string) error {
+// Settings are the wire server's settings (its own, the authorizer's and
+// SASL's), by Kafka's broker config names. None changes at runtime.
+var Settings = settings.Join(settings.NewList(settingError,
+	settings.Str("listeners", settings.String, "where to listen: `NAME://host:port,...` for several named listeners", func(c *Config) *string { return &c.Listener }),
+	settings.Str("advertised.listeners", settings.String, "what to tell clients; empty: the bound addresses", func(c *Config) *string { return &c.AdvertisedListener }),
+	settings.Str("listener.security.protocol.map", settings.String, "each listener's security protocol, `NAME:PROTOCOL,...`", func(c *Config) *string { return &c.ListenerSecurityProtocolMap }),
+	settings.Str("inter.broker.listener.name", settings.String, "the listener other brokers connect to; empty: PLAINTEXT, else the first", func(c *Config) *string { return &c.InterBrokerListenerName }),
+	settings.Str("ssl.keystore.type", settings.String, "must be PEM", func(c *Config) *string { return &c.SSLKeystoreType }),
+	settings.Str("ssl.keystore.location", settings.String, "PEM file of the key and certificate chain TLS listeners present", func(c *Config) *string { return &c.SSLKeystoreLocation }),
+	settings.Str("ssl.truststore.type", settings.String, "must be PEM", func(c *Config) *string { return &c.SSLTruststoreType }),
+	settings.Str("ssl.truststore.location", settings.String, "PEM file of the CAs client and broker certificates are checked against; empty: the system's", func(c *Config) *string { return &c.SSLTruststoreLocation }),
+	settings.Str("ssl.client.auth", settings.String, "whether TLS listeners ask for client certificates: none, requested or required", func(c *Config) *string { return &c.SSLClientAuth }),
+	integer("broker.id", settings.Int, "this broker's ID", func(c *Config) *int32 { return &c.BrokerID }),
+	settings.Str("broker.rack", settings.String, "the broker's rack, reported in Metadata; new topics spread replicas over racks", func(c *Config) *string { return &c.Rack }),
+	settings.Str("replica.selector.class", settings.Class, "`org.apache.kafka.common.replica.RackAwareReplicaSelector` sends consumers to an in-sync follower in their rack (KIP-392); empty: leaders", func(c *Config) *string { return &c.ReplicaSelectorClass }),
+	integer("socket.request.max.bytes", settings.Int, "a larger request closes the connection", func(c *Config) *int32 { return &c.SocketRequestMaxBytes }),
+	boolean("auto.create.topics.enable", "a Metadata request naming a missing topic creates it", func(c *Config) *bool { return &c.AutoCreateTopics }),
+	integer("num.partitions", settings.Int, "partitions of a topic created without a count", func(c *Config) *int32 { return &c.NumPartitions }),
+	integer("default.replication.factor", settings.Int, "replication factor of a topic created without one", func(c *Config) *int16 { return &c.DefaultReplicationFactor }),
+	ms("connections.max.idle.ms", "a connection idle this long is closed", func(c *Config) *time.Duration { return &c.ConnectionsMaxIdle }),
+	integer("millrace.max.pipelined.requests", settings.Int, "requests of one connection read but not yet answered", func(c *Config) *int { return &c.MaxPipelinedRequests }),
+	integer("max.connections", settings.Int, "client connections held open; more are closed when accepted", func(c *Config) *int { return &c.MaxConnections }),
+	integer("max.connections.per.ip", settings.Int, "connections from one IP address", func(c *Config) *int { return &c.MaxConnectionsPerIP }),
+	settings.Setting[Config]{Name: "max.connections.per.ip.overrides", Type: settings.String, Doc: "`ip:count,...` replacing max.connections.per.ip for those addresses",
+		Parse: func(c *Config, v string) error {
 			overrides, err := parseIPOverrides(v)
 			if err != nil {
 				return err
@@ -499,107 +445,60 @@ var configEntries = map[string]configEntry{
 			c.MaxConnectionsPerIPOverrides = overrides
 			return nil
 		},
-		func(c Config) string { return formatIPOverrides(c.MaxConnectionsPerIPOverrides) },
+		Format: func(c Config) string { return formatIPOverrides(c.MaxConnectionsPerIPOverrides) },
 	},
-	"queued.max.request.bytes": {
-		func(c *Config, v string) error {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return fmt.Errorf("must be an integer: %w", err)
-			}
-			c.QueuedMaxRequestBytes = n
-			return nil
-		},
-		func(c Config) string { return strconv.FormatInt(c.QueuedMaxRequestBytes, 10) },
-	},
-	"millrace.request.read.timeout.ms": msEntry(func(c *Config) *time.Duration { return &c.RequestReadTimeout }),
-	"millrace.control.request.max.bytes": {
-		intSetter(32, func(c *Config) *int32 { return &c.ControlRequestMaxBytes }),
-		func(c Config) string { return strconv.Itoa(int(c.ControlRequestMaxBytes)) },
-	},
-	"millrace.fetch.max.wait.ms": msEntry(func(c *Config) *time.Duration { return &c.FetchMaxWait }),
-	"producer.id.expiration.ms":  msEntry(func(c *Config) *time.Duration { return &c.ProducerIDExpiration }),
-	"millrace.max.producer.ids.per.partition": {
-		intSetter(32, func(c *Config) *int { return &c.MaxProducerIDsPerPartition }),
-		func(c Config) string { return strconv.Itoa(c.MaxProducerIDsPerPartition) },
-	},
-	"max.incremental.fetch.session.cache.slots": {
-		intSetter(32, func(c *Config) *int { return &c.FetchSessionCacheSlots }),
-		func(c Config) string { return strconv.Itoa(c.FetchSessionCacheSlots) },
-	},
-	"min.incremental.fetch.session.eviction.ms": msEntry(func(c *Config) *time.Duration { return &c.FetchSessionEvictionMin }),
-	"millrace.fetch.sessions.per.connection": {
-		intSetter(32, func(c *Config) *int { return &c.FetchSessionsPerConnection }),
-		func(c Config) string { return strconv.Itoa(c.FetchSessionsPerConnection) },
-	},
-	"millrace.fetch.sessions.per.principal": {
-		intSetter(32, func(c *Config) *int { return &c.FetchSessionsPerPrincipal }),
-		func(c Config) string { return strconv.Itoa(c.FetchSessionsPerPrincipal) },
-	},
-	"millrace.fetch.session.cache.max.bytes": {
-		func(c *Config, v string) error {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return fmt.Errorf("must be an integer: %w", err)
-			}
-			c.FetchSessionCacheMaxBytes = n
-			return nil
-		},
-		func(c Config) string { return strconv.FormatInt(c.FetchSessionCacheMaxBytes, 10) },
-	},
-	"millrace.transactional.id.max.bytes": {
-		intSetter(32, func(c *Config) *int { return &c.TransactionalIDMaxBytes }),
-		func(c Config) string { return strconv.Itoa(c.TransactionalIDMaxBytes) },
-	},
-	"millrace.max.transactional.ids": {
-		intSetter(32, func(c *Config) *int { return &c.MaxTransactionalIDs }),
-		func(c Config) string { return strconv.Itoa(c.MaxTransactionalIDs) },
-	},
-	"millrace.max.transactional.ids.per.principal": {
-		intSetter(32, func(c *Config) *int { return &c.MaxTransactionalIDsPerPrincipal }),
-		func(c Config) string { return strconv.Itoa(c.MaxTransactionalIDsPerPrincipal) },
-	},
-	"millrace.client.id.max.bytes": {
-		intSetter(32, func(c *Config) *int { return &c.ClientIDMaxBytes }),
-		func(c Config) string { return strconv.Itoa(c.ClientIDMaxBytes) },
-	},
-	"transaction.max.timeout.ms":                                  msEntry(func(c *Config) *time.Duration { return &c.TransactionMaxTimeout }),
-	"transactional.id.expiration.ms":                              msEntry(func(c *Config) *time.Duration { return &c.TransactionalIDExpiration }),
-	"transaction.abort.timed.out.transaction.cleanup.interval.ms": msEntry(func(c *Config) *time.Duration { return &c.TransactionAbortCheckInterval }),
-	"transaction.partition.verification.enable": {
-		func(c *Config, v string) error {
-			on, err := strconv.ParseBool(v)
-			if err != nil {
-				return fmt.Errorf("must be true or false")
-			}
-			c.TransactionPartitionVerification = on
-			return nil
-		},
-		func(c Config) string { return strconv.FormatBool(c.TransactionPartitionVerification) },
-	},
+	integer("queued.max.request.bytes", settings.Long, "request bytes read and not yet answered, broker-wide; -1: no budget", func(c *Config) *int64 { return &c.QueuedMaxRequestBytes }),
+	ms("millrace.request.read.timeout.ms", "how long a request may take to arrive once its first byte has", func(c *Config) *time.Duration { return &c.RequestReadTimeout }),
+	integer("millrace.control.request.max.bytes", settings.Int, "largest request other than Produce, and Produce's bytes besides its batches", func(c *Config) *int32 { return &c.ControlRequestMaxBytes }),
+	ms("millrace.fetch.max.wait.ms", "cap on a Fetch request's max_wait_ms", func(c *Config) *time.Duration { return &c.FetchMaxWait }),
+	integer("millrace.client.id.max.bytes", settings.Int, "longest client ID in a request header", func(c *Config) *int { return &c.ClientIDMaxBytes }),
+	intMs("producer.id.expiration.ms", "an idempotent producer idle this long is forgotten", func(c *Config) *time.Duration { return &c.ProducerIDExpiration }),
+	integer("millrace.max.producer.ids.per.partition", settings.Int, "producers a partition remembers; the longest idle are forgotten first", func(c *Config) *int { return &c.MaxProducerIDsPerPartition }),
+	integer("max.incremental.fetch.session.cache.slots", settings.Int, "fetch sessions (KIP-227) held; 0: none", func(c *Config) *int { return &c.FetchSessionCacheSlots }),
+	intMs("min.incremental.fetch.session.eviction.ms", "how long a new fetch session is kept from eviction", func(c *Config) *time.Duration { return &c.FetchSessionEvictionMin }),
+	integer("millrace.fetch.sessions.per.connection", settings.Int, "fetch sessions opened on one connection", func(c *Config) *int { return &c.FetchSessionsPerConnection }),
+	integer("millrace.fetch.sessions.per.principal", settings.Int, "fetch sessions of one principal", func(c *Config) *int { return &c.FetchSessionsPerPrincipal }),
+	integer("millrace.fetch.session.cache.max.bytes", settings.Long, "memory all fetch sessions hold", func(c *Config) *int64 { return &c.FetchSessionCacheMaxBytes }),
+	intMs("transaction.max.timeout.ms", "longest transaction timeout a producer may ask for", func(c *Config) *time.Duration { return &c.TransactionMaxTimeout }),
+	intMs("transactional.id.expiration.ms", "a transactional ID idle this long is forgotten", func(c *Config) *time.Duration { return &c.TransactionalIDExpiration }),
+	intMs("transaction.abort.timed.out.transaction.cleanup.interval.ms", "how often timed-out transactions are aborted", func(c *Config) *time.Duration { return &c.TransactionAbortCheckInterval }),
+	integer("millrace.transactional.id.max.bytes", settings.Int, "longest transactional ID", func(c *Config) *int { return &c.TransactionalIDMaxBytes }),
+	integer("millrace.max.transactional.ids", settings.Int, "transactional IDs a broker coordinates", func(c *Config) *int { return &c.MaxTransactionalIDs }),
+	integer("millrace.max.transactional.ids.per.principal", settings.Int, "transactional IDs of one principal a broker coordinates", func(c *Config) *int { return &c.MaxTransactionalIDsPerPrincipal }),
+	boolean("transaction.partition.verification.enable", "check a transaction's first batch on a partition with its coordinator (KIP-890)", func(c *Config) *bool { return &c.TransactionPartitionVerification }),
+), authorizerSettings, saslSettings)
+
+// settingError is the wire server's message for a refused value.
+func settingError(name, value string, err error) error {
+	return fmt.Errorf("kafka: %s=%q: %w", name, value, err)
 }
 
-// stringEntry is a setting kept as written; Validate judges it.
-func stringEntry(dst func(*Config) *string) configEntry {
-	return configEntry{
-		func(c *Config, v string) error { *dst(c) = v; return nil },
-		func(c Config) string { return *dst(&c) },
+// integer, boolean and ms are the kafka package's setting shapes, with
+// its error messages.
+func integer[T int | int16 | int32 | int64](name string, typ settings.Type, doc string, dst func(*Config) *T) settings.Setting[Config] {
+	bits := 32 // int fields take Kafka's INT range
+	switch any(*new(T)).(type) {
+	case int16:
+		bits = 16
+	case int64:
+		bits = 64
 	}
+	return settings.Integer(name, typ, bits, doc, dst)
 }
 
-// msEntry is a setting of milliseconds held as a Duration.
-func msEntry(dst func(*Config) *time.Duration) configEntry {
-	return configEntry{
-		func(c *Config, v string) error {
-			ms, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || ms > int64(time.Duration(1<<63-1)/time.Millisecond) || ms < int64(-1<<63)/int64(time.Millisecond) {
-				return fmt.Errorf("must be a number of milliseconds")
-			}
-			*dst(c) = time.Duration(ms) * time.Millisecond
-			return nil
-		},
-		func(c Config) string { return strconv.FormatInt(dst(&c).Milliseconds(), 10) },
-	}
+func boolean(name, doc string, dst func(*Config) *bool) settings.Setting[Config] {
+	return settings.Bool(name, doc, func(error) error { return errors.New("must be true or false") }, dst)
+}
+
+func ms(name, doc string, dst func(*Config) *time.Duration) settings.Setting[Config] {
+	return settings.Duration(name, time.Millisecond, doc, func(error) error { return errors.New("must be a number of milliseconds") }, dst)
+}
+
+// intMs is a setting of milliseconds that Kafka declares an INT.
+func intMs(name, doc string, dst func(*Config) *time.Duration) settings.Setting[Config] {
+	s := ms(name, doc, dst)
+	s.Type = settings.Int
+	return s
 }
 
 // parseIPOverrides parses Kafka's "ip:count,ip:count" list. The count
@@ -639,33 +538,16 @@ func formatIPOverrides(m map[string]int) string {
 }
 
 // ConfigNames returns the broker config names Set and Values use, sorted.
-func ConfigNames() []string {
-	names := make([]string, 0, len(configEntries))
-	for name := range configEntries {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names
-}
+func ConfigNames() []string { return Settings.Names() }
 
 // Set changes one setting by its Kafka broker-config name. It does not
 // validate the whole Config; call Validate.
 func (c *Config) Set(name, value string) error {
-	e, ok := configEntries[name]
-	if !ok {
-		return fmt.Errorf("kafka: unknown broker config %q", name)
+	if ok, err := Settings.Set(c, name, value); ok {
+		return err
 	}
-	if err := e.set(c, value); err != nil {
-		return fmt.Errorf("kafka: %s=%q: %w", name, value, err)
-	}
-	return nil
+	return fmt.Errorf("kafka: unknown broker config %q", name)
 }
 
 // Values returns every setting by its Kafka name.
-func (c Config) Values() map[string]string {
-	out := make(map[string]string, len(configEntries))
-	for name, e := range configEntries {
-		out[name] = e.get(c)
-	}
-	return out
-}
+func (c Config) Values() map[string]string { return Settings.Values(c) }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"millrace/broker/replica"
+	"millrace/internal/settings"
 )
 
 // TestReplicaSelectorClassSetting: replica.selector.class takes Kafka's
@@ -24,7 +25,7 @@ func TestReplicaSelectorClassSetting(t *testing.T) {
 	if got := cfg.Values()["replica.selector.class"]; got != replica.RackAwareSelectorClass {
 		t.Errorf("read back as %q", got)
 	}
-	if configType("replica.selector.class") != configTypeClass {
+	if configType("replica.selector.class") != settings.Class {
 		t.Errorf("DescribeConfigs type %d, want CLASS", configType("replica.selector.class"))
 	}
 	if err := cfg.Set("replica.selector.class", "com.example.NearestSelector"); err != nil {

@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"millrace/broker/users"
+	"millrace/internal/settings"
 )
 
 // SASL settings of the broker, Kafka's names. They apply to listeners
@@ -149,9 +149,10 @@ func (s SASLConfig) validate(idle time.Duration) []error {
 	return errs
 }
 
-func init() {
-	configEntries["sasl.enabled.mechanisms"] = configEntry{
-		func(c *Config, v string) error {
+// saslSettings are the SASL settings, part of Settings.
+var saslSettings = settings.NewList(settingError,
+	settings.Setting[Config]{Name: "sasl.enabled.mechanisms", Type: settings.ListType, Doc: "mechanisms a client may pick on a SASL listener",
+		Parse: func(c *Config, v string) error {
 			var ms []string
 			for m := range strings.SplitSeq(v, ",") {
 				if m = strings.TrimSpace(m); m != "" {
@@ -161,31 +162,16 @@ func init() {
 			c.SASL.EnabledMechanisms = ms
 			return nil
 		},
-		func(c Config) string { return strings.Join(c.SASL.EnabledMechanisms, ",") },
-	}
-	configEntries["connections.max.reauth.ms"] = msEntry(func(c *Config) *time.Duration { return &c.SASL.ConnectionsMaxReauth })
-	configEntries["connection.failed.authentication.delay.ms"] = msEntry(func(c *Config) *time.Duration { return &c.SASL.FailedAuthenticationDelay })
-	for name, dst := range map[string]func(*Config) *int{
-		"millrace.sasl.failed.authentication.rate.per.ip":   func(c *Config) *int { return &c.SASL.FailedAuthenticationRatePerIP },
-		"millrace.sasl.failed.authentication.rate.per.user": func(c *Config) *int { return &c.SASL.FailedAuthenticationRatePerUser },
-		"millrace.sasl.failed.authentication.burst":         func(c *Config) *int { return &c.SASL.FailedAuthenticationBurst },
-	} {
-		configEntries[name] = configEntry{intSetter(32, dst), func(c Config) string { return strconv.Itoa(*dst(&c)) }}
-	}
-	configEntries["millrace.sasl.plain.cache.ms"] = msEntry(func(c *Config) *time.Duration { return &c.SASL.PlainCacheTTL })
-	configEntries["sasl.server.max.receive.size"] = configEntry{
-		intSetter(32, func(c *Config) *int32 { return &c.SASL.ServerMaxReceiveSize }),
-		func(c Config) string { return strconv.Itoa(int(c.SASL.ServerMaxReceiveSize)) },
-	}
-	configEntries["sasl.mechanism.inter.broker.protocol"] = saslStringEntry(func(c *Config) *string { return &c.SASL.InterBrokerMechanism })
-	configEntries["millrace.inter.broker.sasl.username"] = saslStringEntry(func(c *Config) *string { return &c.SASL.InterBrokerUsername })
-	configEntries["millrace.inter.broker.sasl.password.file"] = saslStringEntry(func(c *Config) *string { return &c.SASL.InterBrokerPasswordFile })
-}
-
-// saslStringEntry is a setting held as a string.
-func saslStringEntry(dst func(*Config) *string) configEntry {
-	return configEntry{
-		func(c *Config, v string) error { *dst(c) = v; return nil },
-		func(c Config) string { return *dst(&c) },
-	}
-}
+		Format: func(c Config) string { return strings.Join(c.SASL.EnabledMechanisms, ",") },
+	},
+	ms("connections.max.reauth.ms", "longest a SASL session lasts before the client re-authenticates (KIP-368); 0: forever", func(c *Config) *time.Duration { return &c.SASL.ConnectionsMaxReauth }),
+	intMs("connection.failed.authentication.delay.ms", "wait before answering a failed authentication", func(c *Config) *time.Duration { return &c.SASL.FailedAuthenticationDelay }),
+	integer("millrace.sasl.failed.authentication.rate.per.ip", settings.Int, "failed authentications a second from one IP address before they are refused", func(c *Config) *int { return &c.SASL.FailedAuthenticationRatePerIP }),
+	integer("millrace.sasl.failed.authentication.rate.per.user", settings.Int, "failed authentications a second for one user before they are refused", func(c *Config) *int { return &c.SASL.FailedAuthenticationRatePerUser }),
+	integer("millrace.sasl.failed.authentication.burst", settings.Int, "failed authentications allowed at once above those rates", func(c *Config) *int { return &c.SASL.FailedAuthenticationBurst }),
+	ms("millrace.sasl.plain.cache.ms", "how long a PLAIN password check is remembered", func(c *Config) *time.Duration { return &c.SASL.PlainCacheTTL }),
+	integer("sasl.server.max.receive.size", settings.Int, "largest SASL token accepted", func(c *Config) *int32 { return &c.SASL.ServerMaxReceiveSize }),
+	settings.Str("sasl.mechanism.inter.broker.protocol", settings.String, "the mechanism brokers use with each other", func(c *Config) *string { return &c.SASL.InterBrokerMechanism }),
+	settings.Str("millrace.inter.broker.sasl.username", settings.String, "the user brokers authenticate as with each other", func(c *Config) *string { return &c.SASL.InterBrokerUsername }),
+	settings.Str("millrace.inter.broker.sasl.password.file", settings.String, "the file holding that user's password", func(c *Config) *string { return &c.SASL.InterBrokerPasswordFile }),
+)

@@ -5,82 +5,16 @@ import (
 
 	"millrace/broker/cluster"
 	"millrace/broker/log"
+	"millrace/internal/settings"
 )
 
-// Kafka's config sources (DescribeConfigs v1+, CreateTopics v5+).
-const (
-	sourceTopicConfig        int8 = 1 // DYNAMIC_TOPIC_CONFIG: a per-topic override
-	sourceStaticBrokerConfig int8 = 4 // STATIC_BROKER_CONFIG: from the broker's config file
-	sourceDefaultConfig      int8 = 5 // DEFAULT_CONFIG: the built-in default
-)
-
-// Kafka's config types (DescribeConfigs v3+).
-const (
-	configTypeUnknown int8 = 0
-	configTypeBoolean int8 = 1
-	configTypeString  int8 = 2
-	configTypeInt     int8 = 3
-	configTypeShort   int8 = 4
-	configTypeLong    int8 = 5
-	configTypeList    int8 = 7
-	configTypeClass   int8 = 8
-)
-
-// configTypes gives the type Kafka declares for each config we describe.
-var configTypes = map[string]int8{
-	// Topic configs.
-	"cleanup.policy":                   configTypeList,
-	"compression.type":                 configTypeString,
-	"file.delete.delay.ms":             configTypeLong,
-	"flush.messages":                   configTypeLong,
-	"flush.ms":                         configTypeLong,
-	"index.interval.bytes":             configTypeInt,
-	"max.message.bytes":                configTypeInt,
-	"message.format.version":           configTypeString,
-	"message.timestamp.after.max.ms":   configTypeLong,
-	"message.timestamp.before.max.ms":  configTypeLong,
-	"message.timestamp.type":           configTypeString,
-	"millrace.compacted.max.key.bytes": configTypeLong,
-	"millrace.flush.on.ack":            configTypeBoolean,
-	"millrace.max.decompressed.bytes":  configTypeLong,
-	"min.insync.replicas":              configTypeInt,
-	"retention.bytes":                  configTypeLong,
-	"retention.ms":                     configTypeLong,
-	"segment.bytes":                    configTypeInt,
-	"segment.index.bytes":              configTypeInt,
-	"segment.ms":                       configTypeLong,
-	"unclean.leader.election.enable":   configTypeBoolean,
-	// Broker configs.
-	"advertised.listeners":            configTypeString,
-	"auto.create.topics.enable":       configTypeBoolean,
-	"broker.id":                       configTypeInt,
-	"broker.rack":                     configTypeString,
-	"connections.max.idle.ms":         configTypeLong,
-	"default.replication.factor":      configTypeInt,
-	"listeners":                       configTypeString,
-	"millrace.max.pipelined.requests": configTypeInt,
-	"num.partitions":                  configTypeInt,
-	"replica.selector.class":          configTypeClass,
-	"socket.request.max.bytes":        configTypeInt,
-}
-
-// configDocs are the documentation strings DescribeConfigs v3+ returns
-// when asked; only deprecated settings have one, marked "[DEPRECATED]"
-// first as Kafka marks them, which is how a client learns it.
-var configDocs = map[string]string{
-	"message.format.version": "[DEPRECATED] The record format version the broker writes to the log. " +
-		"Ignored, as by Kafka 3.x brokers whose inter-broker protocol is 3.0 or later: batches are always " +
-		"stored in format v2. Accepted so that tools which still set it are not refused; Kafka 4.0 removed it.",
-}
-
-// configDoc is a config's documentation, nil for none; a broker-wide
-// topic default (log.message.format.version) has its topic config's.
+// configDoc is a config's documentation for DescribeConfigs, nil for none:
+// only deprecated settings have one, marked "[DEPRECATED]" first as Kafka
+// marks them, which is how a client learns it. A broker-wide topic default
+// (log.message.format.version) has its topic config's.
 func configDoc(name string) *string {
-	if topic, ok := cluster.TopicConfigOfBroker(name); ok {
-		name = topic
-	}
-	if doc, ok := configDocs[name]; ok {
-		return &doc
+	if s, ok := describedSetting(name); ok && strings.HasPrefix(s.Doc, "[DEPRECATED]") {
+		return &s.Doc
 	}
 	return nil
 }
@@ -100,16 +34,21 @@ func (b *Broker) warnIgnoredTopicConfigs(topic string, overrides map[string]stri
 
 // configType is a config's type; a broker-wide topic default
 // (log.retention.ms) has its topic config's type.
-func configType(name string) int8 {
-	if t, ok := configTypes[name]; ok {
-		return t
+func configType(name string) settings.Type {
+	s, _ := describedSetting(name)
+	return s.Type
+}
+
+// describedSetting finds a wire server setting, or a topic config by its
+// topic name or its broker synonym.
+func describedSetting(name string) (settings.Info, bool) {
+	if s, ok := Settings.Lookup(name); ok {
+		return settings.Info{Name: s.Name, Type: s.Type, Doc: s.Doc}, true
 	}
 	if topic, ok := cluster.TopicConfigOfBroker(name); ok {
-		if t, ok := configTypes[topic]; ok {
-			return t
-		}
+		name = topic
 	}
-	return configTypeUnknown
+	return cluster.TopicConfigInfo(name)
 }
 
 // topicConfigEntry is one described topic config.
@@ -132,7 +71,7 @@ func plannedTopicEntries(b *Broker, overrides map[string]string) []topicConfigEn
 		}
 		e := topicConfigEntry{name: name, value: d.Value, source: int8(d.Source)}
 		if v, over := overrides[name]; over {
-			e.value, e.source = v, sourceTopicConfig
+			e.value, e.source = v, int8(cluster.SourceTopic)
 		}
 		out = append(out, e)
 	}

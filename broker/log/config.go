@@ -4,10 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"millrace/internal/settings"
 )
 
 // Timestamp types for Config.MessageTimestampType.
@@ -156,7 +157,7 @@ func checkPolicy(policy string) error {
 	items := strings.Split(policy, ",")
 	for _, p := range items {
 		if p = strings.TrimSpace(p); p != PolicyDelete && p != PolicyCompact {
-			return fmt.Errorf("cleanup.policy %q must be delete, compact or both (\"compact,delete\")", policy)
+			return fmt.Errorf("%q must be delete, compact or both (\"compact,delete\")", policy)
 		}
 	}
 	return nil
@@ -232,7 +233,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("millrace.max.decompressed.bytes %d must be at least max.message.bytes %d: a batch that is accepted uncompressed must also be accepted compressed", c.MaxDecompressedBytes, c.MaxMessageBytes))
 	}
 	if err := checkPolicy(c.CleanupPolicy); err != nil {
-		errs = append(errs, err)
+		errs = append(errs, fmt.Errorf("cleanup.policy %w", err))
 	}
 	if !(c.MinCleanableDirtyRatio >= 0 && c.MinCleanableDirtyRatio <= 1) {
 		errs = append(errs, fmt.Errorf("min.cleanable.dirty.ratio %v must be between 0 and 1", c.MinCleanableDirtyRatio))
@@ -253,170 +254,174 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("compression.type %q must be one of %s", c.CompressionType, compressionTypeList))
 	}
 	if err := checkMessageFormatVersion(c.MessageFormatVersion); err != nil {
-		errs = append(errs, err)
+		errs = append(errs, fmt.Errorf("message.format.version %w", err))
 	}
 	return errors.Join(errs...)
 }
 
-// configNames lists the Kafka topic-config names Config understands.
-var configNames = []string{
-	"cleanup.policy", "compression.type", "delete.retention.ms", "message.format.version", "max.compaction.lag.ms", "min.cleanable.dirty.ratio", "min.compaction.lag.ms",
-	"file.delete.delay.ms", "flush.messages", "flush.ms", "index.interval.bytes",
-	"max.message.bytes", "message.timestamp.after.max.ms", "message.timestamp.before.max.ms",
-	"message.timestamp.type", "millrace.compacted.max.key.bytes", "millrace.flush.on.ack", "millrace.max.decompressed.bytes", "retention.bytes", "retention.ms",
-	"segment.bytes", "segment.index.bytes", "segment.ms",
+// Settings are the topic configs of the log, by Kafka's topic config
+// names, each with the broker config that is its broker-wide default
+// (Synonym). Every topic config can be altered per topic at runtime;
+// Dynamic says whether the broker-wide default can be too.
+var Settings = settings.NewList(func(name, _ string, err error) error {
+	return fmt.Errorf("log: %s %w", name, err)
+},
+	logInt("segment.bytes", "log.segment.bytes", settings.Int, "roll to a new segment before it grows past this", func(c *Config) *int64 { return &c.SegmentBytes }),
+	logMs("segment.ms", "log.roll.ms", "roll when the active segment's first append is this old", func(c *Config) *time.Duration { return &c.SegmentAge }),
+	logInt("segment.index.bytes", "log.index.size.max.bytes", settings.Int, "roll when an index of the active segment would grow past this", func(c *Config) *int { return &c.SegmentIndexBytes }),
+	logInt("index.interval.bytes", "log.index.interval.bytes", settings.Int, "bytes of log between two offset index entries", func(c *Config) *int { return &c.IndexIntervalBytes }),
+	logInt("flush.messages", "log.flush.interval.messages", settings.Long, "fsync after this many records", func(c *Config) *int64 { return &c.FlushMessages }),
+	logMs("flush.ms", "log.flush.interval.ms", "fsync when the oldest unflushed append is this old", func(c *Config) *time.Duration { return &c.FlushInterval }),
+	logMs("retention.ms", "log.retention.ms", "delete segments older than this; -1: keep", func(c *Config) *time.Duration { return &c.Retention }),
+	logInt("retention.bytes", "log.retention.bytes", settings.Long, "delete the oldest segments while the partition is larger; -1: no limit", func(c *Config) *int64 { return &c.RetentionBytes }),
+	logInt("max.message.bytes", "message.max.bytes", settings.Int, "largest batch accepted", func(c *Config) *int { return &c.MaxMessageBytes }),
+	logMs("file.delete.delay.ms", "log.segment.delete.delay.ms", "how long a deleted segment's files stay before removal", func(c *Config) *time.Duration { return &c.FileDeleteDelay }),
+	topicString("message.timestamp.type", "log.message.timestamp.type", settings.String, "CreateTime keeps the producer's timestamps, LogAppendTime stamps the append time", func(v string) error {
+		if v != CreateTime && v != LogAppendTime {
+			return fmt.Errorf("must be %s or %s, not %q", CreateTime, LogAppendTime, v)
+		}
+		return nil
+	}, func(c *Config) *string { return &c.MessageTimestampType }),
+	logMs("message.timestamp.before.max.ms", "log.message.timestamp.before.max.ms", "refuse CreateTime records further than this behind the broker's clock", func(c *Config) *time.Duration { return &c.MessageTimestampBeforeMax }),
+	logMs("message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms", "refuse CreateTime records further than this ahead of the broker's clock", func(c *Config) *time.Duration { return &c.MessageTimestampAfterMax }),
+	dynamic(settings.Setting[Config]{Name: "millrace.flush.on.ack", Type: settings.Boolean, Synonym: "millrace.log.flush.on.ack", Doc: "answer produces only once fsynced, and show consumers only fsynced records",
+		Parse: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("must be true or false, not %q", v)
+			}
+			c.FlushOnAck = b
+			return nil
+		},
+		Format: func(c Config) string { return strconv.FormatBool(c.FlushOnAck) },
+	}),
+	logInt("millrace.max.decompressed.bytes", "millrace.log.max.decompressed.bytes", settings.Long, "a produced batch decompressing past this is refused", func(c *Config) *int64 { return &c.MaxDecompressedBytes }),
+	topicString("cleanup.policy", "log.cleanup.policy", settings.ListType, "`delete`, `compact` or `compact,delete`", checkPolicy, func(c *Config) *string { return &c.CleanupPolicy }),
+	dynamic(settings.Setting[Config]{Name: "min.cleanable.dirty.ratio", Type: settings.Double, Synonym: "log.cleaner.min.cleanable.ratio", Doc: "clean a compacted log once this share of it is not yet cleaned",
+		Parse: func(c *Config, v string) error {
+			r, err := strconv.ParseFloat(v, 64)
+			if err != nil || !(r >= 0 && r <= 1) {
+				return fmt.Errorf("must be a number between 0 and 1, not %q", v)
+			}
+			c.MinCleanableDirtyRatio = r
+			return nil
+		},
+		Format: func(c Config) string { return strconv.FormatFloat(c.MinCleanableDirtyRatio, 'g', -1, 64) },
+	}),
+	logMs("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms", "a record stays uncompacted at least this long", func(c *Config) *time.Duration { return &c.MinCompactionLag }),
+	logMs("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms", "a log with a record uncleaned this long is cleaned whatever its ratio", func(c *Config) *time.Duration { return &c.MaxCompactionLag }),
+	logMs("delete.retention.ms", "log.cleaner.delete.retention.ms", "how long a compacted log keeps tombstones", func(c *Config) *time.Duration { return &c.DeleteRetention }),
+	logInt("millrace.compacted.max.key.bytes", "millrace.log.compacted.max.key.bytes", settings.Long, "longest key a compacted topic accepts", func(c *Config) *int64 { return &c.CompactedMaxKeyBytes }),
+	topicString("compression.type", "compression.type", settings.String, "the codec batches are stored with: `producer` keeps the producer's; `uncompressed`, `gzip`, `snappy`, `lz4`, `zstd` recompress", func(v string) error {
+		if _, ok := compressionCodecs[v]; !ok {
+			return fmt.Errorf("must be one of %s, not %q", compressionTypeList, v)
+		}
+		return nil
+	}, func(c *Config) *string { return &c.CompressionType }),
+	func() settings.Setting[Config] {
+		s := topicString("message.format.version", "log.message.format.version", settings.String, "[DEPRECATED] The record format version the broker writes to the log. "+
+			"Ignored, as by Kafka 3.x brokers whose inter-broker protocol is 3.0 or later: batches are always "+
+			"stored in format v2. Accepted so that tools which still set it are not refused; Kafka 4.0 removed it.",
+			checkMessageFormatVersion, func(c *Config) *string { return &c.MessageFormatVersion })
+		s.Dynamic = false // on brokers, as Kafka's DynamicLogConfig leaves it out
+		return s
+	}(),
+)
+
+func dynamic(s settings.Setting[Config]) settings.Setting[Config] {
+	s.Dynamic = true
+	return s
 }
 
-// ConfigNames returns the Kafka topic-config names Set and Values use, sorted.
-func ConfigNames() []string {
-	out := append([]string(nil), configNames...)
-	sort.Strings(out)
-	return out
+// topicString is a topic config of the values check accepts.
+func topicString(name, synonym string, typ settings.Type, doc string, check func(string) error, dst func(*Config) *string) settings.Setting[Config] {
+	s := settings.Checked(name, typ, doc, check, dst)
+	s.Synonym = synonym
+	return dynamic(s)
 }
+
+// logInt is an integer topic config; an int field takes 32-bit values.
+func logInt[T int | int64](name, synonym string, typ settings.Type, doc string, dst func(*Config) *T) settings.Setting[Config] {
+	return dynamic(settings.Setting[Config]{Name: name, Type: typ, Synonym: synonym, Doc: doc,
+		Parse: func(c *Config, value string) error {
+			v, err := strconv.ParseInt(value, 10, 64)
+			if err != nil {
+				return fmt.Errorf("must be an integer: %w", err)
+			}
+			if _, isInt := any(*dst(c)).(int); isInt && (v < math.MinInt32 || v > math.MaxInt32) {
+				return fmt.Errorf("%d is out of range", v)
+			}
+			*dst(c) = T(v)
+			return nil
+		},
+		Format: func(c Config) string { return strconv.FormatInt(int64(*dst(&c)), 10) },
+	})
+}
+
+// logMs is a topic config of milliseconds, where Long.MAX_VALUE is never.
+func logMs(name, synonym, doc string, dst func(*Config) *time.Duration) settings.Setting[Config] {
+	return dynamic(settings.Setting[Config]{Name: name, Type: settings.Long, Synonym: synonym, Doc: doc,
+		Parse: func(c *Config, value string) error {
+			v, err := strconv.ParseInt(value, 10, 64)
+			if err != nil {
+				return fmt.Errorf("must be an integer: %w", err)
+			}
+			*dst(c) = msToDuration(v)
+			return nil
+		},
+		Format: func(c Config) string { return durationToMs(*dst(&c)) },
+	})
+}
+
+// CleanerSettings are the log cleaner's broker settings, by Kafka's names.
+var CleanerSettings = settings.NewList[CleanerConfig](nil,
+	settings.TrueFalse("log.cleaner.enable", "run the log cleaner, which compacts topics whose `cleanup.policy` includes `compact`", func(c *CleanerConfig) *bool { return &c.Enable }),
+	settings.Setting[CleanerConfig]{Name: "log.cleaner.threads", Type: settings.Int, Doc: "partitions cleaned at once",
+		Parse: func(c *CleanerConfig, v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return fmt.Errorf("must be an integer: %w", err)
+			}
+			if n < 1 || n > math.MaxInt32 {
+				return fmt.Errorf("%d must be at least 1", n)
+			}
+			c.Threads = int(n)
+			return nil
+		},
+		Format: func(c CleanerConfig) string { return strconv.Itoa(c.Threads) },
+	},
+	// A double in Kafka; its default, Double.MAX_VALUE, is unlimited.
+	settings.Setting[CleanerConfig]{Name: "log.cleaner.io.max.bytes.per.second", Type: settings.Double, Doc: "bytes read and written per second by all cleaner threads",
+		Parse: func(c *CleanerConfig, v string) error {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return fmt.Errorf("must be a number: %w", err)
+			}
+			c.IOMaxBytesPerSecond = f
+			return nil
+		},
+		Format: func(c CleanerConfig) string { return strconv.FormatFloat(c.IOMaxBytesPerSecond, 'g', -1, 64) },
+	},
+	settings.Integer("log.cleaner.dedupe.buffer.size", settings.Long, 64, "memory for the cleaner threads' key maps, at least 1 MiB each (24 bytes a key)", func(c *CleanerConfig) *int64 { return &c.DedupeBufferSize }),
+	settings.Duration("log.cleaner.backoff.ms", time.Millisecond, "how long a cleaner thread waits when nothing is due", func(err error) error {
+		return fmt.Errorf("must be an integer: %w", err)
+	}, func(c *CleanerConfig) *time.Duration { return &c.Backoff }),
+)
+
+// ConfigNames returns the Kafka topic-config names Set and Values use, sorted.
+func ConfigNames() []string { return Settings.Names() }
 
 // Set changes one setting by its Kafka topic-config name. Durations are in
 // milliseconds as in Kafka. It does not validate the whole Config; call Validate.
 func (c *Config) Set(name, value string) error {
-	if name == "message.timestamp.type" {
-		if value != CreateTime && value != LogAppendTime {
-			return fmt.Errorf("log: %s must be %s or %s, not %q", name, CreateTime, LogAppendTime, value)
-		}
-		c.MessageTimestampType = value
-		return nil
+	if ok, err := Settings.Set(c, name, value); ok {
+		return err
 	}
-	if name == "cleanup.policy" {
-		if err := checkPolicy(value); err != nil {
-			return fmt.Errorf("log: %w", err)
-		}
-		c.CleanupPolicy = value
-		return nil
-	}
-	if name == "compression.type" {
-		if _, ok := compressionCodecs[value]; !ok {
-			return fmt.Errorf("log: %s must be one of %s, not %q", name, compressionTypeList, value)
-		}
-		c.CompressionType = value
-		return nil
-	}
-	if name == "message.format.version" {
-		if err := checkMessageFormatVersion(value); err != nil {
-			return fmt.Errorf("log: %w", err)
-		}
-		c.MessageFormatVersion = value
-		return nil
-	}
-	if name == "min.cleanable.dirty.ratio" {
-		r, err := strconv.ParseFloat(value, 64)
-		if err != nil || !(r >= 0 && r <= 1) {
-			return fmt.Errorf("log: %s must be a number between 0 and 1, not %q", name, value)
-		}
-		c.MinCleanableDirtyRatio = r
-		return nil
-	}
-	if name == "millrace.flush.on.ack" {
-		b, err := strconv.ParseBool(value)
-		if err != nil {
-			return fmt.Errorf("log: %s must be true or false, not %q", name, value)
-		}
-		c.FlushOnAck = b
-		return nil
-	}
-	v, err := strconv.ParseInt(value, 10, 64)
-	if err != nil {
-		if isKnownName(name) {
-			return fmt.Errorf("log: %s must be an integer: %w", name, err)
-		}
-		return fmt.Errorf("log: unknown topic config %q", name)
-	}
-	switch name {
-	case "segment.bytes":
-		c.SegmentBytes = v
-	case "segment.ms":
-		c.SegmentAge = msToDuration(v)
-	case "segment.index.bytes":
-		c.SegmentIndexBytes, err = toInt(name, v)
-	case "index.interval.bytes":
-		c.IndexIntervalBytes, err = toInt(name, v)
-	case "flush.messages":
-		c.FlushMessages = v
-	case "flush.ms":
-		c.FlushInterval = msToDuration(v)
-	case "retention.ms":
-		c.Retention = msToDuration(v)
-	case "retention.bytes":
-		c.RetentionBytes = v
-	case "max.message.bytes":
-		c.MaxMessageBytes, err = toInt(name, v)
-	case "file.delete.delay.ms":
-		c.FileDeleteDelay = msToDuration(v)
-	case "message.timestamp.before.max.ms":
-		c.MessageTimestampBeforeMax = msToDuration(v)
-	case "message.timestamp.after.max.ms":
-		c.MessageTimestampAfterMax = msToDuration(v)
-	case "millrace.max.decompressed.bytes":
-		c.MaxDecompressedBytes = v
-	case "millrace.compacted.max.key.bytes":
-		c.CompactedMaxKeyBytes = v
-	case "min.compaction.lag.ms":
-		c.MinCompactionLag = msToDuration(v)
-	case "max.compaction.lag.ms":
-		c.MaxCompactionLag = msToDuration(v)
-	case "delete.retention.ms":
-		c.DeleteRetention = msToDuration(v)
-	default:
-		return fmt.Errorf("log: unknown topic config %q", name)
-	}
-	return err
+	return fmt.Errorf("log: unknown topic config %q", name)
 }
 
 // Values returns every setting by Kafka name, formatted as Kafka prints it.
-func (c Config) Values() map[string]string {
-	return map[string]string{
-		"segment.bytes":          strconv.FormatInt(c.SegmentBytes, 10),
-		"segment.ms":             durationToMs(c.SegmentAge),
-		"segment.index.bytes":    strconv.Itoa(c.SegmentIndexBytes),
-		"index.interval.bytes":   strconv.Itoa(c.IndexIntervalBytes),
-		"flush.messages":         strconv.FormatInt(c.FlushMessages, 10),
-		"flush.ms":               durationToMs(c.FlushInterval),
-		"retention.ms":           durationToMs(c.Retention),
-		"retention.bytes":        strconv.FormatInt(c.RetentionBytes, 10),
-		"max.message.bytes":      strconv.Itoa(c.MaxMessageBytes),
-		"file.delete.delay.ms":   durationToMs(c.FileDeleteDelay),
-		"message.timestamp.type": c.MessageTimestampType,
-		"millrace.flush.on.ack":  strconv.FormatBool(c.FlushOnAck),
-
-		"message.timestamp.before.max.ms": durationToMs(c.MessageTimestampBeforeMax),
-		"message.timestamp.after.max.ms":  durationToMs(c.MessageTimestampAfterMax),
-		"millrace.max.decompressed.bytes": strconv.FormatInt(c.MaxDecompressedBytes, 10),
-
-		"cleanup.policy":            c.CleanupPolicy,
-		"min.cleanable.dirty.ratio": strconv.FormatFloat(c.MinCleanableDirtyRatio, 'g', -1, 64),
-		"min.compaction.lag.ms":     durationToMs(c.MinCompactionLag),
-		"max.compaction.lag.ms":     durationToMs(c.MaxCompactionLag),
-		"delete.retention.ms":       durationToMs(c.DeleteRetention),
-
-		"millrace.compacted.max.key.bytes": strconv.FormatInt(c.CompactedMaxKeyBytes, 10),
-
-		"compression.type":       c.CompressionType,
-		"message.format.version": c.MessageFormatVersion,
-	}
-}
-
-func isKnownName(name string) bool {
-	for _, n := range configNames {
-		if n == name {
-			return true
-		}
-	}
-	return false
-}
-
-func toInt(name string, v int64) (int, error) {
-	if v < math.MinInt32 || v > math.MaxInt32 {
-		return 0, fmt.Errorf("log: %s %d is out of range", name, v)
-	}
-	return int(v), nil
-}
+func (c Config) Values() map[string]string { return Settings.Values(c) }
 
 // msToDuration converts Kafka milliseconds; values too large for a Duration
 // (Kafka uses Long.MAX_VALUE for "never") saturate, negatives stay negative.

@@ -52,7 +52,7 @@ var messageFormatVersions = regexp.MustCompile(`^(0\.(8\.[0-2]|9\.0|10\.[0-2]|11
 // message.format.version; the value is kept only to be reported.
 func checkMessageFormatVersion(v string) error {
 	if !messageFormatVersions.MatchString(v) {
-		return fmt.Errorf("message.format.version %q is not a Kafka version (e.g. 0.10.0, 2.8, 3.0-IV1); it is deprecated and ignored: batches are stored in the v2 format", v)
+		return fmt.Errorf("%q is not a Kafka version (e.g. 0.10.0, 2.8, 3.0-IV1); it is deprecated and ignored: batches are stored in the v2 format", v)
 	}
 	return nil
 }
