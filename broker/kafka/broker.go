@@ -23,6 +23,7 @@ import (
 	"millrace/broker/coord"
 	"millrace/broker/group"
 	"millrace/broker/log"
+	"millrace/broker/replication"
 	"millrace/broker/txn"
 )
 
@@ -40,7 +41,7 @@ type Deps struct {
 	// Metrics, when set, receives the wire server's Prometheus metrics.
 	Metrics prometheus.Registerer
 	// HighWatermarkCheckpoint is the path of the high-watermark checkpoint
-	// (replication_checkpoint.go), kept in multi-broker mode; empty keeps
+	// (broker/replication/checkpoint.go), kept in multi-broker mode; empty keeps
 	// none.
 	HighWatermarkCheckpoint string
 }
@@ -54,7 +55,8 @@ type Broker struct {
 	store   coord.Store
 	logger  *slog.Logger
 	metrics *brokerMetrics
-	// hwCheckpoint is Deps.HighWatermarkCheckpoint.
+	// hwCheckpoint is Deps.HighWatermarkCheckpoint, for the replica
+	// manager.
 	hwCheckpoint string
 	// interBroker is the name of the inter-broker listener, and tls the
 	// TLS settings of the listeners and replication connections (tls.go).
@@ -71,15 +73,14 @@ type Broker struct {
 	// The broker's parts: broker-lifetime state the handler files need
 	// beyond the Deps, opened by openParts in the order it gives and closed
 	// by closeParts in reverse. Set in New, read-only afterwards.
-	authorizer         *authorizer         // ACL cache (authorize.go); nil when authorization is off
-	sasl               *saslComponent      // SCRAM credentials (sasl.go); nil without a store: SASL fails closed
-	waiters            *dataWaiters        // long-poll Fetch wake-ups (data_wait.go)
-	fetchSessions      *fetchSessionCache  // KIP-227 fetch sessions (fetch_sessions.go)
-	connIDs            atomic.Uint64       // the last connection ID given (conn.id)
-	producerIDs        *producerIDs        // producer ID blocks (producer_ids.go)
-	replicaManager     *replicationManager // leads and follows partitions (replication_manager.go)
-	interBrokerClients *interBrokerClients // clients to the other brokers (interbroker.go)
-	txn                *txn.Coordinator    // transaction coordinator (broker/txn); nil without a store
+	authorizer         *authorizer          // ACL cache (authorize.go); nil when authorization is off
+	sasl               *saslComponent       // SCRAM credentials (sasl.go); nil without a store: SASL fails closed
+	fetchSessions      *fetchSessionCache   // KIP-227 fetch sessions (fetch_sessions.go)
+	connIDs            atomic.Uint64        // the last connection ID given (conn.id)
+	producerIDs        *producerIDs         // producer ID blocks (producer_ids.go)
+	replicas           *replication.Manager // leads and follows partitions, long-poll wake-ups (broker/replication)
+	interBrokerClients *interBrokerClients  // clients to the other brokers (interbroker.go)
+	txn                *txn.Coordinator     // transaction coordinator (broker/txn); nil without a store
 
 	// ctx is the parent of every connection's context; cancel ends them all.
 	ctx    context.Context
@@ -158,12 +159,13 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 //
 //  1. authorizer: the ACL cache, read from the coordination store.
 //  2. sasl: the credential cache, read from the coordination store.
-//  3. waiters: needs nothing.
+//  3. fetchSessions: needs nothing.
 //  4. producerIDs: the producer ID blocks, from the coordination store.
 //     The idempotent-producer state itself lives in each partition's log
 //     (broker/log), which gets its bounds here.
-//  5. replicaManager: a high watermark it moves wakes waiting Fetches: it
-//     needs waiters.
+//  5. replicas: the replica manager (broker/replication), which also wakes
+//     waiting Fetches; it follows leaders through this package's fetchers
+//     (replication_follower.go).
 //  6. interBrokerClients: clients to the other brokers, built on first use.
 //  7. txn: the transaction coordinator, state in the coordination store;
 //     it allocates producer IDs (producerIDs) and sends markers through
@@ -183,7 +185,6 @@ func (b *Broker) openParts() error {
 	if b.sasl, err = openSASL(b); err != nil {
 		return fmt.Errorf("opening SASL: %w", err)
 	}
-	b.waiters = newDataWaiters()
 	b.fetchSessions = newFetchSessionCache(fetchSessionLimits{
 		slots:         b.cfg.FetchSessionCacheSlots,
 		evictionAge:   b.cfg.FetchSessionEvictionMin,
@@ -201,7 +202,14 @@ func (b *Broker) openParts() error {
 		}
 	}
 	b.producerIDs = newProducerIDs(b.store, b.cfg.BrokerID)
-	b.replicaManager = newReplicationManager(b)
+	b.replicas = replication.New(replication.Deps{
+		Cluster:    b.cluster,
+		BrokerID:   b.cfg.BrokerID,
+		Checkpoint: b.hwCheckpoint,
+		Follower:   replicaFetchers{b},
+		ISRChanged: b.metrics.isrChanged,
+		Logger:     b.logger,
+	})
 	b.interBrokerClients = newInterBrokerClients(b)
 	if b.store != nil {
 		if b.txn, err = txn.New(b.store, txn.Config{
@@ -226,7 +234,7 @@ func (b *Broker) startParts() {
 	if b.sasl != nil {
 		b.sasl.start()
 	}
-	b.replicaManager.start()
+	b.replicas.Start()
 	if b.txn != nil {
 		b.txn.Start()
 	}
@@ -257,8 +265,8 @@ func (b *Broker) closeParts() {
 	if b.interBrokerClients != nil {
 		closed("inter-broker clients", b.interBrokerClients.Close())
 	}
-	if b.replicaManager != nil {
-		closed("replication", b.replicaManager.Close())
+	if b.replicas != nil {
+		closed("replication", b.replicas.Close())
 	}
 	if b.sasl != nil {
 		closed("sasl", b.sasl.Close())
@@ -317,3 +325,7 @@ func (b *Broker) Close() error {
 	defer b.mu.Unlock()
 	return b.closeErr
 }
+
+// Replicas is the broker's replica manager: the log cleaner asks it for
+// each partition's bound (Manager.CleanerBound).
+func (b *Broker) Replicas() *replication.Manager { return b.replicas }

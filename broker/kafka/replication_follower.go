@@ -32,6 +32,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/broker/replica"
+	"millrace/broker/replication"
 )
 
 const (
@@ -46,11 +47,22 @@ const (
 	maxReplicaResponse = 64 << 20
 )
 
+// replicaFetchers is the broker's replication.Follower: one fetcher per
+// followed partition.
+type replicaFetchers struct{ b *Broker }
+
+// Follow starts a fetcher for p; stop returns once it has ended.
+func (r replicaFetchers) Follow(p *replication.Followed) (stop func()) {
+	f := &fetcher{b: r.b, p: p, logger: r.b.logger.With("component", "replication"), stopping: make(chan struct{}), done: make(chan struct{})}
+	go f.run()
+	return f.stop
+}
+
 // fetcher copies one partition from its leader at one leader epoch.
 type fetcher struct {
-	rp     *replicaPartition
-	leader int32
-	epoch  int32
+	b      *Broker
+	p      *replication.Followed
+	logger *slog.Logger
 
 	stopping chan struct{}
 	done     chan struct{}
@@ -59,23 +71,9 @@ type fetcher struct {
 	conn net.Conn
 }
 
-// startFetcherLocked starts following leader at epoch.
-func (rp *replicaPartition) startFetcherLocked(leader, epoch int32) {
-	f := &fetcher{rp: rp, leader: leader, epoch: epoch, stopping: make(chan struct{}), done: make(chan struct{})}
-	rp.fetcher = f
-	rp.m.wg.Add(1)
-	go f.run()
-	rp.m.logger.Info("following", "topic", rp.tp.Topic, "partition", rp.tp.Partition, "leader", leader, "leader_epoch", epoch)
-}
-
-// stopFetcherLocked stops the fetcher and waits for it, so that nothing
-// appends once it returns.
-func (rp *replicaPartition) stopFetcherLocked() {
-	f := rp.fetcher
-	if f == nil {
-		return
-	}
-	rp.fetcher = nil
+// stop stops the fetcher and waits for it, so that nothing appends once
+// it returns.
+func (f *fetcher) stop() {
 	close(f.stopping)
 	f.mu.Lock()
 	if f.conn != nil {
@@ -104,21 +102,19 @@ func (f *fetcher) pause(d time.Duration) {
 }
 
 func (f *fetcher) run() {
-	m := f.rp.m
-	defer m.wg.Done()
 	defer close(f.done)
 	defer f.closeConn()
-	tp := f.rp.tp
+	tp, leader := f.p.TopicPartition, f.p.Leader
 	for !f.stopped() {
 		c, err := f.connect()
 		if err != nil {
-			m.logger.Debug("connecting to the leader", "topic", tp.Topic, "partition", tp.Partition, "leader", f.leader, "err", err)
+			f.logger.Debug("connecting to the leader", "topic", tp.Topic, "partition", tp.Partition, "leader", leader, "err", err)
 			f.pause(followerBackoff)
 			continue
 		}
 		if err := f.truncate(c); err != nil {
 			if !f.stopped() {
-				m.logger.Log(context.Background(), followerLogLevel(err), "truncating by leader epoch", "topic", tp.Topic, "partition", tp.Partition, "leader", f.leader, "err", err)
+				f.logger.Log(context.Background(), followerLogLevel(err), "truncating by leader epoch", "topic", tp.Topic, "partition", tp.Partition, "leader", leader, "err", err)
 			}
 			f.closeConn()
 			f.pause(followerBackoff)
@@ -127,7 +123,7 @@ func (f *fetcher) run() {
 		err = f.fetchLoop(c)
 		f.closeConn()
 		if !f.stopped() && err != nil {
-			m.logger.Log(context.Background(), followerLogLevel(err), "fetching from the leader", "topic", tp.Topic, "partition", tp.Partition, "leader", f.leader, "err", err)
+			f.logger.Log(context.Background(), followerLogLevel(err), "fetching from the leader", "topic", tp.Topic, "partition", tp.Partition, "leader", leader, "err", err)
 			f.pause(followerBackoff)
 		}
 	}
@@ -136,14 +132,14 @@ func (f *fetcher) run() {
 // connect dials the leader's inter-broker listener, with TLS when that
 // listener is SSL or SASL_SSL, and authenticates when it is SASL.
 func (f *fetcher) connect() (*replicaConn, error) {
-	b := f.rp.m.b
-	info, ok := b.cluster.Broker(f.leader)
+	b := f.b
+	info, ok := b.cluster.Broker(f.p.Leader)
 	if !ok {
-		return nil, fmt.Errorf("leader %d is not registered", f.leader)
+		return nil, fmt.Errorf("leader %d is not registered", f.p.Leader)
 	}
 	endpoint, ok := info.Endpoint(b.interBroker)
 	if !ok {
-		return nil, fmt.Errorf("leader %d has no listener %s (inter.broker.listener.name)", f.leader, b.interBroker)
+		return nil, fmt.Errorf("leader %d has no listener %s (inter.broker.listener.name)", f.p.Leader, b.interBroker)
 	}
 	protocol := securityProtocol(endpoint.SecurityProtocol)
 	conn, err := b.dialBroker(endpoint.Host, endpoint.Port, protocol, 3*time.Second)
@@ -163,7 +159,7 @@ func (f *fetcher) connect() (*replicaConn, error) {
 	// first request.
 	if err := f.authenticate(c, protocol); err != nil {
 		f.closeConn()
-		return nil, fmt.Errorf("authenticating to leader %d: %w", f.leader, err)
+		return nil, fmt.Errorf("authenticating to leader %d: %w", f.p.Leader, err)
 	}
 	return c, nil
 }
@@ -174,7 +170,7 @@ func (f *fetcher) authenticate(c *replicaConn, protocol securityProtocol) error 
 	if !protocol.usesSASL() {
 		return nil
 	}
-	return f.rp.m.b.authenticateReplica(c) // sasl_client.go
+	return f.b.authenticateReplica(c) // sasl_client.go
 }
 
 func (f *fetcher) closeConn() {
@@ -206,8 +202,7 @@ func followerLogLevel(err error) slog.Level {
 
 // truncate cuts the log where its history departs from the leader's.
 func (f *fetcher) truncate(c *replicaConn) error {
-	rp := f.rp
-	l := rp.log
+	l := f.p.Log
 	answer := replica.EpochEndOffset{LeaderEpoch: replica.UndefinedEpoch, EndOffset: replica.UndefinedEpochOffset}
 	ask := replica.RequestEpoch(l)
 	var cut replica.Truncation
@@ -218,7 +213,7 @@ func (f *fetcher) truncate(c *replicaConn) error {
 				return err
 			}
 		}
-		cut = replica.TruncationFor(l, rp.highWatermark.Load(), answer)
+		cut = replica.TruncationFor(l, f.p.HighWatermark(), answer)
 		if !cut.AskAgain {
 			break
 		}
@@ -235,8 +230,8 @@ func (f *fetcher) truncate(c *replicaConn) error {
 	if err := l.TruncateTo(cut.Offset); err != nil {
 		return fmt.Errorf("truncating to %d: %w", cut.Offset, err)
 	}
-	rp.m.logger.Info("truncated the log by leader epoch", "topic", rp.tp.Topic, "partition", rp.tp.Partition,
-		"from", from, "to", l.EndOffset(), "leader", f.leader, "leader_epoch", f.epoch)
+	f.logger.Info("truncated the log by leader epoch", "topic", f.p.Topic, "partition", f.p.Partition,
+		"from", from, "to", l.EndOffset(), "leader", f.p.Leader, "leader_epoch", f.p.Epoch)
 	return nil
 }
 
@@ -244,11 +239,11 @@ func (f *fetcher) truncate(c *replicaConn) error {
 func (f *fetcher) offsetForLeaderEpoch(c *replicaConn, epoch int32) (replica.EpochEndOffset, error) {
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 	req.Version = 3
-	req.ReplicaID = f.rp.m.b.cfg.BrokerID
+	req.ReplicaID = f.b.cfg.BrokerID
 	rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
-	rt.Topic = f.rp.tp.Topic
+	rt.Topic = f.p.Topic
 	rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
-	rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = f.rp.tp.Partition, f.epoch, epoch
+	rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = f.p.Partition, f.p.Epoch, epoch
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	resp := kmsg.NewPtrOffsetForLeaderEpochResponse()
@@ -271,8 +266,8 @@ func (f *fetcher) offsetForLeaderEpoch(c *replicaConn, epoch int32) (replica.Epo
 // fetchLoop fetches and appends until an error or stop. An
 // OFFSET_OUT_OF_RANGE answer returns so that truncation runs again.
 func (f *fetcher) fetchLoop(c *replicaConn) error {
-	rp := f.rp
-	me := rp.m.b.cfg.BrokerID
+	l := f.p.Log
+	me := f.b.cfg.BrokerID
 	for !f.stopped() {
 		req := kmsg.NewPtrFetchRequest()
 		req.Version = 11
@@ -282,12 +277,12 @@ func (f *fetcher) fetchLoop(c *replicaConn) error {
 		req.MaxBytes = followerFetchBytes
 		req.SessionEpoch = -1
 		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic = rp.tp.Topic
+		rt.Topic = f.p.Topic
 		p := kmsg.NewFetchRequestTopicPartition()
-		p.Partition = rp.tp.Partition
-		p.CurrentLeaderEpoch = f.epoch
-		p.FetchOffset = rp.log.EndOffset()
-		p.LogStartOffset = rp.log.StartOffset()
+		p.Partition = f.p.Partition
+		p.CurrentLeaderEpoch = f.p.Epoch
+		p.FetchOffset = l.EndOffset()
+		p.LogStartOffset = l.StartOffset()
 		p.PartitionMaxBytes = followerFetchBytes
 		rt.Partitions = append(rt.Partitions, p)
 		req.Topics = append(req.Topics, rt)
@@ -319,18 +314,15 @@ func (f *fetcher) fetchLoop(c *replicaConn) error {
 			// leader counts as this replica's log end for the high
 			// watermark and acks=all, must be fsynced here, as Redpanda
 			// has every replica fsync before the high watermark moves.
-			if rp.log.Config().FlushOnAck {
-				if err := rp.log.SyncTo(context.Background(), rp.log.EndOffset()); err != nil {
+			if l.Config().FlushOnAck {
+				if err := l.SyncTo(context.Background(), l.EndOffset()); err != nil {
 					return fmt.Errorf("fsync of replicated batches: %w", err)
 				}
 			}
 		}
 		// Consumers the leader sent here read below this (KIP-392): wake
 		// their long polls when it moves.
-		hw := replica.FollowerHighWatermark(sp.HighWatermark, rp.log.EndOffset())
-		if rp.highWatermark.Swap(hw) != hw {
-			rp.m.b.notifyData(rp.tp.Topic, rp.tp.Partition)
-		}
+		f.p.SetHighWatermark(replica.FollowerHighWatermark(sp.HighWatermark, l.EndOffset()))
 	}
 	return nil
 }
@@ -341,7 +333,7 @@ func (f *fetcher) append(batches []byte) error {
 	if f.stopped() {
 		return errors.New("stopped")
 	}
-	if _, err := f.rp.log.AppendReplicated(batches); err != nil {
+	if _, err := f.p.Log.AppendReplicated(batches); err != nil {
 		return fmt.Errorf("appending replicated batches: %w", err)
 	}
 	return nil
