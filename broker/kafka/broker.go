@@ -22,9 +22,11 @@ import (
 	"millrace/broker/cluster"
 	"millrace/broker/coord"
 	"millrace/broker/group"
+	"millrace/broker/interbroker"
 	"millrace/broker/log"
 	"millrace/broker/replication"
 	"millrace/broker/txn"
+	"millrace/internal/clientauth"
 )
 
 // Deps are the broker's collaborators. The caller creates them, and closes
@@ -59,7 +61,7 @@ type Broker struct {
 	// manager.
 	hwCheckpoint string
 	// interBroker is the name of the inter-broker listener, and tls the
-	// TLS settings of the listeners and replication connections (tls.go).
+	// TLS settings of the listeners and inter-broker clients (tls.go).
 	interBroker string
 	tls         tlsConfigs
 	// admission and budget are the connection and request byte limits
@@ -73,14 +75,15 @@ type Broker struct {
 	// The broker's parts: broker-lifetime state the handler files need
 	// beyond the Deps, opened by openParts in the order it gives and closed
 	// by closeParts in reverse. Set in New, read-only afterwards.
-	authorizer         *authorizer          // ACL cache (authorize.go); nil when authorization is off
-	sasl               *saslComponent       // SCRAM credentials (sasl.go); nil without a store: SASL fails closed
-	fetchSessions      *fetchSessionCache   // KIP-227 fetch sessions (fetch_sessions.go)
-	connIDs            atomic.Uint64        // the last connection ID given (conn.id)
-	producerIDs        *producerIDs         // producer ID blocks (producer_ids.go)
-	replicas           *replication.Manager // leads and follows partitions, long-poll wake-ups (broker/replication)
-	interBrokerClients *interBrokerClients  // clients to the other brokers (interbroker.go)
-	txn                *txn.Coordinator     // transaction coordinator (broker/txn); nil without a store
+	authorizer    *authorizer           // ACL cache (authorize.go); nil when authorization is off
+	sasl          *saslComponent        // SCRAM credentials (sasl.go); nil without a store: SASL fails closed
+	fetchSessions *fetchSessionCache    // KIP-227 fetch sessions (fetch_sessions.go)
+	connIDs       atomic.Uint64         // the last connection ID given (conn.id)
+	producerIDs   *producerIDs          // producer ID blocks (producer_ids.go)
+	replicas      *replication.Manager  // leads and follows partitions, long-poll wake-ups (broker/replication)
+	brokers       *interbroker.Client   // clients to the other brokers (broker/interbroker)
+	fetchers      *interbroker.Fetchers // replica fetchers, one per leader (broker/interbroker)
+	txn           *txn.Coordinator      // transaction coordinator (broker/txn); nil without a store
 
 	// ctx is the parent of every connection's context; cancel ends them all.
 	ctx    context.Context
@@ -163,13 +166,13 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 //  4. producerIDs: the producer ID blocks, from the coordination store.
 //     The idempotent-producer state itself lives in each partition's log
 //     (broker/log), which gets its bounds here.
-//  5. replicas: the replica manager (broker/replication), which also wakes
-//     waiting Fetches; it follows leaders through this package's fetchers
-//     (replication_follower.go).
-//  6. interBrokerClients: clients to the other brokers, built on first use.
+//  5. brokers and fetchers: the clients to the other brokers, built on
+//     first use, and the replica fetchers over them (broker/interbroker).
+//  6. replicas: the replica manager (broker/replication), which also wakes
+//     waiting Fetches; it follows leaders through fetchers.
 //  7. txn: the transaction coordinator, state in the coordination store;
 //     it allocates producer IDs (producerIDs) and sends markers through
-//     interBrokerClients.
+//     brokers.
 //
 // The first three need no other part, so their order among themselves is
 // free; the security caches come first because the authorizer is the part
@@ -202,15 +205,25 @@ func (b *Broker) openParts() error {
 		}
 	}
 	b.producerIDs = newProducerIDs(b.store, b.cfg.BrokerID)
+	b.brokers = interbroker.New(interbroker.Config{
+		BrokerID: b.cfg.BrokerID,
+		Cluster:  b.cluster,
+		Listener: b.interBroker,
+		TLS:      b.tls.client,
+		SASL: clientauth.SASL{
+			Mechanism: b.cfg.SASL.InterBrokerMechanism, Username: b.cfg.SASL.InterBrokerUsername, PasswordFile: b.cfg.SASL.InterBrokerPasswordFile,
+		},
+		Logger: b.logger,
+	})
+	b.fetchers = b.brokers.Fetchers()
 	b.replicas = replication.New(replication.Deps{
 		Cluster:    b.cluster,
 		BrokerID:   b.cfg.BrokerID,
 		Checkpoint: b.hwCheckpoint,
-		Follower:   replicaFetchers{b},
+		Follower:   b.fetchers,
 		ISRChanged: b.metrics.isrChanged,
 		Logger:     b.logger,
 	})
-	b.interBrokerClients = newInterBrokerClients(b)
 	if b.store != nil {
 		if b.txn, err = txn.New(b.store, txn.Config{
 			MaxTimeout:         b.cfg.TransactionMaxTimeout,
@@ -241,11 +254,12 @@ func (b *Broker) startParts() {
 }
 
 // closeParts closes the parts opened, in the reverse of openParts: the
-// replica manager stops its fetchers first (each log writes its producer
-// state snapshot when the logs close, after the broker), and the security
-// caches, which no connection uses any more, go last. The waiters hold
-// nothing to release: a waiting Fetch ends with its connection's context,
-// cancelled before this. Close calls it after the last connection is gone.
+// replica manager stops following first, then the fetchers end and the
+// inter-broker clients close (each log writes its producer state snapshot
+// when the logs close, after the broker), and the security caches, which
+// no connection uses any more, go last. The manager's long-poll waiters
+// hold nothing to release: a waiting Fetch ends with its connection's
+// context, cancelled before this. Close calls it after the last connection is gone.
 func (b *Broker) closeParts() {
 	b.mu.Lock()
 	if b.partsClosed {
@@ -262,11 +276,14 @@ func (b *Broker) closeParts() {
 	if b.txn != nil {
 		closed("transactions", b.txn.Close())
 	}
-	if b.interBrokerClients != nil {
-		closed("inter-broker clients", b.interBrokerClients.Close())
-	}
 	if b.replicas != nil {
 		closed("replication", b.replicas.Close())
+	}
+	if b.fetchers != nil {
+		closed("replica fetchers", b.fetchers.Close())
+	}
+	if b.brokers != nil {
+		closed("inter-broker clients", b.brokers.Close())
 	}
 	if b.sasl != nil {
 		closed("sasl", b.sasl.Close())

@@ -13,8 +13,8 @@ package kafka
 //   - A follower: a consumer fetch (v11+) for a partition this broker
 //     follows is served from the local log up to the follower's own high
 //     watermark, which its fetcher learns from the leader's fetch answers
-//     (replication_follower.go, broker/replication), and its last stable offset; older fetch
-//     versions, which cannot have been sent here by a leader, still get
+//     (broker/interbroker/fetcher.go), and its last stable offset; older
+//     fetch versions, which cannot have been sent here by a leader, still get
 //     NOT_LEADER_OR_FOLLOWER, as Kafka answers them. The consumer's current
 //     leader epoch is checked against the partition state, as on the
 //     leader (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH). Kafka's answers

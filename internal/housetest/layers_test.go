@@ -39,10 +39,13 @@ var layers = []layer{
 	// watermark, the acks=all wait; it carries out broker/replica's
 	// decisions against the cluster state and the logs.
 	{name: "replication", pkgs: []string{"broker/replication"}, may: []string{"state", "coord", "log", "replica", "base"}},
+	// What a broker sends another broker: one client pool (TLS, SASL) and
+	// the replica fetchers, which follow for the replica manager.
+	{name: "interbroker", pkgs: []string{"broker/interbroker"}, may: []string{"replication", "state", "log", "replica", "base"}},
 	// The wire server.
-	{name: "wire", pkgs: []string{"broker/kafka"}, may: []string{"replication", "state", "coord", "log", "replica", "base"}},
+	{name: "wire", pkgs: []string{"broker/kafka"}, may: []string{"interbroker", "replication", "state", "coord", "log", "replica", "base"}},
 	// A broker process: wiring of everything below.
-	{name: "broker", pkgs: []string{"broker"}, may: []string{"wire", "replication", "state", "coord", "log", "replica", "base"}},
+	{name: "broker", pkgs: []string{"broker"}, may: []string{"wire", "interbroker", "replication", "state", "coord", "log", "replica", "base"}},
 	// Audit counts: imported by agents and sinks, so it imports neither.
 	{name: "audit", pkgs: []string{"audit/..."}, may: []string{"base"}},
 	// Agents publish through Kafka clients only: no broker, no sink code.
