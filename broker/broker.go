@@ -18,6 +18,7 @@ import (
 	"millrace/broker/group"
 	"millrace/broker/kafka"
 	"millrace/broker/log"
+	"millrace/broker/replication"
 )
 
 // Broker is a running broker, with embedded coordination or, when
@@ -112,7 +113,7 @@ func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 	}
 	b.groups = group.New(b.store, gcfg, logger)
 	deps := kafka.Deps{Cluster: b.cluster, Groups: b.groups, Logs: b.logs, Store: b.store, Metrics: cfg.Metrics,
-		HighWatermarkCheckpoint: filepath.Join(cfg.DataDir, "logs", kafka.HighWatermarkCheckpointFile)}
+		HighWatermarkCheckpoint: filepath.Join(cfg.DataDir, "logs", replication.HighWatermarkCheckpointFile)}
 	if b.server, err = kafka.New(cfg.Kafka, deps, logger); err != nil {
 		return nil, err
 	}
@@ -124,9 +125,9 @@ func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 	}
 	// Retention deletes an expired active segment only below the high
 	// watermark, the same bound the cleaner stays under.
-	b.logs.SetRetentionBound(b.server.CleanerBound)
+	b.logs.SetRetentionBound(b.server.Replicas().CleanerBound)
 	b.logs.Start(cfg.RetentionCheckInterval)
-	if err = b.logs.StartCleaner(cfg.Cleaner, b.server.CleanerBound, cfg.Metrics); err != nil {
+	if err = b.logs.StartCleaner(cfg.Cleaner, b.server.Replicas().CleanerBound, cfg.Metrics); err != nil {
 		return nil, err
 	}
 	return b, nil

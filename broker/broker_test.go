@@ -20,7 +20,7 @@ import (
 	"millrace/broker/cluster"
 	"millrace/broker/coord"
 	"millrace/broker/coord/zk"
-	"millrace/broker/kafka"
+	"millrace/broker/replication"
 	"millrace/internal/zktest"
 )
 
@@ -60,7 +60,7 @@ func TestRestartedLeaderServesCheckpointedHighWatermark(t *testing.T) {
 	cfg.Cluster.SessionTimeout = 4 * time.Second
 	cfg.Cluster.ReplicaLagTimeMax = time.Hour // broker 2 stays in the ISR
 	cfg.Cluster.ProduceAckTimeout = 10 * time.Second
-	checkpoint := filepath.Join(cfg.DataDir, "logs", kafka.HighWatermarkCheckpointFile)
+	checkpoint := filepath.Join(cfg.DataDir, "logs", replication.HighWatermarkCheckpointFile)
 
 	peer := registerSilentBroker(t, server.Connect(), 2)
 	statePath := "/brokers/topics/" + topic + "/partitions/0/state"

@@ -60,7 +60,7 @@ package kafka
 //
 // acks=0 gets no response; as in Kafka, if any partition failed the
 // connection is closed instead, so the client refreshes its metadata. When
-// an acks=-1 produce is acknowledged is decided by awaitReplication.
+// an acks=-1 produce is acknowledged is decided by the partition (replication.Partition.AwaitISR).
 
 import (
 	"context"
@@ -73,6 +73,7 @@ import (
 	"millrace/broker/acl"
 
 	"millrace/broker/log"
+	"millrace/broker/replication"
 )
 
 // produceKey is Produce's API key; its request frames are recycled (framepool.go).
@@ -97,7 +98,7 @@ func handleProduce(ctx context.Context, b *Broker, r *request) (kmsg.Response, e
 	type pending struct {
 		topic, partition int
 		name             string
-		p                ledPartition
+		p                replication.Partition
 		last             int64
 	}
 	// Nearly every request writes one partition or a few: their entries
@@ -140,11 +141,8 @@ func handleProduce(ctx context.Context, b *Broker, r *request) (kmsg.Response, e
 				if sp.ErrorCode == kerr.NotEnoughReplicas.Code {
 					sp.ErrorMessage = strp("the transaction coordinator could not be asked whether the producer's transaction holds this partition; retry")
 				}
-			case req.Acks == -1 && b.refuseAcksAll(name, part.Partition, &sp):
-				// Fewer in-sync replicas than min.insync.replicas: refused
-				// before anything is written (replication_leader.go).
 			default:
-				if p, last := b.produceTo(name, part, &sp, verified.checks[name][part.Partition]); sp.ErrorCode == 0 {
+				if p, last := b.produceTo(name, req.Acks, part, &sp, verified.checks[name][part.Partition]); sp.ErrorCode == 0 {
 					written = append(written, pending{topic: len(resp.Topics), partition: len(st.Partitions), name: name, p: p, last: last})
 				}
 			}
@@ -157,7 +155,7 @@ func handleProduce(ctx context.Context, b *Broker, r *request) (kmsg.Response, e
 		resp.Topics = append(resp.Topics, st)
 	}
 	for _, w := range written {
-		if code := awaitReplication(ctx, b, w.p, req.Acks, w.last); code != 0 {
+		if code := w.p.AwaitISR(ctx, req.Acks, w.last); code != 0 {
 			sp := &resp.Topics[w.topic].Partitions[w.partition]
 			sp.ErrorCode = code
 			failed = true
@@ -175,39 +173,41 @@ func handleProduce(ctx context.Context, b *Broker, r *request) (kmsg.Response, e
 
 // produceTo appends one partition's records and fills in its response. It
 // returns the partition and the last offset written (or of the duplicate
-// found), for awaitReplication.
+// found), for the acknowledgement wait (AwaitISR).
 //
-// The log checks an idempotent batch against its producer's sequence and
+// The partition checks leadership (and for acks=all the ISR's size
+// against min.insync.replicas, before anything is written) and appends;
+// the log checks an idempotent batch against its producer's sequence and
 // appends it under one lock (broker/log's producer state); this maps what
-// it answers to Kafka's error codes. tv is the verification of a
+// they answer to Kafka's error codes. tv is the verification of a
 // transactional batch (produce_txn_verify.go), zero for none.
-func (b *Broker) produceTo(topic string, part kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition, tv log.TxnVerification) (ledPartition, int64) {
-	p, code := b.leaderPartition(topic, part.Partition, noLeaderEpoch)
+func (b *Broker) produceTo(topic string, acks int16, part kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition, tv log.TxnVerification) (replication.Partition, int64) {
+	p, code := b.replicas.LeaderForAppend(topic, part.Partition, acks)
 	if code != 0 {
 		sp.ErrorCode = code
-		if code == kerr.NotLeaderForPartition.Code && p.state != nil && p.state.Leader >= 0 {
-			sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = p.state.Leader, p.state.LeaderEpoch
+		if code == kerr.NotLeaderForPartition.Code && p.State() != nil && p.State().Leader >= 0 {
+			sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = p.State().Leader, p.State().LeaderEpoch
 		}
-		return ledPartition{}, -1
+		return replication.Partition{}, -1
 	}
-	cfg := p.log.Config()
+	cfg := p.Log().Config()
 	batches, err := log.ValidateProduce(part.Records, cfg, time.Now())
 	if err != nil {
 		sp.ErrorCode, sp.ErrorMessage = produceErrorCode(err), strp(err.Error())
 		sp.ErrorRecords = recordErrors(err)
-		return ledPartition{}, -1
+		return replication.Partition{}, -1
 	}
 	headers := batches.Headers()
 	if len(headers) != 1 {
 		sp.ErrorCode = kerr.InvalidRecord.Code
 		sp.ErrorMessage = strp("a produce request must carry exactly one record batch per partition")
-		return ledPartition{}, -1
+		return replication.Partition{}, -1
 	}
 	if h := headers[0]; h.Control() {
 		sp.ErrorCode, sp.ErrorMessage = kerr.InvalidRecord.Code, strp("control batches are written by the broker, not produced")
-		return ledPartition{}, -1
+		return replication.Partition{}, -1
 	}
-	info, err := p.log.AppendValidated(batches.WithTxnVerification(tv), p.state.LeaderEpoch)
+	info, err := p.AppendAsLeader(batches.WithTxnVerification(tv))
 	var refused *log.ProducerError
 	if err != nil {
 		refused = asProducerError(err)
@@ -216,27 +216,26 @@ func (b *Broker) produceTo(topic string, part kmsg.ProduceRequestTopicPartition,
 	case errors.Is(err, log.ErrProducerState):
 		b.logger.Error("loading producer state", "topic", topic, "partition", part.Partition, "err", err)
 		sp.ErrorCode = kerr.KafkaStorageError.Code
-		return ledPartition{}, -1
+		return replication.Partition{}, -1
 	case refused != nil:
 		sp.ErrorCode, sp.ErrorMessage = producerErrorCode(refused), strp(refused.Message)
-		return ledPartition{}, -1
+		return replication.Partition{}, -1
 	case err != nil:
-		code, serverFault := logErrorCode(err)
+		code, serverFault := replication.LogErrorCode(err)
 		// A log refusing appends after a failed write said so once
 		// itself; a client retrying must not write a line per attempt.
-		if serverFault && !p.log.Refusing() {
+		if serverFault && !p.Log().Refusing() {
 			b.logger.Error("appending to a partition", "topic", topic, "partition", part.Partition, "err", err)
 		}
 		sp.ErrorCode, sp.ErrorMessage = code, strp(err.Error())
-		return ledPartition{}, -1
+		return replication.Partition{}, -1
 	case info.Duplicate:
 		// A retry of a batch already written: its original offsets.
-		sp.BaseOffset, sp.LogStartOffset = info.FirstOffset, p.log.StartOffset()
+		sp.BaseOffset, sp.LogStartOffset = info.FirstOffset, p.Log().StartOffset()
 		return p, info.LastOffset
 	}
-	sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = info.FirstOffset, info.LogAppendTime, p.log.StartOffset()
+	sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = info.FirstOffset, info.LogAppendTime, p.Log().StartOffset()
 	b.metrics.produced(topic, info.Records, len(part.Records))
-	b.notifyData(topic, part.Partition)
 	return p, info.LastOffset
 }
 
@@ -276,7 +275,7 @@ func produceErrorCode(err error) int16 {
 	if errors.Is(err, log.ErrInvalidTimestamp) {
 		return kerr.InvalidTimestamp.Code
 	}
-	code, _ := logErrorCode(err)
+	code, _ := replication.LogErrorCode(err)
 	return code
 }
 

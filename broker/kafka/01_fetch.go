@@ -7,17 +7,17 @@ package kafka
 // v13 topics are named by ID (KIP-516); an unknown ID gets UNKNOWN_TOPIC_ID.
 //
 // Partitions are read in request order. Each gets at most its
-// partition_max_bytes and the response at most max_bytes of records, in
-// whole batches; the first batch of the first partition with data is always
+// partition_max_bytes and the response at most max_bytes of records, in whole
+// batches; the first batch of the first partition with data is always
 // returned whole even if it is larger than both limits, so a consumer always
 // progresses (KIP-74). Consumers read below the high watermark (the log end
-// on a single broker, see highWatermark), followers (replica ID >= 0) up to
-// the log end. Every answer carries the last stable offset
-// (data_partition.go); read_committed consumers (isolation_level 1) read
-// below it and get the aborted transactions with records in the range
-// returned, which they drop (KIP-98). An offset outside [log start, log
-// end] gets OFFSET_OUT_OF_RANGE; the current leader epoch (v9+) is checked
-// as in KIP-320.
+// on a single broker, see replication.Partition.HighWatermark), followers
+// (replica ID >= 0) up to the log end. Every answer carries the last stable
+// offset (broker/replication/partition.go); read_committed consumers
+// (isolation_level 1) read below it and get the aborted transactions with
+// records in the range returned, which they drop (KIP-98). An offset outside
+// [log start, log end] gets OFFSET_OUT_OF_RANGE; the current leader epoch
+// (v9+) is checked as in KIP-320.
 //
 // Fetch from the closest replica (KIP-392, fetch_read_replica.go): with
 // replica.selector.class set, the leader answers a consumer (v11+) in the
@@ -27,11 +27,11 @@ package kafka
 //
 // Long poll: when fewer than min_bytes are available, no partition has an
 // error and max_wait_ms is positive, the handler waits for an append to any
-// requested partition (data_wait.go: woken by Produce, never polling), for
-// max_wait_ms, or for the connection or broker to close, re-reading after
-// each wake-up. max_wait_ms is capped by millrace.fetch.max.wait.ms: a
-// waiting fetch holds a goroutine and request budget, and answering before
-// max_wait_ms is always allowed.
+// requested partition (broker/replication/waiters.go: woken by Produce, never
+// polling), for max_wait_ms, or for the connection or broker to close,
+// re-reading after each wake-up. max_wait_ms is capped by
+// millrace.fetch.max.wait.ms: a waiting fetch holds a goroutine and request
+// budget, and answering before max_wait_ms is always allowed.
 //
 // Fetch sessions (KIP-227) are kept as Kafka keeps them
 // (fetch_sessions.go): an incremental fetch reads every partition of its
@@ -54,6 +54,7 @@ import (
 	"millrace/broker/acl"
 	"millrace/broker/cluster"
 	"millrace/broker/log"
+	"millrace/broker/replication"
 )
 
 func init() { regBlockingKey(1, 4, 18, handleFetch) }
@@ -74,9 +75,9 @@ func handleFetch(ctx context.Context, b *Broker, r *request) (kmsg.Response, err
 	if maxWait > 0 && req.MinBytes > 0 {
 		// Registered before the first read, so an append racing with it
 		// still wakes this fetch.
-		w := b.waiters.watch(b.fetchPartitions(req))
-		defer b.waiters.unwatch(w)
-		wake = w.wake
+		w := b.replicas.Watch(b.fetchPartitions(req))
+		defer b.replicas.Unwatch(w)
+		wake = w.Wake()
 	}
 	var timeout <-chan time.Time
 	if maxWait > 0 {
@@ -281,32 +282,32 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, denied fetchDenial, session *
 // even if it is larger. follower tells a replica's fetch, listener the
 // listener the request came on.
 func (b *Broker) fetchPartition(req *kmsg.FetchRequest, topic string, rp kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition, follower bool, limit int64, first bool, listener string) (*log.Slice, bool) {
-	epoch := int32(noLeaderEpoch)
+	epoch := int32(replication.NoLeaderEpoch)
 	if req.Version >= 9 {
 		epoch = rp.CurrentLeaderEpoch
 	}
 	p, code := b.readablePartition(req, topic, rp.Partition, epoch)
 	if code != 0 {
 		sp.ErrorCode = code
-		if p.state != nil && p.state.Leader >= 0 && code != kerr.UnknownTopicOrPartition.Code {
-			sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = p.state.Leader, p.state.LeaderEpoch
+		if p.State() != nil && p.State().Leader >= 0 && code != kerr.UnknownTopicOrPartition.Code {
+			sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = p.State().Leader, p.State().LeaderEpoch
 		}
 		return nil, false
 	}
 	if follower {
 		// The fetch offset is the follower's log end offset for the ISR
-		// and the high watermark (replication_leader.go).
-		if code := b.replicationFollowerFetch(topic, rp.Partition, fetchReplicaID(req), rp.FetchOffset, rp.LogStartOffset, epoch); code != 0 {
+		// and the high watermark (broker/replication).
+		if code := b.replicas.FollowerFetch(topic, rp.Partition, fetchReplicaID(req), rp.FetchOffset, rp.LogStartOffset, epoch); code != 0 {
 			sp.ErrorCode = code
 			return nil, false
 		}
 	}
 	// The high watermark is read before the last stable offset (which
 	// reads it again, maybe higher): an answer never has LSO > HW.
-	hw := highWatermark(p)
-	lso := min(lastStableOffset(p), hw)
-	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, lso, p.log.StartOffset()
-	if !p.follower {
+	hw := p.HighWatermark()
+	lso := min(p.LastStableOffset(), hw)
+	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, lso, p.Log().StartOffset()
+	if !p.Follower() {
 		if id := b.preferredReadReplica(req, p, rp.FetchOffset, listener); id >= 0 {
 			sp.PreferredReadReplica = id // and no records: read them there
 			return nil, false
@@ -316,39 +317,39 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, topic string, rp kmsg.Fe
 	readCommitted := !follower && req.IsolationLevel == 1
 	switch {
 	case follower:
-		bound = p.log.EndOffset()
+		bound = p.Log().EndOffset()
 	case readCommitted:
 		bound = lso
 	}
 	if limit <= 0 && !first {
-		return nil, p.follower
+		return nil, p.Follower()
 	}
-	slice, err := p.log.Read(rp.FetchOffset, int(max(min(limit, int64(maxInt32)), 0)), bound)
+	slice, err := p.Read(rp.FetchOffset, int(max(min(limit, int64(maxInt32)), 0)), bound)
 	if err != nil {
-		code, serverFault := logErrorCode(err)
+		code, serverFault := replication.LogErrorCode(err)
 		if serverFault {
 			b.logger.Error("reading a partition", "topic", topic, "partition", rp.Partition, "err", err)
 		}
 		sp.ErrorCode = code
-		return nil, p.follower
+		return nil, p.Follower()
 	}
 	if slice.Len() == 0 || (!first && int64(slice.Len()) > limit) {
 		slice.Close()
-		return nil, p.follower
+		return nil, p.Follower()
 	}
 	if readCommitted {
-		aborted, err := p.log.AbortedTransactions(rp.FetchOffset, slice.NextOffset())
+		aborted, err := p.Log().AbortedTransactions(rp.FetchOffset, slice.NextOffset())
 		if err != nil {
 			slice.Close()
 			b.logger.Error("listing aborted transactions", "topic", topic, "partition", rp.Partition, "err", err)
 			sp.ErrorCode = kerr.KafkaStorageError.Code
-			return nil, p.follower
+			return nil, p.Follower()
 		}
 		for _, a := range aborted {
 			sp.AbortedTransactions = append(sp.AbortedTransactions, kmsg.FetchResponseTopicPartitionAbortedTransaction{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset})
 		}
 	}
-	return slice, p.follower
+	return slice, p.Follower()
 }
 
 const maxInt32 = 1<<31 - 1

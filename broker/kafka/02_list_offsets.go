@@ -2,18 +2,18 @@ package kafka
 
 // ListOffsets (key 2), versions 0–11.
 //
-// Special timestamps: -2 earliest (the log start offset), -1 latest (the
-// high watermark; for read_committed the last stable offset, below which
-// no transaction is still open, data_partition.go), -3 max timestamp (v7+, KIP-734: the record
-// with the largest timestamp; for a compressed batch its base offset, as
-// records are not decompressed), -4 earliest local (v8+: the log start
-// offset, as there is no tiered storage), -5 latest tiered (v9+) and -6
-// earliest pending upload (v11+), which without tiered storage have no
-// answer: offset and timestamp -1. Any other timestamp finds the first
-// record at or after it below the high watermark (broker/log's time index),
-// or offset -1 when there is none. v4+ answers carry the leader epoch of
-// the batch holding the offset, and check the current leader epoch
-// (KIP-320).
+// Special timestamps: -2 earliest (the log start offset), -1 latest (the high
+// watermark; for read_committed the last stable offset, below which no
+// transaction is still open, broker/replication/partition.go), -3 max
+// timestamp (v7+, KIP-734: the record with the largest timestamp; for a
+// compressed batch its base offset, as records are not decompressed), -4
+// earliest local (v8+: the log start offset, as there is no tiered storage),
+// -5 latest tiered (v9+) and -6 earliest pending upload (v11+), which without
+// tiered storage have no answer: offset and timestamp -1. Any other timestamp
+// finds the first record at or after it below the high watermark
+// (broker/log's time index), or offset -1 when there is none. v4+ answers
+// carry the leader epoch of the batch holding the offset, and check the
+// current leader epoch (KIP-320).
 //
 // Version 0 answers in its old offsets array: one offset (the one above),
 // or none when there is none. Kafka's v0 listed segment base offsets for
@@ -29,6 +29,7 @@ import (
 
 	"millrace/broker/acl"
 	"millrace/broker/log"
+	"millrace/broker/replication"
 )
 
 func init() { regKey(2, 0, 11, handleListOffsets) }
@@ -59,7 +60,7 @@ func handleListOffsets(_ context.Context, b *Broker, r *request) (kmsg.Response,
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			epoch := int32(noLeaderEpoch)
+			epoch := int32(replication.NoLeaderEpoch)
 			if req.Version >= 4 {
 				epoch = rp.CurrentLeaderEpoch
 			}
@@ -81,26 +82,26 @@ func handleListOffsets(_ context.Context, b *Broker, r *request) (kmsg.Response,
 
 // listOffset answers one partition: offset, timestamp, leader epoch, error.
 func (b *Broker) listOffset(topic string, partition, currentEpoch int32, timestamp int64, isolation int8) (offset, ts int64, leaderEpoch int32, code int16) {
-	p, code := b.leaderPartition(topic, partition, currentEpoch)
+	p, code := b.replicas.Leader(topic, partition, currentEpoch)
 	if code != 0 {
 		return -1, -1, -1, code
 	}
-	bound := highWatermark(p)
+	bound := p.HighWatermark()
 	if isolation == 1 {
-		bound = lastStableOffset(p)
+		bound = p.LastStableOffset()
 	}
 	ts = -1
 	switch timestamp {
 	case listLatest:
 		offset = bound
 	case listEarliest, listEarliestLocal:
-		offset = p.log.StartOffset()
+		offset = p.Log().StartOffset()
 	case listLatestTiered, listEarliestPending:
 		return -1, -1, -1, 0
 	case listMaxTimestamp:
 		maxTs := int64(-1)
-		for _, s := range p.log.Segments() {
-			if s.NextOffset > p.log.StartOffset() && s.Size > 0 {
+		for _, s := range p.Log().Segments() {
+			if s.NextOffset > p.Log().StartOffset() && s.Size > 0 {
 				maxTs = max(maxTs, s.MaxTimestamp)
 			}
 		}
@@ -111,9 +112,9 @@ func (b *Broker) listOffset(topic string, partition, currentEpoch int32, timesta
 		fallthrough
 	default:
 		var err error
-		offset, ts, err = p.log.OffsetForTimestamp(timestamp)
+		offset, ts, err = p.Log().OffsetForTimestamp(timestamp)
 		if err != nil {
-			code, serverFault := logErrorCode(err)
+			code, serverFault := replication.LogErrorCode(err)
 			if serverFault {
 				b.logger.Error("looking up an offset by timestamp", "topic", topic, "partition", partition, "err", err)
 			}
@@ -123,7 +124,7 @@ func (b *Broker) listOffset(topic string, partition, currentEpoch int32, timesta
 			return -1, -1, -1, 0
 		}
 	}
-	return offset, ts, epochAt(p.log, offset), 0
+	return offset, ts, epochAt(p.Log(), offset), 0
 }
 
 // batchHeaderBytes is the size of a v2 record batch header.

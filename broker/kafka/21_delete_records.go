@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/broker/acl"
+	"millrace/broker/replication"
 )
 
 func init() { regKey(21, 0, 2, handleDeleteRecords) }
@@ -53,24 +54,24 @@ func handleDeleteRecords(_ context.Context, b *Broker, r *request) (kmsg.Respons
 // deleteRecords advances one partition's start offset; it returns the low
 // watermark (-1 on error) and the error code.
 func (b *Broker) deleteRecords(topic string, partition int32, offset int64) (int64, int16) {
-	p, code := b.leaderPartition(topic, partition, noLeaderEpoch)
+	p, code := b.replicas.Leader(topic, partition, replication.NoLeaderEpoch)
 	if code != 0 {
 		return -1, code
 	}
-	hw := highWatermark(p)
+	hw := p.HighWatermark()
 	if offset == deleteToHighWatermark {
 		offset = hw
 	}
 	if offset < 0 || offset > hw {
 		return -1, kerr.OffsetOutOfRange.Code
 	}
-	if err := p.log.AdvanceStartOffset(offset); err != nil {
-		code, serverFault := logErrorCode(err)
+	if err := p.Log().AdvanceStartOffset(offset); err != nil {
+		code, serverFault := replication.LogErrorCode(err)
 		if serverFault {
 			b.logger.Error("advancing the log start offset", "topic", topic, "partition", partition, "offset", offset, "err", err)
 		}
 		return -1, code
 	}
-	b.logger.Info("records deleted", "topic", topic, "partition", partition, "log_start_offset", p.log.StartOffset())
-	return p.log.StartOffset(), 0
+	b.logger.Info("records deleted", "topic", topic, "partition", partition, "log_start_offset", p.Log().StartOffset())
+	return p.Log().StartOffset(), 0
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/broker/acl"
+	"millrace/broker/replication"
 )
 
 func init() { regKey(23, 0, 4, handleOffsetForLeaderEpoch) }
@@ -40,18 +41,18 @@ func handleOffsetForLeaderEpoch(_ context.Context, b *Broker, r *request) (kmsg.
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
-			current := int32(noLeaderEpoch)
+			current := int32(replication.NoLeaderEpoch)
 			if req.Version >= 2 {
 				current = rp.CurrentLeaderEpoch
 			}
-			p, code := b.leaderPartition(rt.Topic, rp.Partition, current)
+			p, code := b.replicas.Leader(rt.Topic, rp.Partition, current)
 			if !allowed {
 				code = kerr.TopicAuthorizationFailed.Code
 			}
 			if code != 0 {
 				sp.ErrorCode = code
 			} else {
-				sp.LeaderEpoch, sp.EndOffset = p.log.EndOffsetForEpoch(rp.LeaderEpoch)
+				sp.LeaderEpoch, sp.EndOffset = p.Log().EndOffsetForEpoch(rp.LeaderEpoch)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}

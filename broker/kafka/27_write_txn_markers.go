@@ -8,13 +8,13 @@ package kafka
 // partition the leader's log appends the end transaction marker, a control
 // batch, stamped with the leader epoch (broker/log/txn.go); the partition is
 // answered once the marker is replicated as for acks=all
-// (awaitReplication), so a committed transaction's records are visible to
-// read_committed consumers as soon as the coordinator completes it. The log
-// refuses a marker whose producer epoch is older than its producer's
-// (INVALID_PRODUCER_EPOCH) or whose coordinator epoch is older than the
-// last one it saw (TRANSACTION_COORDINATOR_FENCED): a later decision for
-// the producer reached the partition already. A partition this broker does
-// not lead gets NOT_LEADER_OR_FOLLOWER, an unknown one
+// (replication.Partition.AwaitISR), so a committed transaction's records are
+// visible to read_committed consumers as soon as the coordinator completes
+// it. The log refuses a marker whose producer epoch is older than its
+// producer's (INVALID_PRODUCER_EPOCH) or whose coordinator epoch is older
+// than the last one it saw (TRANSACTION_COORDINATOR_FENCED): a later decision
+// for the producer reached the partition already. A partition this broker
+// does not lead gets NOT_LEADER_OR_FOLLOWER, an unknown one
 // UNKNOWN_TOPIC_OR_PARTITION.
 //
 // Markers for "__consumer_offsets" end transactional offset commits: the
@@ -32,6 +32,7 @@ import (
 
 	"millrace/broker/acl"
 	"millrace/broker/log"
+	"millrace/broker/replication"
 )
 
 func init() { regKey(27, 0, 1, handleWriteTxnMarkers) }
@@ -68,7 +69,7 @@ func (b *Broker) writeTxnMarkers(ctx context.Context, req *kmsg.WriteTxnMarkersR
 	// marker, topic and partition index in the response.
 	type pending struct {
 		marker, topic, partition int
-		p                        ledPartition
+		p                        replication.Partition
 		offset                   int64
 	}
 	var written []pending
@@ -102,7 +103,7 @@ func (b *Broker) writeTxnMarkers(ctx context.Context, req *kmsg.WriteTxnMarkersR
 	// All appended first, then waited for: the followers fetch them
 	// together.
 	for _, w := range written {
-		if code := awaitReplication(ctx, b, w.p, -1, w.offset); code != 0 {
+		if code := w.p.AwaitISR(ctx, -1, w.offset); code != 0 {
 			resp.Markers[w.marker].Topics[w.topic].Partitions[w.partition].ErrorCode = code
 		}
 	}
@@ -111,27 +112,26 @@ func (b *Broker) writeTxnMarkers(ctx context.Context, req *kmsg.WriteTxnMarkersR
 
 // appendTxnMarker appends marker to a partition this broker leads and
 // returns the partition and the marker's offset, or the error code.
-func (b *Broker) appendTxnMarker(topic string, partition int32, marker log.EndTxnMarker) (ledPartition, int64, int16) {
-	p, code := b.leaderPartition(topic, partition, noLeaderEpoch)
+func (b *Broker) appendTxnMarker(topic string, partition int32, marker log.EndTxnMarker) (replication.Partition, int64, int16) {
+	p, code := b.replicas.Leader(topic, partition, replication.NoLeaderEpoch)
 	if code != 0 {
-		return ledPartition{}, -1, code
+		return replication.Partition{}, -1, code
 	}
-	offset, err := p.log.AppendEndTxnMarker(marker, p.state.LeaderEpoch)
+	offset, err := p.AppendMarker(marker)
 	var refused *log.ProducerError
 	switch {
 	case err == nil:
-		b.notifyData(topic, partition)
 		return p, offset, 0
 	case errors.As(err, &refused):
 		b.logger.Info("transaction marker refused", "topic", topic, "partition", partition, "producer_id", marker.ProducerID, "reason", refused.Message)
-		return ledPartition{}, -1, producerErrorCode(refused)
+		return replication.Partition{}, -1, producerErrorCode(refused)
 	case errors.Is(err, log.ErrProducerState):
 		b.logger.Error("loading producer state for a transaction marker", "topic", topic, "partition", partition, "err", err)
-		return ledPartition{}, -1, kerr.KafkaStorageError.Code
+		return replication.Partition{}, -1, kerr.KafkaStorageError.Code
 	}
-	code, serverFault := logErrorCode(err)
+	code, serverFault := replication.LogErrorCode(err)
 	if serverFault {
 		b.logger.Error("appending a transaction marker", "topic", topic, "partition", partition, "err", err)
 	}
-	return ledPartition{}, -1, code
+	return replication.Partition{}, -1, code
 }

@@ -18,6 +18,7 @@ import (
 
 	"millrace/broker/acl"
 	"millrace/broker/log"
+	"millrace/broker/replication"
 )
 
 func init() { regKey(61, 0, 0, handleDescribeProducers) }
@@ -32,12 +33,12 @@ func handleDescribeProducers(_ context.Context, b *Broker, r *request) (kmsg.Res
 		for _, partition := range rt.Partitions {
 			sp := kmsg.NewDescribeProducersResponseTopicPartition()
 			sp.Partition = partition
-			p, code := b.leaderPartition(rt.Topic, partition, noLeaderEpoch)
+			p, code := b.replicas.Leader(rt.Topic, partition, replication.NoLeaderEpoch)
 			if !allowed {
 				code = kerr.TopicAuthorizationFailed.Code
 			}
 			if code == 0 {
-				sp.ActiveProducers, code = b.describeProducers(rt.Topic, partition, p.log)
+				sp.ActiveProducers, code = b.describeProducers(rt.Topic, partition, p.Log())
 			}
 			sp.ErrorCode = code
 			st.Partitions = append(st.Partitions, sp)

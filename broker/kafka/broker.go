@@ -22,8 +22,11 @@ import (
 	"millrace/broker/cluster"
 	"millrace/broker/coord"
 	"millrace/broker/group"
+	"millrace/broker/interbroker"
 	"millrace/broker/log"
+	"millrace/broker/replication"
 	"millrace/broker/txn"
+	"millrace/internal/clientauth"
 )
 
 // Deps are the broker's collaborators. The caller creates them, and closes
@@ -40,7 +43,7 @@ type Deps struct {
 	// Metrics, when set, receives the wire server's Prometheus metrics.
 	Metrics prometheus.Registerer
 	// HighWatermarkCheckpoint is the path of the high-watermark checkpoint
-	// (replication_checkpoint.go), kept in multi-broker mode; empty keeps
+	// (broker/replication/checkpoint.go), kept in multi-broker mode; empty keeps
 	// none.
 	HighWatermarkCheckpoint string
 }
@@ -54,10 +57,11 @@ type Broker struct {
 	store   coord.Store
 	logger  *slog.Logger
 	metrics *brokerMetrics
-	// hwCheckpoint is Deps.HighWatermarkCheckpoint.
+	// hwCheckpoint is Deps.HighWatermarkCheckpoint, for the replica
+	// manager.
 	hwCheckpoint string
 	// interBroker is the name of the inter-broker listener, and tls the
-	// TLS settings of the listeners and replication connections (tls.go).
+	// TLS settings of the listeners and inter-broker clients (tls.go).
 	interBroker string
 	tls         tlsConfigs
 	// admission and budget are the connection and request byte limits
@@ -71,15 +75,15 @@ type Broker struct {
 	// The broker's parts: broker-lifetime state the handler files need
 	// beyond the Deps, opened by openParts in the order it gives and closed
 	// by closeParts in reverse. Set in New, read-only afterwards.
-	authorizer         *authorizer         // ACL cache (authorize.go); nil when authorization is off
-	sasl               *saslComponent      // SCRAM credentials (sasl.go); nil without a store: SASL fails closed
-	waiters            *dataWaiters        // long-poll Fetch wake-ups (data_wait.go)
-	fetchSessions      *fetchSessionCache  // KIP-227 fetch sessions (fetch_sessions.go)
-	connIDs            atomic.Uint64       // the last connection ID given (conn.id)
-	producerIDs        *producerIDs        // producer ID blocks (producer_ids.go)
-	replicaManager     *replicationManager // leads and follows partitions (replication_manager.go)
-	interBrokerClients *interBrokerClients // clients to the other brokers (interbroker.go)
-	txn                *txn.Coordinator    // transaction coordinator (broker/txn); nil without a store
+	authorizer    *authorizer           // ACL cache (authorize.go); nil when authorization is off
+	sasl          *saslComponent        // SCRAM credentials (sasl.go); nil without a store: SASL fails closed
+	fetchSessions *fetchSessionCache    // KIP-227 fetch sessions (fetch_sessions.go)
+	connIDs       atomic.Uint64         // the last connection ID given (conn.id)
+	producerIDs   *producerIDs          // producer ID blocks (producer_ids.go)
+	replicas      *replication.Manager  // leads and follows partitions, long-poll wake-ups (broker/replication)
+	brokers       *interbroker.Client   // clients to the other brokers (broker/interbroker)
+	fetchers      *interbroker.Fetchers // replica fetchers, one per leader (broker/interbroker)
+	txn           *txn.Coordinator      // transaction coordinator (broker/txn); nil without a store
 
 	// ctx is the parent of every connection's context; cancel ends them all.
 	ctx    context.Context
@@ -158,16 +162,17 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 //
 //  1. authorizer: the ACL cache, read from the coordination store.
 //  2. sasl: the credential cache, read from the coordination store.
-//  3. waiters: needs nothing.
+//  3. fetchSessions: needs nothing.
 //  4. producerIDs: the producer ID blocks, from the coordination store.
 //     The idempotent-producer state itself lives in each partition's log
 //     (broker/log), which gets its bounds here.
-//  5. replicaManager: a high watermark it moves wakes waiting Fetches: it
-//     needs waiters.
-//  6. interBrokerClients: clients to the other brokers, built on first use.
+//  5. brokers and fetchers: the clients to the other brokers, built on
+//     first use, and the replica fetchers over them (broker/interbroker).
+//  6. replicas: the replica manager (broker/replication), which also wakes
+//     waiting Fetches; it follows leaders through fetchers.
 //  7. txn: the transaction coordinator, state in the coordination store;
 //     it allocates producer IDs (producerIDs) and sends markers through
-//     interBrokerClients.
+//     brokers.
 //
 // The first three need no other part, so their order among themselves is
 // free; the security caches come first because the authorizer is the part
@@ -183,7 +188,6 @@ func (b *Broker) openParts() error {
 	if b.sasl, err = openSASL(b); err != nil {
 		return fmt.Errorf("opening SASL: %w", err)
 	}
-	b.waiters = newDataWaiters()
 	b.fetchSessions = newFetchSessionCache(fetchSessionLimits{
 		slots:         b.cfg.FetchSessionCacheSlots,
 		evictionAge:   b.cfg.FetchSessionEvictionMin,
@@ -201,8 +205,25 @@ func (b *Broker) openParts() error {
 		}
 	}
 	b.producerIDs = newProducerIDs(b.store, b.cfg.BrokerID)
-	b.replicaManager = newReplicationManager(b)
-	b.interBrokerClients = newInterBrokerClients(b)
+	b.brokers = interbroker.New(interbroker.Config{
+		BrokerID: b.cfg.BrokerID,
+		Cluster:  b.cluster,
+		Listener: b.interBroker,
+		TLS:      b.tls.client,
+		SASL: clientauth.SASL{
+			Mechanism: b.cfg.SASL.InterBrokerMechanism, Username: b.cfg.SASL.InterBrokerUsername, PasswordFile: b.cfg.SASL.InterBrokerPasswordFile,
+		},
+		Logger: b.logger,
+	})
+	b.fetchers = b.brokers.Fetchers()
+	b.replicas = replication.New(replication.Deps{
+		Cluster:    b.cluster,
+		BrokerID:   b.cfg.BrokerID,
+		Checkpoint: b.hwCheckpoint,
+		Follower:   b.fetchers,
+		ISRChanged: b.metrics.isrChanged,
+		Logger:     b.logger,
+	})
 	if b.store != nil {
 		if b.txn, err = txn.New(b.store, txn.Config{
 			MaxTimeout:         b.cfg.TransactionMaxTimeout,
@@ -226,18 +247,19 @@ func (b *Broker) startParts() {
 	if b.sasl != nil {
 		b.sasl.start()
 	}
-	b.replicaManager.start()
+	b.replicas.Start()
 	if b.txn != nil {
 		b.txn.Start()
 	}
 }
 
 // closeParts closes the parts opened, in the reverse of openParts: the
-// replica manager stops its fetchers first (each log writes its producer
-// state snapshot when the logs close, after the broker), and the security
-// caches, which no connection uses any more, go last. The waiters hold
-// nothing to release: a waiting Fetch ends with its connection's context,
-// cancelled before this. Close calls it after the last connection is gone.
+// replica manager stops following first, then the fetchers end and the
+// inter-broker clients close (each log writes its producer state snapshot
+// when the logs close, after the broker), and the security caches, which
+// no connection uses any more, go last. The manager's long-poll waiters
+// hold nothing to release: a waiting Fetch ends with its connection's
+// context, cancelled before this. Close calls it after the last connection is gone.
 func (b *Broker) closeParts() {
 	b.mu.Lock()
 	if b.partsClosed {
@@ -254,11 +276,14 @@ func (b *Broker) closeParts() {
 	if b.txn != nil {
 		closed("transactions", b.txn.Close())
 	}
-	if b.interBrokerClients != nil {
-		closed("inter-broker clients", b.interBrokerClients.Close())
+	if b.replicas != nil {
+		closed("replication", b.replicas.Close())
 	}
-	if b.replicaManager != nil {
-		closed("replication", b.replicaManager.Close())
+	if b.fetchers != nil {
+		closed("replica fetchers", b.fetchers.Close())
+	}
+	if b.brokers != nil {
+		closed("inter-broker clients", b.brokers.Close())
 	}
 	if b.sasl != nil {
 		closed("sasl", b.sasl.Close())
@@ -317,3 +342,7 @@ func (b *Broker) Close() error {
 	defer b.mu.Unlock()
 	return b.closeErr
 }
+
+// Replicas is the broker's replica manager: the log cleaner asks it for
+// each partition's bound (Manager.CleanerBound).
+func (b *Broker) Replicas() *replication.Manager { return b.replicas }

@@ -27,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/broker/log"
+	"millrace/broker/replication"
 )
 
 // streamedResponse is a response that the connection writes as a
@@ -175,7 +176,7 @@ func (f *streamedFetch) copied(r *request) *responseStream {
 		rec.slice.Close()
 		p := f.part(rec)
 		if err != nil {
-			p.ErrorCode, _ = logErrorCode(err)
+			p.ErrorCode, _ = replication.LogErrorCode(err)
 			p.RecordBatches = []byte{}
 			continue
 		}

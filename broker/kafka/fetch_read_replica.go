@@ -13,8 +13,8 @@ package kafka
 //   - A follower: a consumer fetch (v11+) for a partition this broker
 //     follows is served from the local log up to the follower's own high
 //     watermark, which its fetcher learns from the leader's fetch answers
-//     (replication_follower.go), and its last stable offset; older fetch
-//     versions, which cannot have been sent here by a leader, still get
+//     (broker/interbroker/fetcher.go), and its last stable offset; older
+//     fetch versions, which cannot have been sent here by a leader, still get
 //     NOT_LEADER_OR_FOLLOWER, as Kafka answers them. The consumer's current
 //     leader epoch is checked against the partition state, as on the
 //     leader (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH). Kafka's answers
@@ -28,37 +28,25 @@ package kafka
 //     consumer go back to the leader.
 
 import (
-	"slices"
-	"time"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/broker/replica"
+	"millrace/broker/replication"
 )
 
 // preferredReadReplica is the follower a consumer fetching p (which this
 // broker leads) at fetchOffset should read from instead, or -1 to read
 // here. listener is the one the consumer connected to: a follower with no
 // endpoint there cannot be offered.
-func (b *Broker) preferredReadReplica(req *kmsg.FetchRequest, p ledPartition, fetchOffset int64, listener string) int32 {
+func (b *Broker) preferredReadReplica(req *kmsg.FetchRequest, p replication.Partition, fetchOffset int64, listener string) int32 {
 	if b.cfg.ReplicaSelectorClass == "" || req.Version < 11 || req.Rack == "" || isFollowerFetch(req) {
 		return -1
 	}
-	m := b.replication()
-	if m == nil {
+	candidates := p.ReadCandidates(fetchOffset)
+	if candidates == nil {
 		return -1
 	}
-	rp := m.partition(p.state.Topic, p.state.Partition)
-	if rp == nil {
-		return -1
-	}
-	rp.mu.Lock()
-	var candidates []replica.ReadCandidate
-	if rp.leading {
-		candidates = rp.leader.ReadCandidates(fetchOffset, time.Now())
-	}
-	rp.mu.Unlock()
 	return replica.PreferredReadReplica(req.Rack, b.cfg.Rack, candidates, func(id int32) (string, bool) {
 		info, ok := b.cluster.Broker(id)
 		if !ok {
@@ -71,36 +59,15 @@ func (b *Broker) preferredReadReplica(req *kmsg.FetchRequest, p ledPartition, fe
 	})
 }
 
-// followerPartition finds a partition this broker follows, for a consumer
-// fetch (v11+) to read from, with the same checks leaderPartition makes:
-// NOT_LEADER_OR_FOLLOWER when this broker holds no replica of it (or is
-// between roles), FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH when the
-// consumer's current leader epoch is older or newer than the partition's.
-func (b *Broker) followerPartition(topic string, partition, currentLeaderEpoch int32) (ledPartition, int16) {
-	m := b.replication()
-	state, l, ok := b.cluster.Partition(topic, partition)
-	if m == nil || !ok || l == nil || state.Leader == b.cfg.BrokerID || !slices.Contains(state.Replicas, b.cfg.BrokerID) {
-		return ledPartition{state: state}, kerr.NotLeaderForPartition.Code
-	}
-	rp := m.partition(topic, partition)
-	if rp == nil || rp.log != l || rp.leadingEpoch.Load() >= 0 {
-		return ledPartition{state: state}, kerr.NotLeaderForPartition.Code
-	}
-	if code := checkLeaderEpoch(currentLeaderEpoch, state.LeaderEpoch); code != 0 {
-		return ledPartition{state: state}, code
-	}
-	return ledPartition{state: state, log: l, broker: b, follower: true}, 0
-}
-
 // readablePartition is the partition a fetch reads: the one this broker
 // leads, or for a consumer fetch of v11+ (which a leader may have sent
 // here) one it follows.
-func (b *Broker) readablePartition(req *kmsg.FetchRequest, topic string, partition, currentLeaderEpoch int32) (ledPartition, int16) {
-	p, code := b.leaderPartition(topic, partition, currentLeaderEpoch)
+func (b *Broker) readablePartition(req *kmsg.FetchRequest, topic string, partition, currentLeaderEpoch int32) (replication.Partition, int16) {
+	p, code := b.replicas.Leader(topic, partition, currentLeaderEpoch)
 	if code != kerr.NotLeaderForPartition.Code || req.Version < 11 || isFollowerFetch(req) {
 		return p, code
 	}
-	if fp, fcode := b.followerPartition(topic, partition, currentLeaderEpoch); fcode != kerr.NotLeaderForPartition.Code {
+	if fp, fcode := b.replicas.Follower(topic, partition, currentLeaderEpoch); fcode != kerr.NotLeaderForPartition.Code {
 		return fp, fcode
 	}
 	return p, code

@@ -63,9 +63,10 @@ package kafka
 //
 // Replica fetches (replica ID >= 0) use sessions the same way; their
 // follower state moves for every session partition read, as in Kafka.
-// millrace's own followers fetch one partition per request
-// (replication_follower.go), where a session saves nothing, so they send
-// sessionless fetches.
+// millrace's own followers (broker/interbroker/fetcher.go) send
+// sessionless fetches: each fetcher's partition set changes as leaderships
+// move, and a full fetch of the few partitions one leader serves costs
+// little.
 
 import (
 	"math/rand/v2"

@@ -153,7 +153,7 @@ func (b *Broker) askTxnVerification(ctx context.Context, id string, producer txn
 		t.Topics = append(t.Topics, rt)
 	}
 	req.Transactions = []kmsg.AddPartitionsToTxnRequestTransaction{t}
-	raw, err := b.brokerRequest(ctx, coordinator.ID, req)
+	raw, err := b.brokers.Request(ctx, coordinator.ID, req)
 	if err != nil {
 		return nil, err
 	}

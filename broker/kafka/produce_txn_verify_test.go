@@ -60,7 +60,7 @@ func TestTransactionVerificationRace(t *testing.T) {
 	}
 	waitfor.Until(t, 10*time.Second, "the commit marker", func() bool { return l.EndOffset() == 1 })
 	sp := kmsg.NewProduceResponseTopicPartition()
-	tb.broker.produceTo("race", rp, &sp, verified.checks["race"][0])
+	tb.broker.produceTo("race", 1, rp, &sp, verified.checks["race"][0])
 	if sp.ErrorCode != kerr.InvalidTxnState.Code {
 		t.Fatalf("batch verified before the marker, appended after: error %d, want INVALID_TXN_STATE", sp.ErrorCode)
 	}

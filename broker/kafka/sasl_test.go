@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -373,39 +371,6 @@ func TestSASLReauthentication(t *testing.T) {
 	c2.expectClosed()
 }
 
-// TestSASLInterBrokerClient: the replication connection's client
-// authenticates with the configured user and password file, and reports a
-// wrong password.
-func TestSASLInterBrokerClient(t *testing.T) {
-	dir := t.TempDir()
-	good, bad := filepath.Join(dir, "good"), filepath.Join(dir, "bad")
-	os.WriteFile(good, []byte("broker-secret\n"), 0o600)
-	os.WriteFile(bad, []byte("guess\n"), 0o600)
-	tb := startBroker(t, withConfig(func(c *Config) {
-		c.SASL.InterBrokerUsername, c.SASL.InterBrokerPasswordFile = "broker", good
-		c.SASL.FailedAuthenticationDelay = 0
-	}))
-	addUser(t, tb, "broker", "broker-secret")
-	for _, mech := range saslMechanisms {
-		client, sc := saslConn(t, tb)
-		rc := &replicaConn{conn: client.nc, formatter: kmsg.NewRequestFormatter(kmsg.FormatterClientID("millrace-replica-1"))}
-		tb.broker.cfg.SASL.InterBrokerMechanism = mech
-		tb.broker.cfg.SASL.InterBrokerPasswordFile = good
-		if err := tb.broker.authenticateReplica(rc); err != nil {
-			t.Fatalf("%s: %v", mech, err)
-		}
-		if sc.principal != "User:broker" {
-			t.Fatalf("%s: principal %q", mech, sc.principal)
-		}
-		client2, _ := saslConn(t, tb)
-		rc2 := &replicaConn{conn: client2.nc, formatter: kmsg.NewRequestFormatter(kmsg.FormatterClientID("millrace-replica-1"))}
-		tb.broker.cfg.SASL.InterBrokerPasswordFile = bad
-		if err := tb.broker.authenticateReplica(rc2); err == nil || !strings.Contains(err.Error(), "SASL_AUTHENTICATION_FAILED") {
-			t.Fatalf("%s: wrong password: %v", mech, err)
-		}
-	}
-}
-
 // TestUserSCRAMCredentialAPIs: kadm creates, describes and deletes
 // credentials; a credential made through the API authenticates; Kafka's
 // errors for bad requests.
@@ -497,39 +462,6 @@ func TestUserSCRAMCredentialAPIs(t *testing.T) {
 	}
 	if d, _ := adm.DescribeUserSCRAMs(ctx, "carol"); d["carol"].Err != kerr.ResourceNotFound {
 		t.Fatalf("carol after deletion: %+v", d["carol"])
-	}
-}
-
-// TestSASLInterBrokerReauthentication: a replication connection told a
-// session lifetime re-authenticates before it ends, so requests keep being
-// served across several lifetimes.
-func TestSASLInterBrokerReauthentication(t *testing.T) {
-	const lifetime = 200 * time.Millisecond
-	password := filepath.Join(t.TempDir(), "pw")
-	os.WriteFile(password, []byte("broker-secret"), 0o600)
-	tb := startBroker(t, withConfig(func(c *Config) {
-		c.SASL.InterBrokerUsername, c.SASL.InterBrokerPasswordFile = "broker", password
-		c.SASL.ConnectionsMaxReauth = lifetime
-	}))
-	addUser(t, tb, "broker", "broker-secret")
-	client, _ := saslConn(t, tb)
-	rc := &replicaConn{conn: client.nc, formatter: kmsg.NewRequestFormatter(kmsg.FormatterClientID("millrace-replica-1"))}
-	if err := tb.broker.authenticateReplica(rc); err != nil {
-		t.Fatal(err)
-	}
-	if rc.session == nil {
-		t.Fatal("no session kept for a connection with a lifetime")
-	}
-	before := testutil.ToFloat64(tb.broker.metrics.saslAuth.WithLabelValues(users.SCRAMSHA512, "ok"))
-	for deadline := time.Now().Add(3 * lifetime); time.Now().Before(deadline); time.Sleep(lifetime / 4) {
-		req := kmsg.NewPtrMetadataRequest()
-		req.SetVersion(1)
-		if err := rc.do(req, kmsg.NewPtrMetadataResponse(), 5*time.Second); err != nil {
-			t.Fatalf("a request across session lifetimes: %v", err)
-		}
-	}
-	if after := testutil.ToFloat64(tb.broker.metrics.saslAuth.WithLabelValues(users.SCRAMSHA512, "ok")); after-before < 2 {
-		t.Fatalf("%v re-authentications in three lifetimes", after-before)
 	}
 }
 

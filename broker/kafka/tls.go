@@ -1,6 +1,6 @@
 package kafka
 
-// TLS for SSL and SASL_SSL listeners and for replication connections to an
+// TLS for SSL and SASL_SSL listeners and for the inter-broker clients to an
 // SSL or SASL_SSL inter-broker listener, from Kafka's PEM settings:
 // ssl.keystore.location is one file holding the private key and the
 // certificate chain, ssl.truststore.location one of CA certificates, and
@@ -17,7 +17,6 @@ import (
 	"net"
 	"os"
 	"strings"
-	"time"
 )
 
 // parseClientAuth maps ssl.client.auth to Go's client-certificate policy.
@@ -113,24 +112,4 @@ func certificatePrincipal(cert *x509.Certificate) string {
 		return "User:" + subject.String()
 	}
 	return "User:" + cert.Subject.String()
-}
-
-// dialBroker connects to another broker's endpoint, with TLS when its
-// listener uses TLS, verifying the certificate against the host dialled.
-func (b *Broker) dialBroker(host string, port int32, protocol securityProtocol, timeout time.Duration) (net.Conn, error) {
-	addr := net.JoinHostPort(host, fmt.Sprint(port))
-	nc, err := net.DialTimeout("tcp", addr, timeout)
-	if err != nil || !protocol.usesTLS() {
-		return nc, err
-	}
-	cfg := b.tls.client.Clone()
-	cfg.ServerName = host
-	tc := tls.Client(nc, cfg)
-	ctx, cancel := context.WithTimeout(b.ctx, timeout)
-	defer cancel()
-	if err := tc.HandshakeContext(ctx); err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
-	}
-	return tc, nil
 }

@@ -108,7 +108,7 @@ func (w txnMarkerWriter) send(ctx context.Context, broker int32, m txn.Markers, 
 		// This broker's share needs no socket (27_write_txn_markers.go).
 		resp = w.b.writeTxnMarkers(ctx, req)
 	} else {
-		raw, err := w.b.brokerRequest(ctx, broker, req)
+		raw, err := w.b.brokers.Request(ctx, broker, req)
 		if err != nil {
 			return err
 		}

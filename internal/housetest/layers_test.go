@@ -35,10 +35,17 @@ var layers = []layer{
 	{name: "coord", pkgs: []string{"broker/coord/..."}, may: []string{"base"}},
 	// Cluster state written once against broker/coord.Store.
 	{name: "state", pkgs: []string{"broker/cluster", "broker/group", "broker/acl", "broker/users", "broker/txn"}, may: []string{"coord", "log", "base"}},
+	// The replica manager: partitions led and followed, the high
+	// watermark, the acks=all wait; it carries out broker/replica's
+	// decisions against the cluster state and the logs.
+	{name: "replication", pkgs: []string{"broker/replication"}, may: []string{"state", "coord", "log", "replica", "base"}},
+	// What a broker sends another broker: one client pool (TLS, SASL) and
+	// the replica fetchers, which follow for the replica manager.
+	{name: "interbroker", pkgs: []string{"broker/interbroker"}, may: []string{"replication", "state", "log", "replica", "base"}},
 	// The wire server.
-	{name: "wire", pkgs: []string{"broker/kafka"}, may: []string{"state", "coord", "log", "replica", "base"}},
+	{name: "wire", pkgs: []string{"broker/kafka"}, may: []string{"interbroker", "replication", "state", "coord", "log", "replica", "base"}},
 	// A broker process: wiring of everything below.
-	{name: "broker", pkgs: []string{"broker"}, may: []string{"wire", "state", "coord", "log", "replica", "base"}},
+	{name: "broker", pkgs: []string{"broker"}, may: []string{"wire", "interbroker", "replication", "state", "coord", "log", "replica", "base"}},
 	// Audit counts: imported by agents and sinks, so it imports neither.
 	{name: "audit", pkgs: []string{"audit/..."}, may: []string{"base"}},
 	// Agents publish through Kafka clients only: no broker, no sink code.

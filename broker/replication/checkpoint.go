@@ -1,4 +1,4 @@
-package kafka
+package replication
 
 // The high-watermark checkpoint (Kafka's replication-offset-checkpoint): one
 // file in the log directory holding, for every partition this broker leads
