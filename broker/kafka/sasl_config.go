@@ -12,8 +12,9 @@ import (
 )
 
 // SASL settings of the broker, Kafka's names. They apply to listeners
-// whose security protocol is SASL_PLAINTEXT or SASL_SSL; the
-// inter-broker ones to the replication connections this broker opens.
+// whose security protocol is SASL_PLAINTEXT or SASL_SSL; the inter-broker
+// ones to the connections this broker opens to the others
+// (broker/interbroker).
 
 // mechanismPlain is SASL PLAIN (RFC 4616). The SCRAM mechanisms are
 // users.SCRAMSHA256 and users.SCRAMSHA512.
@@ -81,7 +82,7 @@ type SASLConfig struct {
 	// SASL listeners.
 	InterBrokerMechanism string
 	// InterBrokerUsername (millrace.inter.broker.sasl.username, default
-	// empty = replication connections do not authenticate) is the user this
+	// empty = inter-broker connections do not authenticate) is the user this
 	// broker authenticates as; Kafka puts it in the listener's JAAS
 	// config. Its principal (User:<name>) needs ClusterAction when ACLs
 	// are on, or belongs in super.users.
