@@ -91,7 +91,7 @@ func (w *Worker) rowSource(p *partitionState, row *schemas.Row) string {
 // countRowLocked counts a row landed in f; hour is its audit hour.
 func (w *Worker) countRowLocked(p *partitionState, f *outFile, recordTime time.Time) {
 	hour := f.bucket
-	if w.cfg.PartitionBy == "day" {
+	if w.layout.Day {
 		hour = w.eventTime(p.row, recordTime).Truncate(time.Hour)
 	}
 	k := auditKey{w.rowSource(p, p.row), hour.Unix()}

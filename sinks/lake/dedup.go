@@ -4,7 +4,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/audit"
-	"millrace/schemas"
 )
 
 // Dedup in the worker (doc.go, "Dedup"): event ids are read in eventid.go,
@@ -34,14 +33,6 @@ const (
 	countNoID         = 1
 )
 
-// auditSource is the audit source key of a decoded row.
-func auditSource(row *schemas.Row) string {
-	return audit.SourceOf(row.Schema().Name, func(name string) string {
-		s, _ := row.Get(name).(string)
-		return s
-	})
-}
-
 // mergeDedupCountsLocked adds a landed window's counts to the Prometheus
 // counters. The audit reads them per source and hour from the window
 // (audit.go).
@@ -66,6 +57,6 @@ func (w *Worker) dropRepeatLocked(p *partitionState, r *kgo.Record) bool {
 	if repeat {
 		which = countDeduplicated
 	}
-	p.win.dedup.add(auditSource(p.row), audit.Hour(w.eventTime(p.row, r.Timestamp)), which)
+	p.win.dedup.add(w.rowSource(p, p.row), audit.Hour(w.eventTime(p.row, r.Timestamp)), which)
 	return repeat
 }

@@ -138,7 +138,7 @@ func (w *Worker) recoverPendingLocked(ctx context.Context, topic string) {
 	}
 	const day = 24 * time.Hour
 	for d := p.Add(-day - w.cfg.SuccessGrace).UTC().Truncate(day); !d.After(p.Add(day)); d = d.Add(day) {
-		objs, err := w.store.List(cctx, topic+"/dt="+d.Format("2006-01-02")+"/")
+		objs, err := w.store.List(cctx, DayPrefix(topic, d))
 		if err != nil {
 			w.logger.Warn("listing the lake to recover due _SUCCESS markers failed", "topic", topic, "err", err)
 			return
@@ -146,32 +146,18 @@ func (w *Worker) recoverPendingLocked(ctx context.Context, topic string) {
 		files, marked := map[string]bool{}, map[string]bool{}
 		for _, o := range objs {
 			dir, base := path.Split(o.Name)
-			if base == "_SUCCESS" {
+			if base == SuccessName {
 				marked[dir] = true
 			} else if strings.HasSuffix(base, ".parquet") {
 				files[dir] = true
 			}
 		}
 		for dir := range files {
-			if b, ok := w.parseBucketDir(topic, strings.TrimSuffix(dir, "/")); ok && !marked[dir] {
+			if b, ok := w.layout.ParseDir(topic, strings.TrimSuffix(dir, "/")); ok && !marked[dir] {
 				w.addPendingLocked(topic, b)
 			}
 		}
 	}
-}
-
-// parseBucketDir is the inverse of bucketDir.
-func (w *Worker) parseBucketDir(topic, dir string) (time.Time, bool) {
-	rest, ok := strings.CutPrefix(dir, topic+"/dt=")
-	if !ok {
-		return time.Time{}, false
-	}
-	layout := "2006-01-02/hr=15"
-	if w.cfg.PartitionBy == "day" {
-		layout = "2006-01-02"
-	}
-	b, err := time.Parse(layout, rest)
-	return b, err == nil
 }
 
 // maybeWriteMarkersLocked writes the _SUCCESS markers that are due, at most
@@ -200,10 +186,10 @@ func (w *Worker) maybeWriteMarkersLocked(ctx context.Context) {
 		}
 		for b := range buckets {
 			bucket := time.Unix(b, 0).UTC()
-			if bucket.Add(w.bucketSize() + w.cfg.SuccessGrace).After(p) {
+			if bucket.Add(w.layout.BucketSize() + w.cfg.SuccessGrace).After(p) {
 				continue
 			}
-			name := w.bucketDir(topic, bucket) + "/_SUCCESS"
+			name := w.layout.SuccessFile(topic, bucket)
 			if err := w.writeMarker(cctx, name); err != nil {
 				w.logger.Warn("writing a _SUCCESS marker failed; retried later", "name", name, "err", err)
 				continue

@@ -97,11 +97,7 @@ const bytesCheckEvery = 1024
 
 // bucketOf returns the start of the row's time bucket.
 func (w *Worker) bucketOf(row *schemas.Row, recordTime time.Time) time.Time {
-	t := w.eventTime(row, recordTime)
-	if w.cfg.PartitionBy == "day" {
-		return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
-	}
-	return t.Truncate(time.Hour)
+	return w.layout.Bucket(w.eventTime(row, recordTime))
 }
 
 // eventTime is the time that picks the row's bucket, in UTC.
@@ -115,23 +111,6 @@ func (w *Worker) eventTime(row *schemas.Row, recordTime time.Time) time.Time {
 		t = recordTime
 	}
 	return t.UTC()
-}
-
-// bucketSize is the length of a bucket.
-func (w *Worker) bucketSize() time.Duration {
-	if w.cfg.PartitionBy == "day" {
-		return 24 * time.Hour
-	}
-	return time.Hour
-}
-
-// bucketDir is the Hive-style directory of a bucket.
-func (w *Worker) bucketDir(topic string, bucket time.Time) string {
-	dir := topic + "/dt=" + bucket.Format("2006-01-02")
-	if w.cfg.PartitionBy != "day" {
-		dir += "/hr=" + bucket.Format("15")
-	}
-	return dir
 }
 
 // processLocked adds one record of p to its window, ending windows where the
@@ -242,7 +221,7 @@ func (w *Worker) openFileLocked(ctx context.Context, p *partitionState, bucket t
 		return nil, err
 	}
 	// Published as FileName(partition, first, last) once last is known.
-	name := w.bucketDir(p.tp.topic, bucket) + "/" + FileName(p.tp.partition, first, first)
+	name := w.layout.DataFile(p.tp.topic, bucket, p.tp.partition, first, first)
 	obj, err := w.store.Create(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("lake: create %s: %w", name, err)
@@ -350,12 +329,3 @@ func (w *Worker) releaseLocked(ctx context.Context, win *window) {
 
 // abortTimeout bounds the discarding of one window's unpublished objects.
 const abortTimeout = 10 * time.Second
-
-func lastSlash(s string) int {
-	for i := len(s) - 1; i >= 0; i-- {
-		if s[i] == '/' {
-			return i
-		}
-	}
-	return -1
-}

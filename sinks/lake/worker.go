@@ -26,6 +26,7 @@ type Worker struct {
 	cfg       Config
 	schema    *schemas.Schema
 	timeField int // index of Config.TimestampField, or -1 for the schema's time field
+	layout    Layout
 	store     store.Store
 	logger    *slog.Logger
 	metrics   *metrics
@@ -69,7 +70,7 @@ func New(cfg Config, st store.Store, reg prometheus.Registerer, logger *slog.Log
 	}
 	cfg = cfg.withDefaults()
 	schema, _ := cfg.eventSchema() // checked by Validate
-	w := &Worker{cfg: cfg, schema: schema, timeField: -1, store: st,
+	w := &Worker{cfg: cfg, schema: schema, timeField: -1, layout: LayoutOf(cfg.PartitionBy), store: st,
 		logger: logger.With("component", "lake", "group", cfg.Group), metrics: newMetrics(reg), now: time.Now,
 		done: make(chan struct{}), parts: map[topicPartition]*partitionState{}, pending: map[string]map[int64]struct{}{}}
 	if cfg.TimestampField != "" && cfg.TimestampField != schema.TimeField {
