@@ -30,21 +30,64 @@ type dedupHistory interface {
 // rebuildTimeout bounds the rebuilding of one partition's state.
 const rebuildTimeout = 2 * time.Minute
 
-// rebuildDedupLocked returns the dedup state of p as it was before the
-// record at offset first, the first one the group delivered after the
+// rebuildDedups gives every partition of fetches that has records but no
+// dedup state yet its state as of its first record, by replay
+// (rebuildDedup). It runs before the records are handed to the lander and
+// holds w.mu only to look and to set: a replay takes up to rebuildTimeout,
+// and Err, Shutdown and the rebalance callbacks must not wait for it. No
+// rebalance callback runs meanwhile (they run between polls), so the
+// partitions stay assigned.
+func (w *Worker) rebuildDedups(ctx context.Context, fetches kgo.Fetches) {
+	if w.cfg.Dedup != "on" {
+		return
+	}
+	fetches.EachPartition(func(ftp kgo.FetchTopicPartition) {
+		tp := topicPartition{ftp.Topic, ftp.Partition}
+		w.mu.Lock()
+		p := w.partitionLocked(tp)
+		first, ok := p.firstUndecided(ftp.Records)
+		ok = ok && p.dedup == nil
+		w.mu.Unlock()
+		if !ok {
+			return
+		}
+		d := w.rebuildDedup(ctx, tp, first)
+		w.mu.Lock()
+		if w.parts[tp] == p && p.dedup == nil {
+			p.dedup = d
+		}
+		w.mu.Unlock()
+	})
+}
+
+// firstUndecided is the offset of the first of records the lander will
+// decide: the first past p's open window (an earlier one is a re-delivery).
+// The caller holds w.mu.
+func (p *partitionState) firstUndecided(records []*kgo.Record) (int64, bool) {
+	for _, r := range records {
+		if p.win == nil || r.Offset >= p.win.next {
+			return r.Offset, true
+		}
+	}
+	return 0, false
+}
+
+// rebuildDedup returns the dedup state of tp as it was before the record
+// at offset first, the first one the group delivered after the
 // assignment: the records of the last DedupWindow before it are read again
 // and decided without landing anything. The window's last record time is at
 // most the partition clock there, so everything older than it minus the
-// window is forgotten by every worker already (doc.go, "Dedup").
-func (w *Worker) rebuildDedupLocked(ctx context.Context, p *partitionState, first int64) *deduper {
+// window is forgotten by every worker already (doc.go, "Dedup"). It holds no
+// lock.
+func (w *Worker) rebuildDedup(ctx context.Context, tp topicPartition, first int64) *deduper {
 	d := newDeduper(w.cfg.DedupWindow, w.cfg.DedupMaxIDs)
 	if w.history == nil || first == 0 {
 		return d
 	}
-	logger := w.logger.With("topic", p.tp.topic, "partition", p.tp.partition)
+	logger := w.logger.With("topic", tp.topic, "partition", tp.partition)
 	ctx, cancel := context.WithTimeout(ctx, rebuildTimeout)
 	defer cancel()
-	offset, watermark, ok, err := w.history.committed(ctx, p.tp)
+	offset, watermark, ok, err := w.history.committed(ctx, tp)
 	switch {
 	case err != nil:
 		logger.Warn("dedup: cannot read the committed offset; repeats of records before it are not recognised", "err", err)
@@ -59,7 +102,7 @@ func (w *Worker) rebuildDedupLocked(ctx context.Context, p *partitionState, firs
 	}
 	row := w.schema.NewRow()
 	read := 0
-	err = w.history.replay(ctx, p.tp, watermark.Add(-w.cfg.DedupWindow+time.Millisecond), first, func(r *kgo.Record) {
+	err = w.history.replay(ctx, tp, watermark.Add(-w.cfg.DedupWindow+time.Millisecond), first, func(r *kgo.Record) {
 		read++
 		d.observe(r.Timestamp)
 		if len(r.Value) == 0 || row.Decode(r.Value) != nil {
@@ -67,7 +110,7 @@ func (w *Worker) rebuildDedupLocked(ctx context.Context, p *partitionState, firs
 		}
 		d.decide(rowEventID(row, r.Value))
 	})
-	w.metrics.dedupRebuilt.WithLabelValues(p.tp.topic).Add(float64(read))
+	w.metrics.dedupRebuilt.WithLabelValues(tp.topic).Add(float64(read))
 	if err != nil {
 		logger.Warn("dedup: rebuilding the remembered ids failed part way; some repeats may be landed", "records_read", read, "err", err)
 		return d

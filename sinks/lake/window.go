@@ -126,7 +126,9 @@ func (w *Worker) processLocked(ctx context.Context, p *partitionState, r *kgo.Re
 	}
 	if w.cfg.Dedup == "on" {
 		if p.dedup == nil {
-			p.dedup = w.rebuildDedupLocked(ctx, p, r.Offset)
+			// Not rebuilt (rebuildDedups runs before handle hands records
+			// over; a partition fed otherwise starts with nothing remembered).
+			p.dedup = newDeduper(w.cfg.DedupWindow, w.cfg.DedupMaxIDs)
 		}
 		p.dedup.observe(r.Timestamp)
 	}

@@ -236,6 +236,7 @@ func (w *Worker) pollWait() time.Duration {
 
 // handle lands one poll's records.
 func (w *Worker) handle(ctx context.Context, fetches kgo.Fetches) error {
+	w.rebuildDedups(ctx, fetches)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var undecodable []undecodableBatch
