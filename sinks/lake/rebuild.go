@@ -42,6 +42,11 @@ func (w *Worker) rebuildDedups(ctx context.Context, fetches kgo.Fetches) {
 		return
 	}
 	fetches.EachPartition(func(ftp kgo.FetchTopicPartition) {
+		if len(ftp.Records) == 0 {
+			// Nothing to decide; and a poll that timed out reports its
+			// error under an empty topic name, which is no partition.
+			return
+		}
 		tp := topicPartition{ftp.Topic, ftp.Partition}
 		w.mu.Lock()
 		p := w.partitionLocked(tp)
