@@ -43,20 +43,11 @@ func (w *Worker) mergeDedupCountsLocked(topic string, c dedupCounts) {
 	}
 }
 
-// dropRepeatLocked decides whether r, decoded into p.row, is a repeat to
-// drop, and counts it when it is one or has no id.
-func (w *Worker) dropRepeatLocked(p *partitionState, r *kgo.Record) bool {
-	kind, repeat := p.dedup.decideRecord(p.row, r)
-	if !repeat && kind != idNone {
-		return false
+// countDedupLocked counts r, decoded into p.row, in win as a repeat
+// dropped (countDeduplicated) or a row without id (countNoID).
+func (w *Worker) countDedupLocked(p *partitionState, win *window, r *kgo.Record, which int) {
+	if win.dedup == nil {
+		win.dedup = dedupCounts{}
 	}
-	if p.win.dedup == nil {
-		p.win.dedup = dedupCounts{}
-	}
-	which := countNoID
-	if repeat {
-		which = countDeduplicated
-	}
-	p.win.dedup.add(w.rowSource(p, p.row), audit.Hour(w.eventTime(p.row, r.Timestamp)), which)
-	return repeat
+	win.dedup.add(w.rowSource(p, p.row), audit.Hour(w.eventTime(p.row, r.Timestamp)), which)
 }

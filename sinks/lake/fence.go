@@ -131,21 +131,15 @@ func (w *Worker) publishFileLocked(ctx context.Context, p *partitionState, win *
 	return nil
 }
 
-// clearSupersededLocked is called before p's window opens a file in bucket:
-// the first time in the partition's assignment, it removes p's files in
-// the bucket whose row range ends at or after the window's start (the
-// committed offset). No owner committed them: a crashed attempt published
-// them, or a paused former owner did after losing p; their rows are landed
-// again by this owner, under names that may differ when the cuts do. The
-// files are listed, then the ownership checked, then removed, so a paused
-// former owner never removes a file the new owner published.
-func (w *Worker) clearSupersededLocked(ctx context.Context, p *partitionState, bucket time.Time) error {
-	if p.cleared == nil {
-		p.cleared = map[int64]bool{}
-	}
-	if p.cleared[bucket.Unix()] {
-		return nil
-	}
+// clearSupersededLocked is called before p's window opens its first file
+// in bucket since the assignment (the lander tells when): it removes p's
+// files in the bucket whose row range ends at or after start, the window's
+// start (the committed offset). No owner committed them: a crashed attempt
+// published them, or a paused former owner did after losing p; their rows
+// are landed again by this owner, under names that may differ when the cuts
+// do. The files are listed, then the ownership checked, then removed, so a
+// paused former owner never removes a file the new owner published.
+func (w *Worker) clearSupersededLocked(ctx context.Context, p *partitionState, bucket time.Time, start int64) error {
 	dir := w.layout.Dir(p.tp.topic, bucket) + "/"
 	objs, err := w.store.List(ctx, w.layout.PartitionFiles(p.tp.topic, bucket, p.tp.partition))
 	if err != nil {
@@ -154,22 +148,21 @@ func (w *Worker) clearSupersededLocked(ctx context.Context, p *partitionState, b
 	var stale []string
 	for _, o := range objs {
 		partition, _, last, ok := ParseFileName(o.Name[lastSlash(o.Name)+1:])
-		if ok && partition == p.tp.partition && last >= p.win.start {
+		if ok && partition == p.tp.partition && last >= start {
 			stale = append(stale, o.Name)
 		}
 	}
 	if len(stale) > 0 {
 		if err := w.checkOwnershipLocked(ctx, p); err != nil {
-			return fmt.Errorf("lake: not removing %d files past offset %d in %s: %w", len(stale), p.win.start, dir, err)
+			return fmt.Errorf("lake: not removing %d files past offset %d in %s: %w", len(stale), start, dir, err)
 		}
 		for _, name := range stale {
 			if err := w.store.Remove(ctx, name); err != nil {
 				return fmt.Errorf("lake: removing %s: %w", name, err)
 			}
 			w.logger.Warn("removed a file published past the committed offset by a superseded owner",
-				"topic", p.tp.topic, "partition", p.tp.partition, "committed", p.win.start, "name", name)
+				"topic", p.tp.topic, "partition", p.tp.partition, "committed", start, "name", name)
 		}
 	}
-	p.cleared[bucket.Unix()] = true
 	return nil
 }

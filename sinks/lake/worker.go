@@ -50,8 +50,8 @@ type Worker struct {
 	done   chan struct{} // closed when the poll loop has returned
 
 	mu               sync.Mutex // guards the following
+	core             *lander    // the decisions (core.go)
 	parts            map[topicPartition]*partitionState
-	openFiles        int
 	pending          map[string]map[int64]struct{} // topic -> buckets (Unix seconds) with files but no marker yet
 	lastSuccessCheck time.Time
 	err              error // why the worker stopped on its own
@@ -72,7 +72,9 @@ func New(cfg Config, st store.Store, reg prometheus.Registerer, logger *slog.Log
 	schema, _ := cfg.eventSchema() // checked by Validate
 	w := &Worker{cfg: cfg, schema: schema, timeField: -1, layout: LayoutOf(cfg.PartitionBy), store: st,
 		logger: logger.With("component", "lake", "group", cfg.Group), metrics: newMetrics(reg), now: time.Now,
-		done: make(chan struct{}), parts: map[topicPartition]*partitionState{}, pending: map[string]map[int64]struct{}{}}
+		done: make(chan struct{}), parts: map[topicPartition]*partitionState{}, pending: map[string]map[int64]struct{}{},
+		core: newLander(landerLimits{rollRows: cfg.RollRows, rollBytes: cfg.RollBytes, rollAge: cfg.RollAge,
+			idleTimeout: cfg.IdleTimeout, maxOpenFiles: cfg.MaxOpenFiles})}
 	if cfg.TimestampField != "" && cfg.TimestampField != schema.TimeField {
 		w.timeField = schema.FieldIndex(cfg.TimestampField)
 	}
@@ -186,13 +188,8 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	w.mu.Lock()
 	var err error
 	if w.err == nil {
-		for _, p := range w.sortedPartitionsLocked() {
-			if err == nil {
-				err = w.endWindowLocked(ctx, p, "shutdown")
-			} else {
-				w.discardLocked(ctx, p)
-			}
-		}
+		// Lands every window; after a failed one the rest are discarded.
+		err = w.runLocked(ctx, w.core.shutdown(), nil)
 	}
 	w.mu.Unlock()
 	w.client.Close() // leaves the group; onRevoked finds nothing left to land
@@ -258,8 +255,9 @@ func (w *Worker) handle(ctx context.Context, fetches kgo.Fetches) error {
 		p := w.partitionLocked(topicPartition{ftp.Topic, ftp.Partition})
 		// Once per fetch, not per record: reading the clock cost 4% of
 		// landing a click event.
-		p.lastRead = w.now()
-		p.progressAt = p.lastRead
+		now := w.now()
+		w.core.delivered(p.tp, now)
+		p.progressAt = now
 		for i, r := range ftp.Records {
 			p.dedup.prefetch(ftp.Records, i)
 			if err = w.processLocked(ctx, p, r); err != nil {
@@ -292,15 +290,7 @@ func (w *Worker) handle(ctx context.Context, fetches kgo.Fetches) error {
 // flushIdleLocked lands the windows of partitions that delivered nothing for
 // IdleTimeout.
 func (w *Worker) flushIdleLocked(ctx context.Context) error {
-	now := w.now()
-	for _, p := range w.sortedPartitionsLocked() {
-		if p.win != nil && now.Sub(p.lastRead) >= w.cfg.IdleTimeout {
-			if err := w.endWindowLocked(ctx, p, "idle"); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return w.runLocked(ctx, w.core.tick(w.now()), nil)
 }
 
 // fail stops the worker after a landing failure: every window is discarded,
@@ -308,9 +298,7 @@ func (w *Worker) flushIdleLocked(ctx context.Context) error {
 func (w *Worker) fail(ctx context.Context, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, p := range w.sortedPartitionsLocked() {
-		w.discardLocked(ctx, p)
-	}
+	w.discardEachLocked(ctx, w.core.failed())
 	w.err = err
 	w.logger.Error("sink worker stopped; unlanded records are landed again from the committed offsets", "err", err)
 }
@@ -384,9 +372,7 @@ func (w *Worker) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[strin
 			if p == nil {
 				continue
 			}
-			if w.err != nil {
-				w.discardLocked(work, p)
-			} else if err := w.endWindowLocked(work, p, "revoke"); err != nil {
+			if err := w.runLocked(work, w.core.revoked(tp, w.err != nil), nil); err != nil {
 				w.logger.Warn("landing a revoked partition failed; its next owner rewrites the window",
 					"topic", topic, "partition", id, "err", err)
 			}
@@ -406,7 +392,7 @@ func (w *Worker) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]in
 		for _, id := range partitions {
 			tp := topicPartition{topic, id}
 			if p := w.parts[tp]; p != nil {
-				w.discardLocked(context.WithoutCancel(ctx), p)
+				w.discardEachLocked(context.WithoutCancel(ctx), w.core.lost(tp))
 				delete(w.parts, tp)
 				w.metrics.lag.DeleteLabelValues(topic, strconv.Itoa(int(id)))
 			}
@@ -433,45 +419,4 @@ func (w *Worker) ensureDeadLetterTopics(ctx context.Context, cl *kgo.Client) {
 			w.logger.Warn("could not create the dead-letter topic", "topic", t+".dlq", "err", err)
 		}
 	}
-}
-
-// commitTimeout bounds one offset commit.
-const commitTimeout = 30 * time.Second
-
-// kgoCommitter commits through the group coordinator with the member's
-// current generation, so a member that lost its partitions cannot commit for
-// them. It builds the OffsetCommit request itself (rather than
-// CommitOffsetsSync) to carry the window's record-time watermark in the
-// offset's metadata, which the _SUCCESS markers read back.
-type kgoCommitter struct {
-	client *kgo.Client
-	group  string
-}
-
-func (c *kgoCommitter) commit(ctx context.Context, tp topicPartition, offset int64, watermark time.Time) error {
-	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
-	defer cancel()
-	member, generation := c.client.GroupMetadata()
-	req := kmsg.NewPtrOffsetCommitRequest()
-	req.Group, req.Generation, req.MemberID = c.group, generation, member
-	rt := kmsg.NewOffsetCommitRequestTopic()
-	rt.Topic = tp.topic
-	rp := kmsg.NewOffsetCommitRequestTopicPartition()
-	rp.Partition, rp.Offset, rp.LeaderEpoch = tp.partition, offset, -1
-	md := encodeWatermark(watermark)
-	rp.Metadata = &md
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, c.client)
-	if err != nil {
-		return err
-	}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
