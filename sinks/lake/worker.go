@@ -49,12 +49,20 @@ type Worker struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the poll loop has returned
 
+	// mu serialises the poll loop's landing with the rebalance callbacks
+	// and Shutdown, which land and discard windows too; it is held through
+	// the I/O of a landing (a revoked partition must be landed before the
+	// callback returns), never through a dedup replay (rebuild.go).
 	mu               sync.Mutex // guards the following
 	core             *lander    // the decisions (core.go)
 	parts            map[topicPartition]*partitionState
 	pending          map[string]map[int64]struct{} // topic -> buckets (Unix seconds) with files but no marker yet
 	lastSuccessCheck time.Time
-	err              error // why the worker stopped on its own
+
+	// errMu guards err for Err, which must not wait for a landing under
+	// mu; err is written holding both, so code holding mu reads it freely.
+	errMu sync.Mutex
+	err   error // why the worker stopped on its own
 }
 
 // New checks cfg and returns a worker that lands into st. reg may be nil.
@@ -161,8 +169,8 @@ func (w *Worker) Done() <-chan struct{} { return w.done }
 
 // Err reports why the worker stopped on its own, or nil.
 func (w *Worker) Err() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.errMu.Lock()
+	defer w.errMu.Unlock()
 	return w.err
 }
 
@@ -299,7 +307,9 @@ func (w *Worker) fail(ctx context.Context, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.discardEachLocked(ctx, w.core.failed())
+	w.errMu.Lock()
 	w.err = err
+	w.errMu.Unlock()
 	w.logger.Error("sink worker stopped; unlanded records are landed again from the committed offsets", "err", err)
 }
 
@@ -313,8 +323,8 @@ func (w *Worker) partitionLocked(tp topicPartition) *partitionState {
 	return p
 }
 
-// sortedPartitionsLocked lists the partitions in a fixed order, so whatever
-// lands several windows does so in the same order every time.
+// sortedPartitionsLocked lists the partitions in a fixed order, so the
+// stall checks (stall.go) run in the same order every time.
 func (w *Worker) sortedPartitionsLocked() []*partitionState {
 	out := make([]*partitionState, 0, len(w.parts))
 	for _, p := range w.parts {

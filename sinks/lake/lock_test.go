@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/waitfor"
 )
 
 // blockingHistory has a commit at offset 2 whose replay hands out records
@@ -63,5 +65,41 @@ func TestRebuildHoldsNoLock(t *testing.T) {
 	}
 	if fmt.Sprint(c.log) != "[clicks/0@5]" {
 		t.Errorf("commits %v", c.log)
+	}
+}
+
+// blockingCommitter says when a commit started and finishes it once
+// release is closed.
+type blockingCommitter struct {
+	started, release chan struct{}
+}
+
+func (c *blockingCommitter) commit(context.Context, windowCommit) error {
+	close(c.started)
+	<-c.release
+	return nil
+}
+
+// TestErrDoesNotWaitForALanding: Err answers while a window's landing (its
+// publish and commit, held under the worker's lock) is in progress.
+func TestErrDoesNotWaitForALanding(t *testing.T) {
+	w, _, _ := testWorker(t, t.TempDir(), nil)
+	c := &blockingCommitter{started: make(chan struct{}), release: make(chan struct{})}
+	w.commit = c
+	if err := feed(w, []*kgo.Record{click(0, 0)}, 0); err != nil {
+		t.Fatal(err)
+	}
+	landed := make(chan error, 1)
+	go func() { landed <- flushAll(w) }()
+	<-c.started
+	answered := make(chan error, 1)
+	go func() { answered <- w.Err() }()
+	waitfor.Until(t, 30*time.Second, "Err to answer during a landing", func() bool { return len(answered) == 1 })
+	if err := <-answered; err != nil {
+		t.Errorf("Err = %v", err)
+	}
+	close(c.release)
+	if err := <-landed; err != nil {
+		t.Fatal(err)
 	}
 }
