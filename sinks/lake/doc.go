@@ -307,7 +307,12 @@
 // lander can assume every action succeeds; what the failure left undone is
 // discarded. Nothing replays under the worker's lock: a newly assigned
 // partition's dedup set is rebuilt (rebuild.go) before its first records
-// are handed to the lander.
+// are handed to the lander. The assignment's cleanup, the search for due
+// markers and the marker writes run without it too. The lock is held
+// through a landing's I/O, which the rebalance callbacks share with the
+// poll loop (a revoked partition is landed before its callback returns),
+// and Err has a lock of its own, so nothing waits on it but another
+// landing.
 //
 // A window's end is made durable in one step, the committer (commit.go):
 // once every file of the window is published, its dead letters and audit

@@ -351,9 +351,7 @@ func TestSuccessMarkers(t *testing.T) {
 	}
 	// Past hour 10 plus the grace, not past hour 11.
 	w.progress = &fakeProgress{map[string]time.Time{"clicks": base.Add(65 * time.Minute)}}
-	w.mu.Lock()
-	w.maybeWriteMarkersLocked(context.Background())
-	w.mu.Unlock()
+	w.maybeWriteMarkers(context.Background())
 	got, _ := filepath.Glob(root + "/clicks/*/*/_SUCCESS")
 	if len(got) != 1 || !strings.Contains(got[0], "hr=10") {
 		t.Errorf("markers: %v", got)
@@ -389,9 +387,7 @@ func TestSuccessMarkersAfterRestart(t *testing.T) {
 	next.progress = progress
 	next.onAssigned(context.Background(), nil, map[string][]int32{"clicks": {0}})
 	markers := func() []string {
-		next.mu.Lock()
-		next.maybeWriteMarkersLocked(context.Background())
-		next.mu.Unlock()
+		next.maybeWriteMarkers(context.Background())
 		got, _ := filepath.Glob(root + "/clicks/*/*/_SUCCESS")
 		sort.Strings(got)
 		for i := range got {

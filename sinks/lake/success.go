@@ -115,13 +115,14 @@ func (w *Worker) addPendingLocked(topic string, bucket time.Time) {
 	m[bucket.Unix()] = struct{}{}
 }
 
-// recoverPendingLocked adds to the pending set the buckets of topic near the
+// recoverPending adds to the pending set the buckets of topic near the
 // group's position that have files but no _SUCCESS marker. The worker that
 // landed them may have stopped before their markers were due, and no later
 // window names them again, so without this their markers would never come.
 // It lists the days from a day (plus the grace) before the position to a day
-// after it: further back, markers were due long before the stop.
-func (w *Worker) recoverPendingLocked(ctx context.Context, topic string) {
+// after it: further back, markers were due long before the stop. It reads
+// the group's progress and lists the lake without the worker's lock.
+func (w *Worker) recoverPending(ctx context.Context, topic string) {
 	if w.cfg.SuccessGrace < 0 || w.progress == nil {
 		return
 	}
@@ -136,6 +137,14 @@ func (w *Worker) recoverPendingLocked(ctx context.Context, topic string) {
 	if !ok {
 		return // some partition has no position yet: nothing was landed before
 	}
+	var due []time.Time
+	defer func() {
+		w.mu.Lock()
+		for _, b := range due {
+			w.addPendingLocked(topic, b)
+		}
+		w.mu.Unlock()
+	}()
 	const day = 24 * time.Hour
 	for d := p.Add(-day - w.cfg.SuccessGrace).UTC().Truncate(day); !d.After(p.Add(day)); d = d.Add(day) {
 		objs, err := w.store.List(cctx, DayPrefix(topic, d))
@@ -154,22 +163,32 @@ func (w *Worker) recoverPendingLocked(ctx context.Context, topic string) {
 		}
 		for dir := range files {
 			if b, ok := w.layout.ParseDir(topic, strings.TrimSuffix(dir, "/")); ok && !marked[dir] {
-				w.addPendingLocked(topic, b)
+				due = append(due, b)
 			}
 		}
 	}
 }
 
-// maybeWriteMarkersLocked writes the _SUCCESS markers that are due, at most
-// once per SuccessInterval.
-func (w *Worker) maybeWriteMarkersLocked(ctx context.Context) {
+// maybeWriteMarkers writes the _SUCCESS markers that are due, at most once
+// per SuccessInterval. It reads the group's progress and writes the
+// markers without the worker's lock.
+func (w *Worker) maybeWriteMarkers(ctx context.Context) {
 	now := w.now()
+	w.mu.Lock()
 	if len(w.pending) == 0 || w.progress == nil || now.Sub(w.lastSuccessCheck) < w.cfg.SuccessInterval {
+		w.mu.Unlock()
 		return
 	}
 	w.lastSuccessCheck = now
-	topics := make([]string, 0, len(w.pending))
-	for t := range w.pending {
+	pending := make(map[string][]int64, len(w.pending))
+	for t, buckets := range w.pending {
+		for b := range buckets {
+			pending[t] = append(pending[t], b)
+		}
+	}
+	w.mu.Unlock()
+	topics := make([]string, 0, len(pending))
+	for t := range pending {
 		topics = append(topics, t)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -179,12 +198,13 @@ func (w *Worker) maybeWriteMarkersLocked(ctx context.Context) {
 		w.logger.Warn("reading the group's progress for _SUCCESS markers failed", "err", err)
 		return
 	}
-	for topic, buckets := range w.pending {
+	written := map[string][]int64{}
+	for topic, buckets := range pending {
 		p, ok := pos[topic]
 		if !ok {
 			continue
 		}
-		for b := range buckets {
+		for _, b := range buckets {
 			bucket := time.Unix(b, 0).UTC()
 			if bucket.Add(w.layout.BucketSize() + w.cfg.SuccessGrace).After(p) {
 				continue
@@ -194,11 +214,18 @@ func (w *Worker) maybeWriteMarkersLocked(ctx context.Context) {
 				w.logger.Warn("writing a _SUCCESS marker failed; retried later", "name", name, "err", err)
 				continue
 			}
-			delete(buckets, b)
+			written[topic] = append(written[topic], b)
 			w.metrics.markers.WithLabelValues(topic).Inc()
 			w.logger.Info("bucket complete", "name", name)
 		}
-		if len(buckets) == 0 {
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for topic, buckets := range written {
+		for _, b := range buckets {
+			delete(w.pending[topic], b)
+		}
+		if len(w.pending[topic]) == 0 {
 			delete(w.pending, topic)
 		}
 	}

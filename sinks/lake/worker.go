@@ -239,9 +239,19 @@ func (w *Worker) pollWait() time.Duration {
 	return d
 }
 
-// handle lands one poll's records.
+// handle lands one poll's records: the dedup rebuilds first, then the
+// records, then the markers that came due.
 func (w *Worker) handle(ctx context.Context, fetches kgo.Fetches) error {
 	w.rebuildDedups(ctx, fetches)
+	if err := w.land(ctx, fetches); err != nil {
+		return err
+	}
+	w.maybeWriteMarkers(ctx)
+	return nil
+}
+
+// land hands one poll's records to the lander and runs its decisions.
+func (w *Worker) land(ctx context.Context, fetches kgo.Fetches) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var undecodable []undecodableBatch
@@ -291,7 +301,6 @@ func (w *Worker) handle(ctx context.Context, fetches kgo.Fetches) error {
 	}
 	// A partition stuck at a malformed batch delivers nothing at all.
 	w.checkStallsLocked(ctx)
-	w.maybeWriteMarkersLocked(ctx)
 	return nil
 }
 
@@ -341,16 +350,17 @@ func (w *Worker) sortedPartitionsLocked() []*partitionState {
 
 // onAssigned removes what earlier owners of the new partitions left
 // unpublished, before any of their records is read, and picks up the
-// _SUCCESS markers they left due.
+// _SUCCESS markers they left due. The store is asked without the worker's
+// lock: the poll loop hands out no record while a rebalance callback runs.
 func (w *Worker) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	for topic, partitions := range assigned {
 		set := map[int32]func(string) bool{}
+		w.mu.Lock()
 		for _, p := range partitions {
 			w.partitionLocked(topicPartition{topic, p})
 			set[p] = finalNameMatcher(p)
 		}
+		w.mu.Unlock()
 		match := func(name string) bool {
 			for _, m := range set {
 				if m(name) {
@@ -364,7 +374,7 @@ func (w *Worker) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[str
 			w.logger.Warn("cleaning up leftovers failed; they stay hidden and are retried on the next assignment",
 				"topic", topic, "err", err)
 		}
-		w.recoverPendingLocked(ctx, topic)
+		w.recoverPending(ctx, topic)
 		w.logger.Info("partitions assigned", "topic", topic, "partitions", partitions, "leftovers_removed", n)
 	}
 }
