@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"path"
-	"strconv"
 	"strings"
 	"time"
 
 	"millrace/audit"
+	"millrace/sinks/lake"
 	"millrace/sinks/parquet"
 	"millrace/sinks/store"
 )
@@ -38,16 +38,14 @@ func ReadLake(ctx context.Context, st store.Store, topics []string, since, until
 	const day = 24 * time.Hour
 	for _, topic := range topics {
 		for d := since.UTC().Truncate(day); !d.After(until); d = d.Add(day) {
-			date := d.Format("2006-01-02")
-			objs, err := st.List(ctx, topic+"/dt="+date+"/")
+			objs, err := st.List(ctx, lake.DayPrefix(topic, d))
 			if err != nil {
 				return nil, fmt.Errorf("audit: listing the lake: %w", err)
 			}
 			for _, o := range objs {
-				dir, base := path.Split(o.Name)
-				switch {
-				case base == "_SUCCESS":
-					l.markComplete(topic, date, dir)
+				switch base := path.Base(o.Name); {
+				case base == lake.SuccessName:
+					l.markComplete(topic, o.Name)
 				case strings.HasSuffix(base, ".parquet"):
 					if err := l.readFile(ctx, st, topic, o.Name); err != nil {
 						return nil, err
@@ -59,22 +57,20 @@ func ReadLake(ctx context.Context, st store.Store, topics []string, since, until
 	return l, nil
 }
 
-// markComplete records the hours a marker in dir covers.
-func (l *Lake) markComplete(topic, date, dir string) {
+// markComplete records the hours the marker name covers (an hour's, or
+// with partition_by: day the whole day's).
+func (l *Lake) markComplete(topic, name string) {
+	start, end, ok := lake.ParseBucket(strings.TrimPrefix(name, topic+"/"))
+	if !ok {
+		return
+	}
 	m := l.Complete[topic]
 	if m == nil {
 		m = map[string]bool{}
 		l.Complete[topic] = m
 	}
-	_, hr, ok := strings.Cut(strings.TrimSuffix(dir, "/"), "/hr=")
-	if !ok { // partition_by: day — the marker covers the whole day
-		for h := range 24 {
-			m[date+"T"+fmt.Sprintf("%02d", h)] = true
-		}
-		return
-	}
-	if n, err := strconv.Atoi(hr); err == nil && n >= 0 && n < 24 {
-		m[date+"T"+hr] = true
+	for _, h := range lake.Hours(start, end) {
+		m[h] = true
 	}
 }
 

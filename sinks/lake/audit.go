@@ -89,9 +89,9 @@ func (w *Worker) rowSource(p *partitionState, row *schemas.Row) string {
 }
 
 // countRowLocked counts a row landed in f; hour is its audit hour.
-func (w *Worker) countRowLocked(p *partitionState, f *outFile, recordTime time.Time) {
+func (w *Worker) countRowLocked(p *partitionState, win *window, f *outFile, recordTime time.Time) {
 	hour := f.bucket
-	if w.cfg.PartitionBy == "day" {
+	if w.layout.Day {
 		hour = w.eventTime(p.row, recordTime).Truncate(time.Hour)
 	}
 	k := auditKey{w.rowSource(p, p.row), hour.Unix()}
@@ -99,7 +99,7 @@ func (w *Worker) countRowLocked(p *partitionState, f *outFile, recordTime time.T
 		f.sources = map[auditKey]int64{}
 	}
 	f.sources[k]++
-	p.win.countsFor(k).landed++
+	win.countsFor(k).landed++
 }
 
 // countDeadLetterLocked counts a record sent to the dead-letter topic under
@@ -107,7 +107,7 @@ func (w *Worker) countRowLocked(p *partitionState, f *outFile, recordTime time.T
 // did not fit the schema: the fields the source key uses, and the
 // bucketing time field (RFC 3339 or epoch milliseconds), else the record
 // timestamp.
-func (w *Worker) countDeadLetterLocked(p *partitionState, r *kgo.Record) {
+func (w *Worker) countDeadLetterLocked(win *window, r *kgo.Record) {
 	var ev map[string]any
 	_ = json.Unmarshal(r.Value, &ev) // not JSON: no fields, source "-"
 	source := audit.SourceOf(w.schema.Name, func(name string) string { s, _ := ev[name].(string); return s })
@@ -124,7 +124,7 @@ func (w *Worker) countDeadLetterLocked(p *partitionState, r *kgo.Record) {
 	case float64:
 		t = time.UnixMilli(int64(v))
 	}
-	p.win.countsFor(auditKey{source, t.UTC().Truncate(time.Hour).Unix()}).deadLettered++
+	win.countsFor(auditKey{source, t.UTC().Truncate(time.Hour).Unix()}).deadLettered++
 }
 
 // countsFor returns the window's counts of k.

@@ -126,18 +126,10 @@ func (w *Worker) skipRangeLocked(p *partitionState, d DeadLetter, first, next in
 	w.metrics.undecodableBatches.WithLabelValues(p.tp.topic).Inc()
 	w.logger.Error(d.Reason+" sent to the dead-letter topic and skipped", "topic", p.tp.topic,
 		"partition", p.tp.partition, "first_offset", first, "last_offset", next-1, "err", d.Error)
-	if p.win == nil {
-		// The window starts at the group's position, which is the batch's
-		// first offset or inside the batch.
-		p.win = &window{start: first, next: first, files: map[int64]*outFile{}}
-	}
-	p.win.deadLetters++
-	p.win.next = max(p.win.next, next)
-	p.position = p.win.next
-	// A partition whose last delivery was a skip lands on the idle timeout.
-	p.lastRead = w.now()
-	p.progressAt = p.lastRead
-	w.seek(p.tp, p.win.next)
+	now := w.now()
+	p.position = w.core.skipped(p.tp, first, next, now)
+	p.progressAt = now
+	w.seek(p.tp, p.position)
 }
 
 // kgoSeek moves the client's fetch position of tp. It is called from the

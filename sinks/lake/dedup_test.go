@@ -549,3 +549,24 @@ func TestDedupMaxIDsValidated(t *testing.T) {
 		t.Errorf("dedup_max_ids %d: got %v, want an error naming dedup_max_ids", c.DedupMaxIDs, err)
 	}
 }
+
+// TestNoIDCountedInItsWindow: a row without an id that starts a new window
+// (here by roll age) is counted in that window, which commits it, not in
+// the window the cut ended: a crash after the earlier window's commit
+// would otherwise count it twice.
+func TestNoIDCountedInItsWindow(t *testing.T) {
+	w, c, _ := testWorker(t, t.TempDir(), func(c *Config) { c.RollAge = time.Minute })
+	if err := feed(w, []*kgo.Record{click(0, 0), click(100, 0)}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(c.log) != "[clicks/0@1]" {
+		t.Fatalf("commits %v, want the age cut before offset 100", c.log)
+	}
+	if got := prometheusValue(w.metrics.withoutID); got != 1 {
+		t.Errorf("the landed window counted %v rows without id, want 1", got)
+	}
+	counts := w.parts[topicPartition{"clicks", 0}].win.dedup
+	if len(counts) != 1 || *counts[dedupKey{"-", "2024-05-01T10"}] != [2]int64{0, 1} {
+		t.Errorf("open window counts %v, want its one row without id", counts)
+	}
+}

@@ -12,7 +12,9 @@
 //	<root>/<topic>/dt=YYYY-MM-DD/part-<partition>-<first offset>-<last offset>.parquet   (partition_by: day)
 //
 // The offsets are those of the file's first and last row, zero-padded to 20
-// digits, so a directory listing sorts files by offset within a partition.
+// digits, so a directory listing sorts files by offset within a partition. Layout
+// (layout.go) is this definition, which the lake's readers (sinks/lakeread,
+// pipeline/reconcile) use too.
 //
 // # Commit windows and exactly-once output
 //
@@ -285,6 +287,47 @@
 // numbers instead of adding them twice. The records of undecodable or
 // malformed batches cannot be attributed to a source and are not counted:
 // their hour shows as not reconciled, which is the truth.
+//
+// # Core and worker
+//
+// The decisions above are the lander's (core.go), a state machine without
+// I/O in the style of broker/replica: events go in — a record the worker
+// has classified (a row of a bucket, a dead letter, a repeat), a poll's
+// clock, an undecodable batch skipped, the files' size, a tick, a revoke,
+// a lost partition, shutdown, a failure — and actions come out, in order:
+// open a bucket's file (clearing a superseded owner's files first when it
+// is the bucket's first opening since the assignment), append a row, send
+// a dead letter, drop a repeat, land a window (publish, then commit) or
+// discard it. Golden traces (testdata/*.golden; go test -update rewrites
+// them) pin every cut: rows, bytes, record-time age, the open-file cap,
+// idle, revoke, loss, shutdown and failure. The worker (worker.go,
+// actions.go) does what the actions name: decoding, dedup (the pure set of
+// dedupset.go), Parquet writing, the store, the fence checks, the audit and
+// the commit. It runs them in order and stops at the first failure, so the
+// lander can assume every action succeeds; what the failure left undone is
+// discarded. Nothing replays under the worker's lock: a newly assigned
+// partition's dedup set is rebuilt (rebuild.go) before its first records
+// are handed to the lander. The assignment's cleanup, the search for due
+// markers and the marker writes run without it too. The lock is held
+// through a landing's I/O, which the rebalance callbacks share with the
+// poll loop (a revoked partition is landed before its callback returns),
+// and Err has a lock of its own, so nothing waits on it but another
+// landing.
+//
+// A window's end is made durable in one step, the committer (commit.go):
+// once every file of the window is published, its dead letters and audit
+// records acknowledged, the worker gives the committer the partition, the
+// offset after the window, the window's record-time watermark and the
+// files it published (names, buckets, row ranges, sizes). Today's
+// committer commits the group offset with the watermark in its metadata.
+// Another, such as an Iceberg table commit that adds the window's files in
+// one snapshot whose properties carry the offsets, is another
+// implementation of that interface: it is handed the same window at the
+// same point, after publishing and before anything treats the window as
+// landed, so the argument above is unchanged as long as it commits
+// atomically and a repeated commit of one window (after a crash between
+// its commit and the group's) is recognised by the offsets it carries.
+// The lander, the publishing and the fence do not change.
 //
 // # Failures
 //

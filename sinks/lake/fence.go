@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -109,7 +107,7 @@ func (w *Worker) memberID() string {
 // name that exists holds the same rows (see doc.go), so it counts as
 // published.
 func (w *Worker) publishFileLocked(ctx context.Context, p *partitionState, win *window, f *outFile) error {
-	final := w.bucketDir(p.tp.topic, f.bucket) + "/" + FileName(p.tp.partition, f.first, f.last)
+	final := w.layout.DataFile(p.tp.topic, f.bucket, p.tp.partition, f.first, f.last)
 	if w.cfg.BeforePublish != nil {
 		w.cfg.BeforePublish(final)
 	}
@@ -133,85 +131,38 @@ func (w *Worker) publishFileLocked(ctx context.Context, p *partitionState, win *
 	return nil
 }
 
-// clearSupersededLocked is called before p's window opens a file in bucket:
-// the first time in the partition's assignment, it removes p's files in
-// the bucket whose row range ends at or after the window's start (the
-// committed offset). No owner committed them: a crashed attempt published
-// them, or a paused former owner did after losing p; their rows are landed
-// again by this owner, under names that may differ when the cuts do. The
-// files are listed, then the ownership checked, then removed, so a paused
-// former owner never removes a file the new owner published.
-func (w *Worker) clearSupersededLocked(ctx context.Context, p *partitionState, bucket time.Time) error {
-	if p.cleared == nil {
-		p.cleared = map[int64]bool{}
-	}
-	if p.cleared[bucket.Unix()] {
-		return nil
-	}
-	dir := w.bucketDir(p.tp.topic, bucket) + "/"
-	objs, err := w.store.List(ctx, dir+"part-"+strconv.Itoa(int(p.tp.partition))+"-")
+// clearSupersededLocked is called before p's window opens its first file
+// in bucket since the assignment (the lander tells when): it removes p's
+// files in the bucket whose row range ends at or after start, the window's
+// start (the committed offset). No owner committed them: a crashed attempt
+// published them, or a paused former owner did after losing p; their rows
+// are landed again by this owner, under names that may differ when the cuts
+// do. The files are listed, then the ownership checked, then removed, so a
+// paused former owner never removes a file the new owner published.
+func (w *Worker) clearSupersededLocked(ctx context.Context, p *partitionState, bucket time.Time, start int64) error {
+	dir := w.layout.Dir(p.tp.topic, bucket) + "/"
+	objs, err := w.store.List(ctx, w.layout.PartitionFiles(p.tp.topic, bucket, p.tp.partition))
 	if err != nil {
 		return fmt.Errorf("lake: listing %s for a superseded owner's files: %w", dir, err)
 	}
 	var stale []string
 	for _, o := range objs {
 		partition, _, last, ok := ParseFileName(o.Name[lastSlash(o.Name)+1:])
-		if ok && partition == p.tp.partition && last >= p.win.start {
+		if ok && partition == p.tp.partition && last >= start {
 			stale = append(stale, o.Name)
 		}
 	}
 	if len(stale) > 0 {
 		if err := w.checkOwnershipLocked(ctx, p); err != nil {
-			return fmt.Errorf("lake: not removing %d files past offset %d in %s: %w", len(stale), p.win.start, dir, err)
+			return fmt.Errorf("lake: not removing %d files past offset %d in %s: %w", len(stale), start, dir, err)
 		}
 		for _, name := range stale {
 			if err := w.store.Remove(ctx, name); err != nil {
 				return fmt.Errorf("lake: removing %s: %w", name, err)
 			}
 			w.logger.Warn("removed a file published past the committed offset by a superseded owner",
-				"topic", p.tp.topic, "partition", p.tp.partition, "committed", p.win.start, "name", name)
+				"topic", p.tp.topic, "partition", p.tp.partition, "committed", start, "name", name)
 		}
 	}
-	p.cleared[bucket.Unix()] = true
 	return nil
-}
-
-// FileName is the name of the file of a partition's bucket holding the
-// bucket's rows from offset first to offset last of one commit window:
-// `part-<partition>-<first, 20 digits>-<last, 20 digits>.parquet`. The
-// padding makes a directory listing sort a partition's files by offset.
-func FileName(partition int32, first, last int64) string {
-	return fmt.Sprintf("part-%d-%020d-%020d.parquet", partition, first, last)
-}
-
-// ParseFileName is the inverse of FileName.
-func ParseFileName(base string) (partition int32, first, last int64, ok bool) {
-	rest, found := strings.CutPrefix(base, "part-")
-	if !found {
-		return 0, 0, 0, false
-	}
-	rest, found = strings.CutSuffix(rest, ".parquet")
-	if !found {
-		return 0, 0, 0, false
-	}
-	fields := strings.Split(rest, "-")
-	if len(fields) != 3 || len(fields[1]) != 20 || len(fields[2]) != 20 {
-		return 0, 0, 0, false
-	}
-	p, err1 := strconv.ParseInt(fields[0], 10, 32)
-	f, err2 := strconv.ParseInt(fields[1], 10, 64)
-	l, err3 := strconv.ParseInt(fields[2], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil || p < 0 || f < 0 || l < f || strconv.Itoa(int(p)) != fields[0] {
-		return 0, 0, 0, false
-	}
-	return int32(p), f, l, true
-}
-
-// finalNameMatcher matches the names of one partition's data files, so a
-// newly assigned partition's leftovers can be found.
-func finalNameMatcher(partition int32) func(name string) bool {
-	return func(name string) bool {
-		p, _, _, ok := ParseFileName(name[lastSlash(name)+1:])
-		return ok && p == partition
-	}
 }

@@ -83,8 +83,8 @@ func TestFencedWorkerPublishesNothing(t *testing.T) {
 	if fence.checks == 0 || len(zc.log) != 0 {
 		t.Errorf("zombie: %d checks, commits %v; want a check and no commit", fence.checks, zc.log)
 	}
-	if zombie.openFiles != 0 {
-		t.Errorf("zombie holds %d open files after the refused window", zombie.openFiles)
+	if zombie.core.openFiles != 0 {
+		t.Errorf("zombie holds %d open files after the refused window", zombie.core.openFiles)
 	}
 	exactlyOnce(t, root, recs)
 }

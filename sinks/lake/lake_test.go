@@ -34,7 +34,8 @@ type fakeCommitter struct {
 	fail    error
 }
 
-func (c *fakeCommitter) commit(_ context.Context, tp topicPartition, offset int64, wm time.Time) error {
+func (c *fakeCommitter) commit(_ context.Context, wc windowCommit) error {
+	tp, offset := wc.tp, wc.next
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.fail != nil {
@@ -105,12 +106,7 @@ func feed(w *Worker, recs []*kgo.Record, from int64) error {
 func flushAll(w *Worker) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, p := range w.sortedPartitionsLocked() {
-		if err := w.endWindowLocked(context.Background(), p, "test"); err != nil {
-			return err
-		}
-	}
-	return nil
+	return w.runLocked(context.Background(), w.core.shutdown(), nil)
 }
 
 // landed reads every row back with xitongsys/parquet-go and returns the
@@ -300,8 +296,8 @@ func TestOpenFileCapEndsWindow(t *testing.T) {
 	if err := feed(w, recs, 0); err != nil {
 		t.Fatal(err)
 	}
-	if w.openFiles > 2 {
-		t.Errorf("%d open files, cap 2", w.openFiles)
+	if w.core.openFiles > 2 {
+		t.Errorf("%d open files, cap 2", w.core.openFiles)
 	}
 	if err := flushAll(w); err != nil {
 		t.Fatal(err)
@@ -329,8 +325,8 @@ func TestFailedPublishDiscardsAndDoesNotCommit(t *testing.T) {
 	if err := flushAll(w); err == nil {
 		t.Fatal("failed commit not reported")
 	}
-	if w.openFiles != 0 {
-		t.Errorf("%d files still open", w.openFiles)
+	if w.core.openFiles != 0 {
+		t.Errorf("%d files still open", w.core.openFiles)
 	}
 	matches, _ := filepath.Glob(root + "/clicks/*/*/.tmp-*")
 	if len(matches) != 0 {
@@ -355,9 +351,7 @@ func TestSuccessMarkers(t *testing.T) {
 	}
 	// Past hour 10 plus the grace, not past hour 11.
 	w.progress = &fakeProgress{map[string]time.Time{"clicks": base.Add(65 * time.Minute)}}
-	w.mu.Lock()
-	w.maybeWriteMarkersLocked(context.Background())
-	w.mu.Unlock()
+	w.maybeWriteMarkers(context.Background())
 	got, _ := filepath.Glob(root + "/clicks/*/*/_SUCCESS")
 	if len(got) != 1 || !strings.Contains(got[0], "hr=10") {
 		t.Errorf("markers: %v", got)
@@ -393,9 +387,7 @@ func TestSuccessMarkersAfterRestart(t *testing.T) {
 	next.progress = progress
 	next.onAssigned(context.Background(), nil, map[string][]int32{"clicks": {0}})
 	markers := func() []string {
-		next.mu.Lock()
-		next.maybeWriteMarkersLocked(context.Background())
-		next.mu.Unlock()
+		next.maybeWriteMarkers(context.Background())
 		got, _ := filepath.Glob(root + "/clicks/*/*/_SUCCESS")
 		sort.Strings(got)
 		for i := range got {

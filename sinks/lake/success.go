@@ -115,13 +115,14 @@ func (w *Worker) addPendingLocked(topic string, bucket time.Time) {
 	m[bucket.Unix()] = struct{}{}
 }
 
-// recoverPendingLocked adds to the pending set the buckets of topic near the
+// recoverPending adds to the pending set the buckets of topic near the
 // group's position that have files but no _SUCCESS marker. The worker that
 // landed them may have stopped before their markers were due, and no later
 // window names them again, so without this their markers would never come.
 // It lists the days from a day (plus the grace) before the position to a day
-// after it: further back, markers were due long before the stop.
-func (w *Worker) recoverPendingLocked(ctx context.Context, topic string) {
+// after it: further back, markers were due long before the stop. It reads
+// the group's progress and lists the lake without the worker's lock.
+func (w *Worker) recoverPending(ctx context.Context, topic string) {
 	if w.cfg.SuccessGrace < 0 || w.progress == nil {
 		return
 	}
@@ -136,9 +137,17 @@ func (w *Worker) recoverPendingLocked(ctx context.Context, topic string) {
 	if !ok {
 		return // some partition has no position yet: nothing was landed before
 	}
+	var due []time.Time
+	defer func() {
+		w.mu.Lock()
+		for _, b := range due {
+			w.addPendingLocked(topic, b)
+		}
+		w.mu.Unlock()
+	}()
 	const day = 24 * time.Hour
 	for d := p.Add(-day - w.cfg.SuccessGrace).UTC().Truncate(day); !d.After(p.Add(day)); d = d.Add(day) {
-		objs, err := w.store.List(cctx, topic+"/dt="+d.Format("2006-01-02")+"/")
+		objs, err := w.store.List(cctx, DayPrefix(topic, d))
 		if err != nil {
 			w.logger.Warn("listing the lake to recover due _SUCCESS markers failed", "topic", topic, "err", err)
 			return
@@ -146,44 +155,40 @@ func (w *Worker) recoverPendingLocked(ctx context.Context, topic string) {
 		files, marked := map[string]bool{}, map[string]bool{}
 		for _, o := range objs {
 			dir, base := path.Split(o.Name)
-			if base == "_SUCCESS" {
+			if base == SuccessName {
 				marked[dir] = true
 			} else if strings.HasSuffix(base, ".parquet") {
 				files[dir] = true
 			}
 		}
 		for dir := range files {
-			if b, ok := w.parseBucketDir(topic, strings.TrimSuffix(dir, "/")); ok && !marked[dir] {
-				w.addPendingLocked(topic, b)
+			if b, ok := w.layout.ParseDir(topic, strings.TrimSuffix(dir, "/")); ok && !marked[dir] {
+				due = append(due, b)
 			}
 		}
 	}
 }
 
-// parseBucketDir is the inverse of bucketDir.
-func (w *Worker) parseBucketDir(topic, dir string) (time.Time, bool) {
-	rest, ok := strings.CutPrefix(dir, topic+"/dt=")
-	if !ok {
-		return time.Time{}, false
-	}
-	layout := "2006-01-02/hr=15"
-	if w.cfg.PartitionBy == "day" {
-		layout = "2006-01-02"
-	}
-	b, err := time.Parse(layout, rest)
-	return b, err == nil
-}
-
-// maybeWriteMarkersLocked writes the _SUCCESS markers that are due, at most
-// once per SuccessInterval.
-func (w *Worker) maybeWriteMarkersLocked(ctx context.Context) {
+// maybeWriteMarkers writes the _SUCCESS markers that are due, at most once
+// per SuccessInterval. It reads the group's progress and writes the
+// markers without the worker's lock.
+func (w *Worker) maybeWriteMarkers(ctx context.Context) {
 	now := w.now()
+	w.mu.Lock()
 	if len(w.pending) == 0 || w.progress == nil || now.Sub(w.lastSuccessCheck) < w.cfg.SuccessInterval {
+		w.mu.Unlock()
 		return
 	}
 	w.lastSuccessCheck = now
-	topics := make([]string, 0, len(w.pending))
-	for t := range w.pending {
+	pending := make(map[string][]int64, len(w.pending))
+	for t, buckets := range w.pending {
+		for b := range buckets {
+			pending[t] = append(pending[t], b)
+		}
+	}
+	w.mu.Unlock()
+	topics := make([]string, 0, len(pending))
+	for t := range pending {
 		topics = append(topics, t)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -193,26 +198,34 @@ func (w *Worker) maybeWriteMarkersLocked(ctx context.Context) {
 		w.logger.Warn("reading the group's progress for _SUCCESS markers failed", "err", err)
 		return
 	}
-	for topic, buckets := range w.pending {
+	written := map[string][]int64{}
+	for topic, buckets := range pending {
 		p, ok := pos[topic]
 		if !ok {
 			continue
 		}
-		for b := range buckets {
+		for _, b := range buckets {
 			bucket := time.Unix(b, 0).UTC()
-			if bucket.Add(w.bucketSize() + w.cfg.SuccessGrace).After(p) {
+			if bucket.Add(w.layout.BucketSize() + w.cfg.SuccessGrace).After(p) {
 				continue
 			}
-			name := w.bucketDir(topic, bucket) + "/_SUCCESS"
+			name := w.layout.SuccessFile(topic, bucket)
 			if err := w.writeMarker(cctx, name); err != nil {
 				w.logger.Warn("writing a _SUCCESS marker failed; retried later", "name", name, "err", err)
 				continue
 			}
-			delete(buckets, b)
+			written[topic] = append(written[topic], b)
 			w.metrics.markers.WithLabelValues(topic).Inc()
 			w.logger.Info("bucket complete", "name", name)
 		}
-		if len(buckets) == 0 {
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for topic, buckets := range written {
+		for _, b := range buckets {
+			delete(w.pending[topic], b)
+		}
+		if len(w.pending[topic]) == 0 {
 			delete(w.pending, topic)
 		}
 	}

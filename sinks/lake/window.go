@@ -2,7 +2,6 @@ package lake
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -19,23 +18,21 @@ type topicPartition struct {
 	partition int32
 }
 
-// partitionState is what a worker holds for one assigned partition.
+// partitionState is what the worker holds for one assigned partition
+// besides the lander's decisions (core.go).
 type partitionState struct {
-	tp       topicPartition
-	row      *schemas.Row // reused for every record
-	win      *window      // nil between windows
-	lastRead time.Time    // wall clock of the last fetch with records, for the idle timeout
+	tp  topicPartition
+	row *schemas.Row // reused for every record
+	win *window      // the files and counts of the lander's open window; nil before its first
 	// position is the offset after the last record delivered (or batch
 	// skipped), -1 until then; progressAt is when the partition was
 	// assigned, last delivered or skipped, or last checked for a stall;
 	// checkedAt is the last position whose valid batch was logged (stall.go).
 	position, checkedAt int64
 	progressAt          time.Time
-	// cleared holds the buckets (Unix seconds) checked for a superseded
-	// owner's files since the assignment, and member is the group member
-	// id the partition was assigned to (fence.go).
-	cleared map[int64]bool
-	member  string
+	// member is the group member id the partition was assigned to
+	// (fence.go).
+	member string
 	// dedup decides repeats (dedup.go); nil until the partition's first
 	// record, when it is rebuilt, and with Dedup off.
 	dedup *deduper
@@ -49,19 +46,15 @@ type partitionState struct {
 	lastKey            string
 }
 
-// window is one commit window of a partition: the records from start up to
-// (not including) next, and the files they went to.
+// window is what the worker holds for one of the lander's commit windows:
+// the open files and the counts for the audit. The window's bounds are the
+// lander's (the embedded coreWindow).
 type window struct {
-	start           int64
-	next            int64
-	firstRecordTime time.Time
-	maxRecordTime   time.Time
-	rows            int64
-	deadLetters     int
-	files           map[int64]*outFile // by bucket start, Unix seconds
-	order           []*outFile         // in creation order
-	dedup           dedupCounts        // repeats dropped and rows without id, by source and hour
-	audit           map[auditKey]*auditCounts
+	*coreWindow
+	files map[int64]*outFile // by bucket start, Unix seconds
+	order []*outFile         // in creation order
+	dedup dedupCounts        // repeats dropped and rows without id, by source and hour
+	audit map[auditKey]*auditCounts
 }
 
 // outFile is one Parquet file of a window.
@@ -74,12 +67,6 @@ type outFile struct {
 	last   int64
 	// sources counts the rows per source and hour, for the footer.
 	sources map[auditKey]int64
-}
-
-// committer commits a partition's offset; the kgo implementation is in
-// worker.go, tests use fakes.
-type committer interface {
-	commit(ctx context.Context, tp topicPartition, offset int64, watermark time.Time) error
 }
 
 // deadLetterSink sends dead letters to `<Topic>.dlq`.
@@ -97,11 +84,7 @@ const bytesCheckEvery = 1024
 
 // bucketOf returns the start of the row's time bucket.
 func (w *Worker) bucketOf(row *schemas.Row, recordTime time.Time) time.Time {
-	t := w.eventTime(row, recordTime)
-	if w.cfg.PartitionBy == "day" {
-		return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
-	}
-	return t.Truncate(time.Hour)
+	return w.layout.Bucket(w.eventTime(row, recordTime))
 }
 
 // eventTime is the time that picks the row's bucket, in UTC.
@@ -117,116 +100,66 @@ func (w *Worker) eventTime(row *schemas.Row, recordTime time.Time) time.Time {
 	return t.UTC()
 }
 
-// bucketSize is the length of a bucket.
-func (w *Worker) bucketSize() time.Duration {
-	if w.cfg.PartitionBy == "day" {
-		return 24 * time.Hour
-	}
-	return time.Hour
+// current is the record whose actions the worker runs: what it found the
+// record to be, for the actions that write or count it.
+type current struct {
+	record *kgo.Record
+	reason string // why it is a dead letter
+	noID   bool   // a row without a recognised event id (counted)
 }
 
-// bucketDir is the Hive-style directory of a bucket.
-func (w *Worker) bucketDir(topic string, bucket time.Time) string {
-	dir := topic + "/dt=" + bucket.Format("2006-01-02")
-	if w.cfg.PartitionBy != "day" {
-		dir += "/hr=" + bucket.Format("15")
-	}
-	return dir
-}
-
-// processLocked adds one record of p to its window, ending windows where the
-// record calls for it.
+// processLocked classifies one record of p (decode, dedup), hands it to the
+// lander and runs what the lander decides.
 func (w *Worker) processLocked(ctx context.Context, p *partitionState, r *kgo.Record) error {
-	if p.win != nil && r.Offset < p.win.next {
+	if !w.core.fresh(p.tp, r.Offset) {
 		return nil // already in this window (a re-delivered fetch)
-	}
-	if p.win == nil {
-		p.win = newWindow(r)
-	} else if p.win.firstRecordTime.IsZero() {
-		p.win.firstRecordTime = r.Timestamp // the window began with a skipped batch
 	}
 	if w.cfg.Dedup == "on" {
 		if p.dedup == nil {
-			p.dedup = w.rebuildDedupLocked(ctx, p, r.Offset)
+			// Not rebuilt (rebuildDedups runs before handle hands records
+			// over; a partition fed otherwise starts with nothing remembered).
+			p.dedup = newDeduper(w.cfg.DedupWindow, w.cfg.DedupMaxIDs)
 		}
 		p.dedup.observe(r.Timestamp)
 	}
-	reason := ""
+	cur := &current{record: r}
+	rec := coreRecord{offset: r.Offset, timestamp: r.Timestamp, kind: recordRow}
 	if len(r.Value) == 0 {
-		reason = "empty record value"
+		cur.reason = "empty record value"
 	} else if err := p.row.Decode(r.Value); err != nil {
-		reason = err.Error()
+		cur.reason = err.Error()
 	}
-	if reason != "" {
-		w.dlq.send(newDeadLetter(p.tp, r, reason), deadLetterKey(r))
-		w.metrics.deadLetters.WithLabelValues(p.tp.topic).Inc()
-		p.win.deadLetters++
-		w.countDeadLetterLocked(p, r)
-		p.win.advance(r)
-		return nil
-	}
-	if p.dedup != nil && w.dropRepeatLocked(p, r) {
-		p.win.advance(r)
-		return nil
-	}
-	bucket := w.bucketOf(p.row, r.Timestamp)
-
-	// Roll-age in record time: the record starts the next window.
-	if p.win.rows > 0 && r.Timestamp.Sub(p.win.firstRecordTime) >= w.cfg.RollAge {
-		if err := w.endWindowLocked(ctx, p, "age"); err != nil {
-			return err
-		}
-		p.win = newWindow(r)
-	}
-	f := p.win.files[bucket.Unix()]
-	if f == nil {
-		if w.openFiles >= w.cfg.MaxOpenFiles && len(p.win.files) > 0 {
-			if err := w.endWindowLocked(ctx, p, "open-files"); err != nil {
-				return err
-			}
-			p.win = newWindow(r)
-		}
-		if w.openFiles >= w.cfg.MaxOpenFiles {
-			// Other partitions hold the files: land their windows.
-			for _, q := range w.sortedPartitionsLocked() {
-				if q != p && q.win != nil && len(q.win.files) > 0 {
-					if err := w.endWindowLocked(ctx, q, "open-files"); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		var err error
-		if f, err = w.openFileLocked(ctx, p, bucket, r.Offset); err != nil {
-			return err
-		}
-	}
-	if err := f.w.AppendRow(p.row, r.Timestamp); err != nil {
-		return fmt.Errorf("lake: %s: %w", f.name, err)
-	}
-	f.last = r.Offset
-	w.countRowLocked(p, f, r.Timestamp)
-	p.win.rows++
-	p.win.advance(r)
 	switch {
-	case p.win.rows >= w.cfg.RollRows:
-		return w.endWindowLocked(ctx, p, "rows")
-	case p.win.rows%bytesCheckEvery == 0 && p.win.estimatedBytes() >= w.cfg.RollBytes:
-		return w.endWindowLocked(ctx, p, "bytes")
+	case cur.reason != "":
+		rec.kind = recordDeadLetter
+	case p.dedup != nil:
+		kind, repeat := p.dedup.decideRecord(p.row, r)
+		if repeat {
+			rec.kind = recordRepeat
+		}
+		cur.noID = !repeat && kind == idNone
 	}
-	return nil
+	if rec.kind == recordRow {
+		rec.bucket = w.bucketOf(p.row, r.Timestamp)
+	}
+	return w.runLocked(ctx, w.core.record(p.tp, rec), cur)
 }
 
-func newWindow(r *kgo.Record) *window {
-	return &window{start: r.Offset, next: r.Offset, firstRecordTime: r.Timestamp, files: map[int64]*outFile{}}
+// windowOf returns p's window for the lander's cw, new when p holds none
+// for it yet.
+func (p *partitionState) windowOf(cw *coreWindow) *window {
+	if p.win == nil || p.win.coreWindow != cw {
+		p.win = &window{coreWindow: cw, files: map[int64]*outFile{}}
+	}
+	return p.win
 }
 
-// advance moves the window's end past r.
-func (win *window) advance(r *kgo.Record) {
-	win.next = r.Offset + 1
-	if r.Timestamp.After(win.maxRecordTime) {
-		win.maxRecordTime = r.Timestamp
-	}
+// takeWindow detaches p's window for the lander's cw (empty when the
+// window opened no file and counted nothing).
+func (p *partitionState) takeWindow(cw *coreWindow) *window {
+	win := p.windowOf(cw)
+	p.win = nil
+	return win
 }
 
 func (win *window) estimatedBytes() int64 {
@@ -235,127 +168,4 @@ func (win *window) estimatedBytes() int64 {
 		n += f.w.Bytes()
 	}
 	return n
-}
-
-func (w *Worker) openFileLocked(ctx context.Context, p *partitionState, bucket time.Time, first int64) (*outFile, error) {
-	if err := w.clearSupersededLocked(ctx, p, bucket); err != nil {
-		return nil, err
-	}
-	// Published as FileName(partition, first, last) once last is known.
-	name := w.bucketDir(p.tp.topic, bucket) + "/" + FileName(p.tp.partition, first, first)
-	obj, err := w.store.Create(ctx, name)
-	if err != nil {
-		return nil, fmt.Errorf("lake: create %s: %w", name, err)
-	}
-	pw, err := parquet.NewWriter(obj, w.schema, parquet.Options{Compression: w.cfg.Compression,
-		RowGroupRows: w.cfg.RowGroupRows, RowGroupBytes: w.cfg.RowGroupBytes})
-	if err != nil {
-		obj.Abort(ctx)
-		return nil, fmt.Errorf("lake: %s: %w", name, err)
-	}
-	f := &outFile{name: name, bucket: bucket, obj: obj, w: pw, first: first, last: first}
-	p.win.files[bucket.Unix()] = f
-	p.win.order = append(p.win.order, f)
-	w.openFiles++
-	w.metrics.openFiles.Set(float64(w.openFiles))
-	return f, nil
-}
-
-// endWindowLocked lands p's window: publish every file, acknowledge the dead
-// letters, then commit the offset after the window. On any failure the
-// unpublished files are discarded and the error is returned; the offset is
-// not committed.
-func (w *Worker) endWindowLocked(ctx context.Context, p *partitionState, reason string) error {
-	win := p.win
-	if win == nil {
-		return nil
-	}
-	p.win = nil
-	started := w.now()
-	defer w.releaseLocked(ctx, win)
-	var rows, size int64
-	for _, f := range win.order {
-		f.w.SetSource(p.tp.topic, p.tp.partition, f.first, f.last)
-		f.w.SetMetadata(audit.MetaRows, fileRowCounts(f))
-		if err := f.w.Close(); err != nil {
-			return fmt.Errorf("lake: %s: %w", f.name, err)
-		}
-		if err := w.publishFileLocked(ctx, p, win, f); err != nil {
-			return err
-		}
-		rows += f.w.Rows()
-		size += f.w.Bytes()
-		w.metrics.files.WithLabelValues(p.tp.topic).Inc()
-		if w.cfg.AfterPublish != nil {
-			w.cfg.AfterPublish(f.name)
-		}
-	}
-	if err := w.publishAuditLocked(ctx, p, win); err != nil {
-		return err
-	}
-	if win.deadLetters > 0 {
-		if err := w.dlq.flush(ctx); err != nil {
-			return fmt.Errorf("lake: dead letters of %s/%d: %w", p.tp.topic, p.tp.partition, err)
-		}
-	}
-	if err := w.commit.commit(ctx, p.tp, win.next, win.maxRecordTime); err != nil {
-		return fmt.Errorf("lake: commit %s/%d at %d: %w", p.tp.topic, p.tp.partition, win.next, err)
-	}
-	w.applyAuditLocked(p, win)
-	w.metrics.commitLatency.Observe(w.now().Sub(started).Seconds())
-	w.metrics.rows.WithLabelValues(p.tp.topic).Add(float64(rows))
-	w.metrics.bytes.WithLabelValues(p.tp.topic).Add(float64(size))
-	w.metrics.windows.WithLabelValues(p.tp.topic, reason).Inc()
-	w.mergeDedupCountsLocked(p.tp.topic, win.dedup)
-	for _, f := range win.order {
-		w.addPendingLocked(p.tp.topic, f.bucket)
-	}
-	w.logger.Debug("window landed", "topic", p.tp.topic, "partition", p.tp.partition, "start", win.start,
-		"next", win.next, "rows", rows, "files", len(win.order), "dead_letters", win.deadLetters, "reason", reason)
-	return nil
-}
-
-// discardLocked drops p's window without publishing or committing; the
-// records are landed again from the committed offset.
-func (w *Worker) discardLocked(ctx context.Context, p *partitionState) {
-	if p.win == nil {
-		return
-	}
-	win := p.win
-	p.win = nil
-	w.releaseLocked(ctx, win)
-	w.logger.Info("discarded unpublished window", "topic", p.tp.topic, "partition", p.tp.partition,
-		"start", win.start, "next", win.next, "files", len(win.order))
-}
-
-// releaseLocked aborts the window's objects that were not published (Abort
-// after Publish does nothing) and gives back their open-file slots. The
-// aborts share one deadline: they are best effort (leftovers are removed
-// when the partition is next assigned), and with the store down each would
-// otherwise spend the S3 client's whole retry policy (about 5 s), one after
-// another, before a failed worker could stop.
-func (w *Worker) releaseLocked(ctx context.Context, win *window) {
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
-	defer cancel()
-	for _, f := range win.order {
-		f.w.Close() // frees the builders; a no-op for a closed writer
-		if err := f.obj.Abort(actx); err != nil {
-			w.logger.Warn("discarding an unpublished file failed; it is removed when its partition is next assigned",
-				"name", f.name, "err", err)
-		}
-	}
-	w.openFiles -= len(win.order)
-	w.metrics.openFiles.Set(float64(w.openFiles))
-}
-
-// abortTimeout bounds the discarding of one window's unpublished objects.
-const abortTimeout = 10 * time.Second
-
-func lastSlash(s string) int {
-	for i := len(s) - 1; i >= 0; i-- {
-		if s[i] == '/' {
-			return i
-		}
-	}
-	return -1
 }

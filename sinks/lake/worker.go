@@ -26,6 +26,7 @@ type Worker struct {
 	cfg       Config
 	schema    *schemas.Schema
 	timeField int // index of Config.TimestampField, or -1 for the schema's time field
+	layout    Layout
 	store     store.Store
 	logger    *slog.Logger
 	metrics   *metrics
@@ -48,12 +49,20 @@ type Worker struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the poll loop has returned
 
+	// mu serialises the poll loop's landing with the rebalance callbacks
+	// and Shutdown, which land and discard windows too; it is held through
+	// the I/O of a landing (a revoked partition must be landed before the
+	// callback returns), never through a dedup replay (rebuild.go).
 	mu               sync.Mutex // guards the following
+	core             *lander    // the decisions (core.go)
 	parts            map[topicPartition]*partitionState
-	openFiles        int
 	pending          map[string]map[int64]struct{} // topic -> buckets (Unix seconds) with files but no marker yet
 	lastSuccessCheck time.Time
-	err              error // why the worker stopped on its own
+
+	// errMu guards err for Err, which must not wait for a landing under
+	// mu; err is written holding both, so code holding mu reads it freely.
+	errMu sync.Mutex
+	err   error // why the worker stopped on its own
 }
 
 // New checks cfg and returns a worker that lands into st. reg may be nil.
@@ -69,9 +78,11 @@ func New(cfg Config, st store.Store, reg prometheus.Registerer, logger *slog.Log
 	}
 	cfg = cfg.withDefaults()
 	schema, _ := cfg.eventSchema() // checked by Validate
-	w := &Worker{cfg: cfg, schema: schema, timeField: -1, store: st,
+	w := &Worker{cfg: cfg, schema: schema, timeField: -1, layout: LayoutOf(cfg.PartitionBy), store: st,
 		logger: logger.With("component", "lake", "group", cfg.Group), metrics: newMetrics(reg), now: time.Now,
-		done: make(chan struct{}), parts: map[topicPartition]*partitionState{}, pending: map[string]map[int64]struct{}{}}
+		done: make(chan struct{}), parts: map[topicPartition]*partitionState{}, pending: map[string]map[int64]struct{}{},
+		core: newLander(landerLimits{rollRows: cfg.RollRows, rollBytes: cfg.RollBytes, rollAge: cfg.RollAge,
+			idleTimeout: cfg.IdleTimeout, maxOpenFiles: cfg.MaxOpenFiles})}
 	if cfg.TimestampField != "" && cfg.TimestampField != schema.TimeField {
 		w.timeField = schema.FieldIndex(cfg.TimestampField)
 	}
@@ -158,8 +169,8 @@ func (w *Worker) Done() <-chan struct{} { return w.done }
 
 // Err reports why the worker stopped on its own, or nil.
 func (w *Worker) Err() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.errMu.Lock()
+	defer w.errMu.Unlock()
 	return w.err
 }
 
@@ -185,13 +196,8 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	w.mu.Lock()
 	var err error
 	if w.err == nil {
-		for _, p := range w.sortedPartitionsLocked() {
-			if err == nil {
-				err = w.endWindowLocked(ctx, p, "shutdown")
-			} else {
-				w.discardLocked(ctx, p)
-			}
-		}
+		// Lands every window; after a failed one the rest are discarded.
+		err = w.runLocked(ctx, w.core.shutdown(), nil)
 	}
 	w.mu.Unlock()
 	w.client.Close() // leaves the group; onRevoked finds nothing left to land
@@ -233,8 +239,19 @@ func (w *Worker) pollWait() time.Duration {
 	return d
 }
 
-// handle lands one poll's records.
+// handle lands one poll's records: the dedup rebuilds first, then the
+// records, then the markers that came due.
 func (w *Worker) handle(ctx context.Context, fetches kgo.Fetches) error {
+	w.rebuildDedups(ctx, fetches)
+	if err := w.land(ctx, fetches); err != nil {
+		return err
+	}
+	w.maybeWriteMarkers(ctx)
+	return nil
+}
+
+// land hands one poll's records to the lander and runs its decisions.
+func (w *Worker) land(ctx context.Context, fetches kgo.Fetches) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var undecodable []undecodableBatch
@@ -256,8 +273,9 @@ func (w *Worker) handle(ctx context.Context, fetches kgo.Fetches) error {
 		p := w.partitionLocked(topicPartition{ftp.Topic, ftp.Partition})
 		// Once per fetch, not per record: reading the clock cost 4% of
 		// landing a click event.
-		p.lastRead = w.now()
-		p.progressAt = p.lastRead
+		now := w.now()
+		w.core.delivered(p.tp, now)
+		p.progressAt = now
 		for i, r := range ftp.Records {
 			p.dedup.prefetch(ftp.Records, i)
 			if err = w.processLocked(ctx, p, r); err != nil {
@@ -283,22 +301,13 @@ func (w *Worker) handle(ctx context.Context, fetches kgo.Fetches) error {
 	}
 	// A partition stuck at a malformed batch delivers nothing at all.
 	w.checkStallsLocked(ctx)
-	w.maybeWriteMarkersLocked(ctx)
 	return nil
 }
 
 // flushIdleLocked lands the windows of partitions that delivered nothing for
 // IdleTimeout.
 func (w *Worker) flushIdleLocked(ctx context.Context) error {
-	now := w.now()
-	for _, p := range w.sortedPartitionsLocked() {
-		if p.win != nil && now.Sub(p.lastRead) >= w.cfg.IdleTimeout {
-			if err := w.endWindowLocked(ctx, p, "idle"); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return w.runLocked(ctx, w.core.tick(w.now()), nil)
 }
 
 // fail stops the worker after a landing failure: every window is discarded,
@@ -306,10 +315,10 @@ func (w *Worker) flushIdleLocked(ctx context.Context) error {
 func (w *Worker) fail(ctx context.Context, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, p := range w.sortedPartitionsLocked() {
-		w.discardLocked(ctx, p)
-	}
+	w.discardEachLocked(ctx, w.core.failed())
+	w.errMu.Lock()
 	w.err = err
+	w.errMu.Unlock()
 	w.logger.Error("sink worker stopped; unlanded records are landed again from the committed offsets", "err", err)
 }
 
@@ -323,8 +332,8 @@ func (w *Worker) partitionLocked(tp topicPartition) *partitionState {
 	return p
 }
 
-// sortedPartitionsLocked lists the partitions in a fixed order, so whatever
-// lands several windows does so in the same order every time.
+// sortedPartitionsLocked lists the partitions in a fixed order, so the
+// stall checks (stall.go) run in the same order every time.
 func (w *Worker) sortedPartitionsLocked() []*partitionState {
 	out := make([]*partitionState, 0, len(w.parts))
 	for _, p := range w.parts {
@@ -341,16 +350,17 @@ func (w *Worker) sortedPartitionsLocked() []*partitionState {
 
 // onAssigned removes what earlier owners of the new partitions left
 // unpublished, before any of their records is read, and picks up the
-// _SUCCESS markers they left due.
+// _SUCCESS markers they left due. The store is asked without the worker's
+// lock: the poll loop hands out no record while a rebalance callback runs.
 func (w *Worker) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	for topic, partitions := range assigned {
 		set := map[int32]func(string) bool{}
+		w.mu.Lock()
 		for _, p := range partitions {
 			w.partitionLocked(topicPartition{topic, p})
 			set[p] = finalNameMatcher(p)
 		}
+		w.mu.Unlock()
 		match := func(name string) bool {
 			for _, m := range set {
 				if m(name) {
@@ -364,7 +374,7 @@ func (w *Worker) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[str
 			w.logger.Warn("cleaning up leftovers failed; they stay hidden and are retried on the next assignment",
 				"topic", topic, "err", err)
 		}
-		w.recoverPendingLocked(ctx, topic)
+		w.recoverPending(ctx, topic)
 		w.logger.Info("partitions assigned", "topic", topic, "partitions", partitions, "leftovers_removed", n)
 	}
 }
@@ -382,9 +392,7 @@ func (w *Worker) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[strin
 			if p == nil {
 				continue
 			}
-			if w.err != nil {
-				w.discardLocked(work, p)
-			} else if err := w.endWindowLocked(work, p, "revoke"); err != nil {
+			if err := w.runLocked(work, w.core.revoked(tp, w.err != nil), nil); err != nil {
 				w.logger.Warn("landing a revoked partition failed; its next owner rewrites the window",
 					"topic", topic, "partition", id, "err", err)
 			}
@@ -404,7 +412,7 @@ func (w *Worker) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]in
 		for _, id := range partitions {
 			tp := topicPartition{topic, id}
 			if p := w.parts[tp]; p != nil {
-				w.discardLocked(context.WithoutCancel(ctx), p)
+				w.discardEachLocked(context.WithoutCancel(ctx), w.core.lost(tp))
 				delete(w.parts, tp)
 				w.metrics.lag.DeleteLabelValues(topic, strconv.Itoa(int(id)))
 			}
@@ -431,45 +439,4 @@ func (w *Worker) ensureDeadLetterTopics(ctx context.Context, cl *kgo.Client) {
 			w.logger.Warn("could not create the dead-letter topic", "topic", t+".dlq", "err", err)
 		}
 	}
-}
-
-// commitTimeout bounds one offset commit.
-const commitTimeout = 30 * time.Second
-
-// kgoCommitter commits through the group coordinator with the member's
-// current generation, so a member that lost its partitions cannot commit for
-// them. It builds the OffsetCommit request itself (rather than
-// CommitOffsetsSync) to carry the window's record-time watermark in the
-// offset's metadata, which the _SUCCESS markers read back.
-type kgoCommitter struct {
-	client *kgo.Client
-	group  string
-}
-
-func (c *kgoCommitter) commit(ctx context.Context, tp topicPartition, offset int64, watermark time.Time) error {
-	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
-	defer cancel()
-	member, generation := c.client.GroupMetadata()
-	req := kmsg.NewPtrOffsetCommitRequest()
-	req.Group, req.Generation, req.MemberID = c.group, generation, member
-	rt := kmsg.NewOffsetCommitRequestTopic()
-	rt.Topic = tp.topic
-	rp := kmsg.NewOffsetCommitRequestTopicPartition()
-	rp.Partition, rp.Offset, rp.LeaderEpoch = tp.partition, offset, -1
-	md := encodeWatermark(watermark)
-	rp.Metadata = &md
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, c.client)
-	if err != nil {
-		return err
-	}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }

@@ -293,27 +293,6 @@ func TestQueryValidate(t *testing.T) {
 	}
 }
 
-func TestBucketOf(t *testing.T) {
-	for name, want := range map[string][2]string{
-		"dt=2024-05-01/hr=10/part-0-1-2.parquet": {"2024-05-01T10:00:00Z", "2024-05-01T11:00:00Z"},
-		"dt=2024-05-01/part-0-1-2.parquet":       {"2024-05-01T00:00:00Z", "2024-05-02T00:00:00Z"},
-		"dt=2024-12-31/hr=23/x.parquet":          {"2024-12-31T23:00:00Z", "2025-01-01T00:00:00Z"},
-		"dt=2024-13-01/x.parquet":                {},
-		"dt=2024-05-01/hr=xx/x.parquet":          {},
-		"part-0-1-2.parquet":                     {},
-		"year=2024/x.parquet":                    {},
-	} {
-		start, end, ok := bucketOf(name)
-		if ok != (want[0] != "") {
-			t.Errorf("%s: ok %v", name, ok)
-			continue
-		}
-		if ok && (start.Format(time.RFC3339) != want[0] || end.Format(time.RFC3339) != want[1]) {
-			t.Errorf("%s: %v..%v, want %v", name, start, end, want)
-		}
-	}
-}
-
 // TestMapsAndOtherTypes reads a log line's `fields` map, integers and
 // booleans, and a metric's float.
 func TestMapsAndOtherTypes(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"millrace/sinks/lake"
 	"millrace/sinks/store"
 )
 
@@ -99,7 +100,7 @@ func files(ctx context.Context, st store.Store, q *Query) (selected []store.Obje
 		}
 		// Names sort by day and hour: the last is the newest.
 		newest = o.Name
-		start, end, ok := bucketOf(strings.TrimPrefix(o.Name, q.Topic+"/"))
+		start, end, ok := lake.ParseBucket(strings.TrimPrefix(o.Name, q.Topic+"/"))
 		if ok && !q.overlaps(start, end) {
 			continue
 		}
@@ -109,32 +110,4 @@ func files(ctx context.Context, st store.Store, q *Query) (selected []store.Obje
 		return nil, "", fmt.Errorf("%w of topic %q", ErrNoFiles, q.Topic)
 	}
 	return selected, newest, nil
-}
-
-// bucketOf returns the time span of a file from its Hive directories
-// (`dt=YYYY-MM-DD/hr=HH/…` an hour, `dt=YYYY-MM-DD/…` a day, in UTC); ok is
-// false for a name in neither layout, whose rows the row filter alone judges.
-func bucketOf(name string) (start, end time.Time, ok bool) {
-	parts := strings.Split(name, "/")
-	if len(parts) < 2 {
-		return start, end, false
-	}
-	day, found := strings.CutPrefix(parts[0], "dt=")
-	if !found {
-		return start, end, false
-	}
-	if len(parts) >= 3 {
-		if hour, found := strings.CutPrefix(parts[1], "hr="); found {
-			t, err := time.Parse("2006-01-02T15", day+"T"+hour)
-			if err != nil {
-				return start, end, false
-			}
-			return t, t.Add(time.Hour), true
-		}
-	}
-	t, err := time.Parse("2006-01-02", day)
-	if err != nil {
-		return start, end, false
-	}
-	return t, t.AddDate(0, 0, 1), true
 }

@@ -1,0 +1,188 @@
+package lake
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"millrace/audit"
+	"millrace/sinks/parquet"
+)
+
+// The worker's side of the lander's actions (core.go): each action names
+// the I/O to run, in the order the lander decided it.
+
+// runLocked runs acts in order; cur is the record they are about (nil for
+// ticks, revokes, shutdown and failures). At the first failure it discards
+// the windows the remaining actions would have landed or discarded and
+// returns the error: the worker stops (or, on a revoke, leaves the window
+// to the next owner).
+func (w *Worker) runLocked(ctx context.Context, acts []action, cur *current) error {
+	defer func() { w.metrics.openFiles.Set(float64(w.core.openFiles)) }()
+	for i, a := range acts {
+		if err := w.runOneLocked(ctx, a, cur); err != nil {
+			for _, rest := range acts[i+1:] {
+				if rest.kind == actLand || rest.kind == actDiscard {
+					w.discardLocked(ctx, w.parts[rest.tp], rest.win)
+				}
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// discardEachLocked runs the discards the lander decided on a loss or a
+// failure.
+func (w *Worker) discardEachLocked(ctx context.Context, discards []action) {
+	for _, a := range discards {
+		w.discardLocked(ctx, w.parts[a.tp], a.win)
+	}
+	w.metrics.openFiles.Set(float64(w.core.openFiles))
+}
+
+func (w *Worker) runOneLocked(ctx context.Context, a action, cur *current) error {
+	p := w.parts[a.tp]
+	switch a.kind {
+	case actOpen:
+		return w.openFileLocked(ctx, p, a)
+	case actAppend:
+		win := p.windowOf(a.win)
+		f := win.files[a.bucket.Unix()]
+		if err := f.w.AppendRow(p.row, cur.record.Timestamp); err != nil {
+			return fmt.Errorf("lake: %s: %w", f.name, err)
+		}
+		f.last = a.offset
+		if cur.noID {
+			w.countDedupLocked(p, win, cur.record, countNoID)
+		}
+		w.countRowLocked(p, win, f, cur.record.Timestamp)
+		if a.checkSize {
+			return w.runLocked(ctx, w.core.sized(a.tp, win.estimatedBytes()), nil)
+		}
+	case actDeadLetter:
+		r := cur.record
+		w.dlq.send(newDeadLetter(p.tp, r, cur.reason), deadLetterKey(r))
+		w.metrics.deadLetters.WithLabelValues(p.tp.topic).Inc()
+		w.countDeadLetterLocked(p.windowOf(a.win), r)
+	case actDrop:
+		w.countDedupLocked(p, p.windowOf(a.win), cur.record, countDeduplicated)
+	case actLand:
+		return w.endWindowLocked(ctx, p, a.win, a.reason)
+	case actDiscard:
+		w.discardLocked(ctx, p, a.win)
+	}
+	return nil
+}
+
+// openFileLocked creates the file a.bucket of p's window, first clearing
+// what a superseded owner left in the bucket when the lander says it is the
+// bucket's first opening since the assignment.
+func (w *Worker) openFileLocked(ctx context.Context, p *partitionState, a action) error {
+	if a.clear {
+		if err := w.clearSupersededLocked(ctx, p, a.bucket, a.win.start); err != nil {
+			return err
+		}
+	}
+	// Published as FileName(partition, first, last) once last is known.
+	name := w.layout.DataFile(p.tp.topic, a.bucket, p.tp.partition, a.offset, a.offset)
+	obj, err := w.store.Create(ctx, name)
+	if err != nil {
+		return fmt.Errorf("lake: create %s: %w", name, err)
+	}
+	pw, err := parquet.NewWriter(obj, w.schema, parquet.Options{Compression: w.cfg.Compression,
+		RowGroupRows: w.cfg.RowGroupRows, RowGroupBytes: w.cfg.RowGroupBytes})
+	if err != nil {
+		obj.Abort(ctx)
+		return fmt.Errorf("lake: %s: %w", name, err)
+	}
+	win := p.windowOf(a.win)
+	f := &outFile{name: name, bucket: a.bucket, obj: obj, w: pw, first: a.offset, last: a.offset}
+	win.files[a.bucket.Unix()] = f
+	win.order = append(win.order, f)
+	return nil
+}
+
+// endWindowLocked lands the lander's window cw of p: publish every file,
+// acknowledge the dead letters, then commit (w.commit) the window's end. On
+// any failure the unpublished files are discarded and the error is
+// returned; nothing is committed.
+func (w *Worker) endWindowLocked(ctx context.Context, p *partitionState, cw *coreWindow, reason string) error {
+	win := p.takeWindow(cw)
+	started := w.now()
+	defer w.releaseLocked(ctx, win)
+	var rows, size int64
+	landed := make([]landedFile, 0, len(win.order))
+	for _, f := range win.order {
+		f.w.SetSource(p.tp.topic, p.tp.partition, f.first, f.last)
+		f.w.SetMetadata(audit.MetaRows, fileRowCounts(f))
+		if err := f.w.Close(); err != nil {
+			return fmt.Errorf("lake: %s: %w", f.name, err)
+		}
+		if err := w.publishFileLocked(ctx, p, win, f); err != nil {
+			return err
+		}
+		rows += f.w.Rows()
+		size += f.w.Bytes()
+		landed = append(landed, landedFile{name: f.name, bucket: f.bucket, first: f.first, last: f.last,
+			rows: f.w.Rows(), bytes: f.w.Bytes()})
+		w.metrics.files.WithLabelValues(p.tp.topic).Inc()
+		if w.cfg.AfterPublish != nil {
+			w.cfg.AfterPublish(f.name)
+		}
+	}
+	if err := w.publishAuditLocked(ctx, p, win); err != nil {
+		return err
+	}
+	if win.deadLetters > 0 {
+		if err := w.dlq.flush(ctx); err != nil {
+			return fmt.Errorf("lake: dead letters of %s/%d: %w", p.tp.topic, p.tp.partition, err)
+		}
+	}
+	commit := windowCommit{tp: p.tp, next: win.next, watermark: win.maxRecordTime, files: landed}
+	if err := w.commit.commit(ctx, commit); err != nil {
+		return fmt.Errorf("lake: commit %s/%d at %d: %w", p.tp.topic, p.tp.partition, win.next, err)
+	}
+	w.applyAuditLocked(p, win)
+	w.metrics.commitLatency.Observe(w.now().Sub(started).Seconds())
+	w.metrics.rows.WithLabelValues(p.tp.topic).Add(float64(rows))
+	w.metrics.bytes.WithLabelValues(p.tp.topic).Add(float64(size))
+	w.metrics.windows.WithLabelValues(p.tp.topic, reason).Inc()
+	w.mergeDedupCountsLocked(p.tp.topic, win.dedup)
+	for _, f := range win.order {
+		w.addPendingLocked(p.tp.topic, f.bucket)
+	}
+	w.logger.Debug("window landed", "topic", p.tp.topic, "partition", p.tp.partition, "start", win.start,
+		"next", win.next, "rows", rows, "files", len(win.order), "dead_letters", win.deadLetters, "reason", reason)
+	return nil
+}
+
+// discardLocked drops p's window cw without publishing or committing; the
+// records are landed again from the committed offset.
+func (w *Worker) discardLocked(ctx context.Context, p *partitionState, cw *coreWindow) {
+	win := p.takeWindow(cw)
+	w.releaseLocked(ctx, win)
+	w.logger.Info("discarded unpublished window", "topic", p.tp.topic, "partition", p.tp.partition,
+		"start", win.start, "next", win.next, "files", len(win.order))
+}
+
+// releaseLocked aborts the window's objects that were not published (Abort
+// after Publish does nothing). The aborts share one deadline: they are best
+// effort (leftovers are removed when the partition is next assigned), and
+// with the store down each would otherwise spend the S3 client's whole
+// retry policy (about 5 s), one after another, before a failed worker could
+// stop.
+func (w *Worker) releaseLocked(ctx context.Context, win *window) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
+	defer cancel()
+	for _, f := range win.order {
+		f.w.Close() // frees the builders; a no-op for a closed writer
+		if err := f.obj.Abort(actx); err != nil {
+			w.logger.Warn("discarding an unpublished file failed; it is removed when its partition is next assigned",
+				"name", f.name, "err", err)
+		}
+	}
+}
+
+// abortTimeout bounds the discarding of one window's unpublished objects.
+const abortTimeout = 10 * time.Second
