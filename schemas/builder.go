@@ -1,9 +1,9 @@
 package schemas
 
 import (
-	"github.com/apache/arrow/go/v15/arrow"
-	"github.com/apache/arrow/go/v15/arrow/array"
-	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // Builder accumulates rows of one schema in Arrow builders and hands them out as
@@ -165,7 +165,7 @@ func (b *Builder) Bytes() int64 { return b.bytes }
 
 // NewRecord returns the rows appended so far as a record batch (the caller
 // releases it) and starts a new, empty one.
-func (b *Builder) NewRecord() arrow.Record {
+func (b *Builder) NewRecord() arrow.RecordBatch {
 	// NewRecord hands the builders' buffers to the record and leaves them
 	// empty; growing them again by doubling, batch after batch, cost more
 	// than the appends (copying and clearing). The next batch is sized like
@@ -182,7 +182,7 @@ func (b *Builder) NewRecord() arrow.Record {
 		columns[i] = fb.NewArray()
 		fb.Reserve(rows)
 	}
-	rec := array.NewRecord(b.schema.arrow, columns, int64(rows))
+	rec := array.NewRecordBatch(b.schema.arrow, columns, int64(rows))
 	for _, col := range columns {
 		col.Release()
 	}

@@ -9,11 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/apache/arrow/go/v15/arrow"
-	"github.com/apache/arrow/go/v15/arrow/array"
-	"github.com/apache/arrow/go/v15/arrow/memory"
-	"github.com/apache/arrow/go/v15/parquet/file"
-	"github.com/apache/arrow/go/v15/parquet/pqarrow"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"millrace/schemas"
 	"millrace/sinks/store"
@@ -211,7 +211,7 @@ func (s *Scanner) scanFile(ctx context.Context, name string, emit func([]any) er
 
 	arrays := make([]arrow.Array, len(s.columns))
 	for rr.Next() {
-		rec := rr.Record()
+		rec := rr.RecordBatch()
 		for i, c := range s.columns {
 			arrays[i] = nil
 			if j := rec.Schema().FieldIndices(c); len(j) > 0 {

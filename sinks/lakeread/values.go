@@ -1,8 +1,8 @@
 package lakeread
 
 import (
-	"github.com/apache/arrow/go/v15/arrow"
-	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 )
 
 // valueOf returns row i of a column as a plain Go value: nil for NULL,

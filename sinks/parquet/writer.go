@@ -12,10 +12,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/apache/arrow/go/v15/arrow/memory"
-	"github.com/apache/arrow/go/v15/parquet"
-	"github.com/apache/arrow/go/v15/parquet/compress"
-	"github.com/apache/arrow/go/v15/parquet/pqarrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"millrace/schemas"
 )
@@ -221,7 +221,8 @@ const (
 	// pages were slower than both.)
 	snappyPageSize = 64 << 10
 	// zstdPageSize: large pages, because zstd compresses each page alone
-	// and Arrow v15 builds a new zstd encoder for every page. Pages under
+	// and Arrow v15, where this was measured, built a new zstd encoder for
+	// every page (arrow-go v18 takes them from a pool). Pages under
 	// zstd's 128 KiB block size skip its 16 MiB window buffer and wrote 25%
 	// faster, but the files were 3.3 times larger; 1 MiB pages cost as
 	// much CPU as 8 MiB and made files 8% larger.
@@ -235,11 +236,16 @@ func (w *Writer) writeBatch() error {
 		return nil
 	}
 	if w.newGroup {
-		// Closing the previous group writes it out; pqarrow drops that error,
-		// so the counting writer keeps it for us.
-		w.fw.NewBufferedRowGroup()
+		// Closing the previous group writes it out. pqarrow's unchecked
+		// NewBufferedRowGroup panics on a failed write (v15's dropped the
+		// error); the counting writer's sticky error is checked as well, as
+		// Close does.
+		err := w.fw.NewBufferedRowGroupChecked()
 		w.newGroup = false
-		if err := w.out.err; err != nil {
+		if err == nil {
+			err = w.out.err
+		}
+		if err != nil {
 			w.err = fmt.Errorf("parquet: write row group: %w", err)
 			return w.err
 		}
