@@ -13,7 +13,7 @@ import (
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	iceio "github.com/apache/iceberg-go/io"
 	_ "github.com/apache/iceberg-go/io/gocloud/s3" // the s3:// file IO; not the other clouds' SDKs
-	_ "github.com/jackc/pgx/v5/stdlib"            // database/sql driver "pgx"
+	_ "github.com/jackc/pgx/v5/stdlib"             // database/sql driver "pgx"
 	_ "modernc.org/sqlite"                         // database/sql driver "sqlite", pure Go
 
 	"millrace/sinks/store"

@@ -45,10 +45,12 @@
 // conflict that moved only other workers' partitions is rebased and
 // committed again, one that moved this worker's partitions means it lost
 // them, and it stops. If the zombie commits first, its range is simply the
-// next one, and the new owner, which reads its start from the table, finds
-// its own From stale and gets [ErrZombie] in turn. Either way each offset
-// lands once; the loser's files are referenced by no snapshot and are left
-// to the orphan sweep.
+// next one, and the new owner, whose start is now stale, gets [ErrZombie]
+// in turn. Either way each offset lands once. [ErrZombie] means "this roll
+// cannot land": the worker drops it and, if the group still gives it the
+// partition, starts again from the table's offset ([ReadProgress]); the
+// dropped roll's files are referenced by no snapshot and are left to the
+// orphan sweep.
 //
 // A commit whose outcome the catalog leaves unknown (a dropped connection)
 // is resolved by reloading the table: each attempt writes a random ID into

@@ -391,7 +391,14 @@ func TestCommitRollsAndReadBack(t *testing.T) {
 }
 
 func TestConflictRebaseOrZombie(t *testing.T) {
-	c := openSQLite(t, t.TempDir())
+	testConflictRebaseOrZombie(t, openSQLite(t, t.TempDir()))
+}
+
+// testConflictRebaseOrZombie has workers commit to one table from stale
+// and fresh copies of it: a commit on a stale table is a conflict, which a
+// rebase resolves when the other commit moved other partitions and refuses
+// as a zombie when it moved the caller's. The table ends at offsets 0:6,1:3.
+func testConflictRebaseOrZombie(t *testing.T, c *Catalog) {
 	tbl := metricsTable(t, c)
 	tbl = commit(t, c, tbl, Commit{Group: "sink", Topic: "metrics",
 		Files:  []iceberg.DataFile{writeFile(t, tbl, "p0-0.parquet", rows("a", 2, hour0))},
