@@ -109,29 +109,33 @@ func (c *Catalog) CommitRoll(ctx context.Context, tbl *table.Table, cm Commit) (
 // afterFailedCommit tells what a failed commit left. The SQL catalog
 // reports a stale requirement as a plain error and a lost race as
 // table.ErrCommitFailed; a dropped connection may hide a commit that
-// landed. So the table is reloaded and looked at: its head unchanged means
-// nothing landed; a snapshot of this attempt's ID among the new ones means
-// the commit landed; anything else is a conflict.
+// landed. So the table is reloaded and looked at: a snapshot of this
+// attempt's ID after the one it was built on means the commit landed; a
+// moved head, or the catalog's own conflict error, is a conflict; anything
+// else failed without committing.
 func (c *Catalog) afterFailedCommit(ctx context.Context, tbl *table.Table, id string, cause error) (*table.Table, error) {
 	fresh, err := c.Reload(ctx, tbl)
 	if err != nil {
 		return nil, fmt.Errorf("iceberg: commit of %v failed (%w), and its outcome is unknown: %w", tbl.Identifier(), cause, err)
 	}
-	baseID, headID := headSnapshotID(tbl), headSnapshotID(fresh)
-	if headID == baseID {
-		return nil, fmt.Errorf("iceberg: commit of %v: %w", tbl.Identifier(), cause)
-	}
-	meta := fresh.Metadata()
-	for s := meta.SnapshotByName(table.MainBranch); s != nil && s.SnapshotID != baseID; {
-		if s.Summary != nil && s.Summary.Properties[commitIDProperty] == id {
-			return fresh, nil
+	baseID := headSnapshotID(tbl)
+	moved := headSnapshotID(fresh) != baseID
+	if moved {
+		meta := fresh.Metadata()
+		for s := meta.SnapshotByName(table.MainBranch); s != nil && s.SnapshotID != baseID; {
+			if s.Summary != nil && s.Summary.Properties[commitIDProperty] == id {
+				return fresh, nil
+			}
+			if s.ParentSnapshotID == nil {
+				break
+			}
+			s = meta.SnapshotByID(*s.ParentSnapshotID)
 		}
-		if s.ParentSnapshotID == nil {
-			break
-		}
-		s = meta.SnapshotByID(*s.ParentSnapshotID)
 	}
-	return nil, fmt.Errorf("%w (%v: %w)", ErrConflict, tbl.Identifier(), cause)
+	if moved || errors.Is(cause, table.ErrCommitFailed) {
+		return nil, fmt.Errorf("%w (%v: %w)", ErrConflict, tbl.Identifier(), cause)
+	}
+	return nil, fmt.Errorf("iceberg: commit of %v: %w", tbl.Identifier(), cause)
 }
 
 // Rebase reloads the table after ErrConflict and says whether cm may be
