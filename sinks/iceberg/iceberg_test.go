@@ -409,10 +409,13 @@ func testConflictRebaseOrZombie(t *testing.T, c *Catalog) {
 	// Worker A (partition 0) commits; worker B (partition 1) still holds
 	// the table from before it.
 	a := rows("a2", 2, hour0)
-	tbl = commit(t, c, tbl, Commit{Group: "sink", Topic: "metrics",
+	afterA := commit(t, c, tbl, Commit{Group: "sink", Topic: "metrics",
 		Files:  []iceberg.DataFile{writeFile(t, tbl, "p0-2.parquet", a)},
 		Ranges: map[int32]Range{0: {2, 4}},
 	})
+	if got := encodeOffsets(progress(t, afterA, "sink").Offsets); got != "0:4,1:0" {
+		t.Errorf("offsets after A's commit %s, want 0:4,1:0 (B's partition kept)", got)
+	}
 	b := rows("b", 3, hour0)
 	cmB := Commit{Group: "sink", Topic: "metrics",
 		Files:  []iceberg.DataFile{writeFile(t, stale, "p1-0.parquet", b)},
