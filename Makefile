@@ -6,9 +6,10 @@ BIN       := bin/millrace
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages the tests need: real Kafka clients for interop tests (and
 # librdkafka's C headers with gcc, for the e2e tests' small C producer;
-# python3-zstandard, kafka-python's zstd codec), a real ZooKeeper, and
-# Chromium for the browser tests.
-APT_PACKAGES := kcat python3-kafka python3-zstandard python3-confluent-kafka librdkafka-dev gcc zookeeper chromium
+# python3-zstandard, kafka-python's zstd codec), a real ZooKeeper,
+# Chromium for the browser tests, and PostgreSQL for the Iceberg SQL
+# catalog's tests (sinks/iceberg starts its own server).
+APT_PACKAGES := kcat python3-kafka python3-zstandard python3-confluent-kafka librdkafka-dev gcc zookeeper chromium postgresql
 # Tools built from Go modules into .bin/ (not on the user's PATH, not in git).
 VERSITYGW := .bin/versitygw
 # Staticcheck, at a release that knows the Go version of go.mod.
