@@ -239,7 +239,7 @@ func BenchmarkValidate(b *testing.B) {
 			b.Run(fmt.Sprintf("record=%d/batch=%dKiB", rec, batch>>10), func(b *testing.B) {
 				b.SetBytes(int64(len(buf)))
 				for i := 0; i < b.N; i++ {
-					if _, err := validateBatches(buf, 2<<20, produceRules(DefaultConfig(), now)); err != nil {
+					if _, err := testDecoder.Validate(buf, 2<<20, produceRules(DefaultConfig(), now)); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"millrace/internal/recordbatch"
 )
 
 // TestOffsetMapBound: the map's memory is its slots, 24 bytes each, within
@@ -75,7 +77,7 @@ func TestOffsetMapSizedByRange(t *testing.T) {
 // the last one stopped, until the log holds the last record of each key.
 func TestCleanSegmentLargerThanMap(t *testing.T) {
 	for _, codec := range []int{codecNone, codecZstd} {
-		t.Run(codecName(codec), func(t *testing.T) {
+		t.Run(recordbatch.CodecName(codec), func(t *testing.T) {
 			clock := &fakeClock{t: time.UnixMilli(1_000_000_000)}
 			cfg := compactConfig()
 			cfg.SegmentBytes = 1 << 20
@@ -153,17 +155,17 @@ func TestCompactedTopicBoundsKeys(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := keyedBatch(t, now.UnixMilli(), tc.codec, "a="+tc.value, over+"="+tc.value)
-			_, err := ValidateProduce(b, cfg, now)
+			_, err := validateProduce(testDecoder, b, cfg, now)
 			if !errors.Is(err, ErrInvalidRecord) || !strings.Contains(err.Error(), "record 1: a key of 4097 bytes") {
 				t.Fatalf("compacted topic, key over the bound: %v", err)
 			}
 			deleting := cfg
 			deleting.CleanupPolicy = PolicyDelete
-			if _, err := ValidateProduce(b, deleting, now); err != nil {
+			if _, err := validateProduce(testDecoder, b, deleting, now); err != nil {
 				t.Fatalf("delete-policy topic: %v", err)
 			}
 			ok := keyedBatch(t, now.UnixMilli(), tc.codec, "a="+tc.value, fits+"="+tc.value)
-			if _, err := ValidateProduce(ok, cfg, now); err != nil {
+			if _, err := validateProduce(testDecoder, ok, cfg, now); err != nil {
 				t.Fatalf("key at the bound: %v", err)
 			}
 		})

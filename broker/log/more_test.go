@@ -162,7 +162,7 @@ func TestRetentionWhileReading(t *testing.T) {
 					errs <- err
 					return
 				}
-				hs, err := validateBatches(b, maxInt, storedRules)
+				hs, err := testDecoder.Validate(b, maxInt, storedRules)
 				if err != nil {
 					errs <- err
 					return

@@ -21,14 +21,11 @@ import (
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/internal/recordbatch"
 )
 
 const (
-	// attrTransactional marks a batch written inside a transaction.
-	attrTransactional = 0x10
-	// attrControl marks a control batch (a transaction marker).
-	attrControl = 0x20
-
 	// controlTypeAbort and controlTypeCommit are the control record key
 	// types of end transaction markers.
 	controlTypeAbort  = 0
@@ -47,17 +44,11 @@ var (
 	ErrInvalidTxnState = errors.New("log: batch does not match the producer's transaction state")
 )
 
-// Transactional reports whether the batch was written inside a transaction.
-func (h BatchHeader) Transactional() bool { return h.Attributes&attrTransactional != 0 }
-
-// Control reports whether the batch is a control batch.
-func (h BatchHeader) Control() bool { return h.Attributes&attrControl != 0 }
-
 // hasTransactional reports whether any of the concatenated batches in b is
 // transactional; it reads only the headers that lie wholly inside b.
 func hasTransactional(b []byte) bool {
 	for len(b) >= batchHeaderSize {
-		h := parseHeader(b)
+		h := recordbatch.HeaderAt(b)
 		if h.Transactional() {
 			return true
 		}
@@ -65,6 +56,16 @@ func hasTransactional(b []byte) bool {
 			return false
 		}
 		b = b[h.Size():]
+	}
+	return false
+}
+
+// anyTransactional is hasTransactional for batches already parsed.
+func anyTransactional(headers []BatchHeader) bool {
+	for _, h := range headers {
+		if h.Transactional() {
+			return true
+		}
 	}
 	return false
 }
@@ -117,7 +118,7 @@ func (l *Log) AppendEndTxnMarker(m EndTxnMarker, leaderEpoch int32) (int64, erro
 		l.appendMu.Unlock()
 		return -1, err
 	}
-	headers := []BatchHeader{parseHeader(batch)}
+	headers := []BatchHeader{recordbatch.HeaderAt(batch)}
 	info, err := l.appendFreshLocked(batch, headers, leaderEpoch)
 	l.appendMu.Unlock()
 	if err != nil {
@@ -172,7 +173,7 @@ func encodeEndTxnMarker(m EndTxnMarker) []byte {
 // marker, the coordinator epoch in its value (-1 when absent); ok is false
 // when b does not hold a well-formed control record.
 func parseControlRecord(b []byte) (keyType int16, coordinatorEpoch int32, ok bool) {
-	h, err := ParseBatchHeader(b)
+	h, err := recordbatch.ParseHeader(b)
 	if err != nil || !h.Control() || h.Compression() != 0 || h.Size() < batchHeaderSize || h.Size() > len(b) || h.Records < 1 {
 		return 0, 0, false
 	}
@@ -348,7 +349,7 @@ func (l *Log) holdStableLocked(batches []byte, replicated bool) {
 	ps := &l.producers
 	end := l.EndOffset()
 	for b := batches; len(b) >= batchHeaderSize; {
-		h := parseHeader(b)
+		h := recordbatch.HeaderAt(b)
 		if h.Length < batchHeaderSize-batchLengthOverhead || h.Size() > len(b) {
 			return
 		}
