@@ -349,6 +349,7 @@ func TestSASLReauthentication(t *testing.T) {
 	if resp.ErrorCode != 0 || resp.SessionLifetimeMillis <= 0 || resp.SessionLifetimeMillis > lifetime.Milliseconds() {
 		t.Fatalf("error %d, lifetime %d", resp.ErrorCode, resp.SessionLifetimeMillis)
 	}
+	// The sessions' lifetimes are wall-clock time: the test lets it pass.
 	time.Sleep(lifetime / 2)
 	if resp := authenticate(t, c, mechanismFor(users.SCRAMSHA512, "r", "pw"), 2, &correlation); resp.ErrorCode != 0 {
 		t.Fatalf("re-authentication: error %d", resp.ErrorCode)
@@ -521,6 +522,8 @@ func TestSASLInterBrokerReauthentication(t *testing.T) {
 		t.Fatal("no session kept for a connection with a lifetime")
 	}
 	before := testutil.ToFloat64(tb.broker.metrics.saslAuth.WithLabelValues(users.SCRAMSHA512, "ok"))
+	// Requests for three session lifetimes: the replica connection must
+	// re-authenticate as each session ends, so time must pass.
 	for deadline := time.Now().Add(3 * lifetime); time.Now().Before(deadline); time.Sleep(lifetime / 4) {
 		req := kmsg.NewPtrMetadataRequest()
 		req.SetVersion(1)
@@ -549,14 +552,10 @@ func FuzzSASLExchange(f *testing.F) {
 		}
 	}
 	sc := tb.broker.sasl
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, ok := sc.cache.Lookup("admin", users.SCRAMSHA256); ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			f.Fatal("the cache never had the user")
-		}
-	}
+	waitfor.Until(f, 5*time.Second, "the user in the credential cache", func() bool {
+		_, ok := sc.cache.Lookup("admin", users.SCRAMSHA256)
+		return ok
+	})
 	f.Fuzz(func(t *testing.T, mechanism byte, data []byte) {
 		c := &conn{b: tb.broker, protocol: protocolSASLPlaintext, principal: anonymous}
 		c.sasl.mechanism = saslMechanisms[int(mechanism)%len(saslMechanisms)]

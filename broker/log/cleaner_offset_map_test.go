@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"millrace/internal/recordbatch"
+
+	"millrace/internal/waitfor"
 )
 
 // TestOffsetMapBound: the map's memory is its slots, 24 bytes each, within
@@ -222,13 +224,7 @@ func TestManagerCleanerMapFull(t *testing.T) {
 		t.Fatalf("no metric %s", name)
 		return 0
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for counter("millrace_log_cleaner_runs_total") < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%v passes, want 2", counter("millrace_log_cleaner_runs_total"))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.Until(t, 20*time.Second, "two cleaner passes", func() bool { return counter("millrace_log_cleaner_runs_total") >= 2 })
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/internal/recordbatch"
+
+	"millrace/internal/waitfor"
 )
 
 // kv is one record of a compacted log as tests see it.
@@ -499,13 +501,7 @@ func TestManagerCleanerMetrics(t *testing.T) {
 		t.Fatalf("no metric %s", name)
 		return 0
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for metric("millrace_log_cleaner_runs_total") < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the cleaner never ran")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.Until(t, 10*time.Second, "a cleaner pass", func() bool { return metric("millrace_log_cleaner_runs_total") >= 1 })
 	if got := metric("millrace_log_cleaner_records_removed_total"); got != 10 {
 		t.Fatalf("records removed %v, want 10", got)
 	}
@@ -513,12 +509,7 @@ func TestManagerCleanerMetrics(t *testing.T) {
 		t.Fatalf("bytes reclaimed %v", got)
 	}
 	// Its next look finds nothing dirty.
-	for metric("millrace_log_cleaner_max_dirty_ratio") != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the dirty ratio stays above 0 after cleaning")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.Until(t, 10*time.Second, "a dirty ratio of 0 after cleaning", func() bool { return metric("millrace_log_cleaner_max_dirty_ratio") == 0 })
 	if got := logRecords(t, deleting); !slices.Equal(got, before) {
 		t.Fatalf("a delete-policy log was cleaned: %v", got)
 	}
