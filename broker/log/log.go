@@ -487,7 +487,7 @@ func (l *Log) AppendValidated(v ValidBatches, leaderEpoch int32) (AppendInfo, er
 		}
 	}
 	if txn {
-		l.holdStableLocked(v.bytes, false)
+		l.holdStableHeadersLocked(v.headers)
 	}
 	info, err := l.appendValidated(v, leaderEpoch)
 	l.afterAppendLocked(txn, info, v.bytes, err)
@@ -581,7 +581,7 @@ func (l *Log) AppendReplicated(batches []byte) (AppendInfo, error) {
 		if err := l.ensureTxnStateLocked(); err != nil {
 			return AppendInfo{}, err
 		}
-		l.holdStableLocked(batches, true)
+		l.holdStableLocked(batches)
 	}
 	info, err := l.appendReplicated(batches)
 	l.afterAppendLocked(txn, info, batches, err)

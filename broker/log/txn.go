@@ -342,27 +342,46 @@ func (ps *producerState) checkMarkerLocked(m EndTxnMarker) error {
 // moves (and with it, on a lone broker, the high watermark) the moment the
 // batches are written, and a read_committed fetch between that and their
 // recording would otherwise see a last stable offset past an open
-// transaction's first records. replicated batches carry their offsets; a
+// transaction's first records. Replicated batches carry their offsets; a
 // fresh append starts at the log end, a bound low enough for every batch
-// of it. The caller holds the producer lock, with the state loaded.
-func (l *Log) holdStableLocked(batches []byte, replicated bool) {
-	ps := &l.producers
+// of it. holdStableLocked reads the headers of replicated batches that lie
+// wholly inside batches; a fresh append, whose headers validation parsed,
+// goes to holdStableHeadersLocked. The caller holds the producer lock,
+// with the state loaded.
+func (l *Log) holdStableLocked(batches []byte) {
 	end := l.EndOffset()
 	for b := batches; len(b) >= batchHeaderSize; {
 		h := recordbatch.HeaderAt(b)
 		if h.Length < batchHeaderSize-batchLengthOverhead || h.Size() > len(b) {
 			return
 		}
-		if e := ps.producers[h.ProducerID]; h.Transactional() && !h.Control() && (e == nil || !e.txnOngoing) {
-			start := end
-			if replicated {
-				start = h.BaseOffset
-			}
-			if cur := ps.firstUnstable.Load(); cur < 0 || start < cur {
-				ps.firstUnstable.Store(start)
-			}
-		}
+		l.holdStableForLocked(h, end, true)
 		b = b[h.Size():]
+	}
+}
+
+// holdStableHeadersLocked is holdStableLocked for a fresh append's
+// validated headers.
+func (l *Log) holdStableHeadersLocked(headers []BatchHeader) {
+	end := l.EndOffset()
+	for _, h := range headers {
+		l.holdStableForLocked(h, end, false)
+	}
+}
+
+// holdStableForLocked lowers the first unstable offset for the batch of
+// header h, if it begins a transaction; end is the log end before the
+// append.
+func (l *Log) holdStableForLocked(h BatchHeader, end int64, replicated bool) {
+	ps := &l.producers
+	if e := ps.producers[h.ProducerID]; h.Transactional() && !h.Control() && (e == nil || !e.txnOngoing) {
+		start := end
+		if replicated {
+			start = h.BaseOffset
+		}
+		if cur := ps.firstUnstable.Load(); cur < 0 || start < cur {
+			ps.firstUnstable.Store(start)
+		}
 	}
 }
 
