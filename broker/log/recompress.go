@@ -20,10 +20,10 @@ package log
 // The codec work is internal/recordbatch's (Decoder.Recompress): it decodes
 // through the log's Decoder, bounded by millrace.max.decompressed.bytes,
 // and streams into the encoder, so a recompression holds no decoded copy
-// of the batch except for the snappy codec. A batch
-// that grows past max.message.bytes (a compressed batch stored
-// uncompressed) is refused with MESSAGE_TOO_LARGE, as Kafka refuses it,
-// as soon as its output passes the bound.
+// of the batch except for the snappy codec. A batch that grows past
+// max.message.bytes (a compressed batch stored uncompressed) is refused
+// with MESSAGE_TOO_LARGE, as Kafka refuses it, as soon as its output
+// passes the bound.
 //
 // Replicated appends copy the leader's stored batch and are never
 // recompressed; neither are batches already in the target codec.
