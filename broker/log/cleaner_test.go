@@ -298,7 +298,7 @@ func TestCleanKeepsEachProducersLastBatch(t *testing.T) {
 		t.Fatalf("producers after rebuild: %+v %v", ps, err)
 	}
 	// A retry of that batch is still a duplicate.
-	v, err := validateProduce(testDecoder, withProducer(keyedBatch(t, ts, 0, "a=2", "b=2", "c=2"), 7, 2), l.Config(), clock.now())
+	v, err := l.ValidateProduce(withProducer(keyedBatch(t, ts, 0, "a=2", "b=2", "c=2"), 7, 2), clock.now())
 	if err != nil {
 		t.Fatal(err)
 	}
