@@ -35,8 +35,17 @@ test: deps lint
 	$(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) $$($(GO) list ./... | grep -v '/e2e$$')
 	$(GO) test -count=1 -timeout 30m $(TESTFLAGS) ./e2e/...
 
+# The benchmarks of the data path and the parts it runs through: the
+# record batch codec, the partition log, the Kafka server's produce and
+# fetch, the group coordinator, the sinks. One short run of each
+# (BENCHTIME) so the whole finishes in a few minutes; for medians to
+# compare before and after a change, e.g. make bench BENCHCOUNT=5
+# BENCHTIME=1s (docs/benchmarks.md).
+BENCH_PKGS = ./internal/recordbatch/ ./broker/log/ ./broker/kafka/ ./broker/group/ ./sinks/...
+BENCHTIME ?= 100ms
+BENCHCOUNT ?= 1
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./broker/log/
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) -timeout 30m $(BENCH_PKGS)
 
 # gofmt, vet, staticcheck, and go.mod/go.sum as
 # `go mod tidy` would write them.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/waitfor"
 )
 
 // fakeProducer keeps what was produced; answer decides each ack.
@@ -219,13 +221,7 @@ func TestCounterPublishesPeriodicallyAndAtShutdown(t *testing.T) {
 	}
 	c.Start(context.Background())
 	c.Add("metrics", "node", time.Now(), 1)
-	deadline := time.Now().Add(5 * time.Second)
-	for len(p.take(t)) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("nothing published within 5s at a 100ms interval")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.Until(t, 5*time.Second, "a publication at a 100ms interval", func() bool { return len(p.take(t)) > 0 })
 	c.Add("metrics", "node", time.Now(), 1)
 	if err := c.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)

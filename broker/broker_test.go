@@ -22,6 +22,8 @@ import (
 	"millrace/broker/coord/zk"
 	"millrace/broker/replication"
 	"millrace/internal/zktest"
+
+	"millrace/internal/waitfor"
 )
 
 // lockedBuffer collects log output written from several goroutines.
@@ -93,21 +95,16 @@ func TestRestartedLeaderServesCheckpointedHighWatermark(t *testing.T) {
 	// waitLeading waits until Metadata shows broker 1 leading at epoch.
 	waitLeading := func(cl *kgo.Client, epoch int32) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		waitfor.Until(t, 30*time.Second, fmt.Sprintf("broker 1 leading at epoch %d", epoch), func() bool {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			md, err := kadm.NewClient(cl).Metadata(ctx, topic)
 			cancel()
-			if err == nil && md.Topics[topic].Err == nil && len(md.Topics[topic].Partitions) == 1 {
-				if p := md.Topics[topic].Partitions[0]; p.Leader == 1 && p.LeaderEpoch == epoch {
-					return
-				}
+			if err != nil || md.Topics[topic].Err != nil || len(md.Topics[topic].Partitions) != 1 {
+				return false
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("broker 1 not leading at epoch %d: %v %v", epoch, md, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			p := md.Topics[topic].Partitions[0]
+			return p.Leader == 1 && p.LeaderEpoch == epoch
+		})
 	}
 	endOffset := func(cl *kgo.Client) int64 {
 		t.Helper()

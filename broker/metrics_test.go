@@ -14,6 +14,8 @@ import (
 	"millrace/broker/cluster"
 	"millrace/broker/coord"
 	"millrace/internal/zktest"
+
+	"millrace/internal/waitfor"
 )
 
 // TestReplicationHealthMetrics drives a real ISR shrink and expansion on a
@@ -55,17 +57,16 @@ func TestReplicationHealthMetrics(t *testing.T) {
 			names = append(names, strings.Fields(line)[0])
 		}
 		expected := exposition(t, reg, want)
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			err := testutil.GatherAndCompare(reg, strings.NewReader(expected), names...)
-			if err == nil {
-				return
+		var err error
+		defer func() {
+			if t.Failed() {
+				t.Logf("%s: last comparison: %v", what, err)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %v", what, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		}()
+		waitfor.Until(t, 30*time.Second, what, func() bool {
+			err = testutil.GatherAndCompare(reg, strings.NewReader(expected), names...)
+			return err == nil
+		})
 	}
 
 	peer := registerSilentBroker(t, server.Connect(), 2)

@@ -16,8 +16,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"millrace/broker/log"
 	"millrace/internal/waitfor"
+
+	"millrace/internal/recordbatch"
 )
 
 // cleanedUpTo is the highest end of a cleaning pass a broker logged for
@@ -224,7 +225,7 @@ func testCompactedTopic(t *testing.T, killDuringCleaning bool, settings ...strin
 	c.checkReplicasIdentical(topic, 1)
 	// The early producer's batch is there, emptied, at its offsets.
 	b := readLogDirect(t, c.nodes[c.initial[0]].data, topic, 0)
-	h, err := log.ParseBatchHeader(b)
+	h, err := recordbatch.ParseHeader(b)
 	if err != nil || h.BaseOffset != 0 || h.LastOffsetDelta != 19 || h.Records != 0 {
 		t.Fatalf("first batch: %+v %v", h, err)
 	}

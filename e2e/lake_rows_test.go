@@ -20,6 +20,8 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"millrace/pipeline/appliance"
+
+	"millrace/internal/waitfor"
 )
 
 // readmeLakeCommands returns the `bin/millrace lake ...` lines of the
@@ -153,21 +155,25 @@ func TestReadmeLakeCommandsOnTheDemo(t *testing.T) {
 	// fails (nothing landed) or counts fewer.
 	wantCounts := [][]string{{"page_view", "3"}, {"click", "2"}, {"add_to_cart", "1"}}
 	var out, errOut string
-	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-		out, errOut, err = runIn(checkout, count)
-		if err == nil {
+	logLast := func() {
+		if t.Failed() {
+			t.Logf("%s, last run: %v:\n%s%s", strings.Join(count, " "), err, out, errOut)
+		}
+	}
+	func() {
+		defer logLast()
+		waitfor.Until(t, 90*time.Second, fmt.Sprintf("%s to count %v", strings.Join(count, " "), wantCounts), func() bool {
+			out, errOut, err = runIn(checkout, count)
+			if err != nil {
+				return false
+			}
 			header, rows := parseTable(out)
 			if !reflect.DeepEqual(header, []string{"type", "count"}) {
 				t.Fatalf("%s: header %q:\n%s", strings.Join(count, " "), header, out)
 			}
-			if reflect.DeepEqual(rows, wantCounts) {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: after 90s, %v:\n%s%s\nwant the counts %v", strings.Join(count, " "), err, out, errOut, wantCounts)
-		}
-	}
+			return reflect.DeepEqual(rows, wantCounts)
+		})
+	}()
 
 	out, errOut, err = runIn(checkout, head)
 	if err != nil {
@@ -231,14 +237,17 @@ func TestLakeRowsOnS3(t *testing.T) {
 	want := "type         count\npage_view       11\nadd_to_cart     10\nclick           10\n"
 	var out, errOut string
 	var err error
-	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-		if out, errOut, err = lakeCmd("count", "clicks", "--by", "type"); err == nil && out == want {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lake count on S3 after 90s: %v\n%s%s\nwant\n%s", err, out, errOut, want)
-		}
-	}
+	func() {
+		defer func() {
+			if t.Failed() {
+				t.Logf("lake count on S3, last run: %v\n%s%s\nwant\n%s", err, out, errOut, want)
+			}
+		}()
+		waitfor.Until(t, 90*time.Second, "lake count on S3 to count every click", func() bool {
+			out, errOut, err = lakeCmd("count", "clicks", "--by", "type")
+			return err == nil && out == want
+		})
+	}()
 	// The files are in the day layout (no hr= directory).
 	dayLayout := regexp.MustCompile(`^lake/clicks/dt=2024-05-01/part-[^/]+\.parquet$`)
 	for obj := range s3.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: "lake/clicks/", Recursive: true}) {

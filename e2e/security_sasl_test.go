@@ -24,6 +24,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"millrace/internal/zktest"
+
+	"millrace/internal/waitfor"
 )
 
 func writeSecret(t *testing.T, dir, name, secret string) string {
@@ -70,13 +72,9 @@ func TestSASLClients(t *testing.T) {
 	// as user, and checks that the password is not logged.
 	failedAs := func(t *testing.T, user, password string) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !strings.Contains(b.log(), "SASL authentication failed") || !strings.Contains(b.log(), "user="+user) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no failed-authentication log line for %s", user)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		waitfor.Until(t, 10*time.Second, "a failed-authentication log line for "+user, func() bool {
+			return strings.Contains(b.log(), "SASL authentication failed") && strings.Contains(b.log(), "user="+user)
+		})
 		if strings.Contains(b.log(), password) {
 			t.Fatal("the broker logged a password")
 		}

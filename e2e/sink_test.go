@@ -22,6 +22,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/sinks/lake"
+
+	"millrace/internal/waitfor"
 )
 
 // clickBase is the first hour of the produced clicks' event times.
@@ -132,18 +134,13 @@ func waitLanded(t *testing.T, k kafka, group, topic string, timeout time.Duratio
 func waitMidway(t *testing.T, k kafka, group, topic string, n int64, timeout time.Duration) {
 	t.Helper()
 	adm := kadm.NewClient(kafkaClient(t, k))
-	for deadline := time.Now().Add(timeout); ; time.Sleep(20 * time.Millisecond) {
+	waitfor.Until(t, timeout, fmt.Sprintf("%d records landed", n), func() bool {
 		committed, end := groupProgress(t, adm, group, topic)
 		if committed >= end {
 			t.Fatalf("everything landed (%d records) before the test's midway step", committed)
 		}
-		if committed >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d records landed after %v", committed, timeout)
-		}
-	}
+		return committed >= n
+	})
 }
 
 // openDuck opens an in-memory DuckDB.

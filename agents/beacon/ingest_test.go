@@ -113,6 +113,8 @@ func TestNothingAcknowledgedIsLost(t *testing.T) {
 			}
 		}()
 	}
+	// The outage is a span of time the senders run through: before it,
+	// during it (a second of 503s) and after it.
 	time.Sleep(300 * time.Millisecond)
 	down.Store(true)
 	time.Sleep(time.Second)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"millrace/internal/waitfor"
 )
 
 // Ready follows the shipper's life and the broker's answers: not started,
@@ -34,13 +36,7 @@ func TestReady(t *testing.T) {
 		t.Fatalf("with the broker up: %v", err)
 	}
 	c.Close()
-	deadline := time.Now().Add(15 * time.Second)
-	for s.Ready(ctx) == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("still ready 15s after the broker went away")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitfor.Until(t, 15*time.Second, "not ready once the broker went away", func() bool { return s.Ready(ctx) != nil })
 	s.Close()
 	if err := s.Ready(ctx); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after Close: %v", err)

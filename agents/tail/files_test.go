@@ -140,6 +140,8 @@ func TestBrokerOutagePausesReading(t *testing.T) {
 	sc := ship.Config{MaxBatchBytes: 8 << 10, MaxBufferedBytes: 32 << 10, MaxBufferedRecords: 1000}
 	h := start(t, c, testConfig(dir, data), sc)
 	waitfor.Until(t, 20*time.Second, "the buffer to fill", func() bool { return h.shipper.BufferedRecords() > 0 })
+	// Nothing signals that reading paused: the tailer gets time in which
+	// it would have read on, had it not.
 	time.Sleep(300 * time.Millisecond)
 	read := testutil.ToFloat64(h.tailer.metrics.lines)
 	if read >= total/2 {
@@ -172,7 +174,7 @@ func TestRestartLosesNothing(t *testing.T) {
 			for _, p := range paths {
 				appendLines(t, p, filepath.Base(p), i, i+100)
 			}
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // paced, so the tailer reads while the files grow
 		}
 	}
 	writer(0, 1000)

@@ -3,6 +3,7 @@ package cluster
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -13,6 +14,8 @@ import (
 	"millrace/broker/coord"
 	"millrace/broker/coord/embedded"
 	"millrace/broker/log"
+
+	"millrace/internal/waitfor"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -63,13 +66,7 @@ func (e *env) close() {
 // waitBrokers waits until the broker watch has seen n brokers.
 func (e *env) waitBrokers(n int) {
 	e.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(e.c.Brokers()) != n {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("broker list %+v, want %d brokers", e.c.Brokers(), n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitfor.Until(e.t, 10*time.Second, fmt.Sprintf("%d brokers listed", n), func() bool { return len(e.c.Brokers()) == n })
 }
 
 func TestValidateTopicName(t *testing.T) {
@@ -233,17 +230,10 @@ func TestReregisterAfterSessionExpiry(t *testing.T) {
 	e.waitBrokers(1)
 	before := e.store.SessionID()
 	e.server.ExpireSession(before)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitfor.Until(t, 10*time.Second, "a new registration after the session expired", func() bool {
 		ok, stat, err := e.store.Exists("/brokers/ids/0")
-		if err == nil && ok && stat.EphemeralOwner != before {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not re-registered after the session expired: %v %v", ok, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return err == nil && ok && stat.EphemeralOwner != before
+	})
 	e.waitBrokers(1)
 	if err := e.c.Close(); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,8 @@ import (
 	"millrace/broker/coord/zk"
 	"millrace/broker/log"
 	"millrace/internal/zktest"
+
+	"millrace/internal/waitfor"
 )
 
 // waitingMessage is what Register logs, once, while it waits for another
@@ -284,13 +286,7 @@ func TestRegisterWaitsForPreviousSession(t *testing.T) {
 			if err := c.Start(); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(10 * time.Second)
-			for !c.SessionOK() || c.ControllerID() != 0 {
-				if time.Now().After(deadline) {
-					t.Fatalf("after Start: SessionOK %v, controller %d; want true and this broker", c.SessionOK(), c.ControllerID())
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+			waitfor.Until(t, 10*time.Second, "a session and this broker as controller after Start", func() bool { return c.SessionOK() && c.ControllerID() == 0 })
 		})
 		t.Run(b.name+"/live", func(t *testing.T) {
 			store := b.connect(t)

@@ -383,7 +383,7 @@ func TestPendingCallsEnd(t *testing.T) {
 	}
 
 	ch = asyncJoin(e.c, clientCtx("a"), joinReq(9, "g", id, 10*time.Second, "t"))
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // the join is very likely waiting by now; Close must answer it either way
 	e.c.Close()
 	if r := recv(t, ch); r.ErrorCode != errNotCoordinator {
 		t.Fatalf("join after Close: %d", r.ErrorCode)

@@ -95,6 +95,8 @@ func TestMovedGroupIsAbandoned(t *testing.T) {
 	waitfor.Until(t, 10*time.Second, "the new coordinator's mirror", func() bool {
 		return slices.Equal(ids(), []string{coord.EscapeName(third.MemberID)}) && e.nodeData(owner) == third.MemberID
 	})
+	// Ten of the old coordinator's resync periods pass: what is checked
+	// is that none of them brought its stale view back.
 	time.Sleep(10 * cfgA.MirrorResync)
 	if got := ids(); !slices.Equal(got, []string{coord.EscapeName(third.MemberID)}) || e.nodeData(owner) != third.MemberID {
 		t.Errorf("mirror after the old coordinator's resyncs: ids %v, owner of t/0 %q; want only %s", got, e.nodeData(owner), third.MemberID)

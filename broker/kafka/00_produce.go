@@ -74,6 +74,7 @@ import (
 
 	"millrace/broker/log"
 	"millrace/broker/replication"
+	"millrace/internal/recordbatch"
 )
 
 // produceKey is Produce's API key; its request frames are recycled (framepool.go).
@@ -190,8 +191,7 @@ func (b *Broker) produceTo(topic string, acks int16, part kmsg.ProduceRequestTop
 		}
 		return replication.Partition{}, -1
 	}
-	cfg := p.Log().Config()
-	batches, err := log.ValidateProduce(part.Records, cfg, time.Now())
+	batches, err := p.Log().ValidateProduce(part.Records, time.Now())
 	if err != nil {
 		sp.ErrorCode, sp.ErrorMessage = produceErrorCode(err), strp(err.Error())
 		sp.ErrorRecords = recordErrors(err)
@@ -299,10 +299,12 @@ func recordErrors(err error) []kmsg.ProduceResponseTopicPartitionErrorRecord {
 
 // hasTransactionalRecords reports whether any partition's records start
 // with a transactional batch (a produce carries one batch per partition).
+// It reads each batch's attributes only: the header is parsed once, by
+// the validation (Log.ValidateProduce), whose headers the append uses.
 func hasTransactionalRecords(req *kmsg.ProduceRequest) bool {
 	for _, rt := range req.Topics {
 		for _, part := range rt.Partitions {
-			if h, err := log.ParseBatchHeader(part.Records); err == nil && h.Transactional() {
+			if recordbatch.IsTransactional(part.Records) {
 				return true
 			}
 		}

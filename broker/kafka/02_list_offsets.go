@@ -30,6 +30,8 @@ import (
 	"millrace/broker/acl"
 	"millrace/broker/log"
 	"millrace/broker/replication"
+
+	"millrace/internal/recordbatch"
 )
 
 func init() { regKey(2, 0, 11, handleListOffsets) }
@@ -145,7 +147,7 @@ func epochAt(l *log.Log, offset int64) int32 {
 	if _, err := io.ReadFull(slice, hdr[:]); err != nil {
 		return -1
 	}
-	h, err := log.ParseBatchHeader(hdr[:])
+	h, err := recordbatch.ParseHeader(hdr[:])
 	if err != nil {
 		return -1
 	}

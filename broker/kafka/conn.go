@@ -552,7 +552,7 @@ func (c *conn) writeStream(s *responseStream) error {
 	if err := c.nc.SetWriteDeadline(time.Now().Add(c.b.cfg.ConnectionsMaxIdle)); err != nil {
 		return err
 	}
-	return s.writeTo(c.nc)
+	return s.writeTo(c.nc, &c.b.metrics.streamedRecordBytes)
 }
 
 // unsupportedAPIVersionsResponse is KIP-511's answer to an ApiVersions

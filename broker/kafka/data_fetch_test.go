@@ -196,7 +196,7 @@ func TestFetchSendfileMatchesEncoding(t *testing.T) {
 			fetchPart{"sf", 0, 0, 1 << 20}, fetchPart{"sf", 1, 0, 1 << 20}, fetchPart{"sf", 2, 0, 1 << 20}, fetchPart{"sf", 9, 0, 1 << 20})
 		req.Topics[0].TopicID = topic.ID // v13+
 		corr := int32(100 + i)
-		streamedBefore := streamedRecordBytes.Load()
+		streamedBefore := tb.broker.metrics.streamedRecordBytes.Load()
 		c.send(frame(req, corr))
 		id, body, err := c.readFrame()
 		if err != nil || id != corr {
@@ -219,7 +219,7 @@ func TestFetchSendfileMatchesEncoding(t *testing.T) {
 			got = append(got, 0)
 		}
 		got = append(got, body...)
-		if streamed := streamedRecordBytes.Load() - streamedBefore; streamed != int64(len(parts[0].RecordBatches)+len(parts[2].RecordBatches)) {
+		if streamed := tb.broker.metrics.streamedRecordBytes.Load() - streamedBefore; streamed != int64(len(parts[0].RecordBatches)+len(parts[2].RecordBatches)) {
 			t.Fatalf("v%d: %d record bytes went through the streamed path", version, streamed)
 		}
 		if !bytes.Equal(got, want) {

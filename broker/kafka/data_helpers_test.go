@@ -15,6 +15,8 @@ import (
 
 	"millrace/broker/cluster"
 	"millrace/broker/log"
+
+	"millrace/internal/recordbatch"
 )
 
 // createTopic creates a topic through the cluster model.
@@ -159,7 +161,7 @@ func batchesIn(t testing.TB, records []byte) []log.BatchHeader {
 	t.Helper()
 	var out []log.BatchHeader
 	for pos := 0; pos < len(records); {
-		h, err := log.ParseBatchHeader(records[pos:])
+		h, err := recordbatch.ParseHeader(records[pos:])
 		if err != nil || pos+h.Size() > len(records) {
 			t.Fatalf("record bytes do not hold whole batches at %d: %v", pos, err)
 		}

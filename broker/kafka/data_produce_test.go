@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/broker/log"
+
+	"millrace/internal/recordbatch"
 )
 
 // TestProduceConsumeCodecs round-trips records through franz-go producers
@@ -122,7 +124,7 @@ func TestProduceStoresBatchesVerbatim(t *testing.T) {
 	pos := 0
 	for i, want := range sent {
 		got := stored[pos : pos+len(want)]
-		if h, _ := log.ParseBatchHeader(got); h.BaseOffset != int64(4*i) {
+		if h, _ := recordbatch.ParseHeader(got); h.BaseOffset != int64(4*i) {
 			t.Fatalf("batch %d stored at base offset %d", i, h.BaseOffset)
 		}
 		if !bytes.Equal(got[16:], want[16:]) || !bytes.Equal(got[8:12], want[8:12]) {
@@ -411,7 +413,7 @@ func TestProduceRandomPayloads(t *testing.T) {
 		}
 		next = h.NextOffset()
 	}
-	if _, err := log.ValidateBatches(stored, 1<<30); err != nil {
+	if _, err := recordbatch.NewDecoder(1).Validate(stored, 1<<30, &recordbatch.Rules{MaxDecompressed: recordbatch.DefaultMaxDecompressedBytes}); err != nil {
 		t.Fatalf("the log holds an invalid batch: %v", err)
 	}
 	c.apiVersionsOK(1000)

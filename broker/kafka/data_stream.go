@@ -39,10 +39,6 @@ type streamedResponse interface {
 	stream(r *request) *responseStream
 }
 
-// streamedRecordBytes counts record bytes written by responseStream.writeTo
-// (not by the in-memory fallback), so tests can tell the path was taken.
-var streamedRecordBytes atomic.Int64
-
 // responseStream is a framed response in pieces: bytes, then optionally a
 // log slice, repeated. It holds the slices' segment references until
 // release.
@@ -55,8 +51,11 @@ type streamPart struct {
 	slice *log.Slice // written after bytes when set
 }
 
-// writeTo writes the whole frame to w.
-func (s *responseStream) writeTo(w io.Writer) error {
+// writeTo writes the whole frame to w, adding the record bytes it writes
+// from log slices (not through the in-memory fallback) to streamed, the
+// broker's count, as each slice is written: before the frame's last bytes,
+// so a client that has the whole response sees them counted.
+func (s *responseStream) writeTo(w io.Writer, streamed *atomic.Int64) error {
 	for _, p := range s.parts {
 		if _, err := w.Write(p.bytes); err != nil {
 			return err
@@ -68,7 +67,7 @@ func (s *responseStream) writeTo(w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		streamedRecordBytes.Add(n)
+		streamed.Add(n)
 		if n != int64(p.slice.Len()) {
 			// The frame's length prefixes promised more: the stream is
 			// broken and the connection must close.

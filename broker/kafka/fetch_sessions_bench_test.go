@@ -102,7 +102,7 @@ func BenchmarkFetchSessions(b *testing.B) {
 				incremental.SessionID, incremental.SessionEpoch = resp.SessionID, 0
 			}
 			batchBytes := int64(len(batch))
-			sent := streamedRecordBytes.Load()
+			sent := tb.broker.metrics.streamedRecordBytes.Load()
 
 			processStart, clientStart := cpuTime(b, unix.CLOCK_PROCESS_CPUTIME_ID), cpuTime(b, unix.CLOCK_THREAD_CPUTIME_ID)
 			b.ResetTimer()
@@ -131,7 +131,7 @@ func BenchmarkFetchSessions(b *testing.B) {
 			}
 			b.StopTimer()
 			process, client := cpuTime(b, unix.CLOCK_PROCESS_CPUTIME_ID)-processStart, cpuTime(b, unix.CLOCK_THREAD_CPUTIME_ID)-clientStart
-			if got := streamedRecordBytes.Load() - sent; got != int64(b.N)*batchBytes {
+			if got := tb.broker.metrics.streamedRecordBytes.Load() - sent; got != int64(b.N)*batchBytes {
 				b.Fatalf("the broker sent %d record bytes, want %d batches of %d", got, b.N, batchBytes)
 			}
 			fetched := b.N * recordsPerBatch

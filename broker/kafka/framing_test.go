@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/broker/group"
+
+	"millrace/internal/waitfor"
 )
 
 func sizePrefix(n int32) []byte {
@@ -68,10 +70,9 @@ func TestBadFramesCloseOnlyTheirConnection(t *testing.T) {
 				bad.nc.(interface{ CloseWrite() error }).CloseWrite()
 			}
 			bad.expectClosed()
-			deadline := time.Now().Add(5 * time.Second)
-			for !strings.Contains(tb.logOut.String(), bad.nc.LocalAddr().String()) && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
-			}
+			waitfor.Until(t, 5*time.Second, "a log line naming the closed connection", func() bool {
+				return strings.Contains(tb.logOut.String(), bad.nc.LocalAddr().String())
+			})
 			var line string
 			for _, l := range strings.Split(tb.logOut.String(), "\n") {
 				if strings.Contains(l, "remote="+bad.nc.LocalAddr().String()) && strings.Contains(l, "closing connection") {
@@ -99,7 +100,9 @@ func TestLargeSizePrefixDoesNotAllocate(t *testing.T) {
 	c := dial(t, tb.addr)
 	c.send(append(sizePrefix(announced), header(18, 0, 1, "c")...))
 	// A round trip on another connection shows the broker has read the
-	// frame start by now (connections are independent, so also wait a bit).
+	// frame start by now (connections are independent, so also wait a bit:
+	// nothing to wait for shows that the broker did NOT allocate, so the
+	// sleep gives it time to have done so if it were going to).
 	dial(t, tb.addr).apiVersionsOK(1)
 	time.Sleep(100 * time.Millisecond)
 	runtime.ReadMemStats(&after)

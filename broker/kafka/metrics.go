@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,6 +36,10 @@ type brokerMetrics struct {
 	followerFetches   prometheus.Counter
 	followerBytes     prometheus.Counter
 	readReplicaAnswer prometheus.Counter
+	// streamedRecordBytes counts the record bytes this broker wrote from
+	// log slices to consumers and followers (conn.writeStream; not the
+	// in-memory fallback, so tests can tell the path was taken).
+	streamedRecordBytes atomic.Int64
 }
 
 func newBrokerMetrics(reg prometheus.Registerer, model *cluster.Cluster, logs *log.Manager, b *Broker) (*brokerMetrics, error) {
@@ -84,7 +89,7 @@ func newBrokerMetrics(reg prometheus.Registerer, model *cluster.Cluster, logs *l
 	}
 	fetched := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "millrace_broker_fetched_record_bytes_total", Help: "Record bytes sent to consumers and followers.",
-	}, func() float64 { return float64(streamedRecordBytes.Load()) })
+	}, func() float64 { return float64(m.streamedRecordBytes.Load()) })
 	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "millrace_broker_connections", Help: "Client connections open (max.connections bounds them).",
 	}, func() float64 { return float64(b.admission.open()) })

@@ -43,6 +43,8 @@ import (
 
 	"millrace/broker/log"
 	"millrace/broker/txn"
+
+	"millrace/internal/recordbatch"
 )
 
 // txnVerifyTimeout bounds the wait for the coordinator's answer when the
@@ -77,7 +79,7 @@ func (b *Broker) verifyTxnPartitions(ctx context.Context, req *kmsg.ProduceReque
 			topic = t.Name
 		}
 		for _, part := range rt.Partitions {
-			h, err := log.ParseBatchHeader(part.Records)
+			h, err := recordbatch.ParseHeader(part.Records)
 			if err != nil || !h.Transactional() || h.Control() {
 				continue // the produce path answers these
 			}

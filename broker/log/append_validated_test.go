@@ -21,7 +21,7 @@ func TestAppendValidatedMatchesAppend(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		v, err := ValidateProduce(append([]byte(nil), batch...), cfg, time.Now())
+		v, err := validateProduce(testDecoder, append([]byte(nil), batch...), cfg, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +47,7 @@ func TestAppendValidatedMatchesAppend(t *testing.T) {
 	}
 
 	big := makeBatch(10, 100, 1, 1)
-	v, err := ValidateProduce(big, cfg, time.Now())
+	v, err := validateProduce(testDecoder, big, cfg, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"millrace/internal/recordbatch"
 )
 
 // Log compaction (cleanup.policy=compact): Kafka's log cleaner, one log at
@@ -319,7 +321,7 @@ func (l *Log) Clean(ctx context.Context, o CleanOptions) (CleanResult, error) {
 					out, err = rebuildBatch(out, h, b, nil)
 				}
 			default:
-				out, removed, err = cleanBatch(out, h, b, keep, isProducerLast(h), cfg.MaxDecompressedBytes)
+				out, removed, err = cleanBatch(l.decoder, out, h, b, keep, isProducerLast(h), cfg.MaxDecompressedBytes)
 				txns.kept(h, int(int64(h.Records)-removed))
 			}
 			if err != nil {
@@ -364,8 +366,8 @@ func (l *Log) Clean(ctx context.Context, o CleanOptions) (CleanResult, error) {
 // b itself when every record stays, a rebuilt batch with the kept records,
 // an empty batch when none stays but it is its producer's last
 // (producerLast), or nothing.
-func cleanBatch(dst []byte, h BatchHeader, b []byte, keep func(*cleanerRecord) bool, producerLast bool, limit int64) ([]byte, int64, error) {
-	records, err := openRecords(h, b, limit)
+func cleanBatch(d *recordbatch.Decoder, dst []byte, h BatchHeader, b []byte, keep func(*cleanerRecord) bool, producerLast bool, limit int64) ([]byte, int64, error) {
+	records, err := openRecords(d, h, b, limit)
 	if errors.Is(err, ErrBatchTooLarge) {
 		// Stored under a larger millrace.max.decompressed.bytes: keep it
 		// rather than decode past today's bound.
@@ -404,7 +406,7 @@ func (l *Log) buildOffsetMap(ctx context.Context, st CleanerStats, o CleanOption
 		if h.Control() || txns.abortedData(h) {
 			return true, nil
 		}
-		records, err := openRecords(h, b, limit)
+		records, err := openRecords(l.decoder, h, b, limit)
 		if errors.Is(err, ErrBatchTooLarge) {
 			return true, nil
 		}
@@ -469,7 +471,7 @@ func (l *Log) scanBatches(from, to int64, pace func(n int) error, fn func(h Batc
 				return err
 			}
 		}
-		headers, err := validateBatches(b, maxInt, nil)
+		headers, err := recordbatch.ValidateStored(b, maxInt)
 		if err != nil {
 			return fmt.Errorf("log: cleaner reading at %d: %w", off, err)
 		}

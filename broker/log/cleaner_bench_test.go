@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"millrace/internal/recordbatch"
 )
 
 // BenchmarkClean cleans a 32 MiB log of 1 KiB records over 10,000 keys
@@ -16,7 +18,7 @@ import (
 // BenchmarkReplaceSegments (the swap alone) and dd.
 func BenchmarkClean(b *testing.B) {
 	for _, codec := range []int{codecNone, codecLZ4} {
-		b.Run(codecName(codec), func(b *testing.B) {
+		b.Run(recordbatch.CodecName(codec), func(b *testing.B) {
 			cfg := DefaultConfig()
 			cfg.CleanupPolicy = PolicyCompact
 			cfg.SegmentBytes = 8 << 20

@@ -1,17 +1,13 @@
 package log
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
-	"io"
 
-	"github.com/klauspost/compress/gzip"
-	"github.com/klauspost/compress/snappy"
-	"github.com/klauspost/compress/zstd"
-	"github.com/pierrec/lz4/v4"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/internal/recordbatch"
 )
 
 // The cleaner's record codec: it opens a stored batch into its records and
@@ -21,11 +17,6 @@ import (
 // timestamp deltas verbatim and the producer's sequence numbers still end
 // where they did; only the length, CRC, record count and payload change,
 // as in Kafka's MemoryRecords.filterTo.
-
-// Codec numbers of the attributes' compression bits.
-const (
-	codecNone = 0
-)
 
 // cleanerRecord is one record of a batch being cleaned.
 type cleanerRecord struct {
@@ -37,11 +28,11 @@ type cleanerRecord struct {
 }
 
 // openRecords decodes the records of a stored batch b (header h), at most
-// limit bytes of them once decompressed. The records' slices point into the
+// limit bytes of them once decompressed through d. The records' slices point into the
 // returned buffer or b.
-func openRecords(h BatchHeader, b []byte, limit int64) ([]cleanerRecord, error) {
+func openRecords(d *recordbatch.Decoder, h BatchHeader, b []byte, limit int64) ([]cleanerRecord, error) {
 	body := b[batchHeaderSize:h.Size()]
-	raw, err := decodePayload(h.Compression(), body, limit)
+	raw, err := d.DecodePayload(h.Compression(), body, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -70,94 +61,6 @@ func openRecords(h BatchHeader, b []byte, limit int64) ([]cleanerRecord, error) 
 	return records, nil
 }
 
-// decodePayload returns a batch's record bytes, refusing more than limit.
-func decodePayload(codec int, body []byte, limit int64) ([]byte, error) {
-	if codec == codecNone {
-		return body, nil
-	}
-	if codec == codecSnappy {
-		// The walker knows both snappy framings and bounds them up front.
-		w := walkers.Get().(*walker)
-		defer w.release()
-		if err := w.openSnappy(body, limit); err != nil {
-			return nil, err
-		}
-		return bytes.Clone(w.snappy), nil
-	}
-	var r io.Reader
-	switch codec {
-	case codecGzip:
-		g, err := gzip.NewReader(bytes.NewReader(body))
-		if err != nil {
-			return nil, corrupt("gzip", err)
-		}
-		defer g.Close()
-		r = g
-	case codecLZ4:
-		r = lz4.NewReader(bytes.NewReader(body))
-	case codecZstd:
-		d, err := zstd.NewReader(bytes.NewReader(body), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(zstdMaxWindow))
-		if err != nil {
-			return nil, corrupt("zstd", err)
-		}
-		defer d.Close()
-		r = d
-	default:
-		return nil, fmt.Errorf("%w: unknown compression codec %d", ErrInvalidRecord, codec)
-	}
-	out, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, corrupt(codecName(codec), err)
-	}
-	if int64(len(out)) > limit {
-		return nil, tooLarge(limit)
-	}
-	return out, nil
-}
-
-func codecName(codec int) string {
-	return [...]string{"none", "gzip", "snappy", "lz4", "zstd"}[codec]
-}
-
-// encodePayload compresses records with codec, as a producer of that codec would.
-func encodePayload(codec int, records []byte) ([]byte, error) {
-	var buf bytes.Buffer
-	switch codec {
-	case codecNone:
-		return records, nil
-	case codecGzip:
-		w := gzip.NewWriter(&buf)
-		if _, err := w.Write(records); err != nil {
-			return nil, err
-		}
-		if err := w.Close(); err != nil {
-			return nil, err
-		}
-	case codecSnappy:
-		// Raw snappy, which every Kafka client reads (the Java client reads
-		// the xerial framing and raw blocks alike).
-		return snappy.Encode(nil, records), nil
-	case codecLZ4:
-		w := lz4.NewWriter(&buf)
-		if _, err := w.Write(records); err != nil {
-			return nil, err
-		}
-		if err := w.Close(); err != nil {
-			return nil, err
-		}
-	case codecZstd:
-		e, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
-		if err != nil {
-			return nil, err
-		}
-		out := e.EncodeAll(records, nil)
-		return out, e.Close()
-	default:
-		return nil, fmt.Errorf("%w: unknown compression codec %d", ErrInvalidRecord, codec)
-	}
-	return buf.Bytes(), nil
-}
-
 // rebuildBatch returns the batch b (header h) holding only kept, appended
 // to dst. An empty kept list yields a batch without records, which Kafka's
 // cleaner also writes to keep a producer's last sequence number in the log;
@@ -171,7 +74,7 @@ func rebuildBatch(dst []byte, h BatchHeader, b []byte, kept []cleanerRecord) ([]
 	if len(kept) == 0 {
 		codec = codecNone
 	}
-	payload, err := encodePayload(codec, records)
+	payload, err := recordbatch.EncodePayload(codec, records)
 	if err != nil {
 		return dst, fmt.Errorf("log: compressing cleaned batch %d: %w", h.BaseOffset, err)
 	}

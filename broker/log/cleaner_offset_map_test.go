@@ -12,6 +12,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"millrace/internal/recordbatch"
+
+	"millrace/internal/waitfor"
 )
 
 // TestOffsetMapBound: the map's memory is its slots, 24 bytes each, within
@@ -75,7 +79,7 @@ func TestOffsetMapSizedByRange(t *testing.T) {
 // the last one stopped, until the log holds the last record of each key.
 func TestCleanSegmentLargerThanMap(t *testing.T) {
 	for _, codec := range []int{codecNone, codecZstd} {
-		t.Run(codecName(codec), func(t *testing.T) {
+		t.Run(recordbatch.CodecName(codec), func(t *testing.T) {
 			clock := &fakeClock{t: time.UnixMilli(1_000_000_000)}
 			cfg := compactConfig()
 			cfg.SegmentBytes = 1 << 20
@@ -153,17 +157,17 @@ func TestCompactedTopicBoundsKeys(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := keyedBatch(t, now.UnixMilli(), tc.codec, "a="+tc.value, over+"="+tc.value)
-			_, err := ValidateProduce(b, cfg, now)
+			_, err := validateProduce(testDecoder, b, cfg, now)
 			if !errors.Is(err, ErrInvalidRecord) || !strings.Contains(err.Error(), "record 1: a key of 4097 bytes") {
 				t.Fatalf("compacted topic, key over the bound: %v", err)
 			}
 			deleting := cfg
 			deleting.CleanupPolicy = PolicyDelete
-			if _, err := ValidateProduce(b, deleting, now); err != nil {
+			if _, err := validateProduce(testDecoder, b, deleting, now); err != nil {
 				t.Fatalf("delete-policy topic: %v", err)
 			}
 			ok := keyedBatch(t, now.UnixMilli(), tc.codec, "a="+tc.value, fits+"="+tc.value)
-			if _, err := ValidateProduce(ok, cfg, now); err != nil {
+			if _, err := validateProduce(testDecoder, ok, cfg, now); err != nil {
 				t.Fatalf("key at the bound: %v", err)
 			}
 		})
@@ -220,13 +224,7 @@ func TestManagerCleanerMapFull(t *testing.T) {
 		t.Fatalf("no metric %s", name)
 		return 0
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for counter("millrace_log_cleaner_runs_total") < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%v passes, want 2", counter("millrace_log_cleaner_runs_total"))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.Until(t, 20*time.Second, "two cleaner passes", func() bool { return counter("millrace_log_cleaner_runs_total") >= 2 })
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/internal/recordbatch"
+
+	"millrace/internal/waitfor"
 )
 
 // kv is one record of a compacted log as tests see it.
@@ -59,7 +63,7 @@ func keyedBatch(t testing.TB, ts int64, codec int, recs ...string) []byte {
 		body = binary.AppendVarint(body, int64(len(rec)))
 		body = append(body, rec...)
 	}
-	payload, err := encodePayload(codec, body)
+	payload, err := recordbatch.EncodePayload(codec, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,8 +92,8 @@ func logRecords(t testing.TB, l *Log) []kv {
 	t.Helper()
 	var out []kv
 	for _, sb := range readStored(t, l) {
-		h := parseHeader(sb.bytes)
-		recs, err := openRecords(h, sb.bytes, 1<<30)
+		h := recordbatch.HeaderAt(sb.bytes)
+		recs, err := openRecords(testDecoder, h, sb.bytes, 1<<30)
 		if err != nil {
 			t.Fatalf("batch %d: %v", sb.base, err)
 		}
@@ -276,7 +280,7 @@ func TestCleanKeepsEachProducersLastBatch(t *testing.T) {
 	if len(batches) != 2 {
 		t.Fatalf("want the producer's emptied last batch and the last batch, got %d batches", len(batches))
 	}
-	h := parseHeader(batches[0].bytes)
+	h := recordbatch.HeaderAt(batches[0].bytes)
 	if h.BaseOffset != 2 || h.LastOffset() != 4 || h.Records != 0 || h.ProducerID != 7 || h.BaseSequence != 2 {
 		t.Fatalf("kept batch: %+v", h)
 	}
@@ -294,7 +298,7 @@ func TestCleanKeepsEachProducersLastBatch(t *testing.T) {
 		t.Fatalf("producers after rebuild: %+v %v", ps, err)
 	}
 	// A retry of that batch is still a duplicate.
-	v, err := ValidateProduce(withProducer(keyedBatch(t, ts, 0, "a=2", "b=2", "c=2"), 7, 2), l.Config(), clock.now())
+	v, err := l.ValidateProduce(withProducer(keyedBatch(t, ts, 0, "a=2", "b=2", "c=2"), 7, 2), clock.now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,13 +501,7 @@ func TestManagerCleanerMetrics(t *testing.T) {
 		t.Fatalf("no metric %s", name)
 		return 0
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for metric("millrace_log_cleaner_runs_total") < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the cleaner never ran")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.Until(t, 10*time.Second, "a cleaner pass", func() bool { return metric("millrace_log_cleaner_runs_total") >= 1 })
 	if got := metric("millrace_log_cleaner_records_removed_total"); got != 10 {
 		t.Fatalf("records removed %v, want 10", got)
 	}
@@ -511,12 +509,7 @@ func TestManagerCleanerMetrics(t *testing.T) {
 		t.Fatalf("bytes reclaimed %v", got)
 	}
 	// Its next look finds nothing dirty.
-	for metric("millrace_log_cleaner_max_dirty_ratio") != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the dirty ratio stays above 0 after cleaning")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.Until(t, 10*time.Second, "a dirty ratio of 0 after cleaning", func() bool { return metric("millrace_log_cleaner_max_dirty_ratio") == 0 })
 	if got := logRecords(t, deleting); !slices.Equal(got, before) {
 		t.Fatalf("a delete-policy log was cleaned: %v", got)
 	}
@@ -541,16 +534,16 @@ func TestCompactedTopicRefusesKeylessRecords(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := keyedBatch(t, now.UnixMilli(), tc.codec, tc.recs...)
-			if _, err := ValidateProduce(b, compactConfig(), now); !errors.Is(err, ErrInvalidRecord) || !strings.Contains(err.Error(), "no key") {
+			if _, err := validateProduce(testDecoder, b, compactConfig(), now); !errors.Is(err, ErrInvalidRecord) || !strings.Contains(err.Error(), "no key") {
 				t.Fatalf("compacted topic: %v", err)
 			}
 			deleting := compactConfig()
 			deleting.CleanupPolicy = PolicyDelete
-			if _, err := ValidateProduce(b, deleting, now); err != nil {
+			if _, err := validateProduce(testDecoder, b, deleting, now); err != nil {
 				t.Fatalf("delete-policy topic: %v", err)
 			}
 			keyed := keyedBatch(t, now.UnixMilli(), tc.codec, tc.recs[0], "k2"+tc.recs[1])
-			if _, err := ValidateProduce(keyed, compactConfig(), now); err != nil {
+			if _, err := validateProduce(testDecoder, keyed, compactConfig(), now); err != nil {
 				t.Fatalf("keyed records: %v", err)
 			}
 		})
@@ -572,7 +565,7 @@ func describeBatches(t testing.TB, l *Log) []string {
 	t.Helper()
 	var out []string
 	for _, sb := range readStored(t, l) {
-		h := parseHeader(sb.bytes)
+		h := recordbatch.HeaderAt(sb.bytes)
 		d := fmt.Sprintf("%d-%d p%d", h.BaseOffset, h.LastOffset(), h.ProducerID)
 		if h.Control() {
 			typ, _, _ := parseControlRecord(sb.bytes)
@@ -580,7 +573,7 @@ func describeBatches(t testing.TB, l *Log) []string {
 			out = append(out, d)
 			continue
 		}
-		recs, err := openRecords(h, sb.bytes, 1<<30)
+		recs, err := openRecords(testDecoder, h, sb.bytes, 1<<30)
 		if err != nil {
 			t.Fatal(err)
 		}

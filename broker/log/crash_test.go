@@ -71,7 +71,7 @@ func checkRecovered(t *testing.T, dir string, cfg Config, wantEnd int64) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hs, err := validateBatches(b, maxInt, storedRules)
+		hs, err := testDecoder.Validate(b, maxInt, storedRules)
 		if err != nil || len(hs) != 1 || hs[0].BaseOffset > off || hs[0].LastOffset() < off {
 			t.Fatalf("read %d: headers %+v err %v", off, hs, err)
 		}

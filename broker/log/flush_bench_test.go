@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"millrace/internal/recordbatch"
 )
 
 // BenchmarkSyncTo measures the group commit of millrace.flush.on.ack: each
@@ -17,7 +19,7 @@ import (
 func BenchmarkSyncTo(b *testing.B) {
 	for _, batchBytes := range []int{1 << 10, 16 << 10} {
 		buf := benchBatch(100, batchBytes)
-		records := int(parseHeader(buf).Records)
+		records := int(recordbatch.HeaderAt(buf).Records)
 		for _, producers := range []int{1, 4, 16} {
 			for _, wait := range []bool{false, true} {
 				mode := "nosync"

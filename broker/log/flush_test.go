@@ -3,6 +3,7 @@ package log
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"millrace/internal/waitfor"
 )
 
 // syncCounter opens files whose Sync on a segment's .log file is counted,
@@ -79,13 +82,7 @@ func (c *syncCounter) waitSynced(t *testing.T) {
 // by waitSynced is followed by the bookkeeping of the flush that made it.
 func waitDurable(t *testing.T, l *Log, want int64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for l.DurableOffset() != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("durable offset %d, want %d", l.DurableOffset(), want)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitfor.Until(t, 10*time.Second, fmt.Sprintf("durable offset %d", want), func() bool { return l.DurableOffset() == want })
 }
 
 func TestFlushMsFiresOnItsOwn(t *testing.T) {
@@ -225,13 +222,7 @@ func TestSyncToGroupCommit(t *testing.T) {
 			errs <- err
 		}()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for l.EndOffset() != producers+1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("appends blocked by the fsync: end offset %d", l.EndOffset())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitfor.Until(t, 10*time.Second, "every append while the fsync is held (appends must not wait for it)", func() bool { return l.EndOffset() == producers+1 })
 	if l.DurableOffset() != 0 {
 		t.Fatalf("durable offset %d before any fsync finished", l.DurableOffset())
 	}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"millrace/internal/recordbatch"
 )
 
 // testRecord is one record for makeBatch.
@@ -134,7 +136,7 @@ func readAllBatches(t testing.TB, l *Log, from int64) []BatchHeader {
 		if err != nil {
 			t.Fatalf("read all %d: %v", off, err)
 		}
-		hs, err := validateBatches(b, maxInt, storedRules)
+		hs, err := testDecoder.Validate(b, maxInt, storedRules)
 		if err != nil {
 			t.Fatalf("read at %d returned invalid batches: %v", off, err)
 		}
@@ -166,3 +168,10 @@ func copyDir(t testing.TB, src, dst string) {
 		}
 	}
 }
+
+// testDecoder decodes what the tests validate outside a log.
+var testDecoder = recordbatch.NewDecoder(0)
+
+// walkWindow is the size recordbatch decodes a compressed batch through
+// (its walkWindow): records larger than it take the walk's other path.
+const walkWindow = 64 << 10

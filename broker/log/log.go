@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"millrace/internal/durable"
+
+	"millrace/internal/recordbatch"
 )
 
 // Log is one partition's log. One writer at a time (Append, AppendReplicated,
@@ -27,9 +29,10 @@ type Log struct {
 	dir      string
 	logger   *slog.Logger
 	now      func() time.Time
-	openFile openFileFunc // opens segment files through files
-	rawOpen  openFileFunc // the opener files wraps
-	files    *fileCache   // holds the descriptors of the segment files
+	openFile openFileFunc         // opens segment files through files
+	rawOpen  openFileFunc         // the opener files wraps
+	files    *fileCache           // holds the descriptors of the segment files
+	decoder  *recordbatch.Decoder // decompression limits: the Manager's, shared by its logs
 
 	appendMu      sync.Mutex // serialises writers; guards the following
 	unflushed     int64      // records appended since the last fsync
@@ -70,10 +73,11 @@ type Log struct {
 
 // options are the test hooks of openLog.
 type options struct {
-	now      func() time.Time // clock; time.Now if nil
-	openFile openFileFunc     // file opener; the os one if nil
-	files    *fileCache       // descriptor cache shared by a Manager's logs; a log of its own if nil
-	threads  int              // logs a Manager opens or closes at once; 1 if below
+	now      func() time.Time     // clock; time.Now if nil
+	openFile openFileFunc         // file opener; the os one if nil
+	files    *fileCache           // descriptor cache shared by a Manager's logs; a log of its own if nil
+	decoder  *recordbatch.Decoder // decodes produced and cleaned batches; shared by a Manager's logs, a log's own if nil
+	threads  int                  // logs a Manager opens or closes at once; 1 if below
 }
 
 // Open opens (creating if needed) the partition log in dir. After an unclean
@@ -105,8 +109,11 @@ func openLog(dir string, cfg Config, logger *slog.Logger, opts options) (*Log, e
 	if opts.files == nil {
 		opts.files = newFileCache(0)
 	}
+	if opts.decoder == nil {
+		opts.decoder = recordbatch.NewDecoder(0)
+	}
 	l := &Log{dir: dir, logger: logger.With("component", "log", "dir", filepath.Base(dir)), now: opts.now,
-		openFile: opts.files.wrap(opts.openFile), rawOpen: opts.openFile, files: opts.files, cfg: cfg}
+		openFile: opts.files.wrap(opts.openFile), rawOpen: opts.openFile, files: opts.files, decoder: opts.decoder, cfg: cfg}
 	l.producers.now, l.producers.cfg = opts.now, DefaultProducerStateConfig()
 	l.producers.firstUnstable.Store(-1)
 	if err := l.load(); err != nil {
@@ -385,7 +392,11 @@ type AppendInfo struct {
 }
 
 // Append validates one or more concatenated producer batches, assigns them
-// offsets from EndOffset(), stamps leaderEpoch, and appends them all or none.
+// offsets from EndOffset(), stamps leaderEpoch, and appends them all or
+// none. It is ValidateProduce under the log's config and clock followed by
+// AppendValidated: the two steps a Produce takes (the handler looks at the
+// headers between them), so what tests and benchmarks append goes the
+// production path.
 //
 // The headers are rewritten in place in the caller's buffer: baseOffset and
 // partitionLeaderEpoch (not covered by the CRC) and, for LogAppendTime,
@@ -393,36 +404,12 @@ type AppendInfo struct {
 // that is not the records' largest, and the CRC (setMaxTimestamp). The
 // caller must not reuse it for another partition. Batches recompressed for
 // the topic's compression.type are appended from a copy (recompress.go).
-//
-// Unlike AppendValidated it does not check idempotent producers' sequences;
-// the batches are recorded in the producer state all the same.
 func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendInfo, error) {
-	l.producers.mu.Lock()
-	defer l.producers.mu.Unlock()
-	txn := hasTransactional(batches)
-	if txn {
-		if err := l.ensureTxnStateLocked(); err != nil {
-			return AppendInfo{}, err
-		}
-	}
-	l.appendMu.Lock()
-	defer l.appendMu.Unlock()
-	if err := l.writableLocked(); err != nil {
-		return AppendInfo{}, err
-	}
-	headers, err := validateBatches(batches, l.cfg.MaxMessageBytes, produceRules(l.cfg, l.now()))
+	v, err := l.ValidateProduce(batches, l.now())
 	if err != nil {
 		return AppendInfo{}, err
 	}
-	if batches, headers, err = recompressBatches(batches, headers, l.cfg); err != nil {
-		return AppendInfo{}, err
-	}
-	if txn {
-		l.holdStableLocked(batches, false)
-	}
-	info, err := l.appendFreshLocked(batches, headers, leaderEpoch)
-	l.afterAppendLocked(txn, info, batches, err)
-	return info, err
+	return l.AppendValidated(v, leaderEpoch)
 }
 
 // ValidBatches are producer batches that passed ValidateProduce, ready for
@@ -439,19 +426,25 @@ type ValidBatches struct {
 // offset, leader epoch and, for LogAppendTime, timestamp and CRC).
 func (v ValidBatches) Headers() []BatchHeader { return v.headers }
 
-// ValidateProduce runs Append's checks on producer batches under the
-// topic's cfg at now (see ValidateBatches), recompresses them if the
-// topic's compression.type asks for it (recompress.go), and keeps the
-// result for AppendValidated. Like Append, it sets a CreateTime batch's
-// maxTimestamp in b to its records' largest, as Kafka does
-// (setMaxTimestamp). A batch refused for some of its records lists them in
-// the *BatchError's Records.
-func ValidateProduce(b []byte, cfg Config, now time.Time) (ValidBatches, error) {
-	headers, err := validateBatches(b, cfg.MaxMessageBytes, produceRules(cfg, now))
+// ValidateProduce checks producer batches under the log's config at now
+// (recordbatch's Decoder.Validate under produceRules, through the log's
+// Decoder), recompresses them if the topic's compression.type asks for it
+// (recompress.go), and keeps the result, headers included, for
+// AppendValidated: each header is parsed once on the way from the request
+// to the segment. It sets a CreateTime batch's maxTimestamp in b to its
+// records' largest, as Kafka does (recordbatch's setMaxTimestamp). A batch
+// refused for some of its records lists them in the *BatchError's Records.
+func (l *Log) ValidateProduce(b []byte, now time.Time) (ValidBatches, error) {
+	return validateProduce(l.decoder, b, l.Config(), now)
+}
+
+// validateProduce is ValidateProduce under cfg, decoding through d.
+func validateProduce(d *recordbatch.Decoder, b []byte, cfg Config, now time.Time) (ValidBatches, error) {
+	headers, err := d.Validate(b, cfg.MaxMessageBytes, produceRules(cfg, now))
 	if err != nil {
 		return ValidBatches{}, err
 	}
-	if b, headers, err = recompressBatches(b, headers, cfg); err != nil {
+	if b, headers, err = recompressBatches(d, b, headers, cfg); err != nil {
 		return ValidBatches{}, err
 	}
 	return ValidBatches{bytes: b, headers: headers, maxMessageBytes: cfg.MaxMessageBytes}, nil
@@ -472,7 +465,7 @@ func (l *Log) AppendValidated(v ValidBatches, leaderEpoch int32) (AppendInfo, er
 	ps := &l.producers
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	txn := hasTransactional(v.bytes)
+	txn := anyTransactional(v.headers)
 	if txn {
 		if err := l.ensureTxnStateLocked(); err != nil {
 			return AppendInfo{}, err
@@ -494,7 +487,7 @@ func (l *Log) AppendValidated(v ValidBatches, leaderEpoch int32) (AppendInfo, er
 		}
 	}
 	if txn {
-		l.holdStableLocked(v.bytes, false)
+		l.holdStableHeadersLocked(v.headers)
 	}
 	info, err := l.appendValidated(v, leaderEpoch)
 	l.afterAppendLocked(txn, info, v.bytes, err)
@@ -588,7 +581,7 @@ func (l *Log) AppendReplicated(batches []byte) (AppendInfo, error) {
 		if err := l.ensureTxnStateLocked(); err != nil {
 			return AppendInfo{}, err
 		}
-		l.holdStableLocked(batches, true)
+		l.holdStableLocked(batches)
 	}
 	info, err := l.appendReplicated(batches)
 	l.afterAppendLocked(txn, info, batches, err)
@@ -604,7 +597,7 @@ func (l *Log) appendReplicated(batches []byte) (AppendInfo, error) {
 	}
 	cfg := l.cfg
 	// The leader already enforced its max.message.bytes; ours may differ.
-	headers, err := validateBatches(batches, maxInt, nil)
+	headers, err := recordbatch.ValidateStored(batches, maxInt)
 	if err != nil {
 		return AppendInfo{}, err
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+
+	"millrace/internal/recordbatch"
 )
 
 func TestAppendReadRoundTrip(t *testing.T) {
@@ -22,7 +24,7 @@ func TestAppendReadRoundTrip(t *testing.T) {
 	}
 	var next int64
 	for i, b := range want {
-		h := parseHeader(b)
+		h := recordbatch.HeaderAt(b)
 		s, err := l.Read(next, 1, l.EndOffset())
 		if err != nil {
 			t.Fatalf("read %d: %v", next, err)

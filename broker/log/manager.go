@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"millrace/internal/recordbatch"
 )
 
 // TopicPartition names one partition.
@@ -103,6 +105,11 @@ func openManager(dataDir string, defaults Config, logger *slog.Logger, opts opti
 	}
 	if opts.files == nil {
 		opts.files = newFileCache(DefaultMaxOpenFiles)
+	}
+	if opts.decoder == nil {
+		// One per broker: its logs share the bound on decompressions at
+		// once; another broker or a sink in the same process has its own.
+		opts.decoder = recordbatch.NewDecoder(0)
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

@@ -2,6 +2,7 @@ package log
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"millrace/internal/waitfor"
 )
 
 // faultyFile wraps a file and fails writes or syncs on demand.
@@ -162,7 +165,7 @@ func TestRetentionWhileReading(t *testing.T) {
 					errs <- err
 					return
 				}
-				hs, err := validateBatches(b, maxInt, storedRules)
+				hs, err := testDecoder.Validate(b, maxInt, storedRules)
 				if err != nil {
 					errs <- err
 					return
@@ -348,10 +351,7 @@ func TestManager(t *testing.T) {
 	m.Start(5 * time.Millisecond)
 	waitStart := func(want int64) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for l.StartOffset() != want && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
+		waitfor.Until(t, 10*time.Second, fmt.Sprintf("background retention to start the log at %d", want), func() bool { return l.StartOffset() == want })
 		if l.StartOffset() != want {
 			t.Fatalf("background retention did not run: start %d, want %d", l.StartOffset(), want)
 		}

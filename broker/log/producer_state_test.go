@@ -136,7 +136,7 @@ func idempotentBatch(producer int64, epoch int16, sequence int32, records int) [
 // appendProduced appends a batch as the Produce handler does.
 func appendProduced(t *testing.T, l *Log, batch []byte) (AppendInfo, error) {
 	t.Helper()
-	v, err := ValidateProduce(append([]byte(nil), batch...), l.Config(), time.Now())
+	v, err := l.ValidateProduce(append([]byte(nil), batch...), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

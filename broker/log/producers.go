@@ -58,6 +58,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"millrace/internal/recordbatch"
 )
 
 const (
@@ -297,7 +299,7 @@ func (l *Log) scanProducerBatches(from, end int64, apply func(BatchHeader, []byt
 			return n, err
 		}
 		for pos := 0; pos+batchHeaderSize <= len(data); {
-			h, err := ParseBatchHeader(data[pos:])
+			h, err := recordbatch.ParseHeader(data[pos:])
 			if err != nil || h.Size() <= 0 || pos+h.Size() > len(data) {
 				return n, fmt.Errorf("malformed batch header at offset %d", off)
 			}

@@ -6,6 +6,8 @@ import (
 	"io"
 	"sort"
 	"sync"
+
+	"millrace/internal/recordbatch"
 )
 
 // readHeaderSize is how much of a batch header Read needs: baseOffset,
@@ -248,7 +250,7 @@ func (s *segment) offsetForTimestamp(ts, start, size int64, interval int) (int64
 		if _, err := s.log.ReadAt(hdr[:], pos); err != nil {
 			return -1, -1, err
 		}
-		h := parseHeader(hdr[:])
+		h := recordbatch.HeaderAt(hdr[:])
 		if h.Size() < batchHeaderSize || pos+int64(h.Size()) > size {
 			return -1, -1, fmt.Errorf("%w: segment %d has a bad batch header at %d", ErrCorruptBatch, s.baseOffset, pos)
 		}
@@ -261,7 +263,7 @@ func (s *segment) offsetForTimestamp(ts, start, size int64, interval int) (int64
 				return -1, -1, err
 			}
 			found, foundTs := int64(-1), int64(-1)
-			decodeRecordTimestamps(body, h.FirstTimestamp, func(delta, recordTs int64) bool {
+			recordbatch.RecordTimestamps(body, h.FirstTimestamp, func(delta, recordTs int64) bool {
 				if off := h.BaseOffset + delta; off >= start && recordTs >= ts {
 					found, foundTs = off, recordTs
 					return false

@@ -61,7 +61,7 @@ func TestReadLimitsAgainstBatchWalk(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						hs, err := validateBatches(b, maxInt, storedRules)
+						hs, err := testDecoder.Validate(b, maxInt, storedRules)
 						if err != nil || hs[0].BaseOffset != wantFirst {
 							t.Fatalf("returned bytes: %v, first base %d", err, hs[0].BaseOffset)
 						}

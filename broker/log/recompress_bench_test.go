@@ -73,7 +73,7 @@ func BenchmarkProduceRecompress(b *testing.B) {
 					fresh()
 					cpu.startTimer()
 				}
-				v, err := ValidateProduce(batch, cfg, time.Now())
+				v, err := validateProduce(testDecoder, batch, cfg, time.Now())
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -22,7 +22,7 @@ func FuzzRecompress(f *testing.F) {
 	targets := map[string]int{"uncompressed": codecNone, "gzip": codecGzip, "snappy": codecSnappy, "lz4": codecLZ4, "zstd": codecZstd}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		cfg := DefaultConfig()
-		kept, err := ValidateProduce(b, cfg, time.UnixMilli(fuzzNow))
+		kept, err := validateProduce(testDecoder, b, cfg, time.UnixMilli(fuzzNow))
 		if err != nil {
 			return
 		}
@@ -39,14 +39,14 @@ func FuzzRecompress(f *testing.F) {
 		}
 		for name, codec := range targets {
 			cfg.CompressionType = name
-			v, err := ValidateProduce(b, cfg, time.UnixMilli(fuzzNow))
+			v, err := validateProduce(testDecoder, b, cfg, time.UnixMilli(fuzzNow))
 			if errors.Is(err, ErrBatchTooLarge) {
 				continue
 			}
 			if err != nil {
 				t.Fatalf("%s: refused a batch the validation accepts: %v", name, err)
 			}
-			if _, err := validateBatches(v.bytes, maxInt, storedRules); err != nil {
+			if _, err := testDecoder.Validate(v.bytes, maxInt, storedRules); err != nil {
 				t.Fatalf("%s: stored a batch that does not validate: %v", name, err)
 			}
 			pos, keptPos := 0, 0

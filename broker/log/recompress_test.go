@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/recordbatch"
 )
 
 // txnProducerBatch is a batch of recs as an idempotent, transactional
@@ -38,7 +40,7 @@ func TestRecompressEveryCodec(t *testing.T) {
 	decompressor := kgo.DefaultDecompressor()
 	for _, source := range append([]string{"none"}, codecNames...) {
 		in := txnProducerBatch(t, source, recs, first)
-		want := parseHeader(in)
+		want := recordbatch.HeaderAt(in)
 		for target, codec := range targets {
 			t.Run(source+"-to-"+target, func(t *testing.T) {
 				cfg := DefaultConfig()
@@ -47,7 +49,7 @@ func TestRecompressEveryCodec(t *testing.T) {
 					t.Fatal(err)
 				}
 				original := bytes.Clone(in)
-				v, err := ValidateProduce(in, cfg, time.UnixMilli(now))
+				v, err := validateProduce(testDecoder, in, cfg, time.UnixMilli(now))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -73,7 +75,7 @@ func TestRecompressEveryCodec(t *testing.T) {
 				if same(got) != same(want) {
 					t.Fatalf("header %+v, want %+v but length, codec and CRC", got, want)
 				}
-				if _, err := validateBatches(v.bytes, maxInt, storedRules); err != nil {
+				if _, err := testDecoder.Validate(v.bytes, maxInt, storedRules); err != nil {
 					t.Fatalf("the stored batch does not validate: %v", err)
 				}
 				body := v.bytes[batchHeaderSize:]
@@ -99,7 +101,7 @@ func TestRecompressProducerKeepsBatch(t *testing.T) {
 	cfg.MaxMessageBytes = 4 << 20
 	for _, source := range append([]string{"none"}, codecNames...) {
 		in := txnProducerBatch(t, source, recs, first)
-		v, err := ValidateProduce(in, cfg, time.UnixMilli(now))
+		v, err := validateProduce(testDecoder, in, cfg, time.UnixMilli(now))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,13 +118,13 @@ func TestRecompressKeepsControlBatches(t *testing.T) {
 	control := buildBatch([]testRecord{{key: []byte{0, 0, 0, 0}, value: []byte{0, 0, 0, 0, 0, 0}}}, 1000, attrTransactional|attrControl)
 	data := makeBatch(3, 10, 1000, 1)
 	in := append(bytes.Clone(control), data...)
-	headers, err := validateBatches(in, maxInt, storedRules)
+	headers, err := testDecoder.Validate(in, maxInt, storedRules)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := DefaultConfig()
 	cfg.CompressionType = "zstd"
-	out, rewritten, err := recompressBatches(in, headers, cfg)
+	out, rewritten, err := recompressBatches(testDecoder, in, headers, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,11 +151,11 @@ func TestRecompressGrowingPastMaxMessageBytes(t *testing.T) {
 		t.Fatalf("the compressed batch (%d bytes) must fit max.message.bytes", len(in))
 	}
 	// Refused while it is decoded, not once the whole batch is held.
-	if _, err := ValidateProduce(in, cfg, time.UnixMilli(now)); !errors.Is(err, ErrBatchTooLarge) || !strings.Contains(err.Error(), "once recompressed") {
+	if _, err := validateProduce(testDecoder, in, cfg, time.UnixMilli(now)); !errors.Is(err, ErrBatchTooLarge) || !strings.Contains(err.Error(), "once recompressed") {
 		t.Fatalf("ValidateProduce: %v, want ErrBatchTooLarge for the recompressed size", err)
 	}
 	cfg.CompressionType = "gzip"
-	if _, err := ValidateProduce(in, cfg, time.UnixMilli(now)); err != nil {
+	if _, err := validateProduce(testDecoder, in, cfg, time.UnixMilli(now)); err != nil {
 		t.Fatalf("recompressed with gzip: %v", err)
 	}
 }

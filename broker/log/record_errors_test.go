@@ -49,7 +49,7 @@ func TestMaxTimestampSetAsKafka(t *testing.T) {
 			}
 			b = withMaxTimestamp(b, c.header)
 			crcBefore := binary.BigEndian.Uint32(b[offCRC:])
-			headers, err := validateBatches(b, cfg.MaxMessageBytes, produceRules(cfg, time.UnixMilli(now)))
+			headers, err := testDecoder.Validate(b, cfg.MaxMessageBytes, produceRules(cfg, time.UnixMilli(now)))
 			if err != nil {
 				t.Fatalf("refused: %v", err)
 			}
@@ -62,7 +62,7 @@ func TestMaxTimestampSetAsKafka(t *testing.T) {
 			if c.header == c.wantHeader && binary.BigEndian.Uint32(b[offCRC:]) != crcBefore {
 				t.Fatal("a header that was right was rewritten")
 			}
-			if _, err := ValidateBatches(b, cfg.MaxMessageBytes); err != nil {
+			if _, err := testDecoder.Validate(b, cfg.MaxMessageBytes, storedRules); err != nil {
 				t.Fatalf("the rewritten batch no longer validates: %v", err)
 			}
 		})
@@ -179,31 +179,5 @@ func TestRecordErrors(t *testing.T) {
 				t.Errorf("reason %q does not count the records", be.Reason)
 			}
 		})
-	}
-}
-
-// TestRecordErrorsBounded: a batch of many bad records lists the first
-// maxRecordErrors and counts them all; a framing fault after a bad record
-// is a corrupt batch, with no record listed.
-func TestRecordErrorsBounded(t *testing.T) {
-	now := time.Now().UnixMilli()
-	compacted := DefaultConfig()
-	compacted.CleanupPolicy = PolicyCompact
-	n := maxRecordErrors + 5
-	recs := make([]testRecord, n)
-	err := validateAt(buildBatch(recs, now, 0), compacted, now)
-	var be *BatchError
-	if !errors.As(err, &be) || len(be.Records) != maxRecordErrors || be.Records[maxRecordErrors-1].Index != maxRecordErrors-1 {
-		t.Fatalf("got %v with %d records listed, want %d", err, len(be.Records), maxRecordErrors)
-	}
-	if want := "1005 record(s) refused (the first 1000 listed)"; !strings.HasPrefix(be.Reason, want) {
-		t.Fatalf("reason %q, want it to start %q", be.Reason, want)
-	}
-
-	one := buildBatch([]testRecord{{}, {}}, now, 0)
-	cut := withPayload(one, 0, 2, append(recordWith(0, 0, 0), 9))
-	err = validateAt(cut, compacted, now)
-	if !errors.As(err, &be) || !errors.Is(err, ErrCorruptBatch) || be.Records != nil {
-		t.Fatalf("keyless record then a cut one: %v (records %+v), want a corrupt batch and none listed", err, be)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"millrace/internal/durable"
+
+	"millrace/internal/recordbatch"
 )
 
 // Segment replacement: the log cleaner's swap (Kafka's replaceSegments).
@@ -247,7 +249,7 @@ func (w *SegmentWriter) Append(batches []byte) error {
 	if w.err != nil {
 		return w.err
 	}
-	headers, err := validateBatches(batches, maxInt, nil)
+	headers, err := recordbatch.ValidateStored(batches, maxInt)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"millrace/internal/recordbatch"
 )
 
 // storedBatch is one batch as Read returns it.
@@ -32,7 +34,7 @@ func readStored(t testing.TB, l *Log) []storedBatch {
 		if err != nil {
 			t.Fatalf("read all %d: %v", off, err)
 		}
-		hs, err := validateBatches(b, maxInt, nil)
+		hs, err := testDecoder.Validate(b, maxInt, nil)
 		if err != nil {
 			t.Fatalf("read at %d returned invalid batches: %v", off, err)
 		}
@@ -119,7 +121,7 @@ func checkContents(t *testing.T, l *Log, want []storedBatch) {
 		}
 	}
 	for off, i := l.StartOffset(), 0; off < l.EndOffset(); off++ {
-		for parseHeader(want[i].bytes).LastOffset() < off {
+		for recordbatch.HeaderAt(want[i].bytes).LastOffset() < off {
 			i++
 		}
 		s, err := l.Read(off, 1, l.EndOffset())
@@ -146,7 +148,7 @@ func checkContents(t *testing.T, l *Log, want []storedBatch) {
 			t.Fatal(err)
 		}
 		for _, e := range entries {
-			if h := parseHeader(lb[e.pos:]); h.BaseOffset != seg.BaseOffset+int64(e.rel) {
+			if h := recordbatch.HeaderAt(lb[e.pos:]); h.BaseOffset != seg.BaseOffset+int64(e.rel) {
 				t.Fatalf("segment %d: index entry %+v points at a batch at offset %d", seg.BaseOffset, e, h.BaseOffset)
 			}
 		}
@@ -476,7 +478,7 @@ func TestReplaceSegmentsRefused(t *testing.T) {
 		checkNoReplacementFiles(t, dir)
 	}
 	checkContents(t, l, want)
-	if info := mustAppend(t, l, makeBatch(1, 10, 5000, 1)); info.FirstOffset != want[len(want)-1].base+int64(parseHeader(want[len(want)-1].bytes).LastOffsetDelta)+1 {
+	if info := mustAppend(t, l, makeBatch(1, 10, 5000, 1)); info.FirstOffset != want[len(want)-1].base+int64(recordbatch.HeaderAt(want[len(want)-1].bytes).LastOffsetDelta)+1 {
 		t.Fatalf("refused replacements disturbed appends: appended at %d", info.FirstOffset)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"millrace/internal/recordbatch"
 )
 
 // segment is one <base>.log file with its two indexes.
@@ -406,7 +408,7 @@ func (s *segment) scanLocked(pos, end int64, interval int, validate bool) (int64
 		if err != nil {
 			return pos, err
 		}
-		h := parseHeader(hdr[:])
+		h := recordbatch.HeaderAt(hdr[:])
 		size := int64(h.Size())
 		// Offsets must increase but may leave gaps: a replaced segment
 		// (replace.go) keeps the offsets of the batches it kept.

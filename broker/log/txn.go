@@ -21,14 +21,11 @@ import (
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/internal/recordbatch"
 )
 
 const (
-	// attrTransactional marks a batch written inside a transaction.
-	attrTransactional = 0x10
-	// attrControl marks a control batch (a transaction marker).
-	attrControl = 0x20
-
 	// controlTypeAbort and controlTypeCommit are the control record key
 	// types of end transaction markers.
 	controlTypeAbort  = 0
@@ -47,17 +44,11 @@ var (
 	ErrInvalidTxnState = errors.New("log: batch does not match the producer's transaction state")
 )
 
-// Transactional reports whether the batch was written inside a transaction.
-func (h BatchHeader) Transactional() bool { return h.Attributes&attrTransactional != 0 }
-
-// Control reports whether the batch is a control batch.
-func (h BatchHeader) Control() bool { return h.Attributes&attrControl != 0 }
-
 // hasTransactional reports whether any of the concatenated batches in b is
 // transactional; it reads only the headers that lie wholly inside b.
 func hasTransactional(b []byte) bool {
 	for len(b) >= batchHeaderSize {
-		h := parseHeader(b)
+		h := recordbatch.HeaderAt(b)
 		if h.Transactional() {
 			return true
 		}
@@ -65,6 +56,16 @@ func hasTransactional(b []byte) bool {
 			return false
 		}
 		b = b[h.Size():]
+	}
+	return false
+}
+
+// anyTransactional is hasTransactional for batches already parsed.
+func anyTransactional(headers []BatchHeader) bool {
+	for _, h := range headers {
+		if h.Transactional() {
+			return true
+		}
 	}
 	return false
 }
@@ -117,7 +118,7 @@ func (l *Log) AppendEndTxnMarker(m EndTxnMarker, leaderEpoch int32) (int64, erro
 		l.appendMu.Unlock()
 		return -1, err
 	}
-	headers := []BatchHeader{parseHeader(batch)}
+	headers := []BatchHeader{recordbatch.HeaderAt(batch)}
 	info, err := l.appendFreshLocked(batch, headers, leaderEpoch)
 	l.appendMu.Unlock()
 	if err != nil {
@@ -172,7 +173,7 @@ func encodeEndTxnMarker(m EndTxnMarker) []byte {
 // marker, the coordinator epoch in its value (-1 when absent); ok is false
 // when b does not hold a well-formed control record.
 func parseControlRecord(b []byte) (keyType int16, coordinatorEpoch int32, ok bool) {
-	h, err := ParseBatchHeader(b)
+	h, err := recordbatch.ParseHeader(b)
 	if err != nil || !h.Control() || h.Compression() != 0 || h.Size() < batchHeaderSize || h.Size() > len(b) || h.Records < 1 {
 		return 0, 0, false
 	}
@@ -341,27 +342,46 @@ func (ps *producerState) checkMarkerLocked(m EndTxnMarker) error {
 // moves (and with it, on a lone broker, the high watermark) the moment the
 // batches are written, and a read_committed fetch between that and their
 // recording would otherwise see a last stable offset past an open
-// transaction's first records. replicated batches carry their offsets; a
+// transaction's first records. Replicated batches carry their offsets; a
 // fresh append starts at the log end, a bound low enough for every batch
-// of it. The caller holds the producer lock, with the state loaded.
-func (l *Log) holdStableLocked(batches []byte, replicated bool) {
-	ps := &l.producers
+// of it. holdStableLocked reads the headers of replicated batches that lie
+// wholly inside batches; a fresh append, whose headers validation parsed,
+// goes to holdStableHeadersLocked. The caller holds the producer lock,
+// with the state loaded.
+func (l *Log) holdStableLocked(batches []byte) {
 	end := l.EndOffset()
 	for b := batches; len(b) >= batchHeaderSize; {
-		h := parseHeader(b)
+		h := recordbatch.HeaderAt(b)
 		if h.Length < batchHeaderSize-batchLengthOverhead || h.Size() > len(b) {
 			return
 		}
-		if e := ps.producers[h.ProducerID]; h.Transactional() && !h.Control() && (e == nil || !e.txnOngoing) {
-			start := end
-			if replicated {
-				start = h.BaseOffset
-			}
-			if cur := ps.firstUnstable.Load(); cur < 0 || start < cur {
-				ps.firstUnstable.Store(start)
-			}
-		}
+		l.holdStableForLocked(h, end, true)
 		b = b[h.Size():]
+	}
+}
+
+// holdStableHeadersLocked is holdStableLocked for a fresh append's
+// validated headers.
+func (l *Log) holdStableHeadersLocked(headers []BatchHeader) {
+	end := l.EndOffset()
+	for _, h := range headers {
+		l.holdStableForLocked(h, end, false)
+	}
+}
+
+// holdStableForLocked lowers the first unstable offset for the batch of
+// header h, if it begins a transaction; end is the log end before the
+// append.
+func (l *Log) holdStableForLocked(h BatchHeader, end int64, replicated bool) {
+	ps := &l.producers
+	if e := ps.producers[h.ProducerID]; h.Transactional() && !h.Control() && (e == nil || !e.txnOngoing) {
+		start := end
+		if replicated {
+			start = h.BaseOffset
+		}
+		if cur := ps.firstUnstable.Load(); cur < 0 || start < cur {
+			ps.firstUnstable.Store(start)
+		}
 	}
 }
 

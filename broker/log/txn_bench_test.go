@@ -20,7 +20,7 @@ func BenchmarkTxnMarker(b *testing.B) {
 			l := openTest(b, b.TempDir(), DefaultConfig(), options{})
 			defer l.Close()
 			for i := range int64(b.N) {
-				v, err := ValidateProduce(txnBatch(i+1, 0, 0, 1), l.Config(), time.Now())
+				v, err := l.ValidateProduce(txnBatch(i+1, 0, 0, 1), time.Now())
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -44,7 +44,7 @@ func BenchmarkAbortedTransactions(b *testing.B) {
 	for s := range int64(100) {
 		for i := range int64(10) {
 			id := s*10 + i + 1
-			v, err := ValidateProduce(txnBatch(id, 0, 0, 1), l.Config(), time.Now())
+			v, err := l.ValidateProduce(txnBatch(id, 0, 0, 1), time.Now())
 			if err != nil {
 				b.Fatal(err)
 			}

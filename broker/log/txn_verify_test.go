@@ -9,7 +9,7 @@ import (
 // appendVerified appends a transactional batch carrying t.
 func appendVerified(t *testing.T, l *Log, batch []byte, tv TxnVerification) error {
 	t.Helper()
-	v, err := ValidateProduce(batch, l.Config(), time.Now())
+	v, err := l.ValidateProduce(batch, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
-	"runtime"
 	"testing"
 	"time"
 
@@ -15,12 +14,24 @@ import (
 	"github.com/klauspost/compress/snappy"
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
-	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/recordbatch"
 )
 
 // storedRules walk batches read back from a log: they were produced, so
 // their records must walk, but LogAppendTime may have been applied.
-var storedRules = &recordRules{maxDecompressed: math.MaxInt64}
+var storedRules = &recordbatch.Rules{MaxDecompressed: math.MaxInt64}
+
+// fuzzSeedBatches are valid produced batches, uncompressed and in every
+// codec, stamped at fuzzNow.
+func fuzzSeedBatches(f *testing.F) [][]byte {
+	recs := []testRecord{{value: []byte("a")}, {key: []byte("k"), tsDelta: 3}, {key: []byte{}, value: bytes.Repeat([]byte("v"), 300), tsDelta: 1}}
+	out := [][]byte{buildBatch(recs, fuzzNow, 0)}
+	for _, name := range codecNames {
+		out = append(out, compressedBatch(f, name, recs, fuzzNow))
+	}
+	return out
+}
 
 // fuzzNow is the broker clock of the fuzz targets: a fixed time, so a
 // failing input reproduces.
@@ -68,7 +79,7 @@ func compress(t testing.TB, name string, body []byte) []byte {
 
 // xerial frames body as snappy-java's stream does, in blocks of blockSize.
 func xerial(body []byte, blockSize int) []byte {
-	out := append(append([]byte(nil), xerialMagic...), 0, 0, 0, 1, 0, 0, 0, 1)
+	out := append([]byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}, 0, 0, 0, 1, 0, 0, 0, 1) // snappy-java's magic, version, compatible version
 	for len(body) > 0 {
 		n := min(blockSize, len(body))
 		block := snappy.Encode(nil, body[:n])
@@ -114,99 +125,8 @@ func variedRecords(now int64) ([]testRecord, int64) {
 }
 
 func validateAt(b []byte, cfg Config, now int64) error {
-	_, err := validateBatches(b, cfg.MaxMessageBytes, produceRules(cfg, time.UnixMilli(now)))
+	_, err := testDecoder.Validate(b, cfg.MaxMessageBytes, produceRules(cfg, time.UnixMilli(now)))
 	return err
-}
-
-func TestWalkAcceptsEveryCodec(t *testing.T) {
-	now := time.Now().UnixMilli()
-	recs, first := variedRecords(now - 10)
-	cfg := DefaultConfig()
-	cfg.MaxMessageBytes = 4 << 20
-	plain := buildBatch(recs, first, 0)
-	if err := validateAt(plain, cfg, now); err != nil {
-		t.Fatalf("uncompressed: %v", err)
-	}
-	for _, name := range codecNames {
-		if err := validateAt(compressedBatch(t, name, recs, first), cfg, now); err != nil {
-			t.Errorf("%s: %v", name, err)
-		}
-	}
-	// franz-go's own encoders, as its producer sends batches.
-	for _, codec := range []kgo.CompressionCodec{kgo.GzipCompression(), kgo.SnappyCompression(), kgo.Lz4Compression(), kgo.ZstdCompression()} {
-		c, err := kgo.DefaultCompressor(codec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var buf bytes.Buffer
-		payload, typ := c.Compress(&buf, plain[batchHeaderSize:])
-		b := withPayload(plain, int16(typ), int32(len(recs)), payload)
-		if err := validateAt(b, cfg, now); err != nil {
-			t.Errorf("kgo codec %d: %v", typ, err)
-		}
-	}
-}
-
-// TestWalkRefuses covers what a batch whose CRC and header are fine may
-// still get wrong inside.
-func TestWalkRefuses(t *testing.T) {
-	now := time.Now().UnixMilli()
-	cfg := DefaultConfig()
-	junk := make([]byte, 200)
-	for i := range junk {
-		junk[i] = byte(i*131 + i*i*7 + 13)
-	}
-	one := buildBatch([]testRecord{{value: []byte("x")}}, now, 0)
-	record := one[batchHeaderSize:]
-	twoRecords := buildBatch([]testRecord{{value: []byte("x")}, {value: []byte("y")}}, now, 0)
-
-	type tc struct {
-		name  string
-		batch []byte
-		want  error
-	}
-	cases := []tc{
-		{"2^31-1 records claimed, one sent", withPayload(one, 0, math.MaxInt32, record), ErrCorruptBatch},
-		{"two records claimed, one sent", withPayload(one, 0, 2, record), ErrCorruptBatch},
-		{"one record claimed, two sent", withPayload(twoRecords, 0, 1, twoRecords[batchHeaderSize:]), ErrCorruptBatch},
-		{"offset deltas not from 0", withPayload(one, 0, 1, recordWith(0, 0, 7)), ErrInvalidRecord},
-		{"bytes after the record fields", withPayload(one, 0, 1, rawRecord([]byte{0, 0, 0, 1, 0, 0, 9})), ErrCorruptBatch},
-		{"key longer than the record", withPayload(one, 0, 1, rawRecord([]byte{0, 0, 0, 40, 0, 0})), ErrCorruptBatch},
-		{"negative header count", withPayload(one, 0, 1, rawRecord([]byte{0, 0, 0, 1, 0, 3})), ErrCorruptBatch},
-		{"null header key", withPayload(one, 0, 1, rawRecord([]byte{0, 0, 0, 1, 0, 2, 1, 1})), ErrCorruptBatch},
-		{"future timestamp", buildBatch([]testRecord{{value: []byte("x")}}, now+2*time.Hour.Milliseconds(), 0), ErrInvalidTimestamp},
-		{"year 9999", buildBatch([]testRecord{{value: []byte("x")}}, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli(), 0), ErrInvalidTimestamp},
-		{"LogAppendTime set by the producer", buildBatch([]testRecord{{value: []byte("x")}}, now, attrLogAppendTime), ErrInvalidTimestamp},
-		{"snappy block claiming 1 GiB from 3 bytes", withPayload(one, codecSnappy, 1, append(binary.AppendUvarint(nil, 1<<30), 0)), ErrCorruptBatch},
-	}
-	for _, name := range codecNames {
-		codec := codecOf(name)
-		cases = append(cases,
-			tc{name + " junk payload", withPayload(one, codec, 1, junk), ErrCorruptBatch},
-			tc{name + " 2^31-1 records claimed, one sent", withPayload(one, codec, math.MaxInt32, compress(t, name, record)), ErrCorruptBatch},
-			tc{name + " offset deltas not from 0", withPayload(one, codec, 1, compress(t, name, recordWith(0, 0, 3))), ErrInvalidRecord},
-			tc{name + " record cut short", withPayload(one, codec, 1, compress(t, name, record[:len(record)-1])), ErrCorruptBatch},
-			tc{name + " future timestamp inside", withMaxTimestamp(compressedBatch(t, name, []testRecord{{value: []byte("x")}, {tsDelta: 3 * time.Hour.Milliseconds()}}, now), now), ErrInvalidTimestamp},
-		)
-		if name != "snappy" {
-			// The framed codecs check the stream's end: a payload cut short
-			// within its trailer is refused even with whole records inside.
-			whole := compress(t, name, record)
-			cases = append(cases, tc{name + " payload cut short", withPayload(one, codec, 1, whole[:len(whole)-1]), ErrCorruptBatch})
-		}
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			err := validateAt(c.batch, cfg, now)
-			if !errors.Is(err, c.want) {
-				t.Fatalf("got %v, want %v", err, c.want)
-			}
-			var be *BatchError
-			if !errors.As(err, &be) {
-				t.Fatalf("%T is not a *BatchError", err)
-			}
-		})
-	}
 }
 
 // rawRecord frames record fields (attributes onwards) with their length.
@@ -270,103 +190,10 @@ func TestTimestampBounds(t *testing.T) {
 	}
 }
 
-// bombRecord is the start of one record whose value claims size bytes:
-// the zeros that follow in the stream are its value.
-func bombRecord(size int64) []byte {
-	f := []byte{0, 0, 0, 1} // attributes, tsDelta 0, offsetDelta 0, null key
-	f = binary.AppendVarint(f, size)
-	b := binary.AppendVarint(nil, int64(len(f))+size+1)
-	return append(b, f...)
-}
-
-// zstdBomb is a batch whose one record claims size bytes of zeros, zstd
-// compressed to a few KiB.
-func zstdBomb(tb testing.TB, size int64) []byte {
-	tb.Helper()
-	var buf bytes.Buffer
-	enc, err := zstd.NewWriter(&buf, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedFastest))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	enc.Write(bombRecord(size))
-	if _, err := io.CopyN(enc, zeroReader{}, size); err != nil {
-		tb.Fatal(err)
-	}
-	enc.Write([]byte{0}) // no headers
-	if err := enc.Close(); err != nil {
-		tb.Fatal(err)
-	}
-	one := buildBatch([]testRecord{{value: []byte("x")}}, time.Now().UnixMilli(), 0)
-	return withPayload(one, codecZstd, 1, buf.Bytes())
-}
-
-// TestBombRefusedInBoundedMemory: 1 GiB of zeros behind a record header, zstd
-// compressed to a few KiB, is refused within bounded memory. How long the
-// refusal takes (decoding no more than the bound: 64 MiB of zeros decode
-// in well under a second, 1 GiB would not) is BenchmarkRefuseZstdBomb's.
-func TestBombRefusedInBoundedMemory(t *testing.T) {
-	batch := zstdBomb(t, 1<<30)
-	one := buildBatch([]testRecord{{value: []byte("x")}}, time.Now().UnixMilli(), 0)
-
-	cfg := DefaultConfig()
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	err := validateAt(batch, cfg, time.Now().UnixMilli())
-	runtime.ReadMemStats(&after)
-	if !errors.Is(err, ErrBatchTooLarge) {
-		t.Fatalf("got %v, want ErrBatchTooLarge", err)
-	}
-	if grew := after.TotalAlloc - before.TotalAlloc; grew > 32<<20 {
-		t.Errorf("refusing the bomb allocated %d MiB", grew>>20)
-	}
-
-	// A snappy block states its decoded length: refused before decoding.
-	bomb := snappy.Encode(nil, append(bombRecord(cfg.MaxDecompressedBytes), make([]byte, cfg.MaxDecompressedBytes)...))
-	if err := validateAt(withPayload(one, codecSnappy, 1, bomb), cfg, time.Now().UnixMilli()); !errors.Is(err, ErrBatchTooLarge) {
-		t.Fatalf("snappy bomb: got %v, want ErrBatchTooLarge", err)
-	}
-}
-
-type zeroReader struct{}
-
-func (zeroReader) Read(p []byte) (int, error) {
-	clear(p)
-	return len(p), nil
-}
-
-// TestLargeRecordPath walks the same records through windows small
-// enough that every record takes the read-through path, and through the
-// whole buffer: both must agree.
-func TestLargeRecordPath(t *testing.T) {
-	now := time.Now().UnixMilli()
-	recs := []testRecord{{key: []byte("key"), value: []byte("value one")}, {value: nil, tsDelta: 300}, {key: []byte{}, value: bytes.Repeat([]byte{7}, 100)}}
-	good := buildBatch(recs, now, 0)
-	bad := withPayload(good, 0, 3, append(append([]byte(nil), good[batchHeaderSize:]...), 0))
-	rules := produceRules(DefaultConfig(), time.UnixMilli(now))
-	for _, window := range []int{16, 24, 40, 1 << 10} {
-		for _, b := range [][]byte{good, bad} {
-			h := parseHeader(b)
-			var whole, through recordStream
-			whole.resetBytes(b[batchHeaderSize:])
-			through.reset(bytes.NewReader(b[batchHeaderSize:]), make([]byte, window), math.MaxInt64)
-			m1, e1 := whole.walk(h, rules)
-			m2, e2 := through.walk(h, rules)
-			if (e1 == nil) != (e2 == nil) || e1 != nil && e1.Err != e2.Err || m1 != m2 {
-				t.Errorf("window %d: whole buffer %d %v, read through %d %v", window, m1, e1, m2, e2)
-			}
-		}
-	}
-}
-
-// BenchmarkRefuseZstdBomb: refusing 1 GiB of zeros compressed to a few KiB
-// costs decoding the bound (MaxDecompressedBytes), not the gigabyte.
-func BenchmarkRefuseZstdBomb(b *testing.B) {
-	batch := zstdBomb(b, 1<<30)
-	cfg := DefaultConfig()
-	for b.Loop() {
-		if err := validateAt(batch, cfg, time.Now().UnixMilli()); !errors.Is(err, ErrBatchTooLarge) {
-			b.Fatalf("got %v, want ErrBatchTooLarge", err)
-		}
+// TestDefaultMaxDecompressedBytes: the codec's default bound, which a sink
+// validates consumed batches under, is the topic default's.
+func TestDefaultMaxDecompressedBytes(t *testing.T) {
+	if got, want := int64(recordbatch.DefaultMaxDecompressedBytes), DefaultConfig().MaxDecompressedBytes; got != want {
+		t.Fatalf("recordbatch.DefaultMaxDecompressedBytes %d, millrace.max.decompressed.bytes default %d", got, want)
 	}
 }

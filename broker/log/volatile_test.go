@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"millrace/internal/recordbatch"
 )
 
 func TestHoldingFileKeepsWritesUntilSync(t *testing.T) {
@@ -104,7 +106,7 @@ func TestPowerCutKeepsWhatSyncToReported(t *testing.T) {
 		t.Fatalf("%d batches recovered, want 9", len(got))
 	}
 	for i, h := range got {
-		if want := parseHeader(batches[i]); h.CRC != want.CRC || h.MaxTimestamp != want.MaxTimestamp {
+		if want := recordbatch.HeaderAt(batches[i]); h.CRC != want.CRC || h.MaxTimestamp != want.MaxTimestamp {
 			t.Fatalf("batch %d: CRC %x, max timestamp %d; want %x, %d", i, h.CRC, h.MaxTimestamp, want.CRC, want.MaxTimestamp)
 		}
 	}

@@ -3,6 +3,7 @@ package txn
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"sync"
@@ -14,6 +15,8 @@ import (
 
 	"millrace/broker/coord"
 	"millrace/broker/coord/embedded"
+
+	"millrace/internal/waitfor"
 )
 
 // fakeMarkers records the markers written; while failing is set every
@@ -96,17 +99,13 @@ func (f *fixture) coordinator(t testing.TB, change func(*Config)) *Coordinator {
 // waitState waits until id's stored state is want.
 func waitState(t *testing.T, c *Coordinator, id string, want State) Metadata {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		m, code := c.Describe(id)
-		if code == 0 && m.State == want {
-			return m
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: state %s (code %d), want %s", id, m.State, code, want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var m Metadata
+	waitfor.Until(t, 5*time.Second, fmt.Sprintf("%s in state %s", id, want), func() bool {
+		var code int16
+		m, code = c.Describe(id)
+		return code == 0 && m.State == want
+	})
+	return m
 }
 
 func TestCommitWritesMarkersThenCompletes(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"millrace/internal/waitfor"
 )
 
 // TestTransactionalIDLimits: new IDs past MaxIDsPerPrincipal of their
@@ -58,13 +60,7 @@ func TestTransactionalIDLimits(t *testing.T) {
 
 	// Expired IDs stop counting once a pass removed them.
 	f.clock.advance(2 * time.Hour)
-	deadline := time.Now().Add(5 * time.Second)
-	for init(c, "User:c", "c-0") != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no room after every ID expired")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.Until(t, 5*time.Second, "room for a new ID after every ID expired", func() bool { return init(c, "User:c", "c-0") == 0 })
 	if all, of := c.index.counts("User:a"); all != 1 || of != 0 {
 		t.Fatalf("after expiry the index counts %d IDs, %d of User:a; want 1 and 0", all, of)
 	}

@@ -5,6 +5,8 @@ import (
 	"runtime/metrics"
 	"testing"
 	"time"
+
+	"millrace/internal/waitfor"
 )
 
 func TestPercentFor(t *testing.T) {
@@ -50,13 +52,13 @@ func TestKeepCutsCycles(t *testing.T) {
 	plain := cycles()
 	stop := Keep(256 << 20)
 	// The percentage changes after the first cycle that follows Keep.
-	for deadline := time.Now().Add(5 * time.Second); gogc() == defaultPercent; {
-		if time.Now().After(deadline) {
-			t.Fatal("the GC percentage never changed")
+	waitfor.Until(t, 5*time.Second, "a changed GC percentage", func() bool {
+		if gogc() != defaultPercent {
+			return true
 		}
-		runtime.GC()
-		time.Sleep(time.Millisecond)
-	}
+		runtime.GC() // the change comes with a cycle
+		return false
+	})
 	kept := cycles()
 	stop()
 	_ = sink
@@ -76,7 +78,7 @@ func TestKeepLeavesGOGC(t *testing.T) {
 	defer stop()
 	for range 3 {
 		runtime.GC()
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // Keep acts in a cleanup that runs after a cycle: give it the chance it would take
 	}
 	if got := gogc(); got != defaultPercent {
 		t.Fatalf("GC percentage %d with GOGC set, want it left at %d", got, defaultPercent)

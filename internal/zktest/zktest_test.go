@@ -3,6 +3,8 @@ package zktest
 import (
 	"testing"
 	"time"
+
+	"millrace/internal/waitfor"
 )
 
 func TestStandaloneStopRestart(t *testing.T) {
@@ -44,19 +46,13 @@ func TestEnsembleLeaderFailover(t *testing.T) {
 	}
 	e.Stop(leader)
 	// The other two elect a new leader among themselves.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if next := e.Leader(); next >= 0 {
-			if next == leader {
-				t.Fatal("stopped node reported as leader")
-			}
-			break
+	waitfor.Until(t, 30*time.Second, "a new leader", func() bool {
+		next := e.Leader()
+		if next == leader {
+			t.Fatal("stopped node reported as leader")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no new leader within 30s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return next >= 0
+	})
 	e.Start(leader)
 	if mode := e.Server(leader).Mode(); mode != "follower" {
 		t.Fatalf("old leader rejoined as %q, want follower", mode)

@@ -248,7 +248,7 @@
 // beyond the worker's position is therefore checked: the batches at the
 // position are read with a direct Fetch and run through the client's own
 // fetch processing; only a batch the client stops at AND the broker's
-// produce validator (broker/log.ValidateBatches) refuses is dead-lettered
+// produce validator (internal/recordbatch) refuses is dead-lettered
 // (reason "malformed batch", the validator's error) and skipped, from the
 // client's position to the batch's last offset, exactly as above. A quiet
 // partition (end offset at the position) is never read, and a slow one

@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	brokerlog "millrace/broker/log"
+	"millrace/internal/recordbatch"
 )
 
 // Stalled partitions.
@@ -32,8 +32,8 @@ import (
 // processing (kgo.ProcessFetchPartition) from the position on. If franz-go
 // delivers a record from them, the partition is slow, not stuck, and the
 // worker waits. Only if franz-go would stop at a batch without an error AND
-// the broker's validator (broker/log.ValidateBatches, the rules a produced
-// batch must pass) refuses that batch is it dead-lettered and skipped like
+// the validator (internal/recordbatch, the rules a produced batch must pass
+// at the broker) refuses that batch is it dead-lettered and skipped like
 // an undecodable one, from the client's position to the batch's last
 // offset. Timing decides only when a batch is looked at, never what is
 // decided about it: both tests depend on the log's bytes alone, and the
@@ -76,7 +76,7 @@ const (
 
 // stuckBatch is the batch a silent partition stops at.
 type stuckBatch struct {
-	header   brokerlog.BatchHeader
+	header   recordbatch.Header
 	position int64 // the client's position, within or at the start of the batch
 	err      error // why the validator refuses it
 }
@@ -92,7 +92,7 @@ func findStuckBatch(raw []byte, tp topicPartition, position int64, d kgo.Decompr
 	// whole batches read are processed together first.
 	whole := 0
 	for whole < len(raw) {
-		h, err := brokerlog.ParseBatchHeader(raw[whole:])
+		h, err := recordbatch.ParseHeader(raw[whole:])
 		if err != nil || h.Length < 0 || h.Size() > len(raw)-whole {
 			break
 		}
@@ -104,7 +104,7 @@ func findStuckBatch(raw []byte, tp topicPartition, position int64, d kgo.Decompr
 		return stallNone, stuckBatch{}
 	}
 	for len(raw) > 0 {
-		h, err := brokerlog.ParseBatchHeader(raw)
+		h, err := recordbatch.ParseHeader(raw)
 		if err != nil || h.Length < 0 || h.Size() > len(raw) {
 			// KIP-74: the first batch comes whole; what follows it may be cut.
 			return stallUnknown, stuckBatch{}
@@ -129,10 +129,14 @@ func findStuckBatch(raw []byte, tp topicPartition, position int64, d kgo.Decompr
 		stuck := stuckBatch{header: h, position: position}
 		// The batch's own size as max.message.bytes: size is not the
 		// question here, and it keeps the decompression bound at the
-		// broker's default.
-		if _, err := brokerlog.ValidateBatches(batch, h.Size()); err != nil {
-			var be *brokerlog.BatchError
-			if errors.As(err, &be) && !errors.Is(be.Err, brokerlog.ErrBatchTooLarge) {
+		// broker's default. The check is rare (once per StallTimeout of a
+		// partition's silence) and validates one batch, so it decodes
+		// through a Decoder of its own, one batch at a time: the worker's
+		// limits, shared with no broker in the same process.
+		rules := &recordbatch.Rules{MaxDecompressed: max(recordbatch.DefaultMaxDecompressedBytes, int64(h.Size()))}
+		if _, err := recordbatch.NewDecoder(1).Validate(batch, h.Size(), rules); err != nil {
+			var be *recordbatch.Error
+			if errors.As(err, &be) && !errors.Is(be.Err, recordbatch.ErrTooLarge) {
 				stuck.err = fmt.Errorf("%w: %s", be.Err, be.Reason)
 				return stallMalformed, stuck
 			}

@@ -3,9 +3,10 @@ package embedded
 import (
 	"errors"
 	"testing"
-	"time"
 
 	"millrace/broker/coord"
+
+	"millrace/internal/waitfor"
 )
 
 var errInjected = errors.New("injected disk failure")
@@ -101,17 +102,13 @@ func TestFailedSyncRecovers(t *testing.T) {
 	s.mu.Lock()
 	faulty.failSync = false
 	s.mu.Unlock()
-	deadline := time.Now().Add(5 * PersistRetryInterval)
-	for {
+	waitfor.Until(t, 5*PersistRetryInterval, "a Create once the disk came back", func() bool {
 		_, err := c.Create("/m", nil, coord.Persistent)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, errInjected) || time.Now().After(deadline) {
+		if err != nil && !errors.Is(err, errInjected) {
 			t.Fatalf("Create after the disk came back: %v", err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil
+	})
 	mustOK(t, c.Close())
 	mustOK(t, s.Close())
 

@@ -1,4 +1,4 @@
-package log
+package recordbatch
 
 import (
 	"fmt"
@@ -18,18 +18,18 @@ func BenchmarkValidateCompressed(b *testing.B) {
 	for _, rec := range []int{100, 1024} {
 		plain := benchBatch(rec, 1<<20)
 		now := time.Now()
-		rules := produceRules(DefaultConfig(), now)
+		rules := defaultRules(now.UnixMilli())
 		// benchBatch stamps records from 1 ms after the epoch: in range.
 		for _, name := range []string{"none", "lz4", "zstd", "snappy", "gzip"} {
 			batch := plain
 			if name != "none" {
-				batch = withPayload(plain, codecOf(name), parseHeader(plain).Records, compress(b, name, plain[batchHeaderSize:]))
+				batch = withPayload(plain, codecOf(name), HeaderAt(plain).Records, compress(b, name, plain[HeaderSize:]))
 			}
 			b.Run(fmt.Sprintf("record=%d/%s", rec, name), func(b *testing.B) {
 				b.SetBytes(int64(len(plain)))
 				b.ReportAllocs()
 				for i := 0; i < b.N; i++ {
-					if _, err := validateBatches(batch, 2<<20, rules); err != nil {
+					if _, err := testDecoder.Validate(batch, 2<<20, rules); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -41,7 +41,7 @@ func BenchmarkValidateCompressed(b *testing.B) {
 			b.Run(fmt.Sprintf("record=%d/%s-decompress-only", rec, name), func(b *testing.B) {
 				b.SetBytes(int64(len(plain)))
 				for i := 0; i < b.N; i++ {
-					if _, err := d.Decompress(batch[batchHeaderSize:], kgo.CompressionCodecType(codecOf(name))); err != nil {
+					if _, err := d.Decompress(batch[HeaderSize:], kgo.CompressionCodecType(codecOf(name))); err != nil {
 						b.Fatal(err)
 					}
 				}

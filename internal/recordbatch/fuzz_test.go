@@ -1,4 +1,4 @@
-package log
+package recordbatch
 
 import (
 	"encoding/binary"
@@ -17,17 +17,17 @@ func FuzzValidateBatches(f *testing.F) {
 	compressed := buildBatch([]testRecord{{value: []byte("x")}}, 1, 4) // zstd flag on a plain body
 	f.Add(compressed)
 	gz := append([]byte(nil), valid...)
-	binary.BigEndian.PutUint16(gz[offAttributes:], 1)
-	binary.BigEndian.PutUint32(gz[offCRC:], crc32.Checksum(gz[offAttributes:], castagnoli))
+	binary.BigEndian.PutUint16(gz[PosAttributes:], 1)
+	binary.BigEndian.PutUint32(gz[PosCRC:], crc32.Checksum(gz[PosAttributes:], castagnoli))
 	f.Add(gz)
 	f.Add(valid[:len(valid)-1])
-	f.Add(valid[:batchHeaderSize])
+	f.Add(valid[:HeaderSize])
 	f.Add(valid[:10])
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		headers, err := ValidateBatches(b, 1<<20)
+		headers, err := testDecoder.Validate(b, 1<<20, &Rules{MaxDecompressed: DefaultMaxDecompressedBytes})
 		if err != nil {
-			var be *BatchError
+			var be *Error
 			if !errors.As(err, &be) {
 				t.Fatalf("untyped error %v", err)
 			}
@@ -35,10 +35,10 @@ func FuzzValidateBatches(f *testing.F) {
 		}
 		pos := 0
 		for _, h := range headers {
-			if h.Magic != 2 || h.Records < 1 || int64(h.Records) != int64(h.LastOffsetDelta)+1 || h.Size() < batchHeaderSize {
+			if h.Magic != 2 || h.Records < 1 || int64(h.Records) != int64(h.LastOffsetDelta)+1 || h.Size() < HeaderSize {
 				t.Fatalf("accepted bad header %+v", h)
 			}
-			if crc32.Checksum(b[pos+offAttributes:pos+h.Size()], castagnoli) != h.CRC {
+			if crc32.Checksum(b[pos+PosAttributes:pos+h.Size()], castagnoli) != h.CRC {
 				t.Fatal("accepted bad CRC")
 			}
 			pos += h.Size()

@@ -1,4 +1,4 @@
-package log
+package recordbatch
 
 // Per-record errors (KIP-467): a produced batch refused for what some of
 // its records hold, rather than for its framing, names each such record,
@@ -13,12 +13,7 @@ import (
 	"strings"
 )
 
-// noTimestamp is Kafka's RecordBatch.NO_TIMESTAMP: a record produced
-// without a timestamp (librdkafka's C API allows it). It is exempt from
-// the timestamp bounds, as in Kafka.
-const noTimestamp = -1
-
-// maxRecordErrors bounds the records a BatchError lists. Kafka lists them
+// maxRecordErrors bounds the records a Error lists. Kafka lists them
 // all, but a compressed batch may hold millions of 7-byte records, and a
 // message for each would cost the broker memory and the response bytes
 // out of any proportion to the batch. A client fails the records past the
@@ -46,19 +41,19 @@ type recordFaults struct {
 
 // add records why record i was refused; the walk calls it only for a
 // record that breaks at least one of rules.
-func (f *recordFaults) add(i int, offsetDelta, keyLength, ts int64, rules *recordRules) {
+func (f *recordFaults) add(i int, offsetDelta, keyLength, ts int64, rules *Rules) {
 	f.total++
 	var msg string
 	switch {
 	case offsetDelta != int64(i):
 		msg = fmt.Sprintf("offset delta %d; a produced batch numbers its records from 0", offsetDelta)
-	case rules.requireKeys && keyLength < 0:
+	case rules.RequireKeys && keyLength < 0:
 		msg = "no key; a compacted topic (cleanup.policy=compact) accepts only keyed records"
-	case rules.requireKeys && keyLength > rules.maxKeyBytes:
-		msg = fmt.Sprintf("a key of %d bytes; a compacted topic accepts keys of at most millrace.compacted.max.key.bytes (%d)", keyLength, rules.maxKeyBytes)
+	case rules.RequireKeys && keyLength > rules.MaxKeyBytes:
+		msg = fmt.Sprintf("a key of %d bytes; a compacted topic accepts keys of at most millrace.compacted.max.key.bytes (%d)", keyLength, rules.MaxKeyBytes)
 	default:
 		f.timestamp = true
-		msg = fmt.Sprintf("timestamp %d is outside [%d, %d] (message.timestamp.before.max.ms, message.timestamp.after.max.ms)", ts, rules.minTimestamp, rules.maxTimestamp)
+		msg = fmt.Sprintf("timestamp %d is outside [%d, %d] (message.timestamp.before.max.ms, message.timestamp.after.max.ms)", ts, rules.MinTimestamp, rules.MaxTimestamp)
 	}
 	if len(f.errors) < maxRecordErrors {
 		f.errors = append(f.errors, RecordError{Index: i, Message: msg})
@@ -68,7 +63,7 @@ func (f *recordFaults) add(i int, offsetDelta, keyLength, ts int64, rules *recor
 // batchError is the refusal of the batch: INVALID_TIMESTAMP if a timestamp
 // is among the reasons, as Kafka's processRecordErrors decides, and a
 // reason that counts the records and quotes the first three.
-func (f *recordFaults) batchError() *BatchError {
+func (f *recordFaults) batchError() *Error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d record(s) refused", f.total)
 	if f.total > len(f.errors) {
@@ -85,5 +80,5 @@ func (f *recordFaults) batchError() *BatchError {
 	if f.timestamp {
 		err = ErrInvalidTimestamp
 	}
-	return &BatchError{Reason: b.String(), Err: err, Records: f.errors}
+	return &Error{Reason: b.String(), Err: err, Records: f.errors}
 }

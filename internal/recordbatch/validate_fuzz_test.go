@@ -1,4 +1,4 @@
-package log
+package recordbatch
 
 import (
 	"bytes"
@@ -6,7 +6,6 @@ import (
 	"errors"
 	"math"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -31,14 +30,14 @@ func FuzzValidateProduced(f *testing.F) {
 	for _, b := range fuzzSeedBatches(f) {
 		f.Add(b)
 		f.Add(b[:len(b)-1])
-		f.Add(withPayload(b, codecZstd, 2, b[batchHeaderSize:]))
+		f.Add(withPayload(b, CodecZstd, 2, b[HeaderSize:]))
 	}
-	rules := produceRules(DefaultConfig(), time.UnixMilli(fuzzNow))
+	rules := defaultRules(fuzzNow)
 	decompressor := kgo.DefaultDecompressor()
 	f.Fuzz(func(t *testing.T, b []byte) {
-		headers, err := validateBatches(b, 1<<20, rules)
+		headers, err := testDecoder.Validate(b, 1<<20, rules)
 		if err != nil {
-			var be *BatchError
+			var be *Error
 			if !errors.As(err, &be) {
 				t.Fatalf("untyped error %v", err)
 			}
@@ -46,13 +45,13 @@ func FuzzValidateProduced(f *testing.F) {
 		}
 		pos := 0
 		for _, h := range headers {
-			body := b[pos+batchHeaderSize : pos+h.Size()]
+			body := b[pos+HeaderSize : pos+h.Size()]
 			pos += h.Size()
 			records, err := decompressor.Decompress(body, kgo.CompressionCodecType(h.Compression()))
 			if err != nil {
 				t.Fatalf("accepted a batch franz-go cannot decompress: %v", err)
 			}
-			maxTs := int64(noTimestamp) // Kafka's floor for the batch's maxTimestamp
+			maxTs := int64(NoTimestamp) // Kafka's floor for the batch's maxTimestamp
 			for i := 0; i < int(h.Records); i++ {
 				length, n := binary.Varint(records)
 				if n <= 0 || length < 0 || int64(len(records)-n) < length {
@@ -85,12 +84,12 @@ func FuzzValidateProduced(f *testing.F) {
 func FuzzValidateCompressed(f *testing.F) {
 	for _, b := range fuzzSeedBatches(f)[:1] {
 		for codec := range len(codecNames) {
-			f.Add(uint8(codec), int32(3), b[batchHeaderSize:])
+			f.Add(uint8(codec), int32(3), b[HeaderSize:])
 		}
 	}
 	f.Add(uint8(0), int32(1), []byte{12, 0, 0, 0, 1, 0, 0})
 	f.Add(uint8(4), int32(math.MaxInt32), []byte{12, 0, 0, 0, 1, 0, 0})
-	rules := produceRules(DefaultConfig(), time.UnixMilli(fuzzNow))
+	rules := defaultRules(fuzzNow)
 	f.Fuzz(func(t *testing.T, codec uint8, count int32, records []byte) {
 		if count < 1 {
 			return
@@ -98,10 +97,10 @@ func FuzzValidateCompressed(f *testing.F) {
 		name := codecNames[int(codec)%len(codecNames)]
 		plain := buildBatch([]testRecord{{}}, fuzzNow, 0)
 		plain = withPayload(plain, 0, count, records)
-		h := parseHeader(plain)
-		want := classOf(validateOne(plain, 1<<20, rules))
+		h := HeaderAt(plain)
+		want := classOf(validateOne(testDecoder, plain, 1<<20, rules))
 		compressed := withPayload(plain, codecOf(name), count, compress(t, name, records))
-		if got := classOf(validateOne(compressed, 1<<30, rules)); got != want {
+		if got := classOf(validateOne(testDecoder, compressed, 1<<30, rules)); got != want {
 			t.Fatalf("%s: %v, uncompressed: %v", name, got, want)
 		}
 		var through recordStream
@@ -110,12 +109,4 @@ func FuzzValidateCompressed(f *testing.F) {
 			t.Fatalf("16-byte window: %v, whole buffer: %v", got, want)
 		}
 	})
-}
-
-// classOf reduces a validation result to its sentinel (nil if accepted).
-func classOf[N int | int64](_ N, err *BatchError) error {
-	if err == nil {
-		return nil
-	}
-	return err.Err
 }

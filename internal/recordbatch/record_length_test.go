@@ -1,4 +1,4 @@
-package log
+package recordbatch
 
 import (
 	"encoding/binary"
