@@ -137,7 +137,8 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		kgo.OnPartitionsRevoked(w.onRevoked),
 		kgo.OnPartitionsLost(w.onLost),
 		// Bounded, and every batch it cannot decode stops its partition
-		// with the batch's offsets, for describeBatches and skipRangeLocked (badbatch.go).
+		// with the batch's offsets, for describeBatches and
+		// skipRangeLocked (badbatch.go).
 		kgo.WithDecompressor(stoppingDecompressor{decompressor}),
 	)...)
 	if err != nil {
