@@ -10,20 +10,27 @@ import (
 )
 
 // The worker's side of the lander's actions (core.go): each action names
-// the I/O to run, in the order the lander decided it.
+// the I/O to run, in the order the lander decided it. Every method here runs
+// holding w.landing, and takes w.mu only for a moment, never through I/O.
 
-// runLocked runs acts in order; cur is the record they are about (nil for
+// runActions runs acts in order; cur is the record they are about (nil for
 // ticks, revokes, shutdown and failures). At the first failure it discards
 // the windows the remaining actions would have landed or discarded and
 // returns the error: the worker stops (or, on a revoke, leaves the window
 // to the next owner).
-func (w *Worker) runLocked(ctx context.Context, acts []action, cur *current) error {
+func (w *Worker) runActions(ctx context.Context, acts []action, cur *current) error {
 	defer func() { w.metrics.openFiles.Set(float64(w.core.openFiles)) }()
+	var p *partitionState
 	for i, a := range acts {
-		if err := w.runOneLocked(ctx, a, cur); err != nil {
+		if p == nil || p.tp != a.tp {
+			// Once per run of actions on one partition, not per action:
+			// a record's actions are all about its partition.
+			p = w.partition(a.tp)
+		}
+		if err := w.runAction(ctx, p, a, cur); err != nil {
 			for _, rest := range acts[i+1:] {
 				if rest.kind == actLand || rest.kind == actDiscard {
-					w.discardLocked(ctx, w.parts[rest.tp], rest.win)
+					w.discardWindow(ctx, w.partition(rest.tp), rest.win)
 				}
 			}
 			return err
@@ -32,20 +39,20 @@ func (w *Worker) runLocked(ctx context.Context, acts []action, cur *current) err
 	return nil
 }
 
-// discardEachLocked runs the discards the lander decided on a loss or a
+// discardEach runs the discards the lander decided on a loss or a
 // failure.
-func (w *Worker) discardEachLocked(ctx context.Context, discards []action) {
+func (w *Worker) discardEach(ctx context.Context, discards []action) {
 	for _, a := range discards {
-		w.discardLocked(ctx, w.parts[a.tp], a.win)
+		w.discardWindow(ctx, w.partition(a.tp), a.win)
 	}
 	w.metrics.openFiles.Set(float64(w.core.openFiles))
 }
 
-func (w *Worker) runOneLocked(ctx context.Context, a action, cur *current) error {
-	p := w.parts[a.tp]
+// runAction runs a, one of p's actions.
+func (w *Worker) runAction(ctx context.Context, p *partitionState, a action, cur *current) error {
 	switch a.kind {
 	case actOpen:
-		return w.openFileLocked(ctx, p, a)
+		return w.openFile(ctx, p, a)
 	case actAppend:
 		win := p.windowOf(a.win)
 		f := win.files[a.bucket.Unix()]
@@ -54,33 +61,33 @@ func (w *Worker) runOneLocked(ctx context.Context, a action, cur *current) error
 		}
 		f.last = a.offset
 		if cur.noID {
-			w.countDedupLocked(p, win, cur.record, countNoID)
+			w.countDedup(p, win, cur.record, countNoID)
 		}
-		w.countRowLocked(p, win, f, cur.record.Timestamp)
+		w.countRow(p, win, f, cur.record.Timestamp)
 		if a.checkSize {
-			return w.runLocked(ctx, w.core.sized(a.tp, win.estimatedBytes()), nil)
+			return w.runActions(ctx, w.core.sized(a.tp, win.estimatedBytes()), nil)
 		}
 	case actDeadLetter:
 		r := cur.record
 		w.dlq.send(newDeadLetter(p.tp, r, cur.reason), deadLetterKey(r))
 		w.metrics.deadLetters.WithLabelValues(p.tp.topic).Inc()
-		w.countDeadLetterLocked(p.windowOf(a.win), r)
+		w.countDeadLetter(p.windowOf(a.win), r)
 	case actDrop:
-		w.countDedupLocked(p, p.windowOf(a.win), cur.record, countDeduplicated)
+		w.countDedup(p, p.windowOf(a.win), cur.record, countDeduplicated)
 	case actLand:
-		return w.endWindowLocked(ctx, p, a.win, a.reason)
+		return w.endWindow(ctx, p, a.win, a.reason)
 	case actDiscard:
-		w.discardLocked(ctx, p, a.win)
+		w.discardWindow(ctx, p, a.win)
 	}
 	return nil
 }
 
-// openFileLocked creates the file a.bucket of p's window, first clearing
+// openFile creates the file a.bucket of p's window, first clearing
 // what a superseded owner left in the bucket when the lander says it is the
 // bucket's first opening since the assignment.
-func (w *Worker) openFileLocked(ctx context.Context, p *partitionState, a action) error {
+func (w *Worker) openFile(ctx context.Context, p *partitionState, a action) error {
 	if a.clear {
-		if err := w.clearSupersededLocked(ctx, p, a.bucket, a.win.start); err != nil {
+		if err := w.clearSuperseded(ctx, p, a.bucket, a.win.start); err != nil {
 			return err
 		}
 	}
@@ -103,14 +110,14 @@ func (w *Worker) openFileLocked(ctx context.Context, p *partitionState, a action
 	return nil
 }
 
-// endWindowLocked lands the lander's window cw of p: publish every file,
+// endWindow lands the lander's window cw of p: publish every file,
 // acknowledge the dead letters, then commit (w.commit) the window's end. On
 // any failure the unpublished files are discarded and the error is
 // returned; nothing is committed.
-func (w *Worker) endWindowLocked(ctx context.Context, p *partitionState, cw *coreWindow, reason string) error {
+func (w *Worker) endWindow(ctx context.Context, p *partitionState, cw *coreWindow, reason string) error {
 	win := p.takeWindow(cw)
 	started := w.now()
-	defer w.releaseLocked(ctx, win)
+	defer w.releaseWindow(ctx, win)
 	var rows, size int64
 	landed := make([]landedFile, 0, len(win.order))
 	for _, f := range win.order {
@@ -119,7 +126,7 @@ func (w *Worker) endWindowLocked(ctx context.Context, p *partitionState, cw *cor
 		if err := f.w.Close(); err != nil {
 			return fmt.Errorf("lake: %s: %w", f.name, err)
 		}
-		if err := w.publishFileLocked(ctx, p, win, f); err != nil {
+		if err := w.publishFile(ctx, p, win, f); err != nil {
 			return err
 		}
 		rows += f.w.Rows()
@@ -131,7 +138,7 @@ func (w *Worker) endWindowLocked(ctx context.Context, p *partitionState, cw *cor
 			w.cfg.AfterPublish(f.name)
 		}
 	}
-	if err := w.publishAuditLocked(ctx, p, win); err != nil {
+	if err := w.publishAudit(ctx, p, win); err != nil {
 		return err
 	}
 	if win.deadLetters > 0 {
@@ -143,36 +150,38 @@ func (w *Worker) endWindowLocked(ctx context.Context, p *partitionState, cw *cor
 	if err := w.commit.commit(ctx, commit); err != nil {
 		return fmt.Errorf("lake: commit %s/%d at %d: %w", p.tp.topic, p.tp.partition, win.next, err)
 	}
-	w.applyAuditLocked(p, win)
+	w.applyAudit(p, win)
 	w.metrics.commitLatency.Observe(w.now().Sub(started).Seconds())
 	w.metrics.rows.WithLabelValues(p.tp.topic).Add(float64(rows))
 	w.metrics.bytes.WithLabelValues(p.tp.topic).Add(float64(size))
 	w.metrics.windows.WithLabelValues(p.tp.topic, reason).Inc()
-	w.mergeDedupCountsLocked(p.tp.topic, win.dedup)
+	w.mergeDedupCounts(p.tp.topic, win.dedup)
+	w.mu.Lock()
 	for _, f := range win.order {
 		w.addPendingLocked(p.tp.topic, f.bucket)
 	}
+	w.mu.Unlock()
 	w.logger.Debug("window landed", "topic", p.tp.topic, "partition", p.tp.partition, "start", win.start,
 		"next", win.next, "rows", rows, "files", len(win.order), "dead_letters", win.deadLetters, "reason", reason)
 	return nil
 }
 
-// discardLocked drops p's window cw without publishing or committing; the
+// discardWindow drops p's window cw without publishing or committing; the
 // records are landed again from the committed offset.
-func (w *Worker) discardLocked(ctx context.Context, p *partitionState, cw *coreWindow) {
+func (w *Worker) discardWindow(ctx context.Context, p *partitionState, cw *coreWindow) {
 	win := p.takeWindow(cw)
-	w.releaseLocked(ctx, win)
+	w.releaseWindow(ctx, win)
 	w.logger.Info("discarded unpublished window", "topic", p.tp.topic, "partition", p.tp.partition,
 		"start", win.start, "next", win.next, "files", len(win.order))
 }
 
-// releaseLocked aborts the window's objects that were not published (Abort
+// releaseWindow aborts the window's objects that were not published (Abort
 // after Publish does nothing). The aborts share one deadline: they are best
 // effort (leftovers are removed when the partition is next assigned), and
 // with the store down each would otherwise spend the S3 client's whole
 // retry policy (about 5 s), one after another, before a failed worker could
 // stop.
-func (w *Worker) releaseLocked(ctx context.Context, win *window) {
+func (w *Worker) releaseWindow(ctx context.Context, win *window) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
 	defer cancel()
 	for _, f := range win.order {

@@ -88,8 +88,9 @@ func (w *Worker) rowSource(p *partitionState, row *schemas.Row) string {
 	return p.lastKey
 }
 
-// countRowLocked counts a row landed in f; hour is its audit hour.
-func (w *Worker) countRowLocked(p *partitionState, win *window, f *outFile, recordTime time.Time) {
+// countRow counts a row landed in f; hour is its audit hour.
+// The caller holds w.landing.
+func (w *Worker) countRow(p *partitionState, win *window, f *outFile, recordTime time.Time) {
 	hour := f.bucket
 	if w.layout.Day {
 		hour = w.eventTime(p.row, recordTime).Truncate(time.Hour)
@@ -102,12 +103,13 @@ func (w *Worker) countRowLocked(p *partitionState, win *window, f *outFile, reco
 	win.countsFor(k).landed++
 }
 
-// countDeadLetterLocked counts a record sent to the dead-letter topic under
+// countDeadLetter counts a record sent to the dead-letter topic under
 // the source and hour its fields name, read leniently because the record
 // did not fit the schema: the fields the source key uses, and the
 // bucketing time field (RFC 3339 or epoch milliseconds), else the record
 // timestamp.
-func (w *Worker) countDeadLetterLocked(win *window, r *kgo.Record) {
+// The caller holds w.landing.
+func (w *Worker) countDeadLetter(win *window, r *kgo.Record) {
 	var ev map[string]any
 	_ = json.Unmarshal(r.Value, &ev) // not JSON: no fields, source "-"
 	source := audit.SourceOf(w.schema.Name, func(name string) string { s, _ := ev[name].(string); return s })
@@ -149,13 +151,14 @@ func fileRowCounts(f *outFile) string {
 	return audit.EncodeRowCounts(c)
 }
 
-// publishAuditLocked publishes the cumulative counts of every key the
+// publishAudit publishes the cumulative counts of every key the
 // window touched, as of the window's end, and waits for their
-// acknowledgement; endWindowLocked calls it before the commit. A crash
+// acknowledgement; endWindow calls it before the commit. A crash
 // before the commit republishes the same numbers: the next owner starts
-// from the counts as of the committed offset (auditBaseLocked) and counts
+// from the counts as of the committed offset (auditBase) and counts
 // the same records again.
-func (w *Worker) publishAuditLocked(ctx context.Context, p *partitionState, win *window) error {
+// The caller holds w.landing.
+func (w *Worker) publishAudit(ctx context.Context, p *partitionState, win *window) error {
 	if w.audit == nil {
 		return nil
 	}
@@ -172,7 +175,7 @@ func (w *Worker) publishAuditLocked(ctx context.Context, p *partitionState, win 
 	if len(win.audit) == 0 {
 		return nil
 	}
-	if err := w.auditBaseLocked(ctx, p, win.start); err != nil {
+	if err := w.auditBase(ctx, p, win.start); err != nil {
 		return err
 	}
 	now := w.now().UTC()
@@ -200,9 +203,10 @@ func (w *Worker) publishAuditLocked(ctx context.Context, p *partitionState, win 
 	return nil
 }
 
-// applyAuditLocked adds a committed window's counts to the partition's
+// applyAudit adds a committed window's counts to the partition's
 // totals.
-func (w *Worker) applyAuditLocked(p *partitionState, win *window) {
+// The caller holds w.landing.
+func (w *Worker) applyAudit(p *partitionState, win *window) {
 	if p.auditTotals == nil {
 		return
 	}
@@ -213,14 +217,15 @@ func (w *Worker) applyAuditLocked(p *partitionState, win *window) {
 	}
 }
 
-// auditBaseLocked sets p's totals, once per assignment, to the counts as
+// auditBase sets p's totals, once per assignment, to the counts as
 // of start, the committed offset its first window starts at: per key, the
 // published record with the largest offset not past start. Every window
 // that counted a key published it before its commit, so the records up to
 // the committed offset are all in the audit topic; records past it come
 // from a window that was never committed and are ignored. One read serves
 // every partition of the worker still without totals.
-func (w *Worker) auditBaseLocked(ctx context.Context, p *partitionState, start int64) error {
+// The caller holds w.landing.
+func (w *Worker) auditBase(ctx context.Context, p *partitionState, start int64) error {
 	if p.auditTotals != nil {
 		return nil
 	}
@@ -232,7 +237,7 @@ func (w *Worker) auditBaseLocked(ctx context.Context, p *partitionState, start i
 			return fmt.Errorf("lake: reading the audit counts of %s/%d: %w", p.tp.topic, p.tp.partition, err)
 		}
 		byInstance := map[string]*partitionState{}
-		for _, q := range w.parts {
+		for _, q := range w.sortedPartitionsLocked() {
 			if q.auditTotals == nil {
 				q.auditHistory = []audit.Entry{}
 				byInstance[w.auditInstance(q.tp)] = q

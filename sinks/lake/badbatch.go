@@ -96,30 +96,37 @@ type batchReader interface {
 // describeTimeout bounds the direct read of one undecodable batch.
 const describeTimeout = 10 * time.Second
 
-// skipBatchLocked dead-letters an undecodable batch and moves p past it.
-func (w *Worker) skipBatchLocked(ctx context.Context, p *partitionState, b undecodableBatch) {
-	d := DeadLetter{Reason: reasonUndecodableBatch, Topic: b.tp.topic, Partition: b.tp.partition,
-		Offset: b.first, LastOffset: b.next - 1, Error: b.err.Error()}
-	dctx, cancel := context.WithTimeout(ctx, describeTimeout)
-	desc, err := w.batches.describe(dctx, b.tp, b.first)
-	cancel()
-	if err != nil {
-		w.logger.Warn("reading an undecodable batch for its description failed; its dead letter has the client's error only",
-			"topic", b.tp.topic, "partition", b.tp.partition, "offset", b.first, "err", err)
-	} else {
-		d.BatchBytes, d.Compression, d.Records = desc.bytes, desc.compression, desc.records
-		d.Timestamp = desc.firstTimestamp.UTC().Format(time.RFC3339Nano)
-		if desc.err != "" {
-			d.Error = desc.err
+// describeBatches makes the dead letter of each undecodable batch, its
+// description read with a direct fetch. It holds no lock: landings do not
+// wait for the broker's answer.
+func (w *Worker) describeBatches(ctx context.Context, batches []undecodableBatch) []DeadLetter {
+	letters := make([]DeadLetter, 0, len(batches))
+	for _, b := range batches {
+		d := DeadLetter{Reason: reasonUndecodableBatch, Topic: b.tp.topic, Partition: b.tp.partition,
+			Offset: b.first, LastOffset: b.next - 1, Error: b.err.Error()}
+		dctx, cancel := context.WithTimeout(ctx, describeTimeout)
+		desc, err := w.batches.describe(dctx, b.tp, b.first)
+		cancel()
+		if err != nil {
+			w.logger.Warn("reading an undecodable batch for its description failed; its dead letter has the client's error only",
+				"topic", b.tp.topic, "partition", b.tp.partition, "offset", b.first, "err", err)
+		} else {
+			d.BatchBytes, d.Compression, d.Records = desc.bytes, desc.compression, desc.records
+			d.Timestamp = desc.firstTimestamp.UTC().Format(time.RFC3339Nano)
+			if desc.err != "" {
+				d.Error = desc.err
+			}
 		}
+		letters = append(letters, d)
 	}
-	w.skipRangeLocked(p, d, b.first, b.next)
+	return letters
 }
 
 // skipRangeLocked sends d, the dead letter of a batch, and moves p from
 // first, where the client stands, to next, past the batch. The skipped
 // offsets join p's window like dead-lettered records: they are committed
-// with the window, after the dead letter is acknowledged.
+// with the window, after the dead letter is acknowledged. The caller holds
+// w.landing (the name is older than that lock; stall.go calls it too).
 func (w *Worker) skipRangeLocked(p *partitionState, d DeadLetter, first, next int64) {
 	w.dlq.send(d, nil)
 	w.metrics.deadLetters.WithLabelValues(p.tp.topic).Inc()

@@ -33,19 +33,21 @@ const (
 	countNoID         = 1
 )
 
-// mergeDedupCountsLocked adds a landed window's counts to the Prometheus
+// mergeDedupCounts adds a landed window's counts to the Prometheus
 // counters. The audit reads them per source and hour from the window
 // (audit.go).
-func (w *Worker) mergeDedupCountsLocked(topic string, c dedupCounts) {
+// The caller holds w.landing.
+func (w *Worker) mergeDedupCounts(topic string, c dedupCounts) {
 	for _, v := range c {
 		w.metrics.duplicates.WithLabelValues(topic).Add(float64(v[countDeduplicated]))
 		w.metrics.withoutID.WithLabelValues(topic).Add(float64(v[countNoID]))
 	}
 }
 
-// countDedupLocked counts r, decoded into p.row, in win as a repeat
+// countDedup counts r, decoded into p.row, in win as a repeat
 // dropped (countDeduplicated) or a row without id (countNoID).
-func (w *Worker) countDedupLocked(p *partitionState, win *window, r *kgo.Record, which int) {
+// The caller holds w.landing.
+func (w *Worker) countDedup(p *partitionState, win *window, r *kgo.Record, which int) {
 	if win.dedup == nil {
 		win.dedup = dedupCounts{}
 	}

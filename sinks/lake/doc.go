@@ -305,14 +305,28 @@
 // dedupset.go), Parquet writing, the store, the fence checks, the audit and
 // the commit. It runs them in order and stops at the first failure, so the
 // lander can assume every action succeeds; what the failure left undone is
-// discarded. Nothing replays under the worker's lock: a newly assigned
-// partition's dedup set is rebuilt (rebuild.go) before its first records
-// are handed to the lander. The assignment's cleanup, the search for due
-// markers and the marker writes run without it too. The lock is held
-// through a landing's I/O, which the rebalance callbacks share with the
-// poll loop (a revoked partition is landed before its callback returns),
-// and Err has a lock of its own, so nothing waits on it but another
-// landing.
+// discarded.
+//
+// Two locks split what one used to do. The landing lock (w.landing)
+// serialises landings: the poll loop's, the revoke callback's (a revoked
+// partition is landed, publish then commit, before the callback returns),
+// the lost callback's discards, Shutdown's and a failure's. It is held
+// through a landing's I/O in order, so within one landing the fence check
+// still comes before each publish and the commit after the last one, and
+// a revoke that Shutdown's timeout path runs while the poll loop is still
+// landing waits for that landing instead of interleaving with it. It guards
+// the lander and every partition's windows. The state lock (w.mu) guards
+// what others read or write while a landing runs: which partitions are
+// assigned, the buckets waiting for markers and Err's answer. It is held
+// for a few map operations and never across store, network or Kafka I/O,
+// so Err, the assignment bookkeeping and the marker bookkeeping never wait
+// for a landing; it is taken after the landing lock, never before. Nothing
+// replays under either lock: a newly assigned partition's dedup set is
+// rebuilt (rebuild.go) before its first records are handed to the lander,
+// the lock taken only to look and to set. An undecodable batch is read for
+// its dead letter's description before the landing lock is taken. The
+// assignment's cleanup, the search for due markers and the marker writes
+// hold no lock.
 //
 // A window's end is made durable in one step, the committer (commit.go):
 // once every file of the window is published, its dead letters and audit

@@ -42,8 +42,8 @@ const fenceTimeout = 10 * time.Second
 // that follows the publish, and it costs one round trip. The member must be
 // the one the partition was assigned to: a client whose member was removed
 // (its session expired) notices it on its own heartbeat and rejoins under a
-// new id, possibly before the worker, which holds its lock through the
-// publish, has run the lost-partitions callback. A rebalance in
+// new id, possibly before the worker, which holds its landing lock through
+// the publish, has run the lost-partitions callback. A rebalance in
 // progress still counts as owning: the coordinator gives no partition of a
 // member to another before that member rejoined or its session expired,
 // which is also why a revoked partition may still be landed.
@@ -78,9 +78,10 @@ func (k *kgoOwnership) check(ctx context.Context, assigned string) error {
 	}
 }
 
-// checkOwnershipLocked runs the check for p; a worker without a checker
+// checkOwnership runs the check for p; a worker without a checker
 // (tests) always owns its partitions.
-func (w *Worker) checkOwnershipLocked(ctx context.Context, p *partitionState) error {
+// The caller holds w.landing.
+func (w *Worker) checkOwnership(ctx context.Context, p *partitionState) error {
 	if w.fence == nil {
 		return nil
 	}
@@ -97,7 +98,7 @@ func (w *Worker) memberID() string {
 	return member
 }
 
-// publishFileLocked publishes a closed file of p's window under its final
+// publishFile publishes a closed file of p's window under its final
 // name, which carries its row range, after checking that the worker still
 // owns p. When it does not, nothing is published and the error wraps
 // errFenced: like a failed commit, it stops the worker, whose next start
@@ -106,12 +107,13 @@ func (w *Worker) memberID() string {
 // discarded window, so a later window's commit would skip its records. A
 // name that exists holds the same rows (see doc.go), so it counts as
 // published.
-func (w *Worker) publishFileLocked(ctx context.Context, p *partitionState, win *window, f *outFile) error {
+// The caller holds w.landing.
+func (w *Worker) publishFile(ctx context.Context, p *partitionState, win *window, f *outFile) error {
 	final := w.layout.DataFile(p.tp.topic, f.bucket, p.tp.partition, f.first, f.last)
 	if w.cfg.BeforePublish != nil {
 		w.cfg.BeforePublish(final)
 	}
-	if err := w.checkOwnershipLocked(ctx, p); err != nil {
+	if err := w.checkOwnership(ctx, p); err != nil {
 		if errors.Is(err, errFenced) {
 			w.logger.Warn("publish refused: the partition has moved to another member; the window is discarded",
 				"topic", p.tp.topic, "partition", p.tp.partition, "start", win.start, "next", win.next,
@@ -131,7 +133,7 @@ func (w *Worker) publishFileLocked(ctx context.Context, p *partitionState, win *
 	return nil
 }
 
-// clearSupersededLocked is called before p's window opens its first file
+// clearSuperseded is called before p's window opens its first file
 // in bucket since the assignment (the lander tells when): it removes p's
 // files in the bucket whose row range ends at or after start, the window's
 // start (the committed offset). No owner committed them: a crashed attempt
@@ -139,7 +141,8 @@ func (w *Worker) publishFileLocked(ctx context.Context, p *partitionState, win *
 // are landed again by this owner, under names that may differ when the cuts
 // do. The files are listed, then the ownership checked, then removed, so a
 // paused former owner never removes a file the new owner published.
-func (w *Worker) clearSupersededLocked(ctx context.Context, p *partitionState, bucket time.Time, start int64) error {
+// The caller holds w.landing.
+func (w *Worker) clearSuperseded(ctx context.Context, p *partitionState, bucket time.Time, start int64) error {
 	dir := w.layout.Dir(p.tp.topic, bucket) + "/"
 	objs, err := w.store.List(ctx, w.layout.PartitionFiles(p.tp.topic, bucket, p.tp.partition))
 	if err != nil {
@@ -153,7 +156,7 @@ func (w *Worker) clearSupersededLocked(ctx context.Context, p *partitionState, b
 		}
 	}
 	if len(stale) > 0 {
-		if err := w.checkOwnershipLocked(ctx, p); err != nil {
+		if err := w.checkOwnership(ctx, p); err != nil {
 			return fmt.Errorf("lake: not removing %d files past offset %d in %s: %w", len(stale), start, dir, err)
 		}
 		for _, name := range stale {

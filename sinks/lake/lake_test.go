@@ -92,11 +92,11 @@ func click(offset int64, h int) *kgo.Record {
 // feed processes records from offset from, as the group would deliver them
 // after a commit at from, stopping at the first error.
 func feed(w *Worker, recs []*kgo.Record, from int64) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	p := w.partitionLocked(topicPartition{"clicks", 0})
+	w.landing.Lock()
+	defer w.landing.Unlock()
+	p := w.assign(topicPartition{"clicks", 0})
 	for _, r := range recs[from:] {
-		if err := w.processLocked(context.Background(), p, r); err != nil {
+		if err := w.processRecord(context.Background(), p, r); err != nil {
 			return err
 		}
 	}
@@ -104,9 +104,9 @@ func feed(w *Worker, recs []*kgo.Record, from int64) error {
 }
 
 func flushAll(w *Worker) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.runLocked(context.Background(), w.core.shutdown(), nil)
+	w.landing.Lock()
+	defer w.landing.Unlock()
+	return w.runActions(context.Background(), w.core.shutdown(), nil)
 }
 
 // landed reads every row back with xitongsys/parquet-go and returns the

@@ -33,8 +33,8 @@ const rebuildTimeout = 2 * time.Minute
 // rebuildDedups gives every partition of fetches that has records but no
 // dedup state yet its state as of its first record, by replay
 // (rebuildDedup). It runs before the records are handed to the lander and
-// holds w.mu only to look and to set: a replay takes up to rebuildTimeout,
-// and Err, Shutdown and the rebalance callbacks must not wait for it. No
+// holds w.landing only to look and to set: a replay takes up to
+// rebuildTimeout, and a revoke's landing must not wait for it. No
 // rebalance callback runs meanwhile (they run between polls), so the
 // partitions stay assigned.
 func (w *Worker) rebuildDedups(ctx context.Context, fetches kgo.Fetches) {
@@ -48,26 +48,26 @@ func (w *Worker) rebuildDedups(ctx context.Context, fetches kgo.Fetches) {
 			return
 		}
 		tp := topicPartition{ftp.Topic, ftp.Partition}
-		w.mu.Lock()
-		p := w.partitionLocked(tp)
+		w.landing.Lock()
+		p := w.assign(tp)
 		first, ok := p.firstUndecided(ftp.Records)
 		ok = ok && p.dedup == nil
-		w.mu.Unlock()
+		w.landing.Unlock()
 		if !ok {
 			return
 		}
 		d := w.rebuildDedup(ctx, tp, first)
-		w.mu.Lock()
-		if w.parts[tp] == p && p.dedup == nil {
+		w.landing.Lock()
+		if w.partition(tp) == p && p.dedup == nil {
 			p.dedup = d
 		}
-		w.mu.Unlock()
+		w.landing.Unlock()
 	})
 }
 
 // firstUndecided is the offset of the first of records the lander will
 // decide: the first past p's open window (an earlier one is a re-delivery).
-// The caller holds w.mu.
+// The caller holds w.landing.
 func (p *partitionState) firstUndecided(records []*kgo.Record) (int64, bool) {
 	for _, r := range records {
 		if p.win == nil || r.Offset >= p.win.next {

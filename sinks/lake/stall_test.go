@@ -418,9 +418,9 @@ func TestQuietPartitionNotSkipped(t *testing.T) {
 	w, root, reg := startSink(ctx, t, addr)
 	waitCommitted(ctx, t, w, 2)
 	probe := &countingProbe{}
-	w.mu.Lock()
+	w.landing.Lock() // the stall checks run holding it
 	probe.stallProbe, w.probe = w.probe, probe
-	w.mu.Unlock()
+	w.landing.Unlock()
 	for {
 		probe.mu.Lock()
 		checks, reads := probe.checks, probe.reads

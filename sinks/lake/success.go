@@ -102,7 +102,8 @@ func partitionPosition(end kadm.ListedOffset, committed kadm.OffsetResponses, no
 	return decodeWatermark(c.Metadata)
 }
 
-// addPendingLocked remembers that bucket of topic has files and may need a marker.
+// addPendingLocked remembers that bucket of topic has files and may need a
+// marker. The caller holds w.mu.
 func (w *Worker) addPendingLocked(topic string, bucket time.Time) {
 	if w.cfg.SuccessGrace < 0 {
 		return
@@ -121,7 +122,7 @@ func (w *Worker) addPendingLocked(topic string, bucket time.Time) {
 // window names them again, so without this their markers would never come.
 // It lists the days from a day (plus the grace) before the position to a day
 // after it: further back, markers were due long before the stop. It reads
-// the group's progress and lists the lake without the worker's lock.
+// the group's progress and lists the lake holding no lock.
 func (w *Worker) recoverPending(ctx context.Context, topic string) {
 	if w.cfg.SuccessGrace < 0 || w.progress == nil {
 		return
@@ -171,7 +172,7 @@ func (w *Worker) recoverPending(ctx context.Context, topic string) {
 
 // maybeWriteMarkers writes the _SUCCESS markers that are due, at most once
 // per SuccessInterval. It reads the group's progress and writes the
-// markers without the worker's lock.
+// markers holding no lock; w.mu only guards the pending set.
 func (w *Worker) maybeWriteMarkers(ctx context.Context) {
 	now := w.now()
 	w.mu.Lock()

@@ -108,9 +108,10 @@ type current struct {
 	noID   bool   // a row without a recognised event id (counted)
 }
 
-// processLocked classifies one record of p (decode, dedup), hands it to the
+// processRecord classifies one record of p (decode, dedup), hands it to the
 // lander and runs what the lander decides.
-func (w *Worker) processLocked(ctx context.Context, p *partitionState, r *kgo.Record) error {
+// The caller holds w.landing.
+func (w *Worker) processRecord(ctx context.Context, p *partitionState, r *kgo.Record) error {
 	if !w.core.fresh(p.tp, r.Offset) {
 		return nil // already in this window (a re-delivered fetch)
 	}
@@ -142,7 +143,7 @@ func (w *Worker) processLocked(ctx context.Context, p *partitionState, r *kgo.Re
 	if rec.kind == recordRow {
 		rec.bucket = w.bucketOf(p.row, r.Timestamp)
 	}
-	return w.runLocked(ctx, w.core.record(p.tp, rec), cur)
+	return w.runActions(ctx, w.core.record(p.tp, rec), cur)
 }
 
 // windowOf returns p's window for the lander's cw, new when p holds none

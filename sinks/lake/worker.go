@@ -49,20 +49,29 @@ type Worker struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the poll loop has returned
 
-	// mu serialises the poll loop's landing with the rebalance callbacks
-	// and Shutdown, which land and discard windows too; it is held through
-	// the I/O of a landing (a revoked partition must be landed before the
-	// callback returns), never through a dedup replay (rebuild.go).
+	// landing serialises landings: the poll loop's, the rebalance
+	// callbacks' (a revoked partition is landed before onRevoked returns,
+	// and Shutdown's timeout path can run onRevoked while the poll loop is
+	// still landing), Shutdown's and fail's discards. It is held through a
+	// landing's I/O (creates, fence checks, publishes, the audit publish,
+	// the commit), never through a dedup replay (rebuild.go). The methods
+	// that run a landing's actions say that the caller holds it. Taken
+	// before mu, never while holding mu.
+	landing sync.Mutex // guards the following, and every field of a *partitionState
+	core    *lander    // the decisions (core.go)
+
+	// mu guards the in-memory state that goroutines outside a landing read
+	// or write: which partitions are assigned (onAssigned adds them while
+	// nothing lands), the buckets waiting for markers and why the worker
+	// stopped. It is held for short sections that never do store, network
+	// or Kafka I/O, so Err, the marker bookkeeping and the rebalance
+	// callbacks' bookkeeping never wait for a landing. A *partitionState is
+	// written only before it is put in parts, or holding landing.
 	mu               sync.Mutex // guards the following
-	core             *lander    // the decisions (core.go)
 	parts            map[topicPartition]*partitionState
 	pending          map[string]map[int64]struct{} // topic -> buckets (Unix seconds) with files but no marker yet
 	lastSuccessCheck time.Time
-
-	// errMu guards err for Err, which must not wait for a landing under
-	// mu; err is written holding both, so code holding mu reads it freely.
-	errMu sync.Mutex
-	err   error // why the worker stopped on its own
+	err              error // why the worker stopped on its own
 }
 
 // New checks cfg and returns a worker that lands into st. reg may be nil.
@@ -128,7 +137,8 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		kgo.OnPartitionsRevoked(w.onRevoked),
 		kgo.OnPartitionsLost(w.onLost),
 		// Bounded, and every batch it cannot decode stops its partition
-		// with the batch's offsets, for skipBatchLocked (badbatch.go).
+		// with the batch's offsets, for describeBatches and
+		// skipRangeLocked (badbatch.go).
 		kgo.WithDecompressor(stoppingDecompressor{decompressor}),
 	)...)
 	if err != nil {
@@ -169,8 +179,8 @@ func (w *Worker) Done() <-chan struct{} { return w.done }
 
 // Err reports why the worker stopped on its own, or nil.
 func (w *Worker) Err() error {
-	w.errMu.Lock()
-	defer w.errMu.Unlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	return w.err
 }
 
@@ -193,13 +203,13 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		<-w.done
 		return fmt.Errorf("lake: shutdown: %w", ctx.Err())
 	}
-	w.mu.Lock()
+	w.landing.Lock()
 	var err error
-	if w.err == nil {
+	if w.Err() == nil {
 		// Lands every window; after a failed one the rest are discarded.
-		err = w.runLocked(ctx, w.core.shutdown(), nil)
+		err = w.runActions(ctx, w.core.shutdown(), nil)
 	}
-	w.mu.Unlock()
+	w.landing.Unlock()
 	w.client.Close() // leaves the group; onRevoked finds nothing left to land
 	return err
 }
@@ -252,8 +262,6 @@ func (w *Worker) handle(ctx context.Context, fetches kgo.Fetches) error {
 
 // land hands one poll's records to the lander and runs its decisions.
 func (w *Worker) land(ctx context.Context, fetches kgo.Fetches) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	var undecodable []undecodableBatch
 	fetches.EachError(func(topic string, partition int32, err error) {
 		if tooLarge, ok := errors.AsType[*kgo.ErrDecompressTooLarge](err); ok {
@@ -265,12 +273,16 @@ func (w *Worker) land(ctx context.Context, fetches kgo.Fetches) error {
 			w.logger.Warn("fetch failed; retrying", "topic", topic, "partition", partition, "err", err)
 		}
 	})
+	// Read before the landing lock: a direct fetch from the broker.
+	letters := w.describeBatches(ctx, undecodable)
+	w.landing.Lock()
+	defer w.landing.Unlock()
 	var err error
 	fetches.EachPartition(func(ftp kgo.FetchTopicPartition) {
 		if err != nil || len(ftp.Records) == 0 {
 			return
 		}
-		p := w.partitionLocked(topicPartition{ftp.Topic, ftp.Partition})
+		p := w.assign(topicPartition{ftp.Topic, ftp.Partition})
 		// Once per fetch, not per record: reading the clock cost 4% of
 		// landing a click event.
 		now := w.now()
@@ -278,7 +290,7 @@ func (w *Worker) land(ctx context.Context, fetches kgo.Fetches) error {
 		p.progressAt = now
 		for i, r := range ftp.Records {
 			p.dedup.prefetch(ftp.Records, i)
-			if err = w.processLocked(ctx, p, r); err != nil {
+			if err = w.processRecord(ctx, p, r); err != nil {
 				return
 			}
 		}
@@ -291,12 +303,12 @@ func (w *Worker) land(ctx context.Context, fetches kgo.Fetches) error {
 	}
 	// After the records: a partition's records in this poll all come
 	// before its undecodable batch, which stopped its fetching.
-	for _, b := range undecodable {
-		if p := w.parts[b.tp]; p != nil { // assigned (no revoke runs during a poll)
-			w.skipBatchLocked(ctx, p, b)
+	for i, b := range undecodable {
+		if p := w.partition(b.tp); p != nil { // assigned (no revoke runs during a poll)
+			w.skipRangeLocked(p, letters[i], b.first, b.next)
 		}
 	}
-	if err := w.flushIdleLocked(ctx); err != nil {
+	if err := w.flushIdle(ctx); err != nil {
 		return err
 	}
 	// A partition stuck at a malformed batch delivers nothing at all.
@@ -304,24 +316,47 @@ func (w *Worker) land(ctx context.Context, fetches kgo.Fetches) error {
 	return nil
 }
 
-// flushIdleLocked lands the windows of partitions that delivered nothing for
-// IdleTimeout.
-func (w *Worker) flushIdleLocked(ctx context.Context) error {
-	return w.runLocked(ctx, w.core.tick(w.now()), nil)
+// flushIdle lands the windows of partitions that delivered nothing for
+// IdleTimeout. The caller holds w.landing.
+func (w *Worker) flushIdle(ctx context.Context) error {
+	return w.runActions(ctx, w.core.tick(w.now()), nil)
 }
 
 // fail stops the worker after a landing failure: every window is discarded,
 // nothing more is committed.
 func (w *Worker) fail(ctx context.Context, err error) {
+	w.landing.Lock()
+	defer w.landing.Unlock()
+	w.discardEach(ctx, w.core.failed())
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.discardEachLocked(ctx, w.core.failed())
-	w.errMu.Lock()
 	w.err = err
-	w.errMu.Unlock()
+	w.mu.Unlock()
 	w.logger.Error("sink worker stopped; unlanded records are landed again from the committed offsets", "err", err)
 }
 
+// partition returns tp's state, nil when tp is not assigned.
+func (w *Worker) partition(tp topicPartition) *partitionState {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.parts[tp]
+}
+
+// assign returns tp's state, made when tp has none yet.
+func (w *Worker) assign(tp topicPartition) *partitionState {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.partitionLocked(tp)
+}
+
+// forget removes tp's state: tp is no longer assigned.
+func (w *Worker) forget(tp topicPartition) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.parts, tp)
+}
+
+// partitionLocked returns tp's state, made when tp has none yet. The
+// caller holds w.mu.
 func (w *Worker) partitionLocked(tp topicPartition) *partitionState {
 	p := w.parts[tp]
 	if p == nil {
@@ -333,8 +368,12 @@ func (w *Worker) partitionLocked(tp topicPartition) *partitionState {
 }
 
 // sortedPartitionsLocked lists the partitions in a fixed order, so the
-// stall checks (stall.go) run in the same order every time.
+// stall checks (stall.go) run in the same order every time. Its caller holds
+// w.landing (the partitions' fields are a landing's to read); it takes w.mu
+// itself for the list.
 func (w *Worker) sortedPartitionsLocked() []*partitionState {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	out := make([]*partitionState, 0, len(w.parts))
 	for _, p := range w.parts {
 		out = append(out, p)
@@ -350,8 +389,9 @@ func (w *Worker) sortedPartitionsLocked() []*partitionState {
 
 // onAssigned removes what earlier owners of the new partitions left
 // unpublished, before any of their records is read, and picks up the
-// _SUCCESS markers they left due. The store is asked without the worker's
-// lock: the poll loop hands out no record while a rebalance callback runs.
+// _SUCCESS markers they left due. It takes only w.mu, to record the
+// assignment, and asks the store holding no lock: the poll loop hands out no
+// record while a rebalance callback runs.
 func (w *Worker) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	for topic, partitions := range assigned {
 		set := map[int32]func(string) bool{}
@@ -382,21 +422,20 @@ func (w *Worker) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[str
 // onRevoked lands the revoked partitions' windows (publish, then commit with
 // the generation that still owns them) and forgets them.
 func (w *Worker) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.landing.Lock()
+	defer w.landing.Unlock()
 	work := context.WithoutCancel(ctx)
 	for topic, partitions := range revoked {
 		for _, id := range partitions {
 			tp := topicPartition{topic, id}
-			p := w.parts[tp]
-			if p == nil {
+			if w.partition(tp) == nil {
 				continue
 			}
-			if err := w.runLocked(work, w.core.revoked(tp, w.err != nil), nil); err != nil {
+			if err := w.runActions(work, w.core.revoked(tp, w.Err() != nil), nil); err != nil {
 				w.logger.Warn("landing a revoked partition failed; its next owner rewrites the window",
 					"topic", topic, "partition", id, "err", err)
 			}
-			delete(w.parts, tp)
+			w.forget(tp)
 			w.metrics.lag.DeleteLabelValues(topic, strconv.Itoa(int(id)))
 		}
 		w.logger.Info("partitions revoked", "topic", topic, "partitions", partitions)
@@ -406,14 +445,14 @@ func (w *Worker) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[strin
 // onLost discards the lost partitions' windows: another member may own them
 // already, so nothing may be committed for them.
 func (w *Worker) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.landing.Lock()
+	defer w.landing.Unlock()
 	for topic, partitions := range lost {
 		for _, id := range partitions {
 			tp := topicPartition{topic, id}
-			if p := w.parts[tp]; p != nil {
-				w.discardEachLocked(context.WithoutCancel(ctx), w.core.lost(tp))
-				delete(w.parts, tp)
+			if w.partition(tp) != nil {
+				w.discardEach(context.WithoutCancel(ctx), w.core.lost(tp))
+				w.forget(tp)
 				w.metrics.lag.DeleteLabelValues(topic, strconv.Itoa(int(id)))
 			}
 		}
