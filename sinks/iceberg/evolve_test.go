@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 
 	"millrace/schemas"
@@ -324,15 +325,20 @@ func TestEvolveRace(t *testing.T) {
 	}
 	checkOneEvolution(t, afterB, "unit")
 
-	// At once, each adding its own field to a fresh table: both columns
+	// At once, each adding its own field to a fresh table, both from the
+	// same table (so whoever commits second has to reload): both columns
 	// land, neither twice.
 	c1 := extendMetric(t, schemas.Field{Name: "unit", Type: schemas.TypeString})
 	c2 := extendMetric(t, schemas.Field{Name: "plan", Type: schemas.TypeInt64})
 	for round := range 3 {
 		topic := fmt.Sprint("race", round)
-		var wg sync.WaitGroup
-		errs := make([]error, 2)
-		for i, w := range []struct {
+		type worker struct {
+			c   *Catalog
+			tbl *table.Table
+			sc  *iceberg.Schema
+		}
+		var workers []worker
+		for _, w := range []struct {
 			c *Catalog
 			s *schemas.Schema
 		}{{a, c1}, {b, c2}} {
@@ -344,8 +350,13 @@ func TestEvolveRace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			workers = append(workers, worker{w.c, tbl, sc})
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, len(workers))
+		for i, w := range workers {
 			wg.Go(func() {
-				_, errs[i] = w.c.Evolve(t.Context(), tbl, sc)
+				_, errs[i] = w.c.Evolve(t.Context(), w.tbl, w.sc)
 			})
 		}
 		wg.Wait()
@@ -442,4 +453,27 @@ func TestDeadLetterTable(t *testing.T) {
 	if got := encodeOffsets(p.Offsets); got != "2:42" {
 		t.Errorf("dead-letter table's offsets %q, want 2:42", got)
 	}
+}
+
+// TestEvolveSetsAMissingNameMapping opens a table created without a name
+// mapping (as tables were before evolution): opening it sets one, in the
+// same commit as the column it adds.
+func TestEvolveSetsAMissingNameMapping(t *testing.T) {
+	c := openSQLite(t, t.TempDir())
+	sc, err := Schema(schemas.Metric)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare, err := c.Catalog().CreateTable(t.Context(), c.Identifier("metrics"), sc, catalog.WithProperties(tableProperties))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bare.NameMapping() != nil {
+		t.Fatal("the table has a name mapping before evolution")
+	}
+	tbl, err := c.Table(t.Context(), "metrics", extendMetric(t, schemas.Field{Name: "unit", Type: schemas.TypeString}), TableConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkOneEvolution(t, tbl, "unit")
 }
