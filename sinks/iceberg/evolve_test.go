@@ -414,6 +414,7 @@ func TestDeadLetterTable(t *testing.T) {
 	if !dlq.Schema().Equals(DeadLetterSchema()) {
 		t.Errorf("schema:\n%v\nwant:\n%v", dlq.Schema(), DeadLetterSchema())
 	}
+	checkNameMapping(t, dlq)
 	at := hour0.Add(90 * time.Minute)
 	dlq = commit(t, c, dlq, Commit{Group: "sink", Topic: "metrics" + DeadLetterSuffix, Ranges: map[int32]Range{2: {40, 42}},
 		Files: []iceberg.DataFile{writeBatch(t, dlq, "p2-40.parquet", func(_ *arrow.Schema, b *array.RecordBuilder) {
