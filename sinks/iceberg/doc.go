@@ -12,7 +12,9 @@
 //     first in column order, so the same schema always has the same IDs and
 //     an appended field takes the next) and a partition spec
 //     ([PartitionSpec]: hour(<event time>) by default; day, identity on a
-//     field, or none).
+//     field, or none). Opening a table evolves its schema to take the
+//     sink's ([Catalog.Evolve], below); [Catalog.DeadLetterTable] opens
+//     the topic's <topic>~dlq table for the records it cannot take.
 //   - Commits ([Catalog.CommitRoll]): the data files millrace already wrote
 //     under deterministic names (never Transaction.Append, which names files
 //     with random UUIDs) are added with Transaction.AddDataFiles in one
@@ -56,6 +58,39 @@
 // is resolved by reloading the table: each attempt writes a random ID into
 // its snapshot summary, and finding it among the snapshots after the one it
 // was built on means it landed.
+//
+// # Schema evolution
+//
+// A table's schema follows the sink's schema forward and never rewrites a
+// data file. [Catalog.Evolve] pairs the sink's fields with the table's
+// columns by name: a field the table lacks becomes an optional column
+// (rows already in the table read it as null) with the table's next field
+// ID (Iceberg's last-column-id plus one), and existing columns keep
+// theirs; a column widens only as Iceberg allows (int to long, float to
+// double, a decimal's precision at the same scale); a required column may
+// become optional. Anything else (a narrowing or any other type change,
+// a new required field, a required column the sink no longer fills) is
+// refused with [ErrIncompatibleSchema], naming the field and both types,
+// and nothing is committed; the records such a schema describes belong in
+// the topic's dead-letter table (partition, offset, raw bytes, reason,
+// record time). A field the sink drops stays in the table, so workers on
+// an older and a newer schema version can share it.
+//
+// The sink's Parquet files carry no field IDs: readers map their columns
+// to the table's by the table's name mapping (schema.name-mapping.default).
+// It is set when the table is created and updated by each evolution in
+// the same commit, so a file written with a new column reads it; were it
+// left to Transaction.AddDataFiles, a roll committed from a copy of the
+// table loaded before the change would set it from the old schema.
+//
+// The change is a commit of its own that asserts the main branch's head
+// and the current schema, with no retries inside iceberg-go, like a roll's
+// commit. When it fails because the table moved (another worker evolved it
+// the same way, or a roll landed), Evolve reloads the table and plans
+// again: the other worker's column is then found, so concurrent workers
+// converge on one schema, with no column added twice or lost. A schema
+// change makes no snapshot, so a roll built on the table before it still
+// passes its own ref assertion, lands, and leaves the new schema in place.
 //
 // The sink worker does not use this package yet; the commit will become one
 // of its actions.

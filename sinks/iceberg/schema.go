@@ -16,7 +16,9 @@ import (
 // the table keeps exactly these IDs. Because a later version of a sink schema
 // only appends fields (schemas.CheckEvolution), the same fields always get the
 // same IDs, and an appended field gets the table's next ID, which is what
-// Iceberg's UpdateSchema gives an added column.
+// Iceberg's UpdateSchema gives an added column. These are the IDs a new
+// table gets; once it exists its IDs are its own: Evolve pairs the sink's
+// fields with the table's columns by name.
 func Schema(s *schemas.Schema) (*iceberg.Schema, error) {
 	next := 0
 	id := func() int { next++; return next }
@@ -47,20 +49,4 @@ func Schema(s *schemas.Schema) (*iceberg.Schema, error) {
 		fields = append(fields, field)
 	}
 	return iceberg.NewSchema(0, fields...), nil
-}
-
-// checkFieldIDs reports whether the table's schema gives every field of want
-// the ID want gives it: a table made by another schema, or renumbered by
-// hand, would have its columns read under the wrong names.
-func checkFieldIDs(table, want *iceberg.Schema) error {
-	for _, f := range want.Fields() {
-		got, ok := table.FindFieldByName(f.Name)
-		if !ok {
-			return fmt.Errorf("iceberg: the table has no column %q (id %d): adding columns is not supported yet", f.Name, f.ID)
-		}
-		if got.ID != f.ID {
-			return fmt.Errorf("iceberg: the table's column %q has field id %d, the sink schema gives it %d", f.Name, got.ID, f.ID)
-		}
-	}
-	return nil
 }

@@ -2,8 +2,10 @@ package iceberg
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
@@ -36,33 +38,50 @@ func (c *Catalog) Identifier(topic string) table.Identifier {
 	return table.Identifier{c.cfg.Namespace, topic}
 }
 
-// Table loads topic's table, creating it from s when it does not exist. It
-// fails when the table's field IDs disagree with the ones Schema gives s.
+// Table loads topic's table, creating it from s when it does not exist,
+// and evolves its schema to take s (Evolve): a field s has and the table
+// lacks becomes a column. It fails, wrapping ErrIncompatibleSchema, when
+// the table cannot take s.
 func (c *Catalog) Table(ctx context.Context, topic string, s *schemas.Schema, tc TableConfig) (*table.Table, error) {
 	want, err := Schema(s)
 	if err != nil {
 		return nil, err
 	}
+	tbl, err := c.loadOrCreate(ctx, topic, want, func() (iceberg.PartitionSpec, error) { return specFor(s, want, tc) })
+	if err != nil {
+		return nil, err
+	}
+	return c.Evolve(ctx, tbl, want)
+}
+
+// loadOrCreate loads topic's table, or creates it with schema sc and the
+// partition spec spec returns. A new table gets its name mapping (column
+// name to field ID, which reads the sink's files: they carry no field IDs)
+// at creation, so a roll's commit never sets one from a stale schema.
+func (c *Catalog) loadOrCreate(ctx context.Context, topic string, sc *iceberg.Schema, spec func() (iceberg.PartitionSpec, error)) (*table.Table, error) {
 	id := c.Identifier(topic)
 	tbl, err := c.catalog.LoadTable(ctx, id)
 	if errors.Is(err, catalog.ErrNoSuchTable) {
-		spec, serr := specFor(s, want, tc)
+		ps, serr := spec()
 		if serr != nil {
 			return nil, serr
 		}
-		tbl, err = c.catalog.CreateTable(ctx, id, want,
-			catalog.WithPartitionSpec(&spec), catalog.WithProperties(tableProperties))
+		mapping, merr := json.Marshal(sc.NameMapping())
+		if merr != nil {
+			return nil, merr
+		}
+		props := maps.Clone(tableProperties)
+		props[table.DefaultNameMappingKey] = string(mapping)
+		tbl, err = c.catalog.CreateTable(ctx, id, sc,
+			catalog.WithPartitionSpec(&ps), catalog.WithProperties(props))
 		if errors.Is(err, catalog.ErrTableAlreadyExists) {
 			// Another worker of the group created it first.
 			tbl, err = c.catalog.LoadTable(ctx, id)
 		} else if err == nil {
-			c.cfg.Logger.Info("iceberg: created table", "table", id, "partitioning", spec.String())
+			c.cfg.Logger.Info("iceberg: created table", "table", id, "partitioning", ps.String())
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("iceberg: table %s: %w", topic, err)
-	}
-	if err := checkFieldIDs(tbl.Schema(), want); err != nil {
 		return nil, fmt.Errorf("iceberg: table %s: %w", topic, err)
 	}
 	return tbl, nil
