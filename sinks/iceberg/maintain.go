@@ -48,39 +48,38 @@ func carriedProgress(tbl *table.Table) iceberg.Properties {
 // asserting the main branch's head as a roll does, and plans again on the
 // fresh table when another commit won the race: stage is called with the
 // table it must plan on, and reports false when there is nothing (left)
-// to do. It returns the table after the commit (tbl itself when nothing
-// was committed).
+// to do. It returns the table after the commit, and whether there was one.
 func (c *Catalog) commitMaintenance(ctx context.Context, tbl *table.Table, what string,
-	stage func(tbl *table.Table, tx *table.Transaction, props iceberg.Properties) (bool, error)) (*table.Table, error) {
+	stage func(tbl *table.Table, tx *table.Transaction, props iceberg.Properties) (bool, error)) (*table.Table, bool, error) {
 	for attempt := 1; ; attempt++ {
 		id, err := commitID()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		props := carriedProgress(tbl)
 		props[commitIDProperty] = id
 		tx := tbl.NewTransaction()
 		if err := tx.AssertRefSnapshotID(table.MainBranch); err != nil {
-			return nil, fmt.Errorf("iceberg: %s: assert the main branch: %w", what, err)
+			return nil, false, fmt.Errorf("iceberg: %s: assert the main branch: %w", what, err)
 		}
 		ok, err := stage(tbl, tx, props)
 		if err != nil || !ok {
-			return tbl, err
+			return tbl, false, err
 		}
 		committed, err := tx.Commit(ctx)
 		if err == nil {
-			return committed, nil
+			return committed, true, nil
 		}
 		committed, err = c.afterFailedCommit(ctx, tbl, id, err)
 		if err == nil {
-			return committed, nil
+			return committed, true, nil
 		}
 		if !errors.Is(err, ErrConflict) || attempt == maintenanceAttempts {
-			return nil, fmt.Errorf("iceberg: %s: %w", what, err)
+			return nil, false, fmt.Errorf("iceberg: %s: %w", what, err)
 		}
 		c.cfg.Logger.Info("iceberg: maintenance lost a commit race; planning again", "what", what, "table", tbl.Identifier(), "attempt", attempt)
 		if tbl, err = c.Reload(ctx, tbl); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 }

@@ -129,6 +129,9 @@ func TestCompactMergesAClosedHour(t *testing.T) {
 		t.Errorf("scan of the snapshot before compaction, read after it: %d rows, want %d", len(got), len(before))
 	}
 	head := res.Table.CurrentSnapshot()
+	if head.Summary.Operation != table.OpReplace {
+		t.Errorf("compaction's snapshot operation %q, want %q", head.Summary.Operation, table.OpReplace)
+	}
 	if head.Summary.Properties[offsetsKey("sink", "metrics")] == "" {
 		t.Errorf("compaction's snapshot summary %v does not carry the offsets", head.Summary.Properties)
 	}
