@@ -371,3 +371,33 @@ func TestRemoveOrphans(t *testing.T) {
 		t.Errorf("rows after the sweep: %d, want %d", len(got), len(rs))
 	}
 }
+
+// The sweep's last check: a file listed as an old orphan but written
+// again since (a compaction retried under its deterministic name) stays.
+func TestSweepGuardKeepsARewrittenFile(t *testing.T) {
+	c := openSQLite(t, t.TempDir())
+	tbl := metricsTable(t, c)
+	loc := writeFile(t, tbl, "compacted-x.parquet", rows("x", 1, hour0)).FilePath()
+	fs, err := tbl.FS(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &sweepGuard{fs: fs, cutoff: time.Now().Add(-time.Hour), kept: map[string]bool{}}
+	if err := g.remove(loc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(strings.TrimPrefix(loc, "file://")); err != nil || !g.kept[loc] {
+		t.Fatalf("a young file: stat %v, kept %v; want it kept", err, g.kept)
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	if err := os.Chtimes(strings.TrimPrefix(loc, "file://"), old, old); err != nil {
+		t.Fatal(err)
+	}
+	g.kept = map[string]bool{}
+	if err := g.remove(loc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(strings.TrimPrefix(loc, "file://")); !errors.Is(err, os.ErrNotExist) || g.kept[loc] {
+		t.Fatalf("an old file: stat %v, kept %v; want it deleted", err, g.kept)
+	}
+}

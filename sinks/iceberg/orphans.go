@@ -3,8 +3,10 @@ package iceberg
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
+	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 )
 
@@ -33,6 +35,11 @@ type OrphanResult struct {
 // a compaction that crashed or lost its race, a roll written before a
 // crash. It reloads the table first, so the references are the newest the
 // catalog has.
+//
+// A compaction names its output by its inputs, so one that runs again
+// rewrites an old orphan under the same name and may commit it while the
+// sweep runs. Each file's age is therefore checked again just before it
+// is deleted: a rewritten file is young again and stays.
 func (c *Catalog) RemoveOrphans(ctx context.Context, tbl *table.Table, opts OrphanOptions) (OrphanResult, error) {
 	if opts.SafetyAge <= 0 {
 		opts.SafetyAge = time.Hour
@@ -41,14 +48,49 @@ func (c *Catalog) RemoveOrphans(ctx context.Context, tbl *table.Table, opts Orph
 	if err != nil {
 		return OrphanResult{}, err
 	}
+	fs, err := fresh.FS(ctx)
+	if err != nil {
+		return OrphanResult{}, err
+	}
+	guard := &sweepGuard{fs: fs, cutoff: time.Now().Add(-opts.SafetyAge), kept: map[string]bool{}}
 	res, err := fresh.DeleteOrphanFiles(ctx,
 		table.WithLocation(dataLocation(fresh)),
 		table.WithFilesOlderThan(opts.SafetyAge),
-		table.WithDryRun(opts.DryRun))
+		table.WithDryRun(opts.DryRun),
+		table.WithDeleteFunc(guard.remove))
 	if err != nil {
 		return OrphanResult{}, fmt.Errorf("iceberg: orphan sweep of %v: %w", tbl.Identifier(), err)
 	}
-	c.cfg.Logger.Info("iceberg: orphan sweep", "table", tbl.Identifier(), "orphans", len(res.OrphanFileLocations),
-		"bytes", res.TotalSizeBytes, "dry_run", opts.DryRun)
-	return OrphanResult{Files: res.OrphanFileLocations, Bytes: res.TotalSizeBytes}, nil
+	var out OrphanResult
+	for _, f := range res.OrphanFiles {
+		if !guard.kept[f.Path] {
+			out.Files = append(out.Files, f.Path)
+			out.Bytes += f.SizeBytes
+		}
+	}
+	c.cfg.Logger.Info("iceberg: orphan sweep", "table", tbl.Identifier(), "orphans", len(out.Files),
+		"bytes", out.Bytes, "rewritten_since_listed", len(guard.kept), "dry_run", opts.DryRun)
+	return out, nil
+}
+
+// sweepGuard deletes an orphan only if it is still older than the cutoff.
+type sweepGuard struct {
+	fs     iceio.IO
+	cutoff time.Time
+
+	mu   sync.Mutex
+	kept map[string]bool // listed as orphans, then found young
+}
+
+func (g *sweepGuard) remove(location string) error {
+	if st, ok := g.fs.(iceio.StatIO); ok {
+		info, err := st.Stat(location)
+		if err == nil && !info.ModTime().Before(g.cutoff) {
+			g.mu.Lock()
+			g.kept[location] = true
+			g.mu.Unlock()
+			return nil
+		}
+	}
+	return g.fs.Remove(location)
 }
