@@ -89,6 +89,10 @@
 //     every snapshot, so a file an older snapshot still needs (a
 //     compaction's inputs, until expiry) stays.
 //
+// [Catalog.Maintain] runs the three in that order, which frees the most:
+// expiry deletes the small files a compaction replaced once the snapshots
+// that still referenced them age out.
+//
 // The sink worker does not use this package yet; the commit will become one
 // of its actions.
 package iceberg

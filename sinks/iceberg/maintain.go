@@ -92,3 +92,39 @@ func dataLocation(tbl *table.Table) string {
 	}
 	return strings.TrimSuffix(tbl.Location(), "/") + "/data"
 }
+
+// MaintainOptions are the options of the three maintenance operations.
+type MaintainOptions struct {
+	Compact CompactOptions
+	Expire  ExpireOptions
+	Orphans OrphanOptions
+}
+
+// MaintainResult is what Maintain did.
+type MaintainResult struct {
+	// Table is the table after the last commit.
+	Table   *table.Table
+	Compact CompactResult
+	Expire  ExpireResult
+	Orphans OrphanResult
+}
+
+// Maintain runs a table's maintenance in the order that frees the most:
+// Compact (the merged files replace small ones in a new snapshot), Expire
+// (snapshots past retention go, and with them the small files only they
+// referenced) and RemoveOrphans (what no snapshot ever referenced). It
+// stops at the first error, returning what was done before it.
+func (c *Catalog) Maintain(ctx context.Context, tbl *table.Table, opts MaintainOptions) (MaintainResult, error) {
+	res := MaintainResult{Table: tbl}
+	var err error
+	if res.Compact, err = c.Compact(ctx, tbl, opts.Compact); err != nil {
+		return res, err
+	}
+	res.Table = res.Compact.Table
+	if res.Expire, err = c.Expire(ctx, res.Table, opts.Expire); err != nil {
+		return res, err
+	}
+	res.Table = res.Expire.Table
+	res.Orphans, err = c.RemoveOrphans(ctx, res.Table, opts.Orphans)
+	return res, err
+}

@@ -401,3 +401,44 @@ func TestSweepGuardKeepsARewrittenFile(t *testing.T) {
 		t.Fatalf("an old file: stat %v, kept %v; want it deleted", err, g.kept)
 	}
 }
+
+// Maintain's three steps together: the small files of a closed hour are
+// merged, expiry drops the snapshots that still referenced them (and
+// deletes them), and the rows and offsets are those from before.
+func TestMaintainFreesTheCompactedFiles(t *testing.T) {
+	c := openSQLite(t, t.TempDir())
+	tbl, rs := commitRolls(t, c, metricsTable(t, c), "m", 10, 0, hour0)
+	var small []string
+	for _, task := range must(tbl.Scan().PlanFiles(t.Context())) {
+		small = append(small, strings.TrimPrefix(task.File.FilePath(), "file://"))
+	}
+	res, err := c.Compact(t.Context(), tbl, CompactOptions{Now: afterHour0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitOlder(t, res.Table)
+
+	m, err := c.Maintain(t.Context(), res.Table, MaintainOptions{
+		Compact: CompactOptions{Now: afterHour0},
+		Expire:  ExpireOptions{Keep: time.Millisecond},
+		Orphans: OrphanOptions{SafetyAge: time.Hour},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Compact.Partitions != 0 || len(m.Table.Metadata().Snapshots()) != 1 || len(m.Orphans.Files) != 0 {
+		t.Errorf("maintain: compacted %d partitions, kept %d snapshots, swept %v; want 0, 1 (the compaction's), none",
+			m.Compact.Partitions, len(m.Table.Metadata().Snapshots()), m.Orphans.Files)
+	}
+	for _, f := range small {
+		if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("replaced small file %s after expiry: %v, want deleted", f, err)
+		}
+	}
+	if got := scan(t, m.Table); !slices.Equal(got, wantRows(rs)) {
+		t.Errorf("rows after maintenance: %d, want %d", len(got), len(rs))
+	}
+	if got := encodeOffsets(progress(t, m.Table, "sink").Offsets); got != "0:50" {
+		t.Errorf("offsets after maintenance %s, want 0:50", got)
+	}
+}
