@@ -442,3 +442,67 @@ func TestMaintainFreesTheCompactedFiles(t *testing.T) {
 		t.Errorf("offsets after maintenance %s, want 0:50", got)
 	}
 }
+
+// A worker commits rolls while a compaction runs on the same table: every
+// commit that loses the race retries cleanly (the roll after a rebase, the
+// compaction after planning again) and nothing is lost or doubled.
+func TestCompactionConcurrentWithRolls(t *testing.T) {
+	c := openSQLite(t, t.TempDir())
+	tbl, closed := commitRolls(t, c, metricsTable(t, c), "c", 20, 0, hour0)
+	var rolls []Commit
+	var rolled []metricRow
+	// Each roll can make the compaction lose at most one race: fewer rolls
+	// than its attempts, so it always lands.
+	for i := range maintenanceAttempts - 1 {
+		rs := rows(fmt.Sprintf("live%d", i), 3, hour0.Add(2*time.Hour))
+		rolled = append(rolled, rs...)
+		from := int64(100 + 3*i)
+		rolls = append(rolls, Commit{Group: "sink", Topic: "metrics",
+			Files:  []iceberg.DataFile{writeFile(t, tbl, fmt.Sprintf("live-%d.parquet", i), rs)},
+			Ranges: map[int32]Range{0: {from, from + 3}},
+		})
+	}
+	tbl = commit(t, c, tbl, Commit{Group: "sink", Topic: "metrics", Ranges: map[int32]Range{0: {100, 100}}})
+
+	rollErr := make(chan error, 1)
+	go func() {
+		cur := tbl
+		for _, cm := range rolls {
+			next, err := c.CommitRoll(t.Context(), cur, cm)
+			for errors.Is(err, ErrConflict) {
+				if cur, err = c.Rebase(t.Context(), cur, cm); err == nil {
+					next, err = c.CommitRoll(t.Context(), cur, cm)
+				}
+			}
+			if err != nil {
+				rollErr <- err
+				return
+			}
+			cur = next
+		}
+		rollErr <- nil
+	}()
+	res, err := c.Compact(t.Context(), tbl, CompactOptions{Now: afterHour0})
+	if err != nil {
+		t.Errorf("compaction: %v", err)
+	}
+	if err := <-rollErr; err != nil {
+		t.Fatalf("rolls: %v", err)
+	}
+	if res.Partitions != 1 {
+		t.Errorf("compaction %+v, want the closed hour compacted", res)
+	}
+	final, err := c.Reload(t.Context(), tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := filesByHour(t, final)[hourOf(hour0)]; len(got) != 1 {
+		t.Errorf("closed hour's files %d, want 1", len(got))
+	}
+	if got := scan(t, final); !slices.Equal(got, wantRows(closed, rolled)) {
+		t.Errorf("rows: %d, want %d", len(got), len(closed)+len(rolled))
+	}
+	if got, want := encodeOffsets(progress(t, final, "sink").Offsets), fmt.Sprintf("0:%d", 100+3*len(rolls)); got != want {
+		t.Errorf("offsets %s, want %s", got, want)
+	}
+}
