@@ -80,17 +80,23 @@ func (c *Catalog) Compact(ctx context.Context, tbl *table.Table, opts CompactOpt
 	if err != nil {
 		return res, err
 	}
+	// plannedOn is the table plan holds for: tbl, then each of this
+	// compaction's own commits, which change only the partition they merge.
+	plannedOn := tbl
 	for _, key := range slices.Sorted(maps.Keys(plan)) {
 		var removed, added int
 		committed, did, err := c.commitMaintenance(ctx, res.Table, "compact "+key,
 			func(tbl *table.Table, tx *table.Transaction, props iceberg.Properties) (bool, error) {
-				// Plan again on the table the commit is built on: a lost
-				// race may have added (late) files to the partition.
-				fresh, err := planCompaction(ctx, tbl, opts)
-				if err != nil {
-					return false, err
+				if tbl != plannedOn {
+					// Another commit won a race: it may have added (late)
+					// files to the partition, or compacted it.
+					fresh, err := planCompaction(ctx, tbl, opts)
+					if err != nil {
+						return false, err
+					}
+					plan, plannedOn = fresh, tbl
 				}
-				bins := fresh[key]
+				bins := plan[key]
 				if len(bins) == 0 {
 					return false, nil
 				}
@@ -123,6 +129,7 @@ func (c *Catalog) Compact(ctx context.Context, tbl *table.Table, opts CompactOpt
 			return res, err
 		}
 		if did {
+			plannedOn = committed
 			res.Partitions++
 			res.FilesRemoved += removed
 			res.FilesAdded += added
