@@ -141,6 +141,16 @@ func TestCompactMergesAClosedHour(t *testing.T) {
 		t.Errorf("progress read from snapshot %d, want the compaction's %d", pAfter.SnapshotID, head.SnapshotID)
 	}
 
+	entries, err := os.ReadDir(strings.TrimPrefix(tbl.Location(), "file://") + "/data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".tmp-") {
+			t.Errorf("temporary file %s left behind by a merge", e.Name())
+		}
+	}
+
 	// A second run finds nothing to do.
 	res2, err := c.Compact(t.Context(), res.Table, opts)
 	if err != nil {

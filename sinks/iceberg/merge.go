@@ -92,10 +92,30 @@ func mergeFiles(ctx context.Context, tbl *table.Table, bin []iceberg.DataFile) (
 	if err != nil {
 		return nil, err
 	}
-	out, err := wfs.Create(location)
-	if err != nil {
-		return nil, fmt.Errorf("iceberg: create %s: %w", location, err)
+	// Two compactions of one bin (two workers, or a retry) write the same
+	// name. Where the file IO can rename (a filesystem), each writes a
+	// temporary file and renames it into place, so a committed file is
+	// replaced whole, by the same bytes, and never seen half rewritten; an
+	// object store's put is whole by itself.
+	writeTo := location
+	renamer, canRename := fs.(iceio.RenameIO)
+	if canRename {
+		suffix, err := commitID()
+		if err != nil {
+			return nil, err
+		}
+		writeTo = location + ".tmp-" + suffix
 	}
+	out, err := wfs.Create(writeTo)
+	if err != nil {
+		return nil, fmt.Errorf("iceberg: create %s: %w", writeTo, err)
+	}
+	done := false
+	defer func() {
+		if !done && canRename {
+			_ = fs.Remove(writeTo) // best effort: the orphan sweep gets what stays
+		}
+	}()
 	counter := &countingWriter{w: out}
 	w, err := pqarrow.NewFileWriter(sc, counter,
 		parquet.NewWriterProperties(parquet.WithCompression(codec), parquet.WithStats(true)),
@@ -117,6 +137,12 @@ func mergeFiles(ctx context.Context, tbl *table.Table, bin []iceberg.DataFile) (
 	if err != nil {
 		return nil, err
 	}
+	if canRename {
+		if err := renamer.Rename(writeTo, location); err != nil {
+			return nil, fmt.Errorf("iceberg: rename %s into place: %w", writeTo, err)
+		}
+	}
+	done = true
 	return DataFile(tbl, location, counter.n, footer)
 }
 
