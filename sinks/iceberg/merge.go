@@ -93,12 +93,13 @@ func mergeFiles(ctx context.Context, tbl *table.Table, bin []iceberg.DataFile) (
 		return nil, err
 	}
 	// Two compactions of one bin (two workers, or a retry) write the same
-	// name. Where the file IO can rename (a filesystem), each writes a
-	// temporary file and renames it into place, so a committed file is
-	// replaced whole, by the same bytes, and never seen half rewritten; an
-	// object store's put is whole by itself.
+	// name. On a filesystem each writes a temporary file and renames it
+	// into place, so a committed file is replaced whole, by the same bytes,
+	// and never seen half rewritten. An object store's put is whole by
+	// itself (and its rename is a copy).
 	writeTo := location
 	renamer, canRename := fs.(iceio.RenameIO)
+	canRename = canRename && (strings.HasPrefix(location, "file:") || !strings.Contains(location, "://"))
 	if canRename {
 		suffix, err := commitID()
 		if err != nil {
