@@ -92,6 +92,42 @@
 // change makes no snapshot, so a roll built on the table before it still
 // passes its own ref assertion, lands, and leaves the new schema in place.
 //
+// # Maintenance
+//
+// Three operations keep a table fast and its storage bounded; each takes
+// the table and may run while workers commit.
+//
+//   - [Catalog.Compact] merges the small files of closed partitions (an
+//     hour, or a day, that ended a safety age ago) into files of up to a
+//     target size, 128 MiB by default. A merged file holds its inputs'
+//     rows unchanged and in order, and is named by a hash of the files it
+//     replaces, so a compaction that crashed or lost a race and runs again
+//     writes the same object. The commit is a rewrite (a "replace"
+//     snapshot) that asserts the main branch's head, exactly as a roll
+//     does, and carries the progress properties of the snapshot it was
+//     built on; so it neither moves nor hides any group's offsets, a
+//     reader sees the table before or after it, never between, and a roll
+//     that races it gets [ErrConflict], rebases (no offsets moved) and
+//     commits again, while a compaction that loses plans again on the
+//     fresh table.
+//   - [Catalog.Expire] drops snapshots older than a retention (7 days by
+//     default) and the files only they referenced. It first points each
+//     group's tag ([OffsetsTag], millrace-offsets.<group>.<topic>) at the
+//     newest snapshot holding that group's offsets: a tagged snapshot is
+//     never expired, and [ReadProgress] falls back to the tag when expiry
+//     has cut the branch's history short of it.
+//   - [Catalog.RemoveOrphans] deletes the files under the table's data
+//     location that no snapshot references and that are older than a
+//     safety age (1 hour by default): a zombie's refused roll, a crashed
+//     or superseded compaction's output. The age keeps it off files
+//     written for a commit still in flight; references are read from
+//     every snapshot, so a file an older snapshot still needs (a
+//     compaction's inputs, until expiry) stays.
+//
+// [Catalog.Maintain] runs the three in that order, which frees the most:
+// expiry deletes the small files a compaction replaced once the snapshots
+// that still referenced them age out.
+//
 // The sink worker does not use this package yet; the commit will become one
 // of its actions.
 package iceberg

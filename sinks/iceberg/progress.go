@@ -45,7 +45,9 @@ func watermarksKey(group, topic string) string { return watermarksPrefix + group
 
 // ReadProgress returns group's progress on topic as the newest snapshot of
 // tbl's main branch that records it says; an empty Progress when none does.
-// Snapshots without it (another group's commits, maintenance) are skipped.
+// Snapshots without it (another group's commits) are skipped; when expiry
+// has cut the branch's history short of it, the group's offsets tag
+// (OffsetsTag) points at it.
 func ReadProgress(tbl *table.Table, group, topic string) (Progress, error) {
 	meta := tbl.Metadata()
 	for s := meta.SnapshotByName(table.MainBranch); s != nil; {
@@ -58,6 +60,13 @@ func ReadProgress(tbl *table.Table, group, topic string) (Progress, error) {
 			break
 		}
 		s = meta.SnapshotByID(*s.ParentSnapshotID)
+	}
+	// The walk ends at the oldest snapshot expiry kept on the branch; the
+	// group's offsets snapshot, if older, is kept under its tag (Expire).
+	if s := meta.SnapshotByName(OffsetsTag(group, topic)); s != nil && s.Summary != nil {
+		if enc, ok := s.Summary.Properties[offsetsKey(group, topic)]; ok {
+			return decodeProgress(s, enc, s.Summary.Properties[watermarksKey(group, topic)])
+		}
 	}
 	return Progress{Offsets: map[int32]int64{}, Watermarks: map[int32]string{}}, nil
 }
