@@ -146,7 +146,7 @@ func (w *Worker) endWindow(ctx context.Context, p *partitionState, cw *coreWindo
 			return fmt.Errorf("lake: dead letters of %s/%d: %w", p.tp.topic, p.tp.partition, err)
 		}
 	}
-	commit := windowCommit{tp: p.tp, next: win.next, watermark: win.maxRecordTime, files: landed}
+	commit := windowCommit{tp: p.tp, start: win.start, next: win.next, watermark: win.maxRecordTime, files: landed}
 	if err := w.commit.commit(ctx, commit); err != nil {
 		return fmt.Errorf("lake: commit %s/%d at %d: %w", p.tp.topic, p.tp.partition, win.next, err)
 	}

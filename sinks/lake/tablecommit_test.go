@@ -1,0 +1,155 @@
+package lake
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/iceberg-go/table"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/waitfor"
+	"millrace/sinks/iceberg"
+	"millrace/sinks/store"
+)
+
+// TestIcebergTableCommits lands clicks in two rolls into a table of a real
+// SQLite catalog, reads them back with iceberg-go's scan, exactly once,
+// with the snapshot's offsets equal to the group's. A second worker, whose
+// group offset was moved back (as a crash between the table's commit and
+// the group's leaves it), starts from the table's offset: nothing is landed
+// twice.
+func TestIcebergTableCommits(t *testing.T) {
+	t.Parallel()
+	addr, _ := startBroker(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "clicks"); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	st, err := store.NewFile(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Brokers: []string{addr}, Group: "g", Topics: []string{"clicks"}, Schema: "click",
+		Format: FormatIceberg, Iceberg: TableConfig{Warehouse: root}, RollRows: 2,
+		IdleTimeout: 100 * time.Millisecond, AuditTopic: "off"}
+	groupAt := func() int64 {
+		offsets, err := adm.FetchOffsets(ctx, "g")
+		if o, ok := offsets.Lookup("clicks", 0); err == nil && ok {
+			return o.At
+		}
+		return -1
+	}
+	startWorker := func() *Worker {
+		w, err := New(cfg, st, prometheus.NewRegistry(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	landUntil := func(w *Worker, offset int64) {
+		waitfor.Until(t, time.Minute, fmt.Sprintf("the group offset at %d", offset), func() bool {
+			select {
+			case <-w.Done():
+				t.Fatalf("the worker stopped: %v", w.Err())
+			default:
+			}
+			return groupAt() == offset
+		})
+		if err := w.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Three records, two rolls: [0, 1] by RollRows, [2] when idle.
+	produceClicks(ctx, t, addr, 0, 1, 2)
+	w := startWorker()
+	landUntil(w, 3)
+	tbl, progress := readTable(t, cfg)
+	if got := scanEventIDs(t, tbl); strings.Join(got, " ") != "e0 e1 e2" {
+		t.Errorf("the table holds %v, want e0 e1 e2", got)
+	}
+	if progress.Offsets[0] != 3 || groupAt() != 3 {
+		t.Errorf("the snapshot's offsets are %v, the group's %d; want both at 3", progress.Offsets, groupAt())
+	}
+	if n := len(tbl.Metadata().Snapshots()); n < 2 {
+		t.Errorf("%d snapshots, want one per roll (at least 2)", n)
+	}
+
+	// The group falls behind the table; the table says where to start.
+	if _, err := adm.CommitOffsets(ctx, "g", kadm.OffsetsFromRecords(kgo.Record{Topic: "clicks", Partition: 0, Offset: 0})); err != nil {
+		t.Fatal(err)
+	}
+	produceClicks(ctx, t, addr, 3, 4)
+	w = startWorker()
+	landUntil(w, 5)
+	tbl, progress = readTable(t, cfg)
+	if got := scanEventIDs(t, tbl); strings.Join(got, " ") != "e0 e1 e2 e3 e4" {
+		t.Errorf("the table holds %v, want e0 … e4 once each", got)
+	}
+	if progress.Offsets[0] != 5 || groupAt() != 5 {
+		t.Errorf("the snapshot's offsets are %v, the group's %d; want both at 5", progress.Offsets, groupAt())
+	}
+	if _, ok := progress.Watermarks[0]; !ok {
+		t.Errorf("no watermark of partition 0 in the snapshot: %v", progress.Watermarks)
+	}
+}
+
+// readTable opens cfg's catalog and returns the clicks table and the
+// group's progress in it.
+func readTable(t *testing.T, cfg Config) (*table.Table, iceberg.Progress) {
+	t.Helper()
+	cat, err := iceberg.Open(t.Context(), cfg.Iceberg.catalogConfig(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	tbl, err := cat.Catalog().LoadTable(t.Context(), cat.Identifier("clicks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	progress, err := iceberg.ReadProgress(tbl, cfg.Group, "clicks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl, progress
+}
+
+// scanEventIDs reads the event_id of every row of tbl with iceberg-go's scan, sorted.
+func scanEventIDs(t *testing.T, tbl *table.Table) []string {
+	t.Helper()
+	_, batches, err := tbl.Scan(table.WithSelectedFields("event_id")).ToArrowRecords(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for rec, err := range batches {
+		if err != nil {
+			t.Fatal(err)
+		}
+		col := rec.Column(rec.Schema().FieldIndices("event_id")[0]).(*array.String)
+		for i := range col.Len() {
+			ids = append(ids, col.Value(i))
+		}
+		rec.Release()
+	}
+	slices.Sort(ids)
+	return ids
+}
