@@ -57,6 +57,6 @@
 // its snapshot summary, and finding it among the snapshots after the one it
 // was built on means it landed.
 //
-// The sink worker does not use this package yet; the commit will become one
-// of its actions.
+// The sink worker (sinks/lake, format: iceberg) commits each landed window
+// through CommitRoll (sinks/lake/tablecommit.go).
 package iceberg

@@ -84,9 +84,12 @@ func (w *Worker) runAction(ctx context.Context, p *partitionState, a action, cur
 
 // openFile creates the file a.bucket of p's window, first clearing
 // what a superseded owner left in the bucket when the lander says it is the
-// bucket's first opening since the assignment.
+// bucket's first opening since the assignment (Hive format only).
 func (w *Worker) openFile(ctx context.Context, p *partitionState, a action) error {
-	if a.clear {
+	// Not in a table (doc.go, "Iceberg tables"): readers see only the files
+	// a snapshot lists, and a zombie's file removed here could still be
+	// committed by it.
+	if a.clear && w.cfg.Format != FormatIceberg {
 		if err := w.clearSuperseded(ctx, p, a.bucket, a.win.start); err != nil {
 			return err
 		}
