@@ -101,6 +101,7 @@ func (c *tableCommitter) commit(ctx context.Context, wc windowCommit) error {
 		// Another commit won the compare-and-swap. If it moved this
 		// partition, this worker is a zombie: Rebase says so (ErrZombie)
 		// and the worker stops, its files left to the orphan sweep.
+		c.logger.Info("table commit conflict; rebasing", "topic", wc.tp.topic, "partition", wc.tp.partition, "next", wc.next)
 		if tbl, err = c.catalog.Rebase(ctx, tbl, cm); err != nil {
 			break
 		}

@@ -153,3 +153,91 @@ func scanEventIDs(t *testing.T, tbl *table.Table) []string {
 	slices.Sort(ids)
 	return ids
 }
+
+// TestIcebergConcurrentWorkers: two workers of one group land the two
+// partitions of a topic into one table in rolls of two rows, their commits
+// interleaving; a commit that loses the compare-and-swap to the other
+// worker's is rebased, not lost. Every record is in the table once, and
+// the snapshot's offsets are the group's.
+func TestIcebergConcurrentWorkers(t *testing.T) {
+	t.Parallel()
+	const perPartition = 20
+	addr, _ := startBroker(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "clicks"); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	st, err := store.NewFile(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Brokers: []string{addr}, Group: "g", Topics: []string{"clicks"}, Schema: "click",
+		Format: FormatIceberg, Iceberg: TableConfig{Warehouse: root}, RollRows: 2,
+		IdleTimeout: 100 * time.Millisecond, AuditTopic: "off"}
+	var workers []*Worker
+	for range 2 {
+		w, err := New(cfg, st, prometheus.NewRegistry(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer w.Shutdown(context.Background())
+		workers = append(workers, w)
+	}
+	// Both members hold a partition before the records come, so their
+	// rolls interleave.
+	waitfor.Until(t, time.Minute, "a partition for each worker", func() bool {
+		for _, w := range workers {
+			w.mu.Lock()
+			n := len(w.parts)
+			w.mu.Unlock()
+			if n != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	var want []string
+	for i := range int64(2 * perPartition) {
+		r := click(i, 0)
+		r.Partition = int32(i % 2)
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, fmt.Sprintf("e%d", i))
+	}
+	slices.Sort(want)
+	var group kadm.OffsetResponses
+	waitfor.Until(t, time.Minute, "both partitions landed", func() bool {
+		for _, w := range workers {
+			select {
+			case <-w.Done():
+				t.Fatalf("a worker stopped: %v", w.Err())
+			default:
+			}
+		}
+		group, err = adm.FetchOffsets(ctx, "g")
+		p0, ok0 := group.Lookup("clicks", 0)
+		p1, ok1 := group.Lookup("clicks", 1)
+		return err == nil && ok0 && ok1 && p0.At == perPartition && p1.At == perPartition
+	})
+	tbl, progress := readTable(t, cfg)
+	if got := scanEventIDs(t, tbl); !slices.Equal(got, want) {
+		t.Errorf("the table holds %v, want %v", got, want)
+	}
+	for part := range int32(2) {
+		if o, _ := group.Lookup("clicks", part); progress.Offsets[part] != o.At {
+			t.Errorf("partition %d: the snapshot's offset %d, the group's %d", part, progress.Offsets[part], o.At)
+		}
+	}
+}
