@@ -102,9 +102,12 @@ func (c *tableCommitter) commit(ctx context.Context, wc windowCommit) error {
 		// partition, this worker is a zombie: Rebase says so (ErrZombie)
 		// and the worker stops, its files left to the orphan sweep.
 		c.logger.Info("table commit conflict; rebasing", "topic", wc.tp.topic, "partition", wc.tp.partition, "next", wc.next)
-		if tbl, err = c.catalog.Rebase(ctx, tbl, cm); err != nil {
+		rebased, rerr := c.catalog.Rebase(ctx, tbl, cm)
+		if rerr != nil {
+			err = rerr
 			break
 		}
+		tbl = rebased
 		committed, err = c.catalog.CommitRoll(ctx, tbl, cm)
 	}
 	if err != nil {

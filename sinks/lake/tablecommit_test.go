@@ -2,7 +2,10 @@ package lake
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -239,5 +242,68 @@ func TestIcebergConcurrentWorkers(t *testing.T) {
 		if o, _ := group.Lookup("clicks", part); progress.Offsets[part] != o.At {
 			t.Errorf("partition %d: the snapshot's offset %d, the group's %d", part, progress.Offsets[part], o.At)
 		}
+	}
+}
+
+// TestIcebergZombieCommitRefused: a worker whose partition another owner
+// committed past where its window starts gets ErrZombie from its commit
+// (the worker then stops), the table keeps the other owner's offsets, and
+// the group offset is not committed for it. A conflict with a commit of
+// another partition is rebased and lands.
+func TestIcebergZombieCommitRefused(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	cfg := Config{Group: "g", Topics: []string{"clicks"}, Schema: "click", Format: FormatIceberg,
+		Iceberg: TableConfig{Warehouse: root}}
+	s, err := cfg.eventSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, tables, err := openTables(t.Context(), cfg, s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	group := &fakeCommitter{}
+	c := &tableCommitter{catalog: cat, group: "g", next: group, logger: slog.New(slog.DiscardHandler),
+		tables: tables, from: map[topicPartition]int64{}}
+	p0, p1 := topicPartition{"clicks", 0}, topicPartition{"clicks", 1}
+	if err := c.commit(t.Context(), windowCommit{tp: p0, start: 0, next: 3}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another owner of partition 0 lands [3, 5), and another worker's
+	// partition 1 [0, 4); this committer's table is now stale.
+	other := &tableCommitter{catalog: cat, group: "g", next: &fakeCommitter{}, logger: slog.New(slog.DiscardHandler),
+		tables: map[string]*table.Table{"clicks": tables["clicks"]}, from: map[topicPartition]int64{}}
+	if _, err := other.startOffsets(t.Context(), map[string]map[int32]kgo.Offset{"clicks": {0: kgo.NewOffset()}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, wc := range []windowCommit{{tp: p0, start: 3, next: 5}, {tp: p1, start: 0, next: 4}} {
+		if err := other.commit(t.Context(), wc); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	err = c.commit(t.Context(), windowCommit{tp: p0, start: 3, next: 6})
+	if !errors.Is(err, iceberg.ErrZombie) {
+		t.Fatalf("the zombie's commit: %v, want ErrZombie", err)
+	}
+	if got := group.log; len(got) != 1 || got[0] != "clicks/0@3" {
+		t.Errorf("group commits %v, want only clicks/0@3", got)
+	}
+	// The other worker lands partition 1 again, so this committer's table
+	// is stale once more, but only another worker's partition moved: its
+	// window of partition 2 conflicts, is rebased and lands.
+	if err := other.commit(t.Context(), windowCommit{tp: p1, start: 4, next: 6}); err != nil {
+		t.Fatal(err)
+	}
+	c.from[topicPartition{"clicks", 2}] = 0
+	if err := c.commit(t.Context(), windowCommit{tp: topicPartition{"clicks", 2}, start: 0, next: 7}); err != nil {
+		t.Fatalf("a commit after another partition's: %v", err)
+	}
+	_, progress := readTable(t, cfg)
+	if want := map[int32]int64{0: 5, 1: 6, 2: 7}; !maps.Equal(progress.Offsets, want) {
+		t.Errorf("the table's offsets %v, want %v", progress.Offsets, want)
 	}
 }
