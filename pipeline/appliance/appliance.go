@@ -276,6 +276,9 @@ func (a *Appliance) startSink(ctx context.Context, sc SinkConfig) error {
 	if lc.Lake, err = store.CanonicalURL(out); err != nil {
 		return err
 	}
+	if lc.Format == lake.FormatIceberg && lc.Iceberg.Warehouse == "" {
+		lc.Iceberg.Warehouse = lc.Lake // the tables live where the sink writes
+	}
 	r, err := lake.NewRunner(ctx, lc, st, prometheus.WrapRegistererWith(prometheus.Labels{"sink": sc.Name}, a.registry), a.logger.With("sink", sc.Name))
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -21,7 +22,9 @@ func init() {
 func sinkCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "sink -b BROKERS --group G --topic T [--topic T2...] --schema log|click|metric " +
-			"[--field NAME:TYPE...] --out file:///PATH|s3://BUCKET/PREFIX [--s3-endpoint URL] [--s3-region R] [--roll-rows N] [--roll-bytes N] " +
+			"[--field NAME:TYPE...] --out file:///PATH|s3://BUCKET/PREFIX [--s3-endpoint URL] [--s3-region R] " +
+			"[--format hive|iceberg] [--catalog sqlite|postgres|rest] [--catalog-uri URI] [--namespace NS] [--partition hour|day|none] " +
+			"[--roll-rows N] [--roll-bytes N] " +
 			"[--roll-age D] [--idle-timeout D] [--session-timeout D] [--compression zstd|snappy] [--partition-by hour|day] " +
 			"[--timestamp-field F] [--max-decompressed-batch-bytes N] [--dedup on|off] [--dedup-window D] [--dedup-max-ids N] [--config sink.yaml] [--metrics-listen ADDR]",
 		Short: "land topics as Parquet files, exactly once, as a consumer group",
@@ -37,6 +40,11 @@ func sinkCommand(e *env) *cobra.Command {
 	f.StringVar(&o.out, "out", "", "lake root: file:///PATH or s3://BUCKET/PREFIX")
 	f.StringVar(&o.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL (default https://s3.amazonaws.com)")
 	f.StringVar(&o.s3Region, "s3-region", "", "S3 region (default us-east-1)")
+	f.StringVarP(&o.format, "format", "f", "", "hive (default: Hive-partitioned Parquet) or iceberg (one Iceberg table per topic, in --out)")
+	f.StringVar(&o.catalog, "catalog", "", "with --format iceberg: sqlite (default, <out>/catalog.db), postgres or rest")
+	f.StringVar(&o.catalogURI, "catalog-uri", "", "with --format iceberg: the SQLite file, the PostgreSQL URL or the REST catalog's URL")
+	f.StringVar(&o.namespace, "namespace", "", "with --format iceberg: the tables' namespace (default millrace)")
+	f.StringVarP(&o.partition, "partition", "p", "", "with --format iceberg: the tables' partition spec, hour (default), day or none")
 	f.Int64Var(&o.rollRows, "roll-rows", 0, "end a commit window after N rows (default 1000000)")
 	f.Int64Var(&o.rollBytes, "roll-bytes", 0, "end a commit window at N bytes of Parquet (default 256 MiB)")
 	f.DurationVar(&o.rollAge, "roll-age", 0, "end a commit window at this span of record time (default 1m)")
@@ -76,6 +84,7 @@ func sinkCommand(e *env) *cobra.Command {
 type sinkOptions struct {
 	group, schema, out, s3Endpoint, s3Region, compression, partitionBy string
 	timestampField, dedup, configFile, metricsAddr, logLevel           string
+	format, catalog, catalogURI, namespace, partition                  string
 	topics, fields                                                     []string
 	rollRows, rollBytes                                                int64
 	rollAge, idleTimeout, sessionTimeout, dedupWindow                  time.Duration
@@ -129,6 +138,11 @@ func runSink(ctx context.Context, e *env, o sinkOptions, given func(flag string)
 	setString(&cfg.Lake.PartitionBy, o.partitionBy)
 	setString(&cfg.Lake.TimestampField, o.timestampField)
 	setString(&cfg.Lake.Dedup, o.dedup)
+	setString(&cfg.Lake.Format, o.format)
+	setString(&cfg.Lake.Iceberg.Catalog, o.catalog)
+	setString(&cfg.Lake.Iceberg.URI, o.catalogURI)
+	setString(&cfg.Lake.Iceberg.Namespace, o.namespace)
+	setString(&cfg.Lake.Iceberg.Partition, o.partition)
 	if len(o.topics) > 0 {
 		cfg.Lake.Topics = o.topics
 	}
@@ -161,6 +175,25 @@ func runSink(ctx context.Context, e *env, o sinkOptions, given func(flag string)
 	}
 	if cfg.Out == "" {
 		return usageError("--out file:///PATH or s3://BUCKET/PREFIX (or out: in --config) is required")
+	}
+	if cfg.Lake.Format == lake.FormatIceberg {
+		// The tables live where the sink writes: the warehouse is --out.
+		out, err := store.CanonicalURL(cfg.Out)
+		if err != nil {
+			return usageError("%v", err)
+		}
+		if w := cfg.Lake.Iceberg.Warehouse; w != "" {
+			if w, err = store.CanonicalURL(w); err != nil || w != out {
+				return usageError("lake.iceberg.warehouse %q must be the sink's out %q: the sink writes the tables' files there",
+					cfg.Lake.Iceberg.Warehouse, cfg.Out)
+			}
+		}
+		cfg.Lake.Iceberg.Warehouse = out
+		if uri := cfg.Lake.Iceberg.URI; uri != "" && (cfg.Lake.Iceberg.Catalog == "" || cfg.Lake.Iceberg.Catalog == "sqlite") {
+			if cfg.Lake.Iceberg.URI, err = filepath.Abs(uri); err != nil {
+				return usageError("--catalog-uri %q: %v", uri, err)
+			}
+		}
 	}
 	if err := cfg.Lake.Validate(); err != nil {
 		return usageError("%v", err)

@@ -128,6 +128,6 @@
 // expiry deletes the small files a compaction replaced once the snapshots
 // that still referenced them age out.
 //
-// The sink worker does not use this package yet; the commit will become one
-// of its actions.
+// The sink worker (sinks/lake, format: iceberg) commits each landed window
+// through CommitRoll (sinks/lake/tablecommit.go).
 package iceberg

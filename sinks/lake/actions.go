@@ -84,9 +84,12 @@ func (w *Worker) runAction(ctx context.Context, p *partitionState, a action, cur
 
 // openFile creates the file a.bucket of p's window, first clearing
 // what a superseded owner left in the bucket when the lander says it is the
-// bucket's first opening since the assignment.
+// bucket's first opening since the assignment (Hive format only).
 func (w *Worker) openFile(ctx context.Context, p *partitionState, a action) error {
-	if a.clear {
+	// Not in a table (doc.go, "Iceberg tables"): readers see only the files
+	// a snapshot lists, and a zombie's file removed here could still be
+	// committed by it.
+	if a.clear && w.cfg.Format != FormatIceberg {
 		if err := w.clearSuperseded(ctx, p, a.bucket, a.win.start); err != nil {
 			return err
 		}
@@ -146,7 +149,7 @@ func (w *Worker) endWindow(ctx context.Context, p *partitionState, cw *coreWindo
 			return fmt.Errorf("lake: dead letters of %s/%d: %w", p.tp.topic, p.tp.partition, err)
 		}
 	}
-	commit := windowCommit{tp: p.tp, next: win.next, watermark: win.maxRecordTime, files: landed}
+	commit := windowCommit{tp: p.tp, start: win.start, next: win.next, watermark: win.maxRecordTime, files: landed}
 	if err := w.commit.commit(ctx, commit); err != nil {
 		return fmt.Errorf("lake: commit %s/%d at %d: %w", p.tp.topic, p.tp.partition, win.next, err)
 	}

@@ -31,6 +31,7 @@ type committer interface {
 // watermark, and the files it published.
 type windowCommit struct {
 	tp        topicPartition
+	start     int64     // the offset of the window's first record
 	next      int64     // the offset after the window's last record
 	watermark time.Time // the window's largest record timestamp (zero: none)
 	files     []landedFile

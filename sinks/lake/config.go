@@ -47,7 +47,14 @@ type Config struct {
 	// IdleTimeout ends a window whose partition has delivered no record for
 	// this long (wall clock), so a quiet partition lands promptly. Default 30s.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// Format is "hive" (default: Hive-partitioned Parquet under the
+	// store's root, see Layout) or "iceberg" (one Apache Iceberg table per
+	// topic, configured by Iceberg; see tablecommit.go).
+	Format string `yaml:"format"`
+	// Iceberg is the catalog and tables of Format iceberg; ignored otherwise.
+	Iceberg TableConfig `yaml:"iceberg"`
 	// PartitionBy is "hour" (default: dt=…/hr=…) or "day" (dt=… only).
+	// With Format iceberg it follows the table's partition spec.
 	PartitionBy string `yaml:"partition_by"`
 	// TimestampField is the timestamp field that picks a row's bucket; default
 	// the schema's time field. The record timestamp stands in when it is null.
@@ -153,6 +160,16 @@ const (
 
 // withDefaults returns a copy with every zero field set to its default.
 func (c Config) withDefaults() Config {
+	if c.Format == "" {
+		c.Format = FormatHive
+	}
+	if c.Format == FormatIceberg {
+		// A data file holds one partition value of the table's spec, and
+		// completion is the table's commit: no _SUCCESS markers among the
+		// table's files.
+		c.PartitionBy = c.Iceberg.layout()
+		c.SuccessGrace = -1
+	}
 	if c.RollRows == 0 {
 		c.RollRows = DefaultRollRows
 	}
@@ -254,6 +271,19 @@ func (c Config) Validate() error {
 	case "", "hour", "day":
 	default:
 		errs = append(errs, fmt.Errorf("lake: partition_by %q: want hour or day", c.PartitionBy))
+	}
+	switch c.Format {
+	case "", FormatHive:
+	case FormatIceberg:
+		errs = append(errs, c.Iceberg.validate()...)
+		if c.PartitionBy != "" && c.PartitionBy != c.Iceberg.layout() {
+			errs = append(errs, fmt.Errorf("lake: partition_by %q: with format iceberg the files follow the table's partition spec (iceberg.partition); leave partition_by unset", c.PartitionBy))
+		}
+		if s != nil && c.TimestampField != "" && c.TimestampField != s.TimeField {
+			errs = append(errs, fmt.Errorf("lake: timestamp_field %q: with format iceberg the table is partitioned by the schema's time field %q", c.TimestampField, s.TimeField))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("lake: format %q: want hive or iceberg", c.Format))
 	}
 	switch c.StartAt {
 	case "", "earliest", "latest":

@@ -1,5 +1,6 @@
 // Package lake is millrace's Parquet sink: a consumer-group worker that lands
-// topics as Hive-partitioned Parquet files on a filesystem or S3, exactly once
+// topics as Hive-partitioned Parquet files on a filesystem or S3, or as
+// Apache Iceberg tables (format: iceberg, below), exactly once
 // (docs/architecture.md §8).
 //
 // # Layout
@@ -133,6 +134,41 @@
 // If-None-Match a late publish of a taken name replaces the file (same
 // rows when the range matches; otherwise the window above).
 //
+// # Iceberg tables
+//
+// With Config.Format iceberg each topic is an Apache Iceberg table of a
+// catalog (sinks/iceberg; Config.Iceberg), and the same files land in the
+// table's data directory, <warehouse>/<namespace>.db/<topic>/data/dt=…/hr=…/
+// part-….parquet (tableStore), under the same deterministic names. Only the
+// commit changes (tablecommit.go): a window is landed when its files are
+// added to the table in one snapshot (iceberg.CommitRoll) whose summary
+// carries the group's offset and watermark of every partition it landed;
+// the group offset is committed after it and only follows. The table is
+// the source of truth: a worker assigned a partition starts at the table's
+// offset when the table has one (a crash between the two commits leaves
+// the group behind), else at the group's.
+//
+// Why this is exactly once, and closes the gap the Hive path admits above:
+// readers see only the files a snapshot lists, so a file that no commit
+// took (a crashed attempt's, a zombie's late publish) is invisible and
+// left for the orphan sweep, and a rewrite that finds its name taken holds
+// the same rows. A commit is accepted only if the partition's offset in the
+// table is where the window starts, and the catalog applies it with a
+// compare-and-swap on the table's head (the SQL catalog's conditional
+// UPDATE, a REST catalog's 409), with no retry. A zombie (paused past its
+// session while its partitions moved) therefore either commits before the
+// new owner, and its range is simply the next one (the new owner's commit
+// then finds the table past its start, ErrZombie, and it stops and starts
+// again from the table), or after, and its commit fails: the catalog
+// refuses the stale head (ErrConflict), and the rebase finds the
+// partition's offset moved (ErrZombie), so it stops and publishes nothing
+// more. A conflict that moved only other partitions is rebased and
+// committed again. Every offset below the table's is in the table once.
+// Superseded files are not removed on this path (the removal above could
+// take a file a zombie then commits): they stay, unreferenced, for the
+// orphan sweep. _SUCCESS markers are not written: a snapshot is the
+// completion.
+
 // # Dedup
 //
 // With Dedup on (the default), a record whose event_id repeats one the

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/schemas"
+	"millrace/sinks/iceberg"
 	"millrace/sinks/store"
 )
 
@@ -45,6 +46,7 @@ type Worker struct {
 	seek         func(tp topicPartition, offset int64) // moves the fetch position past an undecodable batch
 	fence        ownershipChecker                      // nil: never fenced (fence.go)
 	history      dedupHistory                          // nil: dedup state starts empty (dedup.go)
+	tables       *iceberg.Catalog                      // Format iceberg's catalog; nil for hive
 
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the poll loop has returned
@@ -87,6 +89,9 @@ func New(cfg Config, st store.Store, reg prometheus.Registerer, logger *slog.Log
 	}
 	cfg = cfg.withDefaults()
 	schema, _ := cfg.eventSchema() // checked by Validate
+	if cfg.Format == FormatIceberg {
+		st = tableStore{Store: st, namespace: cfg.Iceberg.namespace()}
+	}
 	w := &Worker{cfg: cfg, schema: schema, timeField: -1, layout: LayoutOf(cfg.PartitionBy), store: st,
 		logger: logger.With("component", "lake", "group", cfg.Group), metrics: newMetrics(reg), now: time.Now,
 		done: make(chan struct{}), parts: map[topicPartition]*partitionState{}, pending: map[string]map[int64]struct{}{},
@@ -120,6 +125,22 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("lake: %w", err)
 	}
+	var tables *tableCommitter
+	if w.cfg.Format == FormatIceberg {
+		cat, opened, openErr := openTables(ctx, w.cfg, w.schema, w.logger)
+		if openErr != nil {
+			return openErr
+		}
+		defer func() {
+			if err != nil {
+				cat.Close()
+			}
+		}()
+		tables = &tableCommitter{catalog: cat, group: w.cfg.Group, store: w.store, logger: w.logger,
+			tables: opened, from: map[topicPartition]int64{}}
+		// The table, not the group, says where each partition starts.
+		security = append(slices.Clip(security), kgo.AdjustFetchOffsetsFn(tables.startOffsets))
+	}
 	cl, err := kgo.NewClient(append(slices.Clip(security),
 		kgo.SeedBrokers(w.cfg.Brokers...),
 		kgo.ClientID("millrace-sink"),
@@ -151,6 +172,9 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	w.ensureDeadLetterTopics(ctx, cl)
 	w.client = cl
 	w.commit = &kgoCommitter{client: cl, group: w.cfg.Group}
+	if tables != nil {
+		tables.next, w.commit, w.tables = w.commit, tables, tables.catalog
+	}
 	w.dlq = &kgoDeadLetters{client: cl}
 	if w.cfg.AuditTopic != "off" {
 		w.ensureTopic(ctx, cl, w.cfg.AuditTopic)
@@ -193,6 +217,9 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		return errors.New("lake: Shutdown before Start")
 	}
 	defer w.metrics.unregister()
+	if w.tables != nil {
+		defer w.tables.Close() // after the last commit
+	}
 	w.cancel()
 	select {
 	case <-w.done:

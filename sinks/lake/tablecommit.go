@@ -1,0 +1,191 @@
+package lake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/parquet/file"
+	iceberggo "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/schemas"
+	"millrace/sinks/iceberg"
+	"millrace/sinks/store"
+)
+
+// tableCommitter is the committer of Format iceberg (doc.go, "Iceberg
+// tables"): a window's files, already published under their deterministic
+// names in the table's data directory, are added to the topic's table in
+// one snapshot whose summary carries the group's offsets and watermarks
+// (iceberg.CommitRoll). The table is the source of truth: a worker starts
+// each partition at the table's offset (startOffsets), and after each table
+// commit the group offset is committed too (group), so the group's offsets
+// follow the table's.
+type tableCommitter struct {
+	catalog *iceberg.Catalog
+	group   string
+	store   store.Store // the worker's (a tableStore): where the files are read back from
+	next    committer   // the group offset commit after the table's
+	logger  *slog.Logger
+
+	mu     sync.Mutex // guards the following
+	tables map[string]*table.Table
+	// from is, per partition, the offset the next commit starts at: the
+	// table's offset when the partition was assigned, then the end of each
+	// commit. A partition the table had no offset for starts at its first
+	// window's start.
+	from map[topicPartition]int64
+}
+
+// maxRebases bounds the rebases of one commit: each one means another
+// worker of the group committed in between, which a handful of workers
+// cannot do forever.
+const maxRebases = 20
+
+// openTables opens the catalog of cfg and every topic's table, creating
+// those that do not exist.
+func openTables(ctx context.Context, cfg Config, s *schemas.Schema, logger *slog.Logger) (*iceberg.Catalog, map[string]*table.Table, error) {
+	cat, err := iceberg.Open(ctx, cfg.Iceberg.catalogConfig(logger))
+	if err != nil {
+		return nil, nil, fmt.Errorf("lake: %w", err)
+	}
+	tables := map[string]*table.Table{}
+	for _, topic := range cfg.Topics {
+		tbl, err := cat.Table(ctx, topic, s, cfg.Iceberg.tableConfig())
+		if err != nil {
+			cat.Close()
+			return nil, nil, fmt.Errorf("lake: %w", err)
+		}
+		// The worker writes <warehouse>/<namespace>.db/<topic>/data/…
+		// (tableStore); a table elsewhere (a REST catalog's choice, one made
+		// by hand) would list files it cannot find.
+		want := "file://" + strings.TrimSuffix(cfg.Iceberg.warehouseDir(), "/") + "/" + cfg.Iceberg.namespace() + ".db/" + topic
+		if strings.TrimSuffix(tbl.Location(), "/") != want {
+			cat.Close()
+			return nil, nil, fmt.Errorf("lake: table %v is at %s; the sink writes its files under %s", tbl.Identifier(), tbl.Location(), want)
+		}
+		tables[topic] = tbl
+	}
+	return cat, tables, nil
+}
+
+// commit lands wc in its topic's table, then commits the group offset.
+func (c *tableCommitter) commit(ctx context.Context, wc windowCommit) error {
+	c.mu.Lock()
+	tbl := c.tables[wc.tp.topic]
+	from, ok := c.from[wc.tp]
+	c.mu.Unlock()
+	if !ok {
+		from = wc.start
+	}
+	cm := iceberg.Commit{Group: c.group, Topic: wc.tp.topic,
+		Ranges: map[int32]iceberg.Range{wc.tp.partition: {From: from, To: wc.next}}}
+	if md := encodeWatermark(wc.watermark); md != "" {
+		cm.Watermarks = map[int32]string{wc.tp.partition: md}
+	}
+	for _, f := range wc.files {
+		df, err := c.dataFile(ctx, tbl, wc.tp.topic, f.name)
+		if err != nil {
+			return err
+		}
+		cm.Files = append(cm.Files, df)
+	}
+	committed, err := c.catalog.CommitRoll(ctx, tbl, cm)
+	for i := 0; errors.Is(err, iceberg.ErrConflict) && i < maxRebases; i++ {
+		// Another commit won the compare-and-swap. If it moved this
+		// partition, this worker is a zombie: Rebase says so (ErrZombie)
+		// and the worker stops, its files left to the orphan sweep.
+		c.logger.Info("table commit conflict; rebasing", "topic", wc.tp.topic, "partition", wc.tp.partition, "next", wc.next)
+		rebased, rerr := c.catalog.Rebase(ctx, tbl, cm)
+		if rerr != nil {
+			err = rerr
+			break
+		}
+		tbl = rebased
+		committed, err = c.catalog.CommitRoll(ctx, tbl, cm)
+	}
+	if err != nil {
+		if fresh, rerr := c.catalog.Reload(ctx, tbl); rerr == nil {
+			c.setTable(wc.tp.topic, fresh) // the next attempt starts from the head
+		}
+		return err
+	}
+	c.mu.Lock()
+	c.tables[wc.tp.topic] = committed
+	c.from[wc.tp] = wc.next
+	c.mu.Unlock()
+	// The window is landed: the table says so. A failed group commit (the
+	// partition is being revoked) only leaves the group behind the table,
+	// which every start reads first.
+	if err := c.next.commit(ctx, wc); err != nil {
+		c.logger.Warn("the group offset did not follow the table's; the table's is the one a worker starts from",
+			"topic", wc.tp.topic, "partition", wc.tp.partition, "offset", wc.next, "err", err)
+	}
+	return nil
+}
+
+func (c *tableCommitter) setTable(topic string, tbl *table.Table) {
+	c.mu.Lock()
+	c.tables[topic] = tbl
+	c.mu.Unlock()
+}
+
+// dataFile describes the published file name (a Layout name) for tbl, with
+// the statistics and partition value of its footer.
+func (c *tableCommitter) dataFile(ctx context.Context, tbl *table.Table, topic, name string) (iceberggo.DataFile, error) {
+	r, err := c.store.Open(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("lake: read back %s: %w", name, err)
+	}
+	defer r.Close()
+	pf, err := file.NewParquetReader(io.NewSectionReader(r, 0, r.Size()))
+	if err != nil {
+		return nil, fmt.Errorf("lake: footer of %s: %w", name, err)
+	}
+	defer pf.Close()
+	location := strings.TrimSuffix(tbl.Location(), "/") + "/data/" + strings.TrimPrefix(name, topic+"/")
+	return iceberg.DataFile(tbl, location, r.Size(), pf.MetaData())
+}
+
+// startOffsets is the kgo.AdjustFetchOffsetsFn of Format iceberg: each
+// assigned partition the table has an offset for starts there, whatever
+// the group committed (a crash between the table's commit and the group's
+// leaves the group behind); the others start at the group's offset.
+func (c *tableCommitter) startOffsets(ctx context.Context, assigned map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	for topic, partitions := range assigned {
+		c.mu.Lock()
+		tbl := c.tables[topic]
+		c.mu.Unlock()
+		if tbl == nil {
+			continue
+		}
+		fresh, err := c.catalog.Reload(ctx, tbl)
+		if err != nil {
+			return nil, err
+		}
+		progress, err := iceberg.ReadProgress(fresh, c.group, topic)
+		if err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		c.tables[topic] = fresh
+		for part := range partitions {
+			tp := topicPartition{topic, part}
+			if at, ok := progress.Offsets[part]; ok {
+				partitions[part] = kgo.NewOffset().At(at).WithEpoch(-1)
+				c.from[tp] = at
+			} else {
+				delete(c.from, tp)
+			}
+		}
+		c.mu.Unlock()
+		c.logger.Info("start offsets from the table", "topic", topic, "offsets", progress.Offsets, "snapshot", progress.SnapshotID)
+	}
+	return assigned, nil
+}
