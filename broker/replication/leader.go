@@ -19,6 +19,15 @@ import (
 // NOT_ENOUGH_REPLICAS when the ISR is smaller than min.insync.replicas (the
 // batch must not be written), NOT_LEADER_OR_FOLLOWER when fenced, else 0.
 func (m *Manager) refusesAcksAll(topic string, partition int32) int16 {
+	return m.asLeader(topic, partition, func(h *hosted) int16 {
+		return kafkaCode(h.leader.CheckAcksAll())
+	})
+}
+
+// asLeader runs f under the partition's lock when this broker leads it
+// with several brokers: 0 on a single broker (nothing to check),
+// NOT_LEADER_OR_FOLLOWER when it does not lead, else what f answers.
+func (m *Manager) asLeader(topic string, partition int32, f func(h *hosted) int16) int16 {
 	if !m.cfg.Replicated {
 		return 0
 	}
@@ -31,7 +40,7 @@ func (m *Manager) refusesAcksAll(topic string, partition int32) int16 {
 	if !h.leading {
 		return kerr.NotLeaderForPartition.Code
 	}
-	return kafkaCode(h.leader.CheckAcksAll())
+	return f(h)
 }
 
 // awaitAcks tells the leader about an append to p and, for acks=all,
@@ -97,26 +106,16 @@ func (m *Manager) awaitAcks(ctx context.Context, p Partition, acks int16, lastOf
 // for the ISR and the high watermark: 0 to serve it, else the Kafka error
 // to answer it with.
 func (m *Manager) FollowerFetch(topic string, partition, replicaID int32, fetchOffset, logStart int64, epoch int32) int16 {
-	if !m.cfg.Replicated {
+	return m.asLeader(topic, partition, func(h *hosted) int16 {
+		h.appendedLocked()
+		d, err := h.leader.FollowerFetch(replicaID, fetchOffset, epoch, time.Now())
+		if err != nil {
+			return kafkaCode(err)
+		}
+		h.leader.FollowerLogStart(replicaID, logStart)
+		h.applyLocked(d)
 		return 0
-	}
-	h := m.hostedPartition(topic, partition)
-	if h == nil {
-		return kerr.NotLeaderForPartition.Code
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if !h.leading {
-		return kerr.NotLeaderForPartition.Code
-	}
-	h.appendedLocked()
-	d, err := h.leader.FollowerFetch(replicaID, fetchOffset, epoch, time.Now())
-	if err != nil {
-		return kafkaCode(err)
-	}
-	h.leader.FollowerLogStart(replicaID, logStart)
-	h.applyLocked(d)
-	return 0
+	})
 }
 
 // ReadCandidates are the followers a consumer fetching p at fetchOffset
