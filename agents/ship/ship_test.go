@@ -18,18 +18,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"go.uber.org/goleak"
 	"go.yaml.in/yaml/v3"
+	"millrace/internal/leaktest"
 
 	"millrace/internal/clientauth"
 )
 
-// kfake's Close returns before its run loop has exited, and a loop resuming a
-// slept control (stallProduce) can still be waiting for its lock when the
-// process checks; that goroutine is the fake's, so only it is ignored.
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*Cluster).run"))
-}
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
 
 func newCluster(t *testing.T) *kfake.Cluster {
 	t.Helper()
