@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -129,5 +131,30 @@ func TestIcebergSinkS3KilledMidStream(t *testing.T) {
 	}
 	if count != total || ids != total {
 		t.Errorf("DuckDB over the snapshot's %d files: %d rows, %d distinct event ids; want %d", len(files), count, ids, total)
+	}
+}
+
+// TestIcebergSinkS3SQLiteNeedsFile: the sqlite catalog's file cannot live
+// in a bucket, so `millrace sink --format iceberg --out s3://…` without
+// --catalog-uri is a usage error (status 2) that says so, and with one it
+// gets past the settings (to the store, which has no server here).
+func TestIcebergSinkS3SQLiteNeedsFile(t *testing.T) {
+	t.Parallel()
+	args := []string{"sink", "-b", "127.0.0.1:1", "--group", "g", "--topic", "clicks", "--schema", "click",
+		"--out", "s3://warehouse/lake", "--s3-endpoint", "http://127.0.0.1:1", "--format", "iceberg"}
+	status := func(err error) int {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return exit.ExitCode()
+		}
+		return 0
+	}
+	_, errOut, err := runErr(time.Minute, "", millraceBin, args...)
+	if code := status(err); code != 2 || !strings.Contains(errOut, "the sqlite catalog of a warehouse in S3 (s3://warehouse/lake) needs a local file") {
+		t.Errorf("no --catalog-uri: status %d (%v)\n%s", code, err, errOut)
+	}
+	_, errOut, err = runErr(time.Minute, "", millraceBin, append(args, "--catalog-uri", filepath.Join(t.TempDir(), "catalog.db"))...)
+	if code := status(err); code != 1 || !strings.Contains(errOut, "store: s3: bucket warehouse") {
+		t.Errorf("with --catalog-uri: status %d (%v), want the store's failure to reach the server\n%s", code, err, errOut)
 	}
 }
