@@ -71,7 +71,7 @@ func (tc TableConfig) validate() []error {
 		errs = append(errs, fmt.Errorf("lake: iceberg.warehouse %q: no bucket (s3://BUCKET/PREFIX)", tc.Warehouse))
 	case inS3 && (tc.Catalog == "" || tc.Catalog == iceberg.CatalogSQLite) && tc.URI == "":
 		errs = append(errs, fmt.Errorf("lake: iceberg.uri: the sqlite catalog of a warehouse in S3 (%s) needs a local file", tc.Warehouse))
-	case inS3:
+	case inS3: // that it is the store's is checked when the worker starts (catalogConfig)
 	case strings.Contains(tc.warehouseDir(), "://") || !filepath.IsAbs(tc.warehouseDir()):
 		errs = append(errs, fmt.Errorf("lake: iceberg.warehouse %q: want an absolute directory (file:///PATH) or s3://BUCKET/PREFIX", tc.Warehouse))
 	}
@@ -132,9 +132,10 @@ func (tc TableConfig) namespace() string {
 }
 
 // catalogConfig is the sinks/iceberg configuration of tc, for a worker
-// whose store is st. A warehouse in S3 must be where st writes (the bucket
-// and prefix of an S3 store), and the tables' file IO takes st's settings;
-// st is not needed for a directory.
+// whose store is st: the warehouse must be where st writes (a file store's
+// root, an S3 store's bucket and prefix), else the tables would list files
+// the worker put elsewhere; the tables' S3 file IO takes st's settings. A
+// nil st (a reader of the tables) is not checked, and cannot reach S3.
 func (tc TableConfig) catalogConfig(st store.Store, logger *slog.Logger) (iceberg.Config, error) {
 	c := iceberg.Config{Catalog: tc.Catalog, Namespace: tc.namespace(), Logger: logger}
 	if c.Catalog == "" || c.Catalog == iceberg.CatalogSQLite {
@@ -142,13 +143,17 @@ func (tc TableConfig) catalogConfig(st store.Store, logger *slog.Logger) (iceber
 	} else {
 		c.URL = tc.URI
 	}
+	if ts, ok := st.(tableStore); ok {
+		st = ts.Store
+	}
 	bucket, prefix, inS3 := tc.s3Warehouse()
 	if !inS3 {
 		c.Directory = tc.warehouseDir()
+		if fs, ok := st.(*store.File); ok && filepath.Clean(fs.Root()) != filepath.Clean(c.Directory) {
+			return c, fmt.Errorf("lake: iceberg.warehouse %s is not the sink's store %s: the sink writes the tables' files to its store",
+				tc.Warehouse, fs.Root())
+		}
 		return c, nil
-	}
-	if ts, ok := st.(tableStore); ok {
-		st = ts.Store
 	}
 	s3, ok := st.(*store.S3)
 	if !ok {

@@ -126,8 +126,9 @@ func TestIcebergS3Warehouse(t *testing.T) {
 		}
 	}
 
-	// The tables' files go where the worker writes: another prefix, or a
-	// store that is not S3, is refused before anything is opened.
+	// The tables' files go where the worker writes: another prefix, a
+	// store that is not S3, or another directory than a file store's root
+	// is refused before anything is opened.
 	other := cfg.Iceberg
 	other.Warehouse = "s3://warehouse/elsewhere"
 	if _, err := other.catalogConfig(st, nil); err == nil || !strings.Contains(err.Error(), "is not the sink's store s3://warehouse/lake/tables") {
@@ -139,6 +140,14 @@ func TestIcebergS3Warehouse(t *testing.T) {
 	}
 	if _, err := cfg.Iceberg.catalogConfig(files, nil); err == nil || !strings.Contains(err.Error(), "the sink's store is not") {
 		t.Errorf("an S3 warehouse with a file store: %v", err)
+	}
+	other.Warehouse = "file://" + t.TempDir()
+	if _, err := other.catalogConfig(files, nil); err == nil || !strings.Contains(err.Error(), "is not the sink's store "+files.Root()) {
+		t.Errorf("a directory warehouse that is not the file store's root: %v", err)
+	}
+	other.Warehouse = "file://" + files.Root()
+	if _, err := other.catalogConfig(files, nil); err != nil {
+		t.Errorf("the file store's root as the warehouse: %v", err)
 	}
 }
 
