@@ -63,7 +63,7 @@ var layers = []layer{
 // testHelpers are packages for tests only: no non-test file imports them,
 // so nothing of a test's fixtures reaches the binary.
 var testHelpers = []string{
-	"internal/waitfor", "internal/zktest", "internal/pgtest", "broker/coord/coordtest",
+	"internal/waitfor", "internal/zktest", "internal/pgtest", "internal/s3test", "broker/coord/coordtest",
 	"sinks/store/storetest", "sinks/parquet/parquettest",
 }
 

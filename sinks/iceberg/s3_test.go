@@ -2,9 +2,6 @@ package iceberg
 
 import (
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,10 +15,8 @@ import (
 	"github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
-	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 
-	"millrace/internal/waitfor"
+	"millrace/internal/s3test"
 	"millrace/sinks/store"
 )
 
@@ -133,51 +128,8 @@ func writeS3File(t *testing.T, tbl *table.Table, name string, rs []metricRow) ic
 	return df
 }
 
-// startS3Bucket runs versitygw (installed into .bin by `make deps`) with a
-// POSIX backend on a loopback port until the test ends, creates bucket, and
-// returns the store settings that reach it.
+// startS3Bucket starts an S3 server with bucket and returns the store
+// settings that reach it.
 func startS3Bucket(t *testing.T, bucket string) store.S3Config {
-	t.Helper()
-	bin, err := filepath.Abs("../../.bin/versitygw")
-	if err == nil {
-		_, err = os.Stat(bin)
-	}
-	if err != nil {
-		if bin, err = exec.LookPath("versitygw"); err != nil {
-			t.Fatal("versitygw is not installed: run `make deps`")
-		}
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	cfg := store.S3Config{Endpoint: "http://" + addr, Bucket: bucket, AccessKey: "millracetest", SecretKey: "millracetestsecret"}
-	cmd := exec.Command(bin, "--port", addr, "--access", cfg.AccessKey, "--secret", cfg.SecretKey, "--quiet", "posix", t.TempDir())
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-	})
-	client, err := minio.New(addr, &minio.Options{Creds: credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""),
-		Region: "us-east-1", BucketLookup: minio.BucketLookupPath})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitfor.Until(t, 15*time.Second, "versitygw creating the bucket", func() bool {
-		select {
-		case <-exited:
-			t.Fatalf("versitygw exited:\n%s", logs.String())
-		default:
-		}
-		return client.MakeBucket(t.Context(), bucket, minio.MakeBucketOptions{Region: "us-east-1"}) == nil
-	})
-	return cfg
+	return store.S3Config{Endpoint: s3test.StartBucket(t, bucket), Bucket: bucket, AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey}
 }
