@@ -96,8 +96,13 @@ func (c *Catalog) Catalog() catalog.Catalog { return c.catalog }
 func (c *Catalog) Namespace() string { return c.cfg.Namespace }
 
 // ioProperties maps the sink's S3 store settings to iceberg-go's file IO
-// properties. An endpoint makes iceberg-go address buckets by path, which
-// S3-compatible servers (versitygw, MinIO) need.
+// properties (iceberg-go's io/gocloud/s3), so that the table's metadata,
+// manifests and data files are read and written exactly as the store
+// reaches the bucket: the same endpoint, region and credentials, and
+// buckets addressed by path, as the store always does (S3-compatible
+// servers such as versitygw and MinIO on an address need it; virtual-host
+// style needs DNS for each bucket). AWS's own default endpoint is left to
+// the SDK, which then picks the region's endpoint.
 func ioProperties(s3 *store.S3Config) iceberg.Properties {
 	props := iceberg.Properties{}
 	if s3 == nil {
@@ -108,12 +113,16 @@ func ioProperties(s3 *store.S3Config) iceberg.Properties {
 		region = "us-east-1" // the store's default
 	}
 	props[iceio.S3Region] = region
-	if s3.Endpoint != "" {
+	if s3.Endpoint != "" && s3.Endpoint != awsEndpoint {
 		props[iceio.S3EndpointURL] = s3.Endpoint
 	}
+	props[iceio.S3ForceVirtualAddressing] = "false"
 	if s3.AccessKey != "" {
 		props[iceio.S3AccessKeyID] = s3.AccessKey
 		props[iceio.S3SecretAccessKey] = s3.SecretKey
 	}
 	return props
 }
+
+// awsEndpoint is the S3 store's default endpoint.
+const awsEndpoint = "https://s3.amazonaws.com"

@@ -96,6 +96,8 @@ func (c *Config) Validate() error {
 // or s3://bucket/prefix; "" leaves it to a REST catalog.
 func (c *Config) warehouse() string {
 	switch {
+	case c.S3 != nil && strings.Trim(c.S3.Prefix, "/") == "":
+		return "s3://" + c.S3.Bucket
 	case c.S3 != nil:
 		return "s3://" + c.S3.Bucket + "/" + strings.Trim(c.S3.Prefix, "/")
 	case c.Directory != "":

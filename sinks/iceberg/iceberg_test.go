@@ -563,7 +563,7 @@ func TestS3Warehouse(t *testing.T) {
 	}
 	props := ioProperties(&s3cfg)
 	want := iceberg.Properties{"s3.region": "us-east-1", "s3.endpoint": "http://127.0.0.1:17070",
-		"s3.access-key-id": "k", "s3.secret-access-key": "s"}
+		"s3.force-virtual-addressing": "false", "s3.access-key-id": "k", "s3.secret-access-key": "s"}
 	if !maps.Equal(props, want) {
 		t.Errorf("io properties %v, want %v", props, want)
 	}

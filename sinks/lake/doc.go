@@ -139,7 +139,10 @@
 // With Config.Format iceberg each topic is an Apache Iceberg table of a
 // catalog (sinks/iceberg; Config.Iceberg), and the same files land in the
 // table's data directory, <warehouse>/<namespace>.db/<topic>/data/dt=…/hr=…/
-// part-….parquet (tableStore), under the same deterministic names. Only the
+// part-….parquet (tableStore), under the same deterministic names; the
+// warehouse is the store's root, a directory or an S3 bucket prefix, and
+// the table's own file IO reaches a bucket with the store's settings
+// (catalogConfig). Only the
 // commit changes (tablecommit.go): a window is landed when its files are
 // added to the table in one snapshot (iceberg.CommitRoll) whose summary
 // carries the group's offset and watermark of every partition it landed;

@@ -49,9 +49,13 @@ type tableCommitter struct {
 const maxRebases = 20
 
 // openTables opens the catalog of cfg and every topic's table, creating
-// those that do not exist.
-func openTables(ctx context.Context, cfg Config, s *schemas.Schema, logger *slog.Logger) (*iceberg.Catalog, map[string]*table.Table, error) {
-	cat, err := iceberg.Open(ctx, cfg.Iceberg.catalogConfig(logger))
+// those that do not exist, for a worker whose store is st (catalogConfig).
+func openTables(ctx context.Context, cfg Config, st store.Store, s *schemas.Schema, logger *slog.Logger) (*iceberg.Catalog, map[string]*table.Table, error) {
+	cc, err := cfg.Iceberg.catalogConfig(st, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	cat, err := iceberg.Open(ctx, cc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("lake: %w", err)
 	}
@@ -65,7 +69,7 @@ func openTables(ctx context.Context, cfg Config, s *schemas.Schema, logger *slog
 		// The worker writes <warehouse>/<namespace>.db/<topic>/data/…
 		// (tableStore); a table elsewhere (a REST catalog's choice, one made
 		// by hand) would list files it cannot find.
-		want := "file://" + strings.TrimSuffix(cfg.Iceberg.warehouseDir(), "/") + "/" + cfg.Iceberg.namespace() + ".db/" + topic
+		want := cfg.Iceberg.warehouseURL() + "/" + cfg.Iceberg.namespace() + ".db/" + topic
 		if strings.TrimSuffix(tbl.Location(), "/") != want {
 			cat.Close()
 			return nil, nil, fmt.Errorf("lake: table %v is at %s; the sink writes its files under %s", tbl.Identifier(), tbl.Location(), want)

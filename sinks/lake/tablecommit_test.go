@@ -119,7 +119,11 @@ func TestIcebergTableCommits(t *testing.T) {
 // group's progress in it.
 func readTable(t *testing.T, cfg Config) (*table.Table, iceberg.Progress) {
 	t.Helper()
-	cat, err := iceberg.Open(t.Context(), cfg.Iceberg.catalogConfig(nil))
+	cc, err := cfg.Iceberg.catalogConfig(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := iceberg.Open(t.Context(), cc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +263,7 @@ func TestIcebergZombieCommitRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat, tables, err := openTables(t.Context(), cfg, s, nil)
+	cat, tables, err := openTables(t.Context(), cfg, nil, s, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

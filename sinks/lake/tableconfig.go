@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"millrace/sinks/iceberg"
+	"millrace/sinks/store"
 )
 
 // The formats a sink lands in (Config.Format).
@@ -30,12 +31,15 @@ type TableConfig struct {
 	Catalog string `yaml:"catalog"`
 	// URI is the SQLite file (default <warehouse>/catalog.db), the
 	// PostgreSQL URL (postgres://user:pw@host:5432/db), or the REST
-	// catalog's base URL. Required for postgres and rest.
+	// catalog's base URL. Required for postgres and rest, and for sqlite
+	// with a warehouse in S3 (the SQLite file is local).
 	URI string `yaml:"uri"`
-	// Warehouse is the directory that holds the tables: a topic's table is
+	// Warehouse is where the tables live, a directory (/PATH or
+	// file:///PATH) or a bucket (s3://BUCKET/PREFIX): a topic's table is
 	// <warehouse>/<namespace>.db/<topic>, its data files under its data/.
-	// It must be the directory the sink's store writes to (`millrace sink`
-	// sets it from --out). Required.
+	// It must be where the sink's store writes (`millrace sink` sets it
+	// from --out); a table in S3 is reached with the store's settings
+	// (endpoint, region, credentials). Required.
 	Warehouse string `yaml:"warehouse"`
 	// Namespace holds one table per topic. Default "millrace".
 	Namespace string `yaml:"namespace"`
@@ -60,11 +64,16 @@ func (tc TableConfig) validate() []error {
 	default:
 		errs = append(errs, fmt.Errorf("lake: iceberg.catalog %q: want sqlite, postgres or rest", tc.Catalog))
 	}
-	if tc.Warehouse == "" {
-		errs = append(errs, errors.New("lake: iceberg.warehouse: the directory that holds the tables (the sink's --out) is needed"))
-	} else if dir := strings.TrimPrefix(tc.Warehouse, "file://"); strings.Contains(dir, "://") || !filepath.IsAbs(dir) {
-		errs = append(errs, fmt.Errorf("lake: iceberg.warehouse %q: want an absolute directory (file:///PATH); "+
-			"tables in S3 are not supported yet", tc.Warehouse))
+	switch bucket, _, inS3 := tc.s3Warehouse(); {
+	case tc.Warehouse == "":
+		errs = append(errs, errors.New("lake: iceberg.warehouse: the directory or bucket that holds the tables (the sink's --out) is needed"))
+	case inS3 && bucket == "":
+		errs = append(errs, fmt.Errorf("lake: iceberg.warehouse %q: no bucket (s3://BUCKET/PREFIX)", tc.Warehouse))
+	case inS3 && (tc.Catalog == "" || tc.Catalog == iceberg.CatalogSQLite) && tc.URI == "":
+		errs = append(errs, fmt.Errorf("lake: iceberg.uri: the sqlite catalog of a warehouse in S3 (%s) needs a local file", tc.Warehouse))
+	case inS3: // that it is the store's is checked when the worker starts (catalogConfig)
+	case strings.Contains(tc.warehouseDir(), "://") || !filepath.IsAbs(tc.warehouseDir()):
+		errs = append(errs, fmt.Errorf("lake: iceberg.warehouse %q: want an absolute directory (file:///PATH) or s3://BUCKET/PREFIX", tc.Warehouse))
 	}
 	if strings.ContainsAny(tc.Namespace, "./ ") {
 		errs = append(errs, fmt.Errorf("lake: iceberg.namespace %q: want one name without dots, slashes or spaces", tc.Namespace))
@@ -96,6 +105,24 @@ func (tc TableConfig) layout() string {
 // warehouseDir is Warehouse as a directory path.
 func (tc TableConfig) warehouseDir() string { return strings.TrimPrefix(tc.Warehouse, "file://") }
 
+// s3Warehouse is the bucket and prefix of a Warehouse in S3; inS3 is false
+// for a directory.
+func (tc TableConfig) s3Warehouse() (bucket, prefix string, inS3 bool) {
+	rest, inS3 := strings.CutPrefix(tc.Warehouse, "s3://")
+	bucket, prefix, _ = strings.Cut(rest, "/")
+	return bucket, strings.Trim(prefix, "/"), inS3
+}
+
+// warehouseURL is the warehouse as Iceberg spells locations (file:///PATH
+// or s3://BUCKET/PREFIX), without a trailing slash: the tables' locations
+// start with it.
+func (tc TableConfig) warehouseURL() string {
+	if bucket, prefix, inS3 := tc.s3Warehouse(); inS3 {
+		return strings.TrimSuffix("s3://"+bucket+"/"+prefix, "/")
+	}
+	return "file://" + strings.TrimSuffix(tc.warehouseDir(), "/")
+}
+
 // namespace is Namespace or its default.
 func (tc TableConfig) namespace() string {
 	if tc.Namespace == "" {
@@ -104,15 +131,42 @@ func (tc TableConfig) namespace() string {
 	return tc.Namespace
 }
 
-// catalogConfig is the sinks/iceberg configuration of tc.
-func (tc TableConfig) catalogConfig(logger *slog.Logger) iceberg.Config {
-	c := iceberg.Config{Catalog: tc.Catalog, Namespace: tc.namespace(), Directory: tc.warehouseDir(), Logger: logger}
+// catalogConfig is the sinks/iceberg configuration of tc, for a worker
+// whose store is st: the warehouse must be where st writes (a file store's
+// root, an S3 store's bucket and prefix), else the tables would list files
+// the worker put elsewhere; the tables' S3 file IO takes st's settings. A
+// nil st (a reader of the tables) is not checked, and cannot reach S3.
+func (tc TableConfig) catalogConfig(st store.Store, logger *slog.Logger) (iceberg.Config, error) {
+	c := iceberg.Config{Catalog: tc.Catalog, Namespace: tc.namespace(), Logger: logger}
 	if c.Catalog == "" || c.Catalog == iceberg.CatalogSQLite {
 		c.Path = tc.URI
 	} else {
 		c.URL = tc.URI
 	}
-	return c
+	if ts, ok := st.(tableStore); ok {
+		st = ts.Store
+	}
+	bucket, prefix, inS3 := tc.s3Warehouse()
+	if !inS3 {
+		c.Directory = tc.warehouseDir()
+		if fs, ok := st.(*store.File); ok && filepath.Clean(fs.Root()) != filepath.Clean(c.Directory) {
+			return c, fmt.Errorf("lake: iceberg.warehouse %s is not the sink's store %s: the sink writes the tables' files to its store",
+				tc.Warehouse, fs.Root())
+		}
+		return c, nil
+	}
+	s3, ok := st.(*store.S3)
+	if !ok {
+		return c, fmt.Errorf("lake: iceberg.warehouse %s is in S3, but the sink's store is not: the sink writes the tables' files to its store", tc.Warehouse)
+	}
+	settings := s3.Config()
+	if settings.Bucket != bucket || strings.Trim(settings.Prefix, "/") != prefix {
+		return c, fmt.Errorf("lake: iceberg.warehouse %s is not the sink's store s3://%s/%s: the sink writes the tables' files to its store",
+			tc.Warehouse, settings.Bucket, strings.Trim(settings.Prefix, "/"))
+	}
+	settings.Logger = nil // the store's, not the catalog's
+	c.S3 = &settings
+	return c, nil
 }
 
 // tableConfig is the sinks/iceberg table shape of tc.

@@ -32,7 +32,14 @@ func TestTableConfigValidate(t *testing.T) {
 		{"rest without uri", func(c *Config) { c.Iceberg.Catalog = "rest" }, "the rest catalog needs a URL"},
 		{"sqlite url", func(c *Config) { c.Iceberg.URI = "postgres://x" }, "the sqlite catalog takes a file path"},
 		{"no warehouse", func(c *Config) { c.Iceberg.Warehouse = "" }, "iceberg.warehouse: the directory"},
-		{"s3 warehouse", func(c *Config) { c.Iceberg.Warehouse = "s3://b/p" }, "tables in S3 are not supported yet"},
+		{"s3 warehouse", func(c *Config) { c.Iceberg.Warehouse, c.Iceberg.URI = "s3://b/p", "/var/lib/c.db" }, ""},
+		{"s3 postgres", func(c *Config) {
+			c.Iceberg.Warehouse, c.Iceberg.Catalog, c.Iceberg.URI = "s3://b", "postgres", "postgres://u@127.0.0.1/db"
+		}, ""},
+		{"s3 sqlite without a file", func(c *Config) { c.Iceberg.Warehouse = "s3://b/p" }, "the sqlite catalog of a warehouse in S3 (s3://b/p) needs a local file"},
+		{"s3 no bucket", func(c *Config) { c.Iceberg.Warehouse, c.Iceberg.URI = "s3:///p", "/c.db" }, "no bucket"},
+		{"relative warehouse", func(c *Config) { c.Iceberg.Warehouse = "lake" }, "want an absolute directory (file:///PATH) or s3://BUCKET/PREFIX"},
+		{"other scheme", func(c *Config) { c.Iceberg.Warehouse = "gs://b/p" }, "want an absolute directory"},
 		{"partition", func(c *Config) { c.Iceberg.Partition = "month" }, `iceberg.partition "month": want hour, day, identity:<field> or none`},
 		{"identity", func(c *Config) { c.Iceberg.Partition = "identity:type" }, "identity partitioning is not supported by the sink yet"},
 		{"namespace", func(c *Config) { c.Iceberg.Namespace = "a.b" }, `iceberg.namespace "a.b"`},

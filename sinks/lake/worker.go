@@ -127,7 +127,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	}
 	var tables *tableCommitter
 	if w.cfg.Format == FormatIceberg {
-		cat, opened, openErr := openTables(ctx, w.cfg, w.schema, w.logger)
+		cat, opened, openErr := openTables(ctx, w.cfg, w.store, w.schema, w.logger)
 		if openErr != nil {
 			return openErr
 		}

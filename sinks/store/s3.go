@@ -56,6 +56,7 @@ type S3 struct {
 	prefix string // "" or ends in "/"
 	part   int64
 	logger *slog.Logger
+	cfg    S3Config // as resolved by NewS3, for Config
 }
 
 // NewS3 connects to the server and checks that the bucket exists.
@@ -105,8 +106,14 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 		prefix += "/"
 	}
 	return &S3{client: client, core: minio.Core{Client: client}, bucket: cfg.Bucket, prefix: prefix,
-		part: cfg.PartSize, logger: cfg.Logger.With("component", "store", "store", "s3", "bucket", cfg.Bucket)}, nil
+		part: cfg.PartSize, logger: cfg.Logger.With("component", "store", "store", "s3", "bucket", cfg.Bucket), cfg: cfg}, nil
 }
+
+// Config returns the store's settings with their defaults applied, so that
+// another client of the same bucket (an Iceberg table's file IO) can reach
+// it exactly as the store does: same endpoint, region, credentials, and
+// path-style addressing (NewS3 always uses it).
+func (s *S3) Config() S3Config { return s.cfg }
 
 func (s *S3) key(name string) string { return s.prefix + name }
 
