@@ -98,6 +98,20 @@ func TestCompactMergesAClosedHour(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A dry run says what the compaction will do, and does none of it.
+	dry := opts
+	dry.DryRun = true
+	planned, err := c.Compact(t.Context(), tbl, dry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if planned.Partitions != 1 || planned.FilesRemoved != 20 || planned.FilesAdded != 1 || planned.Table != tbl {
+		t.Errorf("dry run %+v, want 1 partition, 20 files into 1, and the table unchanged", planned)
+	}
+	if fresh := must(c.Reload(t.Context(), tbl)); fresh.CurrentSnapshot().SnapshotID != tbl.CurrentSnapshot().SnapshotID {
+		t.Error("the dry run committed a snapshot")
+	}
+
 	res, err := c.Compact(t.Context(), tbl, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -264,6 +278,16 @@ func TestExpireKeepsTheOffsetsSnapshot(t *testing.T) {
 		tbl = commit(t, c, tbl, Commit{Group: "other", Topic: "metrics", Ranges: map[int32]Range{0: {int64(i), int64(i + 1)}}})
 	}
 	waitOlder(t, tbl)
+
+	// A dry run counts the same 4 (the sink's offsets snapshot is spared
+	// by the tag it would get), and drops nothing.
+	dry, err := c.Expire(t.Context(), tbl, ExpireOptions{Keep: time.Millisecond, RetainLast: 1, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(must(c.Reload(t.Context(), tbl)).Metadata().Snapshots()); dry.Expired != 4 || n != 6 {
+		t.Errorf("dry run: %d would expire, %d snapshots left; want 4 and all 6", dry.Expired, n)
+	}
 
 	res, err := c.Expire(t.Context(), tbl, ExpireOptions{Keep: time.Millisecond, RetainLast: 1})
 	if err != nil {
