@@ -436,6 +436,19 @@ func TestSweepGuardKeepsARewrittenFile(t *testing.T) {
 	}
 }
 
+// A table no roll has landed in yet has no data directory: maintenance
+// finds nothing to do, and no error.
+func TestMaintainANewTable(t *testing.T) {
+	c := openSQLite(t, t.TempDir())
+	res, err := c.Maintain(t.Context(), metricsTable(t, c), MaintainOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Compact.FilesRemoved != 0 || res.Expire.Expired != 0 || len(res.Orphans.Files) != 0 {
+		t.Errorf("maintenance of an empty table did %+v", res)
+	}
+}
+
 // Maintain's three steps together: the small files of a closed hour are
 // merged, expiry drops the snapshots that still referenced them (and
 // deletes them), and the rows and offsets are those from before.

@@ -2,6 +2,7 @@ package lake
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -252,4 +253,17 @@ func (w *Worker) newMaintainer(tc *tableCommitter) *maintainer {
 		metrics:  newMaintenanceMetrics(w.metrics.reg),
 		logger:   w.logger.With("maintenance", true),
 	}
+}
+
+// OpenCatalog opens the catalog of tc as a sink of Format iceberg does,
+// for tools that work on its tables (`millrace lake compact|expire|orphans`).
+func OpenCatalog(ctx context.Context, tc TableConfig, logger *slog.Logger) (*iceberg.Catalog, error) {
+	if err := errors.Join(tc.validate()...); err != nil {
+		return nil, err
+	}
+	cat, err := iceberg.Open(ctx, tc.catalogConfig(logger))
+	if err != nil {
+		return nil, fmt.Errorf("lake: %w", err)
+	}
+	return cat, nil
 }
