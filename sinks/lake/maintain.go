@@ -43,10 +43,13 @@ const (
 	defaultKeepSnapshotsDays   = 7
 	defaultOrphanAge           = 72 * time.Hour
 	// minOrphanAge bounds OrphanAge from below: a worker publishes a
-	// roll's files before it commits them, and a worker paused between
-	// the two (a long GC, a SIGSTOP) whose partitions did not move commits
-	// them when it resumes. A sweep in between would leave the table
-	// naming deleted files.
+	// roll's files before it commits them, and until the commit they are
+	// orphans. A worker paused between the two (a long GC, a SIGSTOP)
+	// still commits them when it resumes if no other worker committed its
+	// partitions meanwhile (the fence in doc.go only stops it when one
+	// did); a sweep during the pause would leave the table naming deleted
+	// files. The age must exceed any such pause: Iceberg's 3 days by
+	// default, an hour at the least.
 	minOrphanAge = time.Hour
 )
 
