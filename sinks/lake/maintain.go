@@ -100,12 +100,14 @@ func (m MaintenanceConfig) options() iceberg.MaintainOptions {
 // w.mu for a lookup, and its commits meet the rolls' only at the catalog.
 //
 // Of a group's workers, only the one holding partition 0 of a topic
-// maintains the topic's table. Two maintainers at once would be safe (each
-// maintenance commit asserts the branch's head, and a merged file's name
-// is fixed by its inputs, so the loser plans again and writes nothing
-// new), but each would read and rewrite the same hour's files for nothing.
-// During a rebalance two workers may both believe they hold partition 0
-// for a moment; that is the safe case above, not a loss.
+// maintains the topic's table. Two maintainers at once lose nothing (each
+// maintenance commit asserts the branch's head, so one commit wins and the
+// other plans again on the table it left), but both would read and merge
+// the same hour's files, and the loser, merging the same inputs, rewrites
+// the winner's file under its name (the same bytes, written in place while
+// readers may be reading it). During a rebalance two workers may both
+// believe they hold partition 0 for a moment; that is the rare overlap
+// left, with `millrace lake compact` run by hand while the sinks run.
 //
 // A maintenance commit and a roll commit race like two rolls: whichever
 // commits second fails its assertion on the head. A roll then rebases
