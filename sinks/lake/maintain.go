@@ -103,11 +103,11 @@ func (m MaintenanceConfig) options() iceberg.MaintainOptions {
 // maintains the topic's table. Two maintainers at once lose nothing (each
 // maintenance commit asserts the branch's head, so one commit wins and the
 // other plans again on the table it left), but both would read and merge
-// the same hour's files, and the loser, merging the same inputs, rewrites
-// the winner's file under its name (the same bytes, written in place while
-// readers may be reading it). During a rebalance two workers may both
-// believe they hold partition 0 for a moment; that is the rare overlap
-// left, with `millrace lake compact` run by hand while the sinks run.
+// the same hour's files for nothing (the loser, merging the same inputs,
+// replaces the winner's file with the same bytes under the same name).
+// During a rebalance two workers may both believe they hold partition 0
+// for a moment; that overlap, and `millrace lake compact` run by hand
+// while the sinks run, cost work, never rows.
 //
 // A maintenance commit and a roll commit race like two rolls: whichever
 // commits second fails its assertion on the head. A roll then rebases
