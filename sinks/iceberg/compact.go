@@ -27,6 +27,9 @@ type CompactOptions struct {
 	SafetyAge time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// DryRun plans the merges and reports them (CompactResult counts what
+	// would be removed and written) without writing or committing.
+	DryRun bool
 }
 
 // DefaultTargetSize is CompactOptions.TargetSize's default.
@@ -79,6 +82,16 @@ func (c *Catalog) Compact(ctx context.Context, tbl *table.Table, opts CompactOpt
 	plan, err := planCompaction(ctx, tbl, opts)
 	if err != nil {
 		return res, err
+	}
+	if opts.DryRun {
+		for _, bins := range plan {
+			res.Partitions++
+			for _, bin := range bins {
+				res.FilesRemoved += len(bin)
+				res.FilesAdded++
+			}
+		}
+		return res, nil
 	}
 	// plannedOn is the table plan holds for: tbl, then each of this
 	// compaction's own commits, which change only the partition they merge.

@@ -126,7 +126,10 @@
 //
 // [Catalog.Maintain] runs the three in that order, which frees the most:
 // expiry deletes the small files a compaction replaced once the snapshots
-// that still referenced them age out.
+// that still referenced them age out. A sink runs it on a schedule, from
+// the worker holding partition 0 of the topic (sinks/lake/maintain.go);
+// `millrace lake compact|expire|orphans` runs each by hand, with a dry run
+// ([CompactOptions], [ExpireOptions] and [OrphanOptions] DryRun).
 //
 // The sink worker (sinks/lake, format: iceberg) commits each landed window
 // through CommitRoll (sinks/lake/tablecommit.go).

@@ -27,6 +27,9 @@ type ExpireOptions struct {
 	// RetainLast is how many of the main branch's newest snapshots are
 	// kept whatever their age. Default 1.
 	RetainLast int
+	// DryRun counts the snapshots that would expire (ExpireResult.Expired)
+	// and the tags that would protect offsets, committing nothing.
+	DryRun bool
 }
 
 func (o ExpireOptions) withDefaults() ExpireOptions {
@@ -58,6 +61,9 @@ type ExpireResult struct {
 // a race to a roll's commit is done again on the fresh table.
 func (c *Catalog) Expire(ctx context.Context, tbl *table.Table, opts ExpireOptions) (ExpireResult, error) {
 	opts = opts.withDefaults()
+	if opts.DryRun {
+		return c.expireDryRun(ctx, tbl, opts)
+	}
 	var lastErr error
 	for attempt := 1; attempt <= maintenanceAttempts; attempt++ {
 		fresh, err := c.Reload(ctx, tbl)
@@ -96,24 +102,7 @@ func (c *Catalog) Expire(ctx context.Context, tbl *table.Table, opts ExpireOptio
 // tags.
 func (c *Catalog) moveOffsetsTags(ctx context.Context, tbl *table.Table) (map[string]int64, error) {
 	meta := tbl.Metadata()
-	tags := map[string]int64{}
-	for s := meta.SnapshotByName(table.MainBranch); s != nil; {
-		if s.Summary != nil {
-			for k := range s.Summary.Properties {
-				name, ok := strings.CutPrefix(k, offsetsPrefix)
-				if !ok {
-					continue
-				}
-				if _, newer := tags[offsetsTagPrefix+name]; !newer {
-					tags[offsetsTagPrefix+name] = s.SnapshotID
-				}
-			}
-		}
-		if s.ParentSnapshotID == nil {
-			break
-		}
-		s = meta.SnapshotByID(*s.ParentSnapshotID)
-	}
+	tags := offsetsTagTargets(tbl)
 	var reqs []table.Requirement
 	var updates []table.Update
 	for name, id := range tags {
@@ -138,4 +127,63 @@ func (c *Catalog) moveOffsetsTags(ctx context.Context, tbl *table.Table) (map[st
 		return nil, fmt.Errorf("iceberg: move the offsets tags of %v: %w", tbl.Identifier(), err)
 	}
 	return tags, nil
+}
+
+// offsetsTagTargets maps each group's offsets tag to the newest snapshot
+// of tbl's main branch holding that group's offsets.
+func offsetsTagTargets(tbl *table.Table) map[string]int64 {
+	meta := tbl.Metadata()
+	tags := map[string]int64{}
+	for s := meta.SnapshotByName(table.MainBranch); s != nil; {
+		if s.Summary != nil {
+			for k := range s.Summary.Properties {
+				name, ok := strings.CutPrefix(k, offsetsPrefix)
+				if !ok {
+					continue
+				}
+				if _, newer := tags[offsetsTagPrefix+name]; !newer {
+					tags[offsetsTagPrefix+name] = s.SnapshotID
+				}
+			}
+		}
+		if s.ParentSnapshotID == nil {
+			break
+		}
+		s = meta.SnapshotByID(*s.ParentSnapshotID)
+	}
+	return tags
+}
+
+// expireDryRun stages the expiry on a fresh copy of tbl, without the tag
+// moves' commit, and counts what it would drop: the snapshots the staged
+// expiry removes, less those the offsets tags would keep.
+func (c *Catalog) expireDryRun(ctx context.Context, tbl *table.Table, opts ExpireOptions) (ExpireResult, error) {
+	fresh, err := c.Reload(ctx, tbl)
+	if err != nil {
+		return ExpireResult{}, err
+	}
+	tags := offsetsTagTargets(fresh)
+	protected := map[int64]bool{}
+	for _, id := range tags {
+		protected[id] = true
+	}
+	tx := fresh.NewTransaction()
+	if err := tx.ExpireSnapshots(table.WithOlderThan(opts.Keep), table.WithRetainLast(opts.RetainLast)); err != nil {
+		return ExpireResult{}, fmt.Errorf("iceberg: expire snapshots of %v: %w", tbl.Identifier(), err)
+	}
+	staged, err := tx.StagedTable()
+	if err != nil {
+		return ExpireResult{}, fmt.Errorf("iceberg: expire snapshots of %v: %w", tbl.Identifier(), err)
+	}
+	kept := map[int64]bool{}
+	for _, s := range staged.Metadata().Snapshots() {
+		kept[s.SnapshotID] = true
+	}
+	res := ExpireResult{Table: fresh, Tags: tags}
+	for _, s := range fresh.Metadata().Snapshots() {
+		if !kept[s.SnapshotID] && !protected[s.SnapshotID] {
+			res.Expired++
+		}
+	}
+	return res, nil
 }

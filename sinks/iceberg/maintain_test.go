@@ -98,6 +98,20 @@ func TestCompactMergesAClosedHour(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A dry run says what the compaction will do, and does none of it.
+	dry := opts
+	dry.DryRun = true
+	planned, err := c.Compact(t.Context(), tbl, dry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if planned.Partitions != 1 || planned.FilesRemoved != 20 || planned.FilesAdded != 1 || planned.Table != tbl {
+		t.Errorf("dry run %+v, want 1 partition, 20 files into 1, and the table unchanged", planned)
+	}
+	if fresh := must(c.Reload(t.Context(), tbl)); fresh.CurrentSnapshot().SnapshotID != tbl.CurrentSnapshot().SnapshotID {
+		t.Error("the dry run committed a snapshot")
+	}
+
 	res, err := c.Compact(t.Context(), tbl, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -265,6 +279,16 @@ func TestExpireKeepsTheOffsetsSnapshot(t *testing.T) {
 	}
 	waitOlder(t, tbl)
 
+	// A dry run counts the same 4 (the sink's offsets snapshot is spared
+	// by the tag it would get), and drops nothing.
+	dry, err := c.Expire(t.Context(), tbl, ExpireOptions{Keep: time.Millisecond, RetainLast: 1, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(must(c.Reload(t.Context(), tbl)).Metadata().Snapshots()); dry.Expired != 4 || n != 6 {
+		t.Errorf("dry run: %d would expire, %d snapshots left; want 4 and all 6", dry.Expired, n)
+	}
+
 	res, err := c.Expire(t.Context(), tbl, ExpireOptions{Keep: time.Millisecond, RetainLast: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -409,6 +433,19 @@ func TestSweepGuardKeepsARewrittenFile(t *testing.T) {
 	}
 	if _, err := os.Stat(strings.TrimPrefix(loc, "file://")); !errors.Is(err, os.ErrNotExist) || g.kept[loc] {
 		t.Fatalf("an old file: stat %v, kept %v; want it deleted", err, g.kept)
+	}
+}
+
+// A table no roll has landed in yet has no data directory: maintenance
+// finds nothing to do, and no error.
+func TestMaintainANewTable(t *testing.T) {
+	c := openSQLite(t, t.TempDir())
+	res, err := c.Maintain(t.Context(), metricsTable(t, c), MaintainOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Compact.FilesRemoved != 0 || res.Expire.Expired != 0 || len(res.Orphans.Files) != 0 {
+		t.Errorf("maintenance of an empty table did %+v", res)
 	}
 }
 

@@ -2,7 +2,9 @@ package iceberg
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	iofs "io/fs"
 	"sync"
 	"time"
 
@@ -58,6 +60,13 @@ func (c *Catalog) RemoveOrphans(ctx context.Context, tbl *table.Table, opts Orph
 		table.WithFilesOlderThan(opts.SafetyAge),
 		table.WithDryRun(opts.DryRun),
 		table.WithDeleteFunc(guard.remove))
+	if errors.Is(err, iofs.ErrNotExist) {
+		// A table no roll has landed in yet has no data directory on a
+		// filesystem: nothing to sweep. (Any other missing file makes the
+		// sweep delete nothing, which is the safe way to fail too.)
+		c.cfg.Logger.Info("iceberg: orphan sweep: nothing to sweep", "table", tbl.Identifier(), "err", err)
+		return OrphanResult{}, nil
+	}
 	if err != nil {
 		return OrphanResult{}, fmt.Errorf("iceberg: orphan sweep of %v: %w", tbl.Identifier(), err)
 	}

@@ -47,6 +47,9 @@ type TableConfig struct {
 	// hour(<event time>)), "day", or "none". "identity:<field>" is
 	// recognised but refused: the sink's files are split by time only.
 	Partition string `yaml:"partition"`
+	// Maintenance is the tables' scheduled compaction, snapshot expiry and
+	// orphan sweep (maintain.go); on by default.
+	Maintenance MaintenanceConfig `yaml:"maintenance"`
 }
 
 // validate checks tc for a sink of schema time field timeField.
@@ -89,6 +92,7 @@ func (tc TableConfig) validate() []error {
 	default:
 		errs = append(errs, fmt.Errorf("lake: iceberg.partition %q: want hour, day, identity:<field> or none", tc.Partition))
 	}
+	errs = append(errs, tc.Maintenance.validate()...)
 	return errs
 }
 

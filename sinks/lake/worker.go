@@ -47,6 +47,7 @@ type Worker struct {
 	fence        ownershipChecker                      // nil: never fenced (fence.go)
 	history      dedupHistory                          // nil: dedup state starts empty (dedup.go)
 	tables       *iceberg.Catalog                      // Format iceberg's catalog; nil for hive
+	maintenance  *maintainer                           // Format iceberg's scheduled maintenance; nil when off
 
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the poll loop has returned
@@ -193,6 +194,10 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	runCtx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
 	go w.run(runCtx)
+	if tables != nil && !w.cfg.Iceberg.Maintenance.Disabled {
+		w.maintenance = w.newMaintainer(tables)
+		w.maintenance.start()
+	}
 	w.logger.Info("sink worker started", "topics", w.cfg.Topics, "schema", w.schema.Name)
 	return nil
 }
@@ -219,6 +224,12 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	defer w.metrics.unregister()
 	if w.tables != nil {
 		defer w.tables.Close() // after the last commit
+	}
+	if w.maintenance != nil {
+		// First: a run in progress ends before the catalog closes, and
+		// does not compete with the last landings.
+		w.maintenance.shutdown()
+		w.maintenance.metrics.unregister()
 	}
 	w.cancel()
 	select {
