@@ -135,11 +135,14 @@ func rangeArgs(lo, hi int) cobra.PositionalArgs {
 // its --config file names the same tables.
 type lakeMaintOptions struct {
 	out, catalog, catalogURI, namespace, configFile string
+	s3Endpoint, s3Region                            string
 	dryRun                                          bool
 }
 
 func (o *lakeMaintOptions) addFlags(f *pflag.FlagSet) {
-	f.StringVar(&o.out, "out", "", "the sink's --out, the tables' warehouse: file:///PATH or a directory")
+	f.StringVar(&o.out, "out", "", "the sink's --out, the tables' warehouse: file:///PATH, a directory or s3://BUCKET/PREFIX")
+	f.StringVar(&o.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL for an s3:// warehouse (default https://s3.amazonaws.com)")
+	f.StringVar(&o.s3Region, "s3-region", "", "S3 region for an s3:// warehouse (default us-east-1)")
 	f.StringVar(&o.catalog, "catalog", "", "sqlite (default, <out>/catalog.db), postgres or rest")
 	f.StringVar(&o.catalogURI, "catalog-uri", "", "the SQLite file, the PostgreSQL URL or the REST catalog's URL")
 	f.StringVar(&o.namespace, "namespace", "", "the tables' namespace (default millrace)")
@@ -148,16 +151,18 @@ func (o *lakeMaintOptions) addFlags(f *pflag.FlagSet) {
 }
 
 // tables resolves the flags (and --config) into the sink's table settings,
-// as `millrace sink` does: the warehouse is the sink's out.
-func (o *lakeMaintOptions) tables() (lake.TableConfig, error) {
+// as `millrace sink` does: the warehouse is the sink's out, and the store
+// options are those the sink would open it with.
+func (o *lakeMaintOptions) tables() (lake.TableConfig, store.Options, error) {
 	var cfg sinkFile
 	if o.configFile != "" {
 		if err := loadYAML(o.configFile, &cfg); err != nil {
-			return lake.TableConfig{}, err
+			return lake.TableConfig{}, store.Options{}, err
 		}
 	}
 	tc := cfg.Lake.Iceberg
-	for dst, v := range map[*string]string{&cfg.Out: o.out, &tc.Catalog: o.catalog, &tc.URI: o.catalogURI, &tc.Namespace: o.namespace} {
+	for dst, v := range map[*string]string{&cfg.Out: o.out, &tc.Catalog: o.catalog, &tc.URI: o.catalogURI, &tc.Namespace: o.namespace,
+		&cfg.S3Endpoint: o.s3Endpoint, &cfg.S3Region: o.s3Region} {
 		if v != "" {
 			*dst = v
 		}
@@ -166,38 +171,43 @@ func (o *lakeMaintOptions) tables() (lake.TableConfig, error) {
 		cfg.Out = tc.Warehouse
 	}
 	if cfg.Out == "" {
-		return tc, usageError("--out is required: the sink's --out, where its tables live")
+		return tc, store.Options{}, usageError("--out is required: the sink's --out, where its tables live")
 	}
 	out := cfg.Out
 	if !strings.Contains(out, "://") {
 		abs, err := filepath.Abs(out)
 		if err != nil {
-			return tc, usageError("--out %q: %v", out, err)
+			return tc, store.Options{}, usageError("--out %q: %v", out, err)
 		}
 		out = "file://" + abs
 	}
 	var err error
 	if tc.Warehouse, err = store.CanonicalURL(out); err != nil {
-		return tc, usageError("%v", err)
+		return tc, store.Options{}, usageError("%v", err)
 	}
 	if tc.URI != "" && (tc.Catalog == "" || tc.Catalog == iceberg.CatalogSQLite) {
 		if tc.URI, err = filepath.Abs(tc.URI); err != nil {
-			return tc, usageError("--catalog-uri %q: %v", tc.URI, err)
+			return tc, store.Options{}, usageError("--catalog-uri %q: %v", tc.URI, err)
 		}
 	}
-	return tc, nil
+	return tc, store.Options{S3Endpoint: cfg.S3Endpoint, S3Region: cfg.S3Region}, nil
 }
 
 // each opens the catalog and runs op on the table of the topic named in
 // args, or on every table of the namespace; it stops at the first error.
 func (o *lakeMaintOptions) each(ctx context.Context, e *env, args []string,
 	op func(ctx context.Context, cat *iceberg.Catalog, tbl *table.Table) error) error {
-	tc, err := o.tables()
+	tc, opts, err := o.tables()
 	if err != nil {
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	cat, err := lake.OpenCatalog(ctx, tc, logger)
+	opts.Logger = logger
+	st, err := store.Open(ctx, tc.Warehouse, opts)
+	if err != nil {
+		return err
+	}
+	cat, err := lake.OpenCatalog(ctx, tc, st, logger)
 	if err != nil {
 		return err
 	}

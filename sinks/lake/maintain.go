@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"millrace/sinks/iceberg"
+	"millrace/sinks/store"
 )
 
 // MaintenanceConfig is the scheduled table maintenance of Format iceberg,
@@ -260,13 +261,18 @@ func (w *Worker) newMaintainer(tc *tableCommitter) *maintainer {
 	}
 }
 
-// OpenCatalog opens the catalog of tc as a sink of Format iceberg does,
-// for tools that work on its tables (`millrace lake compact|expire|orphans`).
-func OpenCatalog(ctx context.Context, tc TableConfig, logger *slog.Logger) (*iceberg.Catalog, error) {
+// OpenCatalog opens the catalog of tc as a sink of Format iceberg whose
+// store is st does, for tools that work on its tables (`millrace lake
+// compact|expire|orphans`): an S3 warehouse's file IO takes st's settings.
+func OpenCatalog(ctx context.Context, tc TableConfig, st store.Store, logger *slog.Logger) (*iceberg.Catalog, error) {
 	if err := errors.Join(tc.validate()...); err != nil {
 		return nil, err
 	}
-	cat, err := iceberg.Open(ctx, tc.catalogConfig(logger))
+	cc, err := tc.catalogConfig(st, logger)
+	if err != nil {
+		return nil, err
+	}
+	cat, err := iceberg.Open(ctx, cc)
 	if err != nil {
 		return nil, fmt.Errorf("lake: %w", err)
 	}
