@@ -34,7 +34,7 @@ func startBeacon(t *testing.T, b *broker, yaml string) *beaconProc {
 	}
 	p := &beaconProc{process: startProcess(t, "beacon", "beacon", "-b", b.addr, "--listen", addr, "--config", cfg), url: "http://" + addr}
 	var err error
-	defer reportLastSeen(t, func() string { return fmt.Sprintf("%v\n%s", err, tail([]byte(p.log()), 4096)) })()
+	defer reportLastSeen(t, func() string { return fmt.Sprintf("GET /healthz: %v", err) })()
 	waitfor.Until(t, 20*time.Second, "the beacon to be healthy", func() bool {
 		var resp *http.Response
 		if resp, err = http.Get(p.url + "/healthz"); err != nil {

@@ -168,7 +168,6 @@ func (p *process) log() string {
 // exits first or timeout passes.
 func (p *process) waitLog(text string, n int, timeout time.Duration) {
 	p.t.Helper()
-	defer reportLastSeen(p.t, func() string { return fmt.Sprintf("%s's log:\n%s", p.name, tail([]byte(p.log()), 4096)) })()
 	waitfor.Until(p.t, timeout, fmt.Sprintf("%s to log %q %d times", p.name, text, n), func() bool {
 		p.exitedEarly(fmt.Sprintf("logging %q %d times", text, n))
 		return strings.Count(p.log(), text) >= n
@@ -189,6 +188,7 @@ func (p *process) exitedEarly(before string) {
 // reportLastSeen returns a function to defer around a waitfor.Until: if
 // the test fails between the two (the wait gave up, which names only what
 // it awaited), it logs what the condition last found, as seen tells it.
+// A process's log needs none: startProcessOf logs its tail on failure.
 func reportLastSeen(t testing.TB, seen func() string) func() {
 	failedBefore := t.Failed()
 	return func() {
@@ -264,7 +264,6 @@ func answers(addr string, opts ...kgo.Opt) bool {
 
 func (b *broker) waitReady() {
 	b.t.Helper()
-	defer reportLastSeen(b.t, func() string { return fmt.Sprintf("the broker's log:\n%s", tail([]byte(b.log()), 4096)) })()
 	waitfor.Until(b.t, 20*time.Second, fmt.Sprintf("the broker at %s to answer", b.addr), func() bool {
 		b.exitedEarly("becoming ready")
 		return answers(b.addr)

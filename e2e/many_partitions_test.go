@@ -123,7 +123,6 @@ func (m *manyPartitions) restartToServing(t testing.TB, sig syscall.Signal) time
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	defer reportLastSeen(t, func() string { return fmt.Sprintf("the broker's log:\n%s", tail([]byte(b.log()), 4096)) })()
 	waitfor.Until(t, 3*time.Minute, "the broker to serve every partition", func() bool {
 		if m.servesAll(adm) {
 			return true

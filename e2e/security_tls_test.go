@@ -91,7 +91,7 @@ func (p testPKI) brokerSettings(listeners string, more ...string) []string {
 func waitAnswers(t *testing.T, p *process, addr string, opts ...kgo.Opt) {
 	t.Helper()
 	var err error
-	defer reportLastSeen(t, func() string { return fmt.Sprintf("%v\n%s", err, tail([]byte(p.log()), 4096)) })()
+	defer reportLastSeen(t, func() string { return fmt.Sprintf("ping: %v", err) })()
 	waitfor.Until(t, 30*time.Second, fmt.Sprintf("%s to answer on %s", p.name, addr), func() bool {
 		cl, newErr := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
 		if newErr != nil {

@@ -244,7 +244,6 @@ func fakeUUID(i int) string {
 // waitHTTP waits until url answers 200, failing early if p exits.
 func waitHTTP(t *testing.T, p *process, url string) {
 	t.Helper()
-	defer reportLastSeen(t, func() string { return fmt.Sprintf("%s's log:\n%s", p.name, tail([]byte(p.log()), 4096)) })()
 	waitfor.Until(t, 30*time.Second, fmt.Sprintf("%s to answer at %s", p.name, url), func() bool {
 		if resp, err := http.Get(url); err == nil {
 			resp.Body.Close()
