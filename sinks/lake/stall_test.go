@@ -143,10 +143,10 @@ func (f *fakeProbe) read(_ context.Context, _ topicPartition, offset int64) ([]b
 	return f.raw, nil
 }
 
-// The stall check runs once per StallTimeout of silence, reads nothing for
-// a quiet partition, waits on a valid batch however long the client takes
-// to deliver it (a slow fetch), and skips only a malformed one.
-func TestStallCheck(t *testing.T) {
+// stallWorker is a test worker with a StallTimeout of a second whose stall
+// checks ask probe, with its seeks and dead letters recorded.
+func stallWorker(t *testing.T, probe stallProbe) (*Worker, *fakeBatches, *fakeDeadLetters) {
+	t.Helper()
 	w, _, dl := testWorker(t, t.TempDir(), func(c *Config) { c.StallTimeout = time.Second })
 	fb := &fakeBatches{}
 	withBatches(w, fb)
@@ -154,8 +154,16 @@ func TestStallCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	probe := &fakeProbe{start: 2, end: 2}
 	w.probe, w.decompressor = probe, d
+	return w, fb, dl
+}
+
+// The stall check runs once per StallTimeout of silence, reads nothing for
+// a quiet partition, waits on a valid batch however long the client takes
+// to deliver it (a slow fetch), and skips only a malformed one.
+func TestStallCheck(t *testing.T) {
+	probe := &fakeProbe{start: 2, end: 2}
+	w, fb, dl := stallWorker(t, probe)
 	now := base
 	w.now = func() time.Time { return now }
 	poll := func(recs ...*kgo.Record) {
@@ -475,16 +483,9 @@ func (b *blockingProbe) read(ctx context.Context, tp topicPartition, offset int6
 func TestStallCheckHoldsNoLock(t *testing.T) {
 	for _, revoke := range []bool{false, true} {
 		t.Run(fmt.Sprintf("revoked during the read %v", revoke), func(t *testing.T) {
-			w, _, dl := testWorker(t, t.TempDir(), func(c *Config) { c.StallTimeout = time.Second })
-			fb := &fakeBatches{}
-			withBatches(w, fb)
-			d, err := boundedDecompressor(DefaultMaxDecompressedBatchBytes)
-			if err != nil {
-				t.Fatal(err)
-			}
 			probe := &blockingProbe{fakeProbe: fakeProbe{start: 2, end: 5, raw: testBatch(2, 0, 3, malformedRecord)},
 				started: make(chan struct{}), release: make(chan struct{})}
-			w.probe, w.decompressor = probe, d
+			w, fb, dl := stallWorker(t, probe)
 			now := base
 			w.now = func() time.Time { return now }
 			w.mu.Lock()
