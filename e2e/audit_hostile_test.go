@@ -101,25 +101,21 @@ func TestUpAuditBlinding(t *testing.T) {
 	post(legit, shop, 10)
 	const total = 1020
 
-	deadline := time.Now().Add(90 * time.Second)
 	var r reconcile.Report
-	for {
-		out, _ := runAudit(t, "audit", "-b", kafkaAddr, "--since", "4h", "--json", "--topic", "clicks")
+	var out string
+	var landed int64
+	defer reportLastSeen(t, func() string { return fmt.Sprintf("%d of %d clicks landed:\n%s", landed, total, out) })()
+	waitfor.Until(t, 90*time.Second, fmt.Sprintf("%d clicks landed and judged", total), func() bool {
+		out, _ = runAudit(t, "audit", "-b", kafkaAddr, "--since", "4h", "--json", "--topic", "clicks")
 		r = decodeReport(t, out)
-		var landed int64
+		landed = 0
 		complete := true
 		for _, l := range r.Lines {
 			landed += l.Landed
 			complete = complete && l.Status != reconcile.StatusOpen
 		}
-		if landed == total && complete {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d clicks landed and judged within 90s:\n%s", landed, total, out)
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+		return landed == total && complete
+	})
 	var other, shopLine *reconcile.Line
 	for i, l := range r.Lines {
 		switch l.Source {

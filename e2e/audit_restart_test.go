@@ -160,27 +160,23 @@ func waitAudited(t *testing.T, kafkaAddr string, hour time.Time, n int) reconcil
 	t.Helper()
 	var r reconcile.Report
 	var out string
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		var code int
+	var code int
+	defer reportLastSeen(t, func() string { return fmt.Sprintf("the last audit (exit %d):\n%s", code, out) })()
+	waitfor.Until(t, 90*time.Second, fmt.Sprintf("hour %s landed and complete for clicks, ops.metrics and logs", audit.Hour(hour)), func() bool {
 		out, code = runAudit(t, "audit", "-b", kafkaAddr, "--since", "4h", "--json")
-		if code == 0 || code == 1 {
-			r = decodeReport(t, out)
-			done := map[string]bool{}
-			for _, l := range r.Lines {
-				if l.Hour == audit.Hour(hour) && l.Status != reconcile.StatusOpen && l.Landed >= int64(n) && l.SinkLanded >= int64(n) {
-					done[l.Topic] = true
-				}
-			}
-			if done["clicks"] && done["ops.metrics"] && done["logs"] {
-				return r
+		if code != 0 && code != 1 {
+			return false
+		}
+		r = decodeReport(t, out)
+		done := map[string]bool{}
+		for _, l := range r.Lines {
+			if l.Hour == audit.Hour(hour) && l.Status != reconcile.StatusOpen && l.Landed >= int64(n) && l.SinkLanded >= int64(n) {
+				done[l.Topic] = true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("hour %s not landed and complete for clicks, ops.metrics and logs within 90s; last audit (exit %d):\n%s", audit.Hour(hour), code, out)
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+		return done["clicks"] && done["ops.metrics"] && done["logs"]
+	})
+	return r
 }
 
 // decodeReport decodes the one report of `millrace audit --json` (its

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/waitfor"
 )
 
 // beaconProc is a `millrace beacon` process and its base URL.
@@ -31,20 +33,17 @@ func startBeacon(t *testing.T, b *broker, yaml string) *beaconProc {
 		t.Fatal(err)
 	}
 	p := &beaconProc{process: startProcess(t, "beacon", "beacon", "-b", b.addr, "--listen", addr, "--config", cfg), url: "http://" + addr}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get(p.url + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p
-			}
+	var err error
+	defer reportLastSeen(t, func() string { return fmt.Sprintf("GET /healthz: %v", err) })()
+	waitfor.Until(t, 20*time.Second, "the beacon to be healthy", func() bool {
+		var resp *http.Response
+		if resp, err = http.Get(p.url + "/healthz"); err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("beacon not healthy after 20s: %v\n%s", err, tail([]byte(p.log()), 4096))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return p
 }
 
 type answer struct {

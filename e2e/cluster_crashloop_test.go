@@ -56,6 +56,8 @@ func TestClusterCrashLoopRestarts(t *testing.T) {
 		node.proc.waitLog(registeredLine, restarts[id], 30*time.Second)
 		took = append(took, time.Since(killed))
 		t.Logf("kill %d: broker %d registered again %v after the kill; %d acknowledged so far", i+1, id, took[i].Round(time.Millisecond), acks.count())
+		// The next kill comes `every` after this one, however soon the
+		// broker came back: crashes at a fixed rate, not on a condition.
 		time.Sleep(time.Until(killed.Add(every)))
 	}
 	close(stop)

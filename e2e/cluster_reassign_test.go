@@ -142,6 +142,8 @@ func TestClusterReassignOntoNewBroker(t *testing.T) {
 		defer close(producerDone)
 		for n := int64(0); !stop.Load(); n++ {
 			if n%20 == 0 {
+				// Paced: writes always in flight during the move, few
+				// enough to read back quickly.
 				time.Sleep(2 * time.Millisecond)
 			}
 			v := n
@@ -157,10 +159,12 @@ func TestClusterReassignOntoNewBroker(t *testing.T) {
 			})
 		}
 	}()
+	// Two seconds of traffic first, so the partitions move under load.
 	time.Sleep(2 * time.Second)
 	start := time.Now()
 	out := run(t, 60*time.Second, "", millraceBin, "cluster", "reassign", "--zookeeper", c.zk, "--topic", topic, "--brokers", "1,2,4", "--wait")
 	t.Logf("cluster reassign (%v):\n%s", time.Since(start).Round(time.Millisecond), out)
+	// And a second of traffic on the new replicas before the producer stops.
 	time.Sleep(time.Second)
 	stop.Store(true)
 	<-producerDone

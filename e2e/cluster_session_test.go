@@ -181,6 +181,9 @@ func TestClusterSessionExpiryFencesPausedLeader(t *testing.T) {
 	c.signal(old, syscall.SIGCONT)
 	resumed := time.Now()
 	codes := map[int16]int{}
+	// Not a waitfor.Until: the probes go on for at least 4 s as well as
+	// until NOT_LEADER_OR_FOLLOWER, and every answer is checked; the pauses
+	// below only space them.
 	for i := 0; time.Since(resumed) < 4*time.Second || codes[kerr.NotLeaderForPartition.Code] == 0; i++ {
 		if time.Since(resumed) > 40*time.Second {
 			t.Fatalf("the resumed broker never answered NOT_LEADER_OR_FOLLOWER; codes seen: %v", codes)

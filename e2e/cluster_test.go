@@ -225,6 +225,8 @@ func (c *localCluster) signal(id int32, sig syscall.Signal) {
 	if sig != syscall.SIGKILL && sig != syscall.SIGTERM {
 		return
 	}
+	// Not a waitfor.Until: past the deadline the broker is killed, not the
+	// test failed, and the wait goes on until it is gone.
 	deadline := time.Now().Add(15 * time.Second)
 	for processAlive(node.pid) {
 		if time.Now().After(deadline) {

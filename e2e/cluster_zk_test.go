@@ -116,6 +116,8 @@ func TestClusterZooKeeperNodeLossChangesNothing(t *testing.T) {
 		}
 	}()
 
+	// Three seconds of traffic through a whole ensemble before its leader
+	// is killed.
 	time.Sleep(3 * time.Second)
 	victim := 0
 	for i := 1; i <= 3; i++ {
@@ -136,6 +138,7 @@ func TestClusterZooKeeperNodeLossChangesNothing(t *testing.T) {
 	// lost its session would have shown it.
 	time.Sleep(6 * time.Second)
 	lateFrom := produced.Load() // issued well after the node died
+	// Six more seconds of records issued with the node long dead.
 	time.Sleep(6 * time.Second)
 	during, err := c.partitions(adm, topic)
 	if err != nil {

@@ -19,6 +19,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/waitfor"
 )
 
 // millraceBin is the binary under test, built by TestMain.
@@ -166,17 +168,33 @@ func (p *process) log() string {
 // exits first or timeout passes.
 func (p *process) waitLog(text string, n int, timeout time.Duration) {
 	p.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for strings.Count(p.log(), text) < n {
-		select {
-		case <-p.done:
-			p.t.Fatalf("%s exited (status %d) before logging %q %d times:\n%s", p.name, p.exitCode(), text, n, tail([]byte(p.log()), 4096))
-		default:
+	waitfor.Until(p.t, timeout, fmt.Sprintf("%s to log %q %d times", p.name, text, n), func() bool {
+		p.exitedEarly(fmt.Sprintf("logging %q %d times", text, n))
+		return strings.Count(p.log(), text) >= n
+	})
+}
+
+// exitedEarly fails the test if p has exited, before what it was awaited
+// for (a waitfor.Until's condition calls it, so an exit fails at once).
+func (p *process) exitedEarly(before string) {
+	p.t.Helper()
+	select {
+	case <-p.done:
+		p.t.Fatalf("%s exited (status %d) before %s:\n%s", p.name, p.exitCode(), before, tail([]byte(p.log()), 4096))
+	default:
+	}
+}
+
+// reportLastSeen returns a function to defer around a waitfor.Until: if
+// the test fails between the two (the wait gave up, which names only what
+// it awaited), it logs what the condition last found, as seen tells it.
+// A process's log needs none: startProcessOf logs its tail on failure.
+func reportLastSeen(t testing.TB, seen func() string) func() {
+	failedBefore := t.Failed()
+	return func() {
+		if !failedBefore && t.Failed() {
+			t.Logf("last seen: %s", seen())
 		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("%s logged %q fewer than %d times in %v:\n%s", p.name, text, n, timeout, tail([]byte(p.log()), 4096))
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -246,18 +264,10 @@ func answers(addr string, opts ...kgo.Opt) bool {
 
 func (b *broker) waitReady() {
 	b.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if answers(b.addr) {
-			return
-		}
-		select {
-		case <-b.done:
-			b.t.Fatalf("broker exited before becoming ready:\n%s", tail([]byte(b.log()), 4096))
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	b.t.Fatalf("broker at %s not ready after 20s:\n%s", b.addr, tail([]byte(b.log()), 4096))
+	waitfor.Until(b.t, 20*time.Second, fmt.Sprintf("the broker at %s to answer", b.addr), func() bool {
+		b.exitedEarly("becoming ready")
+		return answers(b.addr)
+	})
 }
 
 // kafka is a single broker or a cluster, for helpers that need only its

@@ -13,6 +13,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/waitfor"
 )
 
 // manyPartitions is a broker holding topics × partitions partitions of a few
@@ -121,17 +123,13 @@ func (m *manyPartitions) restartToServing(t testing.TB, sig syscall.Signal) time
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	deadline := start.Add(3 * time.Minute)
-	for !m.servesAll(adm) {
-		select {
-		case <-b.done:
-			t.Fatalf("broker exited while starting:\n%s", tail([]byte(b.log()), 4096))
-		case <-time.After(50 * time.Millisecond):
+	waitfor.Until(t, 3*time.Minute, "the broker to serve every partition", func() bool {
+		if m.servesAll(adm) {
+			return true
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("broker did not serve every partition within 3 minutes:\n%s", tail([]byte(b.log()), 4096))
-		}
-	}
+		b.exitedEarly("serving every partition")
+		return false
+	})
 	return time.Since(start)
 }
 

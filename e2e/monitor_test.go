@@ -15,6 +15,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/waitfor"
 )
 
 // monitoredCluster is a broker with topic "events" (3 partitions, 20
@@ -167,7 +169,10 @@ func TestConsoleInChromium(t *testing.T) {
 		t.Fatalf("loading the console: %v", err)
 	}
 	var topics, groups, components, brokers string
-	for {
+	defer reportLastSeen(t, func() string {
+		return fmt.Sprintf("topics:\n%s\ngroups:\n%s\ncomponents:\n%s\nbrokers:\n%s", topics, groups, components, brokers)
+	})()
+	waitfor.Until(t, 90*time.Second, "the console to show the topic, the lag, the sink and the broker's disk", func() bool {
 		step, cancelStep := context.WithTimeout(browser, 10*time.Second)
 		text := func(id string) string {
 			s, err := chromedp.Run(step, chromedp.Evaluate[string](`document.querySelector("#`+id+` tbody").innerText`))
@@ -179,16 +184,9 @@ func TestConsoleInChromium(t *testing.T) {
 		topics, groups, components = text("topics"), text("groups"), text("components")
 		brokers = text("brokers")
 		cancelStep()
-		if hasCells(topics, "events", "3") && hasCells(groups, "audit", "events") && lagAtLeast(groups, "audit", 45) && hasCells(components, "clicks", "sink", "30.0 rows/s") &&
-			strings.Contains(brokers, "iB of ") {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the console never showed the topic, the lag, the sink and the broker's disk:\ntopics:\n%s\ngroups:\n%s\ncomponents:\n%s\nbrokers:\n%s", topics, groups, components, brokers)
-		case <-time.After(300 * time.Millisecond):
-		}
-	}
+		return hasCells(topics, "events", "3") && hasCells(groups, "audit", "events") && lagAtLeast(groups, "audit", 45) && hasCells(components, "clicks", "sink", "30.0 rows/s") &&
+			strings.Contains(brokers, "iB of ")
+	})
 	// The charts draw once two readings exist: a line per topic.
 	step, cancelStep := context.WithTimeout(browser, 30*time.Second)
 	defer cancelStep()

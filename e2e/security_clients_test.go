@@ -17,6 +17,7 @@ import (
 
 	"millrace/internal/certs"
 	"millrace/internal/clientauth"
+	"millrace/internal/waitfor"
 	"millrace/sinks/parquet"
 	"millrace/sinks/parquet/parquettest"
 )
@@ -131,9 +132,9 @@ lake:
 `, root, s.addr, sinkSecurity))
 	sink := startProcess(t, "sink", "sink", "--config", sinkCfg, "--log-level", "warn")
 
-	deadline := time.Now().Add(60 * time.Second)
 	var lines []string
-	for {
+	defer reportLastSeen(t, func() string { return fmt.Sprintf("landed %v", lines) })()
+	waitfor.Until(t, 60*time.Second, "three lines landed", func() bool {
 		files, _ := filepath.Glob(filepath.Join(root, "logs", "dt=*", "hr=*", "*.parquet"))
 		lines = lines[:0]
 		for _, f := range files {
@@ -145,18 +146,11 @@ lake:
 				lines = append(lines, r.Line)
 			}
 		}
-		if len(lines) >= 3 {
-			break
+		if len(lines) < 3 {
+			sink.exitedEarly("landing three lines")
 		}
-		select {
-		case <-sink.done:
-			t.Fatalf("sink exited:\n%s", tail([]byte(sink.log()), 4096))
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("landed %v after 60s; sink:\n%s", lines, tail([]byte(sink.log()), 4096))
-		}
-	}
+		return len(lines) >= 3
+	})
 	slices.Sort(lines)
 	if !slices.Equal(lines, []string{"one", "three", "two"}) {
 		t.Errorf("landed lines %q, want one, two, three once each", lines)

@@ -224,12 +224,7 @@ func TestSASLInterBrokerCluster(t *testing.T) {
 		md, err := adm.Metadata(ctx, "sasl-replicated")
 		return err == nil && len(md.Topics["sasl-replicated"].Partitions[0].ISR) == 3
 	}
-	for !fullISR() {
-		if ctx.Err() != nil {
-			t.Fatal("the ISR never held all three replicas")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitfor.Until(t, time.Minute, "the ISR to hold all three replicas", fullISR)
 	produceConsume(t, seeds, "sasl-replicated", 3)
 	// Past two session lifetimes: the followers re-authenticated instead
 	// of being cut off.

@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/internal/certs"
+	"millrace/internal/waitfor"
 	"millrace/internal/zktest"
 )
 
@@ -89,28 +90,22 @@ func (p testPKI) brokerSettings(listeners string, more ...string) []string {
 // waitAnswers waits until a client with opts gets an answer from addr.
 func waitAnswers(t *testing.T, p *process, addr string, opts ...kgo.Opt) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
-		if err != nil {
-			t.Fatal(err)
+	var err error
+	defer reportLastSeen(t, func() string { return fmt.Sprintf("ping: %v", err) })()
+	waitfor.Until(t, 30*time.Second, fmt.Sprintf("%s to answer on %s", p.name, addr), func() bool {
+		cl, newErr := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
+		if newErr != nil {
+			t.Fatal(newErr)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		err = cl.Ping(ctx)
 		cancel()
 		cl.Close()
-		if err == nil {
-			return
+		if err != nil {
+			p.exitedEarly("answering on " + addr)
 		}
-		select {
-		case <-p.done:
-			t.Fatalf("%s exited before answering on %s:\n%s", p.name, addr, tail([]byte(p.log()), 4096))
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not answering on %s after 30s: %v\n%s", p.name, addr, err, tail([]byte(p.log()), 4096))
-		}
-	}
+		return err == nil
+	})
 }
 
 // brokerPort asks addr for Metadata and returns the port it gives for
@@ -274,18 +269,11 @@ func TestTLSInterBrokerCluster(t *testing.T) {
 		}
 	}
 	var md kadm.Metadata
-	for {
+	defer reportLastSeen(t, func() string { return fmt.Sprintf("%v %+v", err, md.Topics) })()
+	waitfor.Until(t, time.Minute, "the ISR to hold all three replicas", func() bool {
 		md, err = adm.Metadata(ctx, "tls-replicated")
-		if err == nil {
-			if p := md.Topics["tls-replicated"].Partitions[0]; len(p.ISR) == 3 {
-				break
-			}
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("the ISR never held all three replicas: %v %+v", err, md.Topics)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil && len(md.Topics["tls-replicated"].Partitions[0].ISR) == 3
+	})
 	// The leader saw its followers connect to INTERNAL with their
 	// certificates.
 	leader := md.Topics["tls-replicated"].Partitions[0].Leader
@@ -298,17 +286,12 @@ func TestTLSInterBrokerCluster(t *testing.T) {
 // with one partition on all three and min.insync.replicas=2.
 func createReplicated(ctx context.Context, t *testing.T, adm *kadm.Client, topic string) {
 	t.Helper()
-	for {
-		// Every broker must have registered before an RF 3 topic can be
-		// placed.
-		if md, err := adm.Metadata(ctx); err == nil && len(md.Brokers) == 3 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal("three brokers never registered")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	// Every broker must have registered before an RF 3 topic can be
+	// placed.
+	waitfor.Until(t, time.Minute, "three brokers to register", func() bool {
+		md, err := adm.Metadata(ctx)
+		return err == nil && len(md.Brokers) == 3
+	})
 	two := "2"
 	if resp, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{"min.insync.replicas": &two}, topic); err != nil || resp.Err != nil {
 		t.Fatalf("create topic %s: %v %v", topic, err, resp.Err)

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/agents/intake"
+	"millrace/internal/waitfor"
 	"millrace/pipeline/appliance"
 )
 
@@ -128,9 +129,9 @@ func TestStandaloneTailAndSinkShowInTop(t *testing.T) {
 	}
 	tailSource, sinkSource := host+":tail:shipper-a", host+":sink:lake-logs"
 
-	deadline := time.Now().Add(60 * time.Second)
 	var out string
-	for {
+	defer reportLastSeen(t, func() string { return "the last millrace top --once:\n" + out })()
+	waitfor.Until(t, 60*time.Second, fmt.Sprintf("top to list the standalone tail (%s) and sink (%s) with 7 lines and 7 rows", tailSource, sinkSource), func() bool {
 		out = run(t, 60*time.Second, "", millraceBin, "top", "--once", "-b", b.addr, "--interval", "500ms")
 		// COMPONENT KIND SOURCE RATE TOTAL
 		var tailTotal, sinkTotal string
@@ -142,13 +143,8 @@ func TestStandaloneTailAndSinkShowInTop(t *testing.T) {
 				sinkTotal = row[len(row)-1]
 			}
 		}
-		if tailTotal == "7" && sinkTotal == "7" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("top never listed the standalone tail (%s) and sink (%s) with 7 lines and 7 rows:\n%s", tailSource, sinkSource, out)
-		}
-	}
+		return tailTotal == "7" && sinkTotal == "7"
+	})
 	t.Logf("millrace top --once:\n%s", out)
 
 	out = run(t, 60*time.Second, "", millraceBin, "top", "--once", "--metrics", "--match", "lines_read", "-b", b.addr, "--interval", "500ms")

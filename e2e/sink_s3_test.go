@@ -16,6 +16,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
+	"millrace/internal/waitfor"
 	"millrace/schemas"
 )
 
@@ -84,20 +85,19 @@ func (s *s3Server) start() {
 	exited := make(chan struct{})
 	s.exited = exited
 	go func(cmd *exec.Cmd) { cmd.Wait(); close(exited) }(s.cmd)
-	for deadline := time.Now().Add(15 * time.Second); ; {
+	defer reportLastSeen(s.t, func() string { return "versitygw's output:\n" + s.logs.String() })()
+	waitfor.Until(s.t, 15*time.Second, "versitygw to listen", func() bool {
 		if c, err := net.DialTimeout("tcp", s.addr, 200*time.Millisecond); err == nil {
 			c.Close()
-			return
+			return true
 		}
 		select {
 		case <-exited:
 			s.t.Fatalf("versitygw exited:\n%s", s.logs.String())
-		case <-time.After(20 * time.Millisecond):
+		default:
 		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("versitygw not listening after 15s:\n%s", s.logs.String())
-		}
-	}
+		return false
+	})
 }
 
 // stop kills the server (no clean shutdown) and waits for it to exit.
@@ -148,21 +148,17 @@ func TestSinkS3ExactlyOnce(t *testing.T) {
 		d, hr, _ := strings.Cut(h, " ")
 		hours["lake/clicks/dt="+d+"/hr="+hr+"/_SUCCESS"] = false
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		missing := 0
+	missing := 0
+	defer reportLastSeen(t, func() string { return fmt.Sprintf("%d of %d _SUCCESS markers missing", missing, len(hours)) })()
+	waitfor.Until(t, 30*time.Second, "every hour's _SUCCESS marker", func() bool {
+		missing = 0
 		for key := range hours {
 			if _, err := s3.StatObject(ctx, bucket, key, minio.StatObjectOptions{}); err != nil {
 				missing++
 			}
 		}
-		if missing == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("%d of %d _SUCCESS markers missing after 30s", missing, len(hours))
-			break
-		}
-	}
+		return missing == 0
+	})
 	for _, s := range sinks {
 		if !s.stop(syscall.SIGTERM, 30*time.Second) || s.exitCode() != 0 {
 			t.Errorf("%s: status %d after SIGTERM", s.name, s.exitCode())

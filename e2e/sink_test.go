@@ -108,24 +108,18 @@ func groupProgress(t *testing.T, adm *kadm.Client, group, topic string) (committ
 func waitLanded(t *testing.T, k kafka, group, topic string, timeout time.Duration, procs ...*process) {
 	t.Helper()
 	adm := kadm.NewClient(kafkaClient(t, k))
-	deadline := time.Now().Add(timeout)
-	for {
-		committed, end := groupProgress(t, adm, group, topic)
+	var committed, end int64
+	defer reportLastSeen(t, func() string { return fmt.Sprintf("group %s committed %d of %d records", group, committed, end) })()
+	waitfor.Until(t, timeout, fmt.Sprintf("group %s to commit every record of %s", group, topic), func() bool {
+		committed, end = groupProgress(t, adm, group, topic)
 		if end > 0 && committed == end {
-			return
+			return true
 		}
 		for _, p := range procs {
-			select {
-			case <-p.done:
-				t.Fatalf("%s exited (status %d) before the topic was landed:\n%s", p.name, p.exitCode(), tail([]byte(p.log()), 4096))
-			default:
-			}
+			p.exitedEarly("the topic was landed")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("group %s committed %d of %d records after %v", group, committed, end, timeout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false
+	})
 }
 
 // waitMidway waits until the group has committed at least n records of the
@@ -431,6 +425,7 @@ func TestSinkBrokerKilled(t *testing.T) {
 	sink := startSink(t, b, "sink", group, topic, "file://"+root, "--roll-rows", "2000")
 	waitMidway(t, b, group, topic, total/4, time.Minute)
 	b.stop(syscall.SIGKILL, 15*time.Second)
+	// The broker stays down for 3 s, a fault held while the sink retries.
 	time.Sleep(3 * time.Second)
 	b.start()
 	b.waitReady()

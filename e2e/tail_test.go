@@ -24,6 +24,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	tailagent "millrace/agents/tail"
+
+	"millrace/internal/waitfor"
 )
 
 // tailRecord is the part of a log-line record the tail tests check.
@@ -522,6 +524,8 @@ tail:
 	t.Logf("%v: SIGKILL the agent", time.Since(begin).Round(time.Millisecond))
 	agent.kill()
 	agent.restartAfter(time.Second)
+	// The restarted agent settles (finds and opens its files) before its
+	// descriptors are taken as the baseline; nothing says when it has.
 	time.Sleep(3 * time.Second)
 	baseline := fdTargets(t, agent.pid())
 	baseFDs := len(baseline) - countUnder(baseline, logDir)
@@ -530,7 +534,9 @@ tail:
 	// A little over total: a renamed file gets a few lines after the rename.
 	written := int(lw.progress())
 	t.Logf("%v: writer done: %d lines, %v", time.Since(begin).Round(time.Millisecond), written, lw.counts)
-	// Wait for every line, giving up after 30s without progress.
+	// Wait for every line, giving up after 30s without progress. Not a
+	// waitfor.Until: the limit is a time without progress, not a total,
+	// and what is missing is reported below rather than failed here.
 	for watcher.unique() < written {
 		watcher.mu.Lock()
 		stalled := time.Since(watcher.progress) > 30*time.Second
@@ -585,18 +591,13 @@ tail:
 
 	// Every rotated and deleted file is released within close_inactive
 	// (2s) plus a scan; allow for a loaded machine.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		fds := fdTargets(t, agent.pid())
-		if countUnder(fds, logDir) == 0 && len(fds) <= baseFDs {
-			t.Logf("descriptors: %d, baseline %d", len(fds), baseFDs)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("descriptors did not return to the baseline %d: %d open:\n%s", baseFDs, len(fds), strings.Join(fds, "\n"))
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	var fds []string
+	defer reportLastSeen(t, func() string { return fmt.Sprintf("%d open:\n%s", len(fds), strings.Join(fds, "\n")) })()
+	waitfor.Until(t, 20*time.Second, fmt.Sprintf("the descriptors to return to the baseline %d", baseFDs), func() bool {
+		fds = fdTargets(t, agent.pid())
+		return countUnder(fds, logDir) == 0 && len(fds) <= baseFDs
+	})
+	t.Logf("descriptors: %d, baseline %d", len(fds), baseFDs)
 }
 
 // TestTailLineShapes ships multiline events, an over-long line and invalid

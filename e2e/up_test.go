@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.yaml.in/yaml/v3"
 
+	"millrace/internal/waitfor"
 	"millrace/pipeline/appliance"
 )
 
@@ -243,38 +244,31 @@ func fakeUUID(i int) string {
 // waitHTTP waits until url answers 200, failing early if p exits.
 func waitHTTP(t *testing.T, p *process, url string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	waitfor.Until(t, 30*time.Second, fmt.Sprintf("%s to answer at %s", p.name, url), func() bool {
 		if resp, err := http.Get(url); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return
+				return true
 			}
 		}
-		select {
-		case <-p.done:
-			t.Fatalf("%s exited:\n%s", p.name, tail([]byte(p.log()), 4096))
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	t.Fatalf("%s not answering at %s:\n%s", p.name, url, tail([]byte(p.log()), 4096))
+		p.exitedEarly("answering at " + url)
+		return false
+	})
 }
 
 // waitForRows waits until DuckDB counts at least n rows under glob.
 func waitForRows(t *testing.T, glob string, n int, timeout time.Duration) {
 	t.Helper()
 	db := openDuck(t)
-	deadline := time.Now().Add(timeout)
 	var count int
-	for time.Now().Before(deadline) {
-		if matches, _ := filepath.Glob(strings.Replace(glob, "**", "*/*", 1)); len(matches) > 0 {
-			if err := db.QueryRow(fmt.Sprintf("SELECT count(*) FROM read_parquet('%s', hive_partitioning=true)", glob)).Scan(&count); err == nil && count >= n {
-				return
-			}
+	defer reportLastSeen(t, func() string { return fmt.Sprintf("%s: %d rows", glob, count) })()
+	waitfor.Until(t, timeout, fmt.Sprintf("%d rows under %s", n, glob), func() bool {
+		if matches, _ := filepath.Glob(strings.Replace(glob, "**", "*/*", 1)); len(matches) == 0 {
+			return false
 		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	t.Fatalf("%s: %d rows after %v, want %d", glob, count, timeout, n)
+		err := db.QueryRow(fmt.Sprintf("SELECT count(*) FROM read_parquet('%s', hive_partitioning=true)", glob)).Scan(&count)
+		return err == nil && count >= n
+	})
 }
 
 // linesOf counts the rows of one source file in the logs lake (the demo's
@@ -291,18 +285,15 @@ func linesOf(t *testing.T, lake, source string) (count, distinct int) {
 // waitForLines waits until the logs lake holds at least n rows of source.
 func waitForLines(t *testing.T, lake, source string, n int, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		if matches, _ := filepath.Glob(lake + "/logs/*/*/*.parquet"); len(matches) > 0 {
-			if count, _ := linesOf(t, lake, source); count >= n {
-				return
-			}
+	var count int
+	defer reportLastSeen(t, func() string { return fmt.Sprintf("%d lines of %s in the logs lake", count, source) })()
+	waitfor.Until(t, timeout, fmt.Sprintf("%d lines of %s in the logs lake", n, source), func() bool {
+		if matches, _ := filepath.Glob(lake + "/logs/*/*/*.parquet"); len(matches) == 0 {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("logs lake: fewer than %d lines of %s after %v", n, source, timeout)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		count, _ = linesOf(t, lake, source)
+		return count >= n
+	})
 }
 
 // checkLines asserts exactly n rows of source, all distinct.

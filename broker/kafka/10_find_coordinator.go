@@ -51,7 +51,7 @@ func handleFindCoordinator(_ context.Context, b *Broker, r *request) (kmsg.Respo
 			if key == "" {
 				return kerr.InvalidRequest.Code, strp("the transactional ID is empty"), -1, "", -1
 			}
-			if len(key) > b.cfg.TransactionalIDMaxBytes {
+			if len(key) > b.cfg.Txn.MaxIDBytes {
 				return kerr.InvalidRequest.Code, strp("the transactional ID is longer than millrace.transactional.id.max.bytes"), -1, "", -1
 			}
 			if _, code := b.txnCoordinator(); code != 0 {

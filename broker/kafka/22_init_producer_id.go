@@ -93,7 +93,7 @@ func initTransactionalProducer(b *Broker, r *request, req *kmsg.InitProducerIDRe
 	if !b.authorized(r, acl.TransactionalID, id, acl.Write) {
 		return kerr.TransactionalIDAuthorizationFailed.Code
 	}
-	if id == "" || len(id) > b.cfg.TransactionalIDMaxBytes {
+	if id == "" || len(id) > b.cfg.Txn.MaxIDBytes {
 		return kerr.InvalidRequest.Code
 	}
 	c, code := b.txnCoordinator()

@@ -225,16 +225,9 @@ func (b *Broker) openParts() error {
 		Logger:     b.logger,
 	})
 	if b.store != nil {
-		if b.txn, err = txn.New(b.store, txn.Config{
-			MaxTimeout:         b.cfg.TransactionMaxTimeout,
-			IDExpiration:       b.cfg.TransactionalIDExpiration,
-			AbortCheckInterval: b.cfg.TransactionAbortCheckInterval,
-			MaxIDs:             b.cfg.MaxTransactionalIDs,
-			MaxIDsPerPrincipal: b.cfg.MaxTransactionalIDsPerPrincipal,
-			Owner:              b.coordinatesTxn,
-			NewProducerID:      b.producerIDs.nextID,
-			Markers:            txnMarkerWriter{b},
-		}, b.logger); err != nil {
+		txnConfig := b.cfg.Txn
+		txnConfig.Owner, txnConfig.NewProducerID, txnConfig.Markers = b.coordinatesTxn, b.producerIDs.nextID, txnMarkerWriter{b}
+		if b.txn, err = txn.New(b.store, txnConfig, b.logger); err != nil {
 			return fmt.Errorf("opening the transaction coordinator: %w", err)
 		}
 	}

@@ -219,49 +219,10 @@ type Config struct {
 	// or gets none; a session that grows past it, and evicts nothing, is
 	// closed and the fetch answered without it.
 	FetchSessionCacheMaxBytes int64
-	// TransactionMaxTimeout (transaction.max.timeout.ms, default 900000 =
-	// 15 minutes, Kafka's) is the longest transaction timeout a producer
-	// may ask for; a longer one gets INVALID_TRANSACTION_TIMEOUT. An
-	// abandoned transaction holds read_committed consumers back until its
-	// timeout aborts it.
-	TransactionMaxTimeout time.Duration
-	// TransactionalIDExpiration (transactional.id.expiration.ms, default
-	// 604800000 = 7 days, Kafka's) is how long the coordinator keeps a
-	// transactional ID with no transaction in progress after its last
-	// change; a producer using it later gets a new producer ID.
-	TransactionalIDExpiration time.Duration
-	// TransactionAbortCheckInterval
-	// (transaction.abort.timed.out.transaction.cleanup.interval.ms, default
-	// 10000, Kafka's) is how often the coordinator aborts transactions past
-	// their timeout, removes expired transactional IDs and finishes
-	// transactions whose markers another coordinator left unwritten.
-	TransactionAbortCheckInterval time.Duration
-	// TransactionalIDMaxBytes (millrace.transactional.id.max.bytes, default
-	// 255, as millrace.group.id.max.bytes; Kafka has no limit) bounds the
-	// length of a transactional ID: it names a node in the coordination
-	// store and is written again in the node's content, which stay for
-	// transactional.id.expiration.ms. InitProducerId and FindCoordinator
-	// answer a longer one INVALID_REQUEST.
-	TransactionalIDMaxBytes int
-	// MaxTransactionalIDs (millrace.max.transactional.ids, default 10000, as
-	// millrace.max.groups; Kafka has no limit) bounds the transactional
-	// IDs this broker coordinates; InitProducerId for one more gets
-	// POLICY_VIOLATION (22_init_producer_id.go says why that code).
-	MaxTransactionalIDs int
-	// MaxTransactionalIDsPerPrincipal
-	// (millrace.max.transactional.ids.per.principal, default 2000) bounds
-	// the transactional IDs one principal created that this broker
-	// coordinates, so that one user cannot take all of
-	// MaxTransactionalIDs. The same answer.
-	MaxTransactionalIDsPerPrincipal int
-	// TransactionPartitionVerification
-	// (transaction.partition.verification.enable, default true, Kafka's) has
-	// a partition leader ask the transaction coordinator, before a
-	// producer's first transactional batch on the partition, whether the
-	// partition is in its ongoing transaction (KIP-890), and refuse the
-	// batch with INVALID_TXN_STATE if not: a late batch of a finished
-	// transaction cannot start a transaction no coordinator will end.
-	TransactionPartitionVerification bool
+	// Txn holds the transaction coordinator's settings (transaction.*,
+	// transactional.id.*; broker/txn's Settings). The broker fills in the
+	// coordinator's hooks when it opens it.
+	Txn txn.Config
 
 	// Authorizer holds the ACL settings (authorize.go).
 	Authorizer AuthorizerConfig
@@ -302,13 +263,7 @@ func DefaultConfig() Config {
 		FetchSessionsPerPrincipal:  250,
 		FetchSessionCacheMaxBytes:  64 << 20,
 
-		TransactionMaxTimeout:            txn.DefaultMaxTimeout,
-		TransactionalIDExpiration:        txn.DefaultIDExpiration,
-		TransactionAbortCheckInterval:    txn.DefaultAbortCheckInterval,
-		TransactionalIDMaxBytes:          txn.DefaultMaxIDBytes,
-		MaxTransactionalIDs:              txn.DefaultMaxIDs,
-		MaxTransactionalIDsPerPrincipal:  txn.DefaultMaxIDsPerPrincipal,
-		TransactionPartitionVerification: true,
+		Txn: txn.DefaultConfig(),
 
 		SASL: defaultSASLConfig(),
 	}
@@ -390,31 +345,21 @@ func (c Config) Validate() error {
 	if c.FetchSessionCacheMaxBytes < 0 {
 		errs = append(errs, fmt.Errorf("millrace.fetch.session.cache.max.bytes %d must not be negative (0 holds no session)", c.FetchSessionCacheMaxBytes))
 	}
-	if c.TransactionalIDMaxBytes < 1 {
-		errs = append(errs, fmt.Errorf("millrace.transactional.id.max.bytes %d must be at least 1", c.TransactionalIDMaxBytes))
-	}
-	if c.MaxTransactionalIDs < 1 || c.MaxTransactionalIDsPerPrincipal < 1 {
-		errs = append(errs, fmt.Errorf("millrace.max.transactional.ids %d and millrace.max.transactional.ids.per.principal %d must be at least 1", c.MaxTransactionalIDs, c.MaxTransactionalIDsPerPrincipal))
-	}
 	if c.ClientIDMaxBytes < 0 {
 		errs = append(errs, fmt.Errorf("millrace.client.id.max.bytes %d must not be negative", c.ClientIDMaxBytes))
 	}
-	if c.TransactionMaxTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("transaction.max.timeout.ms %v must be positive", c.TransactionMaxTimeout))
-	}
-	if c.TransactionalIDExpiration <= 0 {
-		errs = append(errs, fmt.Errorf("transactional.id.expiration.ms %v must be positive", c.TransactionalIDExpiration))
-	}
-	if c.TransactionAbortCheckInterval <= 0 {
-		errs = append(errs, fmt.Errorf("transaction.abort.timed.out.transaction.cleanup.interval.ms %v must be positive", c.TransactionAbortCheckInterval))
+	if err := c.Txn.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	errs = append(errs, c.Authorizer.validate()...)
 	errs = append(errs, c.SASL.validate(c.ConnectionsMaxIdle)...)
 	return errors.Join(errs...)
 }
 
-// Settings are the wire server's settings (its own, the authorizer's and
-// SASL's), by Kafka's broker config names. None changes at runtime.
+// Settings are the wire server's settings (its own, the authorizer's,
+// SASL's and the transaction coordinator's, txn.Settings), by Kafka's
+// broker config names; DescribeConfigs lists them for a broker. None
+// changes at runtime.
 var Settings = settings.Join(settings.NewList(settingError,
 	settings.Str("listeners", settings.String, "where to listen: `NAME://host:port,...` for several named listeners", func(c *Config) *string { return &c.Listener }),
 	settings.Str("advertised.listeners", settings.String, "what to tell clients; empty: the bound addresses", func(c *Config) *string { return &c.AdvertisedListener }),
@@ -459,14 +404,9 @@ var Settings = settings.Join(settings.NewList(settingError,
 	integer("millrace.fetch.sessions.per.connection", settings.Int, "fetch sessions opened on one connection", func(c *Config) *int { return &c.FetchSessionsPerConnection }),
 	integer("millrace.fetch.sessions.per.principal", settings.Int, "fetch sessions of one principal", func(c *Config) *int { return &c.FetchSessionsPerPrincipal }),
 	integer("millrace.fetch.session.cache.max.bytes", settings.Long, "memory all fetch sessions hold", func(c *Config) *int64 { return &c.FetchSessionCacheMaxBytes }),
-	intMs("transaction.max.timeout.ms", "longest transaction timeout a producer may ask for", func(c *Config) *time.Duration { return &c.TransactionMaxTimeout }),
-	intMs("transactional.id.expiration.ms", "a transactional ID idle this long is forgotten", func(c *Config) *time.Duration { return &c.TransactionalIDExpiration }),
-	intMs("transaction.abort.timed.out.transaction.cleanup.interval.ms", "how often timed-out transactions are aborted", func(c *Config) *time.Duration { return &c.TransactionAbortCheckInterval }),
-	integer("millrace.transactional.id.max.bytes", settings.Int, "longest transactional ID", func(c *Config) *int { return &c.TransactionalIDMaxBytes }),
-	integer("millrace.max.transactional.ids", settings.Int, "transactional IDs a broker coordinates", func(c *Config) *int { return &c.MaxTransactionalIDs }),
-	integer("millrace.max.transactional.ids.per.principal", settings.Int, "transactional IDs of one principal a broker coordinates", func(c *Config) *int { return &c.MaxTransactionalIDsPerPrincipal }),
-	boolean("transaction.partition.verification.enable", "check a transaction's first batch on a partition with its coordinator (KIP-890)", func(c *Config) *bool { return &c.TransactionPartitionVerification }),
-), authorizerSettings, saslSettings)
+), authorizerSettings, saslSettings,
+	// The coordinator's settings, with this package's error messages.
+	settings.NewList(settingError, settings.Lift(txn.Settings, func(c *Config) *txn.Config { return &c.Txn }).All()...))
 
 // settingError is the wire server's message for a refused value.
 func settingError(name, value string, err error) error {

@@ -299,7 +299,7 @@ func TestIdempotentProducer(t *testing.T) {
 	req.SetVersion(4)
 	req.TransactionalID = strp("txn")
 	req.ProducerID, req.ProducerEpoch = -1, -1
-	req.TransactionTimeoutMillis = int32(DefaultConfig().TransactionMaxTimeout.Milliseconds()) + 1
+	req.TransactionTimeoutMillis = int32(DefaultConfig().Txn.MaxTimeout.Milliseconds()) + 1
 	if resp := c.roundTrip(req, 99).(*kmsg.InitProducerIDResponse); resp.ErrorCode != kerr.InvalidTransactionTimeout.Code {
 		t.Fatalf("transactional InitProducerId over the longest timeout: error %d", resp.ErrorCode)
 	}

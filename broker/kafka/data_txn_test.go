@@ -95,7 +95,7 @@ func (c *rawClient) listLatest(topic string, isolation int8, correlationID int32
 // transaction; a marker from an older producer epoch is refused.
 func TestTransactionsOnAPartition(t *testing.T) {
 	// The markers here are written by hand, without a coordinator.
-	tb := startBroker(t, withConfig(func(c *Config) { c.TransactionPartitionVerification = false }))
+	tb := startBroker(t, withConfig(func(c *Config) { c.Txn.PartitionVerification = false }))
 	tb.createTopic("txn", 1, nil)
 	c := dial(t, tb.addr)
 	corr := int32(1)

@@ -63,7 +63,7 @@ type txnVerified struct {
 // verifyTxnPartitions verifies the transactional batches of req, which
 // names its transactional ID.
 func (b *Broker) verifyTxnPartitions(ctx context.Context, req *kmsg.ProduceRequest) txnVerified {
-	if !b.cfg.TransactionPartitionVerification || req.TransactionID == nil {
+	if !b.cfg.Txn.PartitionVerification || req.TransactionID == nil {
 		return txnVerified{}
 	}
 	var producer txn.ProducerIDAndEpoch

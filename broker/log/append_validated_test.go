@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"millrace/internal/recordbatch/batchtest"
 )
 
 // AppendValidated writes exactly what Append writes, and rejects batches
@@ -16,7 +18,7 @@ func TestAppendValidatedMatchesAppend(t *testing.T) {
 	validated := openTest(t, t.TempDir(), cfg, options{})
 	defer validated.Close()
 	for i := range 20 {
-		batch := makeBatch(1+i%7, 10+i*13, int64(1000+i), byte(i))
+		batch := batchtest.Make(1+i%7, 10+i*13, int64(1000+i), byte(i))
 		want, err := plain.Append(append([]byte(nil), batch...), 3)
 		if err != nil {
 			t.Fatal(err)
@@ -46,7 +48,7 @@ func TestAppendValidatedMatchesAppend(t *testing.T) {
 		t.Fatalf("logs differ: %d and %d bytes", len(a), len(b))
 	}
 
-	big := makeBatch(10, 100, 1, 1)
+	big := batchtest.Make(10, 100, 1, 1)
 	v, err := validateProduce(testDecoder, big, cfg, time.Now())
 	if err != nil {
 		t.Fatal(err)

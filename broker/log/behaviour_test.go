@@ -7,15 +7,18 @@ import (
 	"net"
 	"os"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"millrace/internal/recordbatch/batchtest"
 )
 
 func TestReadSemantics(t *testing.T) {
 	l := openTest(t, t.TempDir(), DefaultConfig(), options{})
 	defer l.Close()
-	big := makeBatch(10, 500, 1, 1) // ~5 KB, offsets 0..9
-	small := makeBatch(2, 10, 2, 2) // offsets 10..11
+	big := batchtest.Make(10, 500, 1, 1) // ~5 KB, offsets 0..9
+	small := batchtest.Make(2, 10, 2, 2) // offsets 10..11
 	mustAppend(t, l, big)
 	mustAppend(t, l, small)
 	mustAppend(t, l, small) // 12..13
@@ -63,8 +66,8 @@ func TestReadSemantics(t *testing.T) {
 func TestAppendRejectsBadBatchesAtomically(t *testing.T) {
 	l := openTest(t, t.TempDir(), DefaultConfig(), options{})
 	defer l.Close()
-	good := makeBatch(3, 20, 1, 1)
-	bad := makeBatch(3, 20, 1, 2)
+	good := batchtest.Make(3, 20, 1, 1)
+	bad := batchtest.Make(3, 20, 1, 2)
 	bad[len(bad)-1] ^= 1
 	_, err := l.Append(append(append([]byte(nil), good...), bad...), 0)
 	var be *BatchError
@@ -74,7 +77,7 @@ func TestAppendRejectsBadBatchesAtomically(t *testing.T) {
 	if l.EndOffset() != 0 || l.Size() != 0 {
 		t.Fatalf("partial append: end %d size %d", l.EndOffset(), l.Size())
 	}
-	tooBig := makeBatch(1, 2000, 1, 1)
+	tooBig := batchtest.Make(1, 2000, 1, 1)
 	cfg := l.Config()
 	cfg.MaxMessageBytes = 1000
 	if err := l.SetConfig(cfg); err != nil {
@@ -96,7 +99,7 @@ func TestTruncateThenAppend(t *testing.T) {
 	dir := t.TempDir()
 	l := openTest(t, dir, cfg, options{})
 	for i := 0; i < 40; i++ {
-		mustAppend(t, l, makeBatch(2, 40, int64(i), byte(i))) // batch i: offsets 2i, 2i+1
+		mustAppend(t, l, batchtest.Make(2, 40, int64(i), byte(i))) // batch i: offsets 2i, 2i+1
 	}
 	nseg := len(l.Segments())
 	// Inside a batch: rounds down to its base.
@@ -109,7 +112,7 @@ func TestTruncateThenAppend(t *testing.T) {
 	if len(l.Segments()) >= nseg {
 		t.Fatalf("later segments not deleted: %d of %d", len(l.Segments()), nseg)
 	}
-	info := mustAppend(t, l, makeBatch(3, 40, 100, 7))
+	info := mustAppend(t, l, batchtest.Make(3, 40, 100, 7))
 	if info.FirstOffset != 30 {
 		t.Fatalf("append after truncate at %d", info.FirstOffset)
 	}
@@ -133,7 +136,7 @@ func TestTruncateThenAppend(t *testing.T) {
 	if l.StartOffset() != 4 || l.EndOffset() != 4 {
 		t.Fatalf("full truncate: start %d end %d", l.StartOffset(), l.EndOffset())
 	}
-	if info := mustAppend(t, l, makeBatch(1, 5, 1, 1)); info.FirstOffset != 4 {
+	if info := mustAppend(t, l, batchtest.Make(1, 5, 1, 1)); info.FirstOffset != 4 {
 		t.Fatalf("append at %d", info.FirstOffset)
 	}
 	l.Close()
@@ -146,7 +149,7 @@ func TestRollBySizeAndAge(t *testing.T) {
 	cfg.SegmentAge = time.Hour
 	l := openTest(t, t.TempDir(), cfg, options{now: clock.now})
 	defer l.Close()
-	b := makeBatch(1, 300, 1, 1) // ~380 bytes
+	b := batchtest.Make(1, 300, 1, 1) // ~380 bytes
 	mustAppend(t, l, b)
 	mustAppend(t, l, b)
 	if n := len(l.Segments()); n != 1 {
@@ -158,17 +161,17 @@ func TestRollBySizeAndAge(t *testing.T) {
 		t.Fatalf("size roll: %+v", segs)
 	}
 	clock.advance(59 * time.Minute)
-	mustAppend(t, l, makeBatch(1, 10, 1, 1))
+	mustAppend(t, l, batchtest.Make(1, 10, 1, 1))
 	if n := len(l.Segments()); n != 2 {
 		t.Fatalf("rolled too early: %d", n)
 	}
 	clock.advance(2 * time.Minute)
-	mustAppend(t, l, makeBatch(1, 10, 1, 1))
+	mustAppend(t, l, batchtest.Make(1, 10, 1, 1))
 	if segs := l.Segments(); len(segs) != 3 || segs[2].BaseOffset != 4 {
 		t.Fatalf("age roll: %+v", segs)
 	}
 	// A batch larger than a whole segment is refused.
-	if _, err := l.Append(makeBatch(1, 1200, 1, 1), 0); !errors.Is(err, ErrBatchTooLarge) {
+	if _, err := l.Append(batchtest.Make(1, 1200, 1, 1), 0); !errors.Is(err, ErrBatchTooLarge) {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -181,7 +184,7 @@ func TestOffsetForTimestamp(t *testing.T) {
 	l := openTest(t, dir, cfg, options{})
 	// batch i: 3 records at offsets 3i..3i+2, timestamps 100i, 100i+1, 100i+2.
 	for i := 0; i < 30; i++ {
-		mustAppend(t, l, makeBatch(3, 20, int64(100*i), byte(i)))
+		mustAppend(t, l, batchtest.Make(3, 20, int64(100*i), byte(i)))
 	}
 	check := func(l *Log) {
 		t.Helper()
@@ -215,7 +218,7 @@ func TestLogAppendTime(t *testing.T) {
 	cfg.MessageTimestampType = LogAppendTime
 	l := openTest(t, t.TempDir(), cfg, options{now: clock.now})
 	defer l.Close()
-	info := mustAppend(t, l, makeBatch(2, 10, 5, 1))
+	info := mustAppend(t, l, batchtest.Make(2, 10, 5, 1))
 	if info.LogAppendTime != 123456 || info.MaxTimestamp != 123456 {
 		t.Fatalf("info %+v", info)
 	}
@@ -234,7 +237,7 @@ func TestCleanRestartDoesNotRescan(t *testing.T) {
 	dir := t.TempDir()
 	l := openTest(t, dir, cfg, options{})
 	for i := 0; i < 30; i++ {
-		mustAppend(t, l, makeBatch(2, 50, int64(i), byte(i)))
+		mustAppend(t, l, batchtest.Make(2, 50, int64(i), byte(i)))
 	}
 	end := l.EndOffset()
 	l.Close()
@@ -243,7 +246,7 @@ func TestCleanRestartDoesNotRescan(t *testing.T) {
 		t.Fatalf("clean open scanned %d segments, end %d want %d", n, l.EndOffset(), end)
 	}
 	// The marker is consumed: a crash now (no Close) makes the next open scan.
-	mustAppend(t, l, makeBatch(1, 5, 1, 1))
+	mustAppend(t, l, batchtest.Make(1, 5, 1, 1))
 	if _, err := os.Stat(dir + "/" + cleanShutdownFile); !os.IsNotExist(err) {
 		t.Fatalf("marker still present: %v", err)
 	}
@@ -261,7 +264,7 @@ func TestDamagedIndexRebuiltOnCleanOpen(t *testing.T) {
 	dir := t.TempDir()
 	l := openTest(t, dir, cfg, options{})
 	for i := 0; i < 30; i++ {
-		mustAppend(t, l, makeBatch(2, 50, int64(i), byte(i)))
+		mustAppend(t, l, batchtest.Make(2, 50, int64(i), byte(i)))
 	}
 	l.Close()
 	// A torn last entry (not a multiple of 8 bytes).
@@ -275,12 +278,29 @@ func TestDamagedIndexRebuiltOnCleanOpen(t *testing.T) {
 	}
 }
 
+// writeCountingConn is a socket for Slice.WriteTo whose Write counts the
+// bytes written through it. It has no ReadFrom, so a fallback copy cannot
+// bypass Write.
+type writeCountingConn struct {
+	syscall.Conn // the socket's descriptor, for sendfile
+	w            io.Writer
+	written      int
+}
+
+func (c *writeCountingConn) Write(p []byte) (int, error) {
+	c.written += len(p)
+	return c.w.Write(p)
+}
+
+// TestSendfileOverTCP: a Slice copied to a TCP socket is sent whole by
+// sendfile(2), while another copy of the same segment runs, and arrives
+// intact.
 func TestSendfileOverTCP(t *testing.T) {
 	l := openTest(t, t.TempDir(), DefaultConfig(), options{})
 	defer l.Close()
 	var want []byte
 	for i := 0; i < 200; i++ {
-		b := makeBatch(5, 200, int64(i), byte(i))
+		b := batchtest.Make(5, 200, int64(i), byte(i))
 		mustAppend(t, l, b)
 	}
 	s, err := l.Read(0, 1<<30, l.EndOffset())
@@ -325,10 +345,12 @@ func TestSendfileOverTCP(t *testing.T) {
 		defer wg.Done()
 		_, discardErr = s2.WriteTo(io.Discard)
 	}()
-	before := sendfileBytes.Load()
-	n, err := io.Copy(conn, s)
-	if sent := sendfileBytes.Load() - before; sent != int64(len(want)) {
-		t.Fatalf("sendfile sent %d bytes, want %d", sent, len(want))
+	// The socket with its Write counted: a byte that does not go through
+	// sendfile(2) goes through Write (the fallback copies with it).
+	counted := &writeCountingConn{Conn: conn.(syscall.Conn), w: conn}
+	n, err := io.Copy(counted, s)
+	if counted.written != 0 {
+		t.Fatalf("%d of %d bytes were written through the socket's Write, not sent by sendfile", counted.written, len(want))
 	}
 	conn.Close()
 	wg.Wait()

@@ -7,12 +7,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"millrace/internal/recordbatch/batchtest"
 )
 
 // benchBatch builds a batch of about batchBytes made of recordBytes records.
 func benchBatch(recordBytes, batchBytes int) []byte {
 	n := max(batchBytes/(recordBytes+8), 1)
-	return makeBatch(n, recordBytes, 1, 7)
+	return batchtest.Make(n, recordBytes, 1, 7)
 }
 
 // benchDir is a new directory under $TMPDIR (default /tmp), the directory

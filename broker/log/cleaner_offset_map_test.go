@@ -15,6 +15,7 @@ import (
 
 	"millrace/internal/recordbatch"
 
+	"millrace/internal/recordbatch/batchtest"
 	"millrace/internal/waitfor"
 )
 
@@ -146,7 +147,7 @@ func TestCompactedTopicBoundsKeys(t *testing.T) {
 	cfg := compactConfig()
 	cfg.CompactedMaxKeyBytes = 4 << 10
 	fits, over := strings.Repeat("k", 4<<10), strings.Repeat("k", 4<<10+1)
-	large := strings.Repeat("v", 2*walkWindow)
+	large := strings.Repeat("v", 2*batchtest.WalkWindow)
 	for _, tc := range []struct {
 		name  string
 		codec int

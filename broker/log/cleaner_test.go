@@ -18,6 +18,7 @@ import (
 
 	"millrace/internal/recordbatch"
 
+	"millrace/internal/recordbatch/batchtest"
 	"millrace/internal/waitfor"
 )
 
@@ -67,7 +68,7 @@ func keyedBatch(t testing.TB, ts int64, codec int, recs ...string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := buildBatch([]testRecord{{key: []byte("x"), value: []byte("y")}}, ts, int16(codec))
+	b := batchtest.Build([]batchtest.Record{{Key: []byte("x"), Value: []byte("y")}}, ts, int16(codec))
 	b = append(b[:batchHeaderSize], payload...)
 	be := binary.BigEndian
 	be.PutUint32(b[offLength:], uint32(len(b)-batchLengthOverhead))
@@ -523,7 +524,7 @@ func TestManagerCleanerMetrics(t *testing.T) {
 // covers records longer than the decompression window.
 func TestCompactedTopicRefusesKeylessRecords(t *testing.T) {
 	now := time.UnixMilli(1_000_000_000)
-	large := strings.Repeat("x", 2*walkWindow)
+	large := strings.Repeat("x", 2*batchtest.WalkWindow)
 	for _, tc := range []struct {
 		name  string
 		codec int

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"millrace/internal/recordbatch/batchtest"
 )
 
 // buildCrashLog writes batches into a log with small segments and returns
@@ -14,7 +16,7 @@ func buildCrashLog(t *testing.T, cfg Config) (dir string, activeBase int64, ends
 	dir = t.TempDir()
 	l := openTest(t, dir, cfg, options{})
 	for i := 0; i < 120; i++ {
-		mustAppend(t, l, makeBatch(1+i%4, 30+i%50, int64(1000+i), byte(i)))
+		mustAppend(t, l, batchtest.Make(1+i%4, 30+i%50, int64(1000+i), byte(i)))
 		if i == 60 {
 			// Everything so far is durable; recovery starts from here.
 			if err := l.Flush(); err != nil {
@@ -76,7 +78,7 @@ func checkRecovered(t *testing.T, dir string, cfg Config, wantEnd int64) {
 			t.Fatalf("read %d: headers %+v err %v", off, hs, err)
 		}
 	}
-	info, err := l.Append(makeBatch(3, 10, 5000, 9), 2)
+	info, err := l.Append(batchtest.Make(3, 10, 5000, 9), 2)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"millrace/internal/recordbatch/batchtest"
 )
 
 // cacheConfig gives one 3-record batch of 200-byte values per segment.
@@ -24,7 +26,7 @@ func writeSegments(t *testing.T, dir string, n int) [][]byte {
 	l := openTest(t, dir, cacheConfig(), options{})
 	var out [][]byte
 	for i := range n {
-		mustAppend(t, l, makeBatch(3, 200, int64(1000+i), byte(i)))
+		mustAppend(t, l, batchtest.Make(3, 200, int64(1000+i), byte(i)))
 	}
 	for _, s := range l.Segments() {
 		out = append(out, readSegmentBytes(t, l, s.BaseOffset))
@@ -186,7 +188,7 @@ func TestFileCacheTruncateClosedSegment(t *testing.T) {
 	if l.EndOffset() != 3 || len(l.Segments()) != 2 {
 		t.Fatalf("after truncation to 3: end %d, %d segments", l.EndOffset(), len(l.Segments()))
 	}
-	mustAppend(t, l, makeBatch(2, 50, 5000, 7))
+	mustAppend(t, l, batchtest.Make(2, 50, 5000, 7))
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +211,7 @@ func TestFileCacheCrashRecoveryScansFromRecoveryPoint(t *testing.T) {
 	dir := t.TempDir()
 	l := openTest(t, dir, cacheConfig(), options{files: newFileCache(2)})
 	for i := range 6 {
-		mustAppend(t, l, makeBatch(3, 200, int64(1000+i), byte(i)))
+		mustAppend(t, l, batchtest.Make(3, 200, int64(1000+i), byte(i)))
 		if i == 3 {
 			if err := l.Flush(); err != nil { // recovery point 12: segment 4 on
 				t.Fatal(err)
@@ -253,7 +255,7 @@ func TestFileCacheCrashRecoveryScansFromRecoveryPoint(t *testing.T) {
 	if hs := readAllBatches(t, l, 0); len(hs) != 5 {
 		t.Fatalf("%d batches readable, want 5", len(hs))
 	}
-	mustAppend(t, l, makeBatch(1, 10, 9000, 1))
+	mustAppend(t, l, batchtest.Make(1, 10, 9000, 1))
 	if l.EndOffset() != 16 {
 		t.Fatalf("append after recovery ends at %d", l.EndOffset())
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"millrace/internal/recordbatch/batchtest"
 	"millrace/internal/waitfor"
 )
 
@@ -95,7 +96,7 @@ func TestFlushMsFiresOnItsOwn(t *testing.T) {
 	c.reset()
 	defer l.Close()
 	appended := time.Now()
-	mustAppend(t, l, makeBatch(3, 20, 1, 1))
+	mustAppend(t, l, batchtest.Make(3, 20, 1, 1))
 	if l.DurableOffset() != 0 {
 		t.Fatalf("durable offset %d right after the append", l.DurableOffset())
 	}
@@ -108,7 +109,7 @@ func TestFlushMsFiresOnItsOwn(t *testing.T) {
 		t.Fatalf("recovery point %d (%v), want 3", rp, err)
 	}
 	// The next append starts a new flush.ms period, and is flushed too.
-	mustAppend(t, l, makeBatch(2, 20, 1, 2))
+	mustAppend(t, l, batchtest.Make(2, 20, 1, 2))
 	c.waitSynced(t)
 	waitDurable(t, l, 5)
 }
@@ -122,7 +123,7 @@ func TestFlushMsCountsFromTheOldestUnflushedAppend(t *testing.T) {
 	l := openTest(t, t.TempDir(), cfg, options{openFile: c.open, now: clock.now})
 	c.reset()
 	defer l.Close()
-	mustAppend(t, l, makeBatch(1, 20, 1, 1))
+	mustAppend(t, l, batchtest.Make(1, 20, 1, 1))
 	// The timer fires in real time, finds the append (by the log's clock)
 	// not yet flush.ms old and re-arms, until the clock moves.
 	if err := l.FlushIfDue(clock.now().Add(cfg.FlushInterval - time.Millisecond)); err != nil || c.logSyncs.Load() != 0 {
@@ -141,7 +142,7 @@ func TestFlushMsLoweredWhileArmed(t *testing.T) {
 	l := openTest(t, t.TempDir(), cfg, options{openFile: c.open})
 	c.reset()
 	defer l.Close()
-	mustAppend(t, l, makeBatch(2, 20, 1, 1))
+	mustAppend(t, l, batchtest.Make(2, 20, 1, 1))
 	cfg.FlushInterval = 10 * time.Millisecond
 	if err := l.SetConfig(cfg); err != nil {
 		t.Fatal(err)
@@ -158,12 +159,12 @@ func TestFlushMessagesFsyncsAtTheCount(t *testing.T) {
 	l := openTest(t, t.TempDir(), cfg, options{openFile: c.open})
 	c.reset()
 	defer l.Close()
-	mustAppend(t, l, makeBatch(2, 20, 1, 1))
-	mustAppend(t, l, makeBatch(2, 20, 1, 2))
+	mustAppend(t, l, batchtest.Make(2, 20, 1, 1))
+	mustAppend(t, l, batchtest.Make(2, 20, 1, 2))
 	if n := c.logSyncs.Load(); n != 0 || l.DurableOffset() != 0 {
 		t.Fatalf("4 of 5 records: %d fsyncs, durable offset %d", n, l.DurableOffset())
 	}
-	mustAppend(t, l, makeBatch(2, 20, 1, 3))
+	mustAppend(t, l, batchtest.Make(2, 20, 1, 3))
 	if n := c.logSyncs.Load(); n != 1 || l.DurableOffset() != 6 {
 		t.Fatalf("6 of 5 records: %d fsyncs, durable offset %d; want 1 and 6", n, l.DurableOffset())
 	}
@@ -176,7 +177,7 @@ func TestFlushTimerStopsWithClose(t *testing.T) {
 	dir := t.TempDir()
 	for i := 0; i < 20; i++ {
 		l := openTest(t, dir, cfg, options{})
-		mustAppend(t, l, makeBatch(1, 20, 1, byte(i)))
+		mustAppend(t, l, batchtest.Make(1, 20, 1, byte(i)))
 		if err := l.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +203,7 @@ func TestSyncToGroupCommit(t *testing.T) {
 	c.mu.Lock()
 	c.gate = gate
 	c.mu.Unlock()
-	first := mustAppend(t, l, makeBatch(1, 100, 1, 0))
+	first := mustAppend(t, l, batchtest.Make(1, 100, 1, 0))
 	firstDone := make(chan error, 1)
 	go func() { firstDone <- l.SyncTo(ctx, first.LastOffset+1) }()
 	<-c.entered // the first fsync is under way, held
@@ -215,7 +216,7 @@ func TestSyncToGroupCommit(t *testing.T) {
 	errs := make(chan error, producers)
 	for i := range producers {
 		go func() {
-			info, err := l.Append(makeBatch(1, 100, 1, byte(i+1)), 1)
+			info, err := l.Append(batchtest.Make(1, 100, 1, byte(i+1)), 1)
 			if err == nil {
 				err = l.SyncTo(ctx, info.LastOffset+1)
 			}
@@ -256,7 +257,7 @@ func TestSyncToAfterTruncation(t *testing.T) {
 	defer l.Close()
 	ctx := context.Background()
 	for i := range 4 {
-		mustAppend(t, l, makeBatch(2, 20, 1, byte(i)))
+		mustAppend(t, l, batchtest.Make(2, 20, 1, byte(i)))
 	}
 	if err := l.SyncTo(ctx, 8); err != nil || l.DurableOffset() != 8 {
 		t.Fatalf("SyncTo(8): %v, durable offset %d", err, l.DurableOffset())
@@ -268,7 +269,7 @@ func TestSyncToAfterTruncation(t *testing.T) {
 		t.Fatalf("durable offset %d after truncating to 4", l.DurableOffset())
 	}
 	// Offsets 4..7 again, but new records, not fsynced yet.
-	mustAppend(t, l, makeBatch(4, 20, 1, 9))
+	mustAppend(t, l, batchtest.Make(4, 20, 1, 9))
 	if l.DurableOffset() != 4 {
 		t.Fatalf("durable offset %d claims the re-appended records", l.DurableOffset())
 	}
@@ -290,7 +291,7 @@ func TestSyncToAcrossARoll(t *testing.T) {
 	l := openTest(t, dir, cfg, options{openFile: c.open})
 	c.reset()
 	for i := range 6 {
-		mustAppend(t, l, makeBatch(1, 100, 1, byte(i)))
+		mustAppend(t, l, batchtest.Make(1, 100, 1, byte(i)))
 	}
 	if len(l.Segments()) < 3 {
 		t.Fatalf("%d segments, want several", len(l.Segments()))
@@ -309,7 +310,7 @@ func TestSyncToFailedFsyncIsSticky(t *testing.T) {
 	var short, failSync atomic.Bool
 	l := openTest(t, t.TempDir(), DefaultConfig(), options{openFile: faultyOpener(&short, &failSync)})
 	defer l.Close()
-	mustAppend(t, l, makeBatch(2, 20, 1, 1))
+	mustAppend(t, l, batchtest.Make(2, 20, 1, 1))
 	failSync.Store(true)
 	if err := l.SyncTo(context.Background(), 2); !errors.Is(err, errInjected) {
 		t.Fatalf("SyncTo with a failing fsync: %v", err)
@@ -318,7 +319,7 @@ func TestSyncToFailedFsyncIsSticky(t *testing.T) {
 	if l.DurableOffset() != 0 {
 		t.Fatalf("durable offset %d after a failed fsync", l.DurableOffset())
 	}
-	if _, err := l.Append(makeBatch(1, 20, 1, 2), 0); !errors.Is(err, errInjected) {
+	if _, err := l.Append(batchtest.Make(1, 20, 1, 2), 0); !errors.Is(err, errInjected) {
 		t.Fatalf("append after a failed fsync: %v", err)
 	}
 	if err := l.SyncTo(context.Background(), 2); !errors.Is(err, errInjected) {
@@ -336,7 +337,7 @@ func TestSyncToWaiterGivesUpWithItsContext(t *testing.T) {
 	c.mu.Lock()
 	c.gate = gate
 	c.mu.Unlock()
-	mustAppend(t, l, makeBatch(1, 20, 1, 1))
+	mustAppend(t, l, batchtest.Make(1, 20, 1, 1))
 	held := make(chan error, 1)
 	go func() { held <- l.SyncTo(context.Background(), 1) }()
 	<-c.entered
@@ -389,7 +390,7 @@ func TestSyncToWhileRetentionDeletesTheSegment(t *testing.T) {
 	l := openTest(t, dir, cfg, options{openFile: c.open})
 	defer l.Close()
 	for i := range 6 {
-		mustAppend(t, l, makeBatch(1, 100, 1, byte(i)))
+		mustAppend(t, l, batchtest.Make(1, 100, 1, byte(i)))
 	}
 	gate := make(chan struct{})
 	c.mu.Lock()
@@ -427,7 +428,7 @@ func TestTurningFlushOnAckOnFsyncsFirst(t *testing.T) {
 	l := openTest(t, t.TempDir(), cfg, options{openFile: c.open})
 	defer l.Close()
 	c.reset()
-	mustAppend(t, l, makeBatch(3, 20, 1, 1))
+	mustAppend(t, l, batchtest.Make(3, 20, 1, 1))
 	if l.DurableOffset() != 0 {
 		t.Fatalf("durable offset %d before any fsync", l.DurableOffset())
 	}
@@ -440,7 +441,7 @@ func TestTurningFlushOnAckOnFsyncsFirst(t *testing.T) {
 		t.Fatalf("durable offset %d after %d fsyncs, want 3 after 1", l.DurableOffset(), c.logSyncs.Load())
 	}
 	// Setting it again fsyncs nothing.
-	mustAppend(t, l, makeBatch(1, 20, 1, 2))
+	mustAppend(t, l, batchtest.Make(1, 20, 1, 2))
 	if err := l.SetConfig(cfg); err != nil || c.logSyncs.Load() != 1 {
 		t.Fatalf("setting it again: %v, %d fsyncs", err, c.logSyncs.Load())
 	}

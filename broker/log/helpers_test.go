@@ -1,8 +1,6 @@
 package log
 
 import (
-	"encoding/binary"
-	"hash/crc32"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,68 +10,6 @@ import (
 
 	"millrace/internal/recordbatch"
 )
-
-// testRecord is one record for makeBatch.
-type testRecord struct {
-	key, value []byte
-	tsDelta    int64
-}
-
-// makeBatch builds a valid, uncompressed v2 batch of n records with values
-// of valueSize bytes (value bytes derived from seed) and the given first
-// timestamp; records i has timestamp firstTs+i.
-func makeBatch(n, valueSize int, firstTs int64, seed byte) []byte {
-	recs := make([]testRecord, n)
-	for i := range recs {
-		v := make([]byte, valueSize)
-		for j := range v {
-			v[j] = seed + byte(i) + byte(j)
-		}
-		recs[i] = testRecord{value: v, tsDelta: int64(i)}
-	}
-	return buildBatch(recs, firstTs, 0)
-}
-
-// buildBatch encodes records into a v2 batch with the given attributes.
-func buildBatch(recs []testRecord, firstTs int64, attributes int16) []byte {
-	var body []byte
-	maxTs := firstTs
-	for i, r := range recs {
-		var rec []byte
-		rec = append(rec, 0) // attributes
-		rec = binary.AppendVarint(rec, r.tsDelta)
-		rec = binary.AppendVarint(rec, int64(i))
-		if r.key == nil {
-			rec = binary.AppendVarint(rec, -1)
-		} else {
-			rec = binary.AppendVarint(rec, int64(len(r.key)))
-			rec = append(rec, r.key...)
-		}
-		rec = binary.AppendVarint(rec, int64(len(r.value)))
-		rec = append(rec, r.value...)
-		rec = binary.AppendVarint(rec, 0) // headers
-		body = binary.AppendVarint(body, int64(len(rec)))
-		body = append(body, rec...)
-		maxTs = max(maxTs, firstTs+r.tsDelta)
-	}
-	b := make([]byte, batchHeaderSize, batchHeaderSize+len(body))
-	be := binary.BigEndian
-	be.PutUint64(b[offBaseOffset:], 0)
-	be.PutUint32(b[offLength:], uint32(batchHeaderSize-batchLengthOverhead+len(body)))
-	be.PutUint32(b[offLeaderEpoch:], 0xffffffff)
-	b[offMagic] = batchMagic
-	be.PutUint16(b[offAttributes:], uint16(attributes))
-	be.PutUint32(b[offLastOffsetDelta:], uint32(len(recs)-1))
-	be.PutUint64(b[offFirstTimestamp:], uint64(firstTs))
-	be.PutUint64(b[offMaxTimestamp:], uint64(maxTs))
-	be.PutUint64(b[offProducerID:], ^uint64(0))
-	be.PutUint16(b[offProducerEpoch:], 0xffff)
-	be.PutUint32(b[offBaseSequence:], 0xffffffff)
-	be.PutUint32(b[offRecordCount:], uint32(len(recs)))
-	b = append(b, body...)
-	be.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], castagnoli))
-	return b
-}
 
 // fakeClock is an injectable clock.
 type fakeClock struct {
@@ -171,7 +107,3 @@ func copyDir(t testing.TB, src, dst string) {
 
 // testDecoder decodes what the tests validate outside a log.
 var testDecoder = recordbatch.NewDecoder(0)
-
-// walkWindow is the size recordbatch decodes a compressed batch through
-// (its walkWindow): records larger than it take the walk's other path.
-const walkWindow = 64 << 10

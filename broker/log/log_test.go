@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"millrace/internal/recordbatch"
+	"millrace/internal/recordbatch/batchtest"
 )
 
 func TestAppendReadRoundTrip(t *testing.T) {
@@ -15,7 +16,7 @@ func TestAppendReadRoundTrip(t *testing.T) {
 	l := openTest(t, dir, cfg, options{})
 	var want [][]byte
 	for i := 0; i < 50; i++ {
-		b := makeBatch(1+i%5, 40, 1000+int64(i)*10, byte(i))
+		b := batchtest.Make(1+i%5, 40, 1000+int64(i)*10, byte(i))
 		info := mustAppend(t, l, b)
 		if info.FirstOffset != int64(len(want))*0+info.FirstOffset {
 			t.Fatal("unreachable")

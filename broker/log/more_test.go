@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"millrace/internal/recordbatch/batchtest"
 	"millrace/internal/waitfor"
 )
 
@@ -52,15 +53,15 @@ func TestStickyShortWrite(t *testing.T) {
 	var short, failSync atomic.Bool
 	dir := t.TempDir()
 	l := openTest(t, dir, DefaultConfig(), options{openFile: faultyOpener(&short, &failSync)})
-	mustAppend(t, l, makeBatch(2, 20, 1, 1))
+	mustAppend(t, l, batchtest.Make(2, 20, 1, 1))
 	size := l.Size()
 	short.Store(true)
-	if _, err := l.Append(makeBatch(2, 20, 1, 2), 0); !errors.Is(err, errInjected) {
+	if _, err := l.Append(batchtest.Make(2, 20, 1, 2), 0); !errors.Is(err, errInjected) {
 		t.Fatalf("short write: %v", err)
 	}
 	short.Store(false)
 	// Sticky: the disk works again, the log still refuses.
-	if _, err := l.Append(makeBatch(2, 20, 1, 3), 0); !errors.Is(err, errInjected) {
+	if _, err := l.Append(batchtest.Make(2, 20, 1, 3), 0); !errors.Is(err, errInjected) {
 		t.Fatalf("after short write: %v", err)
 	}
 	if l.EndOffset() != 2 || l.Size() != size {
@@ -79,7 +80,7 @@ func TestStickyShortWrite(t *testing.T) {
 	if l.EndOffset() != 2 {
 		t.Fatalf("reopened end %d", l.EndOffset())
 	}
-	if info := mustAppend(t, l, makeBatch(1, 5, 1, 1)); info.FirstOffset != 2 {
+	if info := mustAppend(t, l, batchtest.Make(1, 5, 1, 1)); info.FirstOffset != 2 {
 		t.Fatalf("append at %d", info.FirstOffset)
 	}
 }
@@ -90,13 +91,13 @@ func TestStickyFailedFsync(t *testing.T) {
 	cfg.FlushMessages = 3
 	l := openTest(t, t.TempDir(), cfg, options{openFile: faultyOpener(&short, &failSync)})
 	defer l.Close()
-	mustAppend(t, l, makeBatch(2, 20, 1, 1))
+	mustAppend(t, l, batchtest.Make(2, 20, 1, 1))
 	failSync.Store(true)
-	if _, err := l.Append(makeBatch(2, 20, 1, 2), 0); !errors.Is(err, errInjected) {
+	if _, err := l.Append(batchtest.Make(2, 20, 1, 2), 0); !errors.Is(err, errInjected) {
 		t.Fatalf("append that triggers a failing fsync: %v", err)
 	}
 	failSync.Store(false)
-	if _, err := l.Append(makeBatch(1, 20, 1, 3), 0); !errors.Is(err, errInjected) {
+	if _, err := l.Append(batchtest.Make(1, 20, 1, 3), 0); !errors.Is(err, errInjected) {
 		t.Fatalf("append after failed fsync: %v", err)
 	}
 	if err := l.Flush(); !errors.Is(err, errInjected) {
@@ -120,7 +121,7 @@ func TestRetentionWhileReading(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := 0; i < 1500; i++ {
-			b := makeBatch(3, 60, int64(i), byte(i))
+			b := batchtest.Make(3, 60, int64(i), byte(i))
 			if _, err := l.Append(b, 0); err != nil {
 				errs <- err
 				break
@@ -205,7 +206,7 @@ func TestRetentionByTimeWithTheActiveSegment(t *testing.T) {
 	l := openTest(t, t.TempDir(), cfg, options{})
 	defer l.Close()
 	for i := 0; i < 10; i++ {
-		mustAppend(t, l, makeBatch(1, 300, int64(i)*int64(time.Hour/time.Millisecond), byte(i)))
+		mustAppend(t, l, batchtest.Make(1, 300, int64(i)*int64(time.Hour/time.Millisecond), byte(i)))
 	}
 	// Segment i's largest timestamp is i hours. At 10h, keep segments newer than 9h.
 	now := time.UnixMilli(10 * int64(time.Hour/time.Millisecond))
@@ -228,7 +229,7 @@ func TestLeaderEpochs(t *testing.T) {
 		t.Fatalf("empty log epoch %d", e)
 	}
 	app := func(epoch int32) {
-		if _, err := l.Append(makeBatch(2, 5, 1, 1), epoch); err != nil {
+		if _, err := l.Append(batchtest.Make(2, 5, 1, 1), epoch); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -263,7 +264,7 @@ func TestLeaderEpochs(t *testing.T) {
 		t.Fatalf("latest %d", l.LatestEpoch())
 	}
 	// Replicated batches keep their epochs and offsets.
-	b := makeBatch(2, 5, 1, 1)
+	b := batchtest.Make(2, 5, 1, 1)
 	copy(b[offBaseOffset:], []byte{0, 0, 0, 0, 0, 0, 0, 6})
 	copy(b[offLeaderEpoch:], []byte{0, 0, 0, 9})
 	if _, err := l.AppendReplicated(b); err != nil {
@@ -342,7 +343,7 @@ func TestManager(t *testing.T) {
 		t.Fatal("bad topic accepted")
 	}
 	for i := 0; i < 5; i++ {
-		mustAppend(t, l, makeBatch(1, 300, 1, byte(i))) // ancient timestamps
+		mustAppend(t, l, batchtest.Make(1, 300, 1, byte(i))) // ancient timestamps
 	}
 	// The expired active segment waits for the high watermark.
 	var highWatermark atomic.Int64

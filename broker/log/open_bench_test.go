@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"millrace/internal/recordbatch/batchtest"
 )
 
 // BenchmarkOpenManyPartitions opens a data directory of 2,000 partitions of
@@ -23,7 +25,7 @@ func BenchmarkOpenManyPartitions(b *testing.B) {
 			b.Fatal(err)
 		}
 		for i := range segments {
-			mustAppend(b, l, makeBatch(3, 200, int64(1000+i), byte(i)))
+			mustAppend(b, l, batchtest.Make(3, 200, int64(1000+i), byte(i)))
 		}
 	}
 	if err := m.Close(); err != nil {

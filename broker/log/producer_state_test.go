@@ -11,6 +11,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"millrace/internal/recordbatch/batchtest"
 )
 
 func TestProducerSnapshotRoundTrip(t *testing.T) {
@@ -121,10 +123,10 @@ func TestProducerStateRules(t *testing.T) {
 	}
 }
 
-// idempotentBatch is makeBatch with producer fields, as an idempotent
+// idempotentBatch is batchtest.Make with producer fields, as an idempotent
 // producer sends it.
 func idempotentBatch(producer int64, epoch int16, sequence int32, records int) []byte {
-	b := makeBatch(records, 8, time.Now().UnixMilli(), byte(sequence))
+	b := batchtest.Make(records, 8, time.Now().UnixMilli(), byte(sequence))
 	be := binary.BigEndian
 	be.PutUint64(b[offProducerID:], uint64(producer))
 	be.PutUint16(b[offProducerEpoch:], uint16(epoch))

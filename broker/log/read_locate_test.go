@@ -3,6 +3,8 @@ package log
 import (
 	"fmt"
 	"testing"
+
+	"millrace/internal/recordbatch/batchtest"
 )
 
 // Read's result, for every offset and a range of byte and offset limits,
@@ -22,7 +24,7 @@ func TestReadLimitsAgainstBatchWalk(t *testing.T) {
 	sizes := []int{1, 3, 40, 2, 1, 90, 5, 1, 1, 1, 60, 2}
 	for i := range 60 {
 		n := sizes[i%len(sizes)]
-		info := mustAppend(t, l, makeBatch(n, 50+i%3*20, int64(i), byte(i)))
+		info := mustAppend(t, l, batchtest.Make(n, 50+i%3*20, int64(i), byte(i)))
 		size := int64(0)
 		for _, h := range info.Batches {
 			size += int64(h.Size())

@@ -6,24 +6,26 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"millrace/internal/recordbatch/batchtest"
 )
 
 // logLineBatch is a batch of n service-log records of about 110 bytes each,
 // JSON as the tailer ships them, compressed with the named codec.
 func logLineBatch(b *testing.B, n int, codec string) []byte {
-	recs := make([]testRecord, n)
+	recs := make([]batchtest.Record, n)
 	for i := range recs {
-		recs[i] = testRecord{
-			value: fmt.Appendf(nil, `{"ts":"2026-12-03T14:%02d:%02d.%03dZ","level":"info","service":"checkout","msg":"order %d placed","user":%d}`,
+		recs[i] = batchtest.Record{
+			Value: fmt.Appendf(nil, `{"ts":"2026-12-03T14:%02d:%02d.%03dZ","level":"info","service":"checkout","msg":"order %d placed","user":%d}`,
 				i/60%60, i%60, i*7%1000, 100000+i*13, i*7919%100000),
-			tsDelta: int64(i),
+			TSDelta: int64(i),
 		}
 	}
-	plain := buildBatch(recs, time.Now().UnixMilli()-1000, 0)
+	plain := batchtest.Build(recs, time.Now().UnixMilli()-1000, 0)
 	if codec == "none" {
 		return plain
 	}
-	return withPayload(plain, codecOf(codec), int32(n), compress(b, codec, plain[batchHeaderSize:]))
+	return batchtest.WithPayload(plain, batchtest.CodecOf(codec), int32(n), batchtest.Compress(b, codec, plain[batchHeaderSize:]))
 }
 
 // BenchmarkProduceRecompress measures what the leader spends on one

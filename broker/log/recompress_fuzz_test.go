@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/recordbatch/batchtest"
 )
 
 // FuzzRecompress: every batch the produce validation accepts is stored,
@@ -15,14 +17,14 @@ import (
 // CRC, and holds the same record bytes; or is refused as too large.
 // Nothing panics.
 func FuzzRecompress(f *testing.F) {
-	for _, b := range fuzzSeedBatches(f) {
+	for _, b := range batchtest.FuzzSeeds(f) {
 		f.Add(b)
 	}
 	decompressor := kgo.DefaultDecompressor()
 	targets := map[string]int{"uncompressed": codecNone, "gzip": codecGzip, "snappy": codecSnappy, "lz4": codecLZ4, "zstd": codecZstd}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		cfg := DefaultConfig()
-		kept, err := validateProduce(testDecoder, b, cfg, time.UnixMilli(fuzzNow))
+		kept, err := validateProduce(testDecoder, b, cfg, time.UnixMilli(batchtest.FuzzNow))
 		if err != nil {
 			return
 		}
@@ -39,7 +41,7 @@ func FuzzRecompress(f *testing.F) {
 		}
 		for name, codec := range targets {
 			cfg.CompressionType = name
-			v, err := validateProduce(testDecoder, b, cfg, time.UnixMilli(fuzzNow))
+			v, err := validateProduce(testDecoder, b, cfg, time.UnixMilli(batchtest.FuzzNow))
 			if errors.Is(err, ErrBatchTooLarge) {
 				continue
 			}

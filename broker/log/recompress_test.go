@@ -11,20 +11,21 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/internal/recordbatch"
+	"millrace/internal/recordbatch/batchtest"
 )
 
 // txnProducerBatch is a batch of recs as an idempotent, transactional
 // producer sends it, compressed with the named codec ("none" for none).
-func txnProducerBatch(t testing.TB, name string, recs []testRecord, firstTs int64) []byte {
-	plain := buildBatch(recs, firstTs, attrTransactional)
+func txnProducerBatch(t testing.TB, name string, recs []batchtest.Record, firstTs int64) []byte {
+	plain := batchtest.Build(recs, firstTs, attrTransactional)
 	be := binary.BigEndian
 	be.PutUint64(plain[offProducerID:], 7001)
 	be.PutUint16(plain[offProducerEpoch:], 3)
 	be.PutUint32(plain[offBaseSequence:], 42)
 	if name == "none" {
-		return fixCRC(plain)
+		return batchtest.FixCRC(plain)
 	}
-	return withPayload(plain, codecOf(name), int32(len(recs)), compress(t, name, plain[batchHeaderSize:]))
+	return batchtest.WithPayload(plain, batchtest.CodecOf(name), int32(len(recs)), batchtest.Compress(t, name, plain[batchHeaderSize:]))
 }
 
 // TestRecompressEveryCodec: a produced batch of every codec, on a topic of
@@ -34,11 +35,11 @@ func txnProducerBatch(t testing.TB, name string, recs []testRecord, firstTs int6
 // decompressor.
 func TestRecompressEveryCodec(t *testing.T) {
 	now := time.Now().UnixMilli()
-	recs, first := variedRecords(now - 10)
-	plainRecords := buildBatch(recs, first, 0)[batchHeaderSize:]
+	recs, first := batchtest.VariedRecords(now - 10)
+	plainRecords := batchtest.Build(recs, first, 0)[batchHeaderSize:]
 	targets := map[string]int{"uncompressed": codecNone, "gzip": codecGzip, "snappy": codecSnappy, "lz4": codecLZ4, "zstd": codecZstd}
 	decompressor := kgo.DefaultDecompressor()
-	for _, source := range append([]string{"none"}, codecNames...) {
+	for _, source := range append([]string{"none"}, batchtest.CodecNames...) {
 		in := txnProducerBatch(t, source, recs, first)
 		want := recordbatch.HeaderAt(in)
 		for target, codec := range targets {
@@ -63,7 +64,7 @@ func TestRecompressEveryCodec(t *testing.T) {
 				if got.Compression() != codec {
 					t.Fatalf("stored with codec %d, want %d", got.Compression(), codec)
 				}
-				if source == "none" && codec == codecNone || codecOf(source) == int16(codec) && source != "snappy-xerial" {
+				if source == "none" && codec == codecNone || batchtest.CodecOf(source) == int16(codec) && source != "snappy-xerial" {
 					if &v.bytes[0] != &in[0] {
 						t.Fatal("a batch already in the topic's codec was copied")
 					}
@@ -96,10 +97,10 @@ func TestRecompressEveryCodec(t *testing.T) {
 // batch as sent, whatever its codec.
 func TestRecompressProducerKeepsBatch(t *testing.T) {
 	now := time.Now().UnixMilli()
-	recs, first := variedRecords(now - 10)
+	recs, first := batchtest.VariedRecords(now - 10)
 	cfg := DefaultConfig()
 	cfg.MaxMessageBytes = 4 << 20
-	for _, source := range append([]string{"none"}, codecNames...) {
+	for _, source := range append([]string{"none"}, batchtest.CodecNames...) {
 		in := txnProducerBatch(t, source, recs, first)
 		v, err := validateProduce(testDecoder, in, cfg, time.UnixMilli(now))
 		if err != nil {
@@ -115,8 +116,8 @@ func TestRecompressProducerKeepsBatch(t *testing.T) {
 // (Kafka compresses control records only when they are written
 // compressed), beside a batch that is recompressed.
 func TestRecompressKeepsControlBatches(t *testing.T) {
-	control := buildBatch([]testRecord{{key: []byte{0, 0, 0, 0}, value: []byte{0, 0, 0, 0, 0, 0}}}, 1000, attrTransactional|attrControl)
-	data := makeBatch(3, 10, 1000, 1)
+	control := batchtest.Build([]batchtest.Record{{Key: []byte{0, 0, 0, 0}, Value: []byte{0, 0, 0, 0, 0, 0}}}, 1000, attrTransactional|attrControl)
+	data := batchtest.Make(3, 10, 1000, 1)
 	in := append(bytes.Clone(control), data...)
 	headers, err := testDecoder.Validate(in, maxInt, storedRules)
 	if err != nil {
@@ -142,7 +143,7 @@ func TestRecompressKeepsControlBatches(t *testing.T) {
 // is refused as the validator refuses it.
 func TestRecompressGrowingPastMaxMessageBytes(t *testing.T) {
 	now := time.Now().UnixMilli()
-	recs := []testRecord{{value: bytes.Repeat([]byte("z"), 64<<10)}}
+	recs := []batchtest.Record{{Value: bytes.Repeat([]byte("z"), 64<<10)}}
 	in := txnProducerBatch(t, "zstd", recs, now)
 	cfg := DefaultConfig()
 	cfg.MaxMessageBytes = 16 << 10
@@ -166,8 +167,8 @@ func TestAppendRecompresses(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.CompressionType = "zstd"
 	l := openTest(t, t.TempDir(), cfg, options{})
-	first := mustAppend(t, l, makeBatch(5, 100, time.Now().UnixMilli(), 1))
-	second := mustAppend(t, l, makeBatch(3, 100, time.Now().UnixMilli(), 2))
+	first := mustAppend(t, l, batchtest.Make(5, 100, time.Now().UnixMilli(), 1))
+	second := mustAppend(t, l, batchtest.Make(3, 100, time.Now().UnixMilli(), 2))
 	if first.FirstOffset != 0 || second.FirstOffset != 5 || l.EndOffset() != 8 {
 		t.Fatalf("offsets %d and %d, end %d", first.FirstOffset, second.FirstOffset, l.EndOffset())
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"millrace/internal/recordbatch/batchtest"
 )
 
 // TestMaxTimestampSetAsKafka: a CreateTime batch whose header disagrees
@@ -16,11 +18,11 @@ import (
 func TestMaxTimestampSetAsKafka(t *testing.T) {
 	now := time.Now().UnixMilli()
 	cfg := DefaultConfig()
-	noTs := []testRecord{{value: []byte("a")}, {value: []byte("b")}}
-	twoTs := []testRecord{{value: []byte("a")}, {value: []byte("b"), tsDelta: 5}}
+	noTs := []batchtest.Record{{Value: []byte("a")}, {Value: []byte("b")}}
+	twoTs := []batchtest.Record{{Value: []byte("a")}, {Value: []byte("b"), TSDelta: 5}}
 	cases := []struct {
 		name        string
-		recs        []testRecord
+		recs        []batchtest.Record
 		first       int64
 		header      int64 // the producer's maxTimestamp
 		wantHeader  int64
@@ -31,10 +33,10 @@ func TestMaxTimestampSetAsKafka(t *testing.T) {
 		{"overstated", twoTs, now, now + 9, now + 5, "none"},
 		{"right already", twoTs, now, now + 5, now + 5, "none"},
 	}
-	for _, name := range codecNames {
+	for _, name := range batchtest.CodecNames {
 		cases = append(cases, struct {
 			name        string
-			recs        []testRecord
+			recs        []batchtest.Record
 			first       int64
 			header      int64
 			wantHeader  int64
@@ -43,11 +45,11 @@ func TestMaxTimestampSetAsKafka(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			b := buildBatch(c.recs, c.first, 0)
+			b := batchtest.Build(c.recs, c.first, 0)
 			if c.compression != "none" {
-				b = compressedBatch(t, c.compression, c.recs, c.first)
+				b = batchtest.Compressed(t, c.compression, c.recs, c.first)
 			}
-			b = withMaxTimestamp(b, c.header)
+			b = batchtest.WithMaxTimestamp(b, c.header)
 			crcBefore := binary.BigEndian.Uint32(b[offCRC:])
 			headers, err := testDecoder.Validate(b, cfg.MaxMessageBytes, produceRules(cfg, time.UnixMilli(now)))
 			if err != nil {
@@ -74,7 +76,7 @@ func TestMaxTimestampSetAsKafka(t *testing.T) {
 // from the timestamp bounds (as in Kafka), while -2 is bounded like any
 // other timestamp.
 func TestNoTimestampRecordsAppended(t *testing.T) {
-	clock := &fakeClock{t: time.UnixMilli(fuzzNow)}
+	clock := &fakeClock{t: time.UnixMilli(batchtest.FuzzNow)}
 	for _, timestampType := range []string{CreateTime, LogAppendTime} {
 		t.Run(timestampType, func(t *testing.T) {
 			cfg := DefaultConfig()
@@ -82,14 +84,14 @@ func TestNoTimestampRecordsAppended(t *testing.T) {
 			cfg.MessageTimestampBeforeMax = time.Hour
 			l := openTest(t, t.TempDir(), cfg, options{now: clock.now})
 			defer l.Close()
-			b := withMaxTimestamp(buildBatch([]testRecord{{value: []byte("a")}, {value: []byte("b")}}, -1, 0), 0)
+			b := batchtest.WithMaxTimestamp(batchtest.Build([]batchtest.Record{{Value: []byte("a")}, {Value: []byte("b")}}, -1, 0), 0)
 			info, err := l.Append(b, 0)
 			if err != nil {
 				t.Fatalf("refused: %v", err)
 			}
 			want := int64(-1)
 			if timestampType == LogAppendTime {
-				want = fuzzNow
+				want = batchtest.FuzzNow
 			}
 			if info.Records != 2 || info.MaxTimestamp != want {
 				t.Fatalf("appended %+v, want 2 records and max timestamp %d", info, want)
@@ -98,7 +100,7 @@ func TestNoTimestampRecordsAppended(t *testing.T) {
 			if len(hs) != 1 || hs[0].MaxTimestamp != want || hs[0].Records != 2 {
 				t.Fatalf("stored %+v", hs)
 			}
-			_, err = l.Append(buildBatch([]testRecord{{value: []byte("a")}}, -2, 0), 0)
+			_, err = l.Append(batchtest.Build([]batchtest.Record{{Value: []byte("a")}}, -2, 0), 0)
 			if timestampType == CreateTime && !errors.Is(err, ErrInvalidTimestamp) {
 				t.Fatalf("timestamp -2 with before.max 1 h: %v, want ErrInvalidTimestamp", err)
 			}
@@ -118,20 +120,20 @@ func TestRecordErrors(t *testing.T) {
 	compacted := DefaultConfig()
 	compacted.CleanupPolicy = PolicyCompact
 	compacted.CompactedMaxKeyBytes = 4
-	keyed := func(n int, keyless ...int) []testRecord {
-		recs := make([]testRecord, n)
+	keyed := func(n int, keyless ...int) []batchtest.Record {
+		recs := make([]batchtest.Record, n)
 		for i := range recs {
-			recs[i] = testRecord{key: []byte("k"), value: []byte("v")}
+			recs[i] = batchtest.Record{Key: []byte("k"), Value: []byte("v")}
 		}
 		for _, i := range keyless {
-			recs[i].key = nil
+			recs[i].Key = nil
 		}
 		return recs
 	}
 	withLongKey := keyed(5, 1)
-	withLongKey[3].key = []byte("too long")
+	withLongKey[3].Key = []byte("too long")
 	withFuture := keyed(4, 0)
-	withFuture[2].tsDelta = 2 * hour
+	withFuture[2].TSDelta = 2 * hour
 
 	type want struct {
 		indexes []int
@@ -144,20 +146,20 @@ func TestRecordErrors(t *testing.T) {
 		batch []byte
 		want  want
 	}{
-		{"keyless records on a compacted topic", compacted, buildBatch(keyed(10, 0, 3, 9), now, 0),
+		{"keyless records on a compacted topic", compacted, batchtest.Build(keyed(10, 0, 3, 9), now, 0),
 			want{[]int{0, 3, 9}, []string{"no key", "no key", "no key"}, ErrInvalidRecord}},
-		{"zstd: keyless records", compacted, compressedBatch(t, "zstd", keyed(10, 2, 5), now),
+		{"zstd: keyless records", compacted, batchtest.Compressed(t, "zstd", keyed(10, 2, 5), now),
 			want{[]int{2, 5}, []string{"no key", "no key"}, ErrInvalidRecord}},
-		{"keyless and too long a key", compacted, buildBatch(withLongKey, now, 0),
+		{"keyless and too long a key", compacted, batchtest.Build(withLongKey, now, 0),
 			want{[]int{1, 3}, []string{"no key", "key of 8 bytes"}, ErrInvalidRecord}},
-		{"a timestamp among the reasons", compacted, buildBatch(withFuture, now, 0),
+		{"a timestamp among the reasons", compacted, batchtest.Build(withFuture, now, 0),
 			want{[]int{0, 2}, []string{"no key", "timestamp"}, ErrInvalidTimestamp}},
-		{"timestamps only", DefaultConfig(), buildBatch([]testRecord{{value: []byte("x"), tsDelta: 2 * hour}, {value: []byte("y")}}, now, 0),
+		{"timestamps only", DefaultConfig(), batchtest.Build([]batchtest.Record{{Value: []byte("x"), TSDelta: 2 * hour}, {Value: []byte("y")}}, now, 0),
 			want{[]int{0}, []string{"timestamp"}, ErrInvalidTimestamp}},
-		{"offset deltas", DefaultConfig(), withPayload(buildBatch(keyed(2), now, 0), 0, 2, append(recordWith(0, 0, 0), recordWith(0, 0, 0)...)),
+		{"offset deltas", DefaultConfig(), batchtest.WithPayload(batchtest.Build(keyed(2), now, 0), 0, 2, append(batchtest.RecordWith(0, 0, 0), batchtest.RecordWith(0, 0, 0)...)),
 			want{[]int{1}, []string{"offset delta 0"}, ErrInvalidRecord}},
 		{"second batch: indexes count the first's records", compacted,
-			append(buildBatch(keyed(3), now, 0), buildBatch(keyed(2, 1), now, 0)...),
+			append(batchtest.Build(keyed(3), now, 0), batchtest.Build(keyed(2, 1), now, 0)...),
 			want{[]int{4}, []string{"no key"}, ErrInvalidRecord}},
 	}
 	for _, c := range cases {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+
+	"millrace/internal/recordbatch/batchtest"
 )
 
 // TestRecoverWritesAfterFailedWrite: a failed write makes the log refuse
@@ -20,19 +22,19 @@ func TestRecoverWritesAfterFailedWrite(t *testing.T) {
 	cfg.IndexIntervalBytes = 64 // index entries to rewrite, so a failing disk fails the retry
 	l := openTest(t, dir, cfg, options{openFile: faultyOpener(&short, &failSync)})
 	for i := range 5 {
-		mustAppend(t, l, makeBatch(2, 20, 1, byte(i)))
+		mustAppend(t, l, batchtest.Make(2, 20, 1, byte(i)))
 	}
 	end, size := l.EndOffset(), l.Size()
 
 	short.Store(true)
-	if _, err := l.Append(makeBatch(2, 20, 1, 9), 0); !errors.Is(err, errInjected) {
+	if _, err := l.Append(batchtest.Make(2, 20, 1, 9), 0); !errors.Is(err, errInjected) {
 		t.Fatalf("append on a failing disk: %v", err)
 	}
 	if !l.Refusing() {
 		t.Fatal("a failed write did not make the log refuse appends")
 	}
 	// What a failed truncation would leave: half a batch past the end.
-	torn := makeBatch(2, 20, 1, 10)
+	torn := batchtest.Make(2, 20, 1, 10)
 	f, err := os.OpenFile(segmentPath(dir, 0, logSuffix), os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +61,7 @@ func TestRecoverWritesAfterFailedWrite(t *testing.T) {
 	if fi, err := os.Stat(segmentPath(dir, 0, logSuffix)); err != nil || fi.Size() != size {
 		t.Fatalf("segment file after recovery: %v bytes, %v; want the %d bytes appended", fi.Size(), err, size)
 	}
-	info := mustAppend(t, l, makeBatch(2, 20, 1, 11))
+	info := mustAppend(t, l, batchtest.Make(2, 20, 1, 11))
 	if info.FirstOffset != end {
 		t.Fatalf("first append after recovery at %d, want %d", info.FirstOffset, end)
 	}
@@ -85,7 +87,7 @@ func TestRecoverWritesNotAfterFailedFsync(t *testing.T) {
 	var short, failSync atomic.Bool
 	l := openTest(t, t.TempDir(), DefaultConfig(), options{openFile: faultyOpener(&short, &failSync)})
 	defer l.Close()
-	mustAppend(t, l, makeBatch(2, 20, 1, 1))
+	mustAppend(t, l, batchtest.Make(2, 20, 1, 1))
 	failSync.Store(true)
 	if err := l.Flush(); !errors.Is(err, errInjected) {
 		t.Fatalf("flush with a failing fsync: %v", err)
@@ -106,10 +108,10 @@ func TestRecoverWritesRefusesDamagedSegment(t *testing.T) {
 	dir := t.TempDir()
 	l := openTest(t, dir, DefaultConfig(), options{openFile: faultyOpener(&short, &failSync)})
 	defer l.Close()
-	mustAppend(t, l, makeBatch(2, 20, 1, 1))
-	mustAppend(t, l, makeBatch(2, 20, 1, 2))
+	mustAppend(t, l, batchtest.Make(2, 20, 1, 1))
+	mustAppend(t, l, batchtest.Make(2, 20, 1, 2))
 	short.Store(true)
-	if _, err := l.Append(makeBatch(2, 20, 1, 3), 0); !errors.Is(err, errInjected) {
+	if _, err := l.Append(batchtest.Make(2, 20, 1, 3), 0); !errors.Is(err, errInjected) {
 		t.Fatalf("append on a failing disk: %v", err)
 	}
 	short.Store(false)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"millrace/internal/recordbatch"
+	"millrace/internal/recordbatch/batchtest"
 )
 
 // storedBatch is one batch as Read returns it.
@@ -62,7 +63,7 @@ func buildReplaceLog(t *testing.T, dir string, opts ...options) *Log {
 	t.Helper()
 	l := openTest(t, dir, replaceConfig(), append(opts, options{})[0])
 	for i := range 60 {
-		mustAppend(t, l, makeBatch(1+i%3, 40+i%30, int64(1000+i), byte(i)))
+		mustAppend(t, l, batchtest.Make(1+i%3, 40+i%30, int64(1000+i), byte(i)))
 	}
 	if err := l.Flush(); err != nil {
 		t.Fatal(err)
@@ -215,7 +216,7 @@ func TestReplaceSegmentsKeepsOffsets(t *testing.T) {
 		}
 	}
 	end := l.EndOffset()
-	if info := mustAppend(t, l, makeBatch(2, 10, 5000, 1)); info.FirstOffset != end {
+	if info := mustAppend(t, l, batchtest.Make(2, 10, 5000, 1)); info.FirstOffset != end {
 		t.Fatalf("append after the replacement at %d, want %d", info.FirstOffset, end)
 	}
 	want = readStored(t, l)
@@ -478,7 +479,7 @@ func TestReplaceSegmentsRefused(t *testing.T) {
 		checkNoReplacementFiles(t, dir)
 	}
 	checkContents(t, l, want)
-	if info := mustAppend(t, l, makeBatch(1, 10, 5000, 1)); info.FirstOffset != want[len(want)-1].base+int64(recordbatch.HeaderAt(want[len(want)-1].bytes).LastOffsetDelta)+1 {
+	if info := mustAppend(t, l, batchtest.Make(1, 10, 5000, 1)); info.FirstOffset != want[len(want)-1].base+int64(recordbatch.HeaderAt(want[len(want)-1].bytes).LastOffsetDelta)+1 {
 		t.Fatalf("refused replacements disturbed appends: appended at %d", info.FirstOffset)
 	}
 }
@@ -505,7 +506,7 @@ func TestReplaceSegmentsConflict(t *testing.T) {
 	if got := l.Segments()[0].BaseOffset; got != to {
 		t.Fatalf("first segment at %d, want %d", got, to)
 	}
-	if _, err := l.Append(makeBatch(1, 10, 5000, 1), 1); err != nil {
+	if _, err := l.Append(batchtest.Make(1, 10, 5000, 1), 1); err != nil {
 		t.Fatalf("append after an abandoned replacement: %v", err)
 	}
 }
@@ -626,7 +627,7 @@ func TestReplaceSegmentsWriteFailure(t *testing.T) {
 			}
 			checkNoReplacementFiles(t, dir)
 			checkContents(t, l, want)
-			if _, err := l.Append(makeBatch(1, 10, 5000, 1), 1); err != nil {
+			if _, err := l.Append(batchtest.Make(1, 10, 5000, 1), 1); err != nil {
 				t.Fatalf("append after a failed replacement: %v", err)
 			}
 		})

@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"millrace/internal/recordbatch/batchtest"
 )
 
 // TestRetentionDeletesExpiredActiveSegment: as Kafka, a non-empty active
@@ -41,7 +43,7 @@ func TestRetentionDeletesExpiredActiveSegment(t *testing.T) {
 			defer func() { l.Close() }()
 			batch := func(ts int64) []byte {
 				if c.policy == PolicyDelete {
-					return makeBatch(1, 100, ts, 0)
+					return batchtest.Make(1, 100, ts, 0)
 				}
 				return keyedBatch(t, ts, codecNone, "k=v")
 			}
@@ -87,7 +89,7 @@ func TestRetentionDeletesActiveSegmentOnceFsynced(t *testing.T) {
 	cfg.FlushOnAck = true
 	l := openTest(t, filepath.Join(t.TempDir(), "t-0"), cfg, options{now: func() time.Time { return now }})
 	defer l.Close()
-	mustAppend(t, l, makeBatch(1, 100, now.Add(-2*time.Hour).UnixMilli(), 0))
+	mustAppend(t, l, batchtest.Make(1, 100, now.Add(-2*time.Hour).UnixMilli(), 0))
 	if n, err := l.EnforceRetention(now); err != nil || n != 0 {
 		t.Fatalf("before the fsync: deleted %d (%v)", n, err)
 	}

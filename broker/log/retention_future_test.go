@@ -4,6 +4,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"millrace/internal/recordbatch/batchtest"
 )
 
 // TestRetentionPastFutureSegment: a segment whose records claim the year
@@ -42,7 +44,7 @@ func TestRetentionPastFutureSegment(t *testing.T) {
 			l := openTest(t, dir, cfg, options{now: func() time.Time { return now }})
 			defer l.Close()
 			for i, ts := range c.timestamps {
-				mustAppend(t, l, makeBatch(1, 300, ts, byte(i)))
+				mustAppend(t, l, batchtest.Make(1, 300, ts, byte(i)))
 			}
 			if got := len(l.Segments()); got != len(c.timestamps) {
 				t.Fatalf("%d segments, want one per batch (%d)", got, len(c.timestamps))

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"sync/atomic"
 	"syscall"
 )
 
@@ -90,10 +89,6 @@ func (s *Slice) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// sendfileBytes counts bytes sent by sendfile(2), so tests can tell the
-// zero-copy path was taken.
-var sendfileBytes atomic.Int64
-
 // sendfile copies n bytes at pos of src to the socket dst. handled is false
 // if the kernel refused before anything was sent, so the caller can fall back.
 func sendfile(dst syscall.Conn, src *os.File, pos, n int64) (written int64, handled bool, err error) {
@@ -132,7 +127,6 @@ func sendfile(dst syscall.Conn, src *os.File, pos, n int64) (written int64, hand
 			return true
 		})
 	})
-	sendfileBytes.Add(written)
 	if written == 0 && (errors.Is(sendErr, syscall.EINVAL) || errors.Is(sendErr, syscall.ENOSYS) || errors.Is(sendErr, syscall.EOPNOTSUPP)) {
 		return 0, false, nil
 	}

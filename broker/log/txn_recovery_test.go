@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"millrace/internal/recordbatch/batchtest"
 )
 
 // readFileOrEmpty returns a file's bytes on disk, none if it is absent.
@@ -158,11 +160,11 @@ func TestDecodeTxnIndexKeepsTrustedPrefix(t *testing.T) {
 func TestTxnStateKnownWithoutSnapshot(t *testing.T) {
 	dir := t.TempDir()
 	l := openTest(t, dir, DefaultConfig(), options{})
-	mustAppend(t, l, makeBatch(1, 8, 1, 0))                               // 0
+	mustAppend(t, l, batchtest.Make(1, 8, 1, 0))                          // 0
 	if _, err := appendProduced(t, l, txnBatch(1, 0, 0, 1)); err != nil { // 1, stays open
 		t.Fatal(err)
 	}
-	mustAppend(t, l, makeBatch(2, 8, 1, 1)) // 2-3
+	mustAppend(t, l, batchtest.Make(2, 8, 1, 1)) // 2-3
 	if err := l.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +354,7 @@ func TestNewLogStateKnownAtOpen(t *testing.T) {
 	if !l.txnStateLoaded.Load() {
 		t.Fatal("a new log's producer state is not loaded at open")
 	}
-	mustAppend(t, l, makeBatch(4, 8, 1, 0))
+	mustAppend(t, l, batchtest.Make(4, 8, 1, 0))
 	if _, err := appendProduced(t, l, txnBatch(1, 0, 0, 1)); err != nil { // 4, stays open
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"millrace/internal/recordbatch/batchtest"
 )
 
 // txnBatch is idempotentBatch with the transactional attribute.
@@ -169,7 +171,7 @@ func TestTxnIndexTruncation(t *testing.T) {
 func TestTxnStateAcrossRestarts(t *testing.T) {
 	dir := t.TempDir()
 	l := openTest(t, dir, DefaultConfig(), options{})
-	mustAppend(t, l, makeBatch(1, 8, 1, 0))                               // 0: before any transaction
+	mustAppend(t, l, batchtest.Make(1, 8, 1, 0))                          // 0: before any transaction
 	if _, err := appendProduced(t, l, txnBatch(1, 0, 0, 1)); err != nil { // 1
 		t.Fatal(err)
 	}
@@ -261,7 +263,7 @@ func TestTxnIndexCarriedByReplacement(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mustAppend(t, l, makeBatch(1, 8, 1, 0))
+	mustAppend(t, l, batchtest.Make(1, 8, 1, 0))
 	want := aborted(t, l, 0, 100)
 	if len(want) != 6 {
 		t.Fatalf("%d aborted transactions, want 6", len(want))
@@ -346,7 +348,7 @@ func TestTxnIndexDropsRemovedMarkers(t *testing.T) {
 	if err := l.Roll(); err != nil {
 		t.Fatal(err)
 	}
-	mustAppend(t, l, makeBatch(1, 8, 1, 0))
+	mustAppend(t, l, batchtest.Make(1, 8, 1, 0))
 	stored := readStored(t, l)
 	// Producer 2's batch and marker stay; producer 1's go.
 	err := l.ReplaceSegments(0, 4, func(w *SegmentWriter) error {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"millrace/internal/recordbatch"
+	"millrace/internal/recordbatch/batchtest"
 )
 
 func TestHoldingFileKeepsWritesUntilSync(t *testing.T) {
@@ -82,7 +83,7 @@ func TestPowerCutKeepsWhatSyncToReported(t *testing.T) {
 	l := openTest(t, dir, cfg, options{openFile: openHoldingFile})
 	var batches [][]byte
 	for i := range 12 {
-		b := makeBatch(2, 100, int64(i), byte(i))
+		b := batchtest.Make(2, 100, int64(i), byte(i))
 		batches = append(batches, b)
 		mustAppend(t, l, b)
 		if i == 8 {

@@ -3,7 +3,10 @@ package txn
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
+
+	"millrace/internal/settings"
 )
 
 // Defaults of Config, as Kafka's.
@@ -29,7 +32,10 @@ const (
 	DefaultMaxIDsPerPrincipal = 2000
 )
 
-// Config configures the transaction coordinator.
+// Config configures the transaction coordinator. Its settings (Settings)
+// are broker settings by Kafka's names, held in the wire server's
+// configuration; Owner, NewProducerID, Markers and Now are the broker's
+// hooks, filled in when it opens the coordinator.
 type Config struct {
 	// MaxTimeout (transaction.max.timeout.ms, default 15 minutes) is the
 	// longest transaction timeout a producer may ask for in InitProducerId;
@@ -59,6 +65,21 @@ type Config struct {
 	// default 2000) bounds the IDs of MaxIDs one principal created, so that
 	// one user cannot take them all. The same answer.
 	MaxIDsPerPrincipal int
+	// MaxIDBytes (millrace.transactional.id.max.bytes, default 255, as
+	// millrace.group.id.max.bytes; Kafka has no limit) bounds the length
+	// of a transactional ID: it names a node in the coordination store and
+	// is written again in the node's content, which stay for IDExpiration.
+	// The wire server checks it at the edge: InitProducerId and
+	// FindCoordinator answer a longer one INVALID_REQUEST.
+	MaxIDBytes int
+	// PartitionVerification (transaction.partition.verification.enable,
+	// default true, Kafka's) has a partition leader ask the transaction
+	// coordinator, before a producer's first transactional batch on the
+	// partition, whether the partition is in its ongoing transaction
+	// (KIP-890), and refuse the batch with INVALID_TXN_STATE if not: a
+	// late batch of a finished transaction cannot start a transaction no
+	// coordinator will end. The wire server's produce path does the asking.
+	PartitionVerification bool
 	// Owner reports whether this broker coordinates a transactional ID, and
 	// the generation of the view it decided from (which changes whenever
 	// any ID may have moved, so the coordinator then looks for IDs it took
@@ -101,26 +122,48 @@ type Markers struct {
 // NewProducerID and Markers left to the caller).
 func DefaultConfig() Config {
 	return Config{MaxTimeout: DefaultMaxTimeout, IDExpiration: DefaultIDExpiration, AbortCheckInterval: DefaultAbortCheckInterval,
-		MaxIDs: DefaultMaxIDs, MaxIDsPerPrincipal: DefaultMaxIDsPerPrincipal}
+		MaxIDs: DefaultMaxIDs, MaxIDsPerPrincipal: DefaultMaxIDsPerPrincipal, MaxIDBytes: DefaultMaxIDBytes, PartitionVerification: true}
 }
 
-// Validate reports settings that cannot work.
+// Validate reports settings that cannot work, with a sentence that says
+// why. New also requires the hooks.
 func (c Config) Validate() error {
 	var errs []error
-	if c.MaxTimeout <= 0 {
-		errs = append(errs, errors.New("transaction.max.timeout.ms must be positive"))
-	}
-	if c.IDExpiration <= 0 {
-		errs = append(errs, errors.New("transactional.id.expiration.ms must be positive"))
-	}
-	if c.AbortCheckInterval <= 0 {
-		errs = append(errs, errors.New("transaction.abort.timed.out.transaction.cleanup.interval.ms must be positive"))
+	if c.MaxIDBytes < 1 {
+		errs = append(errs, fmt.Errorf("millrace.transactional.id.max.bytes %d must be at least 1", c.MaxIDBytes))
 	}
 	if c.MaxIDs < 1 || c.MaxIDsPerPrincipal < 1 {
-		errs = append(errs, errors.New("millrace.max.transactional.ids and millrace.max.transactional.ids.per.principal must be at least 1"))
+		errs = append(errs, fmt.Errorf("millrace.max.transactional.ids %d and millrace.max.transactional.ids.per.principal %d must be at least 1", c.MaxIDs, c.MaxIDsPerPrincipal))
 	}
-	if c.NewProducerID == nil || c.Markers == nil {
-		errs = append(errs, errors.New("the transaction coordinator needs a producer ID allocator and a marker writer"))
+	if c.MaxTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("transaction.max.timeout.ms %v must be positive", c.MaxTimeout))
+	}
+	if c.IDExpiration <= 0 {
+		errs = append(errs, fmt.Errorf("transactional.id.expiration.ms %v must be positive", c.IDExpiration))
+	}
+	if c.AbortCheckInterval <= 0 {
+		errs = append(errs, fmt.Errorf("transaction.abort.timed.out.transaction.cleanup.interval.ms %v must be positive", c.AbortCheckInterval))
 	}
 	return errors.Join(errs...)
+}
+
+// Settings are the transaction coordinator's broker settings, by Kafka's
+// names. None changes at runtime. The wire server serves them with its own
+// (kafka.Settings), since DescribeConfigs lists them among its settings.
+var Settings = settings.NewList[Config](nil,
+	intMs("transaction.max.timeout.ms", "longest transaction timeout a producer may ask for", func(c *Config) *time.Duration { return &c.MaxTimeout }),
+	intMs("transactional.id.expiration.ms", "a transactional ID idle this long is forgotten", func(c *Config) *time.Duration { return &c.IDExpiration }),
+	intMs("transaction.abort.timed.out.transaction.cleanup.interval.ms", "how often timed-out transactions are aborted", func(c *Config) *time.Duration { return &c.AbortCheckInterval }),
+	settings.Integer("millrace.transactional.id.max.bytes", settings.Int, 32, "longest transactional ID", func(c *Config) *int { return &c.MaxIDBytes }),
+	settings.Integer("millrace.max.transactional.ids", settings.Int, 32, "transactional IDs a broker coordinates", func(c *Config) *int { return &c.MaxIDs }),
+	settings.Integer("millrace.max.transactional.ids.per.principal", settings.Int, 32, "transactional IDs of one principal a broker coordinates", func(c *Config) *int { return &c.MaxIDsPerPrincipal }),
+	settings.Bool("transaction.partition.verification.enable", "check a transaction's first batch on a partition with its coordinator (KIP-890)",
+		func(error) error { return errors.New("must be true or false") }, func(c *Config) *bool { return &c.PartitionVerification }),
+)
+
+// intMs is a setting of milliseconds that Kafka declares an INT.
+func intMs(name, doc string, dst func(*Config) *time.Duration) settings.Setting[Config] {
+	s := settings.Duration(name, time.Millisecond, doc, func(error) error { return errors.New("must be a number of milliseconds") }, dst)
+	s.Type = settings.Int
+	return s
 }

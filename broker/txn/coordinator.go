@@ -57,6 +57,9 @@ func New(store coord.Store, cfg Config, logger *slog.Logger) (*Coordinator, erro
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.NewProducerID == nil || cfg.Markers == nil {
+		return nil, errors.New("the transaction coordinator needs a producer ID allocator and a marker writer")
+	}
 	if store == nil {
 		return nil, errors.New("the transaction coordinator needs a coordination store")
 	}

@@ -3,6 +3,8 @@ package recordbatch
 import (
 	"testing"
 	"time"
+
+	"millrace/internal/recordbatch/batchtest"
 )
 
 // TestDecodersShareNoState: a Decoder's limit on decompressions at once
@@ -10,7 +12,7 @@ import (
 // and the first decodes again once its slot is given back.
 func TestDecodersShareNoState(t *testing.T) {
 	now := time.Now().UnixMilli()
-	batch := compressedBatch(t, "zstd", []testRecord{{value: []byte("x")}}, now)
+	batch := batchtest.Compressed(t, "zstd", []batchtest.Record{{Value: []byte("x")}}, now)
 	busy, other := NewDecoder(1), NewDecoder(1)
 	busy.acquire()
 	if _, err := other.Validate(batch, defaultMaxMessageBytes, defaultRules(now)); err != nil {
@@ -30,5 +32,13 @@ func TestNewDecoderConcurrency(t *testing.T) {
 	}
 	if got := cap(NewDecoder(0).slots); got < 2 {
 		t.Errorf("NewDecoder(0) decodes %d at once, want at least 2", got)
+	}
+}
+
+// TestBatchtestWalkWindow: the builders' WalkWindow, which makes records
+// larger than the walk window, is this package's.
+func TestBatchtestWalkWindow(t *testing.T) {
+	if batchtest.WalkWindow != walkWindow {
+		t.Fatalf("batchtest.WalkWindow %d, walkWindow %d", batchtest.WalkWindow, walkWindow)
 	}
 }

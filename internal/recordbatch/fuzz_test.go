@@ -5,16 +5,18 @@ import (
 	"errors"
 	"hash/crc32"
 	"testing"
+
+	"millrace/internal/recordbatch/batchtest"
 )
 
 // FuzzValidateBatches feeds arbitrary bytes to the batch validator: it must
 // never panic, and anything it accepts must parse back into headers that
 // tile the input exactly.
 func FuzzValidateBatches(f *testing.F) {
-	valid := makeBatch(3, 20, 1000, 1)
+	valid := batchtest.Make(3, 20, 1000, 1)
 	f.Add(valid)
-	f.Add(append(append([]byte(nil), valid...), makeBatch(1, 0, 5, 2)...))
-	compressed := buildBatch([]testRecord{{value: []byte("x")}}, 1, 4) // zstd flag on a plain body
+	f.Add(append(append([]byte(nil), valid...), batchtest.Make(1, 0, 5, 2)...))
+	compressed := batchtest.Build([]batchtest.Record{{Value: []byte("x")}}, 1, 4) // zstd flag on a plain body
 	f.Add(compressed)
 	gz := append([]byte(nil), valid...)
 	binary.BigEndian.PutUint16(gz[PosAttributes:], 1)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/recordbatch/batchtest"
 )
 
 // BenchmarkValidateCompressed measures the produce validation of a 1 MiB
@@ -23,7 +25,7 @@ func BenchmarkValidateCompressed(b *testing.B) {
 		for _, name := range []string{"none", "lz4", "zstd", "snappy", "gzip"} {
 			batch := plain
 			if name != "none" {
-				batch = withPayload(plain, codecOf(name), HeaderAt(plain).Records, compress(b, name, plain[HeaderSize:]))
+				batch = batchtest.WithPayload(plain, batchtest.CodecOf(name), HeaderAt(plain).Records, batchtest.Compress(b, name, plain[HeaderSize:]))
 			}
 			b.Run(fmt.Sprintf("record=%d/%s", rec, name), func(b *testing.B) {
 				b.SetBytes(int64(len(plain)))
@@ -41,7 +43,7 @@ func BenchmarkValidateCompressed(b *testing.B) {
 			b.Run(fmt.Sprintf("record=%d/%s-decompress-only", rec, name), func(b *testing.B) {
 				b.SetBytes(int64(len(plain)))
 				for i := 0; i < b.N; i++ {
-					if _, err := d.Decompress(batch[HeaderSize:], kgo.CompressionCodecType(codecOf(name))); err != nil {
+					if _, err := d.Decompress(batch[HeaderSize:], kgo.CompressionCodecType(batchtest.CodecOf(name))); err != nil {
 						b.Fatal(err)
 					}
 				}

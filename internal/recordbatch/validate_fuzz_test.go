@@ -9,30 +9,21 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-)
 
-// fuzzSeedBatches are valid produced batches, uncompressed and in every
-// codec, stamped at fuzzNow.
-func fuzzSeedBatches(f *testing.F) [][]byte {
-	recs := []testRecord{{value: []byte("a")}, {key: []byte("k"), tsDelta: 3}, {key: []byte{}, value: bytes.Repeat([]byte("v"), 300), tsDelta: 1}}
-	out := [][]byte{buildBatch(recs, fuzzNow, 0)}
-	for _, name := range codecNames {
-		out = append(out, compressedBatch(f, name, recs, fuzzNow))
-	}
-	return out
-}
+	"millrace/internal/recordbatch/batchtest"
+)
 
 // FuzzValidateProduced feeds arbitrary batches to the produce validation:
 // it must never panic, and whatever it accepts a franz-go consumer must be
 // able to decompress and decode into exactly the records the header
 // announces, numbered from 0.
 func FuzzValidateProduced(f *testing.F) {
-	for _, b := range fuzzSeedBatches(f) {
+	for _, b := range batchtest.FuzzSeeds(f) {
 		f.Add(b)
 		f.Add(b[:len(b)-1])
-		f.Add(withPayload(b, CodecZstd, 2, b[HeaderSize:]))
+		f.Add(batchtest.WithPayload(b, CodecZstd, 2, b[HeaderSize:]))
 	}
-	rules := defaultRules(fuzzNow)
+	rules := defaultRules(batchtest.FuzzNow)
 	decompressor := kgo.DefaultDecompressor()
 	f.Fuzz(func(t *testing.T, b []byte) {
 		headers, err := testDecoder.Validate(b, 1<<20, rules)
@@ -82,24 +73,24 @@ func FuzzValidateProduced(f *testing.F) {
 // so small that every record is read across refills, judges them exactly
 // as the walk of the same bytes uncompressed does.
 func FuzzValidateCompressed(f *testing.F) {
-	for _, b := range fuzzSeedBatches(f)[:1] {
-		for codec := range len(codecNames) {
+	for _, b := range batchtest.FuzzSeeds(f)[:1] {
+		for codec := range len(batchtest.CodecNames) {
 			f.Add(uint8(codec), int32(3), b[HeaderSize:])
 		}
 	}
 	f.Add(uint8(0), int32(1), []byte{12, 0, 0, 0, 1, 0, 0})
 	f.Add(uint8(4), int32(math.MaxInt32), []byte{12, 0, 0, 0, 1, 0, 0})
-	rules := defaultRules(fuzzNow)
+	rules := defaultRules(batchtest.FuzzNow)
 	f.Fuzz(func(t *testing.T, codec uint8, count int32, records []byte) {
 		if count < 1 {
 			return
 		}
-		name := codecNames[int(codec)%len(codecNames)]
-		plain := buildBatch([]testRecord{{}}, fuzzNow, 0)
-		plain = withPayload(plain, 0, count, records)
+		name := batchtest.CodecNames[int(codec)%len(batchtest.CodecNames)]
+		plain := batchtest.Build([]batchtest.Record{{}}, batchtest.FuzzNow, 0)
+		plain = batchtest.WithPayload(plain, 0, count, records)
 		h := HeaderAt(plain)
 		want := classOf(validateOne(testDecoder, plain, 1<<20, rules))
-		compressed := withPayload(plain, codecOf(name), count, compress(t, name, records))
+		compressed := batchtest.WithPayload(plain, batchtest.CodecOf(name), count, batchtest.Compress(t, name, records))
 		if got := classOf(validateOne(testDecoder, compressed, 1<<30, rules)); got != want {
 			t.Fatalf("%s: %v, uncompressed: %v", name, got, want)
 		}

@@ -12,21 +12,23 @@ import (
 
 	"github.com/klauspost/compress/snappy"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/recordbatch/batchtest"
 )
 
 func TestWalkAcceptsEveryCodec(t *testing.T) {
 	now := time.Now().UnixMilli()
-	recs, first := variedRecords(now - 10)
+	recs, first := batchtest.VariedRecords(now - 10)
 	validate := func(b []byte) error {
 		_, err := testDecoder.Validate(b, 4<<20, defaultRules(now))
 		return err
 	}
-	plain := buildBatch(recs, first, 0)
+	plain := batchtest.Build(recs, first, 0)
 	if err := validate(plain); err != nil {
 		t.Fatalf("uncompressed: %v", err)
 	}
-	for _, name := range codecNames {
-		if err := validate(compressedBatch(t, name, recs, first)); err != nil {
+	for _, name := range batchtest.CodecNames {
+		if err := validate(batchtest.Compressed(t, name, recs, first)); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
@@ -38,7 +40,7 @@ func TestWalkAcceptsEveryCodec(t *testing.T) {
 		}
 		var buf bytes.Buffer
 		payload, typ := c.Compress(&buf, plain[HeaderSize:])
-		b := withPayload(plain, int16(typ), int32(len(recs)), payload)
+		b := batchtest.WithPayload(plain, int16(typ), int32(len(recs)), payload)
 		if err := validate(b); err != nil {
 			t.Errorf("kgo codec %d: %v", typ, err)
 		}
@@ -53,9 +55,9 @@ func TestWalkRefuses(t *testing.T) {
 	for i := range junk {
 		junk[i] = byte(i*131 + i*i*7 + 13)
 	}
-	one := buildBatch([]testRecord{{value: []byte("x")}}, now, 0)
+	one := batchtest.Build([]batchtest.Record{{Value: []byte("x")}}, now, 0)
 	record := one[HeaderSize:]
-	twoRecords := buildBatch([]testRecord{{value: []byte("x")}, {value: []byte("y")}}, now, 0)
+	twoRecords := batchtest.Build([]batchtest.Record{{Value: []byte("x")}, {Value: []byte("y")}}, now, 0)
 
 	type tc struct {
 		name  string
@@ -63,33 +65,33 @@ func TestWalkRefuses(t *testing.T) {
 		want  error
 	}
 	cases := []tc{
-		{"2^31-1 records claimed, one sent", withPayload(one, 0, math.MaxInt32, record), ErrCorrupt},
-		{"two records claimed, one sent", withPayload(one, 0, 2, record), ErrCorrupt},
-		{"one record claimed, two sent", withPayload(twoRecords, 0, 1, twoRecords[HeaderSize:]), ErrCorrupt},
-		{"offset deltas not from 0", withPayload(one, 0, 1, recordWith(0, 0, 7)), ErrInvalidRecord},
-		{"bytes after the record fields", withPayload(one, 0, 1, rawRecord([]byte{0, 0, 0, 1, 0, 0, 9})), ErrCorrupt},
-		{"key longer than the record", withPayload(one, 0, 1, rawRecord([]byte{0, 0, 0, 40, 0, 0})), ErrCorrupt},
-		{"negative header count", withPayload(one, 0, 1, rawRecord([]byte{0, 0, 0, 1, 0, 3})), ErrCorrupt},
-		{"null header key", withPayload(one, 0, 1, rawRecord([]byte{0, 0, 0, 1, 0, 2, 1, 1})), ErrCorrupt},
-		{"future timestamp", buildBatch([]testRecord{{value: []byte("x")}}, now+2*time.Hour.Milliseconds(), 0), ErrInvalidTimestamp},
-		{"year 9999", buildBatch([]testRecord{{value: []byte("x")}}, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli(), 0), ErrInvalidTimestamp},
-		{"LogAppendTime set by the producer", buildBatch([]testRecord{{value: []byte("x")}}, now, AttrLogAppendTime), ErrInvalidTimestamp},
-		{"snappy block claiming 1 GiB from 3 bytes", withPayload(one, CodecSnappy, 1, append(binary.AppendUvarint(nil, 1<<30), 0)), ErrCorrupt},
+		{"2^31-1 records claimed, one sent", batchtest.WithPayload(one, 0, math.MaxInt32, record), ErrCorrupt},
+		{"two records claimed, one sent", batchtest.WithPayload(one, 0, 2, record), ErrCorrupt},
+		{"one record claimed, two sent", batchtest.WithPayload(twoRecords, 0, 1, twoRecords[HeaderSize:]), ErrCorrupt},
+		{"offset deltas not from 0", batchtest.WithPayload(one, 0, 1, batchtest.RecordWith(0, 0, 7)), ErrInvalidRecord},
+		{"bytes after the record fields", batchtest.WithPayload(one, 0, 1, batchtest.RawRecord([]byte{0, 0, 0, 1, 0, 0, 9})), ErrCorrupt},
+		{"key longer than the record", batchtest.WithPayload(one, 0, 1, batchtest.RawRecord([]byte{0, 0, 0, 40, 0, 0})), ErrCorrupt},
+		{"negative header count", batchtest.WithPayload(one, 0, 1, batchtest.RawRecord([]byte{0, 0, 0, 1, 0, 3})), ErrCorrupt},
+		{"null header key", batchtest.WithPayload(one, 0, 1, batchtest.RawRecord([]byte{0, 0, 0, 1, 0, 2, 1, 1})), ErrCorrupt},
+		{"future timestamp", batchtest.Build([]batchtest.Record{{Value: []byte("x")}}, now+2*time.Hour.Milliseconds(), 0), ErrInvalidTimestamp},
+		{"year 9999", batchtest.Build([]batchtest.Record{{Value: []byte("x")}}, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli(), 0), ErrInvalidTimestamp},
+		{"LogAppendTime set by the producer", batchtest.Build([]batchtest.Record{{Value: []byte("x")}}, now, AttrLogAppendTime), ErrInvalidTimestamp},
+		{"snappy block claiming 1 GiB from 3 bytes", batchtest.WithPayload(one, CodecSnappy, 1, append(binary.AppendUvarint(nil, 1<<30), 0)), ErrCorrupt},
 	}
-	for _, name := range codecNames {
-		codec := codecOf(name)
+	for _, name := range batchtest.CodecNames {
+		codec := batchtest.CodecOf(name)
 		cases = append(cases,
-			tc{name + " junk payload", withPayload(one, codec, 1, junk), ErrCorrupt},
-			tc{name + " 2^31-1 records claimed, one sent", withPayload(one, codec, math.MaxInt32, compress(t, name, record)), ErrCorrupt},
-			tc{name + " offset deltas not from 0", withPayload(one, codec, 1, compress(t, name, recordWith(0, 0, 3))), ErrInvalidRecord},
-			tc{name + " record cut short", withPayload(one, codec, 1, compress(t, name, record[:len(record)-1])), ErrCorrupt},
-			tc{name + " future timestamp inside", withMaxTimestamp(compressedBatch(t, name, []testRecord{{value: []byte("x")}, {tsDelta: 3 * time.Hour.Milliseconds()}}, now), now), ErrInvalidTimestamp},
+			tc{name + " junk payload", batchtest.WithPayload(one, codec, 1, junk), ErrCorrupt},
+			tc{name + " 2^31-1 records claimed, one sent", batchtest.WithPayload(one, codec, math.MaxInt32, batchtest.Compress(t, name, record)), ErrCorrupt},
+			tc{name + " offset deltas not from 0", batchtest.WithPayload(one, codec, 1, batchtest.Compress(t, name, batchtest.RecordWith(0, 0, 3))), ErrInvalidRecord},
+			tc{name + " record cut short", batchtest.WithPayload(one, codec, 1, batchtest.Compress(t, name, record[:len(record)-1])), ErrCorrupt},
+			tc{name + " future timestamp inside", batchtest.WithMaxTimestamp(batchtest.Compressed(t, name, []batchtest.Record{{Value: []byte("x")}, {TSDelta: 3 * time.Hour.Milliseconds()}}, now), now), ErrInvalidTimestamp},
 		)
 		if name != "snappy" {
 			// The framed codecs check the stream's end: a payload cut short
 			// within its trailer is refused even with whole records inside.
-			whole := compress(t, name, record)
-			cases = append(cases, tc{name + " payload cut short", withPayload(one, codec, 1, whole[:len(whole)-1]), ErrCorrupt})
+			whole := batchtest.Compress(t, name, record)
+			cases = append(cases, tc{name + " payload cut short", batchtest.WithPayload(one, codec, 1, whole[:len(whole)-1]), ErrCorrupt})
 		}
 	}
 	for _, c := range cases {
@@ -112,7 +114,7 @@ func TestWalkRefuses(t *testing.T) {
 // in well under a second, 1 GiB would not) is BenchmarkRefuseZstdBomb's.
 func TestBombRefusedInBoundedMemory(t *testing.T) {
 	batch := zstdBomb(t, 1<<30)
-	one := buildBatch([]testRecord{{value: []byte("x")}}, time.Now().UnixMilli(), 0)
+	one := batchtest.Build([]batchtest.Record{{Value: []byte("x")}}, time.Now().UnixMilli(), 0)
 
 	var before, after runtime.MemStats
 	runtime.GC()
@@ -128,7 +130,7 @@ func TestBombRefusedInBoundedMemory(t *testing.T) {
 
 	// A snappy block states its decoded length: refused before decoding.
 	bomb := snappy.Encode(nil, append(bombRecord(DefaultMaxDecompressedBytes), make([]byte, DefaultMaxDecompressedBytes)...))
-	if err := validateAt(withPayload(one, CodecSnappy, 1, bomb), time.Now().UnixMilli()); !errors.Is(err, ErrTooLarge) {
+	if err := validateAt(batchtest.WithPayload(one, CodecSnappy, 1, bomb), time.Now().UnixMilli()); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("snappy bomb: got %v, want ErrTooLarge", err)
 	}
 }
@@ -138,9 +140,9 @@ func TestBombRefusedInBoundedMemory(t *testing.T) {
 // whole buffer: both must agree.
 func TestLargeRecordPath(t *testing.T) {
 	now := time.Now().UnixMilli()
-	recs := []testRecord{{key: []byte("key"), value: []byte("value one")}, {value: nil, tsDelta: 300}, {key: []byte{}, value: bytes.Repeat([]byte{7}, 100)}}
-	good := buildBatch(recs, now, 0)
-	bad := withPayload(good, 0, 3, append(append([]byte(nil), good[HeaderSize:]...), 0))
+	recs := []batchtest.Record{{Key: []byte("key"), Value: []byte("value one")}, {Value: nil, TSDelta: 300}, {Key: []byte{}, Value: bytes.Repeat([]byte{7}, 100)}}
+	good := batchtest.Build(recs, now, 0)
+	bad := batchtest.WithPayload(good, 0, 3, append(append([]byte(nil), good[HeaderSize:]...), 0))
 	rules := defaultRules(now)
 	for _, window := range []int{16, 24, 40, 1 << 10} {
 		for _, b := range [][]byte{good, bad} {
@@ -176,8 +178,8 @@ func TestRecordErrorsBounded(t *testing.T) {
 	compacted := defaultRules(now)
 	compacted.RequireKeys = true // a compacted topic's
 	n := maxRecordErrors + 5
-	recs := make([]testRecord, n)
-	_, err := testDecoder.Validate(buildBatch(recs, now, 0), defaultMaxMessageBytes, compacted)
+	recs := make([]batchtest.Record, n)
+	_, err := testDecoder.Validate(batchtest.Build(recs, now, 0), defaultMaxMessageBytes, compacted)
 	var be *Error
 	if !errors.As(err, &be) || len(be.Records) != maxRecordErrors || be.Records[maxRecordErrors-1].Index != maxRecordErrors-1 {
 		t.Fatalf("got %v with %d records listed, want %d", err, len(be.Records), maxRecordErrors)
@@ -186,8 +188,8 @@ func TestRecordErrorsBounded(t *testing.T) {
 		t.Fatalf("reason %q, want it to start %q", be.Reason, want)
 	}
 
-	one := buildBatch([]testRecord{{}, {}}, now, 0)
-	cut := withPayload(one, 0, 2, append(recordWith(0, 0, 0), 9))
+	one := batchtest.Build([]batchtest.Record{{}, {}}, now, 0)
+	cut := batchtest.WithPayload(one, 0, 2, append(batchtest.RecordWith(0, 0, 0), 9))
 	_, err = testDecoder.Validate(cut, defaultMaxMessageBytes, compacted)
 	if !errors.As(err, &be) || !errors.Is(err, ErrCorrupt) || be.Records != nil {
 		t.Fatalf("keyless record then a cut one: %v (records %+v), want a corrupt batch and none listed", err, be)

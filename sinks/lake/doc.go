@@ -363,7 +363,10 @@
 // replays under either lock: a newly assigned partition's dedup set is
 // rebuilt (rebuild.go) before its first records are handed to the lander,
 // the lock taken only to look and to set. An undecodable batch is read for
-// its dead letter's description before the landing lock is taken. The
+// its dead letter's description before the landing lock is taken; a
+// silent partition's stall check (stall.go) lists offsets and reads the
+// batch at its position between two holds of it, and acts on the verdict
+// only if the partition is still assigned at that position. The
 // assignment's cleanup, the search for due markers and the marker writes
 // hold no lock.
 //

@@ -146,24 +146,71 @@ func findStuckBatch(raw []byte, tp topicPartition, position int64, d kgo.Decompr
 	return stallNone, stuckBatch{}
 }
 
-// checkStallsLocked checks every owned partition that has delivered
-// nothing for StallTimeout, at most once per StallTimeout each.
-func (w *Worker) checkStallsLocked(ctx context.Context) {
+// stallCheck is one silent partition whose check came due.
+type stallCheck struct {
+	p *partitionState
+	// seen is p.position when the check came due (-1: nothing delivered
+	// since the assignment); the verdict holds only while it is unchanged.
+	seen int64
+	// position is where the client stands, read from the broker when seen
+	// is -1.
+	position int64
+	verdict  stallVerdict
+	stuck    stuckBatch
+}
+
+// checkStalls checks every owned partition that has delivered nothing for
+// StallTimeout, at most once per StallTimeout each. It holds w.landing to
+// pick the partitions due and again to act on what it found, never while
+// it asks the brokers: the listings and reads take up to stallCheckTimeout,
+// and a landing, a rebalance callback or Shutdown need not wait for them.
+// What was found is acted on only for a partition still assigned with its
+// position unchanged since the check came due: one that delivered, was
+// skipped or was revoked meanwhile is checked again when it falls silent.
+func (w *Worker) checkStalls(ctx context.Context) {
 	if w.probe == nil {
 		return
 	}
+	w.landing.Lock()
+	due := w.dueStallChecksLocked()
+	w.landing.Unlock()
+	if len(due) == 0 {
+		return
+	}
+	found := w.probeStalls(ctx, due)
+	w.landing.Lock()
+	defer w.landing.Unlock()
+	for _, c := range found {
+		if w.partition(c.p.tp) != c.p || c.p.position != c.seen {
+			continue
+		}
+		w.actOnStallLocked(c)
+	}
+}
+
+// dueStallChecksLocked lists the partitions silent for StallTimeout since
+// their last delivery or check, and marks them checked now. The caller
+// holds w.landing.
+func (w *Worker) dueStallChecksLocked() []stallCheck {
 	now := w.now()
-	var due []*partitionState
-	topics := map[string]bool{}
+	var due []stallCheck
 	for _, p := range w.sortedPartitionsLocked() {
 		if now.Sub(p.progressAt) >= w.cfg.StallTimeout {
 			p.progressAt = now
-			due = append(due, p)
-			topics[p.tp.topic] = true
+			due = append(due, stallCheck{p: p, seen: p.position, position: p.position})
 		}
 	}
-	if len(due) == 0 {
-		return
+	return due
+}
+
+// probeStalls asks the brokers about the due partitions, holding no lock
+// (it reads only their topic-partitions and what dueStallChecksLocked
+// copied), and returns those whose log goes on beyond the client's
+// position, with the verdict on the batches there.
+func (w *Worker) probeStalls(ctx context.Context, due []stallCheck) []stallCheck {
+	topics := map[string]bool{}
+	for _, c := range due {
+		topics[c.p.tp.topic] = true
 	}
 	names := make([]string, 0, len(topics))
 	for t := range topics {
@@ -174,56 +221,57 @@ func (w *Worker) checkStallsLocked(ctx context.Context) {
 	ends, err := w.probe.endOffsets(ctx, names)
 	if err != nil {
 		w.logger.Warn("listing end offsets for the stall check failed; checking again later", "err", err)
-		return
+		return nil
 	}
 	var starts map[topicPartition]int64
-	for _, p := range due {
-		position := p.position
-		if position < 0 {
+	var found []stallCheck
+	for _, c := range due {
+		if c.position < 0 {
 			// Nothing delivered since the assignment: the client is where
 			// it started.
 			if starts == nil {
 				if starts, err = w.probe.startOffsets(ctx, names); err != nil {
 					w.logger.Warn("fetching start offsets for the stall check failed; checking again later", "err", err)
-					return
+					return found
 				}
 			}
 			var ok bool
-			if position, ok = starts[p.tp]; !ok {
+			if c.position, ok = starts[c.p.tp]; !ok {
 				continue
 			}
 		}
-		if end, ok := ends[p.tp]; !ok || end <= position {
+		if end, ok := ends[c.p.tp]; !ok || end <= c.position {
 			continue // quiet: nothing beyond the position
 		}
-		w.checkStallLocked(ctx, p, position)
+		raw, err := w.probe.read(ctx, c.p.tp, c.position)
+		if err != nil {
+			w.logger.Warn("reading the batch at a silent partition's position failed; checking again later",
+				"topic", c.p.tp.topic, "partition", c.p.tp.partition, "offset", c.position, "err", err)
+			continue
+		}
+		c.verdict, c.stuck = findStuckBatch(raw, c.p.tp, c.position, w.decompressor)
+		found = append(found, c)
 	}
+	return found
 }
 
-// checkStallLocked reads the batches at position of a silent partition
-// whose log goes on beyond it, and skips the batch it is stuck at if that
-// batch is malformed.
-func (w *Worker) checkStallLocked(ctx context.Context, p *partitionState, position int64) {
-	raw, err := w.probe.read(ctx, p.tp, position)
-	if err != nil {
-		w.logger.Warn("reading the batch at a silent partition's position failed; checking again later",
-			"topic", p.tp.topic, "partition", p.tp.partition, "offset", position, "err", err)
-		return
-	}
-	verdict, stuck := findStuckBatch(raw, p.tp, position, w.decompressor)
-	switch verdict {
+// actOnStallLocked skips the batch a silent partition is stuck at if that
+// batch is malformed. The caller holds w.landing.
+func (w *Worker) actOnStallLocked(c stallCheck) {
+	p := c.p
+	switch c.verdict {
 	case stallMalformed:
-		h := stuck.header
+		h := c.stuck.header
 		d := DeadLetter{Reason: reasonMalformedBatch, Topic: p.tp.topic, Partition: p.tp.partition,
-			Offset: stuck.position, LastOffset: h.LastOffset(), Error: stuck.err.Error(), BatchBytes: h.Size(),
+			Offset: c.stuck.position, LastOffset: h.LastOffset(), Error: c.stuck.err.Error(), BatchBytes: h.Size(),
 			Compression: codecName(kgo.CompressionCodecType(h.Compression())), Records: h.Records,
 			Timestamp: time.UnixMilli(h.FirstTimestamp).UTC().Format(time.RFC3339Nano)}
-		w.skipRangeLocked(p, d, stuck.position, h.NextOffset())
+		w.skipRangeLocked(p, d, c.stuck.position, h.NextOffset())
 	case stallValid, stallUnknown:
-		if p.checkedAt != position {
-			p.checkedAt = position
+		if p.checkedAt != c.position {
+			p.checkedAt = c.position
 			w.logger.Debug("a silent partition's next batch is valid or could not be read whole; waiting for the client",
-				"topic", p.tp.topic, "partition", p.tp.partition, "offset", position, "valid", verdict == stallValid)
+				"topic", p.tp.topic, "partition", p.tp.partition, "offset", c.position, "valid", c.verdict == stallValid)
 		}
 	}
 }

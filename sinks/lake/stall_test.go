@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"hash/crc32"
 	"path/filepath"
 	"sort"
@@ -142,10 +143,10 @@ func (f *fakeProbe) read(_ context.Context, _ topicPartition, offset int64) ([]b
 	return f.raw, nil
 }
 
-// The stall check runs once per StallTimeout of silence, reads nothing for
-// a quiet partition, waits on a valid batch however long the client takes
-// to deliver it (a slow fetch), and skips only a malformed one.
-func TestStallCheck(t *testing.T) {
+// stallWorker is a test worker with a StallTimeout of a second whose stall
+// checks ask probe, with its seeks and dead letters recorded.
+func stallWorker(t *testing.T, probe stallProbe) (*Worker, *fakeBatches, *fakeDeadLetters) {
+	t.Helper()
 	w, _, dl := testWorker(t, t.TempDir(), func(c *Config) { c.StallTimeout = time.Second })
 	fb := &fakeBatches{}
 	withBatches(w, fb)
@@ -153,8 +154,16 @@ func TestStallCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	probe := &fakeProbe{start: 2, end: 2}
 	w.probe, w.decompressor = probe, d
+	return w, fb, dl
+}
+
+// The stall check runs once per StallTimeout of silence, reads nothing for
+// a quiet partition, waits on a valid batch however long the client takes
+// to deliver it (a slow fetch), and skips only a malformed one.
+func TestStallCheck(t *testing.T) {
+	probe := &fakeProbe{start: 2, end: 2}
+	w, fb, dl := stallWorker(t, probe)
 	now := base
 	w.now = func() time.Time { return now }
 	poll := func(recs ...*kgo.Record) {
@@ -449,5 +458,69 @@ func TestQuietPartitionNotSkipped(t *testing.T) {
 	sort.Strings(ids)
 	if strings.Join(ids, " ") != "e0 e1" {
 		t.Errorf("landed %v, want e0 e1", ids)
+	}
+}
+
+// blockingProbe is a fakeProbe whose reads say they started and return
+// once release is closed.
+type blockingProbe struct {
+	fakeProbe
+	started, release chan struct{}
+}
+
+func (b *blockingProbe) read(ctx context.Context, tp topicPartition, offset int64) ([]byte, error) {
+	close(b.started)
+	<-b.release
+	return b.fakeProbe.read(ctx, tp, offset)
+}
+
+// TestStallCheckHoldsNoLock: while a stall check reads from the broker,
+// the worker's landing and state locks are free (a rebalance callback or
+// Shutdown does not wait for the read). What the read found is acted on
+// only if the partition is still assigned at the same position afterwards:
+// a malformed batch is skipped, unless the partition was revoked during
+// the read.
+func TestStallCheckHoldsNoLock(t *testing.T) {
+	for _, revoke := range []bool{false, true} {
+		t.Run(fmt.Sprintf("revoked during the read %v", revoke), func(t *testing.T) {
+			probe := &blockingProbe{fakeProbe: fakeProbe{start: 2, end: 5, raw: testBatch(2, 0, 3, malformedRecord)},
+				started: make(chan struct{}), release: make(chan struct{})}
+			w, fb, dl := stallWorker(t, probe)
+			now := base
+			w.now = func() time.Time { return now }
+			w.mu.Lock()
+			w.partitionLocked(topicPartition{"clicks", 0}) // assigned at base
+			w.mu.Unlock()
+			now = now.Add(time.Second)
+
+			done := make(chan error, 1)
+			go func() { done <- w.handle(context.Background(), nil) }()
+			<-probe.started
+			landingFree := w.landing.TryLock()
+			if landingFree {
+				w.landing.Unlock()
+			}
+			stateFree := w.mu.TryLock()
+			if stateFree {
+				w.mu.Unlock()
+			}
+			if landingFree && revoke {
+				w.onRevoked(context.Background(), nil, map[string][]int32{"clicks": {0}})
+			}
+			close(probe.release)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if !landingFree || !stateFree {
+				t.Fatalf("during the stall check's read: landing lock free %v, state lock free %v; want both free", landingFree, stateFree)
+			}
+			want, letters := "clicks/0@5", 1
+			if revoke {
+				want, letters = "", 0
+			}
+			if got := strings.Join(fb.seeks, " "); got != want || len(dl.sent) != letters {
+				t.Errorf("seeks %q and %d dead letters; want %q and %d", got, len(dl.sent), want, letters)
+			}
+		})
 	}
 }

@@ -30,26 +30,10 @@ import (
 // twice.
 func TestIcebergTableCommits(t *testing.T) {
 	t.Parallel()
-	addr, _ := startBroker(t, t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "clicks"); err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	st, err := store.NewFile(root, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := Config{Brokers: []string{addr}, Group: "g", Topics: []string{"clicks"}, Schema: "click",
-		Format: FormatIceberg, Iceberg: TableConfig{Warehouse: root}, RollRows: 2,
-		IdleTimeout: 100 * time.Millisecond, AuditTopic: "off"}
+	f := newIcebergFixture(ctx, t, 1)
+	addr, adm, st, cfg := f.addr, f.adm, f.st, f.cfg
 	groupAt := func() int64 {
 		offsets, err := adm.FetchOffsets(ctx, "g")
 		if o, ok := offsets.Lookup("clicks", 0); err == nil && ok {
@@ -115,6 +99,43 @@ func TestIcebergTableCommits(t *testing.T) {
 	}
 }
 
+// icebergFixture is what the tests of a worker landing into a table start
+// from: an in-process broker with a topic clicks, a client of it, a file
+// store, and a worker config landing clicks into an Iceberg table (a
+// SQLite catalog in the store's root) in rolls of two rows.
+type icebergFixture struct {
+	addr   string
+	client *kgo.Client
+	adm    *kadm.Client
+	st     store.Store
+	cfg    Config
+}
+
+// newIcebergFixture starts the fixture with partitions partitions of
+// clicks; opts are the client's besides its seed.
+func newIcebergFixture(ctx context.Context, t *testing.T, partitions int32, opts ...kgo.Opt) icebergFixture {
+	t.Helper()
+	addr, _ := startBroker(t, t.TempDir())
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, partitions, 1, nil, "clicks"); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	st, err := store.NewFile(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return icebergFixture{addr: addr, client: cl, adm: adm, st: st,
+		cfg: Config{Brokers: []string{addr}, Group: "g", Topics: []string{"clicks"}, Schema: "click",
+			Format: FormatIceberg, Iceberg: TableConfig{Warehouse: root}, RollRows: 2,
+			IdleTimeout: 100 * time.Millisecond, AuditTopic: "off"}}
+}
+
 // readTable opens cfg's catalog and returns the clicks table and the
 // group's progress in it.
 func readTable(t *testing.T, cfg Config) (*table.Table, iceberg.Progress) {
@@ -169,26 +190,11 @@ func scanEventIDs(t *testing.T, tbl *table.Table) []string {
 func TestIcebergConcurrentWorkers(t *testing.T) {
 	t.Parallel()
 	const perPartition = 20
-	addr, _ := startBroker(t, t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "clicks"); err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	st, err := store.NewFile(root, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := Config{Brokers: []string{addr}, Group: "g", Topics: []string{"clicks"}, Schema: "click",
-		Format: FormatIceberg, Iceberg: TableConfig{Warehouse: root}, RollRows: 2,
-		IdleTimeout: 100 * time.Millisecond, AuditTopic: "off"}
+	f := newIcebergFixture(ctx, t, 2, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl, adm, st, cfg := f.client, f.adm, f.st, f.cfg
+	var err error
 	var workers []*Worker
 	for range 2 {
 		w, err := New(cfg, st, prometheus.NewRegistry(), nil)

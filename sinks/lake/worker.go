@@ -57,7 +57,8 @@ type Worker struct {
 	// and Shutdown's timeout path can run onRevoked while the poll loop is
 	// still landing), Shutdown's and fail's discards. It is held through a
 	// landing's I/O (creates, fence checks, publishes, the audit publish,
-	// the commit), never through a dedup replay (rebuild.go). The methods
+	// the commit), never through a dedup replay (rebuild.go) or a stall
+	// check's listings and reads (stall.go). The methods
 	// that run a landing's actions say that the caller holds it. Taken
 	// before mu, never while holding mu.
 	landing sync.Mutex // guards the following, and every field of a *partitionState
@@ -288,12 +289,14 @@ func (w *Worker) pollWait() time.Duration {
 }
 
 // handle lands one poll's records: the dedup rebuilds first, then the
-// records, then the markers that came due.
+// records, then the stall checks and the markers that came due.
 func (w *Worker) handle(ctx context.Context, fetches kgo.Fetches) error {
 	w.rebuildDedups(ctx, fetches)
 	if err := w.land(ctx, fetches); err != nil {
 		return err
 	}
+	// A partition stuck at a malformed batch delivers nothing at all.
+	w.checkStalls(ctx)
 	w.maybeWriteMarkers(ctx)
 	return nil
 }
@@ -346,12 +349,7 @@ func (w *Worker) land(ctx context.Context, fetches kgo.Fetches) error {
 			w.skipRangeLocked(p, letters[i], b.first, b.next)
 		}
 	}
-	if err := w.flushIdle(ctx); err != nil {
-		return err
-	}
-	// A partition stuck at a malformed batch delivers nothing at all.
-	w.checkStallsLocked(ctx)
-	return nil
+	return w.flushIdle(ctx)
 }
 
 // flushIdle lands the windows of partitions that delivered nothing for
