@@ -69,9 +69,10 @@ func (w *Worker) runAction(ctx context.Context, p *partitionState, a action, cur
 		}
 	case actDeadLetter:
 		r := cur.record
-		w.dlq.send(newDeadLetter(p.tp, r, cur.reason), deadLetterKey(r))
+		win := p.windowOf(a.win)
+		w.sendDeadLetter(p, win, r, cur.reason)
 		w.metrics.deadLetters.WithLabelValues(p.tp.topic).Inc()
-		w.countDeadLetter(p.windowOf(a.win), r)
+		w.countDeadLetter(win, r)
 	case actDrop:
 		w.countDedup(p, p.windowOf(a.win), cur.record, countDeduplicated)
 	case actLand:
@@ -144,12 +145,13 @@ func (w *Worker) endWindow(ctx context.Context, p *partitionState, cw *coreWindo
 	if err := w.publishAudit(ctx, p, win); err != nil {
 		return err
 	}
-	if win.deadLetters > 0 {
+	if win.deadLetters > 0 && w.dlq != nil {
 		if err := w.dlq.flush(ctx); err != nil {
 			return fmt.Errorf("lake: dead letters of %s/%d: %w", p.tp.topic, p.tp.partition, err)
 		}
 	}
-	commit := windowCommit{tp: p.tp, start: win.start, next: win.next, watermark: win.maxRecordTime, files: landed}
+	commit := windowCommit{tp: p.tp, start: win.start, next: win.next, watermark: win.maxRecordTime, files: landed,
+		deadLetterRows: win.deadLetterRows}
 	if err := w.commit.commit(ctx, commit); err != nil {
 		return fmt.Errorf("lake: commit %s/%d at %d: %w", p.tp.topic, p.tp.partition, win.next, err)
 	}

@@ -258,6 +258,40 @@
 // crash before the commit produces them again: the dead-letter topic is at
 // least once, and the envelope's topic/partition/offset identify duplicates.
 //
+// With Format iceberg dead letters go to a table, not a topic: each is a
+// row of the topic's `<topic>~dlq` table (iceberg.DeadLetterSchema: topic,
+// partition, offset, the whole raw value, the reason, the record time; a
+// skipped batch below has its last offset, no value, and its codec's error
+// in the reason), and no `<topic>.dlq` topic is written or made. The rows
+// are kept with their window and committed when it lands, in one snapshot
+// of the dead-letter table that comes BEFORE the topic table's snapshot of
+// the same window (tabledeadletter.go), and they are exactly once too. The
+// dead-letter table's snapshots carry the group's offsets
+// (millrace.offsets.<group>.<topic>) with this meaning: every dead letter
+// of a partition below the offset is in the table, and none at or above
+// it. A window's commit reads that offset D from the table's head, keeps
+// its dead letters at or above D, writes them as one file named by the
+// partition and the offsets of its first and last row, and commits it with
+// the range [D, window end), asserting the head it read; a commit that
+// loses the compare-and-swap reads the new head and plans again. So the
+// table's ranges of a partition are contiguous and never overlap, and no
+// dead letter is in it twice. None is missing either: the topic table's
+// offset passes a dead letter only in the commit of a window that holds
+// it, and that window committed it to the dead-letter table first (or
+// found it there). After a crash between the two commits, the window is
+// landed again from the topic table's offset, whatever its cuts: its dead
+// letters below D are skipped, the others added. A window without dead
+// letters commits nothing there, so D may lag the topic table's offset;
+// the next range simply starts lower, over offsets that had none. Two
+// files of one name hold the same rows (the dead letters between two
+// offsets the table did not have), so a publish that finds its name taken
+// counts as done; files of failed commits are left to the orphan sweep.
+// The rows of a window are held in memory until it lands (a window of
+// nothing but dead letters ends on the idle timeout, a revoke or shutdown).
+// One limit is the schema's: a worker restarted with a schema that takes a
+// record an earlier attempt dead-lettered (and committed there, without
+// the topic table's commit) lands it in both tables.
+//
 // # Undecodable batches
 //
 // A batch is decompressed with a bound (MaxDecompressedBatchBytes). A batch

@@ -36,6 +36,9 @@ type tableCommitter struct {
 
 	mu     sync.Mutex // guards the following
 	tables map[string]*table.Table
+	// deadLetterTables are the topics' dead-letter tables, loaded on
+	// their first dead letter (tabledeadletter.go).
+	deadLetterTables map[string]*table.Table
 	// from is, per partition, the offset the next commit starts at: the
 	// table's offset when the partition was assigned, then the end of each
 	// commit. A partition the table had no offset for starts at its first
@@ -88,6 +91,13 @@ func (c *tableCommitter) commit(ctx context.Context, wc windowCommit) error {
 		Ranges: map[int32]iceberg.Range{wc.tp.partition: {From: from, To: wc.next}}}
 	if md := encodeWatermark(wc.watermark); md != "" {
 		cm.Watermarks = map[int32]string{wc.tp.partition: md}
+	}
+	// Dead letters first: the topic's table moving past them would
+	// otherwise make them unreachable (doc.go, "Dead letters").
+	if len(wc.deadLetterRows) > 0 {
+		if err := c.commitDeadLetters(ctx, wc); err != nil {
+			return err
+		}
 	}
 	for _, f := range wc.files {
 		df, err := c.dataFile(ctx, tbl, wc.tp.topic, f.name)

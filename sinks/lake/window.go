@@ -8,6 +8,7 @@ import (
 
 	"millrace/audit"
 	"millrace/schemas"
+	"millrace/sinks/iceberg"
 	"millrace/sinks/parquet"
 	"millrace/sinks/store"
 )
@@ -55,6 +56,10 @@ type window struct {
 	order []*outFile         // in creation order
 	dedup dedupCounts        // repeats dropped and rows without id, by source and hour
 	audit map[auditKey]*auditCounts
+	// deadLetterRows are the window's dead letters with Format iceberg,
+	// in offset order, committed to the topic's dead-letter table with the
+	// window (tabledeadletter.go).
+	deadLetterRows []iceberg.DeadLetterRow
 }
 
 // outFile is one Parquet file of a window.
@@ -69,7 +74,7 @@ type outFile struct {
 	sources map[auditKey]int64
 }
 
-// deadLetterSink sends dead letters to `<Topic>.dlq`.
+// deadLetterSink sends dead letters to `<Topic>.dlq` (Format hive).
 type deadLetterSink interface {
 	send(letter DeadLetter, key []byte)
 	// flush waits until everything sent is acknowledged.

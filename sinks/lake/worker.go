@@ -169,13 +169,16 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		cl.Close()
 		return fmt.Errorf("lake: cannot reach brokers %v: %w", w.cfg.Brokers, err)
 	}
-	w.ensureDeadLetterTopics(ctx, cl)
+	if w.cfg.Format != FormatIceberg {
+		// Iceberg mode's dead letters go to a table (deadletter.go).
+		w.ensureDeadLetterTopics(ctx, cl)
+		w.dlq = &kgoDeadLetters{client: cl}
+	}
 	w.client = cl
 	w.commit = &kgoCommitter{client: cl, group: w.cfg.Group}
 	if tables != nil {
 		tables.next, w.commit, w.tables = w.commit, tables, tables.catalog
 	}
-	w.dlq = &kgoDeadLetters{client: cl}
 	if w.cfg.AuditTopic != "off" {
 		w.ensureTopic(ctx, cl, w.cfg.AuditTopic)
 		w.audit = &kgoAudit{client: cl, topic: w.cfg.AuditTopic, brokers: w.cfg.Brokers, security: security}
