@@ -233,3 +233,49 @@ func scanDeadLetters(t *testing.T, tbl *table.Table) []string {
 	}
 	return out
 }
+
+// rowsCommitter records the dead-letter rows of each window it commits.
+type rowsCommitter struct {
+	windows []string
+}
+
+func (c *rowsCommitter) commit(_ context.Context, wc windowCommit) error {
+	var rows []string
+	for _, r := range wc.deadLetterRows {
+		rows = append(rows, fmt.Sprintf("%s/%d@%d-%d raw=%q reason=%q time=%s", r.Topic, r.Partition, r.Offset, r.LastOffset,
+			r.Raw, r.Reason, r.Time.Format(time.RFC3339)))
+	}
+	c.windows = append(c.windows, fmt.Sprintf("[%d,%d) %s", wc.start, wc.next, strings.Join(rows, "; ")))
+	return nil
+}
+
+// With format iceberg, an undecodable batch and a record the schema
+// refuses become dead-letter rows of the window that holds them, handed to
+// the committer with it (the batch with its last offset, its codec's
+// error and no value); nothing is produced to a dead-letter topic.
+func TestIcebergDeadLetterRowsOfAWindow(t *testing.T) {
+	root := t.TempDir()
+	w, _, _ := testWorker(t, root, func(c *Config) {
+		c.RollRows = 3
+		c.Format, c.Iceberg = FormatIceberg, TableConfig{Warehouse: root}
+	})
+	c := &rowsCommitter{}
+	w.commit, w.dlq = c, nil // a send to a topic would panic
+	withBatches(w, &fakeBatches{desc: batchDescription{bytes: 80, compression: "zstd", records: 3, firstTimestamp: base,
+		err: "zstd: invalid input: magic number mismatch"}})
+	log := clickLog(9, 2, 5)
+	log[4].rec.Value = []byte(`{"type":`) // offset 6
+	if err := feedLog(w, log, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := flushAll(w); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`[0,6) clicks/0@2-4 raw="" reason="undecodable batch: zstd: invalid input: magic number mismatch" time=2024-05-01T10:00:00Z`,
+		`[6,9) clicks/0@6--1 raw="{\"type\":" reason="click: malformed JSON: unexpected end of input at byte 8" time=2024-05-01T10:00:06Z`,
+	}
+	if !slices.Equal(c.windows, want) {
+		t.Errorf("windows:\n%s\nwant:\n%s", strings.Join(c.windows, "\n"), strings.Join(want, "\n"))
+	}
+}
