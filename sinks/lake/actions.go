@@ -52,10 +52,10 @@ func (w *Worker) discardEach(ctx context.Context, discards []action) {
 func (w *Worker) runAction(ctx context.Context, p *partitionState, a action, cur *current) error {
 	switch a.kind {
 	case actOpen:
-		return w.openFile(ctx, p, a)
+		return w.openFile(ctx, p, a, cur)
 	case actAppend:
 		win := p.windowOf(a.win)
-		f := win.files[a.bucket.Unix()]
+		f := win.files[fileKey{a.bucket.Unix(), a.value}]
 		if err := f.w.AppendRow(p.row, cur.record.Timestamp); err != nil {
 			return fmt.Errorf("lake: %s: %w", f.name, err)
 		}
@@ -86,7 +86,7 @@ func (w *Worker) runAction(ctx context.Context, p *partitionState, a action, cur
 // openFile creates the file a.bucket of p's window, first clearing
 // what a superseded owner left in the bucket when the lander says it is the
 // bucket's first opening since the assignment (Hive format only).
-func (w *Worker) openFile(ctx context.Context, p *partitionState, a action) error {
+func (w *Worker) openFile(ctx context.Context, p *partitionState, a action, cur *current) error {
 	// Not in a table (doc.go, "Iceberg tables"): readers see only the files
 	// a snapshot lists, and a zombie's file removed here could still be
 	// committed by it.
@@ -108,8 +108,8 @@ func (w *Worker) openFile(ctx context.Context, p *partitionState, a action) erro
 		return fmt.Errorf("lake: %s: %w", name, err)
 	}
 	win := p.windowOf(a.win)
-	f := &outFile{name: name, bucket: a.bucket, obj: obj, w: pw, first: a.offset, last: a.offset}
-	win.files[a.bucket.Unix()] = f
+	f := &outFile{name: name, bucket: a.bucket, identity: cur.identity, obj: obj, w: pw, first: a.offset, last: a.offset}
+	win.files[fileKey{a.bucket.Unix(), a.value}] = f
 	win.order = append(win.order, f)
 	return nil
 }
@@ -135,7 +135,7 @@ func (w *Worker) endWindow(ctx context.Context, p *partitionState, cw *coreWindo
 		}
 		rows += f.w.Rows()
 		size += f.w.Bytes()
-		landed = append(landed, landedFile{name: f.name, bucket: f.bucket, first: f.first, last: f.last,
+		landed = append(landed, landedFile{name: f.name, bucket: f.bucket, identity: f.identity, first: f.first, last: f.last,
 			rows: f.w.Rows(), bytes: f.w.Bytes()})
 		w.metrics.files.WithLabelValues(p.tp.topic).Inc()
 		if w.cfg.AfterPublish != nil {

@@ -47,7 +47,8 @@ type windowCommit struct {
 type landedFile struct {
 	name        string // its published name (Layout.DataFile)
 	bucket      time.Time
-	first, last int64 // offsets of its first and last row
+	identity    *identityValue // its identity partition value; nil without one
+	first, last int64          // offsets of its first and last row
 	rows, bytes int64
 }
 

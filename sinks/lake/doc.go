@@ -168,6 +168,16 @@
 // take a file a zombie then commits): they stay, unreferenced, for the
 // orphan sweep. _SUCCESS markers are not written: a snapshot is the
 // completion.
+//
+// A data file holds one partition value of the table's spec, so the files
+// follow it: hour files for hour(<event time>) and for none, day files for
+// day. A table partitioned by identity on a field (tablepartition.go)
+// takes day files split by the field's value too: the lander keys a
+// window's files by bucket and value (coreRecord.value), and the commit
+// gives each file its value. The naming argument above is unchanged: a
+// file's first row fixes its value, so two files of one name still hold
+// the same rows. The sink refuses to start when the table's spec is not
+// the one it is configured for (an existing table keeps its spec).
 
 // # Dedup
 //

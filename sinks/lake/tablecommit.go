@@ -100,7 +100,7 @@ func (c *tableCommitter) commit(ctx context.Context, wc windowCommit) error {
 		}
 	}
 	for _, f := range wc.files {
-		df, err := c.dataFile(ctx, tbl, wc.tp.topic, f.name)
+		df, err := c.dataFile(ctx, tbl, wc.tp.topic, f.name, f.identity)
 		if err != nil {
 			return err
 		}
@@ -147,8 +147,9 @@ func (c *tableCommitter) setTable(topic string, tbl *table.Table) {
 }
 
 // dataFile describes the published file name (a Layout name) for tbl, with
-// the statistics and partition value of its footer.
-func (c *tableCommitter) dataFile(ctx context.Context, tbl *table.Table, topic, name string) (iceberggo.DataFile, error) {
+// the statistics of its footer and its partition value: identity's when
+// the file has one, else the footer's.
+func (c *tableCommitter) dataFile(ctx context.Context, tbl *table.Table, topic, name string, identity *identityValue) (iceberggo.DataFile, error) {
 	r, err := c.store.Open(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("lake: read back %s: %w", name, err)
@@ -160,6 +161,9 @@ func (c *tableCommitter) dataFile(ctx context.Context, tbl *table.Table, topic, 
 	}
 	defer pf.Close()
 	location := strings.TrimSuffix(tbl.Location(), "/") + "/data/" + strings.TrimPrefix(name, topic+"/")
+	if identity != nil {
+		return iceberg.DataFileWithIdentity(tbl, location, r.Size(), pf.MetaData(), identity.value)
+	}
 	return iceberg.DataFile(tbl, location, r.Size(), pf.MetaData())
 }
 

@@ -48,3 +48,28 @@ func TestOpenTablesEvolves(t *testing.T) {
 		t.Errorf("campaign:string -> campaign:int64: %v; want ErrIncompatibleSchema naming the field and both types", err)
 	}
 }
+
+// TestCheckSpec: a sink whose iceberg.partition is not the existing
+// table's spec is refused at start (its files would not fit the table's
+// partitions); the same spec passes.
+func TestCheckSpec(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	cfg := Config{Group: "g", Topics: []string{"clicks"}, Format: FormatIceberg,
+		Iceberg: TableConfig{Warehouse: root, Partition: "identity:type"}}
+	cat, tables, err := openTables(t.Context(), cfg, schemas.Click, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	for partition, want := range map[string]string{
+		"identity:type": "",
+		"hour":          `is partitioned by [ 1000: type: identity(2) ] and iceberg.partition "hour" asks for [ 1000: ts_hour: hour(`,
+		"none":          `asks for nothing`,
+	} {
+		err := TableConfig{Partition: partition}.checkSpec(tables["clicks"], schemas.Click.TimeField)
+		if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {
+			t.Errorf("%s: %v; want %q", partition, err, want)
+		}
+	}
+}

@@ -52,9 +52,9 @@ type partitionState struct {
 // lander's (the embedded coreWindow).
 type window struct {
 	*coreWindow
-	files map[int64]*outFile // by bucket start, Unix seconds
-	order []*outFile         // in creation order
-	dedup dedupCounts        // repeats dropped and rows without id, by source and hour
+	files map[fileKey]*outFile // by bucket start (Unix seconds) and identity value
+	order []*outFile           // in creation order
+	dedup dedupCounts          // repeats dropped and rows without id, by source and hour
 	audit map[auditKey]*auditCounts
 	// deadLetterRows are the window's dead letters with Format iceberg,
 	// in offset order, committed to the topic's dead-letter table with the
@@ -66,10 +66,12 @@ type window struct {
 type outFile struct {
 	name   string
 	bucket time.Time
-	obj    store.Object
-	w      *parquet.Writer
-	first  int64
-	last   int64
+	// identity is the file's identity partition value (nil without one).
+	identity *identityValue
+	obj      store.Object
+	w        *parquet.Writer
+	first    int64
+	last     int64
 	// sources counts the rows per source and hour, for the footer.
 	sources map[auditKey]int64
 }
@@ -111,6 +113,8 @@ type current struct {
 	record *kgo.Record
 	reason string // why it is a dead letter
 	noID   bool   // a row without a recognised event id (counted)
+	// identity is the row's identity partition value (nil without one).
+	identity *identityValue
 }
 
 // processRecord classifies one record of p (decode, dedup), hands it to the
@@ -147,6 +151,10 @@ func (w *Worker) processRecord(ctx context.Context, p *partitionState, r *kgo.Re
 	}
 	if rec.kind == recordRow {
 		rec.bucket = w.bucketOf(p.row, r.Timestamp)
+		if w.identity != "" {
+			cur.identity = w.identityOf(p.row)
+			rec.value = cur.identity.key
+		}
 	}
 	return w.runActions(ctx, w.core.record(p.tp, rec), cur)
 }
@@ -155,7 +163,7 @@ func (w *Worker) processRecord(ctx context.Context, p *partitionState, r *kgo.Re
 // for it yet.
 func (p *partitionState) windowOf(cw *coreWindow) *window {
 	if p.win == nil || p.win.coreWindow != cw {
-		p.win = &window{coreWindow: cw, files: map[int64]*outFile{}}
+		p.win = &window{coreWindow: cw, files: map[fileKey]*outFile{}}
 	}
 	return p.win
 }

@@ -26,7 +26,8 @@ import (
 type Worker struct {
 	cfg       Config
 	schema    *schemas.Schema
-	timeField int // index of Config.TimestampField, or -1 for the schema's time field
+	timeField int    // index of Config.TimestampField, or -1 for the schema's time field
+	identity  string // the identity partition's field (tablepartition.go), "" without one
 	layout    Layout
 	store     store.Store
 	logger    *slog.Logger
@@ -97,6 +98,9 @@ func New(cfg Config, st store.Store, reg prometheus.Registerer, logger *slog.Log
 		done: make(chan struct{}), parts: map[topicPartition]*partitionState{}, pending: map[string]map[int64]struct{}{},
 		core: newLander(landerLimits{rollRows: cfg.RollRows, rollBytes: cfg.RollBytes, rollAge: cfg.RollAge,
 			idleTimeout: cfg.IdleTimeout, maxOpenFiles: cfg.MaxOpenFiles})}
+	if cfg.Format == FormatIceberg {
+		w.identity = cfg.Iceberg.identityField()
+	}
 	if cfg.TimestampField != "" && cfg.TimestampField != schema.TimeField {
 		w.timeField = schema.FieldIndex(cfg.TimestampField)
 	}
@@ -136,6 +140,11 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 				cat.Close()
 			}
 		}()
+		for _, tbl := range opened {
+			if err := w.cfg.Iceberg.checkSpec(tbl, w.schema.TimeField); err != nil {
+				return err
+			}
+		}
 		tables = &tableCommitter{catalog: cat, group: w.cfg.Group, store: w.store, logger: w.logger,
 			tables: opened, from: map[topicPartition]int64{}}
 		// The table, not the group, says where each partition starts.
