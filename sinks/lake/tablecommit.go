@@ -92,8 +92,9 @@ func (c *tableCommitter) commit(ctx context.Context, wc windowCommit) error {
 	if md := encodeWatermark(wc.watermark); md != "" {
 		cm.Watermarks = map[int32]string{wc.tp.partition: md}
 	}
-	// Dead letters first: the topic's table moving past them would
-	// otherwise make them unreachable (doc.go, "Dead letters").
+	// Dead letters first: once the topic's table is past a window, the
+	// window is never landed again, so its dead letters must already be in
+	// their table (doc.go, "Dead letters").
 	if len(wc.deadLetterRows) > 0 {
 		if err := c.commitDeadLetters(ctx, wc); err != nil {
 			return err
