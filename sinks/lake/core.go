@@ -28,6 +28,12 @@ type landerLimits struct {
 	rollRows, rollBytes  int64
 	rollAge, idleTimeout time.Duration
 	maxOpenFiles         int
+	// deadLetterBytes lands a window whose dead letters reach this size
+	// (coreRecord.size); 0: no limit. Format iceberg holds a window's dead
+	// letters in memory until it lands (deadletter.go), and a stream of
+	// nothing but dead letters would otherwise grow a window until the
+	// idle timeout: rows, bytes and age count rows only.
+	deadLetterBytes int64
 }
 
 // landerPartition is the lander's state of one assigned partition.
@@ -46,7 +52,8 @@ type coreWindow struct {
 	firstRecordTime time.Time // zero while the window holds only a skipped batch
 	maxRecordTime   time.Time
 	rows            int64
-	deadLetters     int // records and skipped batches sent to the dead-letter topic
+	deadLetters     int   // records and skipped batches sent to the dead-letter topic
+	deadLetterBytes int64 // the sizes of its dead-lettered records
 	byBucket        map[fileKey]*coreFile
 	opened          []*coreFile // in opening order
 }
@@ -82,6 +89,7 @@ type coreRecord struct {
 	timestamp time.Time // the record's timestamp (record time)
 	kind      recordKind
 	bucket    time.Time // recordRow: the bucket of its event time
+	size      int64     // recordDeadLetter: what its dead letter holds, in bytes
 	// value is, with a table partitioned by identity on a field, the
 	// row's value of that field as a key (identityKey); "" otherwise. A
 	// data file holds one partition value, so rows of another value go
@@ -211,8 +219,13 @@ func (l *lander) record(tp topicPartition, r coreRecord) []action {
 	switch r.kind {
 	case recordDeadLetter:
 		p.win.deadLetters++
+		p.win.deadLetterBytes += r.size
 		p.win.advance(r)
-		return []action{{kind: actDeadLetter, tp: tp, offset: r.offset, win: p.win}}
+		acts := []action{{kind: actDeadLetter, tp: tp, offset: r.offset, win: p.win}}
+		if l.limits.deadLetterBytes > 0 && p.win.deadLetterBytes >= l.limits.deadLetterBytes {
+			acts = append(acts, l.land(tp, "dead-letters"))
+		}
+		return acts
 	case recordRepeat:
 		p.win.advance(r)
 		return []action{{kind: actDrop, tp: tp, offset: r.offset, win: p.win}}

@@ -180,3 +180,28 @@ func TestGoldenIdentity(t *testing.T) {
 	tr.line("shutdown", tr.l.shutdown())
 	checkGolden(t, "identity", tr.b.String())
 }
+
+// TestGoldenDeadLetterBytes: with a bound on a window's dead letters
+// (format iceberg holds them in memory), a window lands once its dead
+// letters reach it, whether it holds rows or dead letters only; without
+// the bound (format hive) only rows, bytes, age and time end a window.
+func TestGoldenDeadLetterBytes(t *testing.T) {
+	limits := coreLimits
+	limits.deadLetterBytes = 100
+	tr := &coreTrace{l: newLander(limits)}
+	deadLetter := func(offset int64, size int64, ts float64) {
+		r := coreRecord{offset: offset, timestamp: at(ts), kind: recordDeadLetter, size: size}
+		tr.line(fmt.Sprintf("record 0@%d dl %dB t=%gs", offset, size, ts), tr.l.record(topicPartition{"clicks", 0}, r))
+	}
+	tr.rec(0, 0, "row", 0, 0)
+	deadLetter(1, 60, 1)
+	deadLetter(2, 40, 2)
+	deadLetter(3, 99, 3)
+	deadLetter(4, 1, 4)
+	deadLetter(5, 30, 5)
+	tr.line("unbounded:", nil)
+	tr.l.limits.deadLetterBytes = 0
+	deadLetter(6, 1000, 6)
+	tr.line("shutdown", tr.l.shutdown())
+	checkGolden(t, "dead_letter_bytes", tr.b.String())
+}

@@ -22,6 +22,15 @@ import (
 // Iceberg mode writes no `<topic>.dlq` topic: the table is the one place a
 // user looks, as with Redpanda's Iceberg topics.
 
+// maxWindowDeadLetterBytes bounds the dead letters a window of Format
+// iceberg holds in memory (landerLimits.deadLetterBytes): one that reaches
+// it lands. A cut that depends on the records only, like roll-rows.
+const maxWindowDeadLetterBytes = 16 << 20
+
+// deadLetterRowOverhead is what a dead-letter row holds besides its value
+// and reason (topic, offsets, time), as counted for that bound.
+const deadLetterRowOverhead = 64
+
 // sendDeadLetter sends record r of p, which the table or schema cannot
 // take for reason, to the dead-letter topic or to win's dead-letter rows.
 func (w *Worker) sendDeadLetter(p *partitionState, win *window, r *kgo.Record, reason string) {

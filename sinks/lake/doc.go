@@ -71,7 +71,9 @@
 //     happened to read the records);
 //   - before a record that needs a new file when the worker already has
 //     MaxOpenFiles open files (late data for many old hours ends the window
-//     early instead of opening unbounded writers).
+//     early instead of opening unbounded writers);
+//   - with Format iceberg, after the dead letter that brings the window's
+//     dead letters to 16 MiB (they are held in memory; "Dead letters").
 //
 // Four cuts depend on the wall clock or on other partitions, and are exactly
 // once by the removal argument alone: the idle timeout (a window whose
@@ -296,8 +298,11 @@
 // files of one name hold the same rows (the dead letters between two
 // offsets the table did not have), so a publish that finds its name taken
 // counts as done; files of failed commits are left to the orphan sweep.
-// The rows of a window are held in memory until it lands (a window of
-// nothing but dead letters ends on the idle timeout, a revoke or shutdown).
+// The rows of a window are held in memory until it lands, so a window
+// whose dead letters reach 16 MiB (values and reasons) lands there: a cut
+// that depends on the records only, like the others, and the one that
+// ends a stream of nothing but dead letters, which rows, bytes and age,
+// counting rows, never end.
 // One limit is the schema's: a worker restarted with a schema that takes a
 // record an earlier attempt dead-lettered (and committed there, without
 // the topic table's commit) lands it in both tables.

@@ -142,6 +142,7 @@ func (w *Worker) processRecord(ctx context.Context, p *partitionState, r *kgo.Re
 	switch {
 	case cur.reason != "":
 		rec.kind = recordDeadLetter
+		rec.size = int64(len(r.Value)+len(cur.reason)) + deadLetterRowOverhead
 	case p.dedup != nil:
 		kind, repeat := p.dedup.decideRecord(p.row, r)
 		if repeat {

@@ -100,6 +100,7 @@ func New(cfg Config, st store.Store, reg prometheus.Registerer, logger *slog.Log
 			idleTimeout: cfg.IdleTimeout, maxOpenFiles: cfg.MaxOpenFiles})}
 	if cfg.Format == FormatIceberg {
 		w.identity = cfg.Iceberg.identityField()
+		w.core.limits.deadLetterBytes = maxWindowDeadLetterBytes
 	}
 	if cfg.TimestampField != "" && cfg.TimestampField != schema.TimeField {
 		w.timeField = schema.FieldIndex(cfg.TimestampField)
