@@ -23,7 +23,7 @@ func sinkCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "sink -b BROKERS --group G --topic T [--topic T2...] --schema log|click|metric " +
 			"[--field NAME:TYPE...] --out file:///PATH|s3://BUCKET/PREFIX [--s3-endpoint URL] [--s3-region R] " +
-			"[--format hive|iceberg] [--catalog sqlite|postgres|rest] [--catalog-uri URI] [--namespace NS] [--partition hour|day|none] " +
+			"[--format hive|iceberg] [--catalog sqlite|postgres|rest] [--catalog-uri URI] [--namespace NS] [--partition hour|day|identity:FIELD|none] " +
 			"[--roll-rows N] [--roll-bytes N] " +
 			"[--roll-age D] [--idle-timeout D] [--session-timeout D] [--compression zstd|snappy] [--partition-by hour|day] " +
 			"[--timestamp-field F] [--max-decompressed-batch-bytes N] [--dedup on|off] [--dedup-window D] [--dedup-max-ids N] [--config sink.yaml] [--metrics-listen ADDR]",
@@ -44,7 +44,7 @@ func sinkCommand(e *env) *cobra.Command {
 	f.StringVar(&o.catalog, "catalog", "", "with --format iceberg: sqlite (default, <out>/catalog.db), postgres or rest")
 	f.StringVar(&o.catalogURI, "catalog-uri", "", "with --format iceberg: the SQLite file, the PostgreSQL URL or the REST catalog's URL")
 	f.StringVar(&o.namespace, "namespace", "", "with --format iceberg: the tables' namespace (default millrace)")
-	f.StringVarP(&o.partition, "partition", "p", "", "with --format iceberg: the tables' partition spec, hour (default), day or none")
+	f.StringVarP(&o.partition, "partition", "p", "", "with --format iceberg: the tables' partition spec, hour (default), day, identity:FIELD (a string, int64 or bool field) or none")
 	f.Int64Var(&o.rollRows, "roll-rows", 0, "end a commit window after N rows (default 1000000)")
 	f.Int64Var(&o.rollBytes, "roll-bytes", 0, "end a commit window at N bytes of Parquet (default 256 MiB)")
 	f.DurationVar(&o.rollAge, "roll-age", 0, "end a commit window at this span of record time (default 1m)")

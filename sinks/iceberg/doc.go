@@ -72,9 +72,11 @@
 // a new required field, a required column the sink no longer fills) is
 // refused with [ErrIncompatibleSchema], naming the field and both types,
 // and nothing is committed; the records such a schema describes belong in
-// the topic's dead-letter table (partition, offset, raw bytes, reason,
-// record time). A field the sink drops stays in the table, so workers on
-// an older and a newer schema version can share it.
+// the topic's dead-letter table (topic, partition, offset, raw bytes,
+// reason, record time), where the sink lands a record its schema refuses
+// (sinks/lake/doc.go, "Dead letters"). A field the sink drops stays in
+// the table, so workers on an older and a newer schema version can share
+// it.
 //
 // The sink's Parquet files carry no field IDs: readers map their columns
 // to the table's by the table's name mapping (schema.name-mapping.default).

@@ -52,10 +52,10 @@ func (w *Worker) discardEach(ctx context.Context, discards []action) {
 func (w *Worker) runAction(ctx context.Context, p *partitionState, a action, cur *current) error {
 	switch a.kind {
 	case actOpen:
-		return w.openFile(ctx, p, a)
+		return w.openFile(ctx, p, a, cur)
 	case actAppend:
 		win := p.windowOf(a.win)
-		f := win.files[a.bucket.Unix()]
+		f := win.files[fileKey{a.bucket.Unix(), a.value}]
 		if err := f.w.AppendRow(p.row, cur.record.Timestamp); err != nil {
 			return fmt.Errorf("lake: %s: %w", f.name, err)
 		}
@@ -69,9 +69,10 @@ func (w *Worker) runAction(ctx context.Context, p *partitionState, a action, cur
 		}
 	case actDeadLetter:
 		r := cur.record
-		w.dlq.send(newDeadLetter(p.tp, r, cur.reason), deadLetterKey(r))
+		win := p.windowOf(a.win)
+		w.sendDeadLetter(p, win, r, cur.reason)
 		w.metrics.deadLetters.WithLabelValues(p.tp.topic).Inc()
-		w.countDeadLetter(p.windowOf(a.win), r)
+		w.countDeadLetter(win, r)
 	case actDrop:
 		w.countDedup(p, p.windowOf(a.win), cur.record, countDeduplicated)
 	case actLand:
@@ -85,7 +86,7 @@ func (w *Worker) runAction(ctx context.Context, p *partitionState, a action, cur
 // openFile creates the file a.bucket of p's window, first clearing
 // what a superseded owner left in the bucket when the lander says it is the
 // bucket's first opening since the assignment (Hive format only).
-func (w *Worker) openFile(ctx context.Context, p *partitionState, a action) error {
+func (w *Worker) openFile(ctx context.Context, p *partitionState, a action, cur *current) error {
 	// Not in a table (doc.go, "Iceberg tables"): readers see only the files
 	// a snapshot lists, and a zombie's file removed here could still be
 	// committed by it.
@@ -107,8 +108,8 @@ func (w *Worker) openFile(ctx context.Context, p *partitionState, a action) erro
 		return fmt.Errorf("lake: %s: %w", name, err)
 	}
 	win := p.windowOf(a.win)
-	f := &outFile{name: name, bucket: a.bucket, obj: obj, w: pw, first: a.offset, last: a.offset}
-	win.files[a.bucket.Unix()] = f
+	f := &outFile{name: name, bucket: a.bucket, identity: cur.identity, obj: obj, w: pw, first: a.offset, last: a.offset}
+	win.files[fileKey{a.bucket.Unix(), a.value}] = f
 	win.order = append(win.order, f)
 	return nil
 }
@@ -134,7 +135,7 @@ func (w *Worker) endWindow(ctx context.Context, p *partitionState, cw *coreWindo
 		}
 		rows += f.w.Rows()
 		size += f.w.Bytes()
-		landed = append(landed, landedFile{name: f.name, bucket: f.bucket, first: f.first, last: f.last,
+		landed = append(landed, landedFile{name: f.name, bucket: f.bucket, identity: f.identity, first: f.first, last: f.last,
 			rows: f.w.Rows(), bytes: f.w.Bytes()})
 		w.metrics.files.WithLabelValues(p.tp.topic).Inc()
 		if w.cfg.AfterPublish != nil {
@@ -144,12 +145,13 @@ func (w *Worker) endWindow(ctx context.Context, p *partitionState, cw *coreWindo
 	if err := w.publishAudit(ctx, p, win); err != nil {
 		return err
 	}
-	if win.deadLetters > 0 {
+	if win.deadLetters > 0 && w.dlq != nil {
 		if err := w.dlq.flush(ctx); err != nil {
 			return fmt.Errorf("lake: dead letters of %s/%d: %w", p.tp.topic, p.tp.partition, err)
 		}
 	}
-	commit := windowCommit{tp: p.tp, start: win.start, next: win.next, watermark: win.maxRecordTime, files: landed}
+	commit := windowCommit{tp: p.tp, start: win.start, next: win.next, watermark: win.maxRecordTime, files: landed,
+		deadLetterRows: win.deadLetterRows}
 	if err := w.commit.commit(ctx, commit); err != nil {
 		return fmt.Errorf("lake: commit %s/%d at %d: %w", p.tp.topic, p.tp.partition, win.next, err)
 	}

@@ -128,13 +128,13 @@ func (w *Worker) describeBatches(ctx context.Context, batches []undecodableBatch
 // with the window, after the dead letter is acknowledged. The caller holds
 // w.landing (the name is older than that lock; stall.go calls it too).
 func (w *Worker) skipRangeLocked(p *partitionState, d DeadLetter, first, next int64) {
-	w.dlq.send(d, nil)
-	w.metrics.deadLetters.WithLabelValues(p.tp.topic).Inc()
-	w.metrics.undecodableBatches.WithLabelValues(p.tp.topic).Inc()
-	w.logger.Error(d.Reason+" sent to the dead-letter topic and skipped", "topic", p.tp.topic,
-		"partition", p.tp.partition, "first_offset", first, "last_offset", next-1, "err", d.Error)
 	now := w.now()
 	p.position = w.core.skipped(p.tp, first, next, now)
+	w.sendBatchDeadLetter(p, d)
+	w.metrics.deadLetters.WithLabelValues(p.tp.topic).Inc()
+	w.metrics.undecodableBatches.WithLabelValues(p.tp.topic).Inc()
+	w.logger.Error(d.Reason+" sent to the dead letters and skipped", "topic", p.tp.topic,
+		"partition", p.tp.partition, "first_offset", first, "last_offset", next-1, "err", d.Error)
 	p.progressAt = now
 	w.seek(p.tp, p.position)
 }

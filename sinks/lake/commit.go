@@ -7,6 +7,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/sinks/iceberg"
 )
 
 // The commit step of a landed window (doc.go, "Core and worker"): once
@@ -35,13 +37,18 @@ type windowCommit struct {
 	next      int64     // the offset after the window's last record
 	watermark time.Time // the window's largest record timestamp (zero: none)
 	files     []landedFile
+	// deadLetterRows are the window's dead letters with Format iceberg,
+	// for the topic's dead-letter table; nil with Format hive, whose dead
+	// letters were produced and acknowledged before the commit.
+	deadLetterRows []iceberg.DeadLetterRow
 }
 
 // landedFile is one file a window published, in the order it was opened.
 type landedFile struct {
 	name        string // its published name (Layout.DataFile)
 	bucket      time.Time
-	first, last int64 // offsets of its first and last row
+	identity    *identityValue // its identity partition value; nil without one
+	first, last int64          // offsets of its first and last row
 	rows, bytes int64
 }
 

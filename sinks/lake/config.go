@@ -276,6 +276,11 @@ func (c Config) Validate() error {
 	case "", FormatHive:
 	case FormatIceberg:
 		errs = append(errs, c.Iceberg.validate()...)
+		if s != nil {
+			if err := c.Iceberg.validateIdentity(s); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		if c.PartitionBy != "" && c.PartitionBy != c.Iceberg.layout() {
 			errs = append(errs, fmt.Errorf("lake: partition_by %q: with format iceberg the files follow the table's partition spec (iceberg.partition); leave partition_by unset", c.PartitionBy))
 		}

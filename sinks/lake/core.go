@@ -28,6 +28,12 @@ type landerLimits struct {
 	rollRows, rollBytes  int64
 	rollAge, idleTimeout time.Duration
 	maxOpenFiles         int
+	// deadLetterBytes lands a window whose dead letters reach this size
+	// (coreRecord.size); 0: no limit. Format iceberg holds a window's dead
+	// letters in memory until it lands (deadletter.go), and a stream of
+	// nothing but dead letters would otherwise grow a window until the
+	// idle timeout: rows, bytes and age count rows only.
+	deadLetterBytes int64
 }
 
 // landerPartition is the lander's state of one assigned partition.
@@ -46,15 +52,26 @@ type coreWindow struct {
 	firstRecordTime time.Time // zero while the window holds only a skipped batch
 	maxRecordTime   time.Time
 	rows            int64
-	deadLetters     int // records and skipped batches sent to the dead-letter topic
-	byBucket        map[int64]*coreFile
+	deadLetters     int   // records and skipped batches sent to the dead-letter topic
+	deadLetterBytes int64 // the sizes of its dead-lettered records
+	byBucket        map[fileKey]*coreFile
 	opened          []*coreFile // in opening order
 }
 
-// coreFile is one file of a window: a bucket's rows from first to last.
+// coreFile is one file of a window: a bucket's rows from first to last
+// (of one value of the identity partition's field, with a table
+// partitioned by one).
 type coreFile struct {
 	bucket      time.Time
+	value       string
 	first, last int64
+}
+
+// fileKey names a file of a window: its bucket (Unix seconds) and its
+// identity partition value ("" without one).
+type fileKey struct {
+	bucket int64
+	value  string
 }
 
 // recordKind is what the worker found a record to be.
@@ -72,6 +89,12 @@ type coreRecord struct {
 	timestamp time.Time // the record's timestamp (record time)
 	kind      recordKind
 	bucket    time.Time // recordRow: the bucket of its event time
+	size      int64     // recordDeadLetter: what its dead letter holds, in bytes
+	// value is, with a table partitioned by identity on a field, the
+	// row's value of that field as a key (identityKey); "" otherwise. A
+	// data file holds one partition value, so rows of another value go
+	// to another file of the bucket.
+	value string
 }
 
 // actionKind names what the worker must do.
@@ -91,6 +114,7 @@ type action struct {
 	kind      actionKind
 	tp        topicPartition
 	bucket    time.Time
+	value     string // the file's identity partition value key, "" without one
 	offset    int64
 	clear     bool
 	checkSize bool
@@ -102,13 +126,13 @@ func (a action) String() string {
 	p := fmt.Sprintf("%s/%d", a.tp.topic, a.tp.partition)
 	switch a.kind {
 	case actOpen:
-		s := fmt.Sprintf("open %s %s first=%d", p, a.bucket.Format("2006-01-02T15"), a.offset)
+		s := fmt.Sprintf("open %s %s first=%d", p, bucketName(a.bucket, a.value), a.offset)
 		if a.clear {
 			s += " clear"
 		}
 		return s
 	case actAppend:
-		s := fmt.Sprintf("append %s %s @%d", p, a.bucket.Format("2006-01-02T15"), a.offset)
+		s := fmt.Sprintf("append %s %s @%d", p, bucketName(a.bucket, a.value), a.offset)
 		if a.checkSize {
 			s += " size?"
 		}
@@ -127,7 +151,7 @@ func (a action) String() string {
 func (win *coreWindow) String() string {
 	var files []string
 	for _, f := range win.opened {
-		files = append(files, fmt.Sprintf("%s:%d-%d", f.bucket.Format("2006-01-02T15"), f.first, f.last))
+		files = append(files, fmt.Sprintf("%s:%d-%d", bucketName(f.bucket, f.value), f.first, f.last))
 	}
 	return fmt.Sprintf("[%d,%d) rows=%d dl=%d files=[%s]", win.start, win.next, win.rows, win.deadLetters, strings.Join(files, " "))
 }
@@ -195,8 +219,13 @@ func (l *lander) record(tp topicPartition, r coreRecord) []action {
 	switch r.kind {
 	case recordDeadLetter:
 		p.win.deadLetters++
+		p.win.deadLetterBytes += r.size
 		p.win.advance(r)
-		return []action{{kind: actDeadLetter, tp: tp, offset: r.offset, win: p.win}}
+		acts := []action{{kind: actDeadLetter, tp: tp, offset: r.offset, win: p.win}}
+		if l.limits.deadLetterBytes > 0 && p.win.deadLetterBytes >= l.limits.deadLetterBytes {
+			acts = append(acts, l.land(tp, "dead-letters"))
+		}
+		return acts
 	case recordRepeat:
 		p.win.advance(r)
 		return []action{{kind: actDrop, tp: tp, offset: r.offset, win: p.win}}
@@ -207,7 +236,8 @@ func (l *lander) record(tp topicPartition, r coreRecord) []action {
 		acts = append(acts, l.land(tp, "age"))
 		p.win = newCoreWindow(r)
 	}
-	f := p.win.byBucket[r.bucket.Unix()]
+	key := fileKey{r.bucket.Unix(), r.value}
+	f := p.win.byBucket[key]
 	if f == nil {
 		if l.openFiles >= l.limits.maxOpenFiles && len(p.win.byBucket) > 0 {
 			acts = append(acts, l.land(tp, "open-files"))
@@ -221,18 +251,19 @@ func (l *lander) record(tp topicPartition, r coreRecord) []action {
 				}
 			}
 		}
-		f = &coreFile{bucket: r.bucket, first: r.offset, last: r.offset}
-		p.win.byBucket[r.bucket.Unix()] = f
+		f = &coreFile{bucket: r.bucket, value: r.value, first: r.offset, last: r.offset}
+		p.win.byBucket[key] = f
 		p.win.opened = append(p.win.opened, f)
 		l.openFiles++
-		acts = append(acts, action{kind: actOpen, tp: tp, bucket: r.bucket, offset: r.offset, clear: !p.cleared[r.bucket.Unix()], win: p.win})
+		acts = append(acts, action{kind: actOpen, tp: tp, bucket: r.bucket, value: r.value, offset: r.offset,
+			clear: !p.cleared[r.bucket.Unix()], win: p.win})
 		p.cleared[r.bucket.Unix()] = true
 	}
 	f.last = r.offset
 	p.win.rows++
 	p.win.advance(r)
 	check := p.win.rows < l.limits.rollRows && p.win.rows%bytesCheckEvery == 0
-	acts = append(acts, action{kind: actAppend, tp: tp, bucket: r.bucket, offset: r.offset, checkSize: check, win: p.win})
+	acts = append(acts, action{kind: actAppend, tp: tp, bucket: r.bucket, value: r.value, offset: r.offset, checkSize: check, win: p.win})
 	if p.win.rows >= l.limits.rollRows {
 		acts = append(acts, l.land(tp, "rows"))
 	}
@@ -256,7 +287,7 @@ func (l *lander) skipped(tp topicPartition, first, next int64, now time.Time) in
 	if p.win == nil {
 		// The window starts at the group's position, which is the batch's
 		// first offset or inside the batch.
-		p.win = &coreWindow{start: first, next: first, byBucket: map[int64]*coreFile{}}
+		p.win = &coreWindow{start: first, next: first, byBucket: map[fileKey]*coreFile{}}
 	}
 	p.win.deadLetters++
 	p.win.next = max(p.win.next, next)
@@ -342,7 +373,16 @@ func (l *lander) discard(tp topicPartition) []action {
 }
 
 func newCoreWindow(r coreRecord) *coreWindow {
-	return &coreWindow{start: r.offset, next: r.offset, firstRecordTime: r.timestamp, byBucket: map[int64]*coreFile{}}
+	return &coreWindow{start: r.offset, next: r.offset, firstRecordTime: r.timestamp, byBucket: map[fileKey]*coreFile{}}
+}
+
+// bucketName is how traces and logs show a file's bucket: its hour, and
+// its identity partition value when it has one.
+func bucketName(bucket time.Time, value string) string {
+	if value == "" {
+		return bucket.Format("2006-01-02T15")
+	}
+	return bucket.Format("2006-01-02T15") + "[" + value + "]"
 }
 
 // advance moves the window's end past r.

@@ -152,3 +152,56 @@ func TestGoldenRebalance(t *testing.T) {
 	tr.line("revoke 2 after the failure", tr.l.revoked(p2, true))
 	checkGolden(t, "rebalance", tr.b.String())
 }
+
+// recIdentity hands the lander row offset of p in bucket hour h with the
+// identity partition value key value; ts is its record time.
+func (tr *coreTrace) recIdentity(p int32, offset int64, h int, ts float64, value string) {
+	tp := topicPartition{"clicks", p}
+	r := coreRecord{offset: offset, timestamp: at(ts), bucket: t0.Add(time.Duration(h) * time.Hour), value: value}
+	tr.line(fmt.Sprintf("record %d@%d row hr+%d %s t=%gs", p, offset, h, value, ts), tr.l.record(tp, r))
+}
+
+// TestGoldenIdentity: with identity partitioning, rows of one bucket with
+// different values go to different files (a data file holds one partition
+// value), each named by its own first row; a value seen again appends to
+// its file; null is a value of its own; and the open-file cap counts every
+// value's file.
+func TestGoldenIdentity(t *testing.T) {
+	limits := coreLimits
+	limits.rollRows, limits.maxOpenFiles = 6, 3
+	tr := &coreTrace{l: newLander(limits)}
+	tr.recIdentity(0, 0, 0, 0, `"a"`)
+	tr.recIdentity(0, 1, 0, 1, `"b"`)
+	tr.recIdentity(0, 2, 0, 2, `"a"`)
+	tr.recIdentity(0, 3, 0, 3, `null`)
+	tr.recIdentity(0, 4, 1, 4, `"a"`)
+	tr.recIdentity(0, 5, 0, 5, `"b"`)
+	tr.recIdentity(0, 6, 0, 6, `"b"`)
+	tr.line("shutdown", tr.l.shutdown())
+	checkGolden(t, "identity", tr.b.String())
+}
+
+// TestGoldenDeadLetterBytes: with a bound on a window's dead letters
+// (format iceberg holds them in memory), a window lands once its dead
+// letters reach it, whether it holds rows or dead letters only; without
+// the bound (format hive) only rows, bytes, age and time end a window.
+func TestGoldenDeadLetterBytes(t *testing.T) {
+	limits := coreLimits
+	limits.deadLetterBytes = 100
+	tr := &coreTrace{l: newLander(limits)}
+	deadLetter := func(offset int64, size int64, ts float64) {
+		r := coreRecord{offset: offset, timestamp: at(ts), kind: recordDeadLetter, size: size}
+		tr.line(fmt.Sprintf("record 0@%d dl %dB t=%gs", offset, size, ts), tr.l.record(topicPartition{"clicks", 0}, r))
+	}
+	tr.rec(0, 0, "row", 0, 0)
+	deadLetter(1, 60, 1)
+	deadLetter(2, 40, 2)
+	deadLetter(3, 99, 3)
+	deadLetter(4, 1, 4)
+	deadLetter(5, 30, 5)
+	tr.line("unbounded:", nil)
+	tr.l.limits.deadLetterBytes = 0
+	deadLetter(6, 1000, 6)
+	tr.line("shutdown", tr.l.shutdown())
+	checkGolden(t, "dead_letter_bytes", tr.b.String())
+}

@@ -1,6 +1,7 @@
 package lake
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -9,7 +10,59 @@ import (
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/sinks/iceberg"
 )
+
+// Where dead letters go (doc.go, "Dead letters"): with Format hive to the
+// `<topic>.dlq` topic as a JSON DeadLetter, produced at once and
+// acknowledged before the window's commit; with Format iceberg to the
+// topic's dead-letter table (`<topic>~dlq`) as a row, kept with the window
+// and committed with it, before the topic's table (tabledeadletter.go).
+// Iceberg mode writes no `<topic>.dlq` topic: the table is the one place a
+// user looks, as with Redpanda's Iceberg topics.
+
+// maxWindowDeadLetterBytes bounds the dead letters a window of Format
+// iceberg holds in memory (landerLimits.deadLetterBytes): one that reaches
+// it lands. A cut that depends on the records only, like roll-rows.
+const maxWindowDeadLetterBytes = 16 << 20
+
+// deadLetterRowOverhead is what a dead-letter row holds besides its value
+// and reason (topic, offsets, time), as counted for that bound.
+const deadLetterRowOverhead = 64
+
+// sendDeadLetter sends record r of p, which the table or schema cannot
+// take for reason, to the dead-letter topic or to win's dead-letter rows.
+func (w *Worker) sendDeadLetter(p *partitionState, win *window, r *kgo.Record, reason string) {
+	if w.cfg.Format != FormatIceberg {
+		w.dlq.send(newDeadLetter(p.tp, r, reason), deadLetterKey(r))
+		return
+	}
+	// The value whole (a table holds binary of any size), copied: the
+	// window outlives the fetch that delivered it.
+	win.deadLetterRows = append(win.deadLetterRows, iceberg.DeadLetterRow{Topic: p.tp.topic, Partition: p.tp.partition,
+		Offset: r.Offset, LastOffset: -1, Raw: bytes.Clone(r.Value), Reason: reason, Time: r.Timestamp.UTC()})
+}
+
+// sendBatchDeadLetter sends d, the dead letter of a skipped batch of p, to
+// the dead-letter topic or to the rows of p's window (which holds the
+// skipped offsets: call it after lander.skipped).
+func (w *Worker) sendBatchDeadLetter(p *partitionState, d DeadLetter) {
+	if w.cfg.Format != FormatIceberg {
+		w.dlq.send(d, nil)
+		return
+	}
+	reason := d.Reason
+	if d.Error != "" {
+		reason += ": " + d.Error
+	}
+	row := iceberg.DeadLetterRow{Topic: d.Topic, Partition: d.Partition, Offset: d.Offset, LastOffset: d.LastOffset, Reason: reason}
+	if t, err := time.Parse(time.RFC3339Nano, d.Timestamp); err == nil {
+		row.Time = t // unset when the batch's header could not be read
+	}
+	win := p.windowOf(w.core.window(p.tp))
+	win.deadLetterRows = append(win.deadLetterRows, row)
+}
 
 // DeadLetter is the JSON value of a record on `<topic>.dlq`.
 type DeadLetter struct {

@@ -71,7 +71,9 @@
 //     happened to read the records);
 //   - before a record that needs a new file when the worker already has
 //     MaxOpenFiles open files (late data for many old hours ends the window
-//     early instead of opening unbounded writers).
+//     early instead of opening unbounded writers);
+//   - with Format iceberg, after the dead letter that brings the window's
+//     dead letters to 16 MiB (they are held in memory; "Dead letters").
 //
 // Four cuts depend on the wall clock or on other partitions, and are exactly
 // once by the removal argument alone: the idle timeout (a window whose
@@ -171,6 +173,16 @@
 // take a file a zombie then commits): they stay, unreferenced, for the
 // orphan sweep. _SUCCESS markers are not written: a snapshot is the
 // completion.
+//
+// A data file holds one partition value of the table's spec, so the files
+// follow it: hour files for hour(<event time>) and for none, day files for
+// day. A table partitioned by identity on a field (tablepartition.go)
+// takes day files split by the field's value too: the lander keys a
+// window's files by bucket and value (coreRecord.value), and the commit
+// gives each file its value. The naming argument above is unchanged: a
+// file's first row fixes its value, so two files of one name still hold
+// the same rows. The sink refuses to start when the table's spec is not
+// the one it is configured for (an existing table keeps its spec).
 
 // # Dedup
 //
@@ -260,6 +272,43 @@
 // producer's or the broker's size limit and stall the partition. A
 // crash before the commit produces them again: the dead-letter topic is at
 // least once, and the envelope's topic/partition/offset identify duplicates.
+//
+// With Format iceberg dead letters go to a table, not a topic: each is a
+// row of the topic's `<topic>~dlq` table (iceberg.DeadLetterSchema: topic,
+// partition, offset, the whole raw value, the reason, the record time; a
+// skipped batch below has its last offset, no value, and its codec's error
+// in the reason), and no `<topic>.dlq` topic is written or made. The rows
+// are kept with their window and committed when it lands, in one snapshot
+// of the dead-letter table that comes BEFORE the topic table's snapshot of
+// the same window (tabledeadletter.go), and they are exactly once too. The
+// dead-letter table's snapshots carry the group's offsets
+// (millrace.offsets.<group>.<topic>) with this meaning: every dead letter
+// of a partition below the offset is in the table, and none at or above
+// it. A window's commit reads that offset D from the table's head, keeps
+// its dead letters at or above D, writes them as one file named by the
+// partition and the offsets of its first and last row, and commits it with
+// the range [D, window end), asserting the head it read; a commit that
+// loses the compare-and-swap reads the new head and plans again. So the
+// table's ranges of a partition are contiguous and never overlap, and no
+// dead letter is in it twice. None is missing either: the topic table's
+// offset passes a dead letter only in the commit of a window that holds
+// it, and that window committed it to the dead-letter table first (or
+// found it there). After a crash between the two commits, the window is
+// landed again from the topic table's offset, whatever its cuts: its dead
+// letters below D are skipped, the others added. A window without dead
+// letters commits nothing there, so D may lag the topic table's offset;
+// the next range simply starts lower, over offsets that had none. Two
+// files of one name hold the same rows (the dead letters between two
+// offsets the table did not have), so a publish that finds its name taken
+// counts as done; files of failed commits are left to the orphan sweep.
+// The rows of a window are held in memory until it lands, so a window
+// whose dead letters reach 16 MiB (values and reasons) lands there: a cut
+// that depends on the records only, like the others, and the one that
+// ends a stream of nothing but dead letters, which rows, bytes and age,
+// counting rows, never end.
+// One limit is the schema's: a worker restarted with a schema that takes a
+// record an earlier attempt dead-lettered (and committed there, without
+// the topic table's commit) lands it in both tables.
 //
 // # Undecodable batches
 //

@@ -36,6 +36,9 @@ type tableCommitter struct {
 
 	mu     sync.Mutex // guards the following
 	tables map[string]*table.Table
+	// deadLetterTables are the topics' dead-letter tables, loaded on
+	// their first dead letter (tabledeadletter.go).
+	deadLetterTables map[string]*table.Table
 	// from is, per partition, the offset the next commit starts at: the
 	// table's offset when the partition was assigned, then the end of each
 	// commit. A partition the table had no offset for starts at its first
@@ -93,8 +96,16 @@ func (c *tableCommitter) commit(ctx context.Context, wc windowCommit) error {
 	if md := encodeWatermark(wc.watermark); md != "" {
 		cm.Watermarks = map[int32]string{wc.tp.partition: md}
 	}
+	// Dead letters first: once the topic's table is past a window, the
+	// window is never landed again, so its dead letters must already be in
+	// their table (doc.go, "Dead letters").
+	if len(wc.deadLetterRows) > 0 {
+		if err := c.commitDeadLetters(ctx, wc); err != nil {
+			return err
+		}
+	}
 	for _, f := range wc.files {
-		df, err := c.dataFile(ctx, tbl, wc.tp.topic, f.name)
+		df, err := c.dataFile(ctx, tbl, wc.tp.topic, f.name, f.identity)
 		if err != nil {
 			return err
 		}
@@ -141,8 +152,9 @@ func (c *tableCommitter) setTable(topic string, tbl *table.Table) {
 }
 
 // dataFile describes the published file name (a Layout name) for tbl, with
-// the statistics and partition value of its footer.
-func (c *tableCommitter) dataFile(ctx context.Context, tbl *table.Table, topic, name string) (iceberggo.DataFile, error) {
+// the statistics of its footer and its partition value: identity's when
+// the file has one, else the footer's.
+func (c *tableCommitter) dataFile(ctx context.Context, tbl *table.Table, topic, name string, identity *identityValue) (iceberggo.DataFile, error) {
 	r, err := c.store.Open(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("lake: read back %s: %w", name, err)
@@ -154,6 +166,9 @@ func (c *tableCommitter) dataFile(ctx context.Context, tbl *table.Table, topic, 
 	}
 	defer pf.Close()
 	location := strings.TrimSuffix(tbl.Location(), "/") + "/data/" + strings.TrimPrefix(name, topic+"/")
+	if identity != nil {
+		return iceberg.DataFileWithIdentity(tbl, location, r.Size(), pf.MetaData(), identity.value)
+	}
 	return iceberg.DataFile(tbl, location, r.Size(), pf.MetaData())
 }
 

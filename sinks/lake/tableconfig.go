@@ -44,8 +44,9 @@ type TableConfig struct {
 	// Namespace holds one table per topic. Default "millrace".
 	Namespace string `yaml:"namespace"`
 	// Partition is the tables' partition spec: "hour" (default:
-	// hour(<event time>)), "day", or "none". "identity:<field>" is
-	// recognised but refused: the sink's files are split by time only.
+	// hour(<event time>)), "day", "identity:<field>" (the value of a
+	// string, int64 or bool field of the schema; tablepartition.go), or
+	// "none".
 	Partition string `yaml:"partition"`
 	// Maintenance is the tables' scheduled compaction, snapshot expiry and
 	// orphan sweep (maintain.go); on by default.
@@ -87,8 +88,9 @@ func (tc TableConfig) validate() []error {
 			errs = append(errs, fmt.Errorf("lake: iceberg.partition %q: only identity takes a field", tc.Partition))
 		}
 	case string(iceberg.PartitionIdentity):
-		errs = append(errs, fmt.Errorf("lake: iceberg.partition %q: identity partitioning is not supported by the sink yet "+
-			"(its files are split by event time only, and an Iceberg data file holds one partition value)", tc.Partition))
+		if field == "" {
+			errs = append(errs, fmt.Errorf("lake: iceberg.partition %q: want identity:<field>", tc.Partition))
+		}
 	default:
 		errs = append(errs, fmt.Errorf("lake: iceberg.partition %q: want hour, day, identity:<field> or none", tc.Partition))
 	}
@@ -98,9 +100,10 @@ func (tc TableConfig) validate() []error {
 
 // layout is the partition_by the table's spec needs: a data file holds one
 // partition value, so a day-partitioned table takes day files, every other
-// spec hour files.
+// spec hour files. (An identity-partitioned table takes day files split by
+// value: its spec does not care for time, and day files are fewer.)
 func (tc TableConfig) layout() string {
-	if tc.Partition == string(iceberg.PartitionDay) {
+	if tc.Partition == string(iceberg.PartitionDay) || tc.identityField() != "" {
 		return "day"
 	}
 	return "hour"
@@ -175,5 +178,6 @@ func (tc TableConfig) catalogConfig(st store.Store, logger *slog.Logger) (iceber
 
 // tableConfig is the sinks/iceberg table shape of tc.
 func (tc TableConfig) tableConfig() iceberg.TableConfig {
-	return iceberg.TableConfig{Partitioning: iceberg.Partitioning(tc.Partition)}
+	p, field, _ := strings.Cut(tc.Partition, ":")
+	return iceberg.TableConfig{Partitioning: iceberg.Partitioning(p), PartitionField: field}
 }

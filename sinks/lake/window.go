@@ -8,6 +8,7 @@ import (
 
 	"millrace/audit"
 	"millrace/schemas"
+	"millrace/sinks/iceberg"
 	"millrace/sinks/parquet"
 	"millrace/sinks/store"
 )
@@ -51,25 +52,31 @@ type partitionState struct {
 // lander's (the embedded coreWindow).
 type window struct {
 	*coreWindow
-	files map[int64]*outFile // by bucket start, Unix seconds
-	order []*outFile         // in creation order
-	dedup dedupCounts        // repeats dropped and rows without id, by source and hour
+	files map[fileKey]*outFile // by bucket start (Unix seconds) and identity value
+	order []*outFile           // in creation order
+	dedup dedupCounts          // repeats dropped and rows without id, by source and hour
 	audit map[auditKey]*auditCounts
+	// deadLetterRows are the window's dead letters with Format iceberg,
+	// in offset order, committed to the topic's dead-letter table with the
+	// window (tabledeadletter.go).
+	deadLetterRows []iceberg.DeadLetterRow
 }
 
 // outFile is one Parquet file of a window.
 type outFile struct {
 	name   string
 	bucket time.Time
-	obj    store.Object
-	w      *parquet.Writer
-	first  int64
-	last   int64
+	// identity is the file's identity partition value (nil without one).
+	identity *identityValue
+	obj      store.Object
+	w        *parquet.Writer
+	first    int64
+	last     int64
 	// sources counts the rows per source and hour, for the footer.
 	sources map[auditKey]int64
 }
 
-// deadLetterSink sends dead letters to `<Topic>.dlq`.
+// deadLetterSink sends dead letters to `<Topic>.dlq` (Format hive).
 type deadLetterSink interface {
 	send(letter DeadLetter, key []byte)
 	// flush waits until everything sent is acknowledged.
@@ -106,6 +113,8 @@ type current struct {
 	record *kgo.Record
 	reason string // why it is a dead letter
 	noID   bool   // a row without a recognised event id (counted)
+	// identity is the row's identity partition value (nil without one).
+	identity *identityValue
 }
 
 // processRecord classifies one record of p (decode, dedup), hands it to the
@@ -133,6 +142,7 @@ func (w *Worker) processRecord(ctx context.Context, p *partitionState, r *kgo.Re
 	switch {
 	case cur.reason != "":
 		rec.kind = recordDeadLetter
+		rec.size = int64(len(r.Value)+len(cur.reason)) + deadLetterRowOverhead
 	case p.dedup != nil:
 		kind, repeat := p.dedup.decideRecord(p.row, r)
 		if repeat {
@@ -142,6 +152,10 @@ func (w *Worker) processRecord(ctx context.Context, p *partitionState, r *kgo.Re
 	}
 	if rec.kind == recordRow {
 		rec.bucket = w.bucketOf(p.row, r.Timestamp)
+		if w.identity != "" {
+			cur.identity = w.identityOf(p.row)
+			rec.value = cur.identity.key
+		}
 	}
 	return w.runActions(ctx, w.core.record(p.tp, rec), cur)
 }
@@ -150,7 +164,7 @@ func (w *Worker) processRecord(ctx context.Context, p *partitionState, r *kgo.Re
 // for it yet.
 func (p *partitionState) windowOf(cw *coreWindow) *window {
 	if p.win == nil || p.win.coreWindow != cw {
-		p.win = &window{coreWindow: cw, files: map[int64]*outFile{}}
+		p.win = &window{coreWindow: cw, files: map[fileKey]*outFile{}}
 	}
 	return p.win
 }

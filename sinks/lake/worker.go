@@ -26,7 +26,8 @@ import (
 type Worker struct {
 	cfg       Config
 	schema    *schemas.Schema
-	timeField int // index of Config.TimestampField, or -1 for the schema's time field
+	timeField int    // index of Config.TimestampField, or -1 for the schema's time field
+	identity  string // the identity partition's field (tablepartition.go), "" without one
 	layout    Layout
 	store     store.Store
 	logger    *slog.Logger
@@ -99,6 +100,10 @@ func New(cfg Config, st store.Store, reg prometheus.Registerer, logger *slog.Log
 		done: make(chan struct{}), parts: map[topicPartition]*partitionState{}, pending: map[string]map[int64]struct{}{},
 		core: newLander(landerLimits{rollRows: cfg.RollRows, rollBytes: cfg.RollBytes, rollAge: cfg.RollAge,
 			idleTimeout: cfg.IdleTimeout, maxOpenFiles: cfg.MaxOpenFiles})}
+	if cfg.Format == FormatIceberg {
+		w.identity = cfg.Iceberg.identityField()
+		w.core.limits.deadLetterBytes = maxWindowDeadLetterBytes
+	}
 	if cfg.TimestampField != "" && cfg.TimestampField != schema.TimeField {
 		w.timeField = schema.FieldIndex(cfg.TimestampField)
 	}
@@ -138,6 +143,11 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 				cat.Close()
 			}
 		}()
+		for _, tbl := range opened {
+			if err := w.cfg.Iceberg.checkSpec(tbl, w.schema.TimeField); err != nil {
+				return err
+			}
+		}
 		tables = &tableCommitter{catalog: cat, group: w.cfg.Group, store: w.store, logger: w.logger,
 			tables: opened, from: map[topicPartition]int64{}}
 		// The table, not the group, says where each partition starts.
@@ -171,13 +181,16 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		cl.Close()
 		return fmt.Errorf("lake: cannot reach brokers %v: %w", w.cfg.Brokers, err)
 	}
-	w.ensureDeadLetterTopics(ctx, cl)
+	if w.cfg.Format != FormatIceberg {
+		// Iceberg mode's dead letters go to a table (deadletter.go).
+		w.ensureDeadLetterTopics(ctx, cl)
+		w.dlq = &kgoDeadLetters{client: cl}
+	}
 	w.client = cl
 	w.commit = &kgoCommitter{client: cl, group: w.cfg.Group}
 	if tables != nil {
 		tables.next, w.commit, w.tables = w.commit, tables, tables.catalog
 	}
-	w.dlq = &kgoDeadLetters{client: cl}
 	if w.cfg.AuditTopic != "off" {
 		w.ensureTopic(ctx, cl, w.cfg.AuditTopic)
 		w.audit = &kgoAudit{client: cl, topic: w.cfg.AuditTopic, brokers: w.cfg.Brokers, security: security}

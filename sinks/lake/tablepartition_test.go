@@ -1,0 +1,132 @@
+package lake
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	iceberggo "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/internal/waitfor"
+	"millrace/sinks/store"
+)
+
+// TestIcebergIdentityPartition lands clicks into a table partitioned by
+// identity on user_id: a value longer than a footer's truncated statistics,
+// a short one, and null (absent) are interleaved in one hour. Each data file
+// holds one value and carries it as its partition value, so a scan filtered
+// on a value reads exactly that value's rows, and every row is there once.
+func TestIcebergIdentityPartition(t *testing.T) {
+	t.Parallel()
+	addr, _ := startBroker(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("clicks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "clicks"); err != nil {
+		t.Fatal(err)
+	}
+	const long = "user-with-an-identifier-longer-than-sixteen-bytes"
+	users := []string{long, "u2", "", long, "", "u2", long}
+	for i, u := range users {
+		r := click(int64(i), 0)
+		if u != "" {
+			r.Value = []byte(strings.Replace(string(r.Value), `"type"`, fmt.Sprintf(`"user_id":%q,"type"`, u), 1))
+		}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: r.Value, Timestamp: r.Timestamp}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := t.TempDir()
+	st, err := store.NewFile(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Brokers: []string{addr}, Group: "g", Topics: []string{"clicks"}, Schema: "click",
+		Format: FormatIceberg, Iceberg: TableConfig{Warehouse: root, Partition: "identity:user_id"}, RollRows: 5,
+		IdleTimeout: 100 * time.Millisecond, AuditTopic: "off"}
+	w, err := New(cfg, st, prometheus.NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitfor.Until(t, time.Minute, "the group offset at 7", func() bool {
+		select {
+		case <-w.Done():
+			t.Fatalf("the worker stopped: %v", w.Err())
+		default:
+		}
+		offsets, err := adm.FetchOffsets(ctx, "g")
+		o, ok := offsets.Lookup("clicks", 0)
+		return err == nil && ok && o.At == 7
+	})
+	if err := w.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	tbl, _ := readTable(t, cfg)
+	if got := tbl.Spec().String(); !strings.Contains(got, "identity(") {
+		t.Errorf("spec %s, want identity on user_id", got)
+	}
+	if got := scanEventIDs(t, tbl); strings.Join(got, " ") != "e0 e1 e2 e3 e4 e5 e6" {
+		t.Errorf("the table holds %v, want e0 … e6 once each", got)
+	}
+	// Windows [0, 5) and [5, 7): files of long, u2 and null, then u2 and long.
+	tasks, err := tbl.Scan().PlanFiles(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values []string
+	for _, task := range tasks {
+		values = append(values, fmt.Sprint(task.File.Partition()))
+	}
+	slices.Sort(values)
+	want := []string{"map[1000:<nil>]", "map[1000:u2]", "map[1000:u2]", "map[1000:" + long + "]", "map[1000:" + long + "]"}
+	if !slices.Equal(values, want) {
+		t.Errorf("partition values of the data files:\n%v\nwant\n%v", values, want)
+	}
+	for value, ids := range map[string]string{long: "e0 e3 e6", "u2": "e1 e5"} {
+		filtered := tbl.Scan(table.WithRowFilter(iceberggo.EqualTo(iceberggo.Reference("user_id"), value)))
+		if got := scanIDs(t, filtered); got != ids {
+			t.Errorf("user_id = %q: %s, want %s", value, got, ids)
+		}
+	}
+	if got := scanIDs(t, tbl.Scan(table.WithRowFilter(iceberggo.IsNull(iceberggo.Reference("user_id"))))); got != "e2 e4" {
+		t.Errorf("user_id is null: %s, want e2 e4", got)
+	}
+}
+
+// scanIDs is the sorted event ids a scan reads, space separated.
+func scanIDs(t *testing.T, scan *table.Scan) string {
+	t.Helper()
+	_, batches, err := scan.ToArrowRecords(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for rec, err := range batches {
+		if err != nil {
+			t.Fatal(err)
+		}
+		col := rec.Column(rec.Schema().FieldIndices("event_id")[0])
+		for i := range col.Len() {
+			seen[col.ValueStr(i)] = true
+		}
+		rec.Release()
+	}
+	return strings.Join(slices.Sorted(maps.Keys(seen)), " ")
+}
