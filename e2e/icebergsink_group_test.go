@@ -37,7 +37,8 @@ import (
 // offsets equal the group's committed offsets, and DuckDB's read_parquet
 // over the files the current snapshot lists gives the same count. On the
 // SQLite catalog with a filesystem warehouse, and on the PostgreSQL catalog
-// with the warehouse in S3 (versitygw).
+// with the warehouse in S3 (versitygw). The workers that were never paused
+// never stop on a landing failure: no commit is lost to another's.
 func TestIcebergSinkGroup(t *testing.T) {
 	t.Parallel()
 	t.Run("sqlite-file", func(t *testing.T) {
@@ -204,6 +205,19 @@ func icebergGroupScenario(t *testing.T, be icebergGroupBackend) {
 		}
 	}
 
+	// Concurrent commits to one table lost none: the two workers that
+	// were never paused never stopped on a landing failure (a lost
+	// compare-and-swap rebased past maxRebases, a busy catalog database).
+	for _, p := range []*process{w2, w3} {
+		if strings.Contains(p.log(), "sink worker stopped") {
+			t.Errorf("%s stopped on a landing failure:\n%s", p.name, warnings([]byte(p.log()), 40))
+		}
+	}
+	for _, p := range []*process{zombie, w2, w3} {
+		if l := p.log(); strings.Contains(l, "database is locked") || strings.Contains(l, "SQLITE_BUSY") {
+			t.Errorf("%s found the catalog's database locked:\n%s", p.name, warnings([]byte(l), 40))
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cat, err := be.open(ctx)
