@@ -83,8 +83,8 @@ func TestIcebergSinkGroup(t *testing.T) {
 		dir := t.TempDir()
 		icebergGroupScenario(t, icebergGroupBackend{
 			warehouse: "s3://" + bucket + "/lake",
-			flags: []string{"--s3-endpoint", server.endpoint(), "--catalog", "postgres", "--catalog-uri", catalogURL},
-			env:   []string{"AWS_ACCESS_KEY_ID=" + s3AccessKey, "AWS_SECRET_ACCESS_KEY=" + s3SecretKey},
+			flags:     []string{"--s3-endpoint", server.endpoint(), "--catalog", "postgres", "--catalog-uri", catalogURL},
+			env:       []string{"AWS_ACCESS_KEY_ID=" + s3AccessKey, "AWS_SECRET_ACCESS_KEY=" + s3SecretKey},
 			open: func(ctx context.Context) (*iceberg.Catalog, error) {
 				return iceberg.Open(ctx, iceberg.Config{Catalog: iceberg.CatalogPostgres, URL: catalogURL, Namespace: "millrace",
 					S3: &store.S3Config{Endpoint: server.endpoint(), Bucket: bucket, Prefix: "lake",
