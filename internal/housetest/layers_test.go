@@ -64,7 +64,7 @@ var layers = []layer{
 // so nothing of a test's fixtures reaches the binary.
 var testHelpers = []string{
 	"internal/waitfor", "internal/zktest", "broker/coord/coordtest",
-	"sinks/store/storetest", "sinks/parquet/parquettest",
+	"sinks/store/storetest", "sinks/parquet/parquettest", "sinks/lakeread/tabletest",
 }
 
 // layerOf returns the layer holding path, the most specific match winning
