@@ -21,12 +21,12 @@ func landClicksTable(t *testing.T, root string) {
 	}
 	w := tabletest.New(t, root)
 	tbl := w.Table(t, "clicks", schemas.Click)
-	tbl = w.Commit(t, tbl, schemas.Click, "lake-clicks", 0, 2, tabletest.File{
+	tbl = w.Commit(t, tbl, schemas.Click, tabletest.Roll{Group: "lake-clicks", From: 0, To: 2, Files: []tabletest.File{{
 		Name:   "dt=2024-05-01/hr=10/part-0-00000000000000000000-00000000000000000001.parquet",
-		Events: []string{ev("page_view", "home", "10:00:00"), ev("click", "boots", "10:01:00")}})
-	w.Commit(t, tbl, schemas.Click, "lake-clicks", 2, 3, tabletest.File{
+		Events: []string{ev("page_view", "home", "10:00:00"), ev("click", "boots", "10:01:00")}}}})
+	w.Commit(t, tbl, schemas.Click, tabletest.Roll{Group: "lake-clicks", From: 2, To: 3, Files: []tabletest.File{{
 		Name:   "dt=2024-05-01/hr=11/part-0-00000000000000000002-00000000000000000002.parquet",
-		Events: []string{ev("click", "hat", "11:00:00")}})
+		Events: []string{ev("click", "hat", "11:00:00")}}}})
 	w.Write(t, tbl, schemas.Click, tabletest.File{
 		Name:   "dt=2024-05-01/hr=10/part-0-00000000000000000000-00000000000000000009.parquet",
 		Events: []string{ev("click", "uncommitted", "10:30:00")}})

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +17,8 @@ import (
 	"millrace/audit"
 	"millrace/internal/clientauth"
 	"millrace/pipeline/reconcile"
+	"millrace/sinks/iceberg"
+	"millrace/sinks/lakeread"
 	"millrace/sinks/store"
 )
 
@@ -395,8 +398,14 @@ func (c AuditConfig) runAudit(ctx context.Context, now time.Time) ([]AuditLakeRe
 			maps.DeleteFunc(records, func(_ string, e audit.Entry) bool { return !slices.Contains(l.Topics, e.Topic) })
 		}
 		in := reconcile.Input{Records: records, Runs: log.Runs, LakeURL: l.URL, Since: since, Now: now}
+		tables, closeTables, err := lakeTables(ctx, l.URL)
+		if err != nil {
+			return nil, fmt.Errorf("lake %s: %w", l.Name, err)
+		}
+		tables.EndOffsets = reconcile.EndOffsets(cl)
 		// A day past now: events may carry times a little ahead of the clock.
-		lake, err := reconcile.ReadLake(ctx, l.Store, in.Topics(), since, now.Add(24*time.Hour))
+		lake, err := reconcile.ReadLakeTables(ctx, l.Store, tables, in.Topics(), since, now.Add(24*time.Hour), now)
+		closeTables()
 		if err != nil {
 			return nil, fmt.Errorf("lake %s: %w", l.Name, err)
 		}
@@ -406,4 +415,19 @@ func (c AuditConfig) runAudit(ctx context.Context, now time.Time) ([]AuditLakeRe
 		out = append(out, AuditLakeReport{Name: l.Name, Report: r})
 	}
 	return out, nil
+}
+
+// lakeTables opens the default Iceberg catalog (catalog.db) of a lake
+// directory, whose tables' topics the audit reads from their current
+// snapshots; a lake without one has only Hive directories.
+func lakeTables(ctx context.Context, lakeURL string) (reconcile.Tables, func(), error) {
+	dir, ok := strings.CutPrefix(lakeURL, "file://")
+	if !ok || !lakeread.HasDefaultCatalog(dir) {
+		return reconcile.Tables{}, func() {}, nil
+	}
+	cat, err := lakeread.OpenCatalog(ctx, iceberg.Config{Directory: dir})
+	if err != nil {
+		return reconcile.Tables{}, nil, err
+	}
+	return reconcile.Tables{Catalog: cat}, func() { cat.Close() }, nil
 }

@@ -272,3 +272,12 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// ScanFile calls fn with the values of columns of every row of the one
+// Parquet file name in st, in file order; a column the file lacks gives
+// nil. It is Scan for a caller that picked the file itself (the audit
+// counting a table's data file by its rows).
+func ScanFile(ctx context.Context, st store.Store, name string, columns []string, fn func(values []any) error) error {
+	s := &Scanner{st: st, files: []string{name}, columns: columns}
+	return s.Scan(ctx, fn)
+}

@@ -93,7 +93,28 @@ type Table struct {
 	// Rows and Bytes are the current snapshot's totals.
 	Rows  int64 `json:"rows"`
 	Bytes int64 `json:"bytes"`
+	// Groups are the sink groups that land the table, with how far each
+	// has landed it, newest first.
+	Groups []GroupProgress `json:"groups,omitempty"`
 }
+
+// GroupProgress is how far a sink group has landed a topic in its table:
+// the newest snapshot that records it says (iceberg.ReadProgress).
+type GroupProgress struct {
+	Group string `json:"group"`
+	// SnapshotID and Time are the snapshot's that records it.
+	SnapshotID int64     `json:"snapshot_id"`
+	Time       time.Time `json:"time"`
+	// Offsets maps a partition to the next offset to land.
+	Offsets map[int32]int64 `json:"offsets"`
+	// Watermarks maps a partition to the sink's watermark after its last
+	// roll (sinks/lake: its largest record time).
+	Watermarks map[int32]string `json:"watermarks,omitempty"`
+}
+
+// offsetsPrefix starts the snapshot summary property that holds a group's
+// offsets, "millrace.offsets.<group>.<topic>" (sinks/iceberg, progress.go).
+const offsetsPrefix = "millrace.offsets."
 
 // Snapshot is one commit of a table.
 type Snapshot struct {
@@ -161,6 +182,9 @@ func (c *Catalog) Table(ctx context.Context, topic string) (*Table, error) {
 		t.Snapshots = append(t.Snapshots, snapshotOf(s, t.CurrentSnapshotID))
 	}
 	slices.SortStableFunc(t.Snapshots, func(a, b Snapshot) int { return a.Time.Compare(b.Time) })
+	if t.Groups, err = groupsOf(tbl, topic, t.Snapshots); err != nil {
+		return nil, err
+	}
 	if current == nil {
 		return t, nil
 	}
@@ -253,4 +277,36 @@ func tableFiles(t *Table, q *Query) (selected []string, newest string, err error
 		return nil, "", fmt.Errorf("%w in table %s (no committed snapshot yet)", ErrNoFiles, t.Identifier)
 	}
 	return selected, newest, nil
+}
+
+// groupsOf reads the progress of every group whose offsets some snapshot
+// records, newest first.
+func groupsOf(tbl *table.Table, topic string, snapshots []Snapshot) ([]GroupProgress, error) {
+	names := map[string]bool{}
+	for _, s := range snapshots {
+		for k := range s.Summary {
+			if g, ok := strings.CutPrefix(k, offsetsPrefix); ok {
+				if g, ok = strings.CutSuffix(g, "."+topic); ok && g != "" {
+					names[g] = true
+				}
+			}
+		}
+	}
+	var out []GroupProgress
+	for _, g := range slices.Sorted(maps.Keys(names)) {
+		p, err := iceberg.ReadProgress(tbl, g, topic)
+		if err != nil {
+			return nil, fmt.Errorf("lakeread: %w", err)
+		}
+		if p.SnapshotID == 0 {
+			continue // expired with no tag left: nothing to tell
+		}
+		gp := GroupProgress{Group: g, SnapshotID: p.SnapshotID, Offsets: p.Offsets, Watermarks: p.Watermarks}
+		if s := tbl.SnapshotByID(p.SnapshotID); s != nil {
+			gp.Time = time.UnixMilli(s.TimestampMs).UTC()
+		}
+		out = append(out, gp)
+	}
+	slices.SortStableFunc(out, func(a, b GroupProgress) int { return b.Time.Compare(a.Time) })
+	return out, nil
 }

@@ -21,12 +21,12 @@ func landTable(t *testing.T, dir string) {
 	w := tabletest.New(t, dir)
 	tbl := w.Table(t, "clicks", schemas.Click)
 	hour11 := hour10.Add(time.Hour)
-	tbl = w.Commit(t, tbl, schemas.Click, "g", 0, 2, tabletest.File{
+	tbl = w.Commit(t, tbl, schemas.Click, tabletest.Roll{Group: "g", From: 0, To: 2, Files: []tabletest.File{{
 		Name: "dt=2024-05-01/hr=10/part-0-00000000000000000000-00000000000000000001.parquet", At: hour10,
-		Events: []string{click("page_view", "a", hour10), click("click", "b", hour10.Add(time.Minute))}})
-	w.Commit(t, tbl, schemas.Click, "g", 2, 3, tabletest.File{
+		Events: []string{click("page_view", "a", hour10), click("click", "b", hour10.Add(time.Minute))}}}})
+	w.Commit(t, tbl, schemas.Click, tabletest.Roll{Group: "g", From: 2, To: 3, Files: []tabletest.File{{
 		Name: "dt=2024-05-01/hr=11/part-0-00000000000000000002-00000000000000000002.parquet", At: hour11,
-		Events: []string{click("click", "c", hour11)}})
+		Events: []string{click("click", "c", hour11)}}}})
 	w.Write(t, tbl, schemas.Click, tabletest.File{
 		Name: "dt=2024-05-01/hr=10/part-0-00000000000000000000-00000000000000000005.parquet", At: hour10,
 		Events: []string{click("click", "zombie", hour10)}})

@@ -8,6 +8,7 @@ package tabletest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -91,15 +92,31 @@ func (w *Warehouse) Write(t testing.TB, tbl *table.Table, s *schemas.Schema, f F
 	return "file://" + path
 }
 
-// Commit writes files into topic's table and commits them as one roll of
-// group on partition 0, from offset from to offset to, and returns the
-// table after it.
-func (w *Warehouse) Commit(t testing.TB, tbl *table.Table, s *schemas.Schema, group string, from, to int64, files ...File) *table.Table {
+// Roll is one commit of a sink worker: its group, the partition and
+// offsets it lands, the largest record time landed (the watermark the
+// sink records with the offsets), and its files.
+type Roll struct {
+	Group     string
+	Partition int32
+	From, To  int64
+	Watermark time.Time
+	Files     []File
+}
+
+// Commit writes the roll's files into tbl's data/ and commits them in one
+// snapshot with the group's offsets and watermark, as the sink does, and
+// returns the table after it.
+func (w *Warehouse) Commit(t testing.TB, tbl *table.Table, s *schemas.Schema, roll Roll) *table.Table {
 	t.Helper()
 	ctx := context.Background()
 	topic := tbl.Identifier()[len(tbl.Identifier())-1]
-	cm := iceberg.Commit{Group: group, Topic: topic, Ranges: map[int32]iceberg.Range{0: {From: from, To: to}}}
-	for _, f := range files {
+	cm := iceberg.Commit{Group: roll.Group, Topic: topic,
+		Ranges: map[int32]iceberg.Range{roll.Partition: {From: roll.From, To: roll.To}}}
+	if !roll.Watermark.IsZero() {
+		// sinks/lake's watermark: the largest record time, Unix milliseconds.
+		cm.Watermarks = map[int32]string{roll.Partition: fmt.Sprintf(`{"wm":%d}`, roll.Watermark.UnixMilli())}
+	}
+	for _, f := range roll.Files {
 		location := w.Write(t, tbl, s, f)
 		pf, err := file.OpenParquetFile(location[len("file://"):], false)
 		if err != nil {
