@@ -67,6 +67,20 @@ func OpenCatalog(ctx context.Context, cfg iceberg.Config) (*Catalog, error) {
 // Close releases the catalog.
 func (c *Catalog) Close() error { return c.cat.Close() }
 
+// Topics returns the topics that have a table in the catalog's namespace,
+// sorted.
+func (c *Catalog) Topics(ctx context.Context) ([]string, error) {
+	var out []string
+	for id, err := range c.cat.Catalog().ListTables(ctx, catalog.ToIdentifier(c.cat.Namespace())) {
+		if err != nil {
+			return nil, fmt.Errorf("lakeread: the tables of %s: %w", c.cat.Namespace(), err)
+		}
+		out = append(out, id[len(id)-1])
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
 // Table is what a topic's table holds: its snapshots, and the data files
 // and partitions of its current snapshot.
 type Table struct {

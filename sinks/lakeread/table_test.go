@@ -109,6 +109,14 @@ func TestTableErrors(t *testing.T) {
 	dir := t.TempDir()
 	w := tabletest.New(t, dir)
 	w.Table(t, "empty", schemas.Click)
+	cat, err := OpenCatalog(context.Background(), tableConfig(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	if topics, err := cat.Topics(context.Background()); err != nil || !reflect.DeepEqual(topics, []string{"empty"}) {
+		t.Errorf("topics %v, %v; want [empty]", topics, err)
+	}
 	if _, err := openTable(t, dir, "logs"); !errors.Is(err, ErrNoTable) {
 		t.Errorf("no table: %v, want ErrNoTable", err)
 	}
