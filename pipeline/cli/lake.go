@@ -28,14 +28,15 @@ func init() {
 	addCommand("lake", func(e *env) *cobra.Command {
 		cmd := &cobra.Command{
 			Use: "inspect FILE|DIR|file:///PATH|s3://BUCKET/KEY [--s3-endpoint URL] [--s3-region R] " +
-				"| inspect WAREHOUSE --table TOPIC [--catalog sqlite|postgres|rest] [--catalog-uri URI] [--namespace NS] [--json]",
+				"| inspect WAREHOUSE --table TOPIC [--catalog sqlite|postgres|rest] [--catalog-uri URI] [--namespace NS] [--json | --sql]",
 			Short: "show what an independent Parquet reader sees in landed files, or a table's snapshots, files and partitions",
 			Long: `Without --table, read the footers of a landed file, or of every .parquet file
 under a directory or S3 prefix. With --table (or given a table's directory,
 <warehouse>/<namespace>.db/<topic>, in a warehouse with the default
 catalog.db), show the topic's Iceberg table as its catalog has it: its
 snapshots (with the group offsets in their summaries), and the data files
-and partitions of the current snapshot, never the files of the directory.`,
+and partitions of the current snapshot, never the files of the directory.
+--sql prints a DuckDB view over those files instead.`,
 			Args:        exactArgs(1),
 			Annotations: noClient,
 		}
@@ -44,17 +45,21 @@ and partitions of the current snapshot, never the files of the directory.`,
 		s3Region := f.String("s3-region", "", "S3 region (default us-east-1)")
 		topic := f.String("table", "", "inspect TOPIC's Iceberg table in the warehouse directory given")
 		asJSON := f.Bool("json", false, "with a table: print it as one JSON object")
+		asSQL := f.Bool("sql", false, "with a table: print a DuckDB view of the current snapshot's files, named after the topic")
 		var tf tableFlags
 		tf.add(f)
 		cmd.RunE = func(cmd *cobra.Command, args []string) error {
 			if dir, table, ok := tf.tableTarget(args[0], *topic); ok {
-				return inspectTable(cmd.Context(), e, tf, dir, table, *asJSON)
+				if *asJSON && *asSQL {
+					return usageError("--json and --sql: give one")
+				}
+				return inspectTable(cmd.Context(), e, tf, dir, table, *asJSON, *asSQL)
 			}
 			if *topic != "" {
 				return usageError("--table: %q is not a warehouse directory", args[0])
 			}
-			if *asJSON {
-				return usageError("--json is for a table (--table TOPIC)")
+			if *asJSON || *asSQL {
+				return usageError("--json and --sql are for a table (--table TOPIC)")
 			}
 			return lakeInspect(cmd.Context(), e, args[0], store.Options{S3Endpoint: *s3Endpoint, S3Region: *s3Region})
 		}
@@ -260,7 +265,7 @@ func (t *tableFlags) tableTarget(target, topic string) (dir, table string, ok bo
 }
 
 // inspectTable prints topic's table in the warehouse dir.
-func inspectTable(ctx context.Context, e *env, tf tableFlags, dir, topic string, asJSON bool) error {
+func inspectTable(ctx context.Context, e *env, tf tableFlags, dir, topic string, asJSON, asSQL bool) error {
 	cfg, err := tf.config(dir)
 	if err != nil {
 		return err
@@ -279,7 +284,28 @@ func inspectTable(ctx context.Context, e *env, tf tableFlags, dir, topic string,
 		enc.SetIndent("", "  ")
 		return enc.Encode(t)
 	}
+	if asSQL {
+		return writeTableSQL(e.stdout, topic, t)
+	}
 	return writeTableText(e.stdout, t)
+}
+
+// writeTableSQL prints a DuckDB statement that makes a view named after
+// the topic over the data files of t's current snapshot: a warehouse that
+// cannot load DuckDB's iceberg extension reads the table with it, and
+// never a file of the table's directory that no snapshot lists.
+func writeTableSQL(w io.Writer, topic string, t *lakeread.Table) error {
+	if len(t.Files) == 0 {
+		return fmt.Errorf("table %s has no data files yet (no committed snapshot with rows)", t.Identifier)
+	}
+	quote := func(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+	files := make([]string, len(t.Files))
+	for i, f := range t.Files {
+		files[i] = quote(strings.TrimPrefix(f.Location, "file://"))
+	}
+	_, err := fmt.Fprintf(w, "-- %s, snapshot %d: %d files, %d rows\nCREATE OR REPLACE VIEW %s AS SELECT * FROM read_parquet([\n  %s\n], hive_partitioning = true, union_by_name = true);\n",
+		t.Identifier, t.CurrentSnapshotID, len(t.Files), t.Rows, `"`+strings.ReplaceAll(topic, `"`, `""`)+`"`, strings.Join(files, ",\n  "))
+	return err
 }
 
 // writeTableText prints a table: what it is, its snapshots oldest first

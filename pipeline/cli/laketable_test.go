@@ -89,11 +89,24 @@ func TestLakeTable(t *testing.T) {
 		t.Errorf("inspect --json: exit %d, %v, %+v\n%s%s", code, err, got, out, errOut)
 	}
 
+	code, out, errOut = runMain("lake", "inspect", root, "--table", "clicks", "--sql")
+	for _, want := range []string{
+		`CREATE OR REPLACE VIEW "clicks" AS SELECT * FROM read_parquet([` + "\n  '" + filepath.Join(tableDir, "data"),
+		"hr=10/part-0-00000000000000000000-00000000000000000001.parquet',\n",
+		"hr=11/part-0-00000000000000000002-00000000000000000002.parquet'\n], hive_partitioning = true, union_by_name = true);\n",
+	} {
+		if code != 0 || !strings.Contains(out, want) || strings.Contains(out, "00000000000000000009") {
+			t.Errorf("inspect --sql: exit %d, want %q and not the uncommitted file in\n%s%s", code, want, out, errOut)
+		}
+	}
+
 	for _, c := range []struct {
 		args []string
 		code int
 		want string
 	}{
+		{[]string{"inspect", root, "--table", "clicks", "--sql", "--json"}, 2, "give one"},
+		{[]string{"inspect", filepath.Join(root, "logs"), "--sql"}, 2, "are for a table"},
 		{[]string{"head", "nope", "--lake", root, "--namespace", "millrace"}, 1, "no table millrace.nope"},
 		{[]string{"head", "clicks", "--lake", root, "--catalog", "postgres"}, 2, "needs a URL"},
 		{[]string{"inspect", root, "--table", "nope"}, 1, "no table millrace.nope"},

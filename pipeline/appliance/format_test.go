@@ -1,0 +1,39 @@
+package appliance
+
+import (
+	"testing"
+
+	"millrace/sinks/lake"
+)
+
+// TestSinkFormatDefault: a sink of `millrace up` lands Iceberg tables
+// unless its config says format: hive; an s3:// out and a sink with a
+// timestamp_field (a Hive layout setting) stay Hive; partition_by: day
+// becomes the tables' day spec.
+func TestSinkFormatDefault(t *testing.T) {
+	c := decodeConfig(t, `
+sinks:
+  - {name: plain, out: lake, topics: [a], schema: click}
+  - {name: hive, out: lake, topics: [b], schema: click, format: hive}
+  - {name: s3, out: "s3://bucket/lake", topics: [c], schema: click}
+  - {name: daily, out: lake, topics: [d], schema: click, partition_by: day}
+  - {name: stamped, out: lake, topics: [e], schema: log, timestamp_field: ts}
+  - {name: explicit, out: lake, topics: [f], schema: click, format: iceberg, iceberg: {partition: none}}
+`).withDefaults()
+	want := []struct{ format, partition, partitionBy string }{
+		{lake.FormatIceberg, "", ""},
+		{lake.FormatHive, "", ""},
+		{"", "", ""},
+		{lake.FormatIceberg, "day", ""},
+		{"", "", ""},
+		{lake.FormatIceberg, "none", ""},
+	}
+	for i, s := range c.Sinks {
+		if s.Format != want[i].format || s.Iceberg.Partition != want[i].partition || s.PartitionBy != want[i].partitionBy {
+			t.Errorf("sink %s: format %q, iceberg.partition %q, partition_by %q; want %+v", s.Name, s.Format, s.Iceberg.Partition, s.PartitionBy, want[i])
+		}
+	}
+	if err := c.Validate(); err != nil {
+		t.Errorf("valid config rejected: %v", err)
+	}
+}
