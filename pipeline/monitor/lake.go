@@ -60,15 +60,25 @@ func (a *Auditor) LakeTables(ctx context.Context) LakeView {
 }
 
 // readLakeTables reads every table of each lake directory that holds the
-// default catalog; a lake without one (Hive directories, S3) is left out.
+// default catalog, once per directory (the sinks of `millrace up` share
+// one: its name lists theirs); a lake without one (Hive directories, S3)
+// is left out.
 func readLakeTables(ctx context.Context, lakes []AuditLake, now time.Time) LakeView {
 	v := LakeView{Lakes: []LakeTableList{}, At: now}
+	var urls []string
+	names := map[string][]string{}
 	for _, l := range lakes {
 		dir, ok := strings.CutPrefix(l.URL, "file://")
 		if !ok || !lakeread.HasDefaultCatalog(dir) {
 			continue
 		}
-		v.Lakes = append(v.Lakes, readTables(ctx, l.Name, l.URL, dir))
+		if names[l.URL] == nil {
+			urls = append(urls, l.URL)
+		}
+		names[l.URL] = append(names[l.URL], l.Name)
+	}
+	for _, url := range urls {
+		v.Lakes = append(v.Lakes, readTables(ctx, strings.Join(names[url], ", "), url, strings.TrimPrefix(url, "file://")))
 	}
 	if len(v.Lakes) == 0 {
 		v.Message = NoTablesMessage

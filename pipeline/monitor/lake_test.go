@@ -45,7 +45,8 @@ func TestLakePageShowsTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	hive := t.TempDir()
-	cfg := AuditConfig{Lakes: []AuditLake{{Name: "tables", Store: st, URL: "file://" + dir}, {Name: "hive", Store: st, URL: "file://" + hive}}}
+	cfg := AuditConfig{Lakes: []AuditLake{{Name: "tables", Store: st, URL: "file://" + dir}, {Name: "hive", Store: st, URL: "file://" + hive},
+		{Name: "more", Store: st, URL: "file://" + dir}}}
 	a, err := newAuditor(cfg, prometheus.NewRegistry(), slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +55,7 @@ func TestLakePageShowsTables(t *testing.T) {
 	defer srv.Close()
 	var v LakeView
 	getJSON(t, srv.URL+"/console/api/lake", &v)
-	if v.Message != "" || len(v.Lakes) != 1 || v.Lakes[0].Name != "tables" || v.Lakes[0].Error != "" || len(v.Lakes[0].Tables) != 1 {
+	if v.Message != "" || len(v.Lakes) != 1 || v.Lakes[0].Name != "tables, more" || v.Lakes[0].Error != "" || len(v.Lakes[0].Tables) != 1 {
 		t.Fatalf("lakes %+v, want the one with a catalog and its one table", v)
 	}
 	got := v.Lakes[0].Tables[0]
