@@ -433,13 +433,33 @@ func (a *Appliance) serve(srv *http.Server, ln net.Listener, what string) {
 }
 
 // SinkInfo names a sink and where it lands.
-type SinkInfo struct{ Name, Out string }
+type SinkInfo struct {
+	Name, Out string
+	// Tables are the Iceberg tables a format: iceberg sink lands
+	// ("<namespace>.<topic>"), and Catalog where they are recorded (the
+	// SQLite file, or the catalog's URL); empty for a Hive sink.
+	Tables  []string
+	Catalog string
+}
 
 // Sinks lists the configured sinks with their resolved outputs.
 func (a *Appliance) Sinks() []SinkInfo {
 	out := make([]SinkInfo, 0, len(a.cfg.Sinks))
 	for _, s := range a.cfg.Sinks {
-		out = append(out, SinkInfo{Name: s.Name, Out: s.Out})
+		info := SinkInfo{Name: s.Name, Out: s.Out}
+		if s.Format == lake.FormatIceberg {
+			ns := s.Iceberg.Namespace
+			if ns == "" {
+				ns = "millrace"
+			}
+			for _, t := range s.Topics {
+				info.Tables = append(info.Tables, ns+"."+t)
+			}
+			if info.Catalog = s.Iceberg.URI; info.Catalog == "" {
+				info.Catalog = filepath.Join(s.Out, "catalog.db")
+			}
+		}
+		out = append(out, info)
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package appliance
 
 import (
+	"reflect"
 	"testing"
 
 	"millrace/sinks/lake"
@@ -35,5 +36,26 @@ sinks:
 	}
 	if err := c.Validate(); err != nil {
 		t.Errorf("valid config rejected: %v", err)
+	}
+}
+
+// TestSinksNameTheirTables: what `millrace up` prints of its sinks names a
+// table sink's tables and catalog, and nothing of them for a Hive sink.
+func TestSinksNameTheirTables(t *testing.T) {
+	c := decodeConfig(t, `
+data: /srv/m
+sinks:
+  - {name: clicks, out: lake, topics: [clicks, views], schema: click}
+  - {name: logs, out: lake, topics: [logs], schema: log, iceberg: {namespace: ops, uri: /srv/cat.db}}
+  - {name: old, out: old, topics: [old], schema: click, format: hive}
+`).withDefaults()
+	got := (&Appliance{cfg: c}).Sinks()
+	want := []SinkInfo{
+		{Name: "clicks", Out: "/srv/m/lake", Tables: []string{"millrace.clicks", "millrace.views"}, Catalog: "/srv/m/lake/catalog.db"},
+		{Name: "logs", Out: "/srv/m/lake", Tables: []string{"ops.logs"}, Catalog: "/srv/cat.db"},
+		{Name: "old", Out: "/srv/m/old"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("sinks %+v, want %+v", got, want)
 	}
 }
