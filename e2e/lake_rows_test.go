@@ -118,6 +118,10 @@ func TestReadmeLakeCommandsOnTheDemo(t *testing.T) {
 	up := startProcess(t, "up", "up", "--config", cfgPath)
 	web := "http://" + webAddr
 	waitHTTP(t, up, web+"/healthz")
+	// The banner says where the clicks table and its catalog are.
+	if want := "(Iceberg millrace.clicks; catalog " + filepath.Join(checkout, ".millrace", "lake", "catalog.db") + ")"; !strings.Contains(up.log(), want) {
+		t.Errorf("the banner lacks %q:\n%s", want, up.log())
+	}
 
 	// The demo page shows the same commands.
 	resp, err := http.Get(web + "/")
