@@ -148,7 +148,8 @@ type Snapshot struct {
 type DataFile struct {
 	// Location is the file as the table lists it (file:///…).
 	Location string `json:"location"`
-	// Name is the file's name relative to the warehouse directory.
+	// Name is the file's name relative to the warehouse directory; "" for
+	// a file outside it (which lakeread cannot read).
 	Name string `json:"-"`
 	// Partition is the file's partition value, "ts_hour=2024-05-01-10".
 	Partition string `json:"partition"`
@@ -211,7 +212,9 @@ func (c *Catalog) Table(ctx context.Context, topic string) (*Table, error) {
 		df := task.File
 		f := DataFile{Location: df.FilePath(), Rows: df.Count(), Bytes: df.FileSizeBytes(),
 			Partition: partitionName(tbl, df)}
-		f.Name, _ = strings.CutPrefix(strings.TrimPrefix(f.Location, "file://"), c.warehouse+"/")
+		if name, ok := strings.CutPrefix(strings.TrimPrefix(f.Location, "file://"), c.warehouse+"/"); ok {
+			f.Name = name
+		}
 		t.Files = append(t.Files, f)
 		p := partitions[f.Partition]
 		if p == nil {
@@ -276,7 +279,7 @@ func partitionName(tbl *table.Table, df iceberggo.DataFile) string {
 // order, and returns the newest of them (of all, when none is selected).
 func tableFiles(t *Table, q *Query) (selected []string, newest string, err error) {
 	for _, f := range t.Files {
-		if f.Name == "" || f.Name == f.Location {
+		if f.Name == "" {
 			return nil, "", fmt.Errorf("lakeread: table %s lists %s, outside its warehouse directory", t.Identifier, f.Location)
 		}
 		newest = f.Name

@@ -3,7 +3,9 @@ package lakeread
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,6 +102,21 @@ func TestTableReadsTheCurrentSnapshot(t *testing.T) {
 	}
 	if _, err := Open(context.Background(), st, Query{Topic: "clicks", Table: tbl, Columns: []string{"nope"}}); err == nil {
 		t.Error("a column the table lacks was accepted")
+	}
+
+	// The same catalog read as if the warehouse were elsewhere: the
+	// table's files are outside it, and are not read from there.
+	elsewhere, err := OpenCatalog(context.Background(), iceberg.Config{Directory: t.TempDir(), Path: filepath.Join(dir, DefaultCatalogName)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer elsewhere.Close()
+	moved, err := elsewhere.Table(context.Background(), "clicks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(context.Background(), st, Query{Topic: "clicks", Table: moved}); err == nil || !strings.Contains(err.Error(), "outside its warehouse") {
+		t.Errorf("files outside the warehouse: %v", err)
 	}
 }
 
