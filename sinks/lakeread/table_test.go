@@ -126,13 +126,17 @@ func TestTableErrors(t *testing.T) {
 	dir := t.TempDir()
 	w := tabletest.New(t, dir)
 	w.Table(t, "empty", schemas.Click)
+	w.Table(t, "ops.metrics", schemas.Metric) // a topic name with a dot
 	cat, err := OpenCatalog(context.Background(), tableConfig(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cat.Close()
-	if topics, err := cat.Topics(context.Background()); err != nil || !reflect.DeepEqual(topics, []string{"empty"}) {
-		t.Errorf("topics %v, %v; want [empty]", topics, err)
+	if topics, err := cat.Topics(context.Background()); err != nil || !reflect.DeepEqual(topics, []string{"empty", "ops.metrics"}) {
+		t.Errorf("topics %v, %v; want [empty ops.metrics]", topics, err)
+	}
+	if tbl, err := cat.Table(context.Background(), "ops.metrics"); err != nil || tbl.Identifier != "millrace.ops.metrics" {
+		t.Errorf("the ops.metrics table: %+v, %v", tbl, err)
 	}
 	if _, err := openTable(t, dir, "logs"); !errors.Is(err, ErrNoTable) {
 		t.Errorf("no table: %v, want ErrNoTable", err)
