@@ -80,7 +80,14 @@ func lakeInspect(ctx context.Context, e *env, target string, s3 store.Options) e
 		// as for `millrace sink`.
 		infos, err = inspectS3(ctx, target, s3)
 	} else {
-		infos, err = inspectLocal(strings.TrimPrefix(target, "file://"))
+		dir := strings.TrimPrefix(target, "file://")
+		if lakeread.HasDefaultCatalog(dir) {
+			// Every file under a warehouse includes those no snapshot
+			// lists; the tables' own view is --table.
+			fmt.Fprintf(e.stderr, "%s holds an Iceberg catalog: these are all its Parquet files, committed or not; "+
+				"`millrace lake inspect %s --table TOPIC` shows a table's snapshots and committed files\n", dir, target)
+		}
+		infos, err = inspectLocal(dir)
 	}
 	if err != nil {
 		return err

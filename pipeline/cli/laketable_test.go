@@ -78,7 +78,12 @@ func TestLakeTable(t *testing.T) {
 			t.Errorf("inspect %v lists the uncommitted file:\n%s", args, out)
 		}
 	}
-	code, out, errOut := runMain("lake", "inspect", root, "--table", "clicks", "--json")
+	// Without --table, a warehouse's every Parquet file, and a hint.
+	code, out, errOut := runMain("lake", "inspect", root)
+	if code != 0 || !strings.Contains(out, "total: 4 files") || !strings.Contains(errOut, "holds an Iceberg catalog") {
+		t.Errorf("inspect of the warehouse: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runMain("lake", "inspect", root, "--table", "clicks", "--json")
 	var got struct {
 		Rows      int64
 		Snapshots []struct{ Summary map[string]string }
