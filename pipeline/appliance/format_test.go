@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	"millrace/sinks/iceberg"
 	"millrace/sinks/lake"
 )
 
@@ -57,5 +58,28 @@ sinks:
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("sinks %+v, want %+v", got, want)
+	}
+}
+
+// TestTablesOfASink: the console finds a table sink's tables in the
+// catalog and namespace the sink was given.
+func TestTablesOfASink(t *testing.T) {
+	c := decodeConfig(t, `
+sinks:
+  - {name: a, out: lake, topics: [a], schema: click}
+  - {name: b, out: lake, topics: [b], schema: click, iceberg: {namespace: ops, uri: /srv/cat.db}}
+  - {name: c, out: lake, topics: [c], schema: click, iceberg: {catalog: postgres, uri: "postgres://u:p@127.0.0.1/lake"}}
+  - {name: d, out: lake, topics: [d], schema: click, format: hive}
+`).withDefaults()
+	want := []*iceberg.Config{
+		{Directory: "/srv/lake"},
+		{Namespace: "ops", Path: "/srv/cat.db", Directory: "/srv/lake"},
+		{Catalog: "postgres", URL: "postgres://u:p@127.0.0.1/lake", Directory: "/srv/lake"},
+		nil,
+	}
+	for i, sc := range c.Sinks {
+		if got := tablesOf(sc, "file:///srv/lake"); !reflect.DeepEqual(got, want[i]) {
+			t.Errorf("sink %s: %+v, want %+v", sc.Name, got, want[i])
+		}
 	}
 }

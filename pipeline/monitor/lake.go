@@ -59,26 +59,30 @@ func (a *Auditor) LakeTables(ctx context.Context) LakeView {
 	return readLakeTables(ctx, a.cfg.Lakes, time.Now())
 }
 
-// readLakeTables reads every table of each lake directory that holds the
-// default catalog, once per directory (the sinks of `millrace up` share
-// one: its name lists theirs); a lake without one (Hive directories, S3)
-// is left out.
+// readLakeTables reads every table of each lake's catalog (catalogOf),
+// once per catalog and namespace (the sinks of `millrace up` share one:
+// its name lists theirs); a lake without one (Hive directories, S3) is
+// left out.
 func readLakeTables(ctx context.Context, lakes []AuditLake, now time.Time) LakeView {
 	v := LakeView{Lakes: []LakeTableList{}, At: now}
-	var urls []string
-	names := map[string][]string{}
+	type key struct{ url, catalog, path, ref, namespace string }
+	var keys []key
+	names := map[key][]string{}
+	configs := map[key]iceberg.Config{}
 	for _, l := range lakes {
-		dir, ok := strings.CutPrefix(l.URL, "file://")
-		if !ok || !lakeread.HasDefaultCatalog(dir) {
+		cfg, ok := catalogOf(l)
+		if !ok {
 			continue
 		}
-		if names[l.URL] == nil {
-			urls = append(urls, l.URL)
+		k := key{l.URL, cfg.Catalog, cfg.Path, cfg.URL, cfg.Namespace}
+		if names[k] == nil {
+			keys = append(keys, k)
+			configs[k] = cfg
 		}
-		names[l.URL] = append(names[l.URL], l.Name)
+		names[k] = append(names[k], l.Name)
 	}
-	for _, url := range urls {
-		v.Lakes = append(v.Lakes, readTables(ctx, strings.Join(names[url], ", "), url, strings.TrimPrefix(url, "file://")))
+	for _, k := range keys {
+		v.Lakes = append(v.Lakes, readTables(ctx, strings.Join(names[k], ", "), k.url, configs[k]))
 	}
 	if len(v.Lakes) == 0 {
 		v.Message = NoTablesMessage
@@ -86,10 +90,10 @@ func readLakeTables(ctx context.Context, lakes []AuditLake, now time.Time) LakeV
 	return v
 }
 
-// readTables reads the tables of one lake directory's catalog.
-func readTables(ctx context.Context, name, url, dir string) LakeTableList {
+// readTables reads the tables of one lake's catalog.
+func readTables(ctx context.Context, name, url string, cfg iceberg.Config) LakeTableList {
 	out := LakeTableList{Name: name, URL: url, Tables: []TableView{}}
-	cat, err := lakeread.OpenCatalog(ctx, iceberg.Config{Directory: dir})
+	cat, err := lakeread.OpenCatalog(ctx, cfg)
 	if err != nil {
 		out.Error = err.Error()
 		return out
