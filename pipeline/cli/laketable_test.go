@@ -122,4 +122,16 @@ func TestLakeTable(t *testing.T) {
 			t.Errorf("%s: exit %d, stderr %q; want %d and %q", strings.Join(c.args, " "), code, errOut, c.code, c.want)
 		}
 	}
+	// audit takes the same catalog settings, for the lake --lake names.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"audit", "-b", "127.0.0.1:1", "--namespace", "ops"}, "for the lake --lake names"},
+		{[]string{"audit", "-b", "127.0.0.1:1", "--lake", "s3://bucket/lake", "--catalog", "sqlite"}, "not one"},
+	} {
+		if code, _, errOut := runMain(c.args...); code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%s: exit %d, stderr %q; want 2 and %q", strings.Join(c.args, " "), code, errOut, c.want)
+		}
+	}
 }
