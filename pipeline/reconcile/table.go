@@ -84,6 +84,7 @@ func ReadLakeTables(ctx context.Context, st store.Store, tables Tables, topics [
 // directory's span meets since to until (UTC days, inclusive).
 func (l *Lake) readTable(ctx context.Context, st store.Store, topic string, t *lakeread.Table, since, until time.Time) error {
 	first, last := since.UTC().Truncate(24*time.Hour), until.UTC().Truncate(24*time.Hour).Add(24*time.Hour)
+	fallback := tableSchema(t)
 	for _, f := range t.Files {
 		if f.Name == "" {
 			return fmt.Errorf("audit: table %s lists %s, outside the lake", t.Identifier, f.Location)
@@ -95,16 +96,38 @@ func (l *Lake) readTable(ctx context.Context, st store.Store, topic string, t *l
 		if ok && (!end.After(first) || !start.Before(last)) {
 			continue
 		}
-		if err := l.readTableFile(ctx, st, topic, f, start, end); err != nil {
+		if err := l.readTableFile(ctx, st, topic, f, start, end, fallback); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// tableSchema is the built-in schema whose every column t has (a sink's
+// declared fields only add columns), for files whose footer does not name
+// theirs (a compaction's output); nil when none fits.
+func tableSchema(t *lakeread.Table) *schemas.Schema {
+	have := map[string]bool{}
+	for _, c := range t.Columns {
+		have[c] = true
+	}
+	var best *schemas.Schema
+	for _, s := range schemas.All() {
+		fits := true
+		for _, f := range s.Fields {
+			fits = fits && have[f.Name]
+		}
+		if fits && (best == nil || len(s.Fields) > len(best.Fields)) {
+			best = s
+		}
+	}
+	return best
+}
+
 // readTableFile adds one data file's rows: its footer's counts when they
-// add up to its rows, else counted row by row.
-func (l *Lake) readTableFile(ctx context.Context, st store.Store, topic string, f lakeread.DataFile, start, end time.Time) error {
+// add up to its rows, else counted row by row, by the schema its footer
+// names, else by fallback.
+func (l *Lake) readTableFile(ctx context.Context, st store.Store, topic string, f lakeread.DataFile, start, end time.Time, fallback *schemas.Schema) error {
 	r, err := st.Open(ctx, f.Name)
 	if err != nil {
 		return fmt.Errorf("audit: %w", err)
@@ -140,7 +163,13 @@ func (l *Lake) readTableFile(ctx context.Context, st store.Store, topic string, 
 			return nil
 		}
 	}
-	return countRows(ctx, st, f.Name, info.Metadata[schemas.MetaSchemaName], start, end, rows)
+	s, err := schemas.ByName(info.Metadata[schemas.MetaSchemaName])
+	if err != nil {
+		if s = fallback; s == nil {
+			return fmt.Errorf("audit: %s names no schema, and its table's columns fit none, so its rows' sources are unknown", f.Name)
+		}
+	}
+	return countRows(ctx, st, f.Name, s, start, end, rows)
 }
 
 // countRows adds a file's rows to rows by source and hour, as the sink
@@ -148,11 +177,7 @@ func (l *Lake) readTableFile(ctx context.Context, st store.Store, topic string, 
 // hour its event time's when it lies in the file's partition span
 // [start, end), else the span's first (the sink placed a row without an
 // event time by its record time, in that span).
-func countRows(ctx context.Context, st store.Store, name, schemaName string, start, end time.Time, rows audit.RowCounts) error {
-	s, err := schemas.ByName(schemaName)
-	if err != nil {
-		return fmt.Errorf("audit: %s names no known schema (%q), so its rows' sources are unknown", name, schemaName)
-	}
+func countRows(ctx context.Context, st store.Store, name string, s *schemas.Schema, start, end time.Time, rows audit.RowCounts) error {
 	fields := []string{"source"}
 	switch s.Name {
 	case "log":

@@ -111,3 +111,50 @@ func TestReconcileTable(t *testing.T) {
 		t.Errorf("a topic without a table: %+v, %v", lake, err)
 	}
 }
+
+// TestReconcileTableAfterCompaction: the audit counts the same rows per
+// source and hour after the table's compaction merged an hour's files
+// (whose footer counts were the sink's, per file) into one.
+func TestReconcileTableAfterCompaction(t *testing.T) {
+	h10 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	hour10 := audit.Hour(h10)
+	click := func(host string, i int) string {
+		return fmt.Sprintf(`{"type":"click","url":"https://%s/p","ts":%q}`, host, h10.Add(time.Duration(i)*time.Minute).Format(time.RFC3339))
+	}
+	dir := t.TempDir()
+	w := tabletest.New(t, dir)
+	tbl := w.Table(t, "clicks", schemas.Click)
+	for i, hosts := range [][]string{{"a.example", "a.example"}, {"b.example"}, {"a.example", "b.example", "b.example"}} {
+		var events []string
+		c := audit.RowCounts{}
+		for j, h := range hosts {
+			events = append(events, click(h, i*10+j))
+			c.Add(hour10, h, 1)
+		}
+		tbl = w.Commit(t, tbl, schemas.Click, tabletest.Roll{Group: "g", From: int64(i * 10), To: int64(i*10 + 10), Watermark: h10.Add(3 * time.Hour),
+			Files: []tabletest.File{{Name: fmt.Sprintf("dt=2026-12-02/hr=10/part-0-%020d-%020d.parquet", i*10, i*10+9), At: h10,
+				Events: events, Metadata: map[string]string{audit.MetaRows: audit.EncodeRowCounts(c)}}}})
+	}
+	ctx := context.Background()
+	res, err := w.Catalog.Compact(ctx, tbl, iceberg.CompactOptions{Now: func() time.Time { return h10.Add(3 * time.Hour) }})
+	if err != nil || res.FilesRemoved != 3 || res.FilesAdded != 1 {
+		t.Fatalf("compaction: %+v, %v; want 3 files merged into 1", res, err)
+	}
+	cat, err := lakeread.OpenCatalog(ctx, iceberg.Config{Directory: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	st, err := store.NewFile(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lake, err := ReadLakeTables(ctx, st, Tables{Catalog: cat}, []string{"clicks"}, h10, h10.Add(3*time.Hour), h10.Add(3*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := audit.RowCounts{hour10: {"a.example": 3, "b.example": 3}}
+	if lake.Files != 1 || fmt.Sprint(lake.Rows["clicks"]) != fmt.Sprint(want) || !lake.Complete["clicks"][hour10] {
+		t.Errorf("after compaction: %d files, rows %v, complete %v; want 1 file, %v, hour 10 complete", lake.Files, lake.Rows["clicks"], lake.Complete["clicks"], want)
+	}
+}
