@@ -331,6 +331,13 @@ func writeTableText(w io.Writer, t *lakeread.Table) error {
 			fmt.Fprintf(w, "      %s = %s\n", k, s.Summary[k])
 		}
 	}
+	for _, g := range t.Groups {
+		parts := make([]string, 0, len(g.Offsets))
+		for _, p := range slices.Sorted(maps.Keys(g.Offsets)) {
+			parts = append(parts, fmt.Sprintf("%d:%d", p, g.Offsets[p]))
+		}
+		fmt.Fprintf(w, "\ngroup %s has landed up to %s (partition:next offset), as of snapshot %d\n", g.Group, strings.Join(parts, ","), g.SnapshotID)
+	}
 	if t.CurrentSnapshotID == 0 {
 		_, err := fmt.Fprintln(w, "\nno snapshot yet: the table holds no rows")
 		return err

@@ -90,7 +90,8 @@ type Table struct {
 	// metadata file, which engines (DuckDB's iceberg_scan) read.
 	Location         string `json:"location"`
 	MetadataLocation string `json:"metadata_location"`
-	// Spec is the current partition spec, as Iceberg prints it.
+	// Spec is the current partition spec, as Iceberg prints it, on one
+	// line: "[ 1000: ts_hour: hour(9) ]".
 	Spec string `json:"spec"`
 	// Columns are the current schema's top-level columns, in order.
 	Columns []string `json:"columns"`
@@ -184,7 +185,7 @@ func (c *Catalog) Table(ctx context.Context, topic string) (*Table, error) {
 		Identifier:       strings.Join(id, "."),
 		Location:         tbl.Location(),
 		MetadataLocation: tbl.MetadataLocation(),
-		Spec:             spec.String(),
+		Spec:             strings.Join(strings.Fields(spec.String()), " "), // one line
 	}
 	for _, f := range tbl.Schema().Fields() {
 		t.Columns = append(t.Columns, f.Name)

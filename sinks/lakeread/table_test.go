@@ -58,6 +58,9 @@ func TestTableReadsTheCurrentSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if tbl.Spec != "[ 1000: ts_hour: hour(9) ]" {
+		t.Errorf("spec %q", tbl.Spec)
+	}
 	if tbl.Identifier != "millrace.clicks" || tbl.Rows != 3 || len(tbl.Files) != 2 {
 		t.Fatalf("table %s: %d rows in %d files, want millrace.clicks: 3 rows in 2 files", tbl.Identifier, tbl.Rows, len(tbl.Files))
 	}
