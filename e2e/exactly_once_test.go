@@ -174,9 +174,10 @@ audit:
 	}
 	// The chaos: each step at a time, with a random part, while both writers
 	// run (about 25s for the lines, 24s for the clicks).
-	tailKillsMidStream := 0
+	tailKills, tailKillsMidStream := 0, 0
 	killTail := func() {
 		logf("SIGKILL the tailer (%d lines written)", lw.progress())
+		tailKills++
 		if running(writerDone) {
 			tailKillsMidStream++
 		}
@@ -231,7 +232,10 @@ audit:
 			tailKillsMidStream, lw.n)
 	}
 	waitfor.Until(t, 2*time.Minute, "every line in the topic", func() bool { return watcher.unique() >= s.lines })
-	// A graceful stop publishes the tailer's last audit counts.
+	// A graceful stop publishes the tailer's last audit counts. Its last
+	// run may have just started: SIGTERM before it handles signals would
+	// kill it.
+	tailer.waitLog("msg=tailing ", 1+tailKills, time.Minute)
 	if !tailer.stop(syscall.SIGTERM, 30*time.Second) || tailer.exitCode() != 0 {
 		t.Errorf("the tailer did not stop cleanly on SIGTERM (status %d)", tailer.exitCode())
 	}
