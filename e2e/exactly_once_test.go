@@ -43,12 +43,41 @@ import (
 // line once, and the audit's counts add up exactly per source and hour.
 func TestEndToEndExactlyOnce(t *testing.T) {
 	t.Parallel()
-	const (
-		lines      = 200_000
-		clicks     = 20_000
-		clickBatch = 100
-		ackTimeout = time.Second
-	)
+	runExactlyOnce(t, exactlyOnceScenario{format: "hive", lines: 200_000, linesPerTick: 8, clicks: 20_000, clickBatch: 100})
+}
+
+// exactlyOnceScenario is what the exactly-once scenario (runExactlyOnce)
+// lands, and how. Its chaos runs on one timeline whatever the counts: the
+// lines and the clicks each span about 25 seconds.
+type exactlyOnceScenario struct {
+	// format is the sinks' --format: hive (directories and _SUCCESS
+	// markers) or iceberg (one table per topic in the lake's SQLite
+	// catalog, audited through it).
+	format string
+	// lines is how many log lines are written, linesPerTick how many each
+	// stream gets every 5ms (8 spreads 200,000 over the timeline).
+	lines, linesPerTick int
+	// clicks is how many clicks are posted, clickBatch how many per POST
+	// (one POST every 120ms: 100 spreads 20,000 over the timeline).
+	clicks, clickBatch int
+	// killBeacon SIGKILLs the beacon once mid-stream and restarts it: the
+	// requests it held fail and are sent again to its next run. The counts
+	// it acknowledged after its last publication are then lost, so the
+	// clicks' hour is judged ok if none were, else unknown (never a
+	// mismatch), and the beacon's accepted count may fall short of what
+	// the topic holds by those.
+	killBeacon bool
+}
+
+// runExactlyOnce runs scenario s: the broker, the tailer, the beacon and a
+// sink per topic as separate processes; the tailer SIGKILLed 3 times and
+// the log sink twice while the lines are written through rotations; the
+// broker SIGSTOPped for longer than the beacon's ack timeout while the
+// clicks are posted (and the beacon SIGKILLed if s says so). Then every
+// line and click is in the lake exactly once, and `millrace audit` adds up
+// per source and hour.
+func runExactlyOnce(t *testing.T, s exactlyOnceScenario) {
+	const ackTimeout = time.Second
 	b := startBroker(t)
 	for _, topic := range []string{"logs", "logs.dlq", "clicks", "clicks.dlq"} {
 		b.createTopic(t, topic, 3, nil)
@@ -65,7 +94,7 @@ func TestEndToEndExactlyOnce(t *testing.T) {
 	}
 	sinkArgs := func(group, topic, schema string) []string {
 		return []string{"sink", "-b", b.addr, "--group", group, "--topic", topic, "--schema", schema, "--out", lake,
-			"--config", sinkCfg, "--roll-rows", "20000", "--idle-timeout", "500ms", "--session-timeout", "6s", "--log-level", "warn"}
+			"--format", s.format, "--config", sinkCfg, "--roll-rows", "20000", "--idle-timeout", "500ms", "--session-timeout", "6s", "--log-level", "warn"}
 	}
 	logSink := startProcess(t, "sink-logs", sinkArgs("lake-logs", "logs", "log")...)
 	clickSink := startProcess(t, "sink-clicks", sinkArgs("lake-clicks", "clicks", "click")...)
@@ -119,7 +148,7 @@ audit:
 	go func() {
 		defer wg.Done()
 		defer close(writerDone)
-		writeExactly(ctx, lw, lines, watcher)
+		writeExactly(ctx, lw, s.lines, s.linesPerTick, watcher)
 	}()
 
 	// The clicks' ts is two hours back (within the beacon's 24h clock-skew
@@ -135,7 +164,7 @@ audit:
 	go func() {
 		defer wg.Done()
 		defer close(posterDone)
-		poster.run(ctx, clicks, clickBatch, clickHour, 120*time.Millisecond)
+		poster.run(ctx, s.clicks, s.clickBatch, clickHour, 120*time.Millisecond)
 	}()
 
 	begin := time.Now()
@@ -145,8 +174,13 @@ audit:
 	}
 	// The chaos: each step at a time, with a random part, while both writers
 	// run (about 25s for the lines, 24s for the clicks).
+	tailKills, tailKillsMidStream := 0, 0
 	killTail := func() {
 		logf("SIGKILL the tailer (%d lines written)", lw.progress())
+		tailKills++
+		if running(writerDone) {
+			tailKillsMidStream++
+		}
 		tailer.kill()
 		tailer.restartAfter(300 * time.Millisecond)
 	}
@@ -157,6 +191,15 @@ audit:
 	}
 	at(time.Duration(3000+rng.IntN(2000)) * time.Millisecond)
 	killTail()
+	if s.killBeacon {
+		at(time.Duration(5500+rng.IntN(1000)) * time.Millisecond)
+		logf("SIGKILL the beacon (%s)", poster)
+		if !running(posterDone) {
+			t.Fatal("the clicks were all posted before the beacon was killed")
+		}
+		bc.kill()
+		bc.restartAfter(300 * time.Millisecond)
+	}
 	at(time.Duration(7000+rng.IntN(2000)) * time.Millisecond)
 	killSink()
 	at(11 * time.Second)
@@ -180,12 +223,19 @@ audit:
 	killTail()
 
 	<-writerDone
-	if int(lw.progress()) != lines {
-		t.Fatalf("the writer wrote %d lines, want %d", lw.progress(), lines)
+	if int(lw.progress()) != s.lines {
+		t.Fatalf("the writer wrote %d lines, want %d", lw.progress(), s.lines)
 	}
 	logf("writer done: %v", lw.counts)
-	waitfor.Until(t, 2*time.Minute, "every line in the topic", func() bool { return watcher.unique() >= lines })
-	// A graceful stop publishes the tailer's last audit counts.
+	if tailKillsMidStream < 2 || lw.n == 0 {
+		t.Fatalf("the tailer was SIGKILLed %d times while lines were written, through %d rotations; want at least 2 kills through rotations",
+			tailKillsMidStream, lw.n)
+	}
+	waitfor.Until(t, 2*time.Minute, "every line in the topic", func() bool { return watcher.unique() >= s.lines })
+	// A graceful stop publishes the tailer's last audit counts. Its last
+	// run may have just started: SIGTERM before it handles signals would
+	// kill it.
+	tailer.waitLog("msg=tailing ", 1+tailKills, time.Minute)
 	if !tailer.stop(syscall.SIGTERM, 30*time.Second) || tailer.exitCode() != 0 {
 		t.Errorf("the tailer did not stop cleanly on SIGTERM (status %d)", tailer.exitCode())
 	}
@@ -203,18 +253,24 @@ audit:
 	if poster.retried.Load() == 0 {
 		t.Fatal("no request was answered 503 or timed out: the broker pause did not test the retries")
 	}
+	if s.killBeacon && poster.connErrors.Load() == 0 {
+		t.Fatal("no request failed on its connection: the beacon's SIGKILL did not test the retries")
+	}
 	waitLanded(t, b, "lake-logs", "logs", 2*time.Minute, logSink)
 	waitLanded(t, b, "lake-clicks", "clicks", 2*time.Minute, clickSink)
 	// The lines name hours hours back (testLineTime): the tailer takes their
-	// ts from the text, so each hour is complete, gets its marker and is
-	// judged by the audit like the clicks' hour.
+	// ts from the text, so each hour is complete and is judged by the audit
+	// like the clicks' hour: in directories once it has its marker, in a
+	// table once the table's offsets reach the topic's end (waitLanded).
 	logHours := lineHours(lw)
-	markers := []string{filepath.Join(root, "clicks", clickHour.Format("dt=2006-01-02/hr=15"), "_SUCCESS")}
-	for _, hour := range sortedHours(logHours) {
-		markers = append(markers, filepath.Join(root, "logs", hour.Format("dt=2006-01-02/hr=15"), "_SUCCESS"))
-	}
-	for _, marker := range markers {
-		waitfor.Until(t, time.Minute, marker, func() bool { _, err := os.Stat(marker); return err == nil })
+	if s.format == "hive" {
+		markers := []string{filepath.Join(root, "clicks", clickHour.Format("dt=2006-01-02/hr=15"), "_SUCCESS")}
+		for _, hour := range sortedHours(logHours) {
+			markers = append(markers, filepath.Join(root, "logs", hour.Format("dt=2006-01-02/hr=15"), "_SUCCESS"))
+		}
+		for _, marker := range markers {
+			waitfor.Until(t, time.Minute, marker, func() bool { _, err := os.Stat(marker); return err == nil })
+		}
 	}
 	watcher.mu.Lock()
 	for _, m := range append(watcher.badIDs, watcher.bad...)[:min(10, len(watcher.badIDs)+len(watcher.bad))] {
@@ -228,16 +284,29 @@ audit:
 	_, clickRecords := groupProgress(t, adm, "lake-clicks", "clicks")
 	logf("all landed; the topics hold %d log records and %d clicks", logRecords, clickRecords)
 
-	checkExactlyOnceLake(t, root, lw)
-	checkExactlyOnceAudit(t, b, lake, clickHour, logHours, lines, clicks, logRecords, clickRecords)
+	checkExactlyOnceLake(t, root, lw, s.clicks)
+	if s.format == "iceberg" {
+		checkExactlyOnceTables(t, root, int(lw.progress()), s.clicks)
+	}
+	checkExactlyOnceAudit(t, b, lake, s, clickHour, logHours, logRecords, clickRecords)
 	logf("checked")
 }
 
-// writeExactly writes exactly total lines to lw's streams, a few per stream
-// every 5ms (about 25s), rotating each every few seconds by its next kind
-// and deleting rotated files once their lines are in the topic.
-func writeExactly(ctx context.Context, lw *logWriter, total int, w *tailWatcher) {
-	const perTick = 8
+// running reports whether done is still open.
+func running(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
+}
+
+// writeExactly writes exactly total lines to lw's streams, perTick per
+// stream every 5ms (8 make 200,000 in about 25s), rotating each every few
+// seconds by its next kind and deleting rotated files once their lines are
+// in the topic.
+func writeExactly(ctx context.Context, lw *logWriter, total, perTick int, w *tailWatcher) {
 	for range 4 {
 		lw.addStream()
 	}
@@ -382,25 +451,32 @@ func (p *clickPoster) fail(err error) {
 }
 
 // checkExactlyOnceLake asserts with DuckDB that the lake holds every line
-// and every click exactly once.
-func checkExactlyOnceLake(t *testing.T, root string, lw *logWriter) {
+// and each of the clicks exactly once: in directories, every Parquet file
+// under the topics'; in tables, the files their current snapshots list.
+func checkExactlyOnceLake(t *testing.T, root string, lw *logWriter, clicks int) {
 	t.Helper()
 	db := openDuck(t)
-	logs := fmt.Sprintf("read_parquet('%s/logs/**/*.parquet', hive_partitioning=true)", root)
-	clicks := fmt.Sprintf("read_parquet('%s/clicks/**/*.parquet', hive_partitioning=true)", root)
-	var count, distinct, logRows, clickRows int64
+	source := func(topic string) string {
+		files := parquetSource(t, root+"/"+topic+"/**/*.parquet")
+		if files == "" {
+			t.Fatalf("the lake holds no file of %s", topic)
+		}
+		return "read_parquet(" + files + ", hive_partitioning=true)"
+	}
+	logs, clickRows := source("logs"), source("clicks")
+	var count, distinct, logCount, clickCount int64
 	err := db.QueryRow(`SELECT count(*), count(DISTINCT event_id),
 		count(*) FILTER (WHERE kind = 'log'), count(*) FILTER (WHERE kind = 'click')
-		FROM (SELECT event_id, 'log' AS kind FROM `+logs+` UNION ALL SELECT event_id, 'click' FROM `+clicks+`)`).
-		Scan(&count, &distinct, &logRows, &clickRows)
+		FROM (SELECT event_id, 'log' AS kind FROM `+logs+` UNION ALL SELECT event_id, 'click' FROM `+clickRows+`)`).
+		Scan(&count, &distinct, &logCount, &clickCount)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := int64(lw.progress())
-	t.Logf("lake: count(*) = %d, count(DISTINCT event_id) = %d (%d log rows, %d click rows)", count, distinct, logRows, clickRows)
-	if count != want+20_000 || distinct != count || logRows != want {
+	want, wantClicks := int64(lw.progress()), int64(clicks)
+	t.Logf("lake: count(*) = %d, count(DISTINCT event_id) = %d (%d log rows, %d click rows)", count, distinct, logCount, clickCount)
+	if count != want+wantClicks || distinct != count || logCount != want {
 		t.Errorf("lake: count(*) = %d, count(DISTINCT event_id) = %d, log rows %d, click rows %d; want %d, %d, %d, %d",
-			count, distinct, logRows, clickRows, want+20_000, want+20_000, want, 20_000)
+			count, distinct, logCount, clickCount, want+wantClicks, want+wantClicks, want, wantClicks)
 	}
 
 	rows, err := db.Query(`SELECT line, count(*) FROM ` + logs + ` GROUP BY line`)
@@ -461,15 +537,24 @@ func sortedHours(hours map[time.Time]int64) []time.Time {
 // checkExactlyOnceAudit runs `millrace audit --json` and asserts that every
 // (topic, source, hour) adds up with the exact totals and is judged ok: the
 // clicks' hour and the lines' hours (logHours, the lines written per hour
-// they name) are complete, their _SUCCESS markers exist. Each log hour
-// accepts and lands exactly the lines that name it.
+// they name) are complete (their _SUCCESS markers exist, or the tables'
+// offsets are at the topics' ends). Each log hour accepts and lands
+// exactly the lines that name it. Tables are audited through the catalog
+// flags, as the sinks landed them.
 //
 // logRecords and clickRecords are what the topics hold: every repeat in them
 // must be counted as deduplicated, and the beacon's accepted count must be
-// what the broker acknowledged, retries included.
-func checkExactlyOnceAudit(t *testing.T, b *broker, lake string, clickHour time.Time, logHours map[time.Time]int64, lines, clicks, logRecords, clickRecords int64) {
+// what the broker acknowledged, retries included — unless s killed the
+// beacon: its killed run's last counts may then be missing, and the clicks'
+// hour is unknown (the audit names the run) instead of ok, never a mismatch.
+func checkExactlyOnceAudit(t *testing.T, b *broker, lake string, s exactlyOnceScenario, clickHour time.Time, logHours map[time.Time]int64, logRecords, clickRecords int64) {
 	t.Helper()
-	out, code := runAudit(t, "audit", "-b", b.addr, "--lake", lake, "--since", "48h", "--json")
+	lines, clicks := int64(s.lines), int64(s.clicks)
+	args := []string{"audit", "-b", b.addr, "--lake", lake, "--since", "48h"}
+	if s.format == "iceberg" {
+		args = append(args, "--catalog", "sqlite", "--namespace", "millrace")
+	}
+	out, code := runAudit(t, append(args, "--json")...)
 	if code != 0 {
 		t.Fatalf("millrace audit exited %d:\n%s", code, out)
 	}
@@ -481,21 +566,24 @@ func checkExactlyOnceAudit(t *testing.T, b *broker, lake string, clickHour time.
 	sums := map[string]*sum{}
 	logAccepted, logLanded := map[string]int64{}, map[string]int64{}
 	for _, l := range report.Lines {
-		s := sums[l.Topic]
-		if s == nil {
-			s = &sum{}
-			sums[l.Topic] = s
+		topicSum := sums[l.Topic]
+		if topicSum == nil {
+			topicSum = &sum{}
+			sums[l.Topic] = topicSum
 		}
-		s.accepted += l.Accepted
-		s.landed += l.Landed
-		s.deduplicated += l.Deduplicated
-		s.deadLettered += l.DeadLettered
+		topicSum.accepted += l.Accepted
+		topicSum.landed += l.Landed
+		topicSum.deduplicated += l.Deduplicated
+		topicSum.deadLettered += l.DeadLettered
 		expected := l.Landed + l.DeadLettered
 		if !l.Distinct {
 			expected += l.Deduplicated
 		}
+		// A killed beacon's uncounted clicks: fewer accepted than the
+		// lake accounts for, which the audit says it cannot judge.
+		uncounted := l.Topic == "clicks" && l.Status == reconcile.StatusUnknown && l.Accepted < expected
 		var bad []string
-		if expected != l.Accepted {
+		if expected != l.Accepted && !uncounted {
 			bad = append(bad, "does not add up")
 		}
 		if l.SinkLanded != l.Landed || l.DeadLettered != 0 || l.NoID != 0 {
@@ -509,7 +597,13 @@ func checkExactlyOnceAudit(t *testing.T, b *broker, lake string, clickHour time.
 				bad = append(bad, "want a distinct tail source, complete (ok)")
 			}
 		case "clicks":
-			if l.Distinct || l.Status != reconcile.StatusOK || l.Source != "shop.example" || l.Hour != audit.Hour(clickHour) {
+			if uncounted && !s.killBeacon {
+				bad = append(bad, "unknown, but no beacon was killed")
+			}
+			if uncounted {
+				t.Logf("clicks: unknown, as the killed beacon run did not publish its last counts: %s", l.Problem)
+			}
+			if l.Distinct || l.Status != reconcile.StatusOK && !uncounted || l.Source != "shop.example" || l.Hour != audit.Hour(clickHour) {
 				bad = append(bad, fmt.Sprintf("want a beacon source shop.example, complete (ok) in hour %s", audit.Hour(clickHour)))
 			}
 		default:
@@ -523,8 +617,8 @@ func checkExactlyOnceAudit(t *testing.T, b *broker, lake string, clickHour time.
 	if logs == nil || cl == nil {
 		t.Fatalf("audit report without logs or clicks:\n%s", out)
 	}
-	t.Logf("audit: logs accepted %d, landed %d, deduplicated %d; clicks accepted %d, landed %d, deduplicated %d; %d lines, %d open",
-		logs.accepted, logs.landed, logs.deduplicated, cl.accepted, cl.landed, cl.deduplicated, len(report.Lines), report.Open)
+	t.Logf("audit: logs accepted %d, landed %d, deduplicated %d; clicks accepted %d, landed %d, deduplicated %d; %d lines, %d open, %d unknown",
+		logs.accepted, logs.landed, logs.deduplicated, cl.accepted, cl.landed, cl.deduplicated, len(report.Lines), report.Open, report.Unknown)
 	if logs.accepted != lines || logs.landed != lines {
 		t.Errorf("audit of logs: accepted %d, landed %d; want %d and %d", logs.accepted, logs.landed, lines, lines)
 	}
@@ -544,9 +638,15 @@ func checkExactlyOnceAudit(t *testing.T, b *broker, lake string, clickHour time.
 	if logs.deduplicated != logRecords-lines {
 		t.Errorf("audit of logs: %d deduplicated, but the topic holds %d repeats", logs.deduplicated, logRecords-lines)
 	}
-	if cl.landed != clicks || cl.accepted != clickRecords || cl.accepted != cl.landed+cl.deduplicated+cl.deadLettered {
-		t.Errorf("audit of clicks: accepted %d, landed %d, deduplicated %d, dead-lettered %d; want landed %d, accepted %d (the topic's records) = landed + deduplicated + dead-lettered",
-			cl.accepted, cl.landed, cl.deduplicated, cl.deadLettered, clicks, clickRecords)
+	// The sink's side is exact in every case: each record of the topic
+	// landed or was counted as a repeat.
+	if cl.landed != clicks || cl.landed+cl.deduplicated+cl.deadLettered != clickRecords {
+		t.Errorf("audit of clicks: landed %d, deduplicated %d, dead-lettered %d; want landed %d, and landed + deduplicated + dead-lettered = %d (the topic's records)",
+			cl.landed, cl.deduplicated, cl.deadLettered, clicks, clickRecords)
+	}
+	if cl.accepted != clickRecords && !(s.killBeacon && cl.accepted < clickRecords && report.Unknown > 0) {
+		t.Errorf("audit of clicks: accepted %d; want %d, the topic's records (fewer only when a killed beacon run's counts are missing and the hour is unknown)",
+			cl.accepted, clickRecords)
 	}
 	if cl.deduplicated == 0 {
 		t.Error("audit of clicks: nothing deduplicated: no event answered 503 was delivered, so no retry was a repeat")
@@ -555,7 +655,7 @@ func checkExactlyOnceAudit(t *testing.T, b *broker, lake string, clickHour time.
 		t.Errorf("audit: %d hours unreconciled, unattributed %v, %d malformed records", report.Unreconciled, report.Unattributed, report.SkippedRecords)
 	}
 	// The text report says the same.
-	text, code := runAudit(t, "audit", "-b", b.addr, "--lake", lake, "--since", "48h")
+	text, code := runAudit(t, args...)
 	if code != 0 || !strings.Contains(text, "0 hours not reconciled") {
 		t.Errorf("millrace audit (text) exited %d:\n%s", code, text)
 	}
