@@ -179,7 +179,13 @@ func readNamedTable(t *testing.T, cfg Config, name string) (*table.Table, iceber
 // scanEventIDs reads the event_id of every row of tbl with iceberg-go's scan, sorted.
 func scanEventIDs(t *testing.T, tbl *table.Table) []string {
 	t.Helper()
-	_, batches, err := tbl.Scan(table.WithSelectedFields("event_id")).ToArrowRecords(t.Context())
+	return readEventIDs(t, tbl.Scan(table.WithSelectedFields("event_id")))
+}
+
+// readEventIDs reads the event_id of every row scan reads, sorted.
+func readEventIDs(t *testing.T, scan *table.Scan) []string {
+	t.Helper()
+	_, batches, err := scan.ToArrowRecords(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package lake
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -71,23 +70,8 @@ func TestIcebergIdentityPartition(t *testing.T) {
 	}
 }
 
-// scanIDs is the sorted event ids a scan reads, space separated.
+// scanIDs is the sorted distinct event ids a scan reads, space separated.
 func scanIDs(t *testing.T, scan *table.Scan) string {
 	t.Helper()
-	_, batches, err := scan.ToArrowRecords(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]bool{}
-	for rec, err := range batches {
-		if err != nil {
-			t.Fatal(err)
-		}
-		col := rec.Column(rec.Schema().FieldIndices("event_id")[0])
-		for i := range col.Len() {
-			seen[col.ValueStr(i)] = true
-		}
-		rec.Release()
-	}
-	return strings.Join(slices.Sorted(maps.Keys(seen)), " ")
+	return strings.Join(slices.Compact(readEventIDs(t, scan)), " ")
 }
