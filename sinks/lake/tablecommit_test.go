@@ -71,7 +71,9 @@ func TestIcebergTableCommits(t *testing.T) {
 // icebergFixture is what the tests of a worker landing into a table start
 // from: an in-process broker with a topic clicks, a client of it, a file
 // store, and a worker config landing clicks into an Iceberg table (a
-// SQLite catalog in the store's root) in rolls of two rows.
+// SQLite catalog in the store's root) in rolls of two rows. A test may
+// change st and cfg (another store, other table settings) before it
+// starts a worker.
 type icebergFixture struct {
 	addr   string
 	client *kgo.Client
