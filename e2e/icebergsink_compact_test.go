@@ -56,18 +56,8 @@ func TestIcebergCompaction(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cat, err := iceberg.Open(ctx, iceberg.Config{Directory: root, Namespace: "millrace"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
-	load := func() *table.Table {
-		tbl, err := cat.Catalog().LoadTable(ctx, cat.Identifier(topic))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tbl
-	}
+	cat := openIcebergDirCatalog(ctx, t, root)
+	load := func() *table.Table { return loadIcebergTable(t, cat, topic) }
 	before := load()
 	filesBefore := dataFiles(t, before)
 	if filesBefore < 20 {

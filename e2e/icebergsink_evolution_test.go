@@ -52,11 +52,7 @@ func TestIcebergSinkSchemaEvolution(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cat, err := iceberg.Open(ctx, iceberg.Config{Directory: root, Namespace: "millrace"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
+	cat := openIcebergDirCatalog(ctx, t, root)
 	v1Files := icebergDataFiles(t, loadIcebergTable(t, cat, topic))
 
 	// Offsets: [0, 10) old clicks, [10, 15) new ones, [15, 18) refused,
@@ -101,9 +97,7 @@ func TestIcebergSinkSchemaEvolution(t *testing.T) {
 		t.Errorf("campaign column %+v (found %v); want an optional string with the table's last column ID %d",
 			field, ok, tbl.Metadata().LastColumnID())
 	}
-	if rows, distinct := icebergScanCounts(t, tbl); rows != total || distinct != total {
-		t.Errorf("iceberg-go scan: %d rows, %d distinct event ids; want %d, %d", rows, distinct, total, total)
-	}
+	checkIcebergScan(t, tbl, total)
 	got := icebergColumnByEventID(t, tbl, "campaign")
 	for i := range total {
 		want := "null"
@@ -119,10 +113,7 @@ func TestIcebergSinkSchemaEvolution(t *testing.T) {
 	}
 
 	// The refused records, in the dead-letter table, once each.
-	dlq, err := cat.Catalog().LoadTable(ctx, cat.Identifier(topic+iceberg.DeadLetterSuffix))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dlq := loadIcebergTable(t, cat, topic+iceberg.DeadLetterSuffix)
 	letters := icebergDeadLetters(t, dlq)
 	if len(letters) != len(refused) {
 		t.Errorf("%d dead-letter rows, want %d: %v", len(letters), len(refused), letters)
@@ -159,16 +150,6 @@ func TestIcebergSinkSchemaEvolution(t *testing.T) {
 		t.Errorf("offsets: table %v, group %d, dead-letter table %v; want %d, %d, past %d",
 			progress.Offsets, committed.At, dlqProgress.Offsets, end, end, offsetOfLast(letters))
 	}
-}
-
-// loadIcebergTable loads topic's table from cat.
-func loadIcebergTable(t *testing.T, cat *iceberg.Catalog, topic string) *table.Table {
-	t.Helper()
-	tbl, err := cat.Catalog().LoadTable(t.Context(), cat.Identifier(topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tbl
 }
 
 // icebergDataFiles lists the data files of tbl's current snapshot, sorted.

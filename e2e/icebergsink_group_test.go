@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"millrace/internal/pgtest"
@@ -46,9 +44,7 @@ func TestIcebergSinkGroup(t *testing.T) {
 		root := t.TempDir()
 		icebergGroupScenario(t, icebergGroupBackend{
 			warehouse: "file://" + root,
-			open: func(ctx context.Context) (*iceberg.Catalog, error) {
-				return iceberg.Open(ctx, iceberg.Config{Directory: root, Namespace: "millrace"})
-			},
+			catalog:   iceberg.Config{Directory: root, Namespace: "millrace"},
 			exists: func(_ context.Context, path string) bool {
 				_, err := os.Stat(strings.TrimPrefix(path, "file://"))
 				return err == nil
@@ -62,16 +58,7 @@ func TestIcebergSinkGroup(t *testing.T) {
 		server := startVersitygw(t)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		// Not server.makeBucket: it sets the credentials in this process's
-		// environment; the sinks get them in their own.
-		s3, err := minio.New(server.addr, &minio.Options{Creds: credentials.NewStaticV4(s3AccessKey, s3SecretKey, ""),
-			Region: "us-east-1", BucketLookup: minio.BucketLookupPath})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s3.MakeBucket(ctx, bucket, minio.MakeBucketOptions{Region: "us-east-1"}); err != nil {
-			t.Fatal(err)
-		}
+		s3 := server.newBucket(t, ctx, bucket)
 		catalogURL := pgtest.Start(t)
 		key := func(path string) string {
 			k, ok := strings.CutPrefix(path, "s3://"+bucket+"/")
@@ -85,11 +72,9 @@ func TestIcebergSinkGroup(t *testing.T) {
 			warehouse: "s3://" + bucket + "/lake",
 			flags:     []string{"--s3-endpoint", server.endpoint(), "--catalog", "postgres", "--catalog-uri", catalogURL},
 			env:       []string{"AWS_ACCESS_KEY_ID=" + s3AccessKey, "AWS_SECRET_ACCESS_KEY=" + s3SecretKey},
-			open: func(ctx context.Context) (*iceberg.Catalog, error) {
-				return iceberg.Open(ctx, iceberg.Config{Catalog: iceberg.CatalogPostgres, URL: catalogURL, Namespace: "millrace",
-					S3: &store.S3Config{Endpoint: server.endpoint(), Bucket: bucket, Prefix: "lake",
-						AccessKey: s3AccessKey, SecretKey: s3SecretKey}})
-			},
+			catalog: iceberg.Config{Catalog: iceberg.CatalogPostgres, URL: catalogURL, Namespace: "millrace",
+				S3: &store.S3Config{Endpoint: server.endpoint(), Bucket: bucket, Prefix: "lake",
+					AccessKey: s3AccessKey, SecretKey: s3SecretKey}},
 			exists: func(ctx context.Context, path string) bool {
 				_, err := s3.StatObject(ctx, bucket, key(path), minio.StatObjectOptions{})
 				return err == nil
@@ -109,10 +94,10 @@ func TestIcebergSinkGroup(t *testing.T) {
 
 // icebergGroupBackend is where icebergGroupScenario's table lives.
 type icebergGroupBackend struct {
-	warehouse string   // --out: the warehouse's URL, as the table's file paths start
-	flags     []string // the sinks' catalog and store flags
-	env       []string // added to the sinks' environment
-	open      func(ctx context.Context) (*iceberg.Catalog, error)
+	warehouse string                                        // --out: the warehouse's URL, as the table's file paths start
+	flags     []string                                      // the sinks' catalog and store flags
+	env       []string                                      // added to the sinks' environment
+	catalog   iceberg.Config                                // the table's catalog, as a reader opens it
 	exists    func(ctx context.Context, path string) bool   // whether a data file path is in the warehouse
 	local     func(ctx context.Context, path string) string // a data file path as DuckDB can read it
 }
@@ -220,53 +205,10 @@ func icebergGroupScenario(t *testing.T, be icebergGroupBackend) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cat, err := be.open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
-	tbl, err := cat.Catalog().LoadTable(ctx, cat.Identifier(topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, distinct := icebergScanCounts(t, tbl)
-	if rows != total || distinct != total {
-		t.Errorf("iceberg-go scan: %d rows, %d distinct event ids; want %d, %d", rows, distinct, total, total)
-	}
-
-	progress, err := iceberg.ReadProgress(tbl, group, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	offs, err := adm.FetchOffsetsForTopics(ctx, group, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for part := range int32(partitions) {
-		committed, _ := offs.Lookup(topic, part)
-		if at, ok := progress.Offsets[part]; !ok || at != committed.At {
-			t.Errorf("partition %d: the snapshot's offset is %d (%v), the group's %d", part, at, ok, committed.At)
-		}
-	}
-
-	tasks, err := tbl.Scan().PlanFiles(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	listed := make([]string, 0, len(tasks))
-	files := make([]string, 0, len(tasks))
-	for _, task := range tasks {
-		listed = append(listed, task.File.FilePath())
-		files = append(files, "'"+be.local(ctx, task.File.FilePath())+"'")
-	}
-	var count, ids int64
-	q := fmt.Sprintf("SELECT count(*), count(DISTINCT event_id) FROM read_parquet([%s])", strings.Join(files, ", "))
-	if err := openDuck(t).QueryRow(q).Scan(&count, &ids); err != nil {
-		t.Fatal(err)
-	}
-	if count != total || ids != total {
-		t.Errorf("DuckDB over the snapshot's %d files: %d rows, %d distinct event ids; want %d", len(files), count, ids, total)
-	}
+	tbl := loadIcebergTable(t, openIcebergCatalog(ctx, t, be.catalog), topic)
+	checkIcebergScan(t, tbl, total)
+	checkSnapshotOffsets(ctx, t, adm, tbl, group, topic, partitions)
+	listed := checkDuckDBOverSnapshot(ctx, t, tbl, total, func(_ int, path string) string { return be.local(ctx, path) })
 
 	// The paused worker's file was written and never committed: it is in
 	// the data directory, and no snapshot lists it.

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"millrace/internal/pgtest"
@@ -40,16 +39,7 @@ func TestIcebergSinkS3KilledMidStream(t *testing.T) {
 	server := startVersitygw(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	// Not server.makeBucket: it sets the credentials in this process's
-	// environment, which a parallel test may not; the sink gets them in its own.
-	s3, err := minio.New(server.addr, &minio.Options{Creds: credentials.NewStaticV4(s3AccessKey, s3SecretKey, ""),
-		Region: "us-east-1", BucketLookup: minio.BucketLookupPath})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s3.MakeBucket(ctx, bucket, minio.MakeBucketOptions{Region: "us-east-1"}); err != nil {
-		t.Fatal(err)
-	}
+	s3 := server.newBucket(t, ctx, bucket)
 	catalogURL := pgtest.Start(t)
 	b := startBroker(t)
 	b.createTopic(t, topic, 2, nil)
@@ -69,69 +59,31 @@ func TestIcebergSinkS3KilledMidStream(t *testing.T) {
 		t.Errorf("SIGTERM did not end the sink with status 0 (status %d)", sink.exitCode())
 	}
 
-	cat, err := iceberg.Open(ctx, iceberg.Config{Catalog: iceberg.CatalogPostgres, URL: catalogURL, Namespace: "millrace",
+	cat := openIcebergCatalog(ctx, t, iceberg.Config{Catalog: iceberg.CatalogPostgres, URL: catalogURL, Namespace: "millrace",
 		S3: &store.S3Config{Endpoint: server.endpoint(), Bucket: bucket, Prefix: "lake", AccessKey: s3AccessKey, SecretKey: s3SecretKey}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
-	tbl, err := cat.Catalog().LoadTable(ctx, cat.Identifier(topic))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := loadIcebergTable(t, cat, topic)
 	const location = "s3://" + bucket + "/lake/millrace.db/" + topic
 	if tbl.Location() != location || !strings.HasPrefix(tbl.MetadataLocation(), location+"/metadata/") {
 		t.Errorf("the table is at %s, its metadata at %s; want both under %s", tbl.Location(), tbl.MetadataLocation(), location)
 	}
-
-	rows, distinct := icebergScanCounts(t, tbl)
-	if rows != total || distinct != total {
-		t.Errorf("iceberg-go scan: %d rows, %d distinct event ids; want %d, %d", rows, distinct, total, total)
-	}
-
-	progress, err := iceberg.ReadProgress(tbl, group, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	offs, err := kadm.NewClient(kafkaClient(t, b)).FetchOffsetsForTopics(ctx, group, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for part := range int32(2) {
-		committed, _ := offs.Lookup(topic, part)
-		if at, ok := progress.Offsets[part]; !ok || at != committed.At {
-			t.Errorf("partition %d: the snapshot's offset is %d (%v), the group's %d", part, at, ok, committed.At)
-		}
-	}
+	checkIcebergScan(t, tbl, total)
+	checkSnapshotOffsets(ctx, t, kadm.NewClient(kafkaClient(t, b)), tbl, group, topic, 2)
 
 	// DuckDB reads S3 through its httpfs extension, which it installs from
 	// the network: not here. So the files the snapshot lists are
 	// downloaded, each by its key, and read where they land.
-	tasks, err := tbl.Scan().PlanFiles(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	files := make([]string, 0, len(tasks))
-	for i, task := range tasks {
-		key, ok := strings.CutPrefix(task.File.FilePath(), "s3://"+bucket+"/")
+	checkDuckDBOverSnapshot(ctx, t, tbl, total, func(i int, path string) string {
+		key, ok := strings.CutPrefix(path, "s3://"+bucket+"/")
 		if !ok {
-			t.Fatalf("the snapshot lists %s, outside the bucket", task.File.FilePath())
+			t.Fatalf("the snapshot lists %s, outside the bucket", path)
 		}
 		local := filepath.Join(dir, fmt.Sprintf("%d.parquet", i))
 		if err := s3.FGetObject(ctx, bucket, key, local, minio.GetObjectOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		files = append(files, "'"+local+"'")
-	}
-	var count, ids int64
-	q := fmt.Sprintf("SELECT count(*), count(DISTINCT event_id) FROM read_parquet([%s])", strings.Join(files, ", "))
-	if err := openDuck(t).QueryRow(q).Scan(&count, &ids); err != nil {
-		t.Fatal(err)
-	}
-	if count != total || ids != total {
-		t.Errorf("DuckDB over the snapshot's %d files: %d rows, %d distinct event ids; want %d", len(files), count, ids, total)
-	}
+		return local
+	})
 }
 
 // TestIcebergSinkS3SQLiteNeedsFile: the sqlite catalog's file cannot live

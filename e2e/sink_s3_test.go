@@ -60,6 +60,18 @@ func (s *s3Server) endpoint() string { return "http://" + s.addr }
 // sets the AWS credentials in the environment for the sink processes.
 func (s *s3Server) makeBucket(t *testing.T, ctx context.Context, bucket string) *minio.Client {
 	t.Helper()
+	client := s.newBucket(t, ctx, bucket)
+	t.Setenv("AWS_ACCESS_KEY_ID", s3AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", s3SecretKey)
+	return client
+}
+
+// newBucket creates bucket and returns a client of the server. Unlike
+// makeBucket it leaves this process's environment alone, which a parallel
+// test may not set: such a test gives its processes the credentials in
+// their own environment.
+func (s *s3Server) newBucket(t *testing.T, ctx context.Context, bucket string) *minio.Client {
+	t.Helper()
 	client, err := minio.New(s.addr, &minio.Options{
 		Creds: credentials.NewStaticV4(s3AccessKey, s3SecretKey, ""), Region: "us-east-1",
 		BucketLookup: minio.BucketLookupPath})
@@ -69,8 +81,6 @@ func (s *s3Server) makeBucket(t *testing.T, ctx context.Context, bucket string) 
 	if err := client.MakeBucket(ctx, bucket, minio.MakeBucketOptions{Region: "us-east-1"}); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("AWS_ACCESS_KEY_ID", s3AccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", s3SecretKey)
 	return client
 }
 

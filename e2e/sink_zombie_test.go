@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
-
 	"millrace/internal/waitfor"
 )
 
@@ -39,15 +36,7 @@ func TestSinkZombieWorker(t *testing.T) {
 		server := startVersitygw(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		s3, err := minio.New(server.addr, &minio.Options{
-			Creds: credentials.NewStaticV4(s3AccessKey, s3SecretKey, ""), Region: "us-east-1",
-			BucketLookup: minio.BucketLookupPath})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s3.MakeBucket(ctx, "warehouse", minio.MakeBucketOptions{Region: "us-east-1"}); err != nil {
-			t.Fatal(err)
-		}
+		s3 := server.newBucket(t, ctx, "warehouse")
 		// The sink processes read their credentials from the environment;
 		// t.Setenv is not allowed in a parallel test, and every S3 test
 		// sets these same values.

@@ -29,6 +29,27 @@ const (
 // is addressed by path.
 func StartBucket(t testing.TB, bucket string) string {
 	t.Helper()
+	// Creating the bucket is the readiness check: it fails until the
+	// server listens.
+	return start(t, "versitygw creating bucket "+bucket, func(client *minio.Client) bool {
+		return client.MakeBucket(t.Context(), bucket, minio.MakeBucketOptions{Region: "us-east-1"}) == nil
+	})
+}
+
+// Start starts a server with no bucket and returns its endpoint URL
+// ("http://127.0.0.1:PORT").
+func Start(t testing.TB) string {
+	t.Helper()
+	return start(t, "versitygw answering", func(client *minio.Client) bool {
+		_, err := client.ListBuckets(t.Context())
+		return err == nil
+	})
+}
+
+// start runs versitygw until the test ends and waits until ready, given a
+// client of it, says it is.
+func start(t testing.TB, what string, ready func(*minio.Client) bool) string {
+	t.Helper()
 	bin := binary(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -53,15 +74,13 @@ func StartBucket(t testing.TB, bucket string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Creating the bucket is the readiness check: it fails until the
-	// server listens.
-	waitfor.Until(t, 15*time.Second, "versitygw creating bucket "+bucket, func() bool {
+	waitfor.Until(t, 15*time.Second, what, func() bool {
 		select {
 		case <-exited:
 			t.Fatalf("s3test: versitygw exited:\n%s", logs.String())
 		default:
 		}
-		return client.MakeBucket(t.Context(), bucket, minio.MakeBucketOptions{Region: "us-east-1"}) == nil
+		return ready(client)
 	})
 	return "http://" + addr
 }

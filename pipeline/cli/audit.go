@@ -12,7 +12,6 @@ import (
 
 	"millrace/audit"
 	"millrace/pipeline/reconcile"
-	"millrace/sinks/lakeread"
 	"millrace/sinks/store"
 )
 
@@ -151,11 +150,7 @@ func judgeLake(ctx context.Context, a *reconcile.Audit, url string, o auditOptio
 	if !o.tables.given() {
 		return a.Judge(ctx, st, url)
 	}
-	cfg, err := o.tables.config(strings.TrimPrefix(url, "file://"))
-	if err != nil {
-		return nil, err
-	}
-	cat, err := lakeread.OpenCatalog(ctx, cfg)
+	cat, err := o.tables.open(ctx, strings.TrimPrefix(url, "file://"))
 	if err != nil {
 		return nil, err
 	}

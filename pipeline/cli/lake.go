@@ -218,6 +218,16 @@ func (t *tableFlags) config(dir string) (iceberg.Config, error) {
 	return c, nil
 }
 
+// open opens the catalog of the flags for the warehouse directory dir;
+// the caller closes it.
+func (t *tableFlags) open(ctx context.Context, dir string) (*lakeread.Catalog, error) {
+	cfg, err := t.config(dir)
+	if err != nil {
+		return nil, err
+	}
+	return lakeread.OpenCatalog(ctx, cfg)
+}
+
 // lookup returns topic's table in the warehouse directory dir, or nil
 // when the topic has no table there and none was asked for (no catalog
 // flag): the topic is then read as Hive directories.
@@ -225,11 +235,7 @@ func (t *tableFlags) lookup(ctx context.Context, dir, topic string) (*lakeread.T
 	if !t.given() && !lakeread.HasDefaultCatalog(dir) {
 		return nil, nil
 	}
-	cfg, err := t.config(dir)
-	if err != nil {
-		return nil, err
-	}
-	cat, err := lakeread.OpenCatalog(ctx, cfg)
+	cat, err := t.open(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -273,11 +279,7 @@ func (t *tableFlags) tableTarget(target, topic string) (dir, table string, ok bo
 
 // inspectTable prints topic's table in the warehouse dir.
 func inspectTable(ctx context.Context, e *env, tf tableFlags, dir, topic string, asJSON, asSQL bool) error {
-	cfg, err := tf.config(dir)
-	if err != nil {
-		return err
-	}
-	cat, err := lakeread.OpenCatalog(ctx, cfg)
+	cat, err := tf.open(ctx, dir)
 	if err != nil {
 		return err
 	}

@@ -42,10 +42,7 @@ func init() {
 				if err != nil {
 					return err
 				}
-				verb := "merged"
-				if o.dryRun {
-					verb = "would merge"
-				}
+				verb := o.verb("merged", "would merge")
 				fmt.Fprintf(e.stdout, "%s: %s %d files into %d, in %d closed partitions\n",
 					tableName(tbl), verb, res.FilesRemoved, res.FilesAdded, res.Partitions)
 				return nil
@@ -68,10 +65,7 @@ func init() {
 				if err != nil {
 					return err
 				}
-				verb := "expired"
-				if o.dryRun {
-					verb = "would expire"
-				}
+				verb := o.verb("expired", "would expire")
 				fmt.Fprintf(e.stdout, "%s: %s %d snapshots\n", tableName(tbl), verb, res.Expired)
 				for _, tag := range slices.Sorted(maps.Keys(res.Tags)) {
 					fmt.Fprintf(e.stdout, "  kept under tag %s: snapshot %d\n", tag, res.Tags[tag])
@@ -96,10 +90,7 @@ func init() {
 				if err != nil {
 					return err
 				}
-				verb := "removed"
-				if o.dryRun {
-					verb = "would remove"
-				}
+				verb := o.verb("removed", "would remove")
 				fmt.Fprintf(e.stdout, "%s: %s %d orphan files (%d bytes)\n", tableName(tbl), verb, len(res.Files), res.Bytes)
 				if o.dryRun {
 					for _, f := range res.Files {
@@ -137,6 +128,14 @@ type lakeMaintOptions struct {
 	out, catalog, catalogURI, namespace, configFile string
 	s3Endpoint, s3Region                            string
 	dryRun                                          bool
+}
+
+// verb is what a run did, or with --dry-run what it would do.
+func (o *lakeMaintOptions) verb(did, wouldDo string) string {
+	if o.dryRun {
+		return wouldDo
+	}
+	return did
 }
 
 func (o *lakeMaintOptions) addFlags(f *pflag.FlagSet) {

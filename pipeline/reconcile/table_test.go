@@ -49,15 +49,7 @@ func TestReconcileTable(t *testing.T) {
 		Events: []string{click("shop.example", h10)}, Metadata: counts(audit.RowCounts{hour10: {"shop.example": 100}})})
 
 	ctx := context.Background()
-	cat, err := lakeread.OpenCatalog(ctx, iceberg.Config{Directory: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
-	st, err := store.NewFile(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat, st := openTableLake(ctx, t, dir)
 	entries := audit.Latest([]audit.Entry{
 		agent(audit.RoleBeacon, "clicks", "shop.example", hour10, 2),
 		agent(audit.RoleBeacon, "clicks", "other.example", hour10, 1),
@@ -140,15 +132,7 @@ func TestReconcileTableAfterCompaction(t *testing.T) {
 	if err != nil || res.FilesRemoved != 3 || res.FilesAdded != 1 {
 		t.Fatalf("compaction: %+v, %v; want 3 files merged into 1", res, err)
 	}
-	cat, err := lakeread.OpenCatalog(ctx, iceberg.Config{Directory: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
-	st, err := store.NewFile(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat, st := openTableLake(ctx, t, dir)
 	lake, err := ReadLakeTables(ctx, st, Tables{Catalog: cat}, []string{"clicks"}, h10, h10.Add(3*time.Hour), h10.Add(3*time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -157,4 +141,20 @@ func TestReconcileTableAfterCompaction(t *testing.T) {
 	if lake.Files != 1 || fmt.Sprint(lake.Rows["clicks"]) != fmt.Sprint(want) || !lake.Complete["clicks"][hour10] {
 		t.Errorf("after compaction: %d files, rows %v, complete %v; want 1 file, %v, hour 10 complete", lake.Files, lake.Rows["clicks"], lake.Complete["clicks"], want)
 	}
+}
+
+// openTableLake opens the catalog of the warehouse dir, closed when the
+// test ends, and the file store of its directory.
+func openTableLake(ctx context.Context, t *testing.T, dir string) (*lakeread.Catalog, store.Store) {
+	t.Helper()
+	cat, err := lakeread.OpenCatalog(ctx, iceberg.Config{Directory: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	st, err := store.NewFile(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cat, st
 }

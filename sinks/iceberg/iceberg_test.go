@@ -3,6 +3,7 @@ package iceberg
 import (
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -136,16 +137,6 @@ func appendMetricRows(sc *arrow.Schema, b *array.RecordBuilder, rs []metricRow) 
 // them), and describes it for a commit.
 func writeBatch(t *testing.T, tbl *table.Table, name string, build func(*arrow.Schema, *array.RecordBuilder)) iceberg.DataFile {
 	t.Helper()
-	sc, err := table.SchemaToArrowSchema(tbl.Schema(), nil, false, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
-	defer b.Release()
-	build(sc, b)
-	rec := b.NewRecordBatch()
-	defer rec.Release()
-
 	location := tbl.Location() + "/data/" + name
 	path := strings.TrimPrefix(location, "file://")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -155,25 +146,50 @@ func writeBatch(t *testing.T, tbl *table.Table, name string, build func(*arrow.S
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := pqarrow.NewFileWriter(sc, f, parquet.NewWriterProperties(), pqarrow.DefaultWriterProps())
+	return writeDataFile(t, tbl, location, f, build, func() (int64, error) {
+		st, err := os.Stat(path)
+		if err != nil {
+			return 0, err
+		}
+		return st.Size(), nil
+	})
+}
+
+// writeDataFile writes the rows build appends to out (which it closes) as
+// Parquet, in the table's current schema without field IDs, and describes
+// the file at location, of the size size reports once written, for a
+// commit.
+func writeDataFile(t *testing.T, tbl *table.Table, location string, out io.WriteCloser,
+	build func(*arrow.Schema, *array.RecordBuilder), size func() (int64, error)) iceberg.DataFile {
+	t.Helper()
+	sc, err := table.SchemaToArrowSchema(tbl.Schema(), nil, false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	defer b.Release()
+	build(sc, b)
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	w, err := pqarrow.NewFileWriter(sc, out, parquet.NewWriterProperties(), pqarrow.DefaultWriterProps())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Write(rec); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Close(); err != nil { // closes f too
+	if err := w.Close(); err != nil { // closes out too
 		t.Fatal(err)
 	}
 	footer, err := w.FileMetadata()
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := os.Stat(path)
+	n, err := size()
 	if err != nil {
 		t.Fatal(err)
 	}
-	df, err := DataFile(tbl, location, st.Size(), footer)
+	df, err := DataFile(tbl, location, n, footer)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,10 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
@@ -85,15 +83,6 @@ func TestS3WarehouseRollsAndMaintenance(t *testing.T) {
 // commit.
 func writeS3File(t *testing.T, tbl *table.Table, name string, rs []metricRow) iceberg.DataFile {
 	t.Helper()
-	sc, err := table.SchemaToArrowSchema(tbl.Schema(), nil, false, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
-	defer b.Release()
-	appendMetricRows(sc, b, rs)
-	rec := b.NewRecordBatch()
-	defer rec.Release()
 	fs, err := tbl.FS(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -103,29 +92,14 @@ func writeS3File(t *testing.T, tbl *table.Table, name string, rs []metricRow) ic
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := pqarrow.NewFileWriter(sc, out, parquet.NewWriterProperties(), pqarrow.DefaultWriterProps())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil { // closes out too
-		t.Fatal(err)
-	}
-	footer, err := w.FileMetadata()
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := fs.(iceio.StatIO).Stat(location)
-	if err != nil {
-		t.Fatal(err)
-	}
-	df, err := DataFile(tbl, location, info.Size(), footer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return df
+	build := func(sc *arrow.Schema, b *array.RecordBuilder) { appendMetricRows(sc, b, rs) }
+	return writeDataFile(t, tbl, location, out, build, func() (int64, error) {
+		info, err := fs.(iceio.StatIO).Stat(location)
+		if err != nil {
+			return 0, err
+		}
+		return info.Size(), nil
+	})
 }
 
 // startS3Bucket starts an S3 server with bucket and returns the store

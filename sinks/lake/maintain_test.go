@@ -15,12 +15,9 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/internal/waitfor"
 	"millrace/sinks/iceberg"
-	"millrace/sinks/store"
 )
 
 // TestScheduledMaintenanceCompacts: a worker lands ten clicks of one past
@@ -31,29 +28,14 @@ import (
 // maintenance metrics count the runs and the compacted files.
 func TestScheduledMaintenanceCompacts(t *testing.T) {
 	t.Parallel()
-	addr, _ := startBroker(t, t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "clicks"); err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	st, err := store.NewFile(root, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := Config{Brokers: []string{addr}, Group: "g", Topics: []string{"clicks"}, Schema: "click",
-		Format: FormatIceberg, RollRows: 2, IdleTimeout: 100 * time.Millisecond, AuditTopic: "off",
-		Iceberg: TableConfig{Warehouse: root, Maintenance: MaintenanceConfig{Interval: 100 * time.Millisecond}}}
-	produceClicks(ctx, t, addr, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+	f := newIcebergFixture(ctx, t, 1)
+	f.cfg.Iceberg.Maintenance = MaintenanceConfig{Interval: 100 * time.Millisecond}
+	cfg := f.cfg
+	produceClicks(ctx, t, f.addr, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
 	reg := prometheus.NewRegistry()
-	w, err := New(cfg, st, reg, slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})))
+	w, err := New(cfg, f.st, reg, slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,13 +49,6 @@ func TestScheduledMaintenanceCompacts(t *testing.T) {
 		}
 	}()
 
-	groupAt := func() int64 {
-		offsets, err := adm.FetchOffsets(ctx, "g")
-		if o, ok := offsets.Lookup("clicks", 0); err == nil && ok {
-			return o.At
-		}
-		return -1
-	}
 	var tbl *table.Table
 	waitfor.Until(t, time.Minute, "every click landed and the hour compacted into one file", func() bool {
 		select {
@@ -81,7 +56,7 @@ func TestScheduledMaintenanceCompacts(t *testing.T) {
 			t.Fatalf("the worker stopped: %v", w.Err())
 		default:
 		}
-		if groupAt() != 10 {
+		if f.groupAt(ctx) != 10 {
 			return false
 		}
 		tbl, _ = readTable(t, cfg)

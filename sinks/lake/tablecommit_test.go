@@ -33,42 +33,12 @@ func TestIcebergTableCommits(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	f := newIcebergFixture(ctx, t, 1)
-	addr, adm, st, cfg := f.addr, f.adm, f.st, f.cfg
-	groupAt := func() int64 {
-		offsets, err := adm.FetchOffsets(ctx, "g")
-		if o, ok := offsets.Lookup("clicks", 0); err == nil && ok {
-			return o.At
-		}
-		return -1
-	}
-	startWorker := func() *Worker {
-		w, err := New(cfg, st, prometheus.NewRegistry(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return w
-	}
-	landUntil := func(w *Worker, offset int64) {
-		waitfor.Until(t, time.Minute, fmt.Sprintf("the group offset at %d", offset), func() bool {
-			select {
-			case <-w.Done():
-				t.Fatalf("the worker stopped: %v", w.Err())
-			default:
-			}
-			return groupAt() == offset
-		})
-		if err := w.Shutdown(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	addr, adm, cfg := f.addr, f.adm, f.cfg
+	groupAt := func() int64 { return f.groupAt(ctx) }
 
 	// Three records, two rolls: [0, 1] by RollRows, [2] when idle.
 	produceClicks(ctx, t, addr, 0, 1, 2)
-	w := startWorker()
-	landUntil(w, 3)
+	f.landUntil(ctx, t, f.startWorker(ctx, t), 3)
 	tbl, progress := readTable(t, cfg)
 	if got := scanEventIDs(t, tbl); strings.Join(got, " ") != "e0 e1 e2" {
 		t.Errorf("the table holds %v, want e0 e1 e2", got)
@@ -85,8 +55,7 @@ func TestIcebergTableCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	produceClicks(ctx, t, addr, 3, 4)
-	w = startWorker()
-	landUntil(w, 5)
+	f.landUntil(ctx, t, f.startWorker(ctx, t), 5)
 	tbl, progress = readTable(t, cfg)
 	if got := scanEventIDs(t, tbl); strings.Join(got, " ") != "e0 e1 e2 e3 e4" {
 		t.Errorf("the table holds %v, want e0 … e4 once each", got)
@@ -102,7 +71,9 @@ func TestIcebergTableCommits(t *testing.T) {
 // icebergFixture is what the tests of a worker landing into a table start
 // from: an in-process broker with a topic clicks, a client of it, a file
 // store, and a worker config landing clicks into an Iceberg table (a
-// SQLite catalog in the store's root) in rolls of two rows.
+// SQLite catalog in the store's root) in rolls of two rows. A test may
+// change st and cfg (another store, other table settings) before it
+// starts a worker.
 type icebergFixture struct {
 	addr   string
 	client *kgo.Client
@@ -136,9 +107,56 @@ func newIcebergFixture(ctx context.Context, t *testing.T, partitions int32, opts
 			IdleTimeout: 100 * time.Millisecond, AuditTopic: "off"}}
 }
 
+// startWorker starts a worker of f.cfg on f.st; the caller shuts it down.
+func (f icebergFixture) startWorker(ctx context.Context, t *testing.T) *Worker {
+	t.Helper()
+	w, err := New(f.cfg, f.st, prometheus.NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// groupAt is the group's committed offset of clicks partition 0, -1 before
+// it has one.
+func (f icebergFixture) groupAt(ctx context.Context) int64 {
+	offsets, err := f.adm.FetchOffsets(ctx, f.cfg.Group)
+	if o, ok := offsets.Lookup("clicks", 0); err == nil && ok {
+		return o.At
+	}
+	return -1
+}
+
+// landUntil waits for the group offset of clicks partition 0 to reach
+// offset, failing if w stops first, then shuts w down.
+func (f icebergFixture) landUntil(ctx context.Context, t *testing.T, w *Worker, offset int64) {
+	t.Helper()
+	waitfor.Until(t, time.Minute, fmt.Sprintf("the group offset at %d", offset), func() bool {
+		select {
+		case <-w.Done():
+			t.Fatalf("the worker stopped: %v", w.Err())
+		default:
+		}
+		return f.groupAt(ctx) == offset
+	})
+	if err := w.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // readTable opens cfg's catalog and returns the clicks table and the
 // group's progress in it.
 func readTable(t *testing.T, cfg Config) (*table.Table, iceberg.Progress) {
+	t.Helper()
+	return readNamedTable(t, cfg, "clicks")
+}
+
+// readNamedTable opens cfg's catalog and returns its table name and the
+// group's progress in it on the clicks topic.
+func readNamedTable(t *testing.T, cfg Config, name string) (*table.Table, iceberg.Progress) {
 	t.Helper()
 	cc, err := cfg.Iceberg.catalogConfig(nil, nil)
 	if err != nil {
@@ -149,7 +167,7 @@ func readTable(t *testing.T, cfg Config) (*table.Table, iceberg.Progress) {
 		t.Fatal(err)
 	}
 	defer cat.Close()
-	tbl, err := cat.Catalog().LoadTable(t.Context(), cat.Identifier("clicks"))
+	tbl, err := cat.Catalog().LoadTable(t.Context(), cat.Identifier(name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +181,13 @@ func readTable(t *testing.T, cfg Config) (*table.Table, iceberg.Progress) {
 // scanEventIDs reads the event_id of every row of tbl with iceberg-go's scan, sorted.
 func scanEventIDs(t *testing.T, tbl *table.Table) []string {
 	t.Helper()
-	_, batches, err := tbl.Scan(table.WithSelectedFields("event_id")).ToArrowRecords(t.Context())
+	return readEventIDs(t, tbl.Scan(table.WithSelectedFields("event_id")))
+}
+
+// readEventIDs reads the event_id of every row scan reads, sorted.
+func readEventIDs(t *testing.T, scan *table.Scan) []string {
+	t.Helper()
+	_, batches, err := scan.ToArrowRecords(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,17 +217,11 @@ func TestIcebergConcurrentWorkers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	f := newIcebergFixture(ctx, t, 2, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	cl, adm, st, cfg := f.client, f.adm, f.st, f.cfg
+	cl, adm, cfg := f.client, f.adm, f.cfg
 	var err error
 	var workers []*Worker
 	for range 2 {
-		w, err := New(cfg, st, prometheus.NewRegistry(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
+		w := f.startWorker(ctx, t)
 		defer w.Shutdown(context.Background())
 		workers = append(workers, w)
 	}

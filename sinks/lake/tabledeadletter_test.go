@@ -10,11 +10,8 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go/table"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"millrace/internal/waitfor"
 	"millrace/schemas"
 	"millrace/sinks/iceberg"
 	"millrace/sinks/store"
@@ -27,18 +24,10 @@ import (
 // has taken, and no clicks.dlq topic is made.
 func TestIcebergDeadLetters(t *testing.T) {
 	t.Parallel()
-	addr, _ := startBroker(t, t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("clicks"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "clicks"); err != nil {
-		t.Fatal(err)
-	}
+	f := newIcebergFixture(ctx, t, 1, kgo.DefaultProduceTopic("clicks"))
+	cl, adm, cfg := f.client, f.adm, f.cfg
 	bad := map[int64][]byte{1: []byte(`{"type":`), 3: nil, 4: []byte(`{"event_id":"e4"}`)}
 	for o := range int64(6) {
 		r := click(o, 0)
@@ -49,34 +38,7 @@ func TestIcebergDeadLetters(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	root := t.TempDir()
-	st, err := store.NewFile(root, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := Config{Brokers: []string{addr}, Group: "g", Topics: []string{"clicks"}, Schema: "click",
-		Format: FormatIceberg, Iceberg: TableConfig{Warehouse: root}, RollRows: 2,
-		IdleTimeout: 100 * time.Millisecond, AuditTopic: "off"}
-	w, err := New(cfg, st, prometheus.NewRegistry(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	waitfor.Until(t, time.Minute, "the group offset at 6", func() bool {
-		select {
-		case <-w.Done():
-			t.Fatalf("the worker stopped: %v", w.Err())
-		default:
-		}
-		offsets, err := adm.FetchOffsets(ctx, "g")
-		o, ok := offsets.Lookup("clicks", 0)
-		return err == nil && ok && o.At == 6
-	})
-	if err := w.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
+	f.landUntil(ctx, t, f.startWorker(ctx, t), 6)
 
 	tbl, _ := readTable(t, cfg)
 	if got := scanEventIDs(t, tbl); strings.Join(got, " ") != "e0 e2 e5" {
@@ -182,24 +144,7 @@ func TestDeadLettersCommittedOnce(t *testing.T) {
 // the group's offsets in it.
 func readDeadLetters(t *testing.T, cfg Config) (*table.Table, iceberg.Progress) {
 	t.Helper()
-	cc, err := cfg.Iceberg.catalogConfig(nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, err := iceberg.Open(t.Context(), cc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
-	tbl, err := cat.Catalog().LoadTable(t.Context(), cat.Identifier("clicks"+iceberg.DeadLetterSuffix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	progress, err := iceberg.ReadProgress(tbl, cfg.Group, "clicks")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tbl, progress
+	return readNamedTable(t, cfg, "clicks"+iceberg.DeadLetterSuffix)
 }
 
 // scanDeadLetters reads a dead-letter table with iceberg-go's scan, one

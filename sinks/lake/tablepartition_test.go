@@ -3,7 +3,6 @@ package lake
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -11,12 +10,7 @@ import (
 
 	iceberggo "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"millrace/internal/waitfor"
-	"millrace/sinks/store"
 )
 
 // TestIcebergIdentityPartition lands clicks into a table partitioned by
@@ -26,18 +20,11 @@ import (
 // on a value reads exactly that value's rows, and every row is there once.
 func TestIcebergIdentityPartition(t *testing.T) {
 	t.Parallel()
-	addr, _ := startBroker(t, t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("clicks"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "clicks"); err != nil {
-		t.Fatal(err)
-	}
+	f := newIcebergFixture(ctx, t, 1, kgo.DefaultProduceTopic("clicks"))
+	f.cfg.Iceberg.Partition, f.cfg.RollRows = "identity:user_id", 5
+	cl, cfg := f.client, f.cfg
 	const long = "user-with-an-identifier-longer-than-sixteen-bytes"
 	users := []string{long, "u2", "", long, "", "u2", long}
 	for i, u := range users {
@@ -49,34 +36,7 @@ func TestIcebergIdentityPartition(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	root := t.TempDir()
-	st, err := store.NewFile(root, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := Config{Brokers: []string{addr}, Group: "g", Topics: []string{"clicks"}, Schema: "click",
-		Format: FormatIceberg, Iceberg: TableConfig{Warehouse: root, Partition: "identity:user_id"}, RollRows: 5,
-		IdleTimeout: 100 * time.Millisecond, AuditTopic: "off"}
-	w, err := New(cfg, st, prometheus.NewRegistry(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	waitfor.Until(t, time.Minute, "the group offset at 7", func() bool {
-		select {
-		case <-w.Done():
-			t.Fatalf("the worker stopped: %v", w.Err())
-		default:
-		}
-		offsets, err := adm.FetchOffsets(ctx, "g")
-		o, ok := offsets.Lookup("clicks", 0)
-		return err == nil && ok && o.At == 7
-	})
-	if err := w.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
+	f.landUntil(ctx, t, f.startWorker(ctx, t), 7)
 
 	tbl, _ := readTable(t, cfg)
 	if got := tbl.Spec().String(); !strings.Contains(got, "identity(") {
@@ -110,23 +70,8 @@ func TestIcebergIdentityPartition(t *testing.T) {
 	}
 }
 
-// scanIDs is the sorted event ids a scan reads, space separated.
+// scanIDs is the sorted distinct event ids a scan reads, space separated.
 func scanIDs(t *testing.T, scan *table.Scan) string {
 	t.Helper()
-	_, batches, err := scan.ToArrowRecords(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]bool{}
-	for rec, err := range batches {
-		if err != nil {
-			t.Fatal(err)
-		}
-		col := rec.Column(rec.Schema().FieldIndices("event_id")[0])
-		for i := range col.Len() {
-			seen[col.ValueStr(i)] = true
-		}
-		rec.Release()
-	}
-	return strings.Join(slices.Sorted(maps.Keys(seen)), " ")
+	return strings.Join(slices.Compact(readEventIDs(t, scan)), " ")
 }

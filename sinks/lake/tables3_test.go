@@ -7,12 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"millrace/internal/s3test"
-	"millrace/internal/waitfor"
 	"millrace/sinks/iceberg"
 	"millrace/sinks/store"
 )
@@ -26,50 +21,22 @@ import (
 // warehouse that is not the store's bucket and prefix is refused.
 func TestIcebergS3Warehouse(t *testing.T) {
 	t.Parallel()
-	addr, _ := startBroker(t, t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "clicks"); err != nil {
-		t.Fatal(err)
-	}
+	f := newIcebergFixture(ctx, t, 1)
 	s3cfg := startS3Bucket(t, "warehouse")
 	s3cfg.Prefix = "lake/tables"
-	st, err := store.NewS3(ctx, s3cfg)
-	if err != nil {
+	var err error
+	if f.st, err = store.NewS3(ctx, s3cfg); err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Brokers: []string{addr}, Group: "g", Topics: []string{"clicks"}, Schema: "click",
-		Format: FormatIceberg, Iceberg: TableConfig{Warehouse: "s3://warehouse/lake/tables", URI: filepath.Join(t.TempDir(), "catalog.db")},
-		RollRows: 2, IdleTimeout: 100 * time.Millisecond, AuditTopic: "off"}
+	f.cfg.Iceberg = TableConfig{Warehouse: "s3://warehouse/lake/tables", URI: filepath.Join(t.TempDir(), "catalog.db")}
+	st, cfg := f.st, f.cfg
 
-	produceClicks(ctx, t, addr, 0, 1, 2)
-	w, err := New(cfg, st, prometheus.NewRegistry(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	produceClicks(ctx, t, f.addr, 0, 1, 2)
+	w := f.startWorker(ctx, t)
 	defer w.Shutdown(context.Background())
-	waitfor.Until(t, time.Minute, "the group offset at 3", func() bool {
-		select {
-		case <-w.Done():
-			t.Fatalf("the worker stopped: %v", w.Err())
-		default:
-		}
-		offsets, err := adm.FetchOffsets(ctx, "g")
-		o, ok := offsets.Lookup("clicks", 0)
-		return err == nil && ok && o.At == 3
-	})
-	if err := w.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
+	f.landUntil(ctx, t, w, 3)
 
 	// A reader of its own: the catalog and the store's settings, nothing
 	// of the worker's.

@@ -3,111 +3,30 @@ package store_test
 import (
 	"context"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
+	"millrace/internal/s3test"
 	"millrace/sinks/store"
 	"millrace/sinks/store/storetest"
 )
 
-const (
-	testAccessKey = "millracetest"
-	testSecretKey = "millracetestsecret"
-)
-
-// versitygwBinary finds the S3 server the tests run against: $REPO/.bin first
-// (where `make deps` installs it), then PATH.
-func versitygwBinary(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			p := filepath.Join(dir, ".bin", "versitygw")
-			if _, err := os.Stat(p); err == nil {
-				return p
-			}
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			break
-		}
-		dir = parent
-	}
-	if p, err := exec.LookPath("versitygw"); err == nil {
-		return p
-	}
-	t.Fatal("versitygw (the S3 server these tests run against) is not installed: run `make deps` " +
-		"(it installs github.com/versity/versitygw/cmd/versitygw@v1.8.0 into .bin/)")
-	return ""
-}
-
-// startVersitygw runs versitygw with a POSIX backend on a loopback port until
-// the test ends, and returns its endpoint URL.
-func startVersitygw(t *testing.T) string {
-	bin := versitygwBinary(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	root := t.TempDir()
-	cmd := exec.Command(bin, "--port", addr, "--access", testAccessKey, "--secret", testSecretKey,
-		"--quiet", "posix", root)
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start versitygw: %v", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-	})
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return "http://" + addr
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("versitygw exited: %v\n%s", err, logs.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("versitygw not listening on %s after 15s\n%s", addr, logs.String())
-		}
-	}
-}
-
 func TestS3Conformance(t *testing.T) {
-	endpoint := startVersitygw(t)
+	endpoint := s3test.Start(t)
 	admin, err := minio.New(strings.TrimPrefix(endpoint, "http://"), &minio.Options{
-		Creds: credentials.NewStaticV4(testAccessKey, testSecretKey, ""), Region: "us-east-1",
+		Creds: credentials.NewStaticV4(s3test.AccessKey, s3test.SecretKey, ""), Region: "us-east-1",
 		BucketLookup: minio.BucketLookupPath,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var buckets atomic.Int32
-	t.Setenv("AWS_ACCESS_KEY_ID", testAccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", testSecretKey)
+	t.Setenv("AWS_ACCESS_KEY_ID", s3test.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", s3test.SecretKey)
 	storetest.Run(t, storetest.Config{
 		New: func(t *testing.T) store.Store {
 			ctx := context.Background()
@@ -140,9 +59,9 @@ func TestS3Conformance(t *testing.T) {
 }
 
 func TestS3MissingBucket(t *testing.T) {
-	endpoint := startVersitygw(t)
+	endpoint := s3test.Start(t)
 	_, err := store.NewS3(context.Background(), store.S3Config{Endpoint: endpoint, Bucket: "absent",
-		AccessKey: testAccessKey, SecretKey: testSecretKey})
+		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey})
 	if err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("NewS3 on a missing bucket: %v", err)
 	}
@@ -152,10 +71,10 @@ func TestS3MissingBucket(t *testing.T) {
 // the completion leaves an unfinished upload under the final key; Cleanup
 // aborts the matching ones only.
 func TestS3CleanupInterruptedPublish(t *testing.T) {
-	endpoint := startVersitygw(t)
+	endpoint := s3test.Start(t)
 	ctx := context.Background()
 	admin, err := minio.New(strings.TrimPrefix(endpoint, "http://"), &minio.Options{
-		Creds: credentials.NewStaticV4(testAccessKey, testSecretKey, ""), Region: "us-east-1",
+		Creds: credentials.NewStaticV4(s3test.AccessKey, s3test.SecretKey, ""), Region: "us-east-1",
 		BucketLookup: minio.BucketLookupPath,
 	})
 	if err != nil {
@@ -171,7 +90,7 @@ func TestS3CleanupInterruptedPublish(t *testing.T) {
 		}
 	}
 	s, err := store.NewS3(ctx, store.S3Config{Endpoint: endpoint, Bucket: "lake", Prefix: "w",
-		AccessKey: testAccessKey, SecretKey: testSecretKey})
+		AccessKey: s3test.AccessKey, SecretKey: s3test.SecretKey})
 	if err != nil {
 		t.Fatal(err)
 	}
