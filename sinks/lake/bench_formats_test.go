@@ -1,0 +1,137 @@
+package lake
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"millrace/sinks/store"
+)
+
+// Sizes of BenchmarkSinkFormats: 15 rolls of 20,000 clicks, each roll
+// five files (the clicks' event times span five hours).
+const (
+	benchFormatRows = 300_000
+	benchFormatRoll = 20_000
+)
+
+// BenchmarkSinkFormats lands the same clicks end to end in each format: a
+// worker joins its group on an in-process broker, fetches, lands the
+// topic in rolls of benchFormatRoll rows into a fresh filesystem warehouse
+// (format iceberg: a table of the SQLite catalog in it), and commits each
+// roll. It reports
+//   - rows/s: the steady state, the rows of every roll after the first
+//     divided by the time from the first roll's commit to the last's (the
+//     group join and the catalog's opening are not in it);
+//   - commit-p50-ms, commit-p99-ms: the commit latency per roll (the span
+//     of millrace_lake_commit_seconds), over every roll of every run.
+//
+// The machine's load moves both figures: run hive and iceberg
+// alternately, one invocation each (docs/benchmarks.md, "Sink formats").
+func BenchmarkSinkFormats(b *testing.B) {
+	ctx := context.Background()
+	addr, _ := startBroker(b, b.TempDir())
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("clicks"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "clicks"); err != nil {
+		b.Fatal(err)
+	}
+	recs, _ := benchClicks(benchFormatRows)
+	for len(recs) > 0 {
+		n := min(10_000, len(recs))
+		batch := make([]*kgo.Record, n)
+		for i, r := range recs[:n] {
+			batch[i] = &kgo.Record{Value: r.Value, Timestamp: r.Timestamp}
+		}
+		if err := cl.ProduceSync(ctx, batch...).FirstErr(); err != nil {
+			b.Fatal(err)
+		}
+		recs = recs[n:]
+	}
+	for _, format := range []string{FormatHive, FormatIceberg} {
+		b.Run(format, func(b *testing.B) { benchSinkFormat(b, addr, format) })
+	}
+}
+
+// rollTimes are the commits of one or more runs: when each ended and how
+// long it took.
+type rollTimes struct {
+	mu    sync.Mutex // guards the following
+	ended []time.Time
+	took  []time.Duration
+}
+
+func benchSinkFormat(b *testing.B, addr, format string) {
+	var all rollTimes
+	var steady time.Duration
+	var steadyRows int64
+	for i := range b.N {
+		var run rollTimes
+		landed := make(chan struct{})
+		root := b.TempDir()
+		st, err := store.NewFile(root, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg := Config{Brokers: []string{addr}, Group: fmt.Sprintf("bench-%s-%d", format, i), Topics: []string{"clicks"},
+			Schema: "click", Format: format, RollRows: benchFormatRoll, IdleTimeout: time.Second, AuditTopic: "off",
+			AfterCommit: func(_ string, _ int32, next int64, took time.Duration) {
+				run.mu.Lock()
+				run.ended = append(run.ended, time.Now())
+				run.took = append(run.took, took)
+				run.mu.Unlock()
+				if next == benchFormatRows {
+					close(landed)
+				}
+			}}
+		if format == FormatIceberg {
+			cfg.Iceberg = TableConfig{Warehouse: root}
+		}
+		w, err := New(cfg, st, nil, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := w.Start(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case <-landed:
+		case <-w.Done():
+			b.Fatalf("the worker stopped: %v", w.Err())
+		case <-time.After(5 * time.Minute):
+			b.Fatal("the clicks were not landed in 5 minutes")
+		}
+		if err := w.Shutdown(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		run.mu.Lock()
+		if len(run.ended) < 2 {
+			b.Fatalf("%d rolls, want at least 2", len(run.ended))
+		}
+		steady += run.ended[len(run.ended)-1].Sub(run.ended[0])
+		steadyRows += benchFormatRows - benchFormatRoll
+		all.ended = append(all.ended, run.ended...)
+		all.took = append(all.took, run.took...)
+		run.mu.Unlock()
+	}
+	slices.Sort(all.took)
+	b.ReportMetric(float64(steadyRows)/steady.Seconds(), "rows/s")
+	b.ReportMetric(quantile(all.took, 0.50).Seconds()*1000, "commit-p50-ms")
+	b.ReportMetric(quantile(all.took, 0.99).Seconds()*1000, "commit-p99-ms")
+	b.ReportMetric(float64(len(all.took))/float64(b.N), "rolls/op")
+}
+
+// quantile is the q-quantile of the sorted durations, nearest rank.
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	i := int(q*float64(len(sorted)) + 0.5)
+	return sorted[min(max(i-1, 0), len(sorted)-1)]
+}
