@@ -71,7 +71,10 @@ func sinkCommand(e *env) *cobra.Command {
 	// generation check) the process stops itself with SIGSTOP, as a long
 	// pause would; a SIGCONT resumes it.
 	f.IntVar(&o.stopBefore, "stop-before-publish", 0, "")
-	for _, name := range []string{"crash-after-publish", "stop-before-publish"} {
+	// Likewise, after the Nth data file's publish: with one file per
+	// window, the process stops between writing a window and committing it.
+	f.IntVar(&o.stopAfter, "stop-after-publish", 0, "")
+	for _, name := range []string{"crash-after-publish", "stop-before-publish", "stop-after-publish"} {
 		if err := f.MarkHidden(name); err != nil {
 			panic(err) // a flag defined just above
 		}
@@ -89,7 +92,7 @@ type sinkOptions struct {
 	rollRows, rollBytes                                                int64
 	rollAge, idleTimeout, sessionTimeout, dedupWindow                  time.Duration
 	shutdownTimeout                                                    time.Duration
-	maxBatch, dedupMaxIDs, crashAfter, stopBefore                      int
+	maxBatch, dedupMaxIDs, crashAfter, stopBefore, stopAfter           int
 	ops                                                                opsOptions
 }
 
@@ -210,6 +213,18 @@ func runSink(ctx context.Context, e *env, o sinkOptions, given func(flag string)
 			if published.Add(1) >= n {
 				logger.Warn("crash-after-publish: exiting without committing", "published", name)
 				os.Exit(3)
+			}
+		}
+	}
+	if o.stopAfter > 0 {
+		var published atomic.Int64
+		n := int64(o.stopAfter)
+		cfg.Lake.AfterPublish = func(name string) {
+			if published.Add(1) == n {
+				logger.Warn("stop-after-publish: stopping before the commit", "published", name)
+				if err := stopUntilContinued(); err != nil {
+					logger.Error("stop-after-publish: SIGSTOP failed", "err", err)
+				}
 			}
 		}
 	}

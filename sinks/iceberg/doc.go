@@ -53,6 +53,9 @@
 // partition, starts again from the table's offset ([ReadProgress]); the
 // dropped roll's files are referenced by no snapshot and are left to the
 // orphan sweep.
+// TestIcebergSinkGroup (e2e) shows the refused case with real processes: a
+// sink worker stopped between publishing a roll's file and committing it,
+// its partitions taken over, then continued (sinks/lake/doc.go).
 //
 // A commit whose outcome the catalog leaves unknown (a dropped connection)
 // is resolved by reloading the table: each attempt writes a random ID into

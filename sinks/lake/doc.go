@@ -153,22 +153,55 @@
 // offset when the table has one (a crash between the two commits leaves
 // the group behind), else at the group's.
 //
-// Why this is exactly once, and closes the gap the Hive path admits above:
-// readers see only the files a snapshot lists, so a file that no commit
-// took (a crashed attempt's, a zombie's late publish) is invisible and
-// left for the orphan sweep, and a rewrite that finds its name taken holds
-// the same rows. A commit is accepted only if the partition's offset in the
-// table is where the window starts, and the catalog applies it with a
-// compare-and-swap on the table's head (the SQL catalog's conditional
-// UPDATE, a REST catalog's 409), with no retry. A zombie (paused past its
-// session while its partitions moved) therefore either commits before the
-// new owner, and its range is simply the next one (the new owner's commit
-// then finds the table past its start, ErrZombie, and it stops and starts
-// again from the table), or after, and its commit fails: the catalog
-// refuses the stale head (ErrConflict), and the rebase finds the
-// partition's offset moved (ErrZombie), so it stops and publishes nothing
-// more. A conflict that moved only other partitions is rebased and
-// committed again. Every offset below the table's is in the table once.
+// Why this is exactly once, and closes the gap the Hive path admits above
+// (a pause between a passed check and the store operation it guards):
+//   - Visibility. Readers see only the files a snapshot lists. A file no
+//     commit took (a crashed attempt's, a zombie's) sits in the data
+//     directory, invisible, for the orphan sweep; a rewrite that finds its
+//     name taken holds the same rows.
+//   - The fence. A window's commit lands the range [From, To) of its
+//     partition, From being the table's offset when the partition was
+//     assigned, then the previous commit's To. iceberg.CommitRoll builds it
+//     only if the table's offset of the partition is From in the snapshot
+//     it builds on, and the catalog applies it only if that snapshot is
+//     still the main branch's head: the transaction asserts it
+//     (AssertRefSnapshotID), the catalog checks and swaps atomically (the
+//     SQL catalog's conditional UPDATE, a REST catalog's 409), and nothing
+//     is retried. So the ranges a partition's commits land are contiguous
+//     and disjoint: every offset below the table's is in the table once.
+//   - The table first. A worker starts an assigned partition at the
+//     table's offset, not the group's (startOffsets); the group offset is
+//     committed after the table's and only follows it, so a crash between
+//     the two lands nothing twice.
+//   - Concurrent workers. The workers of a group commit to one table. A
+//     commit that loses the compare-and-swap to another worker's is rebased
+//     (iceberg.Catalog.Rebase: the winner moved only other partitions, so
+//     the fence holds on the new head too) and committed again, up to
+//     maxRebases times: no commit is lost to another's.
+//
+// A zombie is a worker paused past its session timeout (SIGSTOP, a long
+// GC, a VM migration) between writing a window's files and committing
+// them, while its partitions moved to a new owner that lands the same
+// records, in windows cut elsewhere, and commits. When it resumes, its
+// commit either comes before the new owner's, and its range is simply the
+// next one (the new owner's commit then finds the table past its start,
+// ErrZombie, and that worker stops and starts again from the table), or
+// after: then it was built on a snapshot that is no longer the head, the
+// catalog refuses it (ErrConflict), and the rebase finds the partition's
+// offset moved (ErrZombie). The zombie stops without committing (its
+// Runner starts a new worker, which rejoins the group and starts from the
+// table), and the files it published are listed by no snapshot: orphans,
+// removed by the sweep once older than its safety age. Nothing is landed
+// twice, and nothing is lost: the new owner landed from the table's offset,
+// which the zombie never moved. The e2e test TestIcebergSinkGroup shows it
+// against real processes, on SQLite with a directory and on PostgreSQL
+// with S3: three workers of a group on six partitions, one stopped right
+// after publishing a window's file and before its table commit, its
+// partitions taken over and landed past, another SIGKILLed and restarted;
+// continued, the stopped worker's commit is refused by the catalog and it
+// is replaced, its file stays in the data directory unlisted, the table
+// holds every record once, and the snapshot's offsets are the group's.
+//
 // Superseded files are not removed on this path (the removal above could
 // take a file a zombie then commits): they stay, unreferenced, for the
 // orphan sweep. _SUCCESS markers are not written: a snapshot is the

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -48,9 +49,12 @@ const (
 	// orphans. A worker paused between the two (a long GC, a SIGSTOP)
 	// still commits them when it resumes if no other worker committed its
 	// partitions meanwhile (the fence in doc.go only stops it when one
-	// did); a sweep during the pause would leave the table naming deleted
-	// files. The age must exceed any such pause: Iceberg's 3 days by
-	// default, an hour at the least.
+	// did). It reads each file back for its statistics just before the
+	// commit (tableCommitter.dataFile), so a file swept during a pause
+	// before that read fails it and the window is landed again; only a
+	// pause between that read and the commit (milliseconds of work) that
+	// outlasts the age could commit a swept file. The age must exceed any
+	// such pause: Iceberg's 3 days by default, an hour at the least.
 	minOrphanAge = time.Hour
 )
 
@@ -117,14 +121,17 @@ func (m MaintenanceConfig) options() iceberg.MaintainOptions {
 // maintenance commit that loses plans again on the fresh table, up to a
 // few times, and is otherwise skipped until the next run.
 type maintainer struct {
-	catalog  *iceberg.Catalog
-	topics   []string
-	table    func(topic string) *table.Table // the worker's copy; reloaded before use
-	holds    func(tp topicPartition) bool
-	interval time.Duration
-	opts     iceberg.MaintainOptions
-	metrics  *maintenanceMetrics
-	logger   *slog.Logger
+	catalog *iceberg.Catalog
+	topics  []string
+	table   func(topic string) *table.Table // the worker's copy; reloaded before use
+	// deadLetters loads topic's dead-letter table: nil (and no error) when
+	// it does not exist, no record of the topic having been dead-lettered.
+	deadLetters func(ctx context.Context, topic string) (*table.Table, error)
+	holds       func(tp topicPartition) bool
+	interval    time.Duration
+	opts        iceberg.MaintainOptions
+	metrics     *maintenanceMetrics
+	logger      *slog.Logger
 
 	stop context.CancelFunc
 	done chan struct{}
@@ -159,19 +166,49 @@ func (m *maintainer) run(ctx context.Context) {
 				return
 			}
 			if m.holds(topicPartition{topic, 0}) {
-				m.maintain(ctx, topic)
+				m.maintain(ctx, topic, m.table(topic))
+				m.maintainDeadLetters(ctx, topic)
 			}
 		}
 	}
 }
 
-// maintain runs one topic's table maintenance and counts what it did.
-func (m *maintainer) maintain(ctx context.Context, topic string) {
-	tbl := m.table(topic)
+// deadLetterLoader is a maintainer's deadLetters on cat: a topic's
+// dead-letter table is created by its first dead letter, and may not exist.
+func deadLetterLoader(cat *iceberg.Catalog) func(ctx context.Context, topic string) (*table.Table, error) {
+	return func(ctx context.Context, topic string) (*table.Table, error) {
+		tbl, err := cat.Catalog().LoadTable(ctx, cat.Identifier(topic+iceberg.DeadLetterSuffix))
+		if errors.Is(err, catalog.ErrNoSuchTable) {
+			return nil, nil
+		}
+		return tbl, err
+	}
+}
+
+// maintainDeadLetters maintains topic's dead-letter table, when it exists:
+// a dead-letter commit that lost its race leaves a file only the sweep
+// removes, and its snapshots age like the topic's. It is unpartitioned,
+// so compaction leaves it as it is.
+func (m *maintainer) maintainDeadLetters(ctx context.Context, topic string) {
+	name := topic + iceberg.DeadLetterSuffix
+	tbl, err := m.deadLetters(ctx, topic)
+	if err != nil {
+		if ctx.Err() == nil {
+			m.metrics.failures.WithLabelValues(name).Inc()
+			m.logger.Warn("loading the dead-letter table for maintenance failed", "table", name, "err", err)
+		}
+		return
+	}
+	m.maintain(ctx, name, tbl)
+}
+
+// maintain runs the maintenance of tbl, the table named name, and counts
+// what it did under name.
+func (m *maintainer) maintain(ctx context.Context, name string, tbl *table.Table) {
 	if tbl == nil {
 		return
 	}
-	m.metrics.runs.WithLabelValues(topic).Inc()
+	m.metrics.runs.WithLabelValues(name).Inc()
 	started := time.Now()
 	// Planned on the catalog's head, not the worker's copy, which may be a
 	// roll behind: a plan on a stale table merges files only to lose the
@@ -181,29 +218,29 @@ func (m *maintainer) maintain(ctx context.Context, topic string) {
 	if err == nil {
 		res, err = m.catalog.Maintain(ctx, fresh, m.opts)
 	}
-	m.metrics.compacted.WithLabelValues(topic).Add(float64(res.Compact.FilesRemoved))
-	m.metrics.expired.WithLabelValues(topic).Add(float64(res.Expire.Expired))
-	m.metrics.orphans.WithLabelValues(topic).Add(float64(len(res.Orphans.Files)))
+	m.metrics.compacted.WithLabelValues(name).Add(float64(res.Compact.FilesRemoved))
+	m.metrics.expired.WithLabelValues(name).Add(float64(res.Expire.Expired))
+	m.metrics.orphans.WithLabelValues(name).Add(float64(len(res.Orphans.Files)))
 	if err != nil {
 		if ctx.Err() != nil {
 			return // shutting down
 		}
-		m.metrics.failures.WithLabelValues(topic).Inc()
-		m.logger.Warn("table maintenance failed; it runs again at the next interval", "topic", topic, "err", err, "next_in", m.interval)
+		m.metrics.failures.WithLabelValues(name).Inc()
+		m.logger.Warn("table maintenance failed; it runs again at the next interval", "table", name, "err", err, "next_in", m.interval)
 		return
 	}
-	m.logger.Info("table maintenance done", "topic", topic, "took", time.Since(started),
+	m.logger.Info("table maintenance done", "table", name, "took", time.Since(started),
 		"files_compacted", res.Compact.FilesRemoved, "files_written", res.Compact.FilesAdded,
 		"snapshots_expired", res.Expire.Expired, "orphans_removed", len(res.Orphans.Files))
 }
 
 // maintenanceMetrics are the scheduled maintenance's Prometheus series.
 type maintenanceMetrics struct {
-	runs      *prometheus.CounterVec // topic
-	compacted *prometheus.CounterVec // topic
-	expired   *prometheus.CounterVec // topic
-	orphans   *prometheus.CounterVec // topic
-	failures  *prometheus.CounterVec // topic
+	runs      *prometheus.CounterVec // table: the topic, or the topic's dead-letter table
+	compacted *prometheus.CounterVec // table
+	expired   *prometheus.CounterVec // table
+	orphans   *prometheus.CounterVec // table
+	failures  *prometheus.CounterVec // table
 
 	reg prometheus.Registerer // where they are registered, or nil
 }
@@ -211,10 +248,10 @@ type maintenanceMetrics struct {
 func newMaintenanceMetrics(reg prometheus.Registerer) *maintenanceMetrics {
 	counter := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "millrace", Subsystem: "lake",
-			Name: name, Help: help}, []string{"topic"})
+			Name: name, Help: help}, []string{"table"})
 	}
 	m := &maintenanceMetrics{
-		runs:      counter("maintenance_runs_total", "Scheduled maintenance runs of a topic's Iceberg table (compact, expire, orphan sweep)."),
+		runs:      counter("maintenance_runs_total", "Scheduled maintenance runs of an Iceberg table, a topic's or its dead-letter table (compact, expire, orphan sweep)."),
 		compacted: counter("maintenance_files_compacted_total", "Small data files replaced by merged files in a closed hour or day."),
 		expired:   counter("maintenance_snapshots_expired_total", "Table snapshots expired."),
 		orphans:   counter("maintenance_orphans_removed_total", "Files no snapshot referenced, removed by the orphan sweep."),
@@ -253,11 +290,12 @@ func (w *Worker) newMaintainer(tc *tableCommitter) *maintainer {
 			defer tc.mu.Unlock()
 			return tc.tables[topic]
 		},
-		holds:    func(tp topicPartition) bool { return w.partition(tp) != nil },
-		interval: mc.interval(),
-		opts:     mc.options(),
-		metrics:  newMaintenanceMetrics(w.metrics.reg),
-		logger:   w.logger.With("maintenance", true),
+		deadLetters: deadLetterLoader(tc.catalog),
+		holds:       func(tp topicPartition) bool { return w.partition(tp) != nil },
+		interval:    mc.interval(),
+		opts:        mc.options(),
+		metrics:     newMaintenanceMetrics(w.metrics.reg),
+		logger:      w.logger.With("maintenance", true),
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/internal/waitfor"
+	"millrace/sinks/iceberg"
 	"millrace/sinks/store"
 )
 
@@ -130,9 +133,10 @@ func TestMaintainerRunsOnlyWherePartitionZeroIsHeld(t *testing.T) {
 			looked[topic]++
 			return nil // nothing to maintain: only the choice is under test
 		},
-		holds:    func(tp topicPartition) bool { return tp == topicPartition{"held", 0} },
-		interval: time.Millisecond,
-		metrics:  newMaintenanceMetrics(nil),
+		deadLetters: func(context.Context, string) (*table.Table, error) { return nil, nil },
+		holds:       func(tp topicPartition) bool { return tp == topicPartition{"held", 0} },
+		interval:    time.Millisecond,
+		metrics:     newMaintenanceMetrics(nil),
 	}
 	m.start()
 	waitfor.Until(t, 10*time.Second, "three runs on the held topic", func() bool {
@@ -178,5 +182,63 @@ func TestMaintenanceConfig(t *testing.T) {
 	got := fmt.Sprint(m.interval(), o.Compact.TargetSize, o.Expire.Keep, o.Orphans.SafetyAge)
 	if want := "1h0m0s 0 168h0m0s 72h0m0s"; got != want {
 		t.Errorf("defaults: interval, target size (0: iceberg's 128 MiB), keep, orphan age = %s, want %s", got, want)
+	}
+}
+
+// TestMaintainerSweepsDeadLetterTables: the scheduled run maintains a
+// topic's dead-letter table too, when it exists: an old file no snapshot
+// lists (a dead-letter commit that lost its race) is swept from it, and
+// the run is counted under the table's name; a topic without one is
+// skipped without a failure.
+func TestMaintainerSweepsDeadLetterTables(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	root := t.TempDir()
+	cat, err := iceberg.Open(ctx, iceberg.Config{Directory: root, Namespace: "millrace"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	if _, err := cat.DeadLetterTable(ctx, "clicks"); err != nil {
+		t.Fatal(err)
+	}
+	orphan := filepath.Join(root, "millrace.db", "clicks~dlq", "data", "part-0-5-5.parquet")
+	if err := os.MkdirAll(filepath.Dir(orphan), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(orphan, []byte("not committed"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	if err := os.Chtimes(orphan, old, old); err != nil {
+		t.Fatal(err)
+	}
+	m := &maintainer{
+		catalog:     cat,
+		topics:      []string{"clicks", "views"},
+		table:       func(string) *table.Table { return nil }, // only the dead-letter tables are under test
+		deadLetters: deadLetterLoader(cat),
+		holds:       func(topicPartition) bool { return true },
+		interval:    time.Millisecond,
+		opts:        iceberg.MaintainOptions{Orphans: iceberg.OrphanOptions{SafetyAge: time.Hour}},
+		metrics:     newMaintenanceMetrics(nil),
+		logger:      slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+	m.start()
+	waitfor.Until(t, 30*time.Second, "the dead-letter table's orphan swept", func() bool {
+		_, err := os.Stat(orphan)
+		return os.IsNotExist(err)
+	})
+	m.shutdown()
+	if n := testutil.ToFloat64(m.metrics.orphans.WithLabelValues("clicks~dlq")); n != 1 {
+		t.Errorf("orphans removed from clicks~dlq: %v, want 1", n)
+	}
+	for _, name := range []string{"clicks~dlq", "views~dlq"} {
+		if n := testutil.ToFloat64(m.metrics.failures.WithLabelValues(name)); n != 0 {
+			t.Errorf("failures of %s: %v, want 0", name, n)
+		}
+	}
+	if n := testutil.ToFloat64(m.metrics.runs.WithLabelValues("views~dlq")); n != 0 {
+		t.Errorf("runs on views~dlq, which does not exist: %v, want 0", n)
 	}
 }
