@@ -2,8 +2,11 @@ package lake
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -185,4 +188,99 @@ func TestCommitSecondsByFormat(t *testing.T) {
 	if n := m.GetHistogram().GetSampleCount(); n != 2 {
 		t.Errorf("commit_seconds{topic=clicks,format=hive} has %d observations, want 2 (one per window)", n)
 	}
+}
+
+// BenchmarkIcebergCommitAge lands 4,000 clicks in rolls of 10 rows into a
+// fresh table: 400 snapshots, none expired. Every commit rewrites the
+// table's metadata file, which lists every snapshot, and iceberg-go's SQL
+// catalog reads and parses the current one first, so a commit costs more
+// as the table keeps more snapshots. It reports the median commit latency
+// of the first 100 rolls and of the last 100, and the size of the last
+// metadata file.
+func BenchmarkIcebergCommitAge(b *testing.B) {
+	const rows, roll = 4_000, 10
+	ctx := context.Background()
+	addr, _ := startBroker(b, b.TempDir())
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("clicks"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "clicks"); err != nil {
+		b.Fatal(err)
+	}
+	batch := make([]*kgo.Record, rows)
+	for i := range batch {
+		r := click(int64(i), 0) // one hour: one file per roll
+		batch[i] = &kgo.Record{Value: r.Value, Timestamp: r.Timestamp}
+	}
+	if err := cl.ProduceSync(ctx, batch...).FirstErr(); err != nil {
+		b.Fatal(err)
+	}
+	var first, last []time.Duration
+	var metadataBytes int64
+	for i := range b.N {
+		var took []time.Duration
+		landed := make(chan struct{})
+		root := b.TempDir()
+		st, err := store.NewFile(root, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg := Config{Brokers: []string{addr}, Group: fmt.Sprintf("age-%d", i), Topics: []string{"clicks"}, Schema: "click",
+			Format: FormatIceberg, Iceberg: TableConfig{Warehouse: root}, RollRows: roll, IdleTimeout: time.Second, AuditTopic: "off",
+			AfterCommit: func(_ string, _ int32, next int64, d time.Duration) {
+				took = append(took, d) // on the landing goroutine, read after landed
+				if next == rows {
+					close(landed)
+				}
+			}}
+		w, err := New(cfg, st, nil, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := w.Start(ctx); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case <-landed:
+		case <-w.Done():
+			b.Fatalf("the worker stopped: %v", w.Err())
+		}
+		if err := w.Shutdown(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if len(took) < 200 {
+			b.Fatalf("%d rolls, want at least 200", len(took))
+		}
+		first = append(first, took[:100]...)
+		last = append(last, took[len(took)-100:]...)
+		metadata, err := currentMetadata(ctx, root)
+		if err != nil {
+			b.Fatal(err)
+		}
+		info, err := os.Stat(strings.TrimPrefix(metadata, "file://"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		metadataBytes = info.Size()
+	}
+	slices.Sort(first)
+	slices.Sort(last)
+	b.ReportMetric(quantile(first, 0.5).Seconds()*1000, "first100-p50-ms")
+	b.ReportMetric(quantile(last, 0.5).Seconds()*1000, "last100-p50-ms")
+	b.ReportMetric(float64(metadataBytes), "metadata-bytes")
+}
+
+// currentMetadata is the clicks table's current metadata file, as the
+// SQLite catalog in the warehouse root records it.
+func currentMetadata(ctx context.Context, root string) (string, error) {
+	db, err := sql.Open("sqlite", root+"/catalog.db")
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	var location string
+	err = db.QueryRowContext(ctx, "SELECT metadata_location FROM iceberg_tables WHERE table_name = 'clicks'").Scan(&location)
+	return location, err
 }
