@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -117,6 +118,10 @@ func TestReadmeLakeCommandsOnTheDemo(t *testing.T) {
 	up := startProcess(t, "up", "up", "--config", cfgPath)
 	web := "http://" + webAddr
 	waitHTTP(t, up, web+"/healthz")
+	// The banner says where the clicks table and its catalog are.
+	if want := "(Iceberg millrace.clicks; catalog " + filepath.Join(checkout, ".millrace", "lake", "catalog.db") + ")"; !strings.Contains(up.log(), want) {
+		t.Errorf("the banner lacks %q:\n%s", want, up.log())
+	}
 
 	// The demo page shows the same commands.
 	resp, err := http.Get(web + "/")
@@ -209,6 +214,56 @@ func TestReadmeLakeCommandsOnTheDemo(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("%s shows\n%s\nwant the clicks sent: %q", strings.Join(head, " "), out, want)
 	}
+
+	// The README's DuckDB query, on the view its inspect --sql prints over
+	// the files of the table's current snapshot: the same counts.
+	viewCmd, query := readmeDuckDB(t)
+	out, errOut, err = runIn(checkout, viewCmd)
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(viewCmd, " "), err, errOut)
+	}
+	db := openDuck(t)
+	if _, err := db.Exec(out); err != nil {
+		t.Fatalf("the view %s printed: %v\n%s", strings.Join(viewCmd, " "), err, out)
+	}
+	rows2, err := db.Query(query)
+	if err != nil {
+		t.Fatalf("README's query %q: %v", query, err)
+	}
+	defer rows2.Close()
+	var gotCounts [][]string
+	for rows2.Next() {
+		var typ string
+		var n int64
+		if err := rows2.Scan(&typ, &n); err != nil {
+			t.Fatal(err)
+		}
+		gotCounts = append(gotCounts, []string{typ, fmt.Sprint(n)})
+	}
+	sort.Slice(gotCounts, func(i, j int) bool { return gotCounts[i][1] > gotCounts[j][1] })
+	if !reflect.DeepEqual(gotCounts, wantCounts) {
+		t.Errorf("README's DuckDB query over the view counts %v, want %v", gotCounts, wantCounts)
+	}
+}
+
+// readmeDuckDB returns the README's Start here command that prints the
+// DuckDB view of the clicks table (without its redirection) and the query
+// its duckdb line runs on it.
+func readmeDuckDB(t *testing.T) (viewCmd []string, query string) {
+	t.Helper()
+	viewCmd = readmeCommand(t, readmeLakeCommands(t), "bin/millrace", "lake", "inspect", ".millrace/lake", "--table", "clicks", "--sql")
+	if i := slices.Index(viewCmd, ">"); i > 0 {
+		viewCmd = viewCmd[:i]
+	}
+	raw, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^duckdb -init clicks\.sql -c "([^"]+)"$`).FindSubmatch(raw)
+	if m == nil {
+		t.Fatal(`README.md: no duckdb -init clicks.sql -c "..." line`)
+	}
+	return viewCmd, string(m[1])
 }
 
 // TestLakeRowsOnS3 lands clicks in S3 with `partition_by: day` and reads

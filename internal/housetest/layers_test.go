@@ -64,7 +64,7 @@ var layers = []layer{
 // so nothing of a test's fixtures reaches the binary.
 var testHelpers = []string{
 	"internal/waitfor", "internal/zktest", "internal/pgtest", "internal/s3test", "broker/coord/coordtest",
-	"sinks/store/storetest", "sinks/parquet/parquettest", "internal/recordbatch/batchtest",
+	"sinks/store/storetest", "sinks/parquet/parquettest", "internal/recordbatch/batchtest", "sinks/lakeread/tabletest",
 }
 
 // layerOf returns the layer holding path, the most specific match winning

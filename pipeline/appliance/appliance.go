@@ -29,6 +29,7 @@ import (
 	"millrace/internal/clientauth"
 	"millrace/internal/httpserver"
 	"millrace/pipeline/monitor"
+	"millrace/sinks/iceberg"
 	"millrace/sinks/lake"
 	"millrace/sinks/store"
 )
@@ -345,7 +346,7 @@ func (a *Appliance) startHTTP() error {
 			if err != nil {
 				return err
 			}
-			lakes[i] = monitor.AuditLake{Name: sc.Name, Store: a.stores[i], URL: url, Topics: sc.Topics}
+			lakes[i] = monitor.AuditLake{Name: sc.Name, Store: a.stores[i], URL: url, Topics: sc.Topics, Tables: tablesOf(sc, url)}
 		}
 		auditor, err := monitor.NewAuditor(monitor.AuditConfig{Brokers: a.brokers, Security: a.consoleSecurity, Topic: a.cfg.Audit.Topic, Lakes: lakes,
 			Since: a.cfg.HTTP.AuditSince, Interval: a.cfg.HTTP.AuditInterval}, a.registry, a.logger.With("component", "audit"))
@@ -433,15 +434,51 @@ func (a *Appliance) serve(srv *http.Server, ln net.Listener, what string) {
 }
 
 // SinkInfo names a sink and where it lands.
-type SinkInfo struct{ Name, Out string }
+type SinkInfo struct {
+	Name, Out string
+	// Tables are the Iceberg tables a format: iceberg sink lands
+	// ("<namespace>.<topic>"), and Catalog where they are recorded (the
+	// SQLite file, or the catalog's URL); empty for a Hive sink.
+	Tables  []string
+	Catalog string
+}
 
 // Sinks lists the configured sinks with their resolved outputs.
 func (a *Appliance) Sinks() []SinkInfo {
 	out := make([]SinkInfo, 0, len(a.cfg.Sinks))
 	for _, s := range a.cfg.Sinks {
-		out = append(out, SinkInfo{Name: s.Name, Out: s.Out})
+		info := SinkInfo{Name: s.Name, Out: s.Out}
+		if s.Format == lake.FormatIceberg {
+			ns := s.Iceberg.Namespace
+			if ns == "" {
+				ns = "millrace"
+			}
+			for _, t := range s.Topics {
+				info.Tables = append(info.Tables, ns+"."+t)
+			}
+			if info.Catalog = s.Iceberg.URI; info.Catalog == "" {
+				info.Catalog = filepath.Join(s.Out, "catalog.db")
+			}
+		}
+		out = append(out, info)
 	}
 	return out
+}
+
+// tablesOf is the catalog of a format: iceberg sink's tables, whose
+// warehouse is its out (lakeURL), for the console's audit and Lake tab;
+// nil for a Hive sink.
+func tablesOf(sc SinkConfig, lakeURL string) *iceberg.Config {
+	if sc.Format != lake.FormatIceberg {
+		return nil
+	}
+	c := &iceberg.Config{Catalog: sc.Iceberg.Catalog, Namespace: sc.Iceberg.Namespace, Directory: strings.TrimPrefix(lakeURL, "file://")}
+	if c.Catalog == "" || c.Catalog == iceberg.CatalogSQLite {
+		c.Path = sc.Iceberg.URI
+	} else {
+		c.URL = sc.Iceberg.URI
+	}
+	return c
 }
 
 // Brokers are the brokers every part uses.

@@ -62,7 +62,9 @@ type Config struct {
 	Beacon *beacon.Config `yaml:"beacon"`
 	// Tail are the log inputs, each a tailer with its own topic and paths.
 	Tail []TailConfig `yaml:"tail"`
-	// Sinks land topics as Parquet.
+	// Sinks land topics as Parquet: in Apache Iceberg tables by default
+	// (format: iceberg, see defaultFormat), or in Hive directories with
+	// format: hive.
 	Sinks []SinkConfig `yaml:"sinks"`
 	// OpsMetrics publishes every component's metrics as metric-sample events.
 	OpsMetrics OpsMetricsConfig `yaml:"ops_metrics"`
@@ -245,8 +247,27 @@ func (c Config) withDefaults() Config {
 		if s.Group == "" {
 			s.Group = "millrace-sink-" + s.Name
 		}
+		s.Config = defaultFormat(s.Out, s.Config)
 	}
 	return c
+}
+
+// defaultFormat is lc with its format settled: a sink of `millrace up`
+// lands Iceberg tables unless its config says `format: hive` (an Iceberg
+// warehouse must be a directory, so an s3:// out stays Hive, as does a
+// sink that sets timestamp_field, a setting of the Hive layout). Its tables'
+// catalog is the default SQLite file in the out directory, and
+// partition_by: day becomes the tables' day spec.
+func defaultFormat(out string, lc lake.Config) lake.Config {
+	if lc.Format != "" || strings.HasPrefix(out, "s3://") || lc.TimestampField != "" {
+		return lc
+	}
+	lc.Format = lake.FormatIceberg
+	if lc.PartitionBy == "day" && lc.Iceberg.Partition == "" {
+		lc.Iceberg.Partition = "day"
+	}
+	lc.PartitionBy = ""
+	return lc
 }
 
 // Validate rejects what cannot run, with a sentence per problem.

@@ -74,7 +74,7 @@ func TestDemoPageFitsTheWindow(t *testing.T) {
 		if overflow.Page > 0 || overflow.Query > 0 {
 			t.Errorf("%dpx wide: the page runs %vpx past the window, a command box %vpx past its width", width, overflow.Page, overflow.Query)
 		}
-		if want := "read_parquet('.millrace/lake/clicks/**/*.parquet'"; !strings.Contains(overflow.Text, want) {
+		if want := "bin/millrace lake inspect .millrace/lake --table clicks \\\n  --sql > clicks.sql"; !strings.Contains(overflow.Text, want) {
 			t.Errorf("the page's commands %q lack %q", overflow.Text, want)
 		}
 	}

@@ -160,7 +160,8 @@ func TestStartAuthenticates(t *testing.T) {
 			t.Fatal("nothing landed")
 		case <-time.After(50 * time.Millisecond):
 		}
-		files, _ = filepath.Glob(filepath.Join(dir, "lake", "logs", "dt=*", "hr=*", "*.parquet"))
+		// The logs table's data files (up lands tables by default).
+		files, _ = filepath.Glob(filepath.Join(dir, "lake", "millrace.db", "logs", "data", "dt=*", "hr=*", "*.parquet"))
 	}
 	if err := a.console.Ping(ctx); err != nil {
 		t.Errorf("the console's collector: %v", err)

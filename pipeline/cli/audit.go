@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"millrace/audit"
 	"millrace/pipeline/reconcile"
+	"millrace/sinks/lakeread"
 	"millrace/sinks/store"
 )
 
@@ -20,11 +22,13 @@ func init() {
 
 func auditCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "audit -b BROKERS [--lake DIR|file:///PATH|s3://BUCKET/PREFIX] [--since 24h] [--topic T] [--json]",
+		Use:   "audit -b BROKERS [--lake DIR|file:///PATH|s3://BUCKET/PREFIX] [--since 24h] [--topic T] [--json] [--catalog sqlite|postgres|rest] [--catalog-uri URI] [--namespace NS]",
 		Short: "reconcile what agents accepted with what the lake holds",
 		Long: `Reconcile, per topic, source and hour, what the agents accepted with what
 the sinks landed in the lake. Without --lake, every lake a sink announced is
-audited. Exit status: 0 when every complete hour adds up (open and unknown
+audited. A topic landed as an Iceberg table (format: iceberg) is reconciled
+against the rows of the table's current snapshot, found in the lake
+directory's catalog.db or the catalog --catalog names. Exit status: 0 when every complete hour adds up (open and unknown
 hours included), 1 when an hour does not reconcile or a topic agents feed is
 landed by no sink, 2 for a wrong call, 3 when the audit could not run.`,
 		Args: exactArgs(0),
@@ -38,6 +42,7 @@ landed by no sink, 2 for a wrong call, 3 when the audit could not run.`,
 	f.StringVar(&o.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL for an s3:// lake (default https://s3.amazonaws.com)")
 	f.StringVar(&o.s3Region, "s3-region", "", "S3 region (default us-east-1)")
 	f.BoolVar(&o.asJSON, "json", false, "print the report as JSON (one object per lake)")
+	o.tables.add(f)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return runAudit(cmd.Context(), e, o) }
 	return cmd
 }
@@ -47,6 +52,7 @@ type auditOptions struct {
 	lake, topic, auditTopic, s3Endpoint, s3Region string
 	since                                         time.Duration
 	asJSON                                        bool
+	tables                                        tableFlags
 }
 
 // errNotReconciled is returned when some complete hour does not add up or
@@ -79,10 +85,16 @@ func runAudit(ctx context.Context, e *env, o auditOptions) error {
 		return usageError("no brokers given")
 	}
 	var lakes []string
+	if o.tables.given() && o.lake == "" {
+		return usageError("--catalog and its settings are for the lake --lake names")
+	}
 	if o.lake != "" {
 		url, err := store.CanonicalURL(o.lake)
 		if err != nil {
 			return usageError("--lake: %v", err)
+		}
+		if o.tables.given() && !strings.HasPrefix(url, "file://") {
+			return usageError("--catalog: tables are read from a warehouse directory; %s is not one", url)
 		}
 		lakes = []string{url}
 	}
@@ -136,5 +148,17 @@ func judgeLake(ctx context.Context, a *reconcile.Audit, url string, o auditOptio
 		return nil, err
 	}
 	defer st.Close()
-	return a.Judge(ctx, st, url)
+	if !o.tables.given() {
+		return a.Judge(ctx, st, url)
+	}
+	cfg, err := o.tables.config(strings.TrimPrefix(url, "file://"))
+	if err != nil {
+		return nil, err
+	}
+	cat, err := lakeread.OpenCatalog(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer cat.Close()
+	return a.JudgeTables(ctx, st, url, cat)
 }

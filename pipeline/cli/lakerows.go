@@ -17,9 +17,11 @@ import (
 
 // The lake commands that show values: head (the first rows), cat (every
 // row) and count (rows by a column's value). They only translate flags;
-// sinks/lakeread reads the files.
+// sinks/lakeread reads the files: a topic's Hive directories, or the files
+// the current snapshot of its Iceberg table lists, when the lake is a
+// warehouse whose catalog has the topic's table.
 func init() {
-	const where = "--lake DIR|URL [--since D | --from T] [--to T]"
+	const where = "--lake DIR|URL [--since D | --from T] [--to T] [--catalog sqlite|postgres|rest] [--catalog-uri URI] [--namespace NS]"
 	addCommand("lake", func(e *env) *cobra.Command {
 		return lakeRowsCommand(e, 10,
 			"head TOPIC "+where+" [--columns a,b] [-n 10] [--json]",
@@ -68,6 +70,7 @@ type lakeRowsOptions struct {
 	from, to                   string
 	limit                      int64
 	asJSON                     bool
+	tables                     tableFlags
 }
 
 func (o *lakeRowsOptions) addFlags(f *pflag.FlagSet, limit int64, limitDoc string) {
@@ -79,6 +82,7 @@ func (o *lakeRowsOptions) addFlags(f *pflag.FlagSet, limit int64, limitDoc strin
 	f.BoolVar(&o.asJSON, "json", false, "print one JSON object per line, whole values (a table cuts cells at 48 characters)")
 	f.StringVar(&o.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL for an s3:// lake (default https://s3.amazonaws.com)")
 	f.StringVar(&o.s3Region, "s3-region", "", "S3 region (default us-east-1)")
+	o.tables.add(f)
 }
 
 // query turns the flags into a query of topic, relative to now.
@@ -149,6 +153,20 @@ func (o *lakeRowsOptions) openLake(ctx context.Context) (store.Store, string, er
 	return st, u, err
 }
 
+// table returns topic's Iceberg table when the lake is a warehouse
+// directory whose catalog has it (the catalog flags', or the default
+// catalog.db), else nil: the topic is read as Hive directories.
+func (o *lakeRowsOptions) table(ctx context.Context, lakeURL, topic string) (*lakeread.Table, error) {
+	dir, ok := strings.CutPrefix(lakeURL, "file://")
+	if !ok {
+		if o.tables.given() {
+			return nil, usageError("--catalog: tables are read from a warehouse directory; %s is not one", lakeURL)
+		}
+		return nil, nil
+	}
+	return o.tables.lookup(ctx, dir, topic)
+}
+
 // explain adds to ErrNoFiles where the command looked, so a wrong topic or
 // lake is not mistaken for a lake still filling.
 func explain(err error, lakeURL string) error {
@@ -177,6 +195,9 @@ func lakeRows(ctx context.Context, e *env, topic, columns string, o lakeRowsOpti
 		return err
 	}
 	defer st.Close()
+	if q.Table, err = o.table(ctx, lakeURL, topic); err != nil {
+		return err
+	}
 	s, err := lakeread.Open(ctx, st, q)
 	if err != nil {
 		return explain(err, lakeURL)
@@ -208,6 +229,9 @@ func lakeCount(ctx context.Context, e *env, topic, by string, o lakeRowsOptions)
 		return err
 	}
 	defer st.Close()
+	if q.Table, err = o.table(ctx, lakeURL, topic); err != nil {
+		return err
+	}
 	groups, err := lakeread.Count(ctx, st, q, by)
 	if err != nil {
 		return explain(err, lakeURL)

@@ -101,7 +101,12 @@ func printWhere(e env, a *appliance.Appliance, cfg appliance.Config) {
 		fmt.Fprintf(e.stdout, "  http token (bearer)      %s\n", a.TokenFile())
 	}
 	for _, s := range a.Sinks() {
-		fmt.Fprintf(e.stdout, "  lake (%s)%*s%s\n", s.Name, max(1, 17-len(s.Name)), "", s.Out)
+		where := s.Out
+		if len(s.Tables) > 0 {
+			// The tables, and the catalog `lake` and warehouses find them by.
+			where += fmt.Sprintf("  (Iceberg %s; catalog %s)", strings.Join(s.Tables, ", "), s.Catalog)
+		}
+		fmt.Fprintf(e.stdout, "  lake (%s)%*s%s\n", s.Name, max(1, 17-len(s.Name)), "", where)
 	}
 	if sc, ok := a.SecureClient(); ok {
 		printSecureClient(e, sc)

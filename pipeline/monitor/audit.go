@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +17,8 @@ import (
 	"millrace/audit"
 	"millrace/internal/clientauth"
 	"millrace/pipeline/reconcile"
+	"millrace/sinks/iceberg"
+	"millrace/sinks/lakeread"
 	"millrace/sinks/store"
 )
 
@@ -32,6 +35,10 @@ type AuditLake struct {
 	// Topics are the data topics landed in this lake, for a lake without
 	// URL; empty means every topic that agents publish counts for.
 	Topics []string
+	// Tables is the catalog of the lake's Iceberg tables (`format:
+	// iceberg` sinks), its Directory the lake's; nil looks for the default
+	// catalog (catalog.db, namespace millrace) in a lake directory.
+	Tables *iceberg.Config
 }
 
 // AuditConfig is an Auditor's settings. Zero values mean the defaults noted.
@@ -395,8 +402,14 @@ func (c AuditConfig) runAudit(ctx context.Context, now time.Time) ([]AuditLakeRe
 			maps.DeleteFunc(records, func(_ string, e audit.Entry) bool { return !slices.Contains(l.Topics, e.Topic) })
 		}
 		in := reconcile.Input{Records: records, Runs: log.Runs, LakeURL: l.URL, Since: since, Now: now}
+		tables, closeTables, err := lakeTables(ctx, l)
+		if err != nil {
+			return nil, fmt.Errorf("lake %s: %w", l.Name, err)
+		}
+		tables.EndOffsets = reconcile.EndOffsets(cl)
 		// A day past now: events may carry times a little ahead of the clock.
-		lake, err := reconcile.ReadLake(ctx, l.Store, in.Topics(), since, now.Add(24*time.Hour))
+		lake, err := reconcile.ReadLakeTables(ctx, l.Store, tables, in.Topics(), since, now.Add(24*time.Hour), now)
+		closeTables()
 		if err != nil {
 			return nil, fmt.Errorf("lake %s: %w", l.Name, err)
 		}
@@ -406,4 +419,32 @@ func (c AuditConfig) runAudit(ctx context.Context, now time.Time) ([]AuditLakeRe
 		out = append(out, AuditLakeReport{Name: l.Name, Report: r})
 	}
 	return out, nil
+}
+
+// lakeTables opens the Iceberg catalog of a lake (catalogOf), whose
+// tables' topics the audit reads from their current snapshots; a lake
+// without one has only Hive directories.
+func lakeTables(ctx context.Context, l AuditLake) (reconcile.Tables, func(), error) {
+	cfg, ok := catalogOf(l)
+	if !ok {
+		return reconcile.Tables{}, func() {}, nil
+	}
+	cat, err := lakeread.OpenCatalog(ctx, cfg)
+	if err != nil {
+		return reconcile.Tables{}, nil, err
+	}
+	return reconcile.Tables{Catalog: cat}, func() { cat.Close() }, nil
+}
+
+// catalogOf is the catalog of l's tables: l.Tables, else the default
+// catalog.db of a lake directory that holds one; false when l has none.
+func catalogOf(l AuditLake) (iceberg.Config, bool) {
+	if l.Tables != nil {
+		return *l.Tables, true
+	}
+	dir, ok := strings.CutPrefix(l.URL, "file://")
+	if !ok || !lakeread.HasDefaultCatalog(dir) {
+		return iceberg.Config{}, false
+	}
+	return iceberg.Config{Directory: dir}, true
 }

@@ -1,10 +1,12 @@
 package monitor
 
 import (
+	"context"
 	"embed"
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"time"
 )
 
 //go:embed console/index.html console/console.js console/console.css
@@ -21,6 +23,9 @@ type MetricsSource interface {
 	MetricPoints(id string) (SeriesPoints, bool)
 }
 
+// lakeReadTimeout bounds one read of the lakes' tables for the page.
+const lakeReadTimeout = 30 * time.Second
+
 // Series list limits of /console/api/metrics: the default and the most.
 const (
 	defaultSeriesLimit = 200
@@ -30,7 +35,8 @@ const (
 // Handler serves the web console under /console: the page (/console and
 // /console/), its script and style sheet, /console/api/snapshot, the
 // latest snapshot as JSON, /console/api/audit, the last audit (AuditView;
-// audits nil means the console has no lake), and, when src is also a
+// audits nil means the console has no lake), /console/api/lake, the
+// lakes' Iceberg tables (LakeView, when audits is also a LakeSource), and, when src is also a
 // MetricsSource, the metric history: /console/api/metrics?match=M&limit=N
 // (SeriesList) and /console/api/metrics/points?id=ID (SeriesPoints, 404
 // for an unknown ID). The page polls them all. Everything is embedded in the binary and the page loads
@@ -51,6 +57,16 @@ func Handler(src Source, audits AuditSource) http.Handler {
 			return
 		}
 		serveJSON(w, audits.LatestAudit())
+	})
+	mux.HandleFunc("GET /console/api/lake", func(w http.ResponseWriter, r *http.Request) {
+		lakes, ok := audits.(LakeSource)
+		if !ok {
+			serveJSON(w, LakeView{Message: NoTablesMessage, Lakes: []LakeTableList{}})
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), lakeReadTimeout)
+		defer cancel()
+		serveJSON(w, lakes.LakeTables(ctx))
 	})
 	metrics, _ := src.(MetricsSource)
 	mux.HandleFunc("GET /console/api/metrics", func(w http.ResponseWriter, r *http.Request) {

@@ -46,6 +46,9 @@ func TestHandlerServesPageAssetsAndSnapshot(t *testing.T) {
 		{"/console/api/audit", "application/json", `"configured":false`, 200},
 		{"/console/", "text/html", `id="audit"`, 200},
 		{"/console/console.js", "text/javascript", "/console/api/audit", 200},
+		{"/console/", "text/html", `id="lake-page"`, 200},
+		{"/console/console.js", "text/javascript", "/console/api/lake", 200},
+		{"/console/api/lake", "application/json", `"message":"no Iceberg tables`, 200},
 		{"/console/nothing", "", "", 404},
 	} {
 		t.Run(tc.path, func(t *testing.T) {

@@ -35,26 +35,35 @@ type Lake struct {
 func ReadLake(ctx context.Context, st store.Store, topics []string, since, until time.Time) (*Lake, error) {
 	l := &Lake{Rows: map[string]audit.RowCounts{}, Complete: map[string]map[string]bool{},
 		Unattributed: map[string]map[string]int64{}}
-	const day = 24 * time.Hour
 	for _, topic := range topics {
-		for d := since.UTC().Truncate(day); !d.After(until); d = d.Add(day) {
-			objs, err := st.List(ctx, lake.DayPrefix(topic, d))
-			if err != nil {
-				return nil, fmt.Errorf("audit: listing the lake: %w", err)
-			}
-			for _, o := range objs {
-				switch base := path.Base(o.Name); {
-				case base == lake.SuccessName:
-					l.markComplete(topic, o.Name)
-				case strings.HasSuffix(base, ".parquet"):
-					if err := l.readFile(ctx, st, topic, o.Name); err != nil {
-						return nil, err
-					}
+		if err := l.readDirectories(ctx, st, topic, since, until); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+// readDirectories reads the footers and markers of topic's day
+// directories from since to until.
+func (l *Lake) readDirectories(ctx context.Context, st store.Store, topic string, since, until time.Time) error {
+	const day = 24 * time.Hour
+	for d := since.UTC().Truncate(day); !d.After(until); d = d.Add(day) {
+		objs, err := st.List(ctx, lake.DayPrefix(topic, d))
+		if err != nil {
+			return fmt.Errorf("audit: listing the lake: %w", err)
+		}
+		for _, o := range objs {
+			switch base := path.Base(o.Name); {
+			case base == lake.SuccessName:
+				l.markComplete(topic, o.Name)
+			case strings.HasSuffix(base, ".parquet"):
+				if err := l.readFile(ctx, st, topic, o.Name); err != nil {
+					return err
 				}
 			}
 		}
 	}
-	return l, nil
+	return nil
 }
 
 // markComplete records the hours the marker name covers (an hour's, or

@@ -16,6 +16,8 @@ import (
 
 	"millrace/audit"
 	"millrace/internal/clientauth"
+	"millrace/sinks/iceberg"
+	"millrace/sinks/lakeread"
 	"millrace/sinks/store"
 )
 
@@ -481,6 +483,7 @@ type Options struct {
 
 // Audit is the audit topic read once, ready to judge lakes against it.
 type Audit struct {
+	opts   Options // for the end offsets of tables' topics
 	log    *audit.Log
 	latest map[string]audit.Entry
 	topic  string
@@ -516,7 +519,7 @@ func Load(ctx context.Context, o Options) (*Audit, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Audit{log: l, latest: audit.Latest(l.Entries), topic: o.Topic,
+	return &Audit{opts: o, log: l, latest: audit.Latest(l.Entries), topic: o.Topic,
 		since: now.Add(-o.Since).Truncate(time.Hour), now: now}, nil
 }
 
@@ -532,11 +535,27 @@ func (a *Audit) Lakes() []string {
 }
 
 // Judge reads the lake st, whose canonical URL is lakeURL, for the topics
-// sinks land there, and reconciles it (Reconcile).
+// sinks land there, and reconciles it (Reconcile). A lake directory with
+// the default Iceberg catalog (catalog.db) is read as JudgeTables reads it.
 func (a *Audit) Judge(ctx context.Context, st store.Store, lakeURL string) (*Report, error) {
+	if dir, ok := strings.CutPrefix(lakeURL, "file://"); ok && lakeread.HasDefaultCatalog(dir) {
+		cat, err := lakeread.OpenCatalog(ctx, iceberg.Config{Directory: dir})
+		if err != nil {
+			return nil, err
+		}
+		defer cat.Close()
+		return a.JudgeTables(ctx, st, lakeURL, cat)
+	}
+	return a.JudgeTables(ctx, st, lakeURL, nil)
+}
+
+// JudgeTables is Judge for a lake whose topics may be Iceberg tables in
+// cat (ReadLakeTables); nil reads every topic as Hive directories.
+func (a *Audit) JudgeTables(ctx context.Context, st store.Store, lakeURL string, cat *lakeread.Catalog) (*Report, error) {
 	in := Input{Records: a.latest, Runs: a.log.Runs, LakeURL: lakeURL, Topic: a.topic, Since: a.since, Now: a.now}
+	tables := Tables{Catalog: cat, EndOffsets: a.endOffsets}
 	// A day past now: events may carry times a little ahead of the clock.
-	lake, err := ReadLake(ctx, st, in.Topics(), a.since, a.now.Add(24*time.Hour))
+	lake, err := ReadLakeTables(ctx, st, tables, in.Topics(), a.since, a.now.Add(24*time.Hour), a.now)
 	if err != nil {
 		return nil, err
 	}
@@ -544,4 +563,18 @@ func (a *Audit) Judge(ctx context.Context, st store.Store, lakeURL string) (*Rep
 	r := Reconcile(in)
 	r.SkippedRecords, r.At = a.log.Skipped, a.now
 	return r, nil
+}
+
+// endOffsets lists the topics' end offsets on the audit's brokers.
+func (a *Audit) endOffsets(ctx context.Context, topics []string) (map[string]map[int32]int64, error) {
+	security, err := a.opts.Security.Opts()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append(security, kgo.SeedBrokers(a.opts.Brokers...), kgo.ClientID("millrace-audit"))...)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	return EndOffsets(cl)(ctx, topics)
 }

@@ -24,6 +24,11 @@ func encodeWatermark(t time.Time) string {
 	return fmt.Sprintf(`{"wm":%d}`, t.UnixMilli())
 }
 
+// WatermarkTime reads a window's watermark as the sink commits it, in the
+// group offset's metadata or a table's snapshot summary: the largest
+// record time landed. The audit judges a table's hours complete by it.
+func WatermarkTime(s string) (time.Time, bool) { return decodeWatermark(s) }
+
 // decodeWatermark reads encodeWatermark's output.
 func decodeWatermark(s string) (time.Time, bool) {
 	var v struct {

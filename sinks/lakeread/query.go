@@ -8,7 +8,13 @@
 // `<topic>/dt=YYYY-MM-DD/part-….parquet`. A time range first skips the
 // directories whose hour (or day) lies outside it, then keeps the rows whose
 // event time (the schema's time column) lies inside it; a row without one
-// is judged by its directory alone, as the sink placed it by its record time. Files are read one at
+// is judged by its directory alone, as the sink placed it by its record time.
+//
+// A topic landed as an Iceberg table (`format: iceberg`) is read through
+// its catalog (Catalog.Table): the data files its current snapshot lists,
+// never the table's directory, which may hold files nobody committed.
+//
+// Files are read one at
 // a time, a batch of rows at a time, with the Arrow Parquet reader, so memory
 // stays bounded whatever the size of the lake.
 package lakeread
@@ -36,6 +42,10 @@ type Query struct {
 	From, To time.Time
 	// Limit is the number of rows to return; 0 returns all.
 	Limit int64
+	// Table, when set, is the topic's Iceberg table (Catalog.Table): the
+	// files its current snapshot lists are read, in a store rooted at the
+	// table's warehouse, instead of the topic's directory.
+	Table *Table
 }
 
 // Validate rejects a query that cannot name a topic's directory or a range
@@ -89,7 +99,10 @@ var ErrNoFiles = fmt.Errorf("lakeread: no Parquet files")
 // files lists the topic's Parquet files whose directory's hour or day meets
 // the query's range, in name order (by day, hour, partition and offset), and
 // the name of the topic's newest file, in the range or not.
-func files(ctx context.Context, st store.Store, q *Query) (selected []store.ObjectInfo, newest string, err error) {
+func files(ctx context.Context, st store.Store, q *Query) (selected []string, newest string, err error) {
+	if q.Table != nil {
+		return tableFiles(q.Table, q)
+	}
 	objs, err := st.List(ctx, q.Topic+"/")
 	if err != nil {
 		return nil, "", err
@@ -104,7 +117,7 @@ func files(ctx context.Context, st store.Store, q *Query) (selected []store.Obje
 		if ok && !q.overlaps(start, end) {
 			continue
 		}
-		selected = append(selected, o)
+		selected = append(selected, o.Name)
 	}
 	if newest == "" {
 		return nil, "", fmt.Errorf("%w of topic %q", ErrNoFiles, q.Topic)

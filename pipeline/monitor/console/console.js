@@ -3,7 +3,8 @@
 // /console/api/audit, which the server recomputes about once a minute, every
 // 15 s. The metrics tab (#metrics) lists the metric series the server keeps
 // (/console/api/metrics) and charts the chosen one's last hour
-// (/console/api/metrics/points), redrawn every 2 s. No library,
+// (/console/api/metrics/points), redrawn every 2 s. The lake tab (#lake)
+// shows the lakes' Iceberg tables (/console/api/lake) every 15 s. No library,
 // no build step: the binary serves this file as is. Every value from the
 // cluster (topic names, hosts, metric names and labels, which anyone who can
 // post a metric chooses) goes into the page as text, never as markup.
@@ -259,6 +260,88 @@ async function pollAudit() {
   setTimeout(pollAudit, AUDIT_POLL_MS);
 }
 
+// ---- lake tab ----
+
+const LAKE_POLL_MS = 15000;
+
+// lakeTable builds a table element with a header row and rows of cells.
+function lakeTable(cls, heads, rows, emptyText) {
+  const body = el("tbody", {}, ...rows);
+  if (!rows.length) body.append(el("tr", {}, el("td", { colspan: heads.length, class: "empty" }, emptyText)));
+  return el("table", { class: cls }, el("thead", {}, el("tr", {}, ...heads.map(h => el("th", {}, h)))), body);
+}
+
+// offsetsOf is the millrace summary properties of a snapshot: the groups'
+// offsets, "group: 0:1200,1:988".
+function offsetsOf(summary) {
+  const out = [];
+  for (const [k, v] of Object.entries(summary || {}).sort()) {
+    if (k.startsWith("millrace.offsets.")) out.push(`${k.slice("millrace.offsets.".length)} = ${v}`);
+  }
+  return out.join("; ");
+}
+
+// renderLake shows each lake's tables: totals, snapshots newest first,
+// partitions, and the current snapshot's files.
+function renderLake(v) {
+  const summary = document.getElementById("lake-summary");
+  summary.className = "note";
+  const parts = [];
+  let tables = 0;
+  for (const lake of v.lakes || []) {
+    if (lake.error) parts.push(el("div", { class: "note bad" }, `${lake.name}: ${lake.error}`));
+    for (const t of lake.tables || []) {
+      tables++;
+      const snaps = (t.snapshots || []).slice().reverse();
+      const box = el("div", { class: "lake-table", "data-table": t.identifier },
+        el("h3", {}, t.identifier),
+        el("div", { class: "note" }, `${num(t.rows)} rows · ${num((t.files || []).length + (t.omitted_files || 0))} files · ` +
+          `${num((t.partitions || []).length)} partitions · ${bytes(t.bytes)} · ` +
+          `current snapshot ${t.current_snapshot_id || "none"} · ${t.spec} · lake ${lake.name}`),
+        el("h4", {}, "Snapshots (newest first)"),
+        lakeTable("lake-snapshots", ["Snapshot", "Time", "Operation", "Added rows", "Total rows", "Offsets"],
+          snaps.map(s => el("tr", { class: s.current ? "" : "stale", "data-snapshot": s.id },
+            td(s.id), td(new Date(s.time).toLocaleString()), td(s.operation + (s.current ? " (current)" : "")),
+            td(num(Number((s.summary || {})["added-records"] || 0)), "num"),
+            td(num(Number((s.summary || {})["total-records"] || 0)), "num"),
+            el("td", { class: "wrap" }, offsetsOf(s.summary)))), "no snapshot yet"),
+        el("h4", {}, "Partitions of the current snapshot"),
+        lakeTable("lake-partitions", ["Partition", "Files", "Rows", "Size"],
+          (t.partitions || []).map(p => el("tr", {}, td(p.name || "(unpartitioned)"), td(num(p.files), "num"),
+            td(num(p.rows), "num"), td(bytes(p.bytes), "num"))), "no rows yet"),
+        el("h4", {}, "Data files of the current snapshot"),
+        lakeTable("lake-files", ["File", "Partition", "Rows", "Size"],
+          (t.files || []).map(f => el("tr", {}, el("td", { class: "wrap" }, f.location), td(f.partition),
+            td(num(f.rows), "num"), td(bytes(f.bytes), "num"))), "no files yet"));
+      if (t.omitted_snapshots || t.omitted_files) {
+        box.append(el("div", { class: "note" }, `${num(t.omitted_snapshots || 0)} older snapshot(s) and ` +
+          `${num(t.omitted_files || 0)} file(s) not shown: millrace lake inspect lists them all`));
+      }
+      parts.push(box);
+    }
+  }
+  document.getElementById("lake-tables").replaceChildren(...parts);
+  summary.textContent = v.message || `${tables} table(s) · read ${new Date(v.at).toLocaleTimeString()}, every ${LAKE_POLL_MS / 1000} s`;
+}
+
+async function pollLake() {
+  if (document.getElementById("lake-page").hidden) return;
+  try {
+    const r = await fetch("/console/api/lake", { cache: "no-store" });
+    if (!r.ok) throw new Error(`lake: HTTP ${r.status}`);
+    renderLake(await r.json());
+  } catch (e) {
+    const summary = document.getElementById("lake-summary");
+    summary.className = "note bad";
+    summary.textContent = `console cannot reach its server: ${e.message}`;
+  }
+}
+
+function lakePoller() {
+  pollLake();
+  setTimeout(lakePoller, LAKE_POLL_MS);
+}
+
 // ---- metrics tab ----
 
 const SERIES_POLL_MS = 5000;
@@ -282,12 +365,13 @@ function fmtValue(v) {
 }
 
 function showTab() {
-  const metrics = location.hash.startsWith("#metrics");
-  document.getElementById("overview").hidden = metrics;
-  document.getElementById("metrics-page").hidden = !metrics;
-  document.getElementById("tab-overview").className = metrics ? "" : "active";
-  document.getElementById("tab-metrics").className = metrics ? "active" : "";
-  if (metrics) pollSeries();
+  const tab = location.hash.startsWith("#metrics") ? "metrics" : location.hash.startsWith("#lake") ? "lake" : "overview";
+  document.getElementById("overview").hidden = tab !== "overview";
+  document.getElementById("metrics-page").hidden = tab !== "metrics";
+  document.getElementById("lake-page").hidden = tab !== "lake";
+  for (const t of ["overview", "metrics", "lake"]) document.getElementById("tab-" + t).className = t === tab ? "active" : "";
+  if (tab === "metrics") pollSeries();
+  if (tab === "lake") pollLake();
 }
 
 async function pollSeries() {
@@ -432,3 +516,4 @@ poll();
 pollAudit();
 seriesPoller();
 pollPoints();
+setTimeout(lakePoller, LAKE_POLL_MS);
