@@ -120,16 +120,19 @@ func (w *Worker) openFile(ctx context.Context, p *partitionState, a action, cur 
 // returned; nothing is committed.
 func (w *Worker) endWindow(ctx context.Context, p *partitionState, cw *coreWindow, reason string) error {
 	win := p.takeWindow(cw)
-	started := w.now()
 	defer w.releaseWindow(ctx, win)
-	var rows, size int64
-	landed := make([]landedFile, 0, len(win.order))
 	for _, f := range win.order {
 		f.w.SetSource(p.tp.topic, p.tp.partition, f.first, f.last)
 		f.w.SetMetadata(audit.MetaRows, fileRowCounts(f))
 		if err := f.w.Close(); err != nil {
 			return fmt.Errorf("lake: %s: %w", f.name, err)
 		}
+	}
+	// The commit starts here (commit_seconds): the files are written.
+	started := w.now()
+	var rows, size int64
+	landed := make([]landedFile, 0, len(win.order))
+	for _, f := range win.order {
 		if err := w.publishFile(ctx, p, win, f); err != nil {
 			return err
 		}
@@ -155,8 +158,12 @@ func (w *Worker) endWindow(ctx context.Context, p *partitionState, cw *coreWindo
 	if err := w.commit.commit(ctx, commit); err != nil {
 		return fmt.Errorf("lake: commit %s/%d at %d: %w", p.tp.topic, p.tp.partition, win.next, err)
 	}
+	took := w.now().Sub(started)
+	w.metrics.commitLatency.WithLabelValues(p.tp.topic, w.cfg.Format).Observe(took.Seconds())
+	if w.cfg.AfterCommit != nil {
+		w.cfg.AfterCommit(p.tp.topic, p.tp.partition, win.next, took)
+	}
 	w.applyAudit(p, win)
-	w.metrics.commitLatency.Observe(w.now().Sub(started).Seconds())
 	w.metrics.rows.WithLabelValues(p.tp.topic).Add(float64(rows))
 	w.metrics.bytes.WithLabelValues(p.tp.topic).Add(float64(size))
 	w.metrics.windows.WithLabelValues(p.tp.topic, reason).Inc()

@@ -22,7 +22,7 @@ import (
 
 // startBroker runs a broker in this process over dir and returns its
 // address and a function that stops it cleanly.
-func startBroker(t *testing.T, dir string) (string, func()) {
+func startBroker(t testing.TB, dir string) (string, func()) {
 	t.Helper()
 	cfg := broker.DefaultConfig()
 	cfg.DataDir, cfg.Kafka.Listener = dir, "127.0.0.1:0"

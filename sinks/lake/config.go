@@ -139,6 +139,11 @@ type Config struct {
 	// stops the process there, as a long pause would); it is not part of the
 	// YAML configuration.
 	BeforePublish func(name string) `yaml:"-"`
+	// AfterCommit, when set, is called after every committed window with
+	// its partition, the offset after its last record, and how long its
+	// commit took (the span of commit_seconds). It is a hook for benchmarks
+	// and tests; it is not part of the YAML configuration.
+	AfterCommit func(topic string, partition int32, next int64, took time.Duration) `yaml:"-"`
 }
 
 // Defaults.
