@@ -32,6 +32,7 @@ func Open(ctx context.Context, cfg Config) (*Catalog, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	useDurableFS()
 	props := ioProperties(cfg.S3)
 	if w := cfg.warehouse(); w != "" {
 		props["warehouse"] = w
