@@ -14,6 +14,7 @@ import (
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/catalog/rest"
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	"github.com/apache/iceberg-go/table"
 
@@ -33,9 +34,11 @@ import (
 // Like a real server it takes a path prefix from /v1/config (the client
 // must use it), advertises exactly the endpoints it serves, chooses table
 // locations in a warehouse of its own unless the client names one, and
-// answers a failed commit requirement with 409 CommitFailedException.
+// answers a failed commit requirement with 409 CommitFailedException. It
+// requires a bearer token, as a catalog behind authentication does.
 type restCatalog struct {
-	sql catalog.Catalog
+	sql   catalog.Catalog
+	token string
 
 	mu        sync.Mutex     // guards the following
 	warehouse string         // the warehouse the client asked for in GET /v1/config
@@ -46,8 +49,8 @@ type restCatalog struct {
 const restPrefix = "lake"
 
 // startRESTCatalog serves a fake REST catalog on 127.0.0.1 whose own
-// warehouse is the directory dir.
-func startRESTCatalog(t *testing.T, dir string) (*httptest.Server, *restCatalog) {
+// warehouse is the directory dir, to clients that send token.
+func startRESTCatalog(t *testing.T, dir, token string) (*httptest.Server, *restCatalog) {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+dir+"/rest-catalog.db?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
 	if err != nil {
@@ -59,14 +62,14 @@ func startRESTCatalog(t *testing.T, dir string) (*httptest.Server, *restCatalog)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := &restCatalog{sql: cat, errors: map[string]int{}}
+	rc := &restCatalog{sql: cat, token: token, errors: map[string]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/config", rc.config)
 	mux.HandleFunc("POST /v1/"+restPrefix+"/namespaces", rc.createNamespace)
 	mux.HandleFunc("POST /v1/"+restPrefix+"/namespaces/{namespace}/tables", rc.createTable)
 	mux.HandleFunc("GET /v1/"+restPrefix+"/namespaces/{namespace}/tables/{table}", rc.loadTable)
 	mux.HandleFunc("POST /v1/"+restPrefix+"/namespaces/{namespace}/tables/{table}", rc.commitTable)
-	srv := httptest.NewUnstartedServer(mux)
+	srv := httptest.NewUnstartedServer(rc.authorized(mux))
 	srv.Listener.Close()
 	if srv.Listener, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 		t.Fatal(err)
@@ -74,6 +77,18 @@ func startRESTCatalog(t *testing.T, dir string) (*httptest.Server, *restCatalog)
 	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv, rc
+}
+
+// authorized refuses a request without the bearer token (401, the spec's
+// NotAuthorizedException).
+func (rc *restCatalog) authorized(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+rc.token {
+			rc.fail(w, http.StatusUnauthorized, "NotAuthorizedException", errors.New("no valid bearer token"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // config is GET /v1/config: the CatalogConfig of the spec.
@@ -245,15 +260,19 @@ func (rc *restCatalog) fail(w http.ResponseWriter, status int, kind string, err 
 }
 
 // TestRESTCatalog drives the sink's catalog code through iceberg-go's REST
-// client against the fake REST catalog: the table is created with the
-// sink's schema and hour spec where the sink writes its files, rolls land
-// with their offsets, a stale commit is a conflict that rebases or a zombie
-// that is refused, and a second client sees the first one's progress.
+// client against the fake REST catalog: a client without the catalog's
+// token is refused, the table is created with the sink's schema and hour
+// spec where the sink writes its files, rolls land with their offsets, a
+// stale commit is a conflict that rebases or a zombie that is refused, and
+// a second client sees the first one's progress.
 func TestRESTCatalog(t *testing.T) {
 	warehouse := t.TempDir()
-	srv, rc := startRESTCatalog(t, t.TempDir())
+	srv, rc := startRESTCatalog(t, t.TempDir(), "s3cret")
+	if _, err := Open(t.Context(), Config{Catalog: CatalogREST, URL: srv.URL, Directory: warehouse}); !errors.Is(err, rest.ErrUnauthorized) {
+		t.Fatalf("opening the catalog without its token: %v, want rest.ErrUnauthorized", err)
+	}
 	open := func() *Catalog {
-		c, err := Open(t.Context(), Config{Catalog: CatalogREST, URL: srv.URL, Directory: warehouse})
+		c, err := Open(t.Context(), Config{Catalog: CatalogREST, URL: srv.URL, Directory: warehouse, Token: "s3cret"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -289,9 +308,9 @@ func TestRESTCatalog(t *testing.T) {
 
 	testConflictRebaseOrZombie(t, c)
 	// The two stale commits (the rebased worker's first try, the zombie's)
-	// were the spec's 409; the only other error was the 404 of the load
-	// before the table was created.
-	wantErrors := map[string]int{"CommitFailedException": 2, "NoSuchTableException": 1}
+	// were the spec's 409; the only other errors were the tokenless open's
+	// 401 and the 404 of the load before the table was created.
+	wantErrors := map[string]int{"NotAuthorizedException": 1, "CommitFailedException": 2, "NoSuchTableException": 1}
 	if got := rc.errorCounts(); !maps.Equal(got, wantErrors) {
 		t.Errorf("error responses %v, want %v", got, wantErrors)
 	}
