@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -27,9 +26,9 @@ import (
 // iceberg-go's SQL catalog on SQLite. Each request is translated to the SQL
 // catalog's call and its result to the spec's response, so the tables, the
 // metadata files and the compare-and-swap are a real catalog's; only the
-// HTTP layer is this file's. It exists because no REST catalog server can
-// run beside the unit tests (none is packaged for this project's build
-// machines), and the REST client must still be driven by the sink's code.
+// HTTP layer is this file's. It exists because the unit tests cannot start
+// a REST catalog server (none ships as a Go module or a Debian package),
+// and the REST client must still be driven by the sink's code.
 //
 // Like a real server it takes a path prefix from /v1/config (the client
 // must use it), advertises exactly the endpoints it serves, chooses table
@@ -69,12 +68,7 @@ func startRESTCatalog(t *testing.T, dir, token string) (*httptest.Server, *restC
 	mux.HandleFunc("POST /v1/"+restPrefix+"/namespaces/{namespace}/tables", rc.createTable)
 	mux.HandleFunc("GET /v1/"+restPrefix+"/namespaces/{namespace}/tables/{table}", rc.loadTable)
 	mux.HandleFunc("POST /v1/"+restPrefix+"/namespaces/{namespace}/tables/{table}", rc.commitTable)
-	srv := httptest.NewUnstartedServer(rc.authorized(mux))
-	srv.Listener.Close()
-	if srv.Listener, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
+	srv := httptest.NewServer(rc.authorized(mux)) // on 127.0.0.1
 	t.Cleanup(srv.Close)
 	return srv, rc
 }
