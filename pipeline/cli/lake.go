@@ -181,17 +181,20 @@ func inspectObject(ctx context.Context, st store.Store, root, name string) (*par
 // `millrace sink --format iceberg` takes them. Without them a warehouse
 // directory's default catalog.db is used, when there is one.
 type tableFlags struct {
-	catalog, catalogURI, namespace string
+	catalog, catalogURI, catalogTokenFile, namespace string
 }
 
 func (t *tableFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&t.catalog, "catalog", "", "the tables' catalog: sqlite (default, <lake>/catalog.db), postgres or rest")
 	f.StringVar(&t.catalogURI, "catalog-uri", "", "the SQLite file, the PostgreSQL URL or the REST catalog's URL")
+	f.StringVar(&t.catalogTokenFile, "catalog-token-file", "", "a file holding the bearer token of a rest catalog")
 	f.StringVar(&t.namespace, "namespace", "", "the tables' namespace (default millrace)")
 }
 
 // given reports whether a catalog setting was given.
-func (t *tableFlags) given() bool { return t.catalog != "" || t.catalogURI != "" || t.namespace != "" }
+func (t *tableFlags) given() bool {
+	return t.catalog != "" || t.catalogURI != "" || t.catalogTokenFile != "" || t.namespace != ""
+}
 
 // config is the sinks/iceberg configuration of the flags for the
 // warehouse directory dir.
@@ -211,6 +214,13 @@ func (t *tableFlags) config(dir string) (iceberg.Config, error) {
 		c.URL = t.catalogURI
 	default:
 		return c, usageError("--catalog %q: want sqlite, postgres or rest", t.catalog)
+	}
+	if t.catalogTokenFile != "" {
+		token, err := os.ReadFile(t.catalogTokenFile)
+		if err != nil {
+			return c, usageError("--catalog-token-file: %v", err)
+		}
+		c.Token = strings.TrimSpace(string(token))
 	}
 	if err := c.Validate(); err != nil {
 		return c, usageError("%s", strings.TrimPrefix(err.Error(), "iceberg: "))

@@ -125,9 +125,9 @@ func rangeArgs(lo, hi int) cobra.PositionalArgs {
 // those of `millrace sink --format iceberg`, so a sink's command line or
 // its --config file names the same tables.
 type lakeMaintOptions struct {
-	out, catalog, catalogURI, namespace, configFile string
-	s3Endpoint, s3Region                            string
-	dryRun                                          bool
+	out, catalog, catalogURI, catalogTokenFile, namespace, configFile string
+	s3Endpoint, s3Region                                              string
+	dryRun                                                            bool
 }
 
 // verb is what a run did, or with --dry-run what it would do.
@@ -144,6 +144,7 @@ func (o *lakeMaintOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.s3Region, "s3-region", "", "S3 region for an s3:// warehouse (default us-east-1)")
 	f.StringVar(&o.catalog, "catalog", "", "sqlite (default, <out>/catalog.db), postgres or rest")
 	f.StringVar(&o.catalogURI, "catalog-uri", "", "the SQLite file, the PostgreSQL URL or the REST catalog's URL")
+	f.StringVar(&o.catalogTokenFile, "catalog-token-file", "", "a file holding the bearer token of a rest catalog")
 	f.StringVar(&o.namespace, "namespace", "", "the tables' namespace (default millrace)")
 	f.StringVarP(&o.configFile, "config", "c", "", "a sink's YAML file: out: and lake.iceberg (flags override)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "say what would be done, change nothing")
@@ -160,7 +161,7 @@ func (o *lakeMaintOptions) tables() (lake.TableConfig, store.Options, error) {
 		}
 	}
 	tc := cfg.Lake.Iceberg
-	for dst, v := range map[*string]string{&cfg.Out: o.out, &tc.Catalog: o.catalog, &tc.URI: o.catalogURI, &tc.Namespace: o.namespace,
+	for dst, v := range map[*string]string{&cfg.Out: o.out, &tc.Catalog: o.catalog, &tc.URI: o.catalogURI, &tc.TokenFile: o.catalogTokenFile, &tc.Namespace: o.namespace,
 		&cfg.S3Endpoint: o.s3Endpoint, &cfg.S3Region: o.s3Region} {
 		if v != "" {
 			*dst = v

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -132,6 +134,37 @@ func TestLakeTable(t *testing.T) {
 	} {
 		if code, _, errOut := runMain(c.args...); code != 2 || !strings.Contains(errOut, c.want) {
 			t.Errorf("%s: exit %d, stderr %q; want 2 and %q", strings.Join(c.args, " "), code, errOut, c.want)
+		}
+	}
+}
+
+// TestTableFlagsToken: --catalog-token-file's token (without the file's
+// newline) goes to a rest catalog's configuration; with another catalog,
+// or a file that cannot be read, it is a usage error.
+func TestTableFlagsToken(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tf := tableFlags{catalog: "rest", catalogURI: "http://127.0.0.1:8181", catalogTokenFile: file}
+	c, err := tf.config(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Token != "s3cret" {
+		t.Errorf("token %q, want s3cret", c.Token)
+	}
+	for _, bad := range []struct {
+		flags tableFlags
+		want  string
+	}{
+		{tableFlags{catalogTokenFile: file}, "a token is for a REST catalog only"},
+		{tableFlags{catalog: "rest", catalogURI: "http://127.0.0.1:8181", catalogTokenFile: file + ".missing"}, "--catalog-token-file"},
+	} {
+		_, err := bad.flags.config(t.TempDir())
+		var usage *usageErr
+		if !errors.As(err, &usage) || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%+v: %v, want a usage error with %q", bad.flags, err, bad.want)
 		}
 	}
 }

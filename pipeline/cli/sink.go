@@ -43,6 +43,7 @@ func sinkCommand(e *env) *cobra.Command {
 	f.StringVarP(&o.format, "format", "f", "", "hive (default: Hive-partitioned Parquet) or iceberg (one Iceberg table per topic, in --out)")
 	f.StringVar(&o.catalog, "catalog", "", "with --format iceberg: sqlite (default, <out>/catalog.db), postgres or rest")
 	f.StringVar(&o.catalogURI, "catalog-uri", "", "with --format iceberg: the SQLite file, the PostgreSQL URL or the REST catalog's URL")
+	f.StringVar(&o.catalogTokenFile, "catalog-token-file", "", "with --catalog rest: a file holding the bearer token of a rest catalog")
 	f.StringVar(&o.namespace, "namespace", "", "with --format iceberg: the tables' namespace (default millrace)")
 	f.StringVarP(&o.partition, "partition", "p", "", "with --format iceberg: the tables' partition spec, hour (default), day, identity:FIELD (a string, int64 or bool field) or none")
 	f.Int64Var(&o.rollRows, "roll-rows", 0, "end a commit window after N rows (default 1000000)")
@@ -85,15 +86,15 @@ func sinkCommand(e *env) *cobra.Command {
 
 // sinkOptions are the flags of sink.
 type sinkOptions struct {
-	group, schema, out, s3Endpoint, s3Region, compression, partitionBy string
-	timestampField, dedup, configFile, metricsAddr, logLevel           string
-	format, catalog, catalogURI, namespace, partition                  string
-	topics, fields                                                     []string
-	rollRows, rollBytes                                                int64
-	rollAge, idleTimeout, sessionTimeout, dedupWindow                  time.Duration
-	shutdownTimeout                                                    time.Duration
-	maxBatch, dedupMaxIDs, crashAfter, stopBefore, stopAfter           int
-	ops                                                                opsOptions
+	group, schema, out, s3Endpoint, s3Region, compression, partitionBy  string
+	timestampField, dedup, configFile, metricsAddr, logLevel            string
+	format, catalog, catalogURI, catalogTokenFile, namespace, partition string
+	topics, fields                                                      []string
+	rollRows, rollBytes                                                 int64
+	rollAge, idleTimeout, sessionTimeout, dedupWindow                   time.Duration
+	shutdownTimeout                                                     time.Duration
+	maxBatch, dedupMaxIDs, crashAfter, stopBefore, stopAfter            int
+	ops                                                                 opsOptions
 }
 
 // sinkFile is the YAML layout of `millrace sink --config`.
@@ -144,6 +145,7 @@ func runSink(ctx context.Context, e *env, o sinkOptions, given func(flag string)
 	setString(&cfg.Lake.Format, o.format)
 	setString(&cfg.Lake.Iceberg.Catalog, o.catalog)
 	setString(&cfg.Lake.Iceberg.URI, o.catalogURI)
+	setString(&cfg.Lake.Iceberg.TokenFile, o.catalogTokenFile)
 	setString(&cfg.Lake.Iceberg.Namespace, o.namespace)
 	setString(&cfg.Lake.Iceberg.Partition, o.partition)
 	if len(o.topics) > 0 {

@@ -82,8 +82,12 @@ func Open(ctx context.Context, cfg Config) (*Catalog, error) {
 	return c, nil
 }
 
-// Close releases the SQL catalog's database connections.
+// Close releases the SQL catalog's database connections, or the REST
+// client's idle connections.
 func (c *Catalog) Close() error {
+	if r, ok := c.catalog.(*rest.Catalog); ok && r != nil {
+		return r.Close()
+	}
 	if c.db == nil {
 		return nil
 	}

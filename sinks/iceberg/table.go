@@ -55,7 +55,7 @@ func (c *Catalog) Table(ctx context.Context, topic string, s *schemas.Schema, tc
 }
 
 // loadOrCreate loads topic's table, or creates it with schema sc and the
-// partition spec spec returns. A new table gets its name mapping (column
+// partition spec spec returns, under the warehouse the sink writes to. A new table gets its name mapping (column
 // name to field ID, which reads the sink's files: they carry no field IDs)
 // at creation, so a roll's commit never sets one from a stale schema.
 func (c *Catalog) loadOrCreate(ctx context.Context, topic string, sc *iceberg.Schema, spec func() (iceberg.PartitionSpec, error)) (*table.Table, error) {
@@ -72,8 +72,15 @@ func (c *Catalog) loadOrCreate(ctx context.Context, topic string, sc *iceberg.Sc
 		}
 		props := maps.Clone(tableProperties)
 		props[table.DefaultNameMappingKey] = string(mapping)
-		tbl, err = c.catalog.CreateTable(ctx, id, sc,
-			catalog.WithPartitionSpec(&ps), catalog.WithProperties(props))
+		opts := []catalog.CreateTableOpt{catalog.WithPartitionSpec(&ps), catalog.WithProperties(props)}
+		if w := c.cfg.warehouse(); w != "" && c.cfg.Catalog == CatalogREST {
+			// A REST catalog places a table in a warehouse of its own
+			// unless the request names a location; the sink writes the
+			// files under <warehouse>/<namespace>.db/<topic>, which is
+			// where the SQL catalog puts it from its warehouse property.
+			opts = append(opts, catalog.WithLocation(w+"/"+c.cfg.Namespace+".db/"+topic))
+		}
+		tbl, err = c.catalog.CreateTable(ctx, id, sc, opts...)
 		if errors.Is(err, catalog.ErrTableAlreadyExists) {
 			// Another worker of the group created it first.
 			tbl, err = c.catalog.LoadTable(ctx, id)

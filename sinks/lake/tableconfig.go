@@ -1,9 +1,11 @@
 package lake
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -34,6 +36,11 @@ type TableConfig struct {
 	// catalog's base URL. Required for postgres and rest, and for sqlite
 	// with a warehouse in S3 (the SQLite file is local).
 	URI string `yaml:"uri"`
+	// TokenFile is a file holding the bearer token a rest catalog
+	// requires (the Authorization header of every request); none by
+	// default. A file, not the token, so that the secret stays out of
+	// configuration files and command lines.
+	TokenFile string `yaml:"token_file"`
 	// Warehouse is where the tables live, a directory (/PATH or
 	// file:///PATH) or a bucket (s3://BUCKET/PREFIX): a topic's table is
 	// <warehouse>/<namespace>.db/<topic>, its data files under its data/.
@@ -67,6 +74,9 @@ func (tc TableConfig) validate() []error {
 		}
 	default:
 		errs = append(errs, fmt.Errorf("lake: iceberg.catalog %q: want sqlite, postgres or rest", tc.Catalog))
+	}
+	if tc.TokenFile != "" && tc.Catalog != iceberg.CatalogREST {
+		errs = append(errs, fmt.Errorf("lake: iceberg.token_file: a token is for the rest catalog, not %s", cmp.Or(tc.Catalog, iceberg.CatalogSQLite)))
 	}
 	switch bucket, _, inS3 := tc.s3Warehouse(); {
 	case tc.Warehouse == "":
@@ -149,6 +159,13 @@ func (tc TableConfig) catalogConfig(st store.Store, logger *slog.Logger) (iceber
 		c.Path = tc.URI
 	} else {
 		c.URL = tc.URI
+	}
+	if tc.TokenFile != "" {
+		token, err := os.ReadFile(tc.TokenFile)
+		if err != nil {
+			return c, fmt.Errorf("lake: iceberg.token_file: %w", err)
+		}
+		c.Token = strings.TrimSpace(string(token))
 	}
 	if ts, ok := st.(tableStore); ok {
 		st = ts.Store

@@ -1,6 +1,8 @@
 package lake
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -30,6 +32,10 @@ func TestTableConfigValidate(t *testing.T) {
 		{"format", func(c *Config) { c.Format = "delta" }, `format "delta": want hive or iceberg`},
 		{"catalog", func(c *Config) { c.Iceberg.Catalog = "glue" }, `iceberg.catalog "glue": want sqlite, postgres or rest`},
 		{"rest without uri", func(c *Config) { c.Iceberg.Catalog = "rest" }, "the rest catalog needs a URL"},
+		{"rest with a token", func(c *Config) {
+			c.Iceberg.Catalog, c.Iceberg.URI, c.Iceberg.TokenFile = "rest", "http://127.0.0.1:8181", "/etc/millrace/token"
+		}, ""},
+		{"token for sqlite", func(c *Config) { c.Iceberg.TokenFile = "/etc/millrace/token" }, "iceberg.token_file: a token is for the rest catalog, not sqlite"},
 		{"sqlite url", func(c *Config) { c.Iceberg.URI = "postgres://x" }, "the sqlite catalog takes a file path"},
 		{"no warehouse", func(c *Config) { c.Iceberg.Warehouse = "" }, "iceberg.warehouse: the directory"},
 		{"s3 warehouse", func(c *Config) { c.Iceberg.Warehouse, c.Iceberg.URI = "s3://b/p", "/var/lib/c.db" }, ""},
@@ -63,5 +69,28 @@ func TestTableConfigValidate(t *testing.T) {
 	c := base(func(c *Config) { c.Iceberg.Partition = "day" }).withDefaults()
 	if c.PartitionBy != "day" || c.SuccessGrace >= 0 {
 		t.Errorf("iceberg defaults: partition_by %q, success_grace %v", c.PartitionBy, c.SuccessGrace)
+	}
+}
+
+// TestTableConfigToken: a rest catalog's token is read from token_file
+// (trimmed of the file's newline) into the catalog's configuration; an
+// unreadable file is an error naming the key.
+func TestTableConfigToken(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tc := TableConfig{Catalog: "rest", URI: "http://127.0.0.1:8181", Warehouse: "/lake", TokenFile: file}
+	cc, err := tc.catalogConfig(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cc.Token != "s3cret" || cc.URL != "http://127.0.0.1:8181" {
+		t.Errorf("catalog config token %q, URL %q; want s3cret and the uri", cc.Token, cc.URL)
+	}
+	tc.TokenFile = filepath.Join(t.TempDir(), "missing")
+	if _, err := tc.catalogConfig(nil, nil); err == nil || !strings.Contains(err.Error(), "iceberg.token_file") {
+		t.Errorf("a missing token file: %v, want an error naming iceberg.token_file", err)
 	}
 }
