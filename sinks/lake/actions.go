@@ -138,8 +138,16 @@ func (w *Worker) endWindow(ctx context.Context, p *partitionState, cw *coreWindo
 		}
 		rows += f.w.Rows()
 		size += f.w.Bytes()
-		landed = append(landed, landedFile{name: f.name, bucket: f.bucket, identity: f.identity, first: f.first, last: f.last,
-			rows: f.w.Rows(), bytes: f.w.Bytes()})
+		lf := landedFile{name: f.name, bucket: f.bucket, identity: f.identity, first: f.first, last: f.last,
+			rows: f.w.Rows(), bytes: f.w.Bytes()}
+		if w.tables != nil {
+			// A table's data file entry takes the footer's statistics.
+			var err error
+			if lf.footer, err = f.w.Footer(); err != nil {
+				return fmt.Errorf("lake: %s: %w", f.name, err)
+			}
+		}
+		landed = append(landed, lf)
 		w.metrics.files.WithLabelValues(p.tp.topic).Inc()
 		if w.cfg.AfterPublish != nil {
 			w.cfg.AfterPublish(f.name)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -50,6 +51,8 @@ type landedFile struct {
 	identity    *identityValue // its identity partition value; nil without one
 	first, last int64          // offsets of its first and last row
 	rows, bytes int64
+	// footer is the one its writer wrote, for the table's statistics.
+	footer *metadata.FileMetaData
 }
 
 // commitTimeout bounds one offset commit.

@@ -49,12 +49,12 @@ const (
 	// orphans. A worker paused between the two (a long GC, a SIGSTOP)
 	// still commits them when it resumes if no other worker committed its
 	// partitions meanwhile (the fence in doc.go only stops it when one
-	// did). It reads each file back for its statistics just before the
-	// commit (tableCommitter.dataFile), so a file swept during a pause
-	// before that read fails it and the window is landed again; only a
-	// pause between that read and the commit (milliseconds of work) that
-	// outlasts the age could commit a swept file. The age must exceed any
-	// such pause: Iceberg's 3 days by default, an hour at the least.
+	// did). It opens each file (tableCommitter.dataFile) just before the
+	// commit, so a file swept during a pause before that fails the commit
+	// and the window is landed again; only a pause between that open and
+	// the commit (milliseconds of work) that outlasts the age could commit
+	// a swept file. The age must exceed any such pause: Iceberg's 3 days
+	// by default, an hour at the least.
 	minOrphanAge = time.Hour
 )
 

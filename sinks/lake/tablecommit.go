@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 	iceberggo "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -105,7 +106,7 @@ func (c *tableCommitter) commit(ctx context.Context, wc windowCommit) error {
 		}
 	}
 	for _, f := range wc.files {
-		df, err := c.dataFile(ctx, tbl, wc.tp.topic, f.name, f.identity)
+		df, err := c.dataFile(ctx, tbl, wc.tp.topic, f.name, f.identity, f.footer)
 		if err != nil {
 			return err
 		}
@@ -153,23 +154,31 @@ func (c *tableCommitter) setTable(topic string, tbl *table.Table) {
 
 // dataFile describes the published file name (a Layout name) for tbl, with
 // the statistics of its footer and its partition value: identity's when
-// the file has one, else the footer's.
-func (c *tableCommitter) dataFile(ctx context.Context, tbl *table.Table, topic, name string, identity *identityValue) (iceberggo.DataFile, error) {
+// the file has one, else the footer's. The footer is the writer's when
+// given; the file is opened all the same, so that a file missing since it
+// was published (swept by a maintenance run while this worker was paused:
+// maintain.go, minOrphanAge) fails the commit instead of entering the
+// table, and read back from it otherwise.
+func (c *tableCommitter) dataFile(ctx context.Context, tbl *table.Table, topic, name string, identity *identityValue,
+	footer *metadata.FileMetaData) (iceberggo.DataFile, error) {
 	r, err := c.store.Open(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("lake: read back %s: %w", name, err)
 	}
 	defer r.Close()
-	pf, err := file.NewParquetReader(io.NewSectionReader(r, 0, r.Size()))
-	if err != nil {
-		return nil, fmt.Errorf("lake: footer of %s: %w", name, err)
+	if footer == nil {
+		pf, err := file.NewParquetReader(io.NewSectionReader(r, 0, r.Size()))
+		if err != nil {
+			return nil, fmt.Errorf("lake: footer of %s: %w", name, err)
+		}
+		defer pf.Close()
+		footer = pf.MetaData()
 	}
-	defer pf.Close()
 	location := strings.TrimSuffix(tbl.Location(), "/") + "/data/" + strings.TrimPrefix(name, topic+"/")
 	if identity != nil {
-		return iceberg.DataFileWithIdentity(tbl, location, r.Size(), pf.MetaData(), identity.value)
+		return iceberg.DataFileWithIdentity(tbl, location, r.Size(), footer, identity.value)
 	}
-	return iceberg.DataFile(tbl, location, r.Size(), pf.MetaData())
+	return iceberg.DataFile(tbl, location, r.Size(), footer)
 }
 
 // startOffsets is the kgo.AdjustFetchOffsetsFn of Format iceberg: each

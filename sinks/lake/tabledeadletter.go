@@ -105,7 +105,7 @@ func (c *tableCommitter) writeDeadLetters(ctx context.Context, tbl *table.Table,
 	if err := obj.Publish(ctx); err != nil && !errors.Is(err, store.ErrExists) {
 		return nil, fmt.Errorf("lake: publish %s: %w", name, err)
 	}
-	return c.dataFile(ctx, tbl, tp.topic+iceberg.DeadLetterSuffix, name, nil)
+	return c.dataFile(ctx, tbl, tp.topic+iceberg.DeadLetterSuffix, name, nil, nil)
 }
 
 // deadLetterTable returns the head of topic's dead-letter table, loaded

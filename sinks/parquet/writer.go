@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"millrace/schemas"
@@ -310,6 +311,16 @@ func (w *Writer) Bytes() int64 {
 
 // TimeRange returns the smallest and largest event time appended.
 func (w *Writer) TimeRange() (min, max time.Time) { return w.minTime, w.maxTime }
+
+// Footer is the footer Close wrote: the row groups and the column
+// statistics a table's data file entry takes, without reading the file
+// back.
+func (w *Writer) Footer() (*metadata.FileMetaData, error) {
+	if !w.closed || w.err != nil {
+		return nil, errors.New("parquet: footer of a writer not closed cleanly")
+	}
+	return w.fw.FileMetadata()
+}
 
 // Close flushes the last row group and writes the footer. It does not close
 // the underlying io.Writer.
