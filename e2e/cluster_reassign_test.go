@@ -30,10 +30,14 @@ import (
 // stops while the controller goes on) and the others, in ID order.
 func (c *localCluster) notController(adm *kadm.Client) (int32, []int32) {
 	c.t.Helper()
-	md, err := adm.Metadata(c.t.Context())
-	if err != nil {
-		c.t.Fatal(err)
-	}
+	// A broker that has not read /controller yet answers -1: the first
+	// broker would then be picked, and it may be the controller.
+	var md kadm.Metadata
+	waitfor.Until(c.t, 30*time.Second, "a broker to name the controller", func() bool {
+		var err error
+		md, err = adm.Metadata(c.t.Context())
+		return err == nil && slices.Contains(c.initial, md.Controller)
+	})
 	var pick int32 = -1
 	var others []int32
 	for _, id := range c.initial {
