@@ -36,7 +36,6 @@ type Worker struct {
 
 	// Set by Start (tests set fakes directly).
 	client   *kgo.Client
-	direct   *kgo.Client // the direct reads' (kgoBatchReader), not the group's
 	commit   committer
 	dlq      deadLetterSink
 	audit    auditPublisher // nil: no audit records
@@ -134,7 +133,6 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("lake: %w", err)
 	}
 	var tables *tableCommitter
-	var startAt []kgo.Opt // the group client's start offsets, when not the group's
 	if w.cfg.Format == FormatIceberg {
 		cat, opened, openErr := openTables(ctx, w.cfg, w.store, w.schema, w.logger)
 		if openErr != nil {
@@ -153,9 +151,9 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		tables = &tableCommitter{catalog: cat, group: w.cfg.Group, store: w.store, logger: w.logger,
 			tables: opened, from: map[topicPartition]int64{}}
 		// The table, not the group, says where each partition starts.
-		startAt = append(startAt, kgo.AdjustFetchOffsetsFn(tables.startOffsets))
+		security = append(slices.Clip(security), kgo.AdjustFetchOffsetsFn(tables.startOffsets))
 	}
-	cl, err := kgo.NewClient(append(append(slices.Clip(security), startAt...),
+	cl, err := kgo.NewClient(append(slices.Clip(security),
 		kgo.SeedBrokers(w.cfg.Brokers...),
 		kgo.ClientID("millrace-sink"),
 		kgo.ConsumerGroup(w.cfg.Group),
@@ -183,16 +181,6 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		cl.Close()
 		return fmt.Errorf("lake: cannot reach brokers %v: %w", w.cfg.Brokers, err)
 	}
-	// The direct reads (a batch described, the dedup rebuild's replay, the
-	// stall probe's fetch) get a client of their own: a broker answers a
-	// connection's requests in order, and the group client's fetch
-	// connection mostly holds a long poll (up to 5 s on an idle topic),
-	// behind which each read would wait.
-	direct, err := kgo.NewClient(append(slices.Clip(security), kgo.SeedBrokers(w.cfg.Brokers...), kgo.ClientID("millrace-sink"))...)
-	if err != nil {
-		cl.Close()
-		return fmt.Errorf("lake: %w", err)
-	}
 	if w.cfg.Format != FormatIceberg {
 		// Iceberg mode's dead letters go to a table (deadletter.go).
 		w.ensureDeadLetterTopics(ctx, cl)
@@ -211,8 +199,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 		}
 	}
 	w.progress = &kgoProgress{client: cl, group: w.cfg.Group}
-	w.direct = direct
-	reader := &kgoBatchReader{client: direct, decompressor: decompressor}
+	reader := &kgoBatchReader{client: cl, decompressor: decompressor}
 	w.batches, w.decompressor = reader, decompressor
 	w.probe = &kgoStallProbe{reader: reader, group: w.cfg.Group, startAt: w.cfg.StartAt}
 	w.seek = kgoSeek(cl)
@@ -266,7 +253,6 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		// needs, so leave anyway. Its unfinished window is rewritten.
 		w.client.Close()
 		<-w.done
-		w.direct.Close()
 		return fmt.Errorf("lake: shutdown: %w", ctx.Err())
 	}
 	w.landing.Lock()
@@ -277,7 +263,6 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	}
 	w.landing.Unlock()
 	w.client.Close() // leaves the group; onRevoked finds nothing left to land
-	w.direct.Close()
 	return err
 }
 
