@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -230,15 +231,18 @@ func TestClusterReassignThroughKafkaAPI(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	alter := func(assign func(*kadm.AlterPartitionAssignmentsReq)) {
-		t.Helper()
+	tryAlter := func(assign func(*kadm.AlterPartitionAssignmentsReq)) error {
 		var req kadm.AlterPartitionAssignmentsReq
 		assign(&req)
 		resp, err := adm.AlterPartitionAssignments(ctx, req)
 		if err == nil {
 			err = resp.Error()
 		}
-		if err != nil {
+		return err
+	}
+	alter := func(assign func(*kadm.AlterPartitionAssignmentsReq)) {
+		t.Helper()
+		if err := tryAlter(assign); err != nil {
 			t.Fatalf("AlterPartitionReassignments: %v", err)
 		}
 	}
@@ -304,11 +308,19 @@ func TestClusterReassignThroughKafkaAPI(t *testing.T) {
 
 	// The stopped broker's session may have expired meanwhile (status can
 	// wait on it): a move onto it needs it registered again.
-	waitfor.Until(c.t, 30*time.Second, "the stopped broker to be registered again", func() bool {
-		md, err := adm.Metadata(ctx)
-		return err == nil && slices.Contains(md.Brokers.NodeIDs(), stopped)
+	// The controller refuses a move onto a broker its view lacks
+	// (INVALID_REPLICA_ASSIGNMENT) until it has seen the registration,
+	// which another broker's metadata may show first.
+	waitfor.Until(c.t, 30*time.Second, "the controller to take a move onto the stopped broker, registered again", func() bool {
+		err := tryAlter(func(r *kadm.AlterPartitionAssignmentsReq) { r.Assign(topic, 1, target) })
+		if errors.Is(err, kerr.InvalidReplicaAssignment) {
+			return false
+		}
+		if err != nil {
+			t.Fatalf("AlterPartitionReassignments: %v", err)
+		}
+		return true
 	})
-	alter(func(r *kadm.AlterPartitionAssignmentsReq) { r.Assign(topic, 1, target) })
 	waitfor.Until(c.t, 30*time.Second, "partition 1 to move onto the target", func() bool {
 		_, moving := listed(1)
 		return !moving && slices.Equal(replicasOf(1), sorted(target...)) && c.fullyReplicated(adm, topic)
