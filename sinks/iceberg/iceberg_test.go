@@ -310,10 +310,10 @@ func TestSchemaFieldIDsAreStable(t *testing.T) {
 	}
 }
 
-func TestTableKeepsFieldIDsAcrossReopen(t *testing.T) {
-	dir := t.TempDir()
-	c := openSQLite(t, dir)
-	tbl := metricsTable(t, c)
+// checkMetricsShape checks that tbl has the metrics schema's fields and IDs
+// and the hour(ts) spec a sink's table is created with.
+func checkMetricsShape(t *testing.T, tbl *table.Table) {
+	t.Helper()
 	want, err := Schema(schemas.Metric)
 	if err != nil {
 		t.Fatal(err)
@@ -325,11 +325,22 @@ func TestTableKeepsFieldIDsAcrossReopen(t *testing.T) {
 	if spec.NumFields() != 1 || spec.Field(0).SourceIDs[0] != 7 || spec.Field(0).Transform.String() != "hour" {
 		t.Errorf("partition spec %v, want hour(ts) on field 7", spec)
 	}
+}
+
+func TestTableKeepsFieldIDsAcrossReopen(t *testing.T) {
+	dir := t.TempDir()
+	c := openSQLite(t, dir)
+	tbl := metricsTable(t, c)
+	checkMetricsShape(t, tbl)
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
 
 	reopened := metricsTable(t, openSQLite(t, dir))
+	want, err := Schema(schemas.Metric)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !reopened.Schema().Equals(want) {
 		t.Errorf("reopened table's schema:\n%v\nwant:\n%v", reopened.Schema(), want)
 	}

@@ -17,7 +17,6 @@ import (
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	"github.com/apache/iceberg-go/table"
 
-	"millrace/schemas"
 )
 
 // restCatalog is a fake Iceberg REST catalog: the routes of the REST
@@ -288,17 +287,7 @@ func TestRESTCatalog(t *testing.T) {
 	if got, want := tbl.Location(), "file://"+warehouse+"/millrace.db/metrics"; got != want {
 		t.Errorf("table location %s, want %s", got, want)
 	}
-	want, err := Schema(schemas.Metric)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !tbl.Schema().Equals(want) {
-		t.Errorf("created table's schema:\n%v\nwant:\n%v", tbl.Schema(), want)
-	}
-	spec := tbl.Spec()
-	if spec.NumFields() != 1 || spec.Field(0).SourceIDs[0] != 7 || spec.Field(0).Transform.String() != "hour" {
-		t.Errorf("partition spec %v, want hour(ts) on field 7", spec)
-	}
+	checkMetricsShape(t, tbl)
 
 	testConflictRebaseOrZombie(t, c)
 	// The two stale commits (the rebased worker's first try, the zombie's)
