@@ -16,7 +16,6 @@ import (
 	"github.com/apache/iceberg-go/catalog/rest"
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	"github.com/apache/iceberg-go/table"
-
 )
 
 // restCatalog is a fake Iceberg REST catalog: the routes of the REST
