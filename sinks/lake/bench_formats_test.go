@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -20,16 +21,18 @@ import (
 	"millrace/sinks/store"
 )
 
-// Sizes of BenchmarkSinkFormats: 15 rolls of 20,000 clicks, each roll
-// five files (the clicks' event times span five hours).
-const (
-	benchFormatRows = 300_000
-	benchFormatRoll = 20_000
-)
+// Sizes of BenchmarkSinkFormats: 300,000 clicks, whose event times span
+// five hours (five files a roll), in rolls of each of benchFormatRolls rows:
+// 15 rolls of 20,000, where the per-roll commit weighs most, and 5 of
+// 60,000. The default roll, a minute of a topic's records, is larger than
+// either on any busy topic.
+const benchFormatRows = 300_000
+
+var benchFormatRolls = []int{20_000, 60_000}
 
 // BenchmarkSinkFormats lands the same clicks end to end in each format: a
 // worker joins its group on an in-process broker, fetches, lands the
-// topic in rolls of benchFormatRoll rows into a fresh filesystem warehouse
+// topic in rolls of benchFormatRolls rows into a fresh filesystem warehouse
 // (format iceberg: a table of the SQLite catalog in it), and commits each
 // roll. It reports
 //   - rows/s: the steady state, the rows of every roll after the first
@@ -67,7 +70,9 @@ func BenchmarkSinkFormats(b *testing.B) {
 		recs = recs[n:]
 	}
 	for _, format := range []string{FormatHive, FormatIceberg} {
-		b.Run(format, func(b *testing.B) { benchSinkFormat(b, addr, format) })
+		for _, roll := range benchFormatRolls {
+			b.Run(fmt.Sprintf("%s/roll=%d", format, roll), func(b *testing.B) { benchSinkFormat(b, addr, format, roll) })
+		}
 	}
 }
 
@@ -89,11 +94,16 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func benchSinkFormat(b *testing.B, addr, format string) {
+// benchGroups numbers the runs' groups: the testing package calls a
+// benchmark function more than once (b.N 1, then the -benchtime count), and
+// a group that landed the topic once would start at its end.
+var benchGroups atomic.Int64
+
+func benchSinkFormat(b *testing.B, addr, format string, roll int) {
 	var all rollTimes
 	var steady, steadyCPU time.Duration
 	var steadyRows int64
-	for i := range b.N {
+	for range b.N {
 		var run rollTimes
 		landed := make(chan struct{})
 		root := b.TempDir()
@@ -101,8 +111,8 @@ func benchSinkFormat(b *testing.B, addr, format string) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		cfg := Config{Brokers: []string{addr}, Group: fmt.Sprintf("bench-%s-%d", format, i), Topics: []string{"clicks"},
-			Schema: "click", Format: format, RollRows: benchFormatRoll, IdleTimeout: time.Second, AuditTopic: "off",
+		cfg := Config{Brokers: []string{addr}, Group: fmt.Sprintf("bench-%s-%d-%d", format, roll, benchGroups.Add(1)), Topics: []string{"clicks"},
+			Schema: "click", Format: format, RollRows: int64(roll), IdleTimeout: time.Second, AuditTopic: "off",
 			AfterCommit: func(_ string, _ int32, next int64, took time.Duration) {
 				run.mu.Lock()
 				run.ended = append(run.ended, time.Now())
@@ -139,7 +149,7 @@ func benchSinkFormat(b *testing.B, addr, format string) {
 		}
 		steady += run.ended[len(run.ended)-1].Sub(run.ended[0])
 		steadyCPU += run.cpu[len(run.cpu)-1] - run.cpu[0]
-		steadyRows += benchFormatRows - benchFormatRoll
+		steadyRows += int64(benchFormatRows - roll)
 		all.ended = append(all.ended, run.ended...)
 		all.took = append(all.took, run.took...)
 		run.mu.Unlock()
@@ -219,7 +229,7 @@ func BenchmarkIcebergCommitAge(b *testing.B) {
 	}
 	var first, last []time.Duration
 	var metadataBytes int64
-	for i := range b.N {
+	for range b.N {
 		var took []time.Duration
 		landed := make(chan struct{})
 		root := b.TempDir()
@@ -227,8 +237,8 @@ func BenchmarkIcebergCommitAge(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		cfg := Config{Brokers: []string{addr}, Group: fmt.Sprintf("age-%d", i), Topics: []string{"clicks"}, Schema: "click",
-			Format: FormatIceberg, Iceberg: TableConfig{Warehouse: root}, RollRows: roll, IdleTimeout: time.Second, AuditTopic: "off",
+		cfg := Config{Brokers: []string{addr}, Group: fmt.Sprintf("age-%d", benchGroups.Add(1)), Topics: []string{"clicks"}, Schema: "click",
+			Format: FormatIceberg, Iceberg: TableConfig{Warehouse: root}, RollRows: int64(roll), IdleTimeout: time.Second, AuditTopic: "off",
 			AfterCommit: func(_ string, _ int32, next int64, d time.Duration) {
 				took = append(took, d) // on the landing goroutine, read after landed
 				if next == rows {
