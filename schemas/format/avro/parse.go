@@ -1,0 +1,158 @@
+package avro
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"millrace/schemas/format"
+
+	lib "github.com/twmb/avro"
+)
+
+// logicalTypes are the logical types the library converts (to time.Time,
+// *big.Rat, time.Duration, [16]byte, Duration).
+var logicalTypes = []string{
+	"date", "time-millis", "time-micros",
+	"timestamp-millis", "timestamp-micros", "timestamp-nanos",
+	"local-timestamp-millis", "local-timestamp-micros", "local-timestamp-nanos",
+	"decimal", "big-decimal", "uuid", "duration",
+}
+
+// rawLogical registers, per logical type, a custom type without callbacks:
+// the library's documented way to decode the underlying Avro value instead
+// of the converted one. Decode thus returns a timestamp-millis as the int64
+// on the wire and a decimal as its two's-complement bytes, values the
+// registry's clients can print and re-encode without knowing Go's time or
+// big-number types. Encoding keeps the library's logical encoders, which
+// take the plain value as well as an RFC 3339 time or a decimal number.
+var rawLogical = func() []lib.SchemaOpt {
+	opts := make([]lib.SchemaOpt, len(logicalTypes))
+	for i, name := range logicalTypes {
+		opts[i] = lib.CustomType{LogicalType: name}
+	}
+	return opts
+}()
+
+// jsonDepthPerLevel is how many JSON levels one level of schema nesting may
+// take: a record in a union in a field is the record's object, its "fields"
+// array, the field's object and the union's array.
+const jsonDepthPerLevel = 4
+
+// Parse parses text with the named types of refs (keyed by full name; the
+// order among them is worked out here) available to it.
+//
+// Limits are checked before the library reads anything: the sizes, then the
+// JSON nesting of every text, refused beyond jsonDepthPerLevel×MaxDepth+4
+// levels, so a hostile `[[[[…` or a deep default costs one pass over its
+// bytes. After parsing, the schema's own nesting (records, arrays and maps
+// in each other) is held against MaxDepth. A zero Limits field takes
+// format.DefaultLimits' value.
+func (avroType) Parse(text string, refs map[string]string, limits format.Limits) (format.Schema, error) {
+	if limits.MaxBytes <= 0 {
+		limits.MaxBytes = format.DefaultLimits.MaxBytes
+	}
+	if limits.MaxDepth <= 0 {
+		limits.MaxDepth = format.DefaultLimits.MaxDepth
+	}
+	if len(text) > limits.MaxBytes {
+		return nil, fmt.Errorf("avro: the schema is %d bytes, more than the limit of %d: %w", len(text), limits.MaxBytes, format.ErrLimit)
+	}
+	refTotal := 0
+	for _, r := range refs {
+		refTotal += len(r)
+	}
+	if refTotal > limits.MaxBytes {
+		return nil, fmt.Errorf("avro: the referenced schemas are %d bytes together, more than the limit of %d: %w", refTotal, limits.MaxBytes, format.ErrLimit)
+	}
+	maxJSON := jsonDepthPerLevel*limits.MaxDepth + 4
+	if err := checkJSONDepth(text, maxJSON); err != nil {
+		return nil, fmt.Errorf("avro: the schema %w", err)
+	}
+	refKeys := make([]string, 0, len(refs))
+	for name := range refs {
+		refKeys = append(refKeys, name)
+	}
+	slices.Sort(refKeys)
+	for _, name := range refKeys {
+		if err := checkJSONDepth(refs[name], maxJSON); err != nil {
+			return nil, fmt.Errorf("avro: the referenced schema %q %w", name, err)
+		}
+	}
+
+	order, defined, err := refOrder(refs, refKeys)
+	if err != nil {
+		return nil, err
+	}
+	var cache lib.SchemaCache
+	for _, name := range order {
+		if _, err := cache.Parse(refs[name], rawLogical...); err != nil {
+			return nil, fmt.Errorf("avro: the referenced schema %q: %s", name, describe(refs[name], err))
+		}
+	}
+	codec, err := cache.Parse(text, rawLogical...)
+	if err != nil {
+		return nil, fmt.Errorf("avro: %s", describe(text, err))
+	}
+	tree := codec.Root()
+	index, depth := indexNames(tree)
+	if depth > limits.MaxDepth {
+		return nil, fmt.Errorf("avro: the schema nests records, arrays and maps %d deep, more than the limit of %d: %w", depth, limits.MaxDepth, format.ErrLimit)
+	}
+	return &schema{text: text, codec: codec, tree: tree, names: index, refNames: defined}, nil
+}
+
+// checkJSONDepth refuses text whose arrays and objects nest deeper than
+// limit. It reads bytes only (strings skipped, escapes honoured), so it
+// costs one pass whatever the text holds; malformed JSON is left to the
+// parser to describe.
+func checkJSONDepth(text string, limit int) error {
+	depth := 0
+	inString, escaped := false, false
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+			if depth > limit {
+				return fmt.Errorf("nests JSON arrays and objects more than %d deep (at byte %d): %w", limit, i, format.ErrLimit)
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return nil
+}
+
+// describe turns a library parse error into the sentence the registry
+// answers with. The library names an unknown type without saying where it
+// is used; the text is scanned for the first use of that name.
+func describe(text string, err error) string {
+	msg := err.Error()
+	const unknown = `unknown type "`
+	if i := strings.Index(msg, unknown); i >= 0 {
+		rest := msg[i+len(unknown):]
+		if j := strings.IndexByte(rest, '"'); j >= 0 {
+			name := rest[:j]
+			if _, used, scanErr := scanTypes(text); scanErr == nil {
+				for _, u := range used {
+					if u.name == name {
+						return fmt.Sprintf("%s: unknown type %q", u.where, name)
+					}
+				}
+			}
+		}
+	}
+	return msg
+}
