@@ -47,7 +47,7 @@ func (s *schema) Decode(data []byte) (any, error) {
 // or a numeric string. Bytes and fixed take []byte, or a string read as
 // Avro's JSON encoding writes bytes: one code point (up to U+00FF) per byte.
 // A record is an object whose keys are all its fields' names; a missing
-// field takes its default (a nullable field without one, null).
+// field takes its default (a ["null", …] field without one, null).
 //
 // A union takes, in this order:
 //   - nil: the null branch;
@@ -102,7 +102,7 @@ func (s *schema) convert(n *lib.SchemaNode, ns string, v any, at string) (any, e
 		}
 		i, err := whole(v, bits)
 		if err != nil {
-			return nil, fmt.Errorf("avro: at %s: %s: %w", where(at), describeType(n), err)
+			return nil, fmt.Errorf("avro: at %s (%s): %w", where(at), describeType(n), err)
 		}
 		if bits == 32 {
 			return int32(i), nil
@@ -111,7 +111,7 @@ func (s *schema) convert(n *lib.SchemaNode, ns string, v any, at string) (any, e
 	case "float", "double":
 		f, err := floating(v, k == "float")
 		if err != nil {
-			return nil, fmt.Errorf("avro: at %s: %s: %w", where(at), describeType(n), err)
+			return nil, fmt.Errorf("avro: at %s (%s): %w", where(at), describeType(n), err)
 		}
 		if k == "float" {
 			return float32(f), nil
@@ -198,6 +198,18 @@ func (s *schema) record(n *lib.SchemaNode, ns string, v any, at string) (any, er
 			return nil, err
 		}
 		out[key] = c
+	}
+	for i := range n.Fields {
+		f := &n.Fields[i]
+		if _, present := entries[f.Name]; present || f.HasDefault {
+			continue
+		}
+		// The library fills null for a missing ["null", T] field.
+		t, _, ok := s.names.resolve(&f.Type, ns)
+		if ok && kind(t.Type) == "union" && len(t.Branches) > 0 && t.Branches[0].Type == "null" {
+			continue
+		}
+		return nil, fmt.Errorf("avro: at %s: record %q needs field %q, which has no default", where(at), fullName(n), f.Name)
 	}
 	return out, nil
 }

@@ -140,19 +140,25 @@ func checkJSONDepth(text string, limit int) error {
 // is used; the text is scanned for the first use of that name.
 func describe(text string, err error) string {
 	msg := err.Error()
-	const unknown = `unknown type "`
-	if i := strings.Index(msg, unknown); i >= 0 {
+	for _, unknown := range []string{`unknown type "`, `unknown named type "`} {
+		i := strings.Index(msg, unknown)
+		if i < 0 {
+			continue
+		}
 		rest := msg[i+len(unknown):]
-		if j := strings.IndexByte(rest, '"'); j >= 0 {
-			name := rest[:j]
-			if _, used, scanErr := scanTypes(text); scanErr == nil {
-				for _, u := range used {
-					if u.name == name {
-						return fmt.Sprintf("%s: unknown type %q", u.where, name)
-					}
+		j := strings.IndexByte(rest, '"')
+		if j < 0 {
+			break
+		}
+		name := rest[:j]
+		if _, used, scanErr := scanTypes(text); scanErr == nil {
+			for _, u := range used {
+				if u.name == name {
+					return fmt.Sprintf("%s: unknown type %q", u.where, name)
 				}
 			}
 		}
+		break
 	}
 	return msg
 }
