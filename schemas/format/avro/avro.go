@@ -51,6 +51,8 @@ type schema struct {
 	refNames map[string]bool
 }
 
+// Type returns Type.
 func (s *schema) Type() format.Type { return Type }
 
+// Text returns the schema as it was given to Parse.
 func (s *schema) Text() string { return s.text }

@@ -168,3 +168,32 @@ func TestCanonical(t *testing.T) {
 		t.Errorf("a different decimal scale normalized to the same form")
 	}
 }
+
+// TestNormalizedParses: the normalized form is a schema: it parses, and
+// normalizing it again changes nothing.
+func TestNormalizedParses(t *testing.T) {
+	t.Parallel()
+	for _, text := range []string{
+		everything,
+		`{"type":"record","name":"L","namespace":"x","doc":"a list","aliases":["Old"],"fields":[
+			{"name":"v","type":{"type":"int","x-unit":"ms"},"doc":"value","aliases":["w"],"order":"descending"},
+			{"name":"bytes","type":"bytes","default":"\u00ff\u0000"},
+			{"name":"f","type":"float","default":1.5},
+			{"name":"e","type":{"type":"enum","name":"E","namespace":"y","symbols":["A","B"],"default":"B"}},
+			{"name":"e2","type":"y.E"},
+			{"name":"fx","type":{"type":"fixed","name":"D","size":8,"logicalType":"decimal","precision":10,"scale":0}},
+			{"name":"next","type":["null","L"],"default":null}],"x-owner":{"b":1,"a":[true,null]}}`,
+		`["null",{"type":"map","values":{"type":"array","items":"string"}}]`,
+		`{"type":"record","name":"R","namespace":"x","fields":[{"name":"g","type":{"type":"fixed","name":"G","namespace":"","size":2}}]}`,
+	} {
+		s := mustParse(t, text)
+		normal := s.Canonical(true)
+		again := mustParse(t, normal)
+		if again.Canonical(true) != normal {
+			t.Errorf("normalizing twice changed it:\n%s\n%s", normal, again.Canonical(true))
+		}
+		if found := again.ReadsFrom(s); len(found) > 0 {
+			t.Errorf("the normalized form does not read the original: %v", found)
+		}
+	}
+}

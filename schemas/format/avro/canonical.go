@@ -83,6 +83,11 @@ func (w *normalWriter) node(n *lib.SchemaNode, ns string) {
 		w.written[full] = true
 		w.b.WriteString(`{"name":`)
 		w.value(full)
+		if childNS == "" && ns != "" {
+			// A name without a dot is read in the enclosing namespace;
+			// this type is of the null namespace and must say so.
+			w.b.WriteString(`,"namespace":""`)
+		}
 		w.b.WriteString(`,"type":"` + k + `"`)
 		switch k {
 		case "enum":

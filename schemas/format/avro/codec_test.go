@@ -177,3 +177,14 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeDeepRecursion: a recursive schema lets each input byte open a
+// level; the library's depth bound refuses it with an error.
+func TestDecodeDeepRecursion(t *testing.T) {
+	t.Parallel()
+	s := mustParse(t, `{"type":"record","name":"L","fields":[{"name":"next","type":["null","L"]}]}`)
+	data := append(bytes.Repeat([]byte{2}, 100_000), 0)
+	if _, err := s.Decode(data); err == nil {
+		t.Fatal("Decode of 100,000 levels succeeded")
+	}
+}
