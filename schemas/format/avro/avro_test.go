@@ -197,3 +197,40 @@ func TestNormalizedParses(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParse: no schema text makes Parse, Canonical or ReadsFrom panic, and
+// an accepted schema's normalized form parses again.
+func FuzzParse(f *testing.F) {
+	for _, seed := range []string{
+		everything,
+		record(`{"name":"x","type":"strng"}`),
+		`["null",{"type":"map","values":{"type":"array","items":"string"}}]`,
+		`{"type":"record","name":"L","fields":[{"name":"next","type":["null","L"],"default":null}]}`,
+		`{"type":"enum","name":"E","symbols":["A","B"],"default":"A","aliases":["F"]}`,
+		`{"type":"fixed","name":"a.F","size":16,"logicalType":"uuid"}`,
+	} {
+		f.Add(seed)
+	}
+	reference := mustParseFuzz(f, everything)
+	f.Fuzz(func(t *testing.T, text string) {
+		s, err := Type.Parse(text, nil, format.Limits{MaxBytes: 1 << 16, MaxDepth: 16})
+		if err != nil {
+			return
+		}
+		s.Canonical(false)
+		s.ReadsFrom(reference)
+		reference.ReadsFrom(s)
+		s.ReadsFrom(s)
+		if _, err := Type.Parse(s.Canonical(true), nil, format.DefaultLimits); err != nil {
+			t.Fatalf("the normalized form of %s does not parse: %v\n%s", text, err, s.Canonical(true))
+		}
+	})
+}
+
+func mustParseFuzz(f *testing.F, text string) format.Schema {
+	s, err := Type.Parse(text, nil, format.DefaultLimits)
+	if err != nil {
+		f.Fatal(err)
+	}
+	return s
+}
