@@ -44,7 +44,7 @@ func (s *schema) Decode(data []byte) (any, error) {
 // schema's int, long, float or double; an int or long must be a whole
 // number in range, a float must be in float's range. A date, time or
 // timestamp may also be given as an RFC 3339 string, a decimal as a number
-// or a numeric string. Bytes and fixed take []byte, or a string read as
+// or a numeric string, a uuid on fixed(16) as its hex-and-dashes string. Bytes and fixed take []byte, or a string read as
 // Avro's JSON encoding writes bytes: one code point (up to U+00FF) per byte.
 // A record is an object whose keys are all its fields' names; a missing
 // field takes its default (a ["null", …] field without one, null).
@@ -127,7 +127,7 @@ func (s *schema) convert(n *lib.SchemaNode, ns string, v any, at string) (any, e
 		case []byte:
 			return t, nil
 		case string:
-			if n.LogicalType == "decimal" {
+			if n.LogicalType == "decimal" || n.LogicalType == "uuid" {
 				return t, nil
 			}
 			return codePoints(t, at)

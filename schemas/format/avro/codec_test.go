@@ -188,3 +188,31 @@ func TestDecodeDeepRecursion(t *testing.T) {
 		t.Fatal("Decode of 100,000 levels succeeded")
 	}
 }
+
+// TestEncodeLogical: logical types take their plain value or their usual
+// text, and decode to the plain value.
+func TestEncodeLogical(t *testing.T) {
+	t.Parallel()
+	s := mustParse(t, record(
+		`{"name":"ts","type":{"type":"long","logicalType":"timestamp-millis"}}`,
+		`{"name":"day","type":{"type":"int","logicalType":"date"}}`,
+		`{"name":"id","type":{"type":"fixed","name":"U","size":16,"logicalType":"uuid"}}`,
+		`{"name":"amount","type":{"type":"bytes","logicalType":"decimal","precision":6,"scale":2}}`))
+	data, err := s.Encode(jsonValue(t, `{"ts":"1970-01-01T00:00:01.5Z","day":"1970-01-03T00:00:00Z",
+		"id":"00112233-4455-6677-8899-aabbccddeeff","amount":-1.5}`, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"ts": int64(1500), "day": int32(2),
+		"id":     []byte{0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff},
+		"amount": []byte{0xff, 0x6a}, // -150
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Decode = %#v, want %#v", got, want)
+	}
+}
