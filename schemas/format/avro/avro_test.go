@@ -2,6 +2,7 @@ package avro
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -81,6 +82,14 @@ func TestParseReferences(t *testing.T) {
 	if _, err := Type.Parse(text, nil, format.DefaultLimits); err == nil || !strings.Contains(err.Error(), `of record "Customer": unknown type "`) {
 		t.Errorf("Parse without the references = %v", err)
 	}
+	broken := map[string]string{
+		"a.Good": `{"type":"enum","name":"Good","namespace":"a","symbols":["X"]}`,
+		"a.Bad":  `{"type":"record","name":"Bad","namespace":"a","fields":[{"name":"x","type":"Nope"}]}`,
+	}
+	if _, err := Type.Parse(`"a.Good"`, broken, format.DefaultLimits); err == nil ||
+		err.Error() != `avro: the referenced schema "a.Bad": field "x" of record "Bad": unknown type "Nope"` {
+		t.Errorf("Parse with a broken reference = %v", err)
+	}
 	cycle := map[string]string{
 		"x.A": `{"type":"record","name":"A","namespace":"x","fields":[{"name":"b","type":"x.B"}]}`,
 		"x.B": `{"type":"record","name":"B","namespace":"x","fields":[{"name":"a","type":"x.A"}]}`,
@@ -104,6 +113,14 @@ func TestParseLimits(t *testing.T) {
 	deepArrays := func(levels int) string {
 		return strings.Repeat(`{"type":"array","items":`, levels) + `"int"` + strings.Repeat("}", levels)
 	}
+	// chain is references a.R1 … a.Rn, each using the one before.
+	chain := func(n int) map[string]string {
+		refs := map[string]string{"a.R1": `{"type":"record","name":"R1","namespace":"a","fields":[]}`}
+		for i := 2; i <= n; i++ {
+			refs[fmt.Sprintf("a.R%d", i)] = fmt.Sprintf(`{"type":"record","name":"R%d","namespace":"a","fields":[{"name":"p","type":"R%d"}]}`, i, i-1)
+		}
+		return refs
+	}
 	small := format.Limits{MaxBytes: 1 << 20, MaxDepth: 8}
 	cases := []struct {
 		name   string
@@ -120,6 +137,7 @@ func TestParseLimits(t *testing.T) {
 		{"references over MaxBytes", `"int"`, map[string]string{"a.A": strings.Repeat(" ", 600) + `"int"`, "a.B": strings.Repeat(" ", 600) + `"int"`},
 			format.Limits{MaxBytes: 1000, MaxDepth: 8}},
 		{"a deep reference", `"int"`, map[string]string{"a.A": strings.Repeat("[", 100_000)}, format.DefaultLimits},
+		{"references chained deeper than the limit", `"a.R9"`, chain(9), small},
 	}
 	for _, tc := range cases {
 		start := time.Now()
@@ -135,6 +153,9 @@ func TestParseLimits(t *testing.T) {
 		if _, err := Type.Parse(ok, nil, small); err != nil {
 			t.Errorf("Parse at the limit: %v", err)
 		}
+	}
+	if _, err := Type.Parse(`"a.R8"`, chain(8), small); err != nil {
+		t.Errorf("Parse with references chained at the limit: %v", err)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"millrace/schemas/format"
 )
 
 // typeUse is one place a schema text names a type that is not primitive.
@@ -74,7 +76,10 @@ func (s *typeScan) schema(v any, ns, where string) {
 // types it uses, and returns every full name they define. keys are refs'
 // keys, sorted, so the order is the same on every call. A text that does
 // not scan is placed anywhere: parsing it reports what is wrong.
-func refOrder(refs map[string]string, keys []string) (order []string, defined map[string]bool, err error) {
+//
+// References using references more than maxDepth deep are refused, as
+// nesting deeper than that is within one schema.
+func refOrder(refs map[string]string, keys []string, maxDepth int) (order []string, defined map[string]bool, err error) {
 	definedBy := make(map[string]string)
 	uses := make(map[string][]typeUse, len(keys))
 	for _, key := range keys {
@@ -94,6 +99,7 @@ func refOrder(refs map[string]string, keys []string) (order []string, defined ma
 		placed   = 2
 	)
 	state := make(map[string]int, len(keys))
+	depth := make(map[string]int, len(keys)) // 1 + the deepest of what it uses
 	var place func(key string) error
 	place = func(key string) error {
 		switch state[key] {
@@ -103,16 +109,22 @@ func refOrder(refs map[string]string, keys []string) (order []string, defined ma
 			return fmt.Errorf("avro: the referenced schema %q uses itself through other references; references must not form a cycle", key)
 		}
 		state[key] = visiting
+		depth[key] = 1
 		for _, u := range uses[key] {
 			dep, ok := definedBy[qualify(u.name, u.ns)]
 			if !ok {
 				dep, ok = definedBy[u.name]
 			}
-			if ok && dep != key {
-				if err := place(dep); err != nil {
-					return err
-				}
+			if !ok || dep == key {
+				continue
 			}
+			if err := place(dep); err != nil {
+				return err
+			}
+			depth[key] = max(depth[key], depth[dep]+1)
+		}
+		if depth[key] > maxDepth {
+			return fmt.Errorf("avro: the referenced schema %q uses references more than %d deep: %w", key, maxDepth, format.ErrLimit)
 		}
 		state[key] = placed
 		order = append(order, key)
