@@ -48,11 +48,24 @@ func (s *schema) Decode(data []byte) (any, error) {
 		return nil, err
 	}
 	value := dynamicpb.NewMessage(message)
-	options := proto.UnmarshalOptions{DiscardUnknown: true, RecursionLimit: decodeRecursionLimit}
-	if err := options.Unmarshal(data[n:], value); err != nil {
+	if err := unmarshal(data[n:], value); err != nil {
 		return nil, fmt.Errorf("the value is not a valid %s message: %v", message.FullName(), err)
 	}
 	return messageValue(value), nil
+}
+
+// unmarshal decodes a payload into a dynamic message. protobuf-go's
+// reflective decoder, the one dynamic messages use, panics on some
+// malformed map entries (v1.36.12: an entry whose key is repeated with a
+// wrong wire type, found by FuzzDecode); that panic is a malformed value,
+// so it is returned as one.
+func unmarshal(payload []byte, value *dynamicpb.Message) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("malformed encoding (%v)", p)
+		}
+	}()
+	return proto.UnmarshalOptions{DiscardUnknown: true, RecursionLimit: decodeRecursionLimit}.Unmarshal(payload, value)
 }
 
 // messageAt reads the message indexes at the start of data and returns the
