@@ -173,3 +173,21 @@ func kinds(found []format.Incompat) []string {
 	}
 	return out
 }
+
+// otherLanguage is a schema of another type, as the registry would never
+// pass but a caller could.
+type otherLanguage struct{ format.Schema }
+
+type otherType struct{ format.Type }
+
+func (otherLanguage) Type() format.Type { return otherType{} }
+func (otherType) Name() string          { return format.Avro }
+
+func TestReadsFromAnotherLanguage(t *testing.T) {
+	t.Parallel()
+	s := parse(t, "syntax = \"proto3\";\nmessage A {}\n", nil)
+	found := s.ReadsFrom(otherLanguage{})
+	if len(found) != 1 || !strings.Contains(found[0].Message, "AVRO") {
+		t.Fatalf("ReadsFrom(an Avro schema) = %v", found)
+	}
+}

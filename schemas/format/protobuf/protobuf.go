@@ -4,7 +4,8 @@
 //
 // Parsing compiles the text with github.com/bufbuild/protocompile into
 // descriptors, so a schema is accepted exactly when protoc would accept it;
-// the well-known types (google/protobuf/timestamp.proto and the rest) import
+// the well-known types (google/protobuf/timestamp.proto and the rest) and
+// Confluent's confluent/meta.proto and confluent/type/decimal.proto import
 // without being registered. Compatibility follows Confluent's Protobuf rules
 // (compat.go), values are encoded as Confluent's Protobuf serializers write
 // them (codec.go), and the canonical forms are described in canonical.go.
@@ -48,7 +49,10 @@ func (protobufType) Parse(text string, refs map[string]string, limits format.Lim
 		return nil, err
 	}
 	root := rootName(refs)
-	sources := make(map[string]string, len(refs)+1)
+	sources := make(map[string]string, len(refs)+len(builtinImports)+1)
+	for name, builtin := range builtinImports {
+		sources[name] = builtin
+	}
 	for name, ref := range refs {
 		sources[name] = ref
 	}
@@ -94,6 +98,9 @@ func compileError(err error, root string) error {
 		return fmt.Errorf("the Protobuf schema could not be compiled (the compiler failed on %s); report it with the schema", panicked.File)
 	}
 	msg := err.Error()
+	if strings.Contains(msg, "could not resolve path") {
+		return fmt.Errorf("the Protobuf schema does not compile: %s; every import but google/protobuf/*.proto and confluent/*.proto must be one of the schema's references, named by its import path", msg)
+	}
 	if !strings.Contains(msg, root) {
 		return fmt.Errorf("the Protobuf schema does not compile: %s (a referenced file is wrong, or an import is not among the schema's references)", msg)
 	}

@@ -71,6 +71,16 @@ message Event {
 	if got := s.messages[0].Fields().ByName("at").Message().FullName(); got != "google.protobuf.Timestamp" {
 		t.Fatalf("Event.at is %s", got)
 	}
+	// Confluent's own imports are built in too: field tags for data
+	// contracts, and its decimal type.
+	parse(t, `syntax = "proto3";
+import "confluent/meta.proto";
+import "confluent/type/decimal.proto";
+message Payment {
+  string card = 1 [(confluent.field_meta).tags = "PII"];
+  confluent.type.Decimal amount = 2;
+}
+`, nil)
 }
 
 func TestParseRefusesBeyondLimits(t *testing.T) {
