@@ -52,7 +52,11 @@ func (s *schema) ReadsFrom(writer format.Schema) []format.Incompat {
 			Message: fmt.Sprintf("The writer's schema is %s, not PROTOBUF, so a Protobuf reader cannot read its values.", writer.Type().Name()),
 		}}
 	}
-	c := &comparer{writer: w, reader: s, path: []string{"#"}, comparing: map[protoreflect.FullName]bool{}}
+	c := &comparer{
+		writer: w, reader: s, path: []string{"#"},
+		comparing: map[protoreflect.FullName]bool{},
+		named:     map[[2]protoreflect.FullName]bool{},
+	}
 	if w.file.Package() != s.file.Package() {
 		c.add(kindPackageChanged, fmt.Sprintf("The package changed from %q to %q.", w.file.Package(), s.file.Package()))
 	}
@@ -67,6 +71,11 @@ type comparer struct {
 	// comparing holds the writer's messages being compared, so recursive
 	// message types are compared once.
 	comparing map[protoreflect.FullName]bool
+	// named remembers, per pair of imported message types (writer's,
+	// reader's), whether they were found incompatible: each pair is
+	// compared once however many fields use it, so types that use each
+	// other many times over cost their size, not their number of paths.
+	named map[[2]protoreflect.FullName]bool
 }
 
 func (c *comparer) enter(name string) { c.path = append(c.path, name) }
@@ -259,11 +268,20 @@ func (c *comparer) compareNamedTypes(w, r protoreflect.MessageDescriptor) {
 	if wp == rp && c.writer.refs[wp] == c.reader.refs[rp] {
 		return
 	}
-	saved, before := c.path, len(c.found)
-	c.path = append([]string{"#"}, strings.Split(wl, ".")...)
-	c.compareMessage(w, r)
-	c.path = saved
-	if len(c.found) > before {
+	pair := [2]protoreflect.FullName{w.FullName(), r.FullName()}
+	incompatible, done := c.named[pair]
+	if !done {
+		// Recorded as compatible while in progress, so a type that
+		// contains itself ends the walk.
+		c.named[pair] = false
+		saved, before := c.path, len(c.found)
+		c.path = append([]string{"#"}, strings.Split(wl, ".")...)
+		c.compareMessage(w, r)
+		c.path = saved
+		incompatible = len(c.found) > before
+		c.named[pair] = incompatible
+	}
+	if incompatible {
 		c.add(kindFieldNamedTypeChanged, fmt.Sprintf("The field's message type %s differs incompatibly between the writer's and the reader's schemas.", w.FullName()))
 	}
 }

@@ -1,6 +1,7 @@
 package protobuf
 
 import (
+	"fmt"
 	"millrace/schemas/format"
 
 	"slices"
@@ -182,6 +183,29 @@ type otherType struct{ format.Type }
 
 func (otherLanguage) Type() format.Type { return otherType{} }
 func (otherType) Name() string          { return format.Avro }
+
+// Imported types that use each other many times over are compared once
+// per pair: 40 levels of two fields each would be 2^40 paths. Each
+// field using a changed type is reported once, each level at its path.
+func TestReadsFromComparesImportedTypesOnce(t *testing.T) {
+	t.Parallel()
+	chain := func(last string) string {
+		var b strings.Builder
+		b.WriteString("syntax = \"proto3\";\npackage lib;\n")
+		for i := range 40 {
+			fmt.Fprintf(&b, "message M%d { M%d a = 1; M%d b = 2; }\n", i, i+1, i+1)
+		}
+		fmt.Fprintf(&b, "message M40 { %s v = 1; }\n", last)
+		return b.String()
+	}
+	const root = "syntax = \"proto3\";\nimport \"lib.proto\";\nmessage Top { lib.M0 m = 1; }\n"
+	writer := parse(t, root, map[string]string{"lib.proto": chain("int32")})
+	reader := parse(t, root, map[string]string{"lib.proto": chain("string")})
+	got := kinds(reader.ReadsFrom(writer))
+	if len(got) != 82 || got[0] != "FIELD_SCALAR_KIND_CHANGED #/M40/1" || got[81] != "FIELD_NAMED_TYPE_CHANGED #/Top/1" {
+		t.Fatalf("ReadsFrom = %q", got)
+	}
+}
 
 func TestReadsFromAnotherLanguage(t *testing.T) {
 	t.Parallel()
