@@ -189,3 +189,31 @@ enum Status { UNKNOWN = 0; DONE = 1; }
 		t.Error("message order is ignored by normalize")
 	}
 }
+
+// FuzzParse: any text is refused with an error or parsed into a schema
+// with one canonical form, compatible with itself.
+func FuzzParse(f *testing.F) {
+	for _, seed := range []string{
+		codecSchema,
+		"syntax = \"proto2\";\nmessage A { required int32 a = 1; optional group G = 2 { optional string s = 3; } extensions 100 to 200; }\n",
+		"syntax = \"proto3\";\nimport \"confluent/meta.proto\";\nmessage A { string a = 1 [(confluent.field_meta) = { tags: [\"PII\"] params: { key: \"k\" value: \"v\" } }]; }\n",
+		"edition = \"2023\";\nmessage A { int32 a = 1 [features.field_presence = IMPLICIT]; }\n",
+		"syntax = \"proto3\";\nservice S { rpc Get(A) returns (A); }\nmessage A { oneof o { int32 x = 1; } map<int32, A> m = 2; }\n",
+	} {
+		f.Add(seed)
+	}
+	limits := format.Limits{MaxBytes: 1 << 16, MaxDepth: 16}
+	f.Fuzz(func(t *testing.T, text string) {
+		s, err := Type.Parse(text, nil, limits)
+		if err != nil {
+			return
+		}
+		again, err := Type.Parse(text, nil, limits)
+		if err != nil || again.Canonical(false) != s.Canonical(false) || again.Canonical(true) != s.Canonical(true) {
+			t.Fatalf("parsing again gave another canonical form (%v)", err)
+		}
+		if found := s.ReadsFrom(s); len(found) != 0 {
+			t.Fatalf("a schema does not read its own values: %v", found)
+		}
+	})
+}
