@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/base64"
 	"slices"
+	"strings"
 
 	"github.com/bufbuild/protocompile/linker"
 	"github.com/bufbuild/protocompile/protoutil"
@@ -34,6 +35,13 @@ func canonicalForm(file linker.File, text string, normalize bool) string {
 	}
 	fd.Name = nil
 	fd.SourceCodeInfo = nil
+	// protoc writes every field's JSON name into the descriptors it
+	// serializes, a compiler of text need not: the default one is no part
+	// of the schema's identity.
+	clearDefaultJSONNames(fd.MessageType)
+	for _, f := range fd.Extension {
+		clearDefaultJSONName(f)
+	}
 	if normalize {
 		normalizeFile(fd)
 	}
@@ -117,4 +125,42 @@ func sortEnums(enums []*descriptorpb.EnumDescriptorProto) {
 		})
 		slices.Sort(e.ReservedName)
 	}
+}
+
+func clearDefaultJSONNames(messages []*descriptorpb.DescriptorProto) {
+	for _, m := range messages {
+		for _, f := range m.Field {
+			clearDefaultJSONName(f)
+		}
+		for _, f := range m.Extension {
+			clearDefaultJSONName(f)
+		}
+		clearDefaultJSONNames(m.NestedType)
+	}
+}
+
+func clearDefaultJSONName(f *descriptorpb.FieldDescriptorProto) {
+	if f.JsonName != nil && f.GetJsonName() == defaultJSONName(f.GetName()) {
+		f.JsonName = nil
+	}
+}
+
+// defaultJSONName is protoc's JSON name of a field: underscores dropped,
+// the letter after each one upper-cased.
+func defaultJSONName(name string) string {
+	var b strings.Builder
+	upper := false
+	for _, c := range name {
+		switch {
+		case c == '_':
+			upper = true
+		case upper && 'a' <= c && c <= 'z':
+			b.WriteRune(c - 'a' + 'A')
+			upper = false
+		default:
+			b.WriteRune(c)
+			upper = false
+		}
+	}
+	return b.String()
 }

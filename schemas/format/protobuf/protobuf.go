@@ -35,7 +35,9 @@ func (protobufType) Name() string { return format.Protobuf }
 
 // Parse compiles text as a .proto file whose imports are resolved from refs
 // (import path to file text) and, for google/protobuf/*.proto, from the
-// well-known types built into the protobuf runtime. Limits are checked on
+// well-known types built into the protobuf runtime. The schema and each
+// reference may also be a base64 serialized FileDescriptorProto
+// (serialized.go). Limits are checked on
 // the raw texts before anything is compiled: a zero field of limits takes
 // format.DefaultLimits' value.
 func (protobufType) Parse(text string, refs map[string]string, limits format.Limits) (format.Schema, error) {
@@ -57,10 +59,12 @@ func (protobufType) Parse(text string, refs map[string]string, limits format.Lim
 		sources[name] = ref
 	}
 	sources[root] = text
+	resolve, serialized, err := resolver(sources, limits)
+	if err != nil {
+		return nil, err
+	}
 	compiler := protocompile.Compiler{
-		Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
-			Accessor: protocompile.SourceAccessorFromMap(sources),
-		}),
+		Resolver: resolve,
 		// One file at a time: a registration is small, and the registry
 		// may parse many concurrently already.
 		MaxParallelism: 1,
@@ -71,6 +75,11 @@ func (protobufType) Parse(text string, refs map[string]string, limits format.Lim
 		return nil, compileError(err, root)
 	}
 	file := files[0]
+	if serialized {
+		if err := validateDescriptors(file); err != nil {
+			return nil, err
+		}
+	}
 	s := &schema{text: text, limits: limits, file: file, refs: refs}
 	s.canonical = canonicalForm(file, text, false)
 	s.normalized = canonicalForm(file, text, true)

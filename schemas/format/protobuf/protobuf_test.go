@@ -202,6 +202,11 @@ func FuzzParse(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
+	codec, err := Type.Parse(codecSchema, nil, format.DefaultLimits)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(serialize(f, codec.(*schema)))
 	limits := format.Limits{MaxBytes: 1 << 16, MaxDepth: 16}
 	f.Fuzz(func(t *testing.T, text string) {
 		s, err := Type.Parse(text, nil, limits)
