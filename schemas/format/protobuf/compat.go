@@ -2,7 +2,7 @@ package protobuf
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -21,23 +21,28 @@ import (
 // FIELD_REMOVED, FIELD_NAME_CHANGED, FIELD_STRING_OR_BYTES_LABEL_CHANGED,
 // ONEOF_ADDED, ONEOF_REMOVED and ONEOF_FIELD_ADDED. Only the other kinds are
 // reported here, so those compatible differences are not computed at all
-// (enums are never compared, since every enum change is compatible).
+// (enums are never compared, since every enum change is compatible). The
+// set is current Confluent's: PACKAGE_CHANGED was in it once and is not
+// now. A scalar field whose type leaves its wire-compatible group is
+// FIELD_SCALAR_KIND_CHANGED; FIELD_KIND_CHANGED is kept, as in Confluent,
+// for a field that changes between scalar (enums included), message and
+// map.
 //
 // Confluent's diff has no SYNTAX_VERSION_CHANGED: a proto2 file becoming
 // proto3 is judged by its fields like any other change (a required field
 // lost is REQUIRED_FIELD_REMOVED), and so it is here.
 const (
-	kindPackageChanged          = "PACKAGE_CHANGED"
-	kindMessageRemoved          = "MESSAGE_REMOVED"
-	kindFieldKindChanged        = "FIELD_KIND_CHANGED"
-	kindFieldScalarKindChanged  = "FIELD_SCALAR_KIND_CHANGED"
-	kindFieldNamedTypeChanged   = "FIELD_NAMED_TYPE_CHANGED"
-	kindFieldNumericLabel       = "FIELD_NUMERIC_LABEL_CHANGED"
-	kindRequiredFieldAdded      = "REQUIRED_FIELD_ADDED"
-	kindRequiredFieldRemoved    = "REQUIRED_FIELD_REMOVED"
-	kindOneofFieldRemoved       = "ONEOF_FIELD_REMOVED"
-	kindMultipleFieldsToOneof   = "MULTIPLE_FIELDS_MOVED_TO_ONEOF"
-	kindFieldMovedToExistingOne = "FIELD_MOVED_TO_EXISTING_ONEOF"
+	kindPackageChanged            = "PACKAGE_CHANGED"
+	kindMessageRemoved            = "MESSAGE_REMOVED"
+	kindFieldKindChanged          = "FIELD_KIND_CHANGED"
+	kindFieldScalarKindChanged    = "FIELD_SCALAR_KIND_CHANGED"
+	kindFieldNamedTypeChanged     = "FIELD_NAMED_TYPE_CHANGED"
+	kindFieldNumericLabel         = "FIELD_NUMERIC_LABEL_CHANGED"
+	kindRequiredFieldAdded        = "REQUIRED_FIELD_ADDED"
+	kindRequiredFieldRemoved      = "REQUIRED_FIELD_REMOVED"
+	kindOneofFieldRemoved         = "ONEOF_FIELD_REMOVED"
+	kindMultipleFieldsToOneof     = "MULTIPLE_FIELDS_MOVED_TO_ONEOF"
+	kindFieldMovedToExistingOneof = "FIELD_MOVED_TO_EXISTING_ONEOF"
 )
 
 // ReadsFrom reports what keeps a reader of s from reading values written
@@ -155,7 +160,7 @@ func (c *comparer) compareFields(w, r protoreflect.MessageDescriptor) {
 		case moved > 1:
 			c.add(kindMultipleFieldsToOneof, fmt.Sprintf("%d fields the writer's schema has outside a oneof are in the reader's oneof %s.", moved, o.Name()))
 		case moved == 1 && existing > 0:
-			c.add(kindFieldMovedToExistingOne, fmt.Sprintf("A field the writer's schema has outside a oneof is in the reader's existing oneof %s.", o.Name()))
+			c.add(kindFieldMovedToExistingOneof, fmt.Sprintf("A field the writer's schema has outside a oneof is in the reader's existing oneof %s.", o.Name()))
 		}
 		c.leave()
 	}
@@ -389,6 +394,6 @@ func unionNumbers(a, b map[protoreflect.FieldNumber]protoreflect.FieldDescriptor
 			numbers = append(numbers, n)
 		}
 	}
-	sort.Slice(numbers, func(i, j int) bool { return numbers[i] < numbers[j] })
+	slices.Sort(numbers)
 	return numbers
 }

@@ -2,7 +2,7 @@ package protobuf
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 
 	"millrace/schemas/format"
 )
@@ -28,7 +28,7 @@ func checkLimits(text string, refs map[string]string, limits format.Limits) erro
 		return fmt.Errorf("the Protobuf schema nests deeper than the registry's limit of %d at %d:%d: %w", limits.MaxDepth, line, col, format.ErrLimit)
 	}
 	// Sorted, so the same refused set always names the same file.
-	sort.Strings(names)
+	slices.Sort(names)
 	for _, name := range names {
 		if line, col, deep := nestingBeyond(refs[name], limits.MaxDepth); deep {
 			return fmt.Errorf("the referenced file %q nests deeper than the registry's limit of %d at %d:%d: %w", name, limits.MaxDepth, line, col, format.ErrLimit)

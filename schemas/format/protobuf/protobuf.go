@@ -3,8 +3,10 @@
 // imports, keyed by import path, as Confluent's Protobuf references are.
 //
 // Parsing compiles the text with github.com/bufbuild/protocompile into
-// descriptors, so a schema is accepted exactly when protoc would accept it;
-// the well-known types (google/protobuf/timestamp.proto and the rest) and
+// descriptors, so a schema is judged as protoc judges it. That is stricter
+// than Confluent's registry, whose parser (Square's Wire) lets an unused
+// import go unresolved and custom options go unchecked: here every import
+// must resolve and every option must be known. The well-known types (google/protobuf/timestamp.proto and the rest) and
 // Confluent's confluent/meta.proto and confluent/type/decimal.proto import
 // without being registered. Compatibility follows Confluent's Protobuf rules
 // (compat.go), values are encoded as Confluent's Protobuf serializers write
@@ -34,11 +36,11 @@ type protobufType struct{}
 func (protobufType) Name() string { return format.Protobuf }
 
 // Parse compiles text as a .proto file whose imports are resolved from refs
-// (import path to file text) and, for google/protobuf/*.proto, from the
-// well-known types built into the protobuf runtime. The schema and each
-// reference may also be a base64 serialized FileDescriptorProto
-// (serialized.go). Limits are checked on
-// the raw texts before anything is compiled: a zero field of limits takes
+// (import path to file text), from the built-in Confluent files and, for
+// google/protobuf/*.proto, from the well-known types of the protobuf
+// runtime. The schema and each reference may also be a base64 serialized
+// FileDescriptorProto (serialized.go). Limits are checked on the raw texts
+// before anything is compiled: a zero field of limits takes
 // format.DefaultLimits' value.
 func (protobufType) Parse(text string, refs map[string]string, limits format.Limits) (format.Schema, error) {
 	if limits.MaxBytes <= 0 {
@@ -55,8 +57,10 @@ func (protobufType) Parse(text string, refs map[string]string, limits format.Lim
 	for name, builtin := range builtinImports {
 		sources[name] = builtin
 	}
+	kept := make(map[string]string, len(refs))
 	for name, ref := range refs {
 		sources[name] = ref
+		kept[name] = ref
 	}
 	sources[root] = text
 	resolve, serialized, err := resolver(sources, limits)
@@ -80,7 +84,7 @@ func (protobufType) Parse(text string, refs map[string]string, limits format.Lim
 			return nil, err
 		}
 	}
-	s := &schema{text: text, limits: limits, file: file, refs: refs}
+	s := &schema{text: text, limits: limits, file: file, refs: kept}
 	s.canonical = canonicalForm(file, text, false)
 	s.normalized = canonicalForm(file, text, true)
 	s.messages = topLevelMessages(file)
@@ -108,10 +112,10 @@ func compileError(err error, root string) error {
 	}
 	msg := err.Error()
 	if strings.Contains(msg, "could not resolve path") {
-		return fmt.Errorf("the Protobuf schema does not compile: %s; every import but google/protobuf/*.proto and confluent/*.proto must be one of the schema's references, named by its import path", msg)
+		return fmt.Errorf("the Protobuf schema does not compile: %s; every import but google/protobuf/*.proto, confluent/meta.proto and confluent/type/decimal.proto must be one of the schema's references, named by its import path", msg)
 	}
 	if !strings.Contains(msg, root) {
-		return fmt.Errorf("the Protobuf schema does not compile: %s (a referenced file is wrong, or an import is not among the schema's references)", msg)
+		return fmt.Errorf("the Protobuf schema does not compile: %s (in one of its references)", msg)
 	}
 	return fmt.Errorf("the Protobuf schema does not compile: %s", msg)
 }
