@@ -23,9 +23,11 @@ import (
 //
 // The common case, the file's first message, is written as the single byte
 // 0 (a count of zero stands for the indexes [0]). Nested messages are
-// counted as the .proto text declares them: the entry messages the compiler
-// makes for map fields are not among them, as they are not in Confluent's
-// text model.
+// counted as Confluent's registry counts them in the schema as registered:
+// for .proto text, as the text declares them, without the entry messages
+// the compiler makes for map fields; for a serialized descriptor, as the
+// descriptor lists them, map entries included (they are declared messages
+// there, and the serializers that register descriptors count them).
 
 // decodeRecursionLimit bounds how deeply a value's messages may nest (only
 // a recursive message type nests without the schema's bound); it keeps the
@@ -96,7 +98,7 @@ func (s *schema) messageAt(data []byte) (protoreflect.MessageDescriptor, int, er
 			return nil, 0, fmt.Errorf("message index %d of the value is outside the %d messages its schema declares there", index, len(scope))
 		}
 		message = scope[index]
-		scope = nestedMessages(message)
+		scope = declared(message.Messages(), s.serialized)
 	}
 	return message, n, nil
 }
@@ -123,19 +125,19 @@ func appendMessageIndexes(b []byte, indexes []int) []byte {
 
 // topLevelMessages are a file's messages as message indexes count them.
 func topLevelMessages(file protoreflect.FileDescriptor) []protoreflect.MessageDescriptor {
-	return declared(file.Messages())
+	return declared(file.Messages(), false)
 }
 
-// nestedMessages are a message's nested messages as message indexes count
+// nestedMessages are a message's nested messages as a .proto text declares
 // them: without map entries.
 func nestedMessages(m protoreflect.MessageDescriptor) []protoreflect.MessageDescriptor {
-	return declared(m.Messages())
+	return declared(m.Messages(), false)
 }
 
-func declared(all protoreflect.MessageDescriptors) []protoreflect.MessageDescriptor {
+func declared(all protoreflect.MessageDescriptors, mapEntries bool) []protoreflect.MessageDescriptor {
 	messages := make([]protoreflect.MessageDescriptor, 0, all.Len())
 	for i := 0; i < all.Len(); i++ {
-		if m := all.Get(i); !m.IsMapEntry() {
+		if m := all.Get(i); mapEntries || !m.IsMapEntry() {
 			messages = append(messages, m)
 		}
 	}

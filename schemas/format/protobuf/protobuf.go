@@ -88,6 +88,7 @@ func (protobufType) Parse(text string, refs map[string]string, limits format.Lim
 	s.canonical = canonicalForm(file, text, false)
 	s.normalized = canonicalForm(file, text, true)
 	s.messages = topLevelMessages(file)
+	s.serialized = serializedDescriptor(text) != nil
 	return s, nil
 }
 
@@ -133,6 +134,9 @@ type schema struct {
 	normalized string
 	// messages are the file's messages as message indexes count them.
 	messages []protoreflect.MessageDescriptor
+	// serialized is set when the schema was registered as a serialized
+	// descriptor, whose map entries message indexes count (codec.go).
+	serialized bool
 }
 
 // Type is protobuf.Type.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/bufbuild/protocompile/protoutil"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	"millrace/schemas/format"
@@ -76,5 +77,26 @@ func TestParseSerializedDescriptorBeyondDepth(t *testing.T) {
 	_, err = Type.Parse(base64.StdEncoding.EncodeToString(encoded), nil, format.DefaultLimits)
 	if !errors.Is(err, format.ErrLimit) {
 		t.Fatalf("Parse error = %v, want one wrapping ErrLimit", err)
+	}
+}
+
+// In a schema registered as a serialized descriptor, map entries are
+// nested messages like any other and message indexes count them: Refund's
+// ReasonsEntry is its first nested message, so [1, 1] is Item.
+func TestSerializedDescriptorIndexesCountMapEntries(t *testing.T) {
+	t.Parallel()
+	fromText := parse(t, codecSchema, nil)
+	fromDescriptor := parse(t, serialize(t, fromText), nil)
+	for _, tc := range []struct {
+		s    *schema
+		want protoreflect.FullName
+	}{
+		{fromText, "acme.Refund.Batch"},
+		{fromDescriptor, "acme.Refund.Item"},
+	} {
+		m, _, err := tc.s.messageAt(appendMessageIndexes(nil, []int{1, 1}))
+		if err != nil || m.FullName() != tc.want {
+			t.Errorf("[1, 1] selects %v (%v), want %s", m, err, tc.want)
+		}
 	}
 }
