@@ -13,6 +13,7 @@ package jsonschema
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -35,7 +36,10 @@ func (jsonType) Name() string { return format.JSON }
 // rootURL is where the parsed schema lives for the compiler when it declares
 // no $id: references named by a relative URL ("address.json") resolve
 // against it. The scheme is one nothing could fetch.
-const rootURL = "registry:///schema.json"
+const rootURL = rootBase + "schema.json"
+
+// rootBase is rootURL's directory, cut from the URLs errors name.
+const rootBase = "registry:///"
 
 // Parse checks the limits, then compiles text with refs as the only other
 // resources. refs is keyed by the reference's name as the registry knows it:
@@ -87,8 +91,12 @@ func (jsonType) Parse(text string, refs map[string]string, limits format.Limits)
 		}
 	}
 	compiled, err := compiler.Compile(rootURL)
-	if err != nil {
-		return nil, fmt.Errorf("the schema does not compile: %v", err)
+	var missing *santhosh.LoadURLError
+	switch {
+	case errors.As(err, &missing):
+		return nil, fmt.Errorf("the schema refers to %s, which is not among its references, and nothing is fetched: register the schema it names and list it in the references", strings.TrimPrefix(missing.URL, rootBase))
+	case err != nil:
+		return nil, fmt.Errorf("the schema does not compile: %s", oneLine(err.Error()))
 	}
 	return &schema{text: text, doc: doc, compiled: compiled}, nil
 }
@@ -125,7 +133,19 @@ func (l *refLoader) Load(location string) (any, error) {
 			return doc, nil
 		}
 	}
-	return nil, fmt.Errorf("%s is not among the schema's references and nothing is fetched; register the schema it names and list it in the references", location)
+	return nil, errNotAReference
+}
+
+// errNotAReference is the loader's refusal; Parse words the error.
+var errNotAReference = errors.New("not among the references")
+
+// oneLine folds the library's indented multi-line errors into one line.
+func oneLine(message string) string {
+	lines := strings.Split(message, "\n")
+	for i, line := range lines {
+		lines[i] = strings.TrimPrefix(strings.TrimSpace(line), "- ")
+	}
+	return strings.Join(lines, "; ")
 }
 
 // schema implements format.Schema. Its fields are set once by Parse.
