@@ -22,8 +22,10 @@ type layer struct {
 }
 
 var layers = []layer{
-	// Leaves every layer may use: small helpers and the event schemas.
-	{name: "base", pkgs: []string{"internal/...", "schemas"}},
+	// Leaves every layer may use: small helpers, the event schemas, and the
+	// schema languages of the registry (schemas/format and one package per
+	// language), which the registry, the sinks and the CLI share.
+	{name: "base", pkgs: []string{"internal/...", "schemas", "schemas/format/..."}},
 	// The partition log knows nothing of the network, the coordination
 	// store or the lake.
 	{name: "log", pkgs: []string{"broker/log"}, may: []string{"base"}},

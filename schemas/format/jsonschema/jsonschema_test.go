@@ -141,3 +141,23 @@ func TestParseLimits(t *testing.T) {
 		t.Errorf("brackets inside a string count as nesting: %v", err)
 	}
 }
+
+// FuzzParse feeds Parse arbitrary text: it may refuse it, never panic, and
+// a schema it accepts reads itself compatibly.
+func FuzzParse(f *testing.F) {
+	for _, seed := range []string{openA, closedA, person, `{"oneOf":[{"type":"string"},{"$ref":"#"}]}`,
+		`{"type":"array","items":[{"type":"string"}],"additionalItems":{"type":"integer"}}`,
+		`{"patternProperties":{"^x":{"type":"string"}},"dependencies":{"a":["b"],"c":{"required":["d"]}}}`} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		s, err := Type.Parse(text, nil, format.Limits{MaxBytes: 1 << 12, MaxDepth: 16})
+		if err != nil {
+			return
+		}
+		if incompat := s.ReadsFrom(s); len(incompat) != 0 {
+			t.Errorf("%s does not read itself: %v", text, incompat)
+		}
+		s.Canonical(true)
+	})
+}
