@@ -89,7 +89,7 @@ func (s *schema) validate(value any) error {
 			walk(child)
 		}
 	}
-	walk(*verr.BasicOutput())
+	walk(*verr.DetailedOutput())
 	more := ""
 	if len(failures) > maxReportedErrors {
 		more = fmt.Sprintf("; and %d more", len(failures)-maxReportedErrors)

@@ -123,17 +123,26 @@ type refLoader struct {
 	refs map[string]any // by reference name, as the registry passed them
 }
 
-// Load returns the reference whose relative name ends the URL, or refuses.
+// Load returns the reference whose relative name ends the URL, the longest
+// such name when several do ("v2/address.json" over "address.json"), or
+// refuses.
 func (l *refLoader) Load(location string) (any, error) {
 	if doc, ok := l.refs[location]; ok {
 		return doc, nil
 	}
+	var found any
+	longest := -1
 	for name, doc := range l.refs {
-		if u, err := url.Parse(name); err == nil && !u.IsAbs() && strings.HasSuffix(location, "/"+strings.TrimPrefix(name, "/")) {
-			return doc, nil
+		u, err := url.Parse(name)
+		suffix := "/" + strings.TrimPrefix(name, "/")
+		if err == nil && !u.IsAbs() && strings.HasSuffix(location, suffix) && len(suffix) > longest {
+			found, longest = doc, len(suffix)
 		}
 	}
-	return nil, errNotAReference
+	if longest < 0 {
+		return nil, errNotAReference
+	}
+	return found, nil
 }
 
 // errNotAReference is the loader's refusal; Parse words the error.

@@ -73,6 +73,20 @@ func TestParseReferences(t *testing.T) {
 	}
 }
 
+// TestParseReferenceLongestName checks that a $ref resolved against the
+// schema's $id picks the reference whose name matches the most of the URL.
+func TestParseReferenceLongestName(t *testing.T) {
+	t.Parallel()
+	refs := map[string]string{"address.json": `{"type":"string"}`, "v2/address.json": `{"type":"integer"}`}
+	s, err := Type.Parse(`{"$id":"https://example.com/v2/customer.json","properties":{"a":{"$ref":"address.json"}}}`, refs, format.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Decode([]byte(`{"a":7}`)); err != nil {
+		t.Errorf("the $ref resolved to the shorter name: %v", err)
+	}
+}
+
 // TestParseUnresolvableReference checks that a $ref to anything not given
 // is refused, saying so, without fetching: the URLs would fail or hang if
 // anything tried.
