@@ -74,14 +74,20 @@ var compatibleChanges = map[string]bool{
 	"NOT_TYPE_NARROWED":                                       true,
 }
 
-// maxComparisons bounds the schema pairs one check compares. Pairs are
-// memoized, but oneOf inside oneOf compares every branch with every branch;
-// a hostile pair of schemas must not make a registration take minutes.
-const maxComparisons = 100_000
+// maxComparisons bounds the comparisons of subschemas (memoized ones too)
+// and properties one check makes. Pairs are memoized, but a combination
+// compares every branch with every branch; a hostile pair of schemas must
+// not make a registration take minutes. Real schemas need thousands.
+const maxComparisons = 200_000
 
 // tooComplex is the Kind reported when maxComparisons is reached. It is not
 // one of Confluent's: Confluent has no such bound.
 const tooComplex = "COMPARISON_TOO_COMPLEX"
+
+// gaveUp is the tooComplex difference.
+func gaveUp() difference {
+	return change(tooComplex, "", "the schemas need more than %d comparisons of subschemas to check; simplify their combinations (oneOf, anyOf, allOf)", maxComparisons)
+}
 
 // difference is one change, at a path relative to the pair compared
 // ("/properties/x"; "" is the pair itself).
@@ -104,8 +110,14 @@ type comparer struct {
 // path.
 func compare(writer, reader *santhosh.Schema) []format.Incompat {
 	c := &comparer{memo: map[schemaPair][]difference{}, inProgress: map[schemaPair]bool{}}
+	diffs := c.compare(writer, reader)
+	if c.comparisons > maxComparisons && !slices.ContainsFunc(diffs, func(d difference) bool { return d.kind == tooComplex }) {
+		// The refusal may have been absorbed by a combination's matching:
+		// say why the check gave up, wherever it did.
+		diffs = append(diffs, gaveUp())
+	}
 	var out []format.Incompat
-	for _, d := range c.compare(writer, reader) {
+	for _, d := range diffs {
 		if !compatibleChanges[d.kind] {
 			out = append(out, format.Incompat{Kind: d.kind, Path: "#/" + strings.TrimPrefix(d.path, "/"), Message: d.message})
 		}
@@ -152,16 +164,16 @@ func (c *comparer) compare(writer, reader *santhosh.Schema) []difference {
 	case reader == nil:
 		return []difference{change("SCHEMA_REMOVED", "", "the reader removes the writer's schema")}
 	}
+	c.comparisons++
+	if c.comparisons > maxComparisons {
+		return []difference{gaveUp()}
+	}
 	key := schemaPair{writer, reader}
 	if diffs, ok := c.memo[key]; ok {
 		return diffs
 	}
 	if c.inProgress[key] {
 		return nil
-	}
-	c.comparisons++
-	if c.comparisons > maxComparisons {
-		return []difference{change(tooComplex, "", "the schemas need more than %d comparisons of subschemas to check; simplify their combinations (oneOf, anyOf, allOf)", maxComparisons)}
 	}
 	c.inProgress[key] = true
 	diffs := c.compareResolved(writer, reader)

@@ -138,6 +138,7 @@ func (c *comparer) compareProperties(writer, reader *santhosh.Schema) []differen
 		}
 	}
 	slices.Sort(names)
+	c.comparisons += len(names)
 	var diffs []difference
 	for _, name := range names {
 		path := "/properties/" + pointerEscaper.Replace(name)

@@ -1,6 +1,7 @@
 package jsonschema
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -219,5 +220,22 @@ func TestReadsFromRecursive(t *testing.T) {
 	got := kinds(mustParse(t, tree("integer")).ReadsFrom(mustParse(t, tree("number"))))
 	if want := []string{"TYPE_NARROWED@#/properties/value"}; !slices.Equal(got, want) {
 		t.Errorf("integer leaves reading number leaves: got %v, want %v", got, want)
+	}
+}
+
+// TestReadsFromBounded checks that combinations too large to compare
+// branch by branch are refused with tooComplex instead of taking minutes.
+func TestReadsFromBounded(t *testing.T) {
+	t.Parallel()
+	union := func(prefix string) string {
+		branches := make([]string, 600)
+		for i := range branches {
+			branches[i] = fmt.Sprintf(`{"type":"object","properties":{"%s%d":{"type":"string"}},"required":["%s%d"]}`, prefix, i, prefix, i)
+		}
+		return `{"oneOf":[` + strings.Join(branches, ",") + `]}`
+	}
+	got := mustParse(t, union("r")).ReadsFrom(mustParse(t, union("w")))
+	if !slices.ContainsFunc(got, func(i format.Incompat) bool { return i.Kind == tooComplex }) {
+		t.Errorf("got %d incompatibilities, none %s", len(got), tooComplex)
 	}
 }
