@@ -32,11 +32,18 @@ import (
 //     content model where additionalProperties or additionalItems is absent.
 //   - From draft 2019-09 on, a $ref beside other keywords is compared by
 //     those keywords only.
-//   - "format", "contains", "if"/"then"/"else" and annotations other than
-//     "default" are not compared, as in Confluent.
+//   - "format", the "contains" schema, "if"/"then"/"else" and annotations
+//     other than "default" are not compared, as in Confluent.
+//   - A name the reader requires and the writer did not is incompatible even
+//     when no property declares it (Confluent checks only declared ones):
+//     the writer's values may lack it.
+//   - additionalItems without tuple items, which validates nothing, changes
+//     nothing (Confluent compares it all the same).
 
-// compatibleChanges are Confluent's SchemaDiff.COMPATIBLE_CHANGES: the
-// changes after which the reader still accepts everything the writer did.
+// compatibleChanges are Confluent's SchemaDiff.COMPATIBLE_CHANGES_STRICT
+// (its default; the lenient set is not offered): the changes after which the
+// reader still accepts everything the writer did. Annotation changes (title,
+// description, $id, default) are not reported at all.
 var compatibleChanges = map[string]bool{
 	"SCHEMA_REMOVED": true, "TYPE_EXTENDED": true,
 	"MAX_LENGTH_INCREASED": true, "MAX_LENGTH_REMOVED": true,
@@ -60,6 +67,8 @@ var compatibleChanges = map[string]bool{
 	"PROPERTY_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL":  true,
 	"MAX_ITEMS_INCREASED": true, "MAX_ITEMS_REMOVED": true,
 	"MIN_ITEMS_DECREASED": true, "MIN_ITEMS_REMOVED": true, "UNIQUE_ITEMS_REMOVED": true,
+	"MAX_CONTAINS_INCREASED": true, "MAX_CONTAINS_REMOVED": true,
+	"MIN_CONTAINS_DECREASED": true, "MIN_CONTAINS_REMOVED": true,
 	"ADDITIONAL_ITEMS_ADDED": true, "ADDITIONAL_ITEMS_EXTENDED": true,
 	"ITEM_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL":      true,
 	"ITEM_ADDED_TO_CLOSED_CONTENT_MODEL":                      true,
@@ -312,22 +321,25 @@ func (c *comparer) compareCombined(wCriterion string, wSubs []*santhosh.Schema, 
 	var diffs []difference
 	if wCriterion != rCriterion {
 		widened := rCriterion == "anyOf" ||
-			(rCriterion == "oneOf" && len(wSubs) == 1) ||
-			(rCriterion == "allOf" && len(wSubs) == 1 && len(rSubs) == 1)
+			(len(wSubs) == 1 && len(rSubs) == 1) ||
+			(len(wSubs) == 1 && rCriterion == "oneOf") ||
+			(len(rSubs) == 1 && wCriterion == "allOf")
 		if !widened {
 			return []difference{change("COMBINED_TYPE_CHANGED", "", "the reader combines with %s where the writer combined with %s", rCriterion, wCriterion)}
 		}
 		diffs = append(diffs, change("COMBINED_TYPE_EXTENDED", "", "the reader combines with %s where the writer combined with %s", rCriterion, wCriterion))
 	}
-	switch product := rCriterion == "allOf"; {
-	case len(wSubs) < len(rSubs) && product:
+	// Repeated branches count once, as in Confluent's sets of subschemas.
+	wSubs, rSubs = c.distinct(wSubs), c.distinct(rSubs)
+	switch {
+	case len(wSubs) < len(rSubs) && rCriterion == "allOf":
 		diffs = append(diffs, change("PRODUCT_TYPE_EXTENDED", "", "the reader's allOf has more branches (%d) than the writer's (%d)", len(rSubs), len(wSubs)))
 	case len(wSubs) < len(rSubs):
 		diffs = append(diffs, change("SUM_TYPE_EXTENDED", "", "the reader's %s has more branches (%d) than the writer's (%d)", rCriterion, len(rSubs), len(wSubs)))
-	case len(wSubs) > len(rSubs) && product:
-		diffs = append(diffs, change("PRODUCT_TYPE_NARROWED", "", "the reader's allOf has fewer branches (%d) than the writer's (%d)", len(rSubs), len(wSubs)))
+	case len(wSubs) > len(rSubs) && wCriterion == "allOf":
+		diffs = append(diffs, change("PRODUCT_TYPE_NARROWED", "", "the reader's %s has fewer branches (%d) than the writer's allOf (%d)", rCriterion, len(rSubs), len(wSubs)))
 	case len(wSubs) > len(rSubs):
-		diffs = append(diffs, change("SUM_TYPE_NARROWED", "", "the reader's %s has fewer branches (%d) than the writer's (%d)", rCriterion, len(rSubs), len(wSubs)))
+		diffs = append(diffs, change("SUM_TYPE_NARROWED", "", "the reader's %s has fewer branches (%d) than the writer's %s (%d)", rCriterion, len(rSubs), wCriterion, len(wSubs)))
 	}
 	// edges[i][j] holds the changes when reader branch j reads writer
 	// branch i compatibly; nil where it does not.
@@ -352,6 +364,19 @@ func (c *comparer) compareCombined(wCriterion string, wSubs []*santhosh.Schema, 
 		diffs = append(diffs, change("COMBINED_TYPE_SUBSCHEMAS_CHANGED", "/"+wCriterion, "only %d of the writer's %s branches are read by distinct branches of the reader's %s", matched, wCriterion, rCriterion))
 	}
 	return diffs
+}
+
+// distinct drops branches equal to an earlier one: no change either way.
+func (c *comparer) distinct(subs []*santhosh.Schema) []*santhosh.Schema {
+	var kept []*santhosh.Schema
+	for _, sub := range subs {
+		if !slices.ContainsFunc(kept, func(k *santhosh.Schema) bool {
+			return len(c.compare(k, sub)) == 0 && len(c.compare(sub, k)) == 0
+		}) {
+			kept = append(kept, sub)
+		}
+	}
+	return kept
 }
 
 // matchBranches is a maximum bipartite matching (Kuhn's augmenting paths)

@@ -42,7 +42,8 @@ func openArray(s *santhosh.Schema) bool {
 }
 
 // compareArray is Confluent's ArraySchemaDiff: items compared, tuple items
-// added or removed judged by the content model, bounds that may only widen.
+// added or removed judged by the content model, bounds that may only widen
+// (the "contains" schema itself is not compared, as in Confluent).
 func (c *comparer) compareArray(writer, reader *santhosh.Schema) []difference {
 	wAll, wTuple := arrayItems(writer)
 	rAll, rTuple := arrayItems(reader)
@@ -60,6 +61,8 @@ func (c *comparer) compareArray(writer, reader *santhosh.Schema) []difference {
 	diffs = append(diffs, c.compareAdditional("ITEMS", "/additionalItems", writer, reader, additionalItems)...)
 	diffs = append(diffs, intBound("MAX_ITEMS", "maxItems", writer.MaxItems, reader.MaxItems)...)
 	diffs = append(diffs, intBound("MIN_ITEMS", "minItems", writer.MinItems, reader.MinItems)...)
+	diffs = append(diffs, intBound("MAX_CONTAINS", "maxContains", writer.MaxContains, reader.MaxContains)...)
+	diffs = append(diffs, intBound("MIN_CONTAINS", "minContains", writer.MinContains, reader.MinContains)...)
 	switch {
 	case writer.UniqueItems && !reader.UniqueItems:
 		diffs = append(diffs, change("UNIQUE_ITEMS_REMOVED", "/uniqueItems", "the reader no longer requires unique items"))

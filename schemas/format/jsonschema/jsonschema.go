@@ -15,7 +15,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"strings"
 
 	santhosh "github.com/santhosh-tekuri/jsonschema/v6"
@@ -76,7 +78,10 @@ func (jsonType) Parse(text string, refs map[string]string, limits format.Limits)
 		return nil, fmt.Errorf("the schema cannot be registered with the compiler: %v", err)
 	}
 	base, _ := url.Parse(rootURL)
-	for name, refText := range refs {
+	// In name order, so that of several bad references the same one is
+	// named every time.
+	for _, name := range slices.Sorted(maps.Keys(refs)) {
+		refText := refs[name]
 		refDoc, err := parseDocument([]byte(refText), limits.MaxDepth)
 		if err != nil {
 			return nil, fmt.Errorf("the referenced schema %q %w", name, err)
