@@ -22,8 +22,9 @@ type layer struct {
 }
 
 var layers = []layer{
-	// Leaves every layer may use: small helpers, the event schemas and the
-	// schema registry's languages.
+	// Leaves every layer may use: small helpers, the event schemas, and the
+	// schema languages of the registry (schemas/format and one package per
+	// language), which the registry, the sinks and the CLI share.
 	{name: "base", pkgs: []string{"internal/...", "schemas", "schemas/format/..."}},
 	// The partition log knows nothing of the network, the coordination
 	// store or the lake.
