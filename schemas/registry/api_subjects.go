@@ -139,6 +139,11 @@ func (st *State) register(subject string, req schemaRequest, normalize bool) (ch
 	if mode != ModeImport && (req.ID != 0 || req.Version != 0) {
 		return change{}, errorf(codeOperationNotPermitted, "Subject '%s' is not in import mode; an id or version can be given only in IMPORT mode.", subject)
 	}
+	if mode == ModeImport && req.ID == 0 {
+		// An import copies another registry: an ID made up here could
+		// collide with one still to come.
+		return change{}, errorf(codeOperationNotPermitted, "Subject '%s' is in import mode; a registration must give the schema's id.", subject)
+	}
 	if req.ID < 0 || req.Version < 0 {
 		return change{}, errorf(codeInvalidSchema, "An imported id and version must be positive; got id %d, version %d.", req.ID, req.Version)
 	}
