@@ -263,7 +263,9 @@ func (s *Server) deleteVersion(w http.ResponseWriter, r *http.Request) {
 		if st.effectiveMode(subject) == ModeReadOnly {
 			return change{}, errReadOnly(subject)
 		}
-		v, err := st.version(subject, version, permanent)
+		// "latest" is the newest live version for a soft delete; a numbered
+		// one is looked up soft-deleted too, to answer 40406 for it.
+		v, err := st.version(subject, version, permanent || version != latestVersion)
 		if err != nil {
 			return change{}, err
 		}
