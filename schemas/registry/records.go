@@ -108,13 +108,6 @@ func deleteSubjectRecord(subject string, version int) Record {
 	}
 }
 
-func clearSubjectRecord(subject string) Record {
-	return Record{
-		Key:   mustJSON(recordKey{KeyType: keyClearSubject, Subject: &subject}),
-		Value: mustJSON(clearSubjectValue{Subject: subject}),
-	}
-}
-
 func schemaRecord(v schemaValue) Record {
 	return Record{Key: schemaKey(v.Subject, v.Version), Value: mustJSON(v)}
 }

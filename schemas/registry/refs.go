@@ -78,13 +78,6 @@ func (st *State) versionSchema(subject string, version int) (*schemaEntry, error
 	if !ok {
 		return nil, fmt.Errorf("the referenced subject %q does not exist", subject)
 	}
-	if version == -1 {
-		live := sub.live(false)
-		if len(live) == 0 {
-			return nil, fmt.Errorf("the referenced subject %q has no version", subject)
-		}
-		return st.schemas[live[len(live)-1].id], nil
-	}
 	i, ok := sub.find(version)
 	if !ok {
 		return nil, fmt.Errorf("the referenced subject %q has no version %d", subject, version)

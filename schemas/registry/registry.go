@@ -206,10 +206,3 @@ func (s *Server) WaitFor(ctx context.Context, offset int64) error {
 		}
 	}
 }
-
-// View calls f with the view, read-locked: for tests and diagnostics.
-func (s *Server) View(f func(*State)) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	f(s.state)
-}

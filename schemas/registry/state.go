@@ -98,9 +98,6 @@ func NewState(parse ParseFunc, limits format.Limits, logger *slog.Logger) *State
 // before it is in the view.
 func (st *State) Next() int64 { return st.next }
 
-// MaxID is the highest schema ID the view has seen.
-func (st *State) MaxID() int { return st.maxID }
-
 // Apply applies one record. A record that does not parse is skipped with a
 // log line: one bad record (written by a newer registry, or damaged) must
 // not stop every registry's view.
