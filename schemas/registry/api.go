@@ -44,10 +44,10 @@ func (s *Server) Handler() http.Handler {
 		}
 		// Any other method on a known path: Confluent's JSON error, not
 		// the mux's plain text.
-		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+		mux.Handle(path, s.guard(OpRead, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", strings.Join(allowed, ", "))
 			writeError(w, errorf(codeMethodNotAllowed, "HTTP method %s is not supported on %s; use %s.", r.Method, r.URL.Path, strings.Join(allowed, " or ")))
-		})
+		}))
 	}
 	get := func(h http.HandlerFunc) method { return method{http.MethodGet, OpRead, h} }
 
@@ -87,9 +87,9 @@ func (s *Server) Handler() http.Handler {
 		get(s.getMode),
 		method{http.MethodPut, OpConfig, s.putMode},
 		method{http.MethodDelete, OpConfig, s.deleteMode})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("/", s.guard(OpRead, func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(codeNotFound, "There is no endpoint %s.", r.URL.Path))
-	})
+	}))
 	return mux
 }
 
@@ -110,7 +110,9 @@ func (s *Server) guard(op Operation, h http.HandlerFunc) http.Handler {
 				return
 			}
 		}
-		if ct := r.Header.Get("Content-Type"); ct != "" {
+		// Only a body's type matters: Confluent's GET and DELETE
+		// endpoints consume nothing.
+		if ct := r.Header.Get("Content-Type"); ct != "" && (r.Method == http.MethodPost || r.Method == http.MethodPut) {
 			mt, _, err := mime.ParseMediaType(ct)
 			if err != nil || !acceptedContentTypes[mt] {
 				writeError(w, errorf(codeUnsupportedMediaType, "Content type %q is not supported; send %s.", ct, contentTypeV1))

@@ -141,6 +141,7 @@ func TestImportMode(t *testing.T) {
 	r.wantError(t, "POST", "/subjects/new/versions", schemaBody(schemaB, `"id":100`), 422, codeOperationNotPermitted)
 	r.wantError(t, "POST", "/subjects/new/versions", schemaBody(schemaA, `"id":7`), 422, codeIDDoesNotMatch)
 	r.wantError(t, "POST", "/subjects/new/versions", schemaBody(schemaB, `"id":101`, `"version":5`), 422, codeOperationNotPermitted)
+	r.wantError(t, "POST", "/subjects/new/versions", schemaBody(schemaB, `"id":2147483648`), 422, codeInvalidSchema)
 
 	// Back to READWRITE: the next ID is past every imported one.
 	r.want(t, "DELETE", "/mode/new", "", 200, `{"mode":"IMPORT"}`)

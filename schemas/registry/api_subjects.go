@@ -2,6 +2,7 @@ package registry
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 )
@@ -144,8 +145,8 @@ func (st *State) register(subject string, req schemaRequest, normalize bool) (ch
 		// collide with one still to come.
 		return change{}, errorf(codeOperationNotPermitted, "Subject '%s' is in import mode; a registration must give the schema's id.", subject)
 	}
-	if req.ID < 0 || req.Version < 0 {
-		return change{}, errorf(codeInvalidSchema, "An imported id and version must be positive; got id %d, version %d.", req.ID, req.Version)
+	if req.ID < 0 || req.Version < 0 || req.ID > math.MaxInt32 || req.Version > math.MaxInt32 {
+		return change{}, errorf(codeInvalidSchema, "An imported id and version must be between 1 and 2^31-1; got id %d, version %d.", req.ID, req.Version)
 	}
 	parsed, err := st.prepare(&req)
 	if err != nil {

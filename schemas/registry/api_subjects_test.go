@@ -150,6 +150,10 @@ func TestContentTypes(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != contentTypeV1 {
 		t.Errorf("no content type: %d, answered as %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
+	// A GET has no body: its content type does not matter.
+	if status, _ := r.do(t, "GET", "/subjects", "", "Content-Type", "text/plain"); status != 200 {
+		t.Errorf("GET with a text/plain content type: %d", status)
+	}
 	status, _ := r.do(t, "POST", "/subjects/s/versions", schemaBody(schemaA), "Content-Type", "text/xml")
 	if status != http.StatusUnsupportedMediaType {
 		t.Errorf("text/xml: status %d, want 415", status)

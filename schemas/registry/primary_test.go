@@ -144,8 +144,8 @@ func TestAuth(t *testing.T) {
 		return []string{"Authorization", req.Header.Get("Authorization")}
 	}
 
-	for _, r := range []*registry{primary, follower} {
-		req, _ := http.NewRequest("GET", r.http.URL+"/subjects", nil)
+	for _, url := range []string{primary.http.URL + "/subjects", follower.http.URL + "/subjects", primary.http.URL + "/no/such/path"} {
+		req, _ := http.NewRequest("GET", url, nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -29,7 +29,11 @@ type Record struct {
 // Log is the registry's record: the compacted `_schemas` topic.
 type Log interface {
 	// Read returns the records at offsets from `from` on, in order, waiting
-	// until there is at least one or ctx is done.
+	// until there is at least one or ctx is done. Offsets may have gaps
+	// (compaction); but when the last offsets before End hold nothing to
+	// read (a transaction marker, say), Read must return a Record with a
+	// nil Key at the last of them, which the view skips: a primary waits
+	// until its view has passed End-1 before it writes.
 	Read(ctx context.Context, from int64) ([]Record, error)
 	// End returns the offset the next appended record will have: a new
 	// primary reads up to it before it allocates an ID.

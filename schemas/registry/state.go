@@ -105,6 +105,9 @@ func (st *State) Apply(rec Record) {
 	if rec.Offset >= st.next {
 		st.next = rec.Offset + 1
 	}
+	if rec.Key == nil {
+		return // a placeholder for an offset holding no record (see Log.Read)
+	}
 	var key recordKey
 	if err := json.Unmarshal(rec.Key, &key); err != nil {
 		st.skip(rec, "its key is not JSON: "+err.Error())
