@@ -28,7 +28,8 @@ var acceptedContentTypes = map[string]bool{
 // (quotes and backslashes: a quarter more covers real schemas).
 func bodySlack(maxBytes int) int64 { return int64(maxBytes)/4 + 64<<10 }
 
-// Handler is the REST API.
+// Handler is the REST API. Serve it once CatchUp has returned: until
+// then reads answer from a view that may still be filling.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	type method struct {

@@ -138,6 +138,8 @@ func TestImportMode(t *testing.T) {
 	// No compatibility check in IMPORT: the incompatible one goes in.
 	r.want(t, "POST", "/subjects/new/versions", schemaBody(schemaA, `"id":1`, `"version":6`), 200, `{"id":1}`)
 	r.wantError(t, "POST", "/subjects/new/versions", schemaBody(schemaB), 422, codeOperationNotPermitted)
+	// The same schema spelled differently under its own ID is taken.
+	r.want(t, "POST", "/subjects/new/versions", schemaBody(schemaASpaced, `"id":1`, `"version":8`), 200, `{"id":1}`)
 	r.wantError(t, "POST", "/subjects/new/versions", schemaBody(schemaB, `"id":100`), 422, codeOperationNotPermitted)
 	r.wantError(t, "POST", "/subjects/new/versions", schemaBody(schemaA, `"id":7`), 422, codeIDDoesNotMatch)
 	r.wantError(t, "POST", "/subjects/new/versions", schemaBody(schemaB, `"id":101`, `"version":5`), 422, codeOperationNotPermitted)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestDeleteVersion: soft first, then permanent (Confluent: 40406 for a
@@ -115,6 +116,12 @@ func TestReferenceCycleAndBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := newRegistry(t, log, func(c *Config) { c.Limits.MaxBytes = 1000 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.srv.CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.want(t, "GET", "/subjects", "", 200, `["a","b","big1","big2"]`)
 	msg := r.wantError(t, "POST", "/subjects/c/versions", schemaBody(`{"fields":[],"uses":["A","B"]}`, `"references":[{"name":"A","subject":"a","version":1}]`), 422, codeInvalidSchema)
 	if !strings.Contains(msg, "cycle") {
 		t.Errorf("message %q does not name the cycle", msg)

@@ -174,7 +174,8 @@ func (st *State) register(subject string, req schemaRequest, normalize bool) (ch
 	}
 	if mode == ModeImport {
 		if req.ID != 0 {
-			if e, taken := st.schemas[req.ID]; taken && (e.schemaType != req.SchemaType || e.text != req.Schema || !sameRefs(e.refs, req.References)) {
+			// The ID is free, or already this schema's (by canonical form).
+			if _, taken := st.schemas[req.ID]; taken && !known {
 				return change{}, errorf(codeOperationNotPermitted, "Overwrite new schema with id %d is not permitted: the id is another schema's.", req.ID)
 			}
 			id = req.ID
@@ -197,10 +198,6 @@ func (st *State) register(subject string, req schemaRequest, normalize bool) (ch
 		value.Schema, value.References = e.text, e.refs
 	}
 	return change{records: []Record{schemaRecord(value)}, answer: idAnswer{id}}, nil
-}
-
-func sameRefs(a, b []Reference) bool {
-	return string(mustJSON(a)) == string(mustJSON(b))
 }
 
 // validSubject refuses subject names no client can mean: empty or holding

@@ -193,6 +193,17 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 }
 
+// CatchUp returns once the view has applied every record the log held
+// when it was called. A host serves the API after it, so a registry that
+// has just started does not answer from a view that is still filling.
+func (s *Server) CatchUp(ctx context.Context) error {
+	end, err := s.log.End(ctx)
+	if err != nil {
+		return err
+	}
+	return s.WaitFor(ctx, end-1)
+}
+
 // WaitFor returns once the view has applied the record at offset (at once
 // for a negative offset), or ctx's error.
 func (s *Server) WaitFor(ctx context.Context, offset int64) error {

@@ -53,12 +53,10 @@ func (s *Server) write(ctx context.Context, build func(*State) (change, error)) 
 	// applied its predecessor's last writes, and must not hand out their
 	// IDs again. Doing it on every write costs one End call and covers
 	// every way of becoming primary.
-	end, err := s.log.End(ctx)
-	if err != nil {
-		return nil, errorf(codeStoreError, "Error in the backend data store: the end of _schemas is unknown: %v", err)
-	}
-	if err := s.WaitFor(ctx, end-1); err != nil {
+	if err := s.CatchUp(ctx); ctx.Err() != nil {
 		return nil, errorf(codeOperationTimeout, "The registry did not catch up with _schemas within %v; retry.", s.cfg.WriteTimeout)
+	} else if err != nil {
+		return nil, errorf(codeStoreError, "Error in the backend data store: the end of _schemas is unknown: %v", err)
 	}
 	s.mu.RLock()
 	c, err := build(s.state)
