@@ -10,7 +10,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"millrace/internal/leaktest"
 )
+
+// TestMain fails the tests if a goroutine outlives them: Run must return
+// once its context is done, and forwarded requests must not linger.
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
 
 // fakeElection is an Election a test moves by hand.
 type fakeElection struct {
