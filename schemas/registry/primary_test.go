@@ -3,7 +3,6 @@ package registry
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -177,7 +176,7 @@ func TestAuth(t *testing.T) {
 			t.Errorf("403 body %s", got)
 		}
 	}
-	status, _ := follower.do(t, "GET", "/subjects", "", "Authorization", "Basic "+fmt.Sprint("garbage"))
+	status, _ := follower.do(t, "GET", "/subjects", "", "Authorization", "Basic garbage")
 	if status != 401 {
 		t.Errorf("garbage credentials: %d", status)
 	}
