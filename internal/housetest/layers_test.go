@@ -26,6 +26,9 @@ var layers = []layer{
 	// schema languages of the registry (schemas/format and one package per
 	// language), which the registry, the sinks and the CLI share.
 	{name: "base", pkgs: []string{"internal/...", "schemas", "schemas/format/..."}},
+	// The schema registry: its rules and HTTP surface over the schema
+	// languages; the broker hosts it.
+	{name: "registry", pkgs: []string{"schemas/registry"}, may: []string{"base"}},
 	// The partition log knows nothing of the network, the coordination
 	// store or the lake.
 	{name: "log", pkgs: []string{"broker/log"}, may: []string{"base"}},
@@ -47,7 +50,7 @@ var layers = []layer{
 	// The wire server.
 	{name: "wire", pkgs: []string{"broker/kafka"}, may: []string{"interbroker", "replication", "state", "coord", "log", "replica", "base"}},
 	// A broker process: wiring of everything below.
-	{name: "broker", pkgs: []string{"broker"}, may: []string{"wire", "interbroker", "replication", "state", "coord", "log", "replica", "base"}},
+	{name: "broker", pkgs: []string{"broker"}, may: []string{"registry", "wire", "interbroker", "replication", "state", "coord", "log", "replica", "base"}},
 	// Audit counts: imported by agents and sinks, so it imports neither.
 	{name: "audit", pkgs: []string{"audit/..."}, may: []string{"base"}},
 	// Agents publish through Kafka clients only: no broker, no sink code.

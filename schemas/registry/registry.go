@@ -10,8 +10,11 @@ package registry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
+	"time"
 
 	"millrace/schemas/format"
 )
@@ -26,7 +29,11 @@ type Record struct {
 // Log is the registry's record: the compacted `_schemas` topic.
 type Log interface {
 	// Read returns the records at offsets from `from` on, in order, waiting
-	// until there is at least one or ctx is done.
+	// until there is at least one or ctx is done. Offsets may have gaps
+	// (compaction); but when the last offsets before End hold nothing to
+	// read (a transaction marker, say), Read must return a Record with a
+	// nil Key at the last of them, which the view skips: a primary waits
+	// until its view has passed End-1 before it writes.
 	Read(ctx context.Context, from int64) ([]Record, error)
 	// End returns the offset the next appended record will have: a new
 	// primary reads up to it before it allocates an ID.
@@ -79,6 +86,17 @@ type Config struct {
 	Auth Auth
 	// Logger receives the registry's log lines.
 	Logger *slog.Logger
+	// ForwardTimeout bounds a write forwarded to the primary. Default 10s:
+	// a client's own timeout (Confluent's serializers use 30s) should see
+	// our 50003 rather than its own.
+	ForwardTimeout time.Duration
+	// WriteTimeout bounds how long the primary waits for its view to reach
+	// the log's end before a write, and to apply the write after. Default
+	// 10s; past it the write is answered 50002.
+	WriteTimeout time.Duration
+	// Client sends forwarded writes. Default an http.Client with
+	// ForwardTimeout.
+	Client *http.Client
 }
 
 // ErrFenced is returned by Log.Append when another writer has taken over.
@@ -89,21 +107,117 @@ type Server struct {
 	cfg      Config
 	log      Log
 	election Election
+	logger   *slog.Logger
+
+	mu      sync.RWMutex // guards the following
+	state   *State
+	applied chan struct{} // closed and replaced whenever the view advances
+
+	// writeMu makes the primary's writes one at a time: a write reads the
+	// view (the next ID, the next version, the compatibility of the
+	// latest) and appends what follows from it, so two at once could both
+	// take the same ID.
+	writeMu sync.Mutex
 }
 
 // New returns a registry over log, taking writes when election says so.
 // Run builds and follows the view; Handler serves the API.
 func New(cfg Config, log Log, election Election) *Server {
-	return &Server{cfg: cfg, log: log, election: election}
+	if cfg.Limits == (format.Limits{}) {
+		cfg.Limits = format.DefaultLimits
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ForwardTimeout <= 0 {
+		cfg.ForwardTimeout = 10 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 10 * time.Second
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{Timeout: cfg.ForwardTimeout}
+	}
+	s := &Server{
+		cfg:      cfg,
+		log:      log,
+		election: election,
+		logger:   cfg.Logger.With("component", "schema-registry"),
+		applied:  make(chan struct{}),
+	}
+	s.state = NewState(s.parse, cfg.Limits, s.logger)
+	return s
 }
+
+// parse parses a schema with the Type its schemaType names.
+func (s *Server) parse(schemaType, text string, refs map[string]string) (format.Schema, error) {
+	t, ok := s.cfg.Types[schemaType]
+	if !ok {
+		return nil, fmt.Errorf("schema type %q is not served by this registry", schemaType)
+	}
+	return t.Parse(text, refs, s.cfg.Limits)
+}
+
+// readRetry is the pause after a failed Log.Read before the next.
+const readRetry = time.Second
 
 // Run applies the log to the view until ctx is done.
 func (s *Server) Run(ctx context.Context) error {
-	<-ctx.Done()
-	return nil
+	for {
+		s.mu.RLock()
+		from := s.state.Next()
+		s.mu.RUnlock()
+		records, err := s.log.Read(ctx, from)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			s.logger.Warn("reading _schemas failed; retrying", "offset", from, "err", err)
+			select {
+			case <-time.After(readRetry):
+			case <-ctx.Done():
+				return nil
+			}
+			continue
+		}
+		if len(records) == 0 {
+			continue
+		}
+		s.mu.Lock()
+		for _, r := range records {
+			s.state.Apply(r)
+		}
+		close(s.applied)
+		s.applied = make(chan struct{})
+		s.mu.Unlock()
+	}
 }
 
-// Handler is the REST API.
-func (s *Server) Handler() http.Handler {
-	return http.NotFoundHandler()
+// CatchUp returns once the view has applied every record the log held
+// when it was called. A host serves the API after it, so a registry that
+// has just started does not answer from a view that is still filling.
+func (s *Server) CatchUp(ctx context.Context) error {
+	end, err := s.log.End(ctx)
+	if err != nil {
+		return err
+	}
+	return s.WaitFor(ctx, end-1)
+}
+
+// WaitFor returns once the view has applied the record at offset (at once
+// for a negative offset), or ctx's error.
+func (s *Server) WaitFor(ctx context.Context, offset int64) error {
+	for {
+		s.mu.RLock()
+		next, applied := s.state.Next(), s.applied
+		s.mu.RUnlock()
+		if next > offset {
+			return nil
+		}
+		select {
+		case <-applied:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
