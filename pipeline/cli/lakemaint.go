@@ -51,17 +51,21 @@ func init() {
 		return cmd
 	})
 	addCommand("lake", func(e *env) *cobra.Command {
-		cmd := lakeMaintCommand("expire [TOPIC] "+lakeMaintWhere+" [--keep-days N] [--dry-run]",
-			"drop a table's snapshots older than N days, except each group's offsets")
+		cmd := lakeMaintCommand("expire [TOPIC] "+lakeMaintWhere+" [--keep-days N] [--max-snapshots N] [--dry-run]",
+			"drop a table's snapshots older than N days (or beyond the newest N), except each group's offsets")
 		var o lakeMaintOptions
 		o.addFlags(cmd.Flags())
 		days := cmd.Flags().Int("keep-days", 7, "keep the snapshots of the last N days")
+		maxSnapshots := cmd.Flags().Int("max-snapshots", 0, "keep about the newest N snapshots at most, however young (0: no bound)")
 		cmd.RunE = func(cmd *cobra.Command, args []string) error {
 			if *days < 1 {
 				return usageError("--keep-days must be 1 or more")
 			}
+			if *maxSnapshots < 0 {
+				return usageError("--max-snapshots must be 0 (no bound) or more")
+			}
 			return o.each(cmd.Context(), e, args, func(ctx context.Context, cat *iceberg.Catalog, tbl *table.Table) error {
-				res, err := cat.Expire(ctx, tbl, iceberg.ExpireOptions{Keep: time.Duration(*days) * 24 * time.Hour, DryRun: o.dryRun})
+				res, err := cat.Expire(ctx, tbl, iceberg.ExpireOptions{Keep: time.Duration(*days) * 24 * time.Hour, MaxSnapshots: *maxSnapshots, DryRun: o.dryRun})
 				if err != nil {
 					return err
 				}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,6 +28,12 @@ type ExpireOptions struct {
 	// RetainLast is how many of the main branch's newest snapshots are
 	// kept whatever their age. Default 1.
 	RetainLast int
+	// MaxSnapshots, when above zero, also expires younger snapshots while
+	// the table holds more than about this many: every commit rewrites a
+	// metadata file listing every snapshot kept, so a table rolled every
+	// minute by a few partitions, kept for days, would make each commit
+	// cost hundreds of milliseconds (docs/benchmarks.md, "Sink formats").
+	MaxSnapshots int
 	// DryRun counts the snapshots that would expire (ExpireResult.Expired)
 	// and the tags that would protect offsets, committing nothing.
 	DryRun bool
@@ -40,6 +47,27 @@ func (o ExpireOptions) withDefaults() ExpireOptions {
 		o.RetainLast = 1
 	}
 	return o
+}
+
+// age is how old a snapshot of tbl must be to expire: Keep, or less when
+// tbl holds more than MaxSnapshots, so that about the MaxSnapshots newest
+// stay. iceberg-go measures the age from its own clock, a moment after now:
+// the bound has a margin so the newest snapshot meant to stay is not
+// expired by that moment (snapshots closer together than the margin may
+// keep a few more than MaxSnapshots).
+func (o ExpireOptions) age(tbl *table.Table, now time.Time) time.Duration {
+	snaps := tbl.Metadata().Snapshots()
+	if o.MaxSnapshots <= 0 || len(snaps) <= o.MaxSnapshots {
+		return o.Keep
+	}
+	stamps := make([]int64, len(snaps))
+	for i, s := range snaps {
+		stamps[i] = s.TimestampMs
+	}
+	slices.Sort(stamps)
+	oldestKept := time.UnixMilli(stamps[len(stamps)-o.MaxSnapshots])
+	const margin = 10 * time.Millisecond
+	return max(min(o.Keep, now.Sub(oldestKept)+margin), 0)
 }
 
 // ExpireResult is what Expire did.
@@ -80,7 +108,7 @@ func (c *Catalog) Expire(ctx context.Context, tbl *table.Table, opts ExpireOptio
 		}
 		before := len(fresh.Metadata().Snapshots())
 		tx := fresh.NewTransaction()
-		if err := tx.ExpireSnapshots(table.WithOlderThan(opts.Keep), table.WithRetainLast(opts.RetainLast)); err != nil {
+		if err := tx.ExpireSnapshots(table.WithOlderThan(opts.age(fresh, time.Now())), table.WithRetainLast(opts.RetainLast)); err != nil {
 			return ExpireResult{}, fmt.Errorf("iceberg: expire snapshots of %v: %w", tbl.Identifier(), err)
 		}
 		after, err := tx.Commit(ctx)
@@ -168,7 +196,7 @@ func (c *Catalog) expireDryRun(ctx context.Context, tbl *table.Table, opts Expir
 		protected[id] = true
 	}
 	tx := fresh.NewTransaction()
-	if err := tx.ExpireSnapshots(table.WithOlderThan(opts.Keep), table.WithRetainLast(opts.RetainLast)); err != nil {
+	if err := tx.ExpireSnapshots(table.WithOlderThan(opts.age(fresh, time.Now())), table.WithRetainLast(opts.RetainLast)); err != nil {
 		return ExpireResult{}, fmt.Errorf("iceberg: expire snapshots of %v: %w", tbl.Identifier(), err)
 	}
 	staged, err := tx.StagedTable()

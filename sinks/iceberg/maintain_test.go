@@ -553,3 +553,42 @@ func TestCompactionConcurrentWithRolls(t *testing.T) {
 		t.Errorf("offsets %s, want %s", got, want)
 	}
 }
+
+// TestExpireBoundsTheSnapshotCount: with MaxSnapshots, snapshots younger
+// than Keep expire too while the table holds more than the bound, the
+// newest first kept.
+func TestExpireBoundsTheSnapshotCount(t *testing.T) {
+	c := openSQLite(t, t.TempDir())
+	tbl := metricsTable(t, c)
+	for i := range 5 {
+		// Commits further apart than the bound's margin (10 ms).
+		if i > 0 {
+			ts := tbl.CurrentSnapshot().TimestampMs
+			waitfor.Until(t, time.Second, "15ms after the last commit", func() bool { return time.Now().UnixMilli() > ts+15 })
+		}
+		tbl = commit(t, c, tbl, Commit{Group: "sink", Topic: "metrics", Ranges: map[int32]Range{0: {int64(i), int64(i + 1)}}})
+	}
+	var newest []int64
+	for _, s := range tbl.Metadata().Snapshots()[3:] {
+		newest = append(newest, s.SnapshotID)
+	}
+	res, err := c.Expire(t.Context(), tbl, ExpireOptions{Keep: 24 * time.Hour, MaxSnapshots: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []int64
+	for _, s := range res.Table.Metadata().Snapshots() {
+		kept = append(kept, s.SnapshotID)
+	}
+	if res.Expired != 3 || !slices.Equal(kept, newest) {
+		t.Errorf("expired %d, kept %v; want 3 expired and the 2 newest %v kept", res.Expired, kept, newest)
+	}
+	// Within the bound nothing younger than Keep goes.
+	res, err = c.Expire(t.Context(), res.Table, ExpireOptions{Keep: 24 * time.Hour, MaxSnapshots: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Expired != 0 {
+		t.Errorf("expired %d at the bound, want 0", res.Expired)
+	}
+}

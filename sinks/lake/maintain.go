@@ -33,6 +33,12 @@ type MaintenanceConfig struct {
 	// travel reaches that far back); the snapshot holding each group's
 	// offsets is kept however old, under its tag. Default 7.
 	KeepSnapshotsDays int `yaml:"keep_snapshots_days"`
+	// MaxSnapshots also expires younger snapshots while a table holds more
+	// than about this many (the offsets snapshots are kept all the same):
+	// each commit costs more the more snapshots the table keeps, about
+	// 0.15 ms per snapshot here, and a topic of a few partitions rolled
+	// every minute makes thousands a day. Default 500; -1 for no bound.
+	MaxSnapshots int `yaml:"max_snapshots"`
 	// OrphanAge is how old a file no snapshot references must be before
 	// the sweep deletes it. Default 72h, Iceberg's own default for
 	// remove_orphan_files; at least 1h (see validate).
@@ -43,6 +49,7 @@ type MaintenanceConfig struct {
 const (
 	defaultMaintenanceInterval = time.Hour
 	defaultKeepSnapshotsDays   = 7
+	defaultMaxSnapshots        = 500
 	defaultOrphanAge           = 72 * time.Hour
 	// minOrphanAge bounds OrphanAge from below: a worker publishes a
 	// roll's files before it commits them, and until the commit they are
@@ -69,6 +76,9 @@ func (m MaintenanceConfig) validate() []error {
 	if m.KeepSnapshotsDays < 0 {
 		errs = append(errs, fmt.Errorf("lake: iceberg.maintenance.keep_snapshots_days %d: want a positive number of days", m.KeepSnapshotsDays))
 	}
+	if m.MaxSnapshots < -1 {
+		errs = append(errs, fmt.Errorf("lake: iceberg.maintenance.max_snapshots %d: want a positive number (-1 for no bound)", m.MaxSnapshots))
+	}
 	if m.OrphanAge != 0 && m.OrphanAge < minOrphanAge {
 		errs = append(errs, fmt.Errorf("lake: iceberg.maintenance.orphan_age %v: want %v or more: a younger unreferenced file "+
 			"may be a roll about to be committed", m.OrphanAge, minOrphanAge))
@@ -86,16 +96,22 @@ func (m MaintenanceConfig) interval() time.Duration {
 
 // options are the sinks/iceberg options of m, defaults applied.
 func (m MaintenanceConfig) options() iceberg.MaintainOptions {
-	days, age := m.KeepSnapshotsDays, m.OrphanAge
+	days, maxSnapshots, age := m.KeepSnapshotsDays, m.MaxSnapshots, m.OrphanAge
 	if days <= 0 {
 		days = defaultKeepSnapshotsDays
+	}
+	switch maxSnapshots {
+	case 0:
+		maxSnapshots = defaultMaxSnapshots
+	case -1:
+		maxSnapshots = 0 // no bound
 	}
 	if age <= 0 {
 		age = defaultOrphanAge
 	}
 	return iceberg.MaintainOptions{
 		Compact: iceberg.CompactOptions{TargetSize: m.TargetFileSize}, // 0: iceberg.DefaultTargetSize
-		Expire:  iceberg.ExpireOptions{Keep: time.Duration(days) * 24 * time.Hour},
+		Expire:  iceberg.ExpireOptions{Keep: time.Duration(days) * 24 * time.Hour, MaxSnapshots: maxSnapshots},
 		Orphans: iceberg.OrphanOptions{SafetyAge: age},
 	}
 }
