@@ -7,9 +7,14 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages the tests need: real Kafka clients for interop tests (and
 # librdkafka's C headers with gcc, for the e2e tests' small C producer;
 # python3-zstandard, kafka-python's zstd codec), a real ZooKeeper,
-# Chromium for the browser tests, and PostgreSQL for the Iceberg SQL
-# catalog's tests (sinks/iceberg starts its own server).
-APT_PACKAGES := kcat python3-kafka python3-zstandard python3-confluent-kafka librdkafka-dev gcc zookeeper chromium postgresql
+# Chromium for the browser tests, PostgreSQL for the Iceberg SQL
+# catalog's tests (sinks/iceberg starts its own server), and Avro and
+# requests for confluent-kafka's schema registry client and its (legacy)
+# Avro producer.
+APT_PACKAGES := kcat python3-kafka python3-zstandard python3-confluent-kafka librdkafka-dev gcc zookeeper chromium postgresql python3-avro python3-requests
+# npm packages of the e2e tests (KafkaJS and its Confluent schema registry
+# client), installed into .bin/node.
+NPM_PACKAGES := kafkajs@2.2.4 @kafkajs/confluent-schema-registry@4.1.0
 # Tools built from Go modules into .bin/ (not on the user's PATH, not in git).
 VERSITYGW := .bin/versitygw
 # Staticcheck, at a release that knows the Go version of go.mod.
@@ -71,6 +76,8 @@ deps: deps-run $(STATICCHECK)
 		echo "deps: installing$$missing"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
+	@[ -d .bin/node/node_modules/@kafkajs/confluent-schema-registry ] || { echo "deps: installing$(foreach p,$(NPM_PACKAGES), $(p)) (npm)"; \
+		npm install --silent --no-audit --no-fund --prefix .bin/node $(NPM_PACKAGES); }
 	@[ -x $(VERSITYGW) ] || { echo "deps: building versitygw (S3 server for tests, ~3 min once)"; \
 		GOBIN=$(CURDIR)/.bin $(GO) install github.com/versity/versitygw/cmd/versitygw@v1.8.0; }
 
