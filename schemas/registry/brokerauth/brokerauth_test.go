@@ -131,7 +131,7 @@ func TestAuthorize(t *testing.T) {
 		{"User:ops", registry.OpWrite, "orders-value", false},
 		{"User:admin", registry.OpWrite, "orders-value", true}, // super.users
 		{"User:admin", registry.OpConfig, "", true},
-		{"User:fenced", registry.OpWrite, "orders-value", false},   // a Deny of any host counts
+		{"User:fenced", registry.OpWrite, "orders-value", false},    // a Deny of any host counts
 		{"User:elsewhere", registry.OpWrite, "orders-value", false}, // an Allow counts only for host *
 		{"User:other", registry.OpWrite, "orders-value", false},     // a grant on another topic
 	} {
