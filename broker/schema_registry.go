@@ -78,7 +78,10 @@ var schemaRegistrySettings = settings.NewList[Config](nil,
 	settings.Str("schema.registry.host.name", settings.String, "the host other registries forward writes to while this one is primary; empty: the listener's", func(c *Config) *string { return &c.SchemaRegistry.HostName }),
 	settings.Str("schema.registry.ssl.keystore.location", settings.String, "PEM file of the key and certificate chain an https registry presents; empty: ssl.keystore.location", func(c *Config) *string { return &c.SchemaRegistry.SSLKeystoreLocation }),
 	settings.Setting[Config]{Name: "schema.registry.authentication.method", Type: settings.String, Doc: "NONE, or BASIC: HTTP basic auth as a broker user, with the ACLs when an authorizer is set",
-		Parse:  func(c *Config, v string) error { c.SchemaRegistry.AuthenticationMethod = strings.ToUpper(v); return nil },
+		Parse: func(c *Config, v string) error {
+			c.SchemaRegistry.AuthenticationMethod = strings.ToUpper(v)
+			return nil
+		},
 		Format: func(c Config) string { return c.SchemaRegistry.AuthenticationMethod },
 	},
 )
