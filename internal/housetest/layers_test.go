@@ -23,7 +23,10 @@ type layer struct {
 
 var layers = []layer{
 	// Leaves every layer may use: small helpers and the event schemas.
-	{name: "base", pkgs: []string{"internal/...", "schemas"}},
+	// The schema registry's rules and API (schemas/registry) and the
+	// schema languages (schemas/format) import no Kafka or store client:
+	// their log and election come in through interfaces.
+	{name: "base", pkgs: []string{"internal/...", "schemas", "schemas/format", "schemas/registry"}},
 	// The partition log knows nothing of the network, the coordination
 	// store or the lake.
 	{name: "log", pkgs: []string{"broker/log"}, may: []string{"base"}},
@@ -44,8 +47,13 @@ var layers = []layer{
 	{name: "interbroker", pkgs: []string{"broker/interbroker"}, may: []string{"replication", "state", "log", "replica", "base"}},
 	// The wire server.
 	{name: "wire", pkgs: []string{"broker/kafka"}, may: []string{"interbroker", "replication", "state", "coord", "log", "replica", "base"}},
+	// What the schema registry is hosted on: its log on the _schemas topic
+	// (a Kafka client), its election on the coordination store, its
+	// authentication on the broker's users and ACLs. Its tests start an
+	// in-process broker as a fixture.
+	{name: "registryhost", pkgs: []string{"schemas/registry/..."}, may: []string{"state", "coord", "base"}, testMay: []string{"broker"}},
 	// A broker process: wiring of everything below.
-	{name: "broker", pkgs: []string{"broker"}, may: []string{"wire", "interbroker", "replication", "state", "coord", "log", "replica", "base"}},
+	{name: "broker", pkgs: []string{"broker"}, may: []string{"registryhost", "wire", "interbroker", "replication", "state", "coord", "log", "replica", "base"}},
 	// Audit counts: imported by agents and sinks, so it imports neither.
 	{name: "audit", pkgs: []string{"audit/..."}, may: []string{"base"}},
 	// Agents publish through Kafka clients only: no broker, no sink code.
