@@ -1,4 +1,4 @@
-package kafkalog
+package kafkalog_test
 
 import (
 	"bytes"
@@ -10,11 +10,14 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/broker"
 	"millrace/internal/leaktest"
+	"millrace/internal/waitfor"
 	"millrace/schemas/registry"
+	. "millrace/schemas/registry/kafkalog"
 )
 
 func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
@@ -67,16 +70,19 @@ func rec(key, value string) registry.Record {
 	return registry.Record{Key: []byte(key), Value: []byte(value)}
 }
 
-// readAll reads from 0 until End, as a registry catching up does, and
-// returns the records that are not markers by key.
-func readAll(t *testing.T, ctx context.Context, l *Log) []registry.Record {
+// readAll reads from 0 until it has passed through (the last offset the
+// test appended, -1 for none) and End, as a registry catching up does, and
+// returns the records that are not markers. A commit's markers are written
+// just after Append returns, so through, not End, is what a writer waits
+// for.
+func readAll(t *testing.T, ctx context.Context, l *Log, through int64) []registry.Record {
 	t.Helper()
 	end, err := l.End(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []registry.Record
-	for next := int64(0); next < end; {
+	for next := int64(0); next < end || next <= through; {
 		recs, err := l.Read(ctx, next)
 		if err != nil {
 			t.Fatalf("Read(%d): %v", next, err)
@@ -123,14 +129,16 @@ func TestAppendReadEnd(t *testing.T) {
 	if last != 1 {
 		t.Fatalf("Append returned offset %d, want 1", last)
 	}
-	// Two records and the commit marker.
-	if end, err := l.End(ctx); err != nil || end != 3 {
-		t.Fatalf("End = %d, %v; want 3", end, err)
-	}
-	if _, err := l.Append(ctx, []registry.Record{{Key: []byte("a")}}); err != nil {
+	// Two records and the commit marker, once the marker is written.
+	waitfor.Until(t, 10*time.Second, "End past the commit marker", func() bool {
+		end, err := l.End(ctx)
+		return err == nil && end == 3
+	})
+	last, err = l.Append(ctx, []registry.Record{{Key: []byte("a")}})
+	if err != nil {
 		t.Fatal(err)
 	}
-	got := keys(readAll(t, ctx, l))
+	got := keys(readAll(t, ctx, l, last))
 	want := []string{"a=1", "b=2", "a="}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
 		t.Fatalf("read back %q, want %q", got, want)
@@ -142,7 +150,12 @@ func TestAppendReadEnd(t *testing.T) {
 	}
 
 	// The topic is made as the registry needs it.
-	configs, err := kadm.NewClient(l.admin).DescribeTopicConfigs(ctx, DefaultTopic)
+	admin, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	configs, err := kadm.NewClient(admin).DescribeTopicConfigs(ctx, DefaultTopic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,11 +200,12 @@ func TestSecondWriterFencesFirst(t *testing.T) {
 	if _, err := first.Append(ctx, []registry.Record{rec("k", "again")}); !errors.Is(err, registry.ErrFenced) {
 		t.Fatalf("Append after being fenced: %v, want ErrFenced", err)
 	}
-	if _, err := second.Append(ctx, []registry.Record{rec("k", "second")}); err != nil {
+	last, err := second.Append(ctx, []registry.Record{rec("k", "second")})
+	if err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range []*Log{first, second} {
-		got := keys(readAll(t, ctx, l))
+		got := keys(readAll(t, ctx, l, last))
 		if len(got) != 2 || got[0] != "k=first" || got[1] != "k=second" {
 			t.Fatalf("read back %q, want [k=first k=second]: the fenced record must never be visible", got)
 		}
@@ -212,8 +226,9 @@ func TestRestartReadsEverythingBack(t *testing.T) {
 	if err := l.Claim(ctx); err != nil {
 		t.Fatal(err)
 	}
+	var last int64
 	for _, v := range []string{"1", "2", "3"} {
-		if _, err := l.Append(ctx, []registry.Record{rec("k"+v, v)}); err != nil {
+		if last, err = l.Append(ctx, []registry.Record{rec("k"+v, v)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -222,8 +237,48 @@ func TestRestartReadsEverythingBack(t *testing.T) {
 
 	addr, _ = startBroker(t, dir)
 	again := openLog(t, addr, nil)
-	got := keys(readAll(t, ctx, again))
+	got := keys(readAll(t, ctx, again, last))
 	if len(got) != 3 || got[0] != "k1=1" || got[1] != "k2=2" || got[2] != "k3=3" {
 		t.Fatalf("read back %q after a restart, want [k1=1 k2=2 k3=3]", got)
+	}
+}
+
+// TestClaimAbortsTheOldWritersOpenTransaction: a write of the old primary
+// that is produced but not committed when the new primary claims is
+// aborted by the claim: its commit fails as fenced and its record is never
+// visible.
+func TestClaimAbortsTheOldWritersOpenTransaction(t *testing.T) {
+	t.Parallel()
+	addr, _ := startBroker(t, t.TempDir())
+	ctx := testContext(t)
+	newPrimary := openLog(t, addr, nil)
+	// The old primary, stopped between produce and commit.
+	old, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID(DefaultTransactionalID),
+		kgo.DefaultProduceTopic(DefaultTopic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if _, err := newPrimary.End(ctx); err != nil { // creates the topic
+		t.Fatal(err)
+	}
+	if err := old.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.ProduceSync(ctx, &kgo.Record{Key: []byte("k"), Value: []byte("in flight")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := newPrimary.Claim(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.EndTransaction(ctx, kgo.TryCommit); !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Fatalf("the old primary's commit after the claim: %v, want it fenced", err)
+	}
+	last, err := newPrimary.Append(ctx, []registry.Record{rec("k", "new")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := keys(readAll(t, ctx, newPrimary, last)); len(got) != 1 || got[0] != "k=new" {
+		t.Fatalf("read back %q, want [k=new]: the aborted write must never be visible", got)
 	}
 }

@@ -110,7 +110,13 @@ func (l *Log) seekLocked(from int64) error {
 
 // End returns the topic's last stable offset: every record below it is
 // committed or aborted, so a reader that has passed it has seen every write
-// decided so far, and each write still open lands at or above it.
+// whose markers are written, and each write still open lands at or above
+// it. The markers of a commit are written just after Append returns (Kafka
+// answers EndTxn once the decision is stored), so a writer waits for its
+// own write by reading through the offset Append returned, not by End;
+// after Claim, End covers every write of the previous writers, since the
+// coordinator completes a decided transaction before it answers the new
+// InitProducerId.
 func (l *Log) End(ctx context.Context) (int64, error) {
 	if err := l.ensureTopic(ctx); err != nil {
 		return 0, err
