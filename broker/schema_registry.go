@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
 
 	"millrace/broker/acl"
 	"millrace/broker/users"
@@ -136,6 +137,7 @@ type schemaRegistry struct {
 	ln     net.Listener
 	http   *http.Server
 	log    *kafkalog.Log
+	elect  *election.Election
 	users  *users.Cache // with basic auth
 	acls   *acl.Cache   // with basic auth and an authorizer
 	auth   *brokerauth.Auth
@@ -190,22 +192,21 @@ func (b *Broker) openSchemaRegistry() (err error) {
 		}
 	}
 	self := l.scheme + "://" + net.JoinHostPort(host, strconv.Itoa(r.ln.Addr().(*net.TCPAddr).Port))
-	var elected *election.Election
 	if r.log, err = kafkalog.New(kafkalog.Config{Opts: opts, Logger: logger,
-		OnFenced: func() { elected.Fenced() }}); err != nil {
+		OnFenced: func() { r.elect.Fenced() }}); err != nil {
 		return err
 	}
-	if elected, err = election.New(election.Config{Store: b.store, URL: self, Claim: r.log.Claim, Release: r.log.Release, Logger: logger}); err != nil {
+	if r.elect, err = election.New(election.Config{Store: b.store, URL: self, Claim: r.log.Claim, Release: r.log.Release, Logger: logger}); err != nil {
 		return err
 	}
-	server := registry.New(rcfg, r.log, elected)
+	server := registry.New(rcfg, r.log, r.elect)
 	r.http = httpserver.New(server.Handler(), httpserver.Timeouts{}, logger)
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	r.wg.Add(3)
 	go func() {
 		defer r.wg.Done()
-		if err := elected.Run(ctx); err != nil {
+		if err := r.elect.Run(ctx); err != nil {
 			logger.Error("schema registry election stopped", "err", err)
 		}
 	}()
@@ -269,13 +270,34 @@ func (b *Broker) selfClientOpts() ([]kgo.Opt, error) {
 		if s.InterBrokerUsername == "" {
 			return nil, fmt.Errorf("broker: the schema registry writes through the inter-broker listener %s, which uses %s: set millrace.inter.broker.sasl.username and millrace.inter.broker.sasl.password.file", e.Listener, e.SecurityProtocol)
 		}
-		sec.SASL = &clientauth.SASL{Mechanism: s.InterBrokerMechanism, Username: s.InterBrokerUsername, PasswordFile: s.InterBrokerPasswordFile}
+		auth := clientauth.SASL{Mechanism: s.InterBrokerMechanism, Username: s.InterBrokerUsername, PasswordFile: s.InterBrokerPasswordFile}
+		if err := (clientauth.Settings{SASL: &auth}).Validate(); err != nil {
+			return nil, fmt.Errorf("broker: schema registry: %w", err)
+		}
+		opts = append(opts, kgo.SASL(passwordFileMechanism{auth}))
 	}
 	more, err := sec.Opts()
 	if err != nil {
 		return nil, fmt.Errorf("broker: schema registry: %w", err)
 	}
 	return append(opts, more...), nil
+}
+
+// passwordFileMechanism builds the SASL mechanism at each authentication,
+// as the inter-broker client does (broker/interbroker), so a rotated
+// password file is read from the next connection on.
+type passwordFileMechanism struct{ cfg clientauth.SASL }
+
+// Name is the mechanism's name, as sent in SaslHandshake.
+func (m passwordFileMechanism) Name() string { return m.cfg.Mechanism }
+
+// Authenticate starts the exchange with a freshly read password.
+func (m passwordFileMechanism) Authenticate(ctx context.Context, host string) (sasl.Session, []byte, error) {
+	mech, err := m.cfg.Authenticator()
+	if err != nil {
+		return nil, nil, err
+	}
+	return mech.Authenticate(ctx, host)
 }
 
 // close stops serving, ends the election (giving the primary node up) and

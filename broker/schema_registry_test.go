@@ -47,6 +47,14 @@ func primaryURL(b *Broker) string {
 	return n.URL
 }
 
+// elected reports whether b's registry is primary: it won the node and
+// its log's claim (the transactional producer's initialisation through
+// the broker's own listener) succeeded.
+func elected(b *Broker) bool {
+	self, _ := b.schemaRegistry.elect.Primary()
+	return self
+}
+
 // TestSchemaRegistryServes: with schema.registry.listeners set the broker
 // binds the registry's listener, requests reach the registry's handler, and
 // the registry wins its election, which needs its log's transactional
@@ -75,7 +83,10 @@ func TestSchemaRegistryServes(t *testing.T) {
 		t.Fatalf("GET /subjects: %d, want the handler's %d", resp.StatusCode, rec.Code)
 	}
 	self := "http://127.0.0.1:" + strings.Split(addr.String(), ":")[1]
-	waitfor.Until(t, 30*time.Second, "the registry to be elected primary", func() bool { return primaryURL(b) == self })
+	waitfor.Until(t, 30*time.Second, "the registry to be elected primary", func() bool { return elected(b) })
+	if got := primaryURL(b); got != self {
+		t.Fatalf("the primary's node holds %q, want %q", got, self)
+	}
 	if b2 := (&Broker{}); b2.SchemaRegistryAddr() != nil {
 		t.Fatal("a broker without a registry reports an address")
 	}
@@ -118,7 +129,7 @@ func TestSchemaRegistryBasicAuth(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitfor.Until(t, 30*time.Second, "the registry to be elected primary as the inter-broker user", func() bool { return primaryURL(b) != "" })
+	waitfor.Until(t, 30*time.Second, "the registry to be elected primary as the inter-broker user", func() bool { return elected(b) })
 
 	auth := b.schemaRegistry.auth
 	request := func(user, password string) *http.Request {
