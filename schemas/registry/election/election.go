@@ -18,7 +18,10 @@
 // winner calls Config.Claim before Primary reports it primary, and Claim
 // (kafkalog.Log.Claim) initialises the shared transactional producer, which
 // fences the old primary's writes. The old one learns it through Fenced
-// (its Append failed) or its watch, and steps down.
+// (its Append failed) or its watch, and steps down. The others see the
+// winner's URL from the moment it creates the node, so a write forwarded to
+// it during its claim (a few round trips) is refused as not yet primary and
+// is retried by the client, as during any failover.
 package election
 
 import (
