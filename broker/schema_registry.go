@@ -66,7 +66,7 @@ type SchemaRegistryConfig struct {
 	// and certificate chain an https listener presents.
 	SSLKeystoreLocation string
 	// AuthenticationMethod (schema.registry.authentication.method, default
-	// NONE) is NONE or BASIC: HTTP basic auth with a broker user's name and
+	// NONE; empty means NONE) is NONE or BASIC: HTTP basic auth with a broker user's name and
 	// password (its SCRAM credential), and, when authorizer.class.name is
 	// set, the broker's ACLs for what changes the registry (package
 	// schemas/registry/brokerauth lists them).
@@ -114,7 +114,7 @@ func (c SchemaRegistryConfig) listener() (registryListener, error) {
 // the broker's ssl.keystore.location.
 func (c SchemaRegistryConfig) validate(keystore string) error {
 	switch c.AuthenticationMethod {
-	case SchemaRegistryAuthNone, SchemaRegistryAuthBasic:
+	case "", SchemaRegistryAuthNone, SchemaRegistryAuthBasic: // the zero value is none
 	default:
 		return fmt.Errorf("broker: schema.registry.authentication.method %q must be %s or %s", c.AuthenticationMethod, SchemaRegistryAuthNone, SchemaRegistryAuthBasic)
 	}
