@@ -193,13 +193,25 @@ func (e *Election) round(ctx context.Context) (<-chan time.Time, error) {
 			if err := json.Unmarshal(current, &n); err != nil {
 				e.logger.Warn("unreadable schema registry primary node", "path", e.cfg.Path, "data", string(current))
 			}
-			e.set(false, n.URL)
+			e.set(false, forwardURL(n, e.cfg.URL))
 			return e.follow(ctx, watch), nil
 		}
 		// The node is this session's: a turn that lost its claim left it,
 		// or the session outlived a step-down. Lead from it.
 	}
 	return e.lead(ctx)
+}
+
+// forwardURL is where a registry at own forwards writes while the node
+// another session holds says n: its URL, except this registry's own. That
+// is its node from a session that has not expired yet (a restart right
+// after a crash): nobody serves there as primary, and forwarding would
+// send writes to this registry itself.
+func forwardURL(n node, own string) string {
+	if n.URL == own {
+		return ""
+	}
+	return n.URL
 }
 
 // follow waits for the primary's node to change or go.

@@ -186,3 +186,31 @@ func TestFencedStepsDown(t *testing.T) {
 		t.Fatalf("a released %d times, want 1", a.releases.Load())
 	}
 }
+
+// TestOwnStaleNodeIsNoPrimary: a node holding this registry's own URL but
+// another session's (its previous life's, before that session expires) is
+// no primary to forward to, never this registry itself; the registry leads
+// once that node goes.
+func TestOwnStaleNodeIsNoPrimary(t *testing.T) {
+	t.Parallel()
+	if got := forwardURL(node{Version: 1, URL: "http://a:8081"}, "http://a:8081"); got != "" {
+		t.Fatalf("forwardURL of the registry's own URL = %q, want none", got)
+	}
+	if got := forwardURL(node{Version: 1, URL: "http://b:8081"}, "http://a:8081"); got != "http://b:8081" {
+		t.Fatalf("forwardURL of another registry's URL = %q, want it", got)
+	}
+	srv := openServer(t)
+	previous, err := srv.Session()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := coord.EnsurePath(previous, coord.ParentPath(DefaultPath)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := previous.Create(DefaultPath, []byte(`{"version":1,"url":"http://a:8081"}`), coord.Ephemeral); err != nil {
+		t.Fatal(err)
+	}
+	a := start(t, srv, "http://a:8081", nil)
+	previous.Close()
+	waitfor.Until(t, limit, "a primary once the stale node went", a.primary)
+}
