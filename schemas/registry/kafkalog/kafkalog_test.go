@@ -143,7 +143,19 @@ func TestAppendReadEnd(t *testing.T) {
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
 		t.Fatalf("read back %q, want %q", got, want)
 	}
-	// A marker comes back as a NOOP record at its own offset.
+	// Past the end (the last write and its marker), Read waits for a
+	// record until its context ends.
+	end := last + 2
+	waitfor.Until(t, 10*time.Second, "End past the last commit marker", func() bool {
+		e, err := l.End(ctx)
+		return err == nil && e == end
+	})
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if recs, err := l.Read(short, end); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Read(%d) past the end = %v, %v; want the context's deadline", end, recs, err)
+	}
+		// A marker comes back as a NOOP record at its own offset.
 	recs, err := l.Read(ctx, 2)
 	if err != nil || len(recs) == 0 || recs[0].Offset != 2 || !bytes.Equal(recs[0].Key, NoopKey) || recs[0].Value != nil {
 		t.Fatalf("Read(2) = %+v, %v; want the commit marker as a NOOP record", recs, err)
