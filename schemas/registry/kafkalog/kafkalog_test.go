@@ -155,7 +155,7 @@ func TestAppendReadEnd(t *testing.T) {
 	if recs, err := l.Read(short, end); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Read(%d) past the end = %v, %v; want the context's deadline", end, recs, err)
 	}
-		// A marker comes back as a NOOP record at its own offset.
+	// A marker comes back as a NOOP record at its own offset.
 	recs, err := l.Read(ctx, 2)
 	if err != nil || len(recs) == 0 || recs[0].Offset != 2 || !bytes.Equal(recs[0].Key, NoopKey) || recs[0].Value != nil {
 		t.Fatalf("Read(2) = %+v, %v; want the commit marker as a NOOP record", recs, err)
