@@ -36,6 +36,9 @@ type Broker struct {
 	cluster *cluster.Cluster   // metadata model: the store, and the logs of hosted partitions
 	groups  *group.Coordinator // the store, and the cluster (partitions, coordinator ownership)
 	server  *kafka.Broker      // wire server: all of the above (kafka.Deps); opens its own parts
+	// schemaRegistry is the hosted schema registry (schema.registry.listeners),
+	// nil without one: the store, and the wire server it writes through.
+	schemaRegistry *schemaRegistry
 }
 
 // Open opens every part in the order of Broker's fields, then starts them:
@@ -130,6 +133,11 @@ func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 	if err = b.logs.StartCleaner(cfg.Cleaner, b.server.Replicas().CleanerBound, cfg.Metrics); err != nil {
 		return nil, err
 	}
+	if cfg.SchemaRegistry.Listeners != "" {
+		if err = b.openSchemaRegistry(); err != nil {
+			return nil, err
+		}
+	}
 	return b, nil
 }
 
@@ -160,13 +168,19 @@ func (b *Broker) Close() error {
 }
 
 // closeParts closes what Open opened, in the reverse of Open's order, so
-// each part closes while the parts it uses are still open: the wire server
-// first (no request or replication fetcher touches anything after it), then
+// each part closes while the parts it uses are still open: the schema
+// registry first (its election gives the primary node up in the store),
+// then the wire server (no request or replication fetcher touches anything
+// after it), then
 // groups, the cluster (deregistering), the logs (flushed, with their
 // clean-shutdown markers), and the store last. Parts never opened are nil
 // and skipped.
 func (b *Broker) closeParts() error {
 	var errs []error
+	if b.schemaRegistry != nil {
+		errs = append(errs, b.schemaRegistry.close())
+		b.schemaRegistry = nil
+	}
 	if b.server != nil {
 		errs = append(errs, b.server.Close())
 		b.server = nil

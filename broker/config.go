@@ -69,6 +69,9 @@ type Config struct {
 	// Cluster holds the multi-broker settings (cluster.Settings). The
 	// broker ID and topic defaults come from Kafka.
 	Cluster cluster.Config
+	// SchemaRegistry is the schema registry the broker hosts
+	// (schema.registry.*); off by default.
+	SchemaRegistry SchemaRegistryConfig
 }
 
 // DefaultConfig returns Kafka's defaults, listening on 127.0.0.1:9092.
@@ -84,6 +87,7 @@ func DefaultConfig() Config {
 		RecoveryThreads:        log.DefaultRecoveryThreads,
 		Cleaner:                log.DefaultCleanerConfig(),
 		Cluster:                cluster.DefaultConfig(),
+		SchemaRegistry:         SchemaRegistryConfig{AuthenticationMethod: SchemaRegistryAuthNone},
 	}
 }
 
@@ -113,6 +117,9 @@ func (c Config) Validate() error {
 	if err := c.Cleaner.Validate(); err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
+	if err := c.SchemaRegistry.validate(c.Kafka.SSLKeystoreLocation); err != nil {
+		return err
+	}
 	return c.Log.Validate()
 }
 
@@ -132,6 +139,7 @@ var Settings = settings.Join(
 	wrapped(settings.Lift(log.CleanerSettings, func(c *Config) *log.CleanerConfig { return &c.Cleaner })),
 	wrapped(settings.Lift(cluster.Settings, func(c *Config) *cluster.Config { return &c.Cluster })),
 	wrapped(settings.Lift(group.Settings, func(c *Config) *group.Config { return &c.Group })),
+	wrapped(schemaRegistrySettings),
 	topicDefaultSettings(),
 	settings.Lift(kafka.Settings, func(c *Config) *kafka.Config { return &c.Kafka }),
 )

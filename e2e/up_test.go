@@ -204,8 +204,9 @@ func writeDemoConfig(t *testing.T, dir string, mod func(*appliance.Config)) (pat
 	cfg.Data = filepath.Join(dir, "data")
 	cfg.Broker.Listen = kafkaAddr
 	cfg.HTTP.Listen = webAddr
-	// Its own port, not the fixed default: tests run in parallel.
+	// Their own ports, not the fixed defaults: tests run in parallel.
 	cfg.HTTP.MetricsListen = "127.0.0.1:" + strconv.Itoa(freePort(t))
+	cfg.SchemaRegistry.Listen = "127.0.0.1:" + strconv.Itoa(freePort(t))
 	for i := range cfg.Sinks {
 		cfg.Sinks[i].RollAge, cfg.Sinks[i].IdleTimeout = 10*time.Second, 3*time.Second
 	}

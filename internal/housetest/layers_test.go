@@ -49,8 +49,13 @@ var layers = []layer{
 	{name: "interbroker", pkgs: []string{"broker/interbroker"}, may: []string{"replication", "state", "log", "replica", "base"}},
 	// The wire server.
 	{name: "wire", pkgs: []string{"broker/kafka"}, may: []string{"interbroker", "replication", "state", "coord", "log", "replica", "base"}},
+	// What the schema registry is hosted on: its log on the _schemas topic
+	// (a Kafka client), its election on the coordination store, its
+	// authentication on the broker's users and ACLs. Its tests start an
+	// in-process broker as a fixture.
+	{name: "registryhost", pkgs: []string{"schemas/registry/kafkalog", "schemas/registry/election", "schemas/registry/brokerauth"}, may: []string{"registry", "state", "coord", "base"}, testMay: []string{"broker"}},
 	// A broker process: wiring of everything below.
-	{name: "broker", pkgs: []string{"broker"}, may: []string{"registry", "wire", "interbroker", "replication", "state", "coord", "log", "replica", "base"}},
+	{name: "broker", pkgs: []string{"broker"}, may: []string{"registryhost", "registry", "wire", "interbroker", "replication", "state", "coord", "log", "replica", "base"}},
 	// Audit counts: imported by agents and sinks, so it imports neither.
 	{name: "audit", pkgs: []string{"audit/..."}, may: []string{"base"}},
 	// Agents publish through Kafka clients only: no broker, no sink code.

@@ -487,6 +487,24 @@ func (a *Appliance) Brokers() []string { return a.brokers }
 // HTTPAddr is where the web server listens.
 func (a *Appliance) HTTPAddr() net.Addr { return a.httpAddr }
 
+// SchemaRegistryAddr is where the embedded broker's schema registry
+// listens; nil without one (schema_registry.enabled false, or brokers:).
+func (a *Appliance) SchemaRegistryAddr() net.Addr {
+	if a.broker == nil {
+		return nil
+	}
+	return a.broker.SchemaRegistryAddr()
+}
+
+// SchemaRegistryScheme is "https" when the schema registry serves TLS
+// (security: on) and "http" otherwise.
+func (a *Appliance) SchemaRegistryScheme() string {
+	if a.secure != nil {
+		return "https"
+	}
+	return "http"
+}
+
 // MetricsAddr is where Prometheus /metrics is served.
 func (a *Appliance) MetricsAddr() net.Addr { return a.metricsAt }
 

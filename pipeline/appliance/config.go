@@ -10,6 +10,7 @@ package appliance
 import (
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
 	"time"
@@ -51,6 +52,9 @@ type Config struct {
 	Secure bool `yaml:"security"`
 	// Broker is the embedded broker (used when Brokers is empty).
 	Broker BrokerConfig `yaml:"broker"`
+	// SchemaRegistry is the schema registry the embedded broker hosts
+	// (Confluent's REST API; on by default). With brokers: there is none.
+	SchemaRegistry SchemaRegistryConfig `yaml:"schema_registry"`
 	// HTTP serves the beacon, the metrics intake, the demo page and the
 	// console; /metrics has a listener of its own (http.metrics_listen).
 	HTTP HTTPConfig `yaml:"http"`
@@ -84,6 +88,20 @@ type BrokerConfig struct {
 	// Settings are broker settings by Kafka name (num.partitions, ...).
 	Settings map[string]string `yaml:"settings"`
 }
+
+// SchemaRegistryConfig is the embedded broker's schema registry.
+type SchemaRegistryConfig struct {
+	// Enabled turns the registry on. Default true.
+	Enabled *bool `yaml:"enabled"`
+	// Listen is its address (Confluent's port). Default 127.0.0.1:8081.
+	// With security: on it serves HTTPS with the broker's certificate,
+	// needs HTTP basic auth as one of the broker's users, and only the
+	// admin user may change it (others read).
+	Listen string `yaml:"listen"`
+}
+
+// On reports whether the registry runs.
+func (c SchemaRegistryConfig) On() bool { return c.Enabled == nil || *c.Enabled }
 
 // HTTPConfig is the appliance's web server.
 type HTTPConfig struct {
@@ -181,6 +199,9 @@ const (
 	DefaultData         = ".millrace"
 	DefaultBrokerListen = "127.0.0.1:9092"
 	DefaultHTTPListen   = "127.0.0.1:8090"
+	// DefaultSchemaRegistryListen is Confluent's registry port, on
+	// loopback.
+	DefaultSchemaRegistryListen = "127.0.0.1:8081"
 	// DefaultMetricsListen is loopback: a Prometheus on the same host
 	// scrapes it; set http.metrics_listen to reach it from elsewhere.
 	DefaultMetricsListen = "127.0.0.1:8092"
@@ -198,6 +219,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HTTP.Listen == "" {
 		c.HTTP.Listen = DefaultHTTPListen
+	}
+	if c.SchemaRegistry.Listen == "" {
+		c.SchemaRegistry.Listen = DefaultSchemaRegistryListen
 	}
 	if c.HTTP.MetricsListen == "" {
 		c.HTTP.MetricsListen = DefaultMetricsListen
@@ -310,6 +334,16 @@ func (c Config) Validate() error {
 	for i, t := range c.Topics {
 		if t.Name == "" {
 			errs = append(errs, fmt.Errorf("topics[%d]: name is required", i))
+		}
+	}
+	if c.SchemaRegistry.On() && len(c.Brokers) == 0 {
+		if _, _, err := net.SplitHostPort(c.SchemaRegistry.Listen); err != nil {
+			errs = append(errs, fmt.Errorf("schema_registry.listen %q is not host:port: %w", c.SchemaRegistry.Listen, err))
+		}
+	}
+	for _, name := range schemaRegistryOwnedSettings {
+		if _, ok := c.Broker.Settings[name]; ok {
+			errs = append(errs, fmt.Errorf("broker.settings: %s is set by schema_registry.listen (and schema_registry.enabled); set those instead", name))
 		}
 	}
 	if c.HTTP.MetricsListen != "" && c.HTTP.MetricsListen == c.HTTP.Listen && !strings.HasSuffix(c.HTTP.Listen, ":0") {
@@ -442,5 +476,16 @@ func (c Config) brokerConfig() (broker.Config, error) {
 	}
 	bc.Kafka.Listener = c.Broker.Listen
 	bc.DataDir = filepath.Join(c.Data, "broker")
+	if c.SchemaRegistry.On() {
+		scheme := "http://"
+		if c.Secure {
+			scheme = "https://"
+		}
+		bc.SchemaRegistry.Listeners = scheme + c.SchemaRegistry.Listen
+	}
 	return bc, nil
 }
+
+// schemaRegistryOwnedSettings are the broker settings schema_registry
+// sets; giving them in broker.settings as well is refused.
+var schemaRegistryOwnedSettings = []string{"schema.registry.listeners"}

@@ -69,6 +69,8 @@ var secureOwnedSettings = []string{
 	"listeners", "advertised.listeners", "listener.security.protocol.map", "inter.broker.listener.name",
 	"ssl.keystore.type", "ssl.keystore.location", "ssl.truststore.type", "ssl.truststore.location", "ssl.client.auth",
 	"sasl.enabled.mechanisms", "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
+	"sasl.mechanism.inter.broker.protocol", "millrace.inter.broker.sasl.username", "millrace.inter.broker.sasl.password.file",
+	"schema.registry.authentication.method", "schema.registry.ssl.keystore.location",
 }
 
 // secureMaterial is secure mode's files, made or loaded.
@@ -158,6 +160,18 @@ func prepareSecure(cfg *Config, logger *slog.Logger) (*secureMaterial, error) {
 	hosts, err := brokerHosts(cfg.Broker.Listen)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.SchemaRegistry.On() {
+		// The schema registry serves HTTPS with the same certificate.
+		more, err := brokerHosts(cfg.SchemaRegistry.Listen)
+		if err != nil {
+			return nil, err // Validate reported it
+		}
+		for _, h := range more {
+			if !slices.Contains(hosts, h) {
+				hosts = append(hosts, h)
+			}
+		}
 	}
 	m, err := ensureSecureMaterial(filepath.Join(cfg.Data, SecurityDirName), hosts)
 	if err != nil {
@@ -284,7 +298,9 @@ func brokerHosts(listen string) ([]string, error) {
 // secureBrokerConfig turns bc into secure mode's broker: one SASL_SSL
 // listener at listen with SCRAM-SHA-512 only, the authorizer on with admin
 // as its super user and nothing allowed without an ACL. A single broker
-// replicates from no one, so no inter-broker principal is needed.
+// replicates from no one; its inter-broker user (admin) is what the schema
+// registry it hosts writes as, and the registry takes basic auth against
+// the broker's users.
 func secureBrokerConfig(bc *broker.Config, m secureMaterial, listen string) error {
 	for name, value := range map[string]string{
 		"listeners":                      secureListenerName + "://" + listen,
@@ -293,6 +309,15 @@ func secureBrokerConfig(bc *broker.Config, m secureMaterial, listen string) erro
 		"authorizer.class.name":          "millrace",
 		"super.users":                    "User:" + AdminUser,
 		"allow.everyone.if.no.acl.found": "false",
+		// The schema registry writes its topic through the broker's
+		// listener as admin, trusting the local CA, and checks its
+		// clients' passwords against the same users (basic auth); only
+		// admin may change it.
+		"ssl.truststore.location":                  m.caFile(),
+		"sasl.mechanism.inter.broker.protocol":     SecureMechanism,
+		"millrace.inter.broker.sasl.username":      AdminUser,
+		"millrace.inter.broker.sasl.password.file": m.passwordFile(AdminUser),
+		"schema.registry.authentication.method":    "BASIC",
 	} {
 		if err := bc.Set(name, value); err != nil {
 			return fmt.Errorf("security: broker setting %s: %w", name, err)

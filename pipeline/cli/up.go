@@ -89,6 +89,9 @@ func printWhere(e env, a *appliance.Appliance, cfg appliance.Config) {
 	}
 	fmt.Fprintf(e.stdout, "  console                  %s/console\n", web)
 	fmt.Fprintf(e.stdout, "  prometheus metrics       %s://%s/metrics\n", a.HTTPScheme(), a.MetricsAddr())
+	if addr := a.SchemaRegistryAddr(); addr != nil {
+		fmt.Fprintf(e.stdout, "  schema registry          %s://%s\n", a.SchemaRegistryScheme(), addr)
+	}
 	if login := a.ConsoleLoginURL(); login != "" {
 		// The login URL holds the token. A terminal shows it to the
 		// operator once; anything else (the journal, a container's or
