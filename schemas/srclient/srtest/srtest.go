@@ -1,0 +1,96 @@
+// Package srtest starts millrace's schema registry (schemas/registry) in
+// the test's process, over an in-memory log and with the real schema
+// languages, for the tests of what uses the registry through
+// schemas/srclient: the client itself, the CLI, the beacon, the sinks.
+// Tests only.
+package srtest
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"millrace/schemas/format"
+	"millrace/schemas/format/avro"
+	"millrace/schemas/format/jsonschema"
+	"millrace/schemas/format/protobuf"
+	"millrace/schemas/registry"
+)
+
+// Registry is one registry serving on a loopback httptest server until the
+// test ends.
+type Registry struct {
+	// URL is the base URL of its REST API.
+	URL string
+	// Server is the registry, for what a test needs beyond HTTP.
+	Server *registry.Server
+	http   *httptest.Server
+}
+
+// Option changes the registry's configuration.
+type Option func(*registry.Config)
+
+// BasicAuth makes the registry require HTTP basic auth as user with
+// password; that user may do everything.
+func BasicAuth(user, password string) Option {
+	return func(c *registry.Config) { c.Auth = basicAuth{user, password} }
+}
+
+// Start starts a registry, primary over a fresh MemoryLog, and stops it
+// when the test ends.
+func Start(t testing.TB, opts ...Option) *Registry {
+	t.Helper()
+	cfg := registry.Config{Types: map[string]format.Type{
+		format.Avro: avro.Type, format.Protobuf: protobuf.Type, format.JSON: jsonschema.Type,
+	}}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv := registry.New(cfg, registry.NewMemoryLog(), primary{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	if err := srv.CatchUp(ctx); err != nil {
+		cancel()
+		<-done
+		t.Fatalf("srtest: the registry did not catch up: %v", err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		hs.Close()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("srtest: registry Run: %v", err)
+		}
+	})
+	return &Registry{URL: hs.URL, Server: srv, http: hs}
+}
+
+// Close stops serving HTTP before the test ends, so a test can see what a
+// client does when the registry is gone.
+func (r *Registry) Close() { r.http.Close() }
+
+// primary is an election this process always wins.
+type primary struct{}
+
+func (primary) Primary() (bool, string) { return true, "" }
+
+// basicAuth lets one user do everything.
+type basicAuth struct{ user, password string }
+
+func (a basicAuth) Authenticate(r *http.Request) (string, error) {
+	user, password, ok := r.BasicAuth()
+	if !ok {
+		return "", errors.New("no credentials")
+	}
+	if subtle.ConstantTimeCompare([]byte(user), []byte(a.user)) != 1 ||
+		subtle.ConstantTimeCompare([]byte(password), []byte(a.password)) != 1 {
+		return "", errors.New("wrong user or password")
+	}
+	return user, nil
+}
+
+func (basicAuth) Authorize(string, registry.Operation, string) bool { return true }
