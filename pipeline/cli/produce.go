@@ -144,20 +144,24 @@ func produce(ctx context.Context, e *env, topic string, o produceOptions) error 
 			}
 		}
 		if encode != nil {
+			// A line that cannot be encoded stops the run; the lines
+			// before it are still flushed below.
 			if r.Value, err = encode(sent+1, r.Value); err != nil {
-				return err
+				break
 			}
 		}
 		cl.Produce(ctx, r, promise)
 		sent++
 	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
+	if err == nil {
+		if err = sc.Err(); errors.Is(err, bufio.ErrTooLong) {
 			err = fmt.Errorf("line %d is longer than --max-line-bytes %d", sent+1, o.maxLine)
 		}
-		return err
 	}
-	if err := cl.Flush(ctx); err != nil {
+	if flushErr := cl.Flush(ctx); flushErr != nil {
+		return errors.Join(err, flushErr)
+	}
+	if err != nil {
 		return err
 	}
 	mu.Lock()

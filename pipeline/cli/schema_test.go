@@ -212,6 +212,10 @@ func TestProduceAndConsumeWithSchemas(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "line 2 does not fit clicks-value version 1") {
 		t.Errorf("a line that does not fit: exit %d, %q", code, stderr)
 	}
+	// The line before the one that does not fit was sent.
+	if code, out, _ := runMain("consume", "clicks", "--from-beginning", "-e", "--decode", b, r); code != 0 || strings.Count(out, "\n") != 4 {
+		t.Errorf("after a line that does not fit: exit %d, %q; want the line before it sent", code, out)
+	}
 	if code, _, stderr := runWithStdin("{}\n", "produce", "clicks", "--value-schema", "nosuch-value", b, r); code != 1 || !strings.Contains(stderr, "nosuch-value") {
 		t.Errorf("unknown subject: exit %d, %q", code, stderr)
 	}
