@@ -23,11 +23,14 @@ const (
 // schema command, and of produce --value-schema and consume --decode.
 type registryFlags struct {
 	url, user, passwordFile, ca string
+	// passwordEnv names the variable holding the password when no file
+	// is given; "" reads none (import's source registry).
+	passwordEnv string
 }
 
 // addRegistryFlags defines the registry flags on fs.
 func addRegistryFlags(fs *pflag.FlagSet) *registryFlags {
-	r := &registryFlags{}
+	r := &registryFlags{passwordEnv: registryPasswordEnv}
 	def := os.Getenv(registryEnv)
 	if def == "" {
 		def = srclient.DefaultURL
@@ -47,11 +50,11 @@ func (r *registryFlags) config() (srclient.Config, error) {
 			cfg.URLs = append(cfg.URLs, u)
 		}
 	}
-	if cfg.PasswordFile == "" {
-		cfg.Password = os.Getenv(registryPasswordEnv)
+	if cfg.PasswordFile == "" && r.passwordEnv != "" {
+		cfg.Password = os.Getenv(r.passwordEnv)
 	}
-	if cfg.Username == "" && (cfg.PasswordFile != "") {
-		return cfg, usageError("--registry-password-file needs --registry-user")
+	if cfg.Username == "" && cfg.PasswordFile != "" {
+		return cfg, usageError("a registry password file needs its user (--registry-user, or --from-user for --from)")
 	}
 	if cfg.Username == "" {
 		cfg.Password = ""

@@ -237,3 +237,13 @@ func TestSchemaRegistryFromTheEnvironment(t *testing.T) {
 		t.Errorf("wrong password: exit %d, %q", code, stderr)
 	}
 }
+
+// TestSchemaRegistryOverTLS: --registry-ca verifies an https registry.
+func TestSchemaRegistryOverTLS(t *testing.T) {
+	t.Parallel()
+	reg := srtest.Start(t, srtest.TLS())
+	mustRun(t, "schema", "register", "clicks-value", "--file", writeFile(t, "v1.avsc", cliAvroV1), "--registry", reg.URL, "--registry-ca", reg.CAFile)
+	if code, _, stderr := runMain("schema", "list", "--registry", reg.URL); code != 1 || !strings.Contains(stderr, "certificate") {
+		t.Errorf("without --registry-ca: exit %d, %q", code, stderr)
+	}
+}

@@ -138,6 +138,10 @@ type Client struct {
 	byID     *lru
 	inFlight map[int]*fetch          // IDs being fetched, so concurrent Decodes fetch once
 	latest   map[string]*latestEntry // subject → its latest version, for Encode and Latest
+	// unknown holds the IDs the registry answered 404 for, with when, so
+	// a topic full of records with a wrong ID asks the registry once per
+	// Refresh rather than once per record. At most CacheSize entries.
+	unknown map[int]time.Time
 }
 
 // New checks cfg (after defaults), reads the password file and the TLS
@@ -181,6 +185,7 @@ func New(cfg Config) (*Client, error) {
 		byID:     newLRU(cfg.CacheSize),
 		inFlight: map[int]*fetch{},
 		latest:   map[string]*latestEntry{},
+		unknown:  map[int]time.Time{},
 	}, nil
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/sr"
 
+	"millrace/internal/clientauth"
 	"millrace/internal/leaktest"
 	"millrace/schemas/format"
 	"millrace/schemas/srclient/srtest"
@@ -279,5 +280,51 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if err := (Config{}).WithDefaults().Validate(); err != nil {
 		t.Errorf("defaults: %v", err)
+	}
+}
+
+// TestUnknownIDsAreRemembered: an ID the registry did not know is not
+// asked again within Refresh, so records with a wrong ID cost one request
+// per Refresh; after it, the ID is asked again.
+func TestUnknownIDsAreRemembered(t *testing.T) {
+	t.Parallel()
+	reg := srtest.Start(t)
+	ctx := context.Background()
+	writer := newClient(t, Config{URLs: []string{reg.URL}})
+	if _, err := writer.Register(ctx, "a", Registration{Text: avroClick}); err != nil {
+		t.Fatal(err)
+	}
+	value := []byte{0, 0, 0, 0, 2, 2, 'a', 2} // ID 2, not yet registered
+	held := newClient(t, Config{URLs: []string{reg.URL}, Refresh: time.Hour})
+	fresh := newClient(t, Config{URLs: []string{reg.URL}, Refresh: time.Nanosecond})
+	for _, c := range []*Client{held, fresh} {
+		if _, _, _, err := c.Decode(ctx, value); !errors.Is(err, ErrUnknownSchema) {
+			t.Fatalf("before ID 2 exists: %v", err)
+		}
+	}
+	other := strings.Replace(avroClick, `"Click"`, `"Other"`, 1)
+	if s, err := writer.Register(ctx, "b", Registration{Text: other}); err != nil || s.ID != 2 {
+		t.Fatalf("register: ID %d, %v", s.ID, err)
+	}
+	if _, _, _, err := held.Decode(ctx, value); !errors.Is(err, ErrUnknownSchema) {
+		t.Errorf("within Refresh: %v, want the remembered ErrUnknownSchema", err)
+	}
+	if _, _, v, err := fresh.Decode(ctx, value); err != nil {
+		t.Errorf("after Refresh: %v %v", v, err)
+	}
+}
+
+// TestTLS: an https registry is verified against the CA of Config.TLS;
+// without it the system's roots refuse the test certificate.
+func TestTLS(t *testing.T) {
+	t.Parallel()
+	reg := srtest.Start(t, srtest.TLS())
+	ctx := context.Background()
+	c := newClient(t, Config{URLs: []string{reg.URL}, TLS: &clientauth.TLS{CA: reg.CAFile}})
+	if _, err := c.Register(ctx, "clicks-value", Registration{Text: avroClick}); err != nil {
+		t.Fatalf("with the CA: %v", err)
+	}
+	if _, err := newClient(t, Config{URLs: []string{reg.URL}}).Latest(ctx, "clicks-value"); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("without the CA: %v, want ErrUnavailable", err)
 	}
 }

@@ -2,6 +2,7 @@ package srclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -23,12 +24,20 @@ type fetch struct {
 }
 
 // SchemaByID returns the parsed schema of id, from the cache or fetched
-// with its references and parsed with the Type its schemaType names.
+// with its references and parsed with the Type its schemaType names. An ID
+// the registry did not know is not asked again for Config.Refresh.
 func (c *Client) SchemaByID(ctx context.Context, id int) (format.Schema, error) {
 	c.mu.Lock()
 	if s, ok := c.byID.get(id); ok {
 		c.mu.Unlock()
 		return s, nil
+	}
+	if at, ok := c.unknown[id]; ok {
+		if time.Since(at) < c.cfg.Refresh {
+			c.mu.Unlock()
+			return nil, classed(ErrUnknownSchema, "schema ID %d: the registry did not know it %v ago", id, time.Since(at).Round(time.Second))
+		}
+		delete(c.unknown, id)
 	}
 	if f, ok := c.inFlight[id]; ok {
 		c.mu.Unlock()
@@ -46,8 +55,14 @@ func (c *Client) SchemaByID(ctx context.Context, id int) (format.Schema, error) 
 	f.schema, f.err = c.fetchID(ctx, id)
 	c.mu.Lock()
 	delete(c.inFlight, id)
-	if f.err == nil {
+	switch {
+	case f.err == nil:
 		c.byID.put(id, f.schema)
+	case errors.Is(f.err, ErrUnknownSchema):
+		if len(c.unknown) >= c.cfg.CacheSize {
+			clear(c.unknown)
+		}
+		c.unknown[id] = time.Now()
 	}
 	c.mu.Unlock()
 	close(f.done)

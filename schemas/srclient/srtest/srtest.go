@@ -8,9 +8,12 @@ package srtest
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/pem"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"millrace/schemas/format"
@@ -27,29 +30,42 @@ type Registry struct {
 	URL string
 	// Server is the registry, for what a test needs beyond HTTP.
 	Server *registry.Server
+	// CAFile is, with the TLS option, a PEM file of the certificate
+	// that signs the server's; "" without it.
+	CAFile string
 	http   *httptest.Server
 }
 
-// Option changes the registry's configuration.
-type Option func(*registry.Config)
+// Option changes how the registry is started.
+type Option func(*options)
+
+type options struct {
+	cfg registry.Config
+	tls bool
+}
 
 // BasicAuth makes the registry require HTTP basic auth as user with
 // password; that user may do everything.
 func BasicAuth(user, password string) Option {
-	return func(c *registry.Config) { c.Auth = basicAuth{user, password} }
+	return func(o *options) { o.cfg.Auth = basicAuth{user, password} }
+}
+
+// TLS serves https, with a certificate Registry.CAFile verifies.
+func TLS() Option {
+	return func(o *options) { o.tls = true }
 }
 
 // Start starts a registry, primary over a fresh MemoryLog, and stops it
 // when the test ends.
 func Start(t testing.TB, opts ...Option) *Registry {
 	t.Helper()
-	cfg := registry.Config{Types: map[string]format.Type{
+	o := options{cfg: registry.Config{Types: map[string]format.Type{
 		format.Avro: avro.Type, format.Protobuf: protobuf.Type, format.JSON: jsonschema.Type,
-	}}
-	for _, o := range opts {
-		o(&cfg)
+	}}}
+	for _, opt := range opts {
+		opt(&o)
 	}
-	srv := registry.New(cfg, registry.NewMemoryLog(), primary{})
+	srv := registry.New(o.cfg, registry.NewMemoryLog(), primary{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
@@ -58,7 +74,18 @@ func Start(t testing.TB, opts ...Option) *Registry {
 		<-done
 		t.Fatalf("srtest: the registry did not catch up: %v", err)
 	}
-	hs := httptest.NewServer(srv.Handler())
+	hs := httptest.NewUnstartedServer(srv.Handler())
+	caFile := ""
+	if o.tls {
+		hs.StartTLS()
+		caFile = filepath.Join(t.TempDir(), "registry-ca.pem")
+		block := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: hs.Certificate().Raw})
+		if err := os.WriteFile(caFile, block, 0o600); err != nil {
+			t.Fatalf("srtest: %v", err)
+		}
+	} else {
+		hs.Start()
+	}
 	t.Cleanup(func() {
 		hs.Close()
 		cancel()
@@ -66,7 +93,7 @@ func Start(t testing.TB, opts ...Option) *Registry {
 			t.Errorf("srtest: registry Run: %v", err)
 		}
 	})
-	return &Registry{URL: hs.URL, Server: srv, http: hs}
+	return &Registry{URL: hs.URL, Server: srv, CAFile: caFile, http: hs}
 }
 
 // Close stops serving HTTP before the test ends, so a test can see what a
