@@ -57,6 +57,7 @@ import (
 	"time"
 
 	"millrace/internal/httpserver"
+	"millrace/schemas/srclient"
 )
 
 // Defaults for Config.
@@ -206,6 +207,20 @@ type Config struct {
 	// CORSMaxAge is how long browsers may cache a preflight answer.
 	// Default 10m.
 	CORSMaxAge time.Duration `yaml:"cors_max_age"`
+	// Schemas maps an event type (an event's "type" field) to the schema
+	// registry subject whose latest JSON Schema its events must match, as
+	// the client sent them (before the beacon adds event_id, received_at
+	// and the rest), e.g. {click: clicks-value}. An event that does not
+	// match is rejected with the validation's reason, like one that does
+	// not fit the click schema; types not in the map are not checked.
+	// Default: none, no registry is asked.
+	Schemas map[string]string `yaml:"schemas"`
+	// SchemaRegistry is where the Schemas subjects are (urls, username,
+	// password or password_file, tls, timeout; refresh is how often a
+	// subject's latest version is asked again, default 1m). While the
+	// registry cannot be reached the version already held is used; an
+	// event type whose schema was never fetched is answered 503.
+	SchemaRegistry srclient.Config `yaml:"schema_registry"`
 }
 
 // WithDefaults returns a copy of c with every unset field set to its default.
@@ -285,6 +300,9 @@ func (c Config) WithDefaults() Config {
 	if c.MaxClockSkew == 0 {
 		c.MaxClockSkew = DefaultMaxClockSkew
 	}
+	if len(c.Schemas) > 0 {
+		c.SchemaRegistry = c.SchemaRegistry.WithDefaults()
+	}
 	return c
 }
 
@@ -345,6 +363,16 @@ func (c Config) Validate() error {
 	}
 	if c.MaxClockSkew <= 0 {
 		errs = append(errs, errors.New("beacon: max_clock_skew: must be positive"))
+	}
+	if len(c.Schemas) > 0 {
+		if err := c.SchemaRegistry.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("beacon: %w", err))
+		}
+		for eventType, subject := range c.Schemas {
+			if eventType == "" || strings.TrimSpace(subject) == "" {
+				errs = append(errs, fmt.Errorf("beacon: schemas: event type %q maps to subject %q; both must be named", eventType, subject))
+			}
+		}
 	}
 	if c.WriteTimeout > 0 && c.WriteTimeout <= c.AckTimeout {
 		errs = append(errs, fmt.Errorf("beacon: write_timeout %v must exceed ack_timeout %v, or answers would be cut off while waiting for the broker", c.WriteTimeout, c.AckTimeout))

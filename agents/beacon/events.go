@@ -2,6 +2,7 @@ package beacon
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -183,7 +184,11 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, body []byt
 		writeJSON(w, http.StatusOK, result{Dropped: len(raws)})
 		return
 	}
-	res, recs := s.clickRecords(info, raws, false)
+	res, recs, err := s.clickRecords(r.Context(), info, raws, false)
+	if err != nil {
+		s.failPublish(w, r, err)
+		return
+	}
 	if err := s.publish(r.Context(), recs, res.marks); err != nil {
 		s.failPublish(w, r, err)
 		return
@@ -212,14 +217,20 @@ var (
 // produce: the valid events for the topic and the rejected ones, in a
 // dead-letter envelope, for the DLQ topic. pixel marks a /b.gif request,
 // whose Referer header is the page showing the image (the event's url)
-// rather than the page before it.
-func (s *Server) clickRecords(info reqInfo, raws []json.RawMessage, pixel bool) (*result, []*kgo.Record) {
+// rather than the page before it. An error (a *publishError) means the
+// request cannot be judged now: an event's schema could not be had from
+// the registry.
+func (s *Server) clickRecords(ctx context.Context, info reqInfo, raws []json.RawMessage, pixel bool) (*result, []*kgo.Record, error) {
 	res := &result{}
 	recs := make([]*kgo.Record, 0, len(raws))
 	row := schemas.Click.NewRow()
 	newSource := s.newSourceGate(info)
 	for i, raw := range raws {
-		rec, err := s.clickRecord(row, info, raw, pixel, &res.madeIDs)
+		rec, err := s.clickRecord(ctx, row, info, raw, pixel, &res.madeIDs)
+		var unjudged *publishError
+		if errors.As(err, &unjudged) {
+			return nil, nil, err
+		}
 		if err != nil {
 			res.Rejected++
 			res.Errors = append(res.Errors, rejection{Index: i, Reason: err.Error()})
@@ -231,7 +242,7 @@ func (s *Server) clickRecords(info reqInfo, raws []json.RawMessage, pixel bool) 
 		recs = append(recs, rec)
 		res.marks = append(res.marks, s.clickMark(row, newSource))
 	}
-	return res, recs
+	return res, recs, nil
 }
 
 // eventID is the id an event is stored with. A client's UUID is kept, so
@@ -255,13 +266,17 @@ func eventID(client string) (id string, made bool, err error) {
 
 // clickRecord validates and enriches one event; madeIDs counts the events
 // whose id the server had to make.
-func (s *Server) clickRecord(row *schemas.Row, info reqInfo, raw []byte, pixel bool, madeIDs *int) (*kgo.Record, error) {
+func (s *Server) clickRecord(ctx context.Context, row *schemas.Row, info reqInfo, raw []byte, pixel bool, madeIDs *int) (*kgo.Record, error) {
 	if err := row.Decode(raw); err != nil {
 		return nil, err
 	}
-	if t, _ := row.Get("type").(string); t == "" {
+	eventType, _ := row.Get("type").(string)
+	if eventType == "" {
 		return nil, &schemas.ValidationError{Schema: schemas.Click.Name, Field: "type",
 			Err: schemas.ErrBadValue, Detail: "must not be empty"}
+	}
+	if err := s.eventSchemas.check(ctx, eventType, raw); err != nil {
+		return nil, err
 	}
 	client, _ := row.Get("event_id").(string)
 	id, made, err := eventID(client)
@@ -417,7 +432,11 @@ func (s *Server) handlePixel(w http.ResponseWriter, r *http.Request, _ []byte) {
 		return
 	}
 	raw := pixelEvent(r.URL.Query())
-	res, recs := s.clickRecords(info, []json.RawMessage{raw}, true)
+	res, recs, err := s.clickRecords(r.Context(), info, []json.RawMessage{raw}, true)
+	if err != nil {
+		s.failPublish(w, r, err)
+		return
+	}
 	if err := s.publish(r.Context(), recs, res.marks); err != nil {
 		s.failPublish(w, r, err)
 		return

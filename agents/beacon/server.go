@@ -62,6 +62,9 @@ type Server struct {
 	// clickAudit and metricAudit count acknowledged events (audit.go); set
 	// by SetAudit before Start, nil counts nothing.
 	clickAudit, metricAudit *audit.Counter
+	// eventSchemas validates events against the registry's JSON Schemas
+	// (Config.Schemas); nil checks nothing.
+	eventSchemas *eventSchemas
 
 	mu         sync.Mutex // guards the following
 	ingest     *listening // nil before Start
@@ -110,6 +113,11 @@ func New(cfg Config, producer Producer, reg prometheus.Registerer, logger *slog.
 	if cfg.AuditNewSources > 0 {
 		s.newSources = newRateLimiter(cfg.AuditNewSources, cfg.AuditNewSourcesBurst, cfg.RateLimitClients, func() time.Time { return s.now() })
 	}
+	schemas, err := newEventSchemas(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.eventSchemas = schemas
 	m, err := newMetrics(reg, s)
 	if err != nil {
 		return nil, fmt.Errorf("beacon: registering metrics: %w", err)

@@ -29,6 +29,11 @@ var layers = []layer{
 	// The schema registry: its rules and HTTP surface over the schema
 	// languages; the broker hosts it.
 	{name: "registry", pkgs: []string{"schemas/registry"}, may: []string{"base"}},
+	// The registry's client: what sinks, agents and the CLI use the
+	// registry through, over HTTP only; its tests start a registry.
+	{name: "srclient", pkgs: []string{"schemas/srclient"}, may: []string{"base"}, testMay: []string{"srtest"}},
+	// An in-process registry for the tests of the client's users.
+	{name: "srtest", pkgs: []string{"schemas/srclient/srtest"}, may: []string{"registry", "base"}},
 	// The partition log knows nothing of the network, the coordination
 	// store or the lake.
 	{name: "log", pkgs: []string{"broker/log"}, may: []string{"base"}},
@@ -59,11 +64,11 @@ var layers = []layer{
 	// Audit counts: imported by agents and sinks, so it imports neither.
 	{name: "audit", pkgs: []string{"audit/..."}, may: []string{"base"}},
 	// Agents publish through Kafka clients only: no broker, no sink code.
-	{name: "agents", pkgs: []string{"agents/..."}, may: []string{"audit", "base"}},
+	{name: "agents", pkgs: []string{"agents/..."}, may: []string{"audit", "srclient", "base"}, testMay: []string{"srtest"}},
 	// Sinks read through Kafka clients and import nothing of the broker:
 	// the batch validation they share with it is internal/recordbatch, in
 	// the base. Their tests may start an in-process broker as a fixture.
-	{name: "sinks", pkgs: []string{"sinks/..."}, may: []string{"audit", "base"}, testMay: []string{"broker"}},
+	{name: "sinks", pkgs: []string{"sinks/..."}, may: []string{"audit", "srclient", "base"}, testMay: []string{"broker", "srtest"}},
 	// Applications: only pipeline/* sees every layer.
 	{name: "pipeline", pkgs: []string{"pipeline/..."}, may: []string{"*"}},
 	// Packages of tests only (no non-test files).
@@ -75,6 +80,7 @@ var layers = []layer{
 var testHelpers = []string{
 	"internal/waitfor", "internal/zktest", "internal/pgtest", "internal/s3test", "broker/coord/coordtest",
 	"sinks/store/storetest", "sinks/parquet/parquettest", "internal/recordbatch/batchtest", "sinks/lakeread/tabletest",
+	"schemas/srclient/srtest",
 }
 
 // layerOf returns the layer holding path, the most specific match winning
@@ -183,6 +189,11 @@ func TestLayersRejectUpwardImports(t *testing.T) {
 		{"sinks/lake", "pipeline/appliance", true, false},
 		{"broker/replica", "broker/cluster", false, false},
 		{"broker/replica", "broker/cluster", true, true},
+		{"schemas/srclient", "schemas/registry", false, false},
+		{"agents/beacon", "schemas/registry", false, false},
+		{"sinks/lake", "schemas/registry", false, false},
+		{"agents/beacon", "schemas/srclient", false, true},
+		{"sinks/lake", "schemas/srclient", false, true},
 	} {
 		from, ok1 := layerOf(c.from)
 		to, ok2 := layerOf(c.to)

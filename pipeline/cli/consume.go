@@ -20,7 +20,7 @@ func init() {
 
 func consumeCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "consume TOPIC [--group G] [--from-beginning | --offset N --partition P] [--max N] [-e] [--format '%k %v']",
+		Use:   "consume TOPIC [--group G] [--from-beginning | --offset N --partition P] [--max N] [-e] [--format '%k %v'] [--decode]",
 		Short: "print records, one per line",
 		Args:  exactArgs(1),
 	}
@@ -33,6 +33,8 @@ func consumeCommand(e *env) *cobra.Command {
 	f.IntVarP(&o.maxRecords, "max", "n", 0, "stop after this many records (0: never)")
 	f.BoolVarP(&o.exitAtEnd, "exit-at-end", "e", false, "exit at each partition's end offset as of the start (kcat -e); --max may stop first")
 	f.StringVarP(&o.format, "format", "f", "%v", "output per record: %t topic, %p partition, %o offset, %k key, %v value, %T timestamp (ms), %h headers, \\n \\t")
+	f.BoolVar(&o.decode, "decode", false, "print values framed for the schema registry (Confluent's wire format) as JSON, decoded with their schemas")
+	o.registry = addRegistryFlags(f)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error { return consume(cmd.Context(), e, args[0], o) }
 	return cmd
 }
@@ -46,6 +48,10 @@ type consumeOptions struct {
 	maxRecords    int
 	exitAtEnd     bool
 	format        string
+	// decode prints framed values as JSON; registry says where their
+	// schemas are.
+	decode   bool
+	registry *registryFlags
 }
 
 // consume prints records until --max is reached, with --exit-at-end until
@@ -62,6 +68,14 @@ func consume(ctx context.Context, e *env, topic string, o consumeOptions) error 
 	}
 	if o.maxRecords < 0 {
 		return usageError("--max must not be negative")
+	}
+	var decoder *valueDecoder
+	if o.decode {
+		var err error
+		if decoder, err = newValueDecoder(o.registry, e.stderr); err != nil {
+			return err
+		}
+		defer decoder.finish()
 	}
 	adm, closeAdmin, err := e.newAdmin(ctx)
 	if err != nil {
@@ -144,6 +158,11 @@ func consume(ctx context.Context, e *env, topic string, o consumeOptions) error 
 				end.saw(r)
 				if r.Attrs.IsControl() {
 					continue
+				}
+			}
+			if decoder != nil {
+				if r, err = decoder.decode(ctx, r); err != nil {
+					return err
 				}
 			}
 			tmpl.write(out, r)

@@ -20,7 +20,7 @@ func init() {
 
 func produceCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "produce TOPIC [--key-separator SEP] [--partitioner hash|random|round-robin] [--compression zstd|lz4|snappy|gzip|none] [--acks all|1|0]",
+		Use:   "produce TOPIC [--key-separator SEP] [--partitioner hash|random|round-robin] [--compression zstd|lz4|snappy|gzip|none] [--acks all|1|0] [--value-schema SUBJECT]",
 		Short: "send one record per line of standard input",
 		Args:  exactArgs(1),
 	}
@@ -32,6 +32,8 @@ func produceCommand(e *env) *cobra.Command {
 	f.StringVar(&o.acks, "acks", "all", "all, 1 or 0")
 	f.IntVar(&o.maxLine, "max-line-bytes", 1<<20, "longest accepted input line")
 	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "give up on a record not acknowledged within this time")
+	f.StringVar(&o.valueSchema, "value-schema", "", "read each value as JSON and send it encoded with this `subject`'s latest schema, framed with its ID (Confluent's wire format)")
+	o.registry = addRegistryFlags(f)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error { return produce(cmd.Context(), e, args[0], o) }
 	return cmd
 }
@@ -41,6 +43,10 @@ type produceOptions struct {
 	keySep, partitioner, compression, acks string
 	maxLine                                int
 	timeout                                time.Duration
+	// valueSchema is the subject values are encoded with ("" sends the
+	// lines as they are); registry says where it lives.
+	valueSchema string
+	registry    *registryFlags
 }
 
 // producerOpts turns the shared producer flags into client options.
@@ -101,6 +107,12 @@ func produce(ctx context.Context, e *env, topic string, o produceOptions) error 
 	if err != nil {
 		return err
 	}
+	var encode func(line int, value []byte) ([]byte, error)
+	if o.valueSchema != "" {
+		if encode, err = valueEncoder(ctx, o.registry, o.valueSchema); err != nil {
+			return err
+		}
+	}
 	cl, err := e.newClient(append(opts, kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(5*time.Millisecond), kgo.RecordDeliveryTimeout(o.timeout))...)
 	if err != nil {
 		return err
@@ -131,16 +143,25 @@ func produce(ctx context.Context, e *env, topic string, o produceOptions) error 
 				r.Key, r.Value = []byte(k), []byte(v)
 			}
 		}
+		if encode != nil {
+			// A line that cannot be encoded stops the run; the lines
+			// before it are still flushed below.
+			if r.Value, err = encode(sent+1, r.Value); err != nil {
+				break
+			}
+		}
 		cl.Produce(ctx, r, promise)
 		sent++
 	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
+	if err == nil {
+		if err = sc.Err(); errors.Is(err, bufio.ErrTooLong) {
 			err = fmt.Errorf("line %d is longer than --max-line-bytes %d", sent+1, o.maxLine)
 		}
-		return err
 	}
-	if err := cl.Flush(ctx); err != nil {
+	if flushErr := cl.Flush(ctx); flushErr != nil {
+		return errors.Join(err, flushErr)
+	}
+	if err != nil {
 		return err
 	}
 	mu.Lock()
