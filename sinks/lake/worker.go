@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/schemas"
+	"millrace/schemas/format"
 	"millrace/sinks/iceberg"
 	"millrace/sinks/store"
 )
@@ -25,8 +26,11 @@ import (
 // with Start, stop it with Shutdown.
 type Worker struct {
 	cfg       Config
+	// schema and timeField change only with a registry-typed table's
+	// evolution (registry.go), holding w.landing and w.mu.
 	schema    *schemas.Schema
 	timeField int    // index of Config.TimestampField, or -1 for the schema's time field
+	registry  *registrySchemas // schema registry's; nil for the built-in schemas
 	identity  string // the identity partition's field (tablepartition.go), "" without one
 	layout    Layout
 	store     store.Store
@@ -104,6 +108,14 @@ func New(cfg Config, st store.Store, reg prometheus.Registerer, logger *slog.Log
 		w.identity = cfg.Iceberg.identityField()
 		w.core.limits.deadLetterBytes = maxWindowDeadLetterBytes
 	}
+	if cfg.Schema == SchemaRegistry {
+		if cfg.Source == nil {
+			return nil, errors.New("lake: schema registry: no registry client; the caller connects one (Config.Source) to registry.url")
+		}
+		// The columns come from the registry at Start (fixSchema).
+		w.registry = &registrySchemas{source: cfg.Source, columns: map[int][]format.Column{}}
+		return w, nil
+	}
 	if cfg.TimestampField != "" && cfg.TimestampField != schema.TimeField {
 		w.timeField = schema.FieldIndex(cfg.TimestampField)
 	}
@@ -131,6 +143,11 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	security, err := w.cfg.Security.Opts()
 	if err != nil {
 		return fmt.Errorf("lake: %w", err)
+	}
+	if w.registry != nil {
+		if err := w.fixSchema(ctx); err != nil {
+			return err
+		}
 	}
 	var tables *tableCommitter
 	if w.cfg.Format == FormatIceberg {
