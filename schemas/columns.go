@@ -93,7 +93,9 @@ func FromColumns(name, timeField string, cols []format.Column) (*Schema, error) 
 
 // SetColumns replaces the row's values with those of value, a record
 // decoded by a format.Schema whose columns are cols; fields of the row
-// that cols lack are null, and RecordTimeField is left for the caller. Each
+// that cols lack are null, and RecordTimeField is left for the caller. A
+// column that is not nullable and absent from value holds its kind's zero
+// value (false, 0, ""; null for timestamps and JSON). Each
 // column must be a field of the row's schema of its type (ColumnType), and
 // each value must fit it: a value that does not is a *ValidationError
 // (ErrWrongType, ErrBadValue or ErrBadTimestamp), for the dead letters.
@@ -111,7 +113,12 @@ func (r *Row) SetColumns(cols []format.Column, value map[string]any) error {
 				c.Kind, want, f.Type))
 		}
 		v, present := value[c.Name]
-		if !present || v == nil {
+		if !present && !c.Nullable {
+			// A field without presence that is absent holds its zero
+			// value: proto3 does not send zeros.
+			v = zeroValue(c.Kind)
+		}
+		if v == nil {
 			continue
 		}
 		if err := r.setColumn(i, c, v); err != nil {
@@ -191,6 +198,24 @@ func (r *Row) setColumn(i int, c format.Column, v any) error {
 		val.buf = append(val.buf[:0], text...)
 	}
 	val.set = true
+	return nil
+}
+
+// zeroValue is the value an absent field of kind k holds when it has no
+// presence; nil where there is no natural zero.
+func zeroValue(k format.ColumnKind) any {
+	switch k {
+	case format.KindBool:
+		return false
+	case format.KindInt32, format.KindInt64:
+		return int64(0)
+	case format.KindFloat32, format.KindFloat64:
+		return float64(0)
+	case format.KindString:
+		return ""
+	case format.KindBytes:
+		return []byte{}
+	}
 	return nil
 }
 

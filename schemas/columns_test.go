@@ -123,4 +123,12 @@ func TestSetColumnsTypeChange(t *testing.T) {
 	if err := row.SetColumns([]format.Column{{Name: "a", Kind: format.KindString}}, map[string]any{"a": "x"}); err != nil || row.Has(1) {
 		t.Errorf("b absent: %v, set %v", err, row.Has(1))
 	}
+	// proto3: a scalar without presence is absent on the wire when zero.
+	if err := row.SetColumns([]format.Column{{Name: "b", Kind: format.KindInt32}}, map[string]any{}); err != nil || row.Get("b") != int64(0) {
+		t.Errorf("b absent, not nullable: %v, %v; want 0", err, row.Get("b"))
+	}
+	err = row.SetColumns([]format.Column{{Name: "b", Kind: format.KindInt32, Nullable: true}}, map[string]any{})
+	if err != nil || row.Has(1) {
+		t.Errorf("b absent, nullable: %v, set %v; want null", err, row.Has(1))
+	}
 }
