@@ -17,6 +17,7 @@ import (
 
 	"millrace/schemas/format"
 	"millrace/schemas/format/avro"
+	"millrace/schemas/format/protobuf"
 	"millrace/sinks/parquet"
 	"millrace/sinks/store"
 )
@@ -350,4 +351,56 @@ func mustFileStore(t *testing.T) store.Store {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// TestRegistryDedupAndProtobuf: values written with a Protobuf schema
+// (Confluent's message indexes before the message) land typed, and
+// Dedup reads the event id from the configured field: the repeat of a
+// UUID is dropped.
+func TestRegistryDedupAndProtobuf(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	s, err := protobuf.Type.Parse(`syntax = "proto3";
+import "google/protobuf/timestamp.proto";
+message Payment { string order_id = 1; int64 cents = 2; google.protobuf.Timestamp at = 3; }`, nil, format.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &fakeSource{byID: map[int]format.Schema{7: s}, latest: 7}
+	w := registryWorker(t, root, src, func(c *Config) { c.EventIDField = "order_id" })
+	c, d := &fakeCommitter{}, &fakeDeadLetters{}
+	w.commit, w.dlq = c, d
+	ids := []string{"0b5c1f64-7d4e-4b8a-9a57-2f1c3d4e5f60", "1b5c1f64-7d4e-4b8a-9a57-2f1c3d4e5f60", "0b5c1f64-7d4e-4b8a-9a57-2f1c3d4e5f60"}
+	var recs []*kgo.Record
+	for i, id := range ids {
+		v := framed(t, src, 7, map[string]any{"order_id": id, "cents": float64(100 * i),
+			"at": base.Add(5 * time.Microsecond).Format(time.RFC3339Nano)})
+		recs = append(recs, &kgo.Record{Topic: "orders", Offset: int64(i), Value: v, Timestamp: base.Add(time.Duration(i) * time.Second)})
+	}
+	if err := feedOrders(w, recs); err != nil {
+		t.Fatal(err)
+	}
+	if err := flushAll(w); err != nil {
+		t.Fatal(err)
+	}
+	type paymentRow struct {
+		OrderID    *string `parquet:"name=order_id, type=BYTE_ARRAY, convertedtype=UTF8, repetitiontype=OPTIONAL"`
+		Cents      *int64  `parquet:"name=cents, type=INT64, repetitiontype=OPTIONAL"`
+		At         *int64  `parquet:"name=at, type=INT64, repetitiontype=OPTIONAL"`
+		RecordTime int64   `parquet:"name=_record_time, type=INT64"`
+	}
+	files, _ := filepath.Glob(root + "/orders/dt=*/hr=*/*.parquet")
+	if len(files) != 1 {
+		t.Fatalf("files %v, want one", files)
+	}
+	rows, err := parquet.ReadRows[paymentRow](files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || *rows[0].Cents != 0 || *rows[1].Cents != 100 || *rows[1].At != base.UnixMicro()+5 {
+		t.Errorf("rows %+v: want the first two payments, the repeat dropped, the first with cents 0 (proto3 sends no zero)", rows)
+	}
+	if len(d.sent) != 0 || !slices.Equal(c.log, []string{"orders/0@3"}) {
+		t.Errorf("dead letters %v, commits %v", d.sent, c.log)
+	}
 }
