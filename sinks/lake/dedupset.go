@@ -76,6 +76,7 @@ type tailMark struct {
 // deduper decides which records of one partition are repeats.
 type deduper struct {
 	idField string // the field holding the event id (Config.EventIDField); "" is event_id
+
 	window  int64 // DedupWindow in ms
 	maxIDs  int   // DedupMaxIDs
 	clock   int64 // largest record timestamp read (Unix ms); valid when started

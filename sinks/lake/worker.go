@@ -25,13 +25,13 @@ import (
 // Worker is one member of a sink's consumer group. Create it with New, run it
 // with Start, stop it with Shutdown.
 type Worker struct {
-	cfg       Config
+	cfg Config
 	// schema and timeField change only with a registry-typed table's
 	// evolution (registry.go), holding w.landing and w.mu.
 	schema    *schemas.Schema
-	timeField int    // index of Config.TimestampField, or -1 for the schema's time field
+	timeField int              // index of Config.TimestampField, or -1 for the schema's time field
 	registry  *registrySchemas // schema registry's; nil for the built-in schemas
-	identity  string // the identity partition's field (tablepartition.go), "" without one
+	identity  string           // the identity partition's field (tablepartition.go), "" without one
 	layout    Layout
 	store     store.Store
 	logger    *slog.Logger
