@@ -185,6 +185,10 @@ func (w *Worker) decodeRegistry(ctx context.Context, p *partitionState, r *kgo.R
 	case err != nil:
 		return "", fmt.Errorf("lake: schema registry: %w; the records are landed again from the committed offset once it answers", err)
 	}
+	if s.Type().Name() == format.Protobuf && !firstMessage(r.Value[5:]) {
+		// The columns are the first message's (protobuf Columns).
+		return fmt.Sprintf("schema ID %d: the value is not of the schema's first message, whose fields are the columns", id), nil
+	}
 	cols, ok := w.registry.columns[id]
 	if !ok {
 		if cols, err = columnsOf(id, s); err != nil {
@@ -243,6 +247,13 @@ func (w *Worker) evolve(ctx context.Context, id int, fields []schemas.Field) (re
 	w.logger.Info("schema evolved", "schema_id", id, "version", next.Version, "columns", len(next.Fields))
 	w.setSchema(next)
 	return "", nil
+}
+
+// firstMessage reports whether a Protobuf value's message indexes
+// (Confluent's framing: a zigzag count, then zigzag indexes; a lone 0 for
+// [0]) name the schema's first message.
+func firstMessage(payload []byte) bool {
+	return len(payload) >= 1 && payload[0] == 0 || len(payload) >= 2 && payload[0] == 2 && payload[1] == 0
 }
 
 // registryEventID reads the event id of a registry-typed record for the

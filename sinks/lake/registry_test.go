@@ -356,13 +356,15 @@ func mustFileStore(t *testing.T) store.Store {
 // TestRegistryDedupAndProtobuf: values written with a Protobuf schema
 // (Confluent's message indexes before the message) land typed, and
 // Dedup reads the event id from the configured field: the repeat of a
-// UUID is dropped.
+// UUID is dropped. A value of another message of the schema is a dead
+// letter: the columns are the first message's.
 func TestRegistryDedupAndProtobuf(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
 	s, err := protobuf.Type.Parse(`syntax = "proto3";
 import "google/protobuf/timestamp.proto";
-message Payment { string order_id = 1; int64 cents = 2; google.protobuf.Timestamp at = 3; }`, nil, format.DefaultLimits)
+message Payment { string order_id = 1; int64 cents = 2; google.protobuf.Timestamp at = 3; }
+message Refund { string order_id = 1; }`, nil, format.DefaultLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,6 +379,10 @@ message Payment { string order_id = 1; int64 cents = 2; google.protobuf.Timestam
 			"at": base.Add(5 * time.Microsecond).Format(time.RFC3339Nano)})
 		recs = append(recs, &kgo.Record{Topic: "orders", Offset: int64(i), Value: v, Timestamp: base.Add(time.Duration(i) * time.Second)})
 	}
+	// A Refund: message indexes [1] (zigzag: count 1, index 1), then
+	// field 1, a string of one byte.
+	refund := append(binary.BigEndian.AppendUint32([]byte{0}, 7), 2, 2, 0x0a, 1, 'r')
+	recs = append(recs, &kgo.Record{Topic: "orders", Offset: 3, Value: refund, Timestamp: base.Add(3 * time.Second)})
 	if err := feedOrders(w, recs); err != nil {
 		t.Fatal(err)
 	}
@@ -400,7 +406,7 @@ message Payment { string order_id = 1; int64 cents = 2; google.protobuf.Timestam
 	if len(rows) != 2 || *rows[0].Cents != 0 || *rows[1].Cents != 100 || *rows[1].At != base.UnixMicro()+5 {
 		t.Errorf("rows %+v: want the first two payments, the repeat dropped, the first with cents 0 (proto3 sends no zero)", rows)
 	}
-	if len(d.sent) != 0 || !slices.Equal(c.log, []string{"orders/0@3"}) {
-		t.Errorf("dead letters %v, commits %v", d.sent, c.log)
+	if len(d.sent) != 1 || !strings.Contains(d.sent[0].Reason, "not of the schema's first message") || !slices.Equal(c.log, []string{"orders/0@4"}) {
+		t.Errorf("dead letters %+v, commits %v; want the Refund dead-lettered", d.sent, c.log)
 	}
 }
