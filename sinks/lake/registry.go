@@ -107,6 +107,10 @@ func (c Config) validateRegistry() []error {
 type registrySchemas struct {
 	source  SchemaSource
 	columns map[int][]format.Column
+	// fits holds, per schema ID, the worker's schema that has every
+	// column of it: while the worker's schema is that one (it changes
+	// only by growing), a record of the ID needs no look for new fields.
+	fits map[int]*schemas.Schema
 }
 
 // subject is the subject whose latest schema fixes the columns.
@@ -200,16 +204,19 @@ func (w *Worker) decodeRegistry(ctx context.Context, p *partitionState, r *kgo.R
 	if !ok {
 		return fmt.Sprintf("schema ID %d: the value is not a record", id), nil
 	}
-	var added []schemas.Field
-	for _, c := range cols {
-		if w.schema.FieldIndex(c.Name) < 0 {
-			added = append(added, schemas.ColumnField(c))
+	if w.registry.fits[id] != w.schema {
+		var added []schemas.Field
+		for _, c := range cols {
+			if w.schema.FieldIndex(c.Name) < 0 {
+				added = append(added, schemas.ColumnField(c))
+			}
 		}
-	}
-	if len(added) > 0 {
-		if reason, err := w.evolve(ctx, id, added); reason != "" || err != nil {
-			return reason, err
+		if len(added) > 0 {
+			if reason, err := w.evolve(ctx, id, added); reason != "" || err != nil {
+				return reason, err
+			}
 		}
+		w.registry.fits[id] = w.schema
 	}
 	if err := p.row.SetColumns(cols, value); err != nil {
 		return fmt.Sprintf("schema ID %d: %v", id, err), nil

@@ -113,7 +113,7 @@ func New(cfg Config, st store.Store, reg prometheus.Registerer, logger *slog.Log
 			return nil, errors.New("lake: schema registry: no registry client; the caller connects one (Config.Source) to registry.url")
 		}
 		// The columns come from the registry at Start (fixSchema).
-		w.registry = &registrySchemas{source: cfg.Source, columns: map[int][]format.Column{}}
+		w.registry = &registrySchemas{source: cfg.Source, columns: map[int][]format.Column{}, fits: map[int]*schemas.Schema{}}
 		return w, nil
 	}
 	if cfg.TimestampField != "" && cfg.TimestampField != schema.TimeField {
