@@ -17,6 +17,7 @@ import (
 
 	"millrace/schemas/format"
 	"millrace/schemas/format/avro"
+	"millrace/schemas/format/jsonschema"
 	"millrace/schemas/format/protobuf"
 	"millrace/sinks/parquet"
 	"millrace/sinks/store"
@@ -408,5 +409,60 @@ message Refund { string order_id = 1; }`, nil, format.DefaultLimits)
 	}
 	if len(d.sent) != 1 || !strings.Contains(d.sent[0].Reason, "not of the schema's first message") || !slices.Equal(c.log, []string{"orders/0@4"}) {
 		t.Errorf("dead letters %+v, commits %v; want the Refund dead-lettered", d.sent, c.log)
+	}
+}
+
+// TestRegistryJSONSchema: values validated by a JSON Schema land typed,
+// a date-time string as a timestamp that is the event time
+// (timestamp_field), an object as its JSON text; a value the schema
+// refuses is a dead letter.
+func TestRegistryJSONSchema(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	s, err := jsonschema.Type.Parse(`{"type":"object","required":["event_id","at"],"properties":{
+		"event_id":{"type":"string"},"at":{"type":"string","format":"date-time"},
+		"n":{"type":"integer"},"meta":{"type":"object"}}}`, nil, format.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &fakeSource{byID: map[int]format.Schema{4: s}, latest: 4}
+	w := registryWorker(t, root, src, func(c *Config) { c.TimestampField = "at" })
+	c, d := &fakeCommitter{}, &fakeDeadLetters{}
+	w.commit, w.dlq = c, d
+	header := binary.BigEndian.AppendUint32([]byte{0}, 4)
+	values := []string{
+		`{"event_id":"e0","at":"2024-05-01T13:30:00Z","n":3,"meta":{"k":[1,2]}}`,
+		`{"event_id":"e1","n":4}`, // at is required
+	}
+	var recs []*kgo.Record
+	for i, v := range values {
+		recs = append(recs, &kgo.Record{Topic: "orders", Offset: int64(i), Value: append(slices.Clip(header), v...), Timestamp: base})
+	}
+	if err := feedOrders(w, recs); err != nil {
+		t.Fatal(err)
+	}
+	if err := flushAll(w); err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		At      *int64  `parquet:"name=at, type=INT64, repetitiontype=OPTIONAL"`
+		EventID *string `parquet:"name=event_id, type=BYTE_ARRAY, convertedtype=UTF8, repetitiontype=OPTIONAL"`
+		Meta    *string `parquet:"name=meta, type=BYTE_ARRAY, convertedtype=UTF8, repetitiontype=OPTIONAL"`
+		N       *int64  `parquet:"name=n, type=INT64, repetitiontype=OPTIONAL"`
+	}
+	// Bucketed by at (13:00), not by the record time (10:00).
+	files, _ := filepath.Glob(root + "/orders/dt=2024-05-01/hr=13/*.parquet")
+	if len(files) != 1 {
+		t.Fatalf("files in hour 13: %v, want one", files)
+	}
+	rows, err := parquet.ReadRows[row](files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || *rows[0].At != base.Add(3*time.Hour+30*time.Minute).UnixMicro() || *rows[0].Meta != `{"k":[1,2]}` || *rows[0].N != 3 {
+		t.Errorf("rows %+v", rows)
+	}
+	if len(d.sent) != 1 || d.sent[0].Offset != 1 || !strings.Contains(d.sent[0].Reason, "value does not decode") {
+		t.Errorf("dead letters %+v, want offset 1 refused by the schema", d.sent)
 	}
 }
