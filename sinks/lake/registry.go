@@ -207,8 +207,14 @@ func (w *Worker) decodeRegistry(ctx context.Context, p *partitionState, r *kgo.R
 	if w.registry.fits[id] != w.schema {
 		var added []schemas.Field
 		for _, c := range cols {
-			if w.schema.FieldIndex(c.Name) < 0 {
+			i := w.schema.FieldIndex(c.Name)
+			if i < 0 {
 				added = append(added, schemas.ColumnField(c))
+			} else if have, want := w.schema.Fields[i].Type, schemas.ColumnType(c.Kind); have != want {
+				// Before any evolution: a record that cannot land adds
+				// no column.
+				return fmt.Sprintf("schema ID %d: field %q: the value's schema makes it %s, which lands as %s, and the table's column is %s",
+					id, c.Name, c.Kind, want, have), nil
 			}
 		}
 		if len(added) > 0 {

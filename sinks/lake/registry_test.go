@@ -66,7 +66,8 @@ const (
 	orderV1 = `{"type":"record","name":"Order","fields":[` + orderFields + `]}`
 	orderV2 = `{"type":"record","name":"Order","fields":[` + orderFields + `,
 		{"name":"coupon","type":["null","string"],"default":null}]}`
-	orderV3 = `{"type":"record","name":"Order","fields":[{"name":"event_id","type":"string"},{"name":"amount","type":"string"}]}`
+	orderV3 = `{"type":"record","name":"Order","fields":[{"name":"event_id","type":"string"},{"name":"amount","type":"string"},
+		{"name":"channel","type":"string","default":"web"}]}`
 )
 
 func orderSource(t testing.TB) *fakeSource {
@@ -109,7 +110,7 @@ func registryLog(t testing.TB, src *fakeSource) []*kgo.Record {
 		[]byte(`{"event_id":"e2"}`),                                        // JSON, not framed
 		append(binary.BigEndian.AppendUint32([]byte{0}, 9), 2),             // an ID the registry does not know
 		framed(t, src, 2, withCoupon),                                      // evolves: coupon
-		framed(t, src, 3, map[string]any{"event_id": "e5", "amount": "1"}), // amount changes type
+		framed(t, src, 3, map[string]any{"event_id": "e5", "amount": "1"}), // amount changes type, channel is new
 		framed(t, src, 1, order(6, 0))[:8],                                 // cut short: undecodable
 		framed(t, src, 1, order(7, 0)),
 	}
@@ -182,7 +183,8 @@ type orderRowV1 struct {
 // first record of schema 2 lands the open window ("schema") and the files
 // after it have its coupon column; a record that is not framed, one of an
 // unknown ID, one whose schema changes a column's type and one that does
-// not decode go to the dead letters with the reason.
+// not decode go to the dead letters with the reason (and the one whose
+// schema changes a type adds none of its new columns).
 func TestRegistryHive(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
@@ -220,10 +222,13 @@ func TestRegistryHive(t *testing.T) {
 		*second[1].EventID != "e7" || second[1].Coupon != nil {
 		t.Errorf("rows after the evolution: %+v", second)
 	}
+	if w.schema.FieldIndex("channel") >= 0 {
+		t.Error("the record whose amount changed type added its channel column")
+	}
 	want := map[int64]string{
 		2: "not Confluent-framed",
 		3: "schema ID 9: unknown schema",
-		5: `schema ID 3: registry: field "amount": wrong type: the value's schema makes it string`,
+		5: `schema ID 3: field "amount": the value's schema makes it string, which lands as string, and the table's column is number`,
 		6: "schema ID 1: value does not decode with its schema",
 	}
 	if len(d.sent) != len(want) {
