@@ -91,6 +91,9 @@ func New(cfg Config, st store.Store, reg prometheus.Registerer, logger *slog.Log
 	if st == nil {
 		return nil, errors.New("lake: no store")
 	}
+	if cfg.Schema == SchemaRegistry && cfg.Source == nil {
+		return nil, errors.New("lake: schema registry: no registry client; the caller connects one (Config.Source) to registry.url")
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -109,9 +112,6 @@ func New(cfg Config, st store.Store, reg prometheus.Registerer, logger *slog.Log
 		w.core.limits.deadLetterBytes = maxWindowDeadLetterBytes
 	}
 	if cfg.Schema == SchemaRegistry {
-		if cfg.Source == nil {
-			return nil, errors.New("lake: schema registry: no registry client; the caller connects one (Config.Source) to registry.url")
-		}
 		// The columns come from the registry at Start (fixSchema).
 		w.registry = &registrySchemas{source: cfg.Source, columns: map[int][]format.Column{}, fits: map[int]*schemas.Schema{}}
 		return w, nil
