@@ -17,10 +17,11 @@ const (
 	// KindBool is a boolean column.
 	KindBool ColumnKind = iota + 1
 	// KindInt32 is a 32-bit integer: Avro int, Protobuf int32, sint32,
-	// sfixed32, uint32 (as Decode returns it) and enums' numbers.
+	// sfixed32.
 	KindInt32
-	// KindInt64 is a 64-bit integer: Avro long, Protobuf int64 and the
-	// like, a JSON Schema integer.
+	// KindInt64 is a 64-bit integer: Avro long, Protobuf int64, sint64,
+	// sfixed64, uint32 and fixed32 (which Decode gives as int64), uint64
+	// and fixed64 (given as uint64), a JSON Schema integer.
 	KindInt64
 	// KindFloat32 is Avro float, Protobuf float.
 	KindFloat32
