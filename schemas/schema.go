@@ -132,7 +132,8 @@ type Field struct {
 // Schema is one event schema. Build it with [New]; a Schema is immutable and
 // safe for concurrent use.
 type Schema struct {
-	// Name is the schema's name: "log", "click" or "metric".
+	// Name is the schema's name: "log", "click" or "metric", or "registry"
+	// for one built from a registry schema's columns (FromColumns).
 	Name string
 	// Version increases whenever a field is added.
 	Version int

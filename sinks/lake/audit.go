@@ -60,6 +60,9 @@ func (w *Worker) auditInstance(tp topicPartition) string {
 // repeat: compared in place, a row costs no allocation.
 func (w *Worker) rowSource(p *partitionState, row *schemas.Row) string {
 	switch w.schema.Name {
+	case SchemaRegistry:
+		// No agent counts a registry-typed topic: one source, none.
+		return audit.NoSource
 	case "log":
 		host, source := row.StringBytes("host"), row.StringBytes("source")
 		if p.lastKey != "" && bytes.Equal(host, p.lastHost) && bytes.Equal(source, p.lastFrom) {

@@ -26,8 +26,22 @@ type Config struct {
 	Group string `yaml:"group"`
 	// Topics to land; all of them carry events of Schema. Required.
 	Topics []string `yaml:"topics"`
-	// Schema names the event schema: "log", "click" or "metric". Required.
+	// Schema names the event schema: "log", "click" or "metric", or
+	// "registry" for values written with the schema registry's schemas,
+	// whose fields are the columns (registry.go; Registry). Required.
 	Schema string `yaml:"schema"`
+	// Registry is where a registry-typed sink's schemas come from; ignored
+	// unless Schema is registry.
+	Registry RegistryConfig `yaml:"registry"`
+	// Source is the registry client that reads a registry-typed sink's
+	// values, connected by the caller from Registry. Required with schema
+	// registry; not part of the YAML configuration.
+	Source SchemaSource `yaml:"-"`
+	// EventIDField is, with schema registry, the field of the values that
+	// is the event id for Dedup (a string: a UUID or a tail id). Default
+	// "event_id"; records without it pass and are counted. The built-in
+	// schemas' id is always event_id.
+	EventIDField string `yaml:"event_id_field"`
 	// Fields declares optional typed columns beyond the schema's own, each
 	// "name:type" with type string, int64, double, bool or timestamp (see
 	// schemas.ParseFieldDecl): top-level event members of that name land in
@@ -163,6 +177,14 @@ const (
 	DefaultMaxDecompressedBatchBytes = 64 << 20
 )
 
+// eventIDField is the field dedup reads the event id from.
+func (c Config) eventIDField() string {
+	if c.EventIDField != "" {
+		return c.EventIDField
+	}
+	return "event_id"
+}
+
 // withDefaults returns a copy with every zero field set to its default.
 func (c Config) withDefaults() Config {
 	if c.Format == "" {
@@ -258,12 +280,20 @@ func (c Config) Validate() error {
 		seen[t] = true
 	}
 	s, err := c.eventSchema()
-	if err != nil {
+	switch {
+	case c.Schema == SchemaRegistry:
+		// The columns are known at Start, from the registry: the
+		// timestamp field and the identity partition are checked there.
+		errs = append(errs, c.validateRegistry()...)
+	case err != nil:
 		errs = append(errs, fmt.Errorf("lake: schema: %w", err))
-	} else if c.TimestampField != "" {
+	case c.TimestampField != "":
 		if f, ok := s.Field(c.TimestampField); !ok || f.Type != schemas.TypeTimestamp {
 			errs = append(errs, fmt.Errorf("lake: timestamp_field %q is not a timestamp field of schema %s", c.TimestampField, s.Name))
 		}
+	}
+	if c.Schema != SchemaRegistry && c.EventIDField != "" {
+		errs = append(errs, fmt.Errorf("lake: event_id_field: schema %s's event id is event_id; the field is for schema registry", c.Schema))
 	}
 	if c.RollRows < 0 || c.RollBytes < 0 || c.RollAge < 0 || c.IdleTimeout < 0 || c.MaxOpenFiles < 0 || c.SuccessInterval < 0 || c.SessionTimeout < 0 || c.StallTimeout < 0 {
 		errs = append(errs, errors.New("lake: roll limits, timeouts, open-file cap and success interval cannot be negative"))
@@ -321,8 +351,13 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// eventSchema is the built-in schema named by Schema, extended with Fields.
+// eventSchema is the built-in schema named by Schema, extended with
+// Fields; nil with schema registry, whose columns come from the registry at
+// Start (Worker.fixSchema).
 func (c Config) eventSchema() (*schemas.Schema, error) {
+	if c.Schema == SchemaRegistry {
+		return nil, nil
+	}
 	s, err := schemas.ByName(c.Schema)
 	if err != nil {
 		return nil, err

@@ -332,11 +332,16 @@ func (l *lander) lost(tp topicPartition) []action {
 
 // shutdown lands every open window. The worker discards what follows a
 // landing that fails.
-func (l *lander) shutdown() []action {
+func (l *lander) shutdown() []action { return l.landAll("shutdown") }
+
+// landAll lands every open window for reason: at shutdown, and before a
+// registry-typed table's schema changes ("schema": the files of open
+// windows have the old columns).
+func (l *lander) landAll(reason string) []action {
 	var acts []action
 	for _, tp := range l.sorted() {
 		if l.parts[tp].win != nil {
-			acts = append(acts, l.land(tp, "shutdown"))
+			acts = append(acts, l.land(tp, reason))
 		}
 	}
 	return acts

@@ -50,7 +50,7 @@ func BenchmarkDedup(b *testing.B) {
 			if c.maxIDs < n { // fill it: each id read next is forgotten by now
 				for _, r := range c.recs {
 					d.observe(r.Timestamp)
-					d.decide(rowEventID(row, r.Value))
+					d.decide(rowEventID(row, r.Value, ""))
 				}
 			}
 			b.ResetTimer()

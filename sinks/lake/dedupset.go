@@ -75,6 +75,8 @@ type tailMark struct {
 
 // deduper decides which records of one partition are repeats.
 type deduper struct {
+	idField string // the field holding the event id (Config.EventIDField); "" is event_id
+
 	window  int64 // DedupWindow in ms
 	maxIDs  int   // DedupMaxIDs
 	clock   int64 // largest record timestamp read (Unix ms); valid when started
@@ -154,7 +156,7 @@ func (d *deduper) decideHashed(kind idKind, id [16]byte, hash uint32) bool {
 func (d *deduper) decideRecord(row *schemas.Row, r *kgo.Record) (idKind, bool) {
 	a, ok := d.aheadFor(r)
 	if !ok {
-		a.kind, a.id = rowEventID(row, r.Value)
+		a.kind, a.id = rowEventID(row, r.Value, d.idField)
 		if a.kind == idUUID {
 			a.hash = d.hashUUID(a.id)
 		}

@@ -343,6 +343,24 @@
 // record an earlier attempt dead-lettered (and committed there, without
 // the topic table's commit) lands it in both tables.
 //
+// # Registry-typed topics
+//
+// With Config.Schema registry the values are Confluent-framed and typed by
+// the schema registry (registry.go): the columns are the top-level fields
+// of the subject's latest schema when the worker starts, and a record
+// whose schema adds fields lands every open window (reason "schema")
+// before the schema, and with Format iceberg the table, gain the columns.
+// That cut depends on the records only for the partition that saw the
+// record, and on timing for the others, like the open-file cap; the
+// removal argument covers it. Records that are not framed, whose schema ID
+// is unknown or whose values do not decode or fit are dead letters like
+// any other. A registry that cannot be reached fails the worker (nothing
+// is dead-lettered or committed), and the next start lands the records
+// from the committed offset. The limit of the paragraph above applies
+// with more force: which records are rows depends on the schema the
+// worker started with, which a registration can change between two
+// starts.
+//
 // # Undecodable batches
 //
 // A batch is decompressed with a bound (MaxDecompressedBatchBytes). A batch

@@ -118,11 +118,18 @@ const idPrefix = `{"event_id":"`
 // decoded value, except for an event that repeats the key (the decoder
 // keeps the last; the beacon and the tailer never write one): it is judged
 // by its first id, the same way by every worker.
-func rowEventID(row *schemas.Row, value []byte) (idKind, [16]byte) {
+//
+// field names the id's field ("" or event_id for the built-in schemas; a
+// registry-typed sink's Config.EventIDField, whose binary values never
+// begin with idPrefix).
+func rowEventID(row *schemas.Row, value []byte, field string) (idKind, [16]byte) {
 	if kind, id, ok := valueEventID(value); ok {
 		return kind, id
 	}
-	if s, ok := row.Get("event_id").(string); ok {
+	if field == "" {
+		field = "event_id"
+	}
+	if s, ok := row.Get(field).(string); ok {
 		return parseEventID(s)
 	}
 	return idNone, [16]byte{}

@@ -86,6 +86,7 @@ func (p *partitionState) firstUndecided(records []*kgo.Record) (int64, bool) {
 // lock.
 func (w *Worker) rebuildDedup(ctx context.Context, tp topicPartition, first int64) *deduper {
 	d := newDeduper(w.cfg.DedupWindow, w.cfg.DedupMaxIDs)
+	d.idField = w.cfg.eventIDField()
 	if w.history == nil || first == 0 {
 		return d
 	}
@@ -110,10 +111,14 @@ func (w *Worker) rebuildDedup(ctx context.Context, tp topicPartition, first int6
 	err = w.history.replay(ctx, tp, watermark.Add(-w.cfg.DedupWindow+time.Millisecond), first, func(r *kgo.Record) {
 		read++
 		d.observe(r.Timestamp)
+		if w.registry != nil {
+			d.decide(w.registryEventID(r))
+			return
+		}
 		if len(r.Value) == 0 || row.Decode(r.Value) != nil {
 			return // dead-lettered: it has no id
 		}
-		d.decide(rowEventID(row, r.Value))
+		d.decide(rowEventID(row, r.Value, d.idField))
 	})
 	w.metrics.dedupRebuilt.WithLabelValues(tp.topic).Add(float64(read))
 	if err != nil {

@@ -217,3 +217,26 @@ func (c *tableCommitter) startOffsets(ctx context.Context, assigned map[string]m
 	}
 	return assigned, nil
 }
+
+// evolve gives every topic's table the columns of s, a later version of
+// the schema they have (a registry-typed sink's evolution, registry.go).
+// An error wrapping iceberg.ErrIncompatibleSchema means a table has a
+// column of a new field's name with another type.
+func (c *tableCommitter) evolve(ctx context.Context, s *schemas.Schema, tc TableConfig) error {
+	c.mu.Lock()
+	topics := make([]string, 0, len(c.tables))
+	for topic := range c.tables {
+		topics = append(topics, topic)
+	}
+	c.mu.Unlock()
+	for _, topic := range topics {
+		tbl, err := c.catalog.Table(ctx, topic, s, tc.tableConfig())
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.tables[topic] = tbl
+		c.mu.Unlock()
+	}
+	return nil
+}

@@ -129,15 +129,24 @@ func (w *Worker) processRecord(ctx context.Context, p *partitionState, r *kgo.Re
 			// Not rebuilt (rebuildDedups runs before handle hands records
 			// over; a partition fed otherwise starts with nothing remembered).
 			p.dedup = newDeduper(w.cfg.DedupWindow, w.cfg.DedupMaxIDs)
+			p.dedup.idField = w.cfg.eventIDField()
 		}
 		p.dedup.observe(r.Timestamp)
 	}
 	cur := &current{record: r}
 	rec := coreRecord{offset: r.Offset, timestamp: r.Timestamp, kind: recordRow}
-	if len(r.Value) == 0 {
+	switch {
+	case len(r.Value) == 0:
 		cur.reason = "empty record value"
-	} else if err := p.row.Decode(r.Value); err != nil {
-		cur.reason = err.Error()
+	case w.registry != nil:
+		var err error
+		if cur.reason, err = w.decodeRegistry(ctx, p, r); err != nil {
+			return err
+		}
+	default:
+		if err := p.row.Decode(r.Value); err != nil {
+			cur.reason = err.Error()
+		}
 	}
 	switch {
 	case cur.reason != "":

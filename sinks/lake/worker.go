@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/schemas"
+	"millrace/schemas/format"
 	"millrace/sinks/iceberg"
 	"millrace/sinks/store"
 )
@@ -24,10 +25,13 @@ import (
 // Worker is one member of a sink's consumer group. Create it with New, run it
 // with Start, stop it with Shutdown.
 type Worker struct {
-	cfg       Config
+	cfg Config
+	// schema and timeField change only with a registry-typed table's
+	// evolution (registry.go), holding w.landing and w.mu.
 	schema    *schemas.Schema
-	timeField int    // index of Config.TimestampField, or -1 for the schema's time field
-	identity  string // the identity partition's field (tablepartition.go), "" without one
+	timeField int              // index of Config.TimestampField, or -1 for the schema's time field
+	registry  *registrySchemas // schema registry's; nil for the built-in schemas
+	identity  string           // the identity partition's field (tablepartition.go), "" without one
 	layout    Layout
 	store     store.Store
 	logger    *slog.Logger
@@ -87,6 +91,9 @@ func New(cfg Config, st store.Store, reg prometheus.Registerer, logger *slog.Log
 	if st == nil {
 		return nil, errors.New("lake: no store")
 	}
+	if cfg.Schema == SchemaRegistry && cfg.Source == nil {
+		return nil, errors.New("lake: schema registry: no registry client; the caller connects one (Config.Source) to registry.url")
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -103,6 +110,11 @@ func New(cfg Config, st store.Store, reg prometheus.Registerer, logger *slog.Log
 	if cfg.Format == FormatIceberg {
 		w.identity = cfg.Iceberg.identityField()
 		w.core.limits.deadLetterBytes = maxWindowDeadLetterBytes
+	}
+	if cfg.Schema == SchemaRegistry {
+		// The columns come from the registry at Start (fixSchema).
+		w.registry = &registrySchemas{source: cfg.Source, columns: map[int][]format.Column{}, fits: map[int]*schemas.Schema{}}
+		return w, nil
 	}
 	if cfg.TimestampField != "" && cfg.TimestampField != schema.TimeField {
 		w.timeField = schema.FieldIndex(cfg.TimestampField)
@@ -131,6 +143,11 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	security, err := w.cfg.Security.Opts()
 	if err != nil {
 		return fmt.Errorf("lake: %w", err)
+	}
+	if w.registry != nil {
+		if err := w.fixSchema(ctx); err != nil {
+			return err
+		}
 	}
 	var tables *tableCommitter
 	if w.cfg.Format == FormatIceberg {
