@@ -21,12 +21,13 @@ func init() {
 
 func sinkCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
-		Use: "sink -b BROKERS --group G --topic T [--topic T2...] --schema log|click|metric " +
+		Use: "sink -b BROKERS --group G --topic T [--topic T2...] --schema log|click|metric|registry " +
 			"[--field NAME:TYPE...] --out file:///PATH|s3://BUCKET/PREFIX [--s3-endpoint URL] [--s3-region R] " +
 			"[--format hive|iceberg] [--catalog sqlite|postgres|rest] [--catalog-uri URI] [--namespace NS] [--partition hour|day|identity:FIELD|none] " +
 			"[--roll-rows N] [--roll-bytes N] " +
 			"[--roll-age D] [--idle-timeout D] [--session-timeout D] [--compression zstd|snappy] [--partition-by hour|day] " +
-			"[--timestamp-field F] [--max-decompressed-batch-bytes N] [--dedup on|off] [--dedup-window D] [--dedup-max-ids N] [--config sink.yaml] [--metrics-listen ADDR]",
+			"[--timestamp-field F] [--max-decompressed-batch-bytes N] [--dedup on|off] [--dedup-window D] [--dedup-max-ids N] " +
+			"[--registry URL] [--registry-subject S] [--config sink.yaml] [--metrics-listen ADDR]",
 		Short: "land topics as Parquet files, exactly once, as a consumer group",
 		Args:  exactArgs(0),
 	}
@@ -34,7 +35,9 @@ func sinkCommand(e *env) *cobra.Command {
 	var o sinkOptions
 	f.StringVarP(&o.group, "group", "g", "", "consumer group shared by the sink's workers")
 	f.StringArrayVarP(&o.topics, "topic", "t", nil, "`topic` to land (repeatable)")
-	f.StringVar(&o.schema, "schema", "", "event schema: log, click or metric")
+	f.StringVar(&o.schema, "schema", "", "event schema: log, click or metric; registry for Confluent-framed values typed by a schema registry")
+	o.registry = addRegistryFlags(f)
+	f.StringVar(&o.registrySubject, "registry-subject", "", "with --schema registry: the subject whose latest schema gives the columns (default TOPIC-value)")
 	f.StringArrayVar(&o.fields, "field", nil, "declare an optional typed column `NAME:TYPE`, TYPE string|int64|double|bool|timestamp "+
 		"(repeatable; replaces fields: of --config; only ever append)")
 	f.StringVar(&o.out, "out", "", "lake root: file:///PATH or s3://BUCKET/PREFIX")
@@ -89,6 +92,8 @@ type sinkOptions struct {
 	group, schema, out, s3Endpoint, s3Region, compression, partitionBy  string
 	timestampField, dedup, configFile, metricsAddr, logLevel            string
 	format, catalog, catalogURI, catalogTokenFile, namespace, partition string
+	registrySubject                                                     string
+	registry                                                            *registryFlags
 	topics, fields                                                      []string
 	rollRows, rollBytes                                                 int64
 	rollAge, idleTimeout, sessionTimeout, dedupWindow                   time.Duration
@@ -177,6 +182,17 @@ func runSink(ctx context.Context, e *env, o sinkOptions, given func(flag string)
 	}
 	if given("max-decompressed-batch-bytes") {
 		cfg.Lake.MaxDecompressedBatchBytes = o.maxBatch
+	}
+	setString(&cfg.Lake.Registry.Subject, o.registrySubject)
+	if cfg.Lake.Schema == lake.SchemaRegistry && (len(cfg.Lake.Registry.URLs) == 0 ||
+		given("registry") || given("registry-user") || given("registry-password-file") || given("registry-ca")) {
+		// The flags (their defaults: MILLRACE_SCHEMA_REGISTRY, or the
+		// registry of millrace up) unless the file names the registry.
+		rc, err := o.registry.config()
+		if err != nil {
+			return err
+		}
+		cfg.Lake.Registry.Config = rc
 	}
 	if cfg.Out == "" {
 		return usageError("--out file:///PATH or s3://BUCKET/PREFIX (or out: in --config) is required")

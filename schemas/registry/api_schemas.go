@@ -1,10 +1,12 @@
 package registry
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"sort"
 	"strconv"
+	"time"
 )
 
 // GET /schemas/types: the schema types served.
@@ -82,6 +84,16 @@ func (s *Server) getVersionsByID(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) readID(w http.ResponseWriter, r *http.Request, answer func(*State, *schemaEntry) any) {
 	id, err := strconv.Atoi(r.PathValue("id"))
+	if err == nil && !s.knows(id) {
+		// An ID this view lacks may have been registered a moment ago
+		// through the primary, whose view answered the writer before this
+		// one applied it: a producer framing records with it at once must
+		// not have them refused (a sink would dead-letter them). Catch up
+		// with the log, briefly, before answering 40403.
+		ctx, cancel := context.WithTimeout(r.Context(), catchUpOnMiss)
+		_ = s.CatchUp(ctx) // on failure the view answers as it stands
+		cancel()
+	}
 	s.readView(w, func(st *State) (any, error) {
 		e, ok := st.schemas[id]
 		if err != nil || !ok || st.uses[id] == 0 {
@@ -112,4 +124,15 @@ func (st *State) versionsOf(id int, deleted bool) []subjectVersion {
 		return a.version - b.version
 	})
 	return out
+}
+
+// catchUpOnMiss bounds the catching up of a read of an unknown ID.
+const catchUpOnMiss = 2 * time.Second
+
+// knows reports whether the view holds schema id.
+func (s *Server) knows(id int) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	_, ok := s.state.schemas[id]
+	return ok
 }

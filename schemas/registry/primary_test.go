@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -180,4 +181,55 @@ func TestAuth(t *testing.T) {
 	if status != 401 {
 		t.Errorf("garbage credentials: %d", status)
 	}
+}
+
+// TestUnknownIDCatchesUp: a registry whose view has not yet applied a
+// schema registered through the primary catches up with the log before
+// answering a read of its ID, so a record framed with a fresh ID is never
+// refused by a lagging broker.
+func TestUnknownIDCatchesUp(t *testing.T) {
+	t.Parallel()
+	log := NewMemoryLog()
+	primary := newRegistry(t, log.Writer(), nil)
+	gated := &gatedLog{MemoryLog: log, open: make(chan struct{})}
+	follower := newRegistry(t, gated, nil)
+	follower.election.set(false, primary.http.URL)
+
+	primary.want(t, "POST", "/subjects/s/versions", schemaBody(schemaA), 200, `{"id":1}`)
+	ends := gated.ends.Load()
+	got := make(chan int, 1)
+	go func() {
+		status, _ := follower.do(t, "GET", "/schemas/ids/1", "")
+		got <- status
+	}()
+	// The read waits on the log's end before answering; the follower's
+	// view applies the registration only now.
+	waitfor.Until(t, 10*time.Second, "the read of ID 1 to ask the log's end", func() bool { return gated.ends.Load() > ends })
+	close(gated.open)
+	if status := <-got; status != 200 {
+		t.Errorf("GET /schemas/ids/1 on the lagging registry: %d, want 200 once caught up", status)
+	}
+	// An ID nobody registered is still 40403 (after the same brief look).
+	follower.wantError(t, "GET", "/schemas/ids/9", "", 404, codeSchemaNotFound)
+}
+
+// gatedLog holds Reads until open is closed, and counts End calls.
+type gatedLog struct {
+	*MemoryLog
+	open chan struct{}
+	ends atomic.Int64
+}
+
+func (g *gatedLog) Read(ctx context.Context, from int64) ([]Record, error) {
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return g.MemoryLog.Read(ctx, from)
+}
+
+func (g *gatedLog) End(ctx context.Context) (int64, error) {
+	g.ends.Add(1)
+	return g.MemoryLog.End(ctx)
 }

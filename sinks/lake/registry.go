@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/schemas"
 	"millrace/schemas/format"
+	"millrace/schemas/srclient"
 	"millrace/sinks/iceberg"
 )
 
@@ -68,16 +68,12 @@ var (
 	ErrUndecodable = errors.New("value does not decode with its schema")
 )
 
-// RegistryConfig is where the schemas of a registry-typed sink come from.
+// RegistryConfig is where the schemas of a registry-typed sink come from:
+// the registry client's settings (urls, username, password or
+// password_file, tls, timeout, cache_size, refresh; schemas/srclient, the
+// same as the beacon's schema_registry:), and the subject.
 type RegistryConfig struct {
-	// URL is the schema registry's base URL (http or https), as for
-	// Confluent's clients' schema.registry.url. Required with schema
-	// registry.
-	URL string `yaml:"url"`
-	// Username and Password are HTTP basic auth credentials
-	// (basic.auth.user.info); default none.
-	Username string `yaml:"username"`
-	Password string `yaml:"password"`
+	srclient.Config `yaml:",inline"`
 	// Subject is the subject whose latest schema fixes the table's columns
 	// at start. Default "<topic>-value" (TopicNameStrategy).
 	Subject string `yaml:"subject"`
@@ -92,11 +88,8 @@ func (c Config) validateRegistry() []error {
 	if len(c.Fields) > 0 {
 		errs = append(errs, errors.New("lake: fields: with schema registry the registry's schemas give the columns"))
 	}
-	if u, err := url.Parse(c.Registry.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		errs = append(errs, fmt.Errorf("lake: registry.url %q: want the registry's http:// or https:// URL", c.Registry.URL))
-	}
-	if (c.Registry.Username == "") != (c.Registry.Password == "") {
-		errs = append(errs, errors.New("lake: registry: username and password go together"))
+	if err := c.Registry.Config.WithDefaults().Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("lake: registry: %w", err))
 	}
 	return errs
 }

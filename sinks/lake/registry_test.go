@@ -19,6 +19,7 @@ import (
 	"millrace/schemas/format/avro"
 	"millrace/schemas/format/jsonschema"
 	"millrace/schemas/format/protobuf"
+	"millrace/schemas/srclient"
 	"millrace/sinks/parquet"
 	"millrace/sinks/store"
 )
@@ -126,7 +127,7 @@ func registryLog(t testing.TB, src *fakeSource) []*kgo.Record {
 func registryWorker(t testing.TB, root string, src *fakeSource, mod func(*Config)) *Worker {
 	t.Helper()
 	cfg := Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", Topics: []string{"orders"}, Schema: SchemaRegistry,
-		Registry: RegistryConfig{URL: "http://127.0.0.1:1"}, Source: src, RollRows: 1000, IdleTimeout: time.Hour}
+		Registry: RegistryConfig{Config: srclient.Config{URLs: []string{"http://127.0.0.1:1"}}}, Source: src, RollRows: 1000, IdleTimeout: time.Hour}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -264,7 +265,7 @@ func TestRegistryUnreachable(t *testing.T) {
 func TestRegistryConfig(t *testing.T) {
 	t.Parallel()
 	good := Config{Brokers: []string{"b:9092"}, Group: "g", Topics: []string{"orders"}, Schema: SchemaRegistry,
-		Registry: RegistryConfig{URL: "http://registry:8081"}}
+		Registry: RegistryConfig{Config: srclient.Config{URLs: []string{"http://registry:8081"}}}}
 	if err := good.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -272,10 +273,10 @@ func TestRegistryConfig(t *testing.T) {
 		mod  func(*Config)
 		want string
 	}{
-		{func(c *Config) { c.Registry.URL = "" }, "registry.url"},
+		{func(c *Config) { c.Registry.URLs = []string{"registry:8081"} }, "must begin with http://"},
 		{func(c *Config) { c.Topics = []string{"a", "b"} }, "one topic per sink"},
 		{func(c *Config) { c.Fields = []string{"x:string"} }, "fields:"},
-		{func(c *Config) { c.Registry.Username = "u" }, "username and password"},
+		{func(c *Config) { c.Registry.Password = "p" }, "a password needs a username"},
 		{func(c *Config) { c.Schema, c.EventIDField = "click", "id" }, "event_id_field"},
 	} {
 		c := good
@@ -284,8 +285,13 @@ func TestRegistryConfig(t *testing.T) {
 			t.Errorf("%+v: %v, want %q", c, err, tc.want)
 		}
 	}
-	if _, err := New(good, mustFileStore(t), nil, nil); err == nil || !strings.Contains(err.Error(), "registry client") {
-		t.Errorf("New without a Source: %v", err)
+	// Without a Source, New connects the registry client of Registry.
+	w, err := New(good, mustFileStore(t), nil, nil)
+	if err != nil {
+		t.Fatalf("New without a Source: %v", err)
+	}
+	if _, ok := w.cfg.Source.(*registryClient); !ok {
+		t.Errorf("New without a Source gave the worker %T, want the registry client", w.cfg.Source)
 	}
 }
 

@@ -92,7 +92,11 @@ func New(cfg Config, st store.Store, reg prometheus.Registerer, logger *slog.Log
 		return nil, errors.New("lake: no store")
 	}
 	if cfg.Schema == SchemaRegistry && cfg.Source == nil {
-		return nil, errors.New("lake: schema registry: no registry client; the caller connects one (Config.Source) to registry.url")
+		rc, err := newRegistryClient(cfg.Registry)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Source = rc
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
