@@ -155,6 +155,7 @@ func (c *registryCluster) killAndRestart(victim int32) {
 type registration struct {
 	id       int // the ID of the 200 that ended the attempts
 	failures int // attempts answered 5xx or not at all
+	errs     map[string]int
 }
 
 // failoverSchema is the i-th schema of the writer: one record type, told
@@ -201,6 +202,10 @@ func TestSchemaRegistryClusterFailover(t *testing.T) {
 					break
 				}
 				results[i].failures++
+				if results[i].errs == nil {
+					results[i].errs = map[string]int{}
+				}
+				results[i].errs[fmt.Sprintf("%d %.120s %v", status, body, err)]++
 				if time.Now().After(deadline) {
 					t.Errorf("schema %d: no registration succeeded in 60s; last: %d %s %v", i, status, body, err)
 					break
@@ -280,8 +285,11 @@ func TestSchemaRegistryClusterFailover(t *testing.T) {
 	<-readerDone
 
 	failed := 0
-	for _, r := range results {
+	for i, r := range results {
 		failed += r.failures
+		if r.failures > 0 {
+			t.Logf("schema %d: %d failed attempts: %v", i, r.failures, r.errs)
+		}
 	}
 	t.Logf("%d registrations, %d failed attempts retried; %d reads, %d failed on a surviving broker", len(results), failed, reads.Load(), readFailures.Load())
 	if n := readFailures.Load(); n > 0 {
