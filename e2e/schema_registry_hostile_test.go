@@ -46,6 +46,18 @@ func nested(open, core, close string, n int) string {
 	return strings.Repeat(open, n) + core + strings.Repeat(close, n)
 }
 
+// nestedRecords is an Avro record holding a record n levels deep, each
+// named apart (Avro refuses a name defined twice).
+func nestedRecords(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, `{"type":"record","name":"r%d","fields":[{"name":"f","type":`, i)
+	}
+	b.WriteString(`"null"`)
+	b.WriteString(strings.Repeat("}]}", n))
+	return b.String()
+}
+
 // schemaBody is a registration body with text as the schema.
 func schemaBody(schemaType, text string) string {
 	b, _ := json.Marshal(map[string]string{"schemaType": schemaType, "schema": text})
@@ -75,6 +87,10 @@ func TestSchemaRegistryHostile(t *testing.T) {
 		// the size, is what is refused.
 		{"Avro: 100,000 nested unions", http.MethodPost, "/subjects/deep-avro/versions",
 			schemaBody("AVRO", nested("[", `"null"`, "]", deep)), 422, 42201},
+		// Records in records under the JSON nesting limit (three JSON
+		// levels each), refused by the registry's own depth limit of 64.
+		{"Avro: 80 nested records", http.MethodPost, "/subjects/deep-records/versions",
+			schemaBody("AVRO", nestedRecords(80)), 422, 42201},
 		{"JSON Schema: 100,000 nested nots", http.MethodPost, "/subjects/deep-json/versions",
 			schemaBody("JSON", nested(`{"not":`, "{}", "}", deep)), 422, 42201},
 		{"Protobuf: 100,000 nested option values", http.MethodPost, "/subjects/deep-proto/versions",
@@ -108,6 +124,7 @@ func TestSchemaRegistryHostile(t *testing.T) {
 			t.Errorf("%s: %v", c.name, err)
 			continue
 		}
+		t.Logf("%s: %d in %v: %.160s", c.name, status, took.Round(time.Millisecond), body)
 		if status != c.status || took > hostileAnswerTime {
 			t.Errorf("%s: answered %d in %v: %.300s; want %d within %v", c.name, status, took, body, c.status, hostileAnswerTime)
 			continue
