@@ -200,9 +200,19 @@ func (st *State) register(subject string, req schemaRequest, normalize bool) (ch
 	return change{records: []Record{schemaRecord(value)}, answer: idAnswer{id}}, nil
 }
 
-// validSubject refuses subject names no client can mean: empty or holding
-// control characters (Confluent's 42208).
+// maxSubjectBytes bounds a subject name. Every record about a subject
+// carries its name in the key, a compacted topic refuses keys over 64 KiB
+// by default (millrace.compacted.max.key.bytes), and JSON may write a
+// byte of the name as six (<, > and & as \u003c); Kafka's topic names,
+// which subjects are usually made of, are at most 249 bytes.
+const maxSubjectBytes = 8 << 10
+
+// validSubject refuses subject names no client can mean: empty, holding
+// control characters or too long for the log's keys (Confluent's 42208).
 func validSubject(subject string) error {
+	if len(subject) > maxSubjectBytes {
+		return errorf(codeInvalidSubject, "The subject name is %d bytes, more than the limit of %d.", len(subject), maxSubjectBytes)
+	}
 	if subject == "" || strings.ContainsFunc(subject, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 		return errorf(codeInvalidSubject, "The subject %q is not a valid subject name.", subject)
 	}

@@ -118,6 +118,10 @@ func TestRequestErrors(t *testing.T) {
 		{"POST", "/subjects/s/versions", schemaBody(schemaB, `"references":[{"name":"X","subject":"nobody","version":1}]`), 422, codeInvalidSchema},
 		{"POST", "/subjects/s/versions", schemaBody(schemaB, `"references":[{"name":"X","subject":"s","version":0}]`), 422, codeInvalidSchema},
 		{"POST", "/subjects/%01/versions", schemaBody(schemaB), 422, codeInvalidSubject},
+		// A name longer than the log's keys may hold (maxSubjectBytes).
+		{"POST", "/subjects/" + strings.Repeat("s", maxSubjectBytes+1) + "/versions", schemaBody(schemaB), 422, codeInvalidSubject},
+		{"PUT", "/config/" + strings.Repeat("s", maxSubjectBytes+1), `{"compatibility":"NONE"}`, 422, codeInvalidSubject},
+		{"PUT", "/mode/" + strings.Repeat("s", maxSubjectBytes+1), `{"mode":"READONLY"}`, 422, codeInvalidSubject},
 		{"POST", "/subjects/s/versions", schemaBody(schemaC), 409, codeIncompatible},
 	} {
 		r.wantError(t, c.method, c.path, c.body, c.status, c.code)
