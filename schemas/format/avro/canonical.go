@@ -1,7 +1,6 @@
 package avro
 
 import (
-	"bytes"
 	"encoding/json"
 	"math"
 	"slices"
@@ -11,30 +10,24 @@ import (
 	lib "github.com/twmb/avro"
 )
 
-// Canonical is the form registrations are compared by.
+// Canonical is the form registrations are compared by, with or without
+// normalize: the form Confluent's normalize=true writes for Avro, the
+// Parsing Canonical Form's shape (full names, no namespace attribute, each
+// named type written once, fixed key order) keeping what Parsing Canonical
+// Form drops but a registry must not: logical types, defaults, aliases,
+// docs, field order and custom properties (sorted by key). Plain Parsing
+// Canonical Form, which the library gives, would make two schemas that
+// differ in a default or a decimal's scale one schema with one ID,
+// although they resolve differently. Types defined by the referenced
+// schemas stay names, so the normalized text parses with the same
+// references.
 //
-// Without normalize it is the text with the whitespace between JSON tokens
-// removed: Confluent compares the schema as its parser prints it back, and
-// the text as written, compacted, is the part of that which does not depend
-// on Java's printer. Key order and spelling still count.
-//
-// With normalize it is the form Confluent's normalize=true writes for Avro:
-// the Parsing Canonical Form's shape (full names, no namespace attribute,
-// each named type written once, fixed key order) keeping what Parsing
-// Canonical Form drops but a registry must not: logical types, defaults,
-// aliases, docs, field order and custom properties (sorted by key). Plain
-// Parsing Canonical Form, which the library gives, would make two schemas
-// that differ in a default or a decimal's scale one schema with one ID,
-// although they resolve differently. Types defined by the referenced schemas
-// stay names, so the normalized text parses with the same references.
-func (s *schema) Canonical(normalize bool) string {
-	if !normalize {
-		var b bytes.Buffer
-		if err := json.Compact(&b, []byte(s.text)); err != nil {
-			return s.text
-		}
-		return b.String()
-	}
+// Without normalize Confluent compares the schema as Java's Avro prints it
+// back, which fixes the key order and the spelling of names too, so the
+// same form serves: a client that reprints a schema with its keys in
+// another order (python-avro's, before it registers) gets the schema's ID,
+// not a new one.
+func (s *schema) Canonical(bool) string {
 	w := normalWriter{names: s.names, refNames: s.refNames, written: make(map[string]bool)}
 	w.node(s.tree, "")
 	return w.b.String()
