@@ -11,14 +11,15 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/twmb/avro"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"google.golang.org/protobuf/encoding/protowire"
+
+	"millrace/schemas/srclient"
 )
 
 // pythonRegistryScript exercises confluent-kafka-python's
@@ -241,67 +242,28 @@ func TestSchemaRegistryKafkaJS(t *testing.T) {
 	decodeKafkaJSInGo(t, b, records)
 }
 
-// decodeKafkaJSInGo decodes the KafkaJS records in Go: the Avro one with
-// the schema the registry gives for its ID, the Protobuf one field by
-// field, the JSON one as JSON.
+// decodeKafkaJSInGo decodes the KafkaJS records with millrace's registry
+// client (schemas/srclient), as the sink and `millrace consume --decode`
+// read them. @kafkajs/confluent-schema-registry 4.1.0 frames Protobuf
+// values without Confluent's message indexes; millrace reads both
+// framings (schemas/format/protobuf, decodeWithoutIndexes).
 func decodeKafkaJSInGo(t *testing.T, b *registryBroker, records []*kgo.Record) {
 	t.Helper()
-	cl := srClient(t, b.url)
+	cl, err := srclient.New(srclient.Config{URLs: []string{b.url}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	avroID := int(binary.BigEndian.Uint32(records[0].Value[1:5]))
-	s, err := cl.SchemaByID(ctx, avroID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	schema, err := avro.Parse(s.Schema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c click
-	if _, err := schema.Decode(records[0].Value[5:], &c); err != nil || c != (click{User: "avro", N: 1}) {
-		t.Errorf("the Avro record decoded in Go as %+v, %v", c, err)
-	}
-
-	// Confluent's Protobuf framing puts the message's index path after the
-	// ID (a single 0 byte for the first message); @kafkajs/confluent-schema-
-	// registry 4.1.0 writes none and its decoder skips leading zero bytes,
-	// so a Confluent deserializer misreads its records. Both are taken here.
-	proto := records[1].Value[5:]
-	if proto[0] == 0 {
-		proto = proto[1:]
-	} else {
-		t.Logf("KafkaJS framed its Protobuf record without Confluent's message indexes: % x", records[1].Value[:min(8, len(records[1].Value))])
-	}
-	var user string
-	var n uint64
-	for len(proto) > 0 {
-		num, typ, l := protowire.ConsumeTag(proto)
-		if l < 0 {
-			t.Fatalf("the Protobuf record does not parse: % x", records[1].Value)
+	for i, want := range []map[string]any{
+		{"user": "avro", "n": int64(1)},
+		{"user": "proto", "n": int64(2)},
+		{"user": "json", "n": int64(3)},
+	} {
+		_, _, got, err := cl.Decode(ctx, records[i].Value)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("record %d (% x...) decoded by millrace as %#v, %v; want %#v", i, records[i].Value[:min(8, len(records[i].Value))], got, err, want)
 		}
-		proto = proto[l:]
-		switch {
-		case num == 1 && typ == protowire.BytesType:
-			v, l := protowire.ConsumeString(proto)
-			user, proto = v, proto[max(l, 0):]
-		case num == 2 && typ == protowire.VarintType:
-			v, l := protowire.ConsumeVarint(proto)
-			n, proto = v, proto[max(l, 0):]
-		default:
-			t.Fatalf("the Protobuf record has an unexpected field %d: % x", num, records[1].Value)
-		}
-	}
-	if user != "proto" || n != 2 {
-		t.Errorf("the Protobuf record decoded in Go as user %q n %d", user, n)
-	}
-
-	var j struct {
-		User string
-		N    int
-	}
-	if err := json.Unmarshal(records[2].Value[5:], &j); err != nil || j.User != "json" || j.N != 3 {
-		t.Errorf("the JSON record decoded in Go as %+v, %v", j, err)
 	}
 }
 

@@ -46,14 +46,36 @@ const decodeRecursionLimit = 1000
 // messages. Unknown fields are dropped.
 func (s *schema) Decode(data []byte) (any, error) {
 	message, n, err := s.messageAt(data)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		value := dynamicpb.NewMessage(message)
+		if err = unmarshal(data[n:], value); err == nil {
+			return messageValue(value), nil
+		}
+		err = fmt.Errorf("the value is not a valid %s message: %v", message.FullName(), err)
 	}
-	value := dynamicpb.NewMessage(message)
-	if err := unmarshal(data[n:], value); err != nil {
-		return nil, fmt.Errorf("the value is not a valid %s message: %v", message.FullName(), err)
+	if v, ok := s.decodeWithoutIndexes(data); ok {
+		return v, nil
 	}
-	return messageValue(value), nil
+	return nil, err
+}
+
+// decodeWithoutIndexes reads data as the file's first message with no
+// message indexes before it, as @kafkajs/confluent-schema-registry (4.1.0)
+// writes Protobuf values. Decode tries it only when the indexes do not
+// select a message that decodes, and takes it only when every field of
+// the payload is one of the message's: no Protobuf payload starts with the
+// zero byte of Confluent's usual indexes ([0]), and a payload read as
+// indexes by mistake names impossible ones, so the two framings are told
+// apart without guessing on values either one would write.
+func (s *schema) decodeWithoutIndexes(data []byte) (any, bool) {
+	if len(s.messages) == 0 {
+		return nil, false
+	}
+	value := dynamicpb.NewMessage(s.messages[0])
+	if err := unmarshalStrict(data, value); err != nil || len(value.GetUnknown()) > 0 {
+		return nil, false
+	}
+	return messageValue(value), true
 }
 
 // unmarshal decodes a payload into a dynamic message. protobuf-go's
@@ -68,6 +90,17 @@ func unmarshal(payload []byte, value *dynamicpb.Message) (err error) {
 		}
 	}()
 	return proto.UnmarshalOptions{DiscardUnknown: true, RecursionLimit: decodeRecursionLimit}.Unmarshal(payload, value)
+}
+
+// unmarshalStrict is unmarshal keeping unknown fields, so a caller can
+// refuse a payload that is not of the message.
+func unmarshalStrict(payload []byte, value *dynamicpb.Message) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("malformed encoding (%v)", p)
+		}
+	}()
+	return proto.UnmarshalOptions{RecursionLimit: decodeRecursionLimit}.Unmarshal(payload, value)
 }
 
 // messageAt reads the message indexes at the start of data and returns the
