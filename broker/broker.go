@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"sync"
 
 	"millrace/broker/cluster"
 	"millrace/broker/coord"
@@ -27,6 +28,9 @@ import (
 type Broker struct {
 	cfg    Config
 	logger *slog.Logger
+	// closeMu serializes Close: a Close from another goroutine ends Run's
+	// Serve, and Run then closes the parts as well.
+	closeMu sync.Mutex
 
 	// The parts, in the order Open opens them, each needing only parts
 	// above it; closeParts closes them in reverse.
@@ -159,8 +163,13 @@ func (b *Broker) Run(ctx context.Context) error {
 	return nil
 }
 
-// Close stops serving and closes every part; safe to call after Run.
+// Close stops serving and closes every part; safe to call after Run and
+// while Run returns (Run closes the parts too once Serve ends, which a
+// Close from another goroutine makes it do): the first call closes them,
+// the others find nothing left to close.
 func (b *Broker) Close() error {
+	b.closeMu.Lock()
+	defer b.closeMu.Unlock()
 	if err := b.closeParts(); err != nil {
 		return fmt.Errorf("broker: shutdown: %w", err)
 	}
