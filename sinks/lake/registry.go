@@ -182,7 +182,7 @@ func (w *Worker) decodeRegistry(ctx context.Context, p *partitionState, r *kgo.R
 	case err != nil:
 		return "", fmt.Errorf("lake: schema registry: %w; the records are landed again from the committed offset once it answers", err)
 	}
-	if s.Type().Name() == format.Protobuf && !firstMessage(r.Value[5:]) {
+	if s.Type().Name() == format.Protobuf && !firstMessage(s, r.Value[5:]) {
 		// The columns are the first message's (protobuf Columns).
 		return fmt.Sprintf("schema ID %d: the value is not of the schema's first message, whose fields are the columns", id), nil
 	}
@@ -255,11 +255,12 @@ func (w *Worker) evolve(ctx context.Context, id int, fields []schemas.Field) (re
 	return "", nil
 }
 
-// firstMessage reports whether a Protobuf value's message indexes
-// (Confluent's framing: a zigzag count, then zigzag indexes; a lone 0 for
-// [0]) name the schema's first message.
-func firstMessage(payload []byte) bool {
-	return len(payload) >= 1 && payload[0] == 0 || len(payload) >= 2 && payload[0] == 2 && payload[1] == 0
+// firstMessage reports whether value, of a Protobuf schema s, is the
+// file's first message, the one whose fields are the columns; the schema
+// knows how it reads the framing (schemas/format/protobuf, FirstMessage).
+func firstMessage(s format.Schema, value []byte) bool {
+	m, ok := s.(interface{ FirstMessage(data []byte) bool })
+	return ok && m.FirstMessage(value)
 }
 
 // registryEventID reads the event id of a registry-typed record for the

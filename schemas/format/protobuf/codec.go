@@ -59,6 +59,27 @@ func (s *schema) Decode(data []byte) (any, error) {
 	return nil, err
 }
 
+// FirstMessage reports whether Decode reads data as the file's first
+// message: its indexes select that one, or they select none that decodes
+// and data is the first message without indexes. The lake's columns are
+// the first message's fields, so the sink lands only those.
+func (s *schema) FirstMessage(data []byte) bool {
+	if len(s.messages) == 0 {
+		return false
+	}
+	message, n, err := s.messageAt(data)
+	if err == nil {
+		if message == s.messages[0] {
+			return true
+		}
+		if unmarshal(data[n:], dynamicpb.NewMessage(message)) == nil {
+			return false
+		}
+	}
+	_, ok := s.decodeWithoutIndexes(data)
+	return ok
+}
+
 // decodeWithoutIndexes reads data as the file's first message with no
 // message indexes before it, as @kafkajs/confluent-schema-registry (4.1.0)
 // writes Protobuf values. Decode tries it only when the indexes do not

@@ -172,6 +172,13 @@ func TestDecodeWithoutIndexes(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("Decode without indexes = %#v, %v; want %#v", got, err, want)
 	}
+	first := format.Schema(s).(interface{ FirstMessage([]byte) bool })
+	if !first.FirstMessage(framed) || !first.FirstMessage(framed[1:]) {
+		t.Error("FirstMessage is false for the first message, with or without indexes")
+	}
+	if first.FirstMessage(appendMessageIndexes(nil, []int{1})) {
+		t.Error("FirstMessage is true for indexes [1], the second message")
+	}
 	// An empty payload is the first message with every field unset.
 	if got, err := s.Decode(nil); err != nil || !reflect.DeepEqual(got, map[string]any{}) {
 		t.Errorf("Decode(empty) = %#v, %v; want an empty message", got, err)
