@@ -198,14 +198,8 @@ func (s *Server) checkVersion(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) checkCompatibility(w http.ResponseWriter, r *http.Request, against func(*State, string) ([]versionEntry, error)) {
 	subject := r.PathValue("subject")
-	body, err := s.readBody(w, r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	var req schemaRequest
-	if err := decodeBody(body, &req, codeInvalidSchema); err != nil {
-		writeError(w, err)
+	req, ok := s.readSchemaRequest(w, r)
+	if !ok {
 		return
 	}
 	verbose := queryBool(r, "verbose")

@@ -73,14 +73,8 @@ func (s *Server) readVersion(w http.ResponseWriter, r *http.Request, answer func
 // and as which version?
 func (s *Server) lookupSchema(w http.ResponseWriter, r *http.Request) {
 	subject := r.PathValue("subject")
-	body, err := s.readBody(w, r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	var req schemaRequest
-	if err := decodeBody(body, &req, codeInvalidSchema); err != nil {
-		writeError(w, err)
+	req, ok := s.readSchemaRequest(w, r)
+	if !ok {
 		return
 	}
 	deleted := queryBool(r, "deleted")
@@ -316,4 +310,19 @@ func (st *State) checkUnreferenced(subject string, version int, permanent, whole
 		return errorf(codeReferenceExists, "One or more references exist to the schema {subject=%s,version=%d}: %s", subject, version, fmt.Sprintf("%s version %d references it", from.subject, from.version))
 	}
 	return nil
+}
+
+// readSchemaRequest reads a request's body as a schema (register, lookup,
+// compatibility), answering the error itself when it is not one.
+func (s *Server) readSchemaRequest(w http.ResponseWriter, r *http.Request) (schemaRequest, bool) {
+	var req schemaRequest
+	body, err := s.readBody(w, r)
+	if err == nil {
+		err = decodeBody(body, &req, codeInvalidSchema)
+	}
+	if err != nil {
+		writeError(w, err)
+		return req, false
+	}
+	return req, true
 }
