@@ -7,7 +7,10 @@
 // hold a Type per schemaType and never a language's internals.
 package format
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Names of the schema types, as the registry's `schemaType` field spells
 // them. A registration without schemaType is AVRO, as in Confluent's.
@@ -32,6 +35,35 @@ type Limits struct {
 // DefaultLimits are the registry's: Confluent accepts schemas of a few
 // megabytes in practice; nothing real nests 64 deep.
 var DefaultLimits = Limits{MaxBytes: 1 << 20, MaxDepth: 64}
+
+// WithDefaults returns l with each zero or negative field at DefaultLimits'
+// value.
+func (l Limits) WithDefaults() Limits {
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultLimits.MaxBytes
+	}
+	if l.MaxDepth <= 0 {
+		l.MaxDepth = DefaultLimits.MaxDepth
+	}
+	return l
+}
+
+// CheckSizes refuses a schema text over MaxBytes, and referenced texts
+// over MaxBytes together, with an error wrapping ErrLimit: the first check
+// of every language's Parse, before anything reads the texts.
+func (l Limits) CheckSizes(text string, refs map[string]string) error {
+	if len(text) > l.MaxBytes {
+		return fmt.Errorf("the schema is %d bytes, more than the limit of %d: %w", len(text), l.MaxBytes, ErrLimit)
+	}
+	total := 0
+	for _, ref := range refs {
+		total += len(ref)
+	}
+	if total > l.MaxBytes {
+		return fmt.Errorf("the referenced schemas are %d bytes together, more than the limit of %d: %w", total, l.MaxBytes, ErrLimit)
+	}
+	return nil
+}
 
 // Type is one schema language.
 type Type interface {

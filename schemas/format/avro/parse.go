@@ -50,21 +50,9 @@ const jsonDepthPerLevel = 4
 // in each other) is held against MaxDepth. A zero Limits field takes
 // format.DefaultLimits' value.
 func (avroType) Parse(text string, refs map[string]string, limits format.Limits) (format.Schema, error) {
-	if limits.MaxBytes <= 0 {
-		limits.MaxBytes = format.DefaultLimits.MaxBytes
-	}
-	if limits.MaxDepth <= 0 {
-		limits.MaxDepth = format.DefaultLimits.MaxDepth
-	}
-	if len(text) > limits.MaxBytes {
-		return nil, fmt.Errorf("avro: the schema is %d bytes, more than the limit of %d: %w", len(text), limits.MaxBytes, format.ErrLimit)
-	}
-	refTotal := 0
-	for _, r := range refs {
-		refTotal += len(r)
-	}
-	if refTotal > limits.MaxBytes {
-		return nil, fmt.Errorf("avro: the referenced schemas are %d bytes together, more than the limit of %d: %w", refTotal, limits.MaxBytes, format.ErrLimit)
+	limits = limits.WithDefaults()
+	if err := limits.CheckSizes(text, refs); err != nil {
+		return nil, fmt.Errorf("avro: %w", err)
 	}
 	maxJSON := jsonDepthPerLevel*limits.MaxDepth + 4
 	if err := checkJSONDepth(text, maxJSON); err != nil {

@@ -50,21 +50,9 @@ const rootBase = "registry:///"
 // ("https://example.com/address.json"). A zero field of limits takes
 // format.DefaultLimits' value.
 func (jsonType) Parse(text string, refs map[string]string, limits format.Limits) (format.Schema, error) {
-	if limits.MaxBytes <= 0 {
-		limits.MaxBytes = format.DefaultLimits.MaxBytes
-	}
-	if limits.MaxDepth <= 0 {
-		limits.MaxDepth = format.DefaultLimits.MaxDepth
-	}
-	if len(text) > limits.MaxBytes {
-		return nil, fmt.Errorf("the schema is %d bytes, more than the limit of %d: %w", len(text), limits.MaxBytes, format.ErrLimit)
-	}
-	total := 0
-	for _, ref := range refs {
-		total += len(ref)
-	}
-	if total > limits.MaxBytes {
-		return nil, fmt.Errorf("the referenced schemas are %d bytes together, more than the limit of %d: %w", total, limits.MaxBytes, format.ErrLimit)
+	limits = limits.WithDefaults()
+	if err := limits.CheckSizes(text, refs); err != nil {
+		return nil, err
 	}
 	doc, err := parseDocument([]byte(text), limits.MaxDepth)
 	if err != nil {

@@ -12,17 +12,12 @@ import (
 // limits.MaxDepth, before the compiler sees them: the compiler's memory and
 // its recursive walks grow with both.
 func checkLimits(text string, refs map[string]string, limits format.Limits) error {
-	if len(text) > limits.MaxBytes {
-		return fmt.Errorf("the Protobuf schema is %d bytes, more than the registry's limit of %d: %w", len(text), limits.MaxBytes, format.ErrLimit)
+	if err := limits.CheckSizes(text, refs); err != nil {
+		return fmt.Errorf("protobuf: %w", err)
 	}
 	names := make([]string, 0, len(refs))
-	total := 0
-	for name, ref := range refs {
-		total += len(ref)
+	for name := range refs {
 		names = append(names, name)
-	}
-	if total > limits.MaxBytes {
-		return fmt.Errorf("the Protobuf schema's references are %d bytes together, more than the registry's limit of %d: %w", total, limits.MaxBytes, format.ErrLimit)
 	}
 	if line, col, deep := nestingBeyond(text, limits.MaxDepth); deep {
 		return fmt.Errorf("the Protobuf schema nests deeper than the registry's limit of %d at %d:%d: %w", limits.MaxDepth, line, col, format.ErrLimit)

@@ -43,12 +43,7 @@ func (protobufType) Name() string { return format.Protobuf }
 // before anything is compiled: a zero field of limits takes
 // format.DefaultLimits' value.
 func (protobufType) Parse(text string, refs map[string]string, limits format.Limits) (format.Schema, error) {
-	if limits.MaxBytes <= 0 {
-		limits.MaxBytes = format.DefaultLimits.MaxBytes
-	}
-	if limits.MaxDepth <= 0 {
-		limits.MaxDepth = format.DefaultLimits.MaxDepth
-	}
+	limits = limits.WithDefaults()
 	if err := checkLimits(text, refs, limits); err != nil {
 		return nil, err
 	}
