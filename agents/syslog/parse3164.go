@@ -133,11 +133,12 @@ func timestamp3164(p []byte, now time.Time, loc *time.Location) (time.Time, []by
 	return t, p, ok
 }
 
-// dateIn makes the time; when year is 0 (3164 sends none) it is the year
-// of now that puts the time nearest now: a December message read in
-// January is last year's, a January message read in December (a fast
-// clock) next year's. A day the month does not have (Feb 29 of another
-// year) is no timestamp.
+// dateIn makes the time; when year is 0 (3164 sends none) it is the latest
+// year that puts the time no more than a month after now: a December
+// message read in January is last year's, a January message read on
+// December 31 (a fast sender clock) next year's, and a March message read
+// in December this year's. A day the month does not have (Feb 29 of
+// another year) is no timestamp.
 func dateIn(year int, month time.Month, day, hour, minute, second, nanos int, now time.Time, loc *time.Location) (time.Time, bool) {
 	build := func(y int) (time.Time, bool) {
 		t := time.Date(y, month, day, hour, minute, second, nanos, loc)
@@ -146,22 +147,18 @@ func dateIn(year int, month time.Month, day, hour, minute, second, nanos int, no
 	if year != 0 {
 		return build(year)
 	}
-	best, found := time.Time{}, false
-	for _, y := range []int{now.Year(), now.Year() - 1, now.Year() + 1} {
-		t, ok := build(y)
-		if ok && (!found || absDuration(t.Sub(now)) < absDuration(best.Sub(now))) {
-			best, found = t, true
+	latest := now.Add(maxFutureSkew)
+	for _, y := range []int{now.Year() + 1, now.Year(), now.Year() - 1} {
+		if t, ok := build(y); ok && !t.After(latest) {
+			return t, true
 		}
 	}
-	return best, found
+	return time.Time{}, false
 }
 
-func absDuration(d time.Duration) time.Duration {
-	if d < 0 {
-		return -d
-	}
-	return d
-}
+// maxFutureSkew is how far after its receipt a 3164 timestamp may be
+// before it is taken as last year's.
+const maxFutureSkew = 31 * 24 * time.Hour
 
 // number reads decimal digits; spacePad allows a leading space (" 4").
 func number(b []byte, spacePad bool) (int, bool) {
