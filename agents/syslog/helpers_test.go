@@ -61,7 +61,8 @@ func (p *fakeProducer) next(t *testing.T) Record {
 
 // startServer starts a server on loopback ports for the transports cfg
 // names with "x" (cfg.UDP = "x" etc.), shut down when the test ends.
-func startServer(t *testing.T, cfg Config, p *fakeProducer) *Server {
+// setup runs before Start.
+func startServer(t *testing.T, cfg Config, p *fakeProducer, setup ...func(*Server)) *Server {
 	t.Helper()
 	for _, addr := range []*string{&cfg.UDP, &cfg.TCP, &cfg.TLS} {
 		if *addr != "" {
@@ -74,6 +75,9 @@ func startServer(t *testing.T, cfg Config, p *fakeProducer) *Server {
 	s, err := New(cfg, p, prometheus.NewRegistry(), nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range setup {
+		f(s)
 	}
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/agents/ship"
+	"millrace/audit"
 )
 
 // Producer is what the server produces through: *ship.Shipper. Produce
@@ -49,6 +50,7 @@ type Server struct {
 	logger   *slog.Logger
 	metrics  *metrics
 	loc      *time.Location
+	audit    *audit.Counter // nil: no audit (audit.go)
 	now      func() time.Time
 
 	udp   net.PacketConn
@@ -375,14 +377,5 @@ func (s *Server) handle(msg []byte, truncated bool, from, transport string, at t
 		s.metrics.produceErrors.Inc()
 		return
 	}
-	s.producer.Produce(s.produceCtx, &kgo.Record{Topic: s.cfg.Topic, Value: value, Timestamp: at}, s.ack)
-}
-
-// ack counts a record's outcome.
-func (s *Server) ack(_ *kgo.Record, err error) {
-	if err != nil {
-		s.metrics.produceErrors.Inc()
-		return
-	}
-	s.metrics.produced.Inc()
+	s.producer.Produce(s.produceCtx, &kgo.Record{Topic: s.cfg.Topic, Value: value, Timestamp: at}, s.counted)
 }
