@@ -21,19 +21,19 @@ func (nopAudit) Produce(context.Context, *kgo.Record, ship.AckFunc) {}
 // NoSource and the hour it was received.
 func TestAuditCountsAcknowledgedRecords(t *testing.T) {
 	t.Parallel()
-	counter, err := audit.NewCounter(audit.Config{}, "syslog", "syslog-test", false, nopAudit{}, nil)
+	counts, err := audit.NewCounter(audit.Config{}, "syslog", "syslog-test", false, nopAudit{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := newFakeProducer()
-	s := startServer(t, Config{TCP: "x"}, p, func(s *Server) { s.SetAudit(counter) })
+	s := startServer(t, Config{TCP: "x"}, p, func(s *Server) { s.SetAudit(counts) })
 	c := dial(t, "tcp", s.TCPAddr())
 	if _, err := io.WriteString(c, "<13>a: one\nnot syslog\n"); err != nil {
 		t.Fatal(err)
 	}
 	first, _ := p.next(t), p.next(t)
 	waitFor(t, "both acknowledgements", func() bool { return counter(s.metrics.produced) == 2 })
-	snap := counter.Snapshot()
+	snap := counts.Snapshot()
 	if len(snap) != 1 || snap[0].Topic != DefaultTopic || snap[0].Source != audit.NoSource ||
 		snap[0].Hour != audit.Hour(first.ReceivedAt) || snap[0].Accepted != 2 {
 		t.Errorf("audit snapshot %+v, want 2 accepted in the hour of %s", snap, first.ReceivedAt)
