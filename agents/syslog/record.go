@@ -25,7 +25,8 @@
 //
 //	event_id         string   a new UUIDv7 (a syslog sender sends no id)
 //	format           string   "rfc5424", "rfc3164" or "" when the PRI is bad
-//	facility         number   0-23, and facility_name ("kern", "user", … "local7")
+//	facility         number   0-23, and facility_name ("kern", "user", … "local7"); 1 (user)
+//	                          and severity 5 (notice) when the PRI is bad, as RFC 3164 §4.3.3 says
 //	severity         number   0-7, and severity_name ("emerg" … "debug")
 //	timestamp        string   RFC 3339 with fractions, omitted when the message has none
 //	host             string   HOSTNAME, omitted when absent or "-"
@@ -34,7 +35,8 @@
 //	msgid            string   MSGID (5424 only)
 //	structured_data  object   SD-ID → {PARAM-NAME → value}, escapes removed; a repeated
 //	                          PARAM-NAME keeps its last value
-//	message          string   MSG, a leading UTF-8 BOM removed; invalid UTF-8 becomes U+FFFD
+//	message          string   MSG, a leading UTF-8 BOM removed; invalid UTF-8 becomes U+FFFD;
+//	                          empty when parse_error is set (the text is in raw)
 //	raw              string   the whole message, only when parse_error is set
 //	parse_error      string   why the message did not parse
 //	truncated        bool     the message was longer than max_message_bytes
