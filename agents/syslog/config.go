@@ -56,6 +56,11 @@ type Config struct {
 	// UDPQueue is how many datagrams wait for the producer; more are
 	// dropped and counted. Default 1024.
 	UDPQueue int `yaml:"udp_queue"`
+	// UDPReadBuffer asks the kernel for a UDP receive buffer of this many
+	// bytes (SO_RCVBUF; Linux caps it at net.core.rmem_max), so that a
+	// burst waits in the kernel instead of being dropped there. 0: the
+	// system's default.
+	UDPReadBuffer int `yaml:"udp_read_buffer"`
 	// TimeZone names the zone (IANA, e.g. "Europe/Berlin") RFC 3164
 	// timestamps, which carry none, are read in. Default: the receiver's
 	// local zone.
@@ -107,6 +112,9 @@ func (c Config) Validate() error {
 	}
 	if c.UDPQueue < 0 {
 		errs = append(errs, fmt.Errorf("syslog: udp_queue is %d; it must be positive (0 means %d)", c.UDPQueue, DefaultUDPQueue))
+	}
+	if c.UDPReadBuffer < 0 {
+		errs = append(errs, fmt.Errorf("syslog: udp_read_buffer is %d; it must be positive (0 means the system's default)", c.UDPReadBuffer))
 	}
 	if c.TimeZone != "" {
 		if _, err := time.LoadLocation(c.TimeZone); err != nil {

@@ -18,7 +18,7 @@ func TestConfigValidate(t *testing.T) {
 		cfg  Config
 		want string // a piece of the error; "" for none
 	}{
-		{name: "udp only", cfg: Config{UDP: ":514"}},
+		{name: "udp only", cfg: Config{UDP: ":514", UDPReadBuffer: 4 << 20}},
 		{name: "all", cfg: Config{UDP: ":514", TCP: ":514", TLS: ":6514", TLSCert: "c.pem", TLSClientCA: "ca.pem", TimeZone: "Europe/Berlin"}},
 		{name: "nothing to listen on", cfg: Config{}, want: "at least one of udp, tcp and tls"},
 		{name: "tls without cert", cfg: Config{TLS: ":6514"}, want: "tls needs tls_cert"},
@@ -26,6 +26,7 @@ func TestConfigValidate(t *testing.T) {
 		{name: "tiny messages", cfg: Config{UDP: ":514", MaxMessageBytes: 100}, want: "RFC 5426"},
 		{name: "huge messages", cfg: Config{UDP: ":514", MaxMessageBytes: 1 << 20}, want: "between 480"},
 		{name: "negative", cfg: Config{UDP: ":514", MaxConnections: -1, IdleTimeout: -time.Second, UDPQueue: -1}, want: "udp_queue is -1"},
+		{name: "negative buffer", cfg: Config{UDP: ":514", UDPReadBuffer: -1}, want: "udp_read_buffer is -1"},
 		{name: "zone", cfg: Config{UDP: ":514", TimeZone: "Mars/Olympus"}, want: "not a zone name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -111,6 +111,11 @@ func (s *Server) Start(_ context.Context) (err error) {
 		if s.udp, err = net.ListenPacket("udp", s.cfg.UDP); err != nil {
 			return fmt.Errorf("syslog: listening for UDP: %w", err)
 		}
+		if s.cfg.UDPReadBuffer > 0 {
+			if err = s.udp.(*net.UDPConn).SetReadBuffer(s.cfg.UDPReadBuffer); err != nil {
+				return fmt.Errorf("syslog: setting the UDP receive buffer to udp_read_buffer bytes: %w", err)
+			}
+		}
 	}
 	if s.cfg.TCP != "" {
 		if s.tcp, err = net.Listen("tcp", s.cfg.TCP); err != nil {

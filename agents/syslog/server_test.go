@@ -19,7 +19,7 @@ import (
 func TestUDP(t *testing.T) {
 	t.Parallel()
 	p := newFakeProducer()
-	s := startServer(t, Config{UDP: "x"}, p)
+	s := startServer(t, Config{UDP: "x", UDPReadBuffer: 1 << 20}, p)
 	c := dial(t, "udp", s.UDPAddr())
 	for _, m := range []string{"<34>1 2003-10-11T22:14:15.003Z host su - ID47 - hello", "not syslog"} {
 		if _, err := c.Write([]byte(m)); err != nil {
