@@ -55,7 +55,8 @@
 // read them (socket buffer full) never reach it; they are counted host-wide
 // in /proc/net/snmp as UdpInErrors and RcvbufErrors, which the receiver
 // exports as millrace_syslog_kernel_udp_in_errors and
-// millrace_syslog_kernel_udp_rcvbuf_errors where that file exists. TCP and
+// millrace_syslog_kernel_udp_rcvbuf_errors where that file exists; a larger
+// udp_read_buffer makes them rarer. TCP and
 // TLS senders are slowed instead: a connection is read no faster than the
 // producer takes its records.
 package syslog
