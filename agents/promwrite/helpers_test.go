@@ -138,3 +138,6 @@ func (p *fakeProducer) set(err, tryErr error) {
 	p.mu.Unlock()
 }
 func (p *fakeProducer) setBuffered(n int64) { p.mu.Lock(); p.buffered = n; p.mu.Unlock() }
+
+// nan is a NaN that is no stale marker.
+func nan() float64 { return math.NaN() }
