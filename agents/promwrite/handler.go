@@ -1,6 +1,7 @@
 package promwrite
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -78,8 +79,9 @@ func New(cfg Config, producer Producer, reg prometheus.Registerer, logger *slog.
 }
 
 // SetAudit makes the handler count acknowledged samples in c, by source and
-// hour, as the beacon counts /v1/metrics; nil counts nothing. Call it
-// before serving.
+// hour, as the beacon counts /v1/metrics (a counter of role
+// audit.RoleIntake: metric samples, retries counted again); nil counts
+// nothing. Call it before serving.
 func (h *Handler) SetAudit(c *audit.Counter) { h.audit = c }
 
 // ServeHTTP answers one remote write request.
@@ -173,7 +175,11 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int,
 	if r.ContentLength > h.cfg.MaxBodyBytes {
 		return nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is %d bytes, more than the %d allowed", r.ContentLength, h.cfg.MaxBodyBytes)
 	}
-	compressed, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	// A known length is read into one buffer (ReadFrom wants MinRead bytes
+	// free before each read), instead of io.ReadAll's doublings.
+	buf := bytes.NewBuffer(make([]byte, 0, max(r.ContentLength, 0)+bytes.MinRead))
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	compressed := buf.Bytes()
 	if err != nil {
 		if errors.As(err, new(*http.MaxBytesError)) {
 			return nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is more than the %d bytes allowed", h.cfg.MaxBodyBytes)
@@ -211,6 +217,9 @@ func (h *Handler) records(conv Converted, source string) ([]*kgo.Record, []ship.
 	invalid := 0
 	for _, s := range conv.Samples {
 		value, err := s.Encode(nil, row, source)
+		if err == nil && s.Name == "" {
+			err = errors.New("the series has no __name__ label")
+		}
 		if err != nil {
 			invalid++
 			if firstErr == nil {

@@ -164,6 +164,9 @@ func TestWriteRefused(t *testing.T) {
 		{"invalid sample", Config{},
 			snappy.Encode(nil, encodeRequest([]series{{labels: named(strings.Repeat("x", 300)), samples: []Sample{{1, 1}}}}, nil)),
 			nil, nil, http.StatusBadRequest, "invalid"},
+		{"no __name__", Config{},
+			snappy.Encode(nil, encodeRequest([]series{{labels: []Label{{"job", "x"}}, samples: []Sample{{1, 1}}}}, nil)),
+			nil, nil, http.StatusBadRequest, "no __name__"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
