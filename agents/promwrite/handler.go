@@ -86,42 +86,36 @@ func (h *Handler) SetAudit(c *audit.Counter) { h.audit = c }
 
 // ServeHTTP answers one remote write request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rw := &statusWriter{ResponseWriter: w}
-	h.serve(rw, r)
-	h.metrics.requests.WithLabelValues(strconv.Itoa(rw.status)).Inc()
+	status := h.serve(w, r)
+	h.metrics.requests.WithLabelValues(strconv.Itoa(status)).Inc()
 }
 
-func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
+// serve answers the request and returns the status it answered.
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request) int {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		answer(w, http.StatusMethodNotAllowed, "remote write takes POST requests")
-		return
+		return answer(w, http.StatusMethodNotAllowed, "remote write takes POST requests")
 	}
 	if msg := checkHeaders(r.Header); msg != "" {
-		answer(w, http.StatusUnsupportedMediaType, msg)
-		return
+		return answer(w, http.StatusUnsupportedMediaType, msg)
 	}
 	select {
 	case h.inFlight <- struct{}{}:
 		defer func() { <-h.inFlight }()
 	default:
-		h.retryLater(w, "too many remote write requests in progress")
-		return
+		return h.retryLater(w, "too many remote write requests in progress")
 	}
 	data, status, msg := h.readBody(w, r)
 	if status != 0 {
-		answer(w, status, msg)
-		return
+		return answer(w, status, msg)
 	}
 	req, err := Decode(data, Limits{MaxSeries: h.cfg.MaxSeries, MaxSamples: h.cfg.MaxSamples,
 		MaxLabels: h.cfg.MaxLabels, MaxMetadata: h.cfg.MaxMetadata})
 	switch {
 	case errors.Is(err, ErrTooLarge):
-		answer(w, http.StatusRequestEntityTooLarge, err.Error())
-		return
+		return answer(w, http.StatusRequestEntityTooLarge, err.Error())
 	case err != nil:
-		answer(w, http.StatusBadRequest, err.Error())
-		return
+		return answer(w, http.StatusBadRequest, err.Error())
 	}
 	h.kinds.Learn(req.Metadata)
 	conv := Convert(req, h.kinds)
@@ -138,17 +132,15 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		h.logger.Warn("samples not acknowledged", "status", pe.status, "err", pe)
 		if pe.status == http.StatusServiceUnavailable {
-			h.retryLater(w, pe.reason)
-			return
+			return h.retryLater(w, pe.reason)
 		}
-		answer(w, pe.status, pe.reason)
-		return
+		return answer(w, pe.status, pe.reason)
 	}
 	if invalid != nil {
-		answer(w, http.StatusBadRequest, invalid.Error())
-		return
+		return answer(w, http.StatusBadRequest, invalid.Error())
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return http.StatusNoContent
 }
 
 // checkHeaders returns why the request is not remote write 1.0, or "".
@@ -270,29 +262,18 @@ func requestSource(r *http.Request, def string) string {
 }
 
 // retryLater answers 503 with Retry-After.
-func (h *Handler) retryLater(w http.ResponseWriter, msg string) {
+func (h *Handler) retryLater(w http.ResponseWriter, msg string) int {
 	secs := int64((h.cfg.RetryAfter + time.Second - 1) / time.Second)
 	w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
-	answer(w, http.StatusServiceUnavailable, msg)
+	return answer(w, http.StatusServiceUnavailable, msg)
 }
 
-// answer writes a plain-text answer; Prometheus logs the body of a failed
-// request. A failed write means the sender went away.
-func answer(w http.ResponseWriter, status int, msg string) {
+// answer writes a plain-text answer and returns its status; Prometheus
+// logs the body of a failed request. A failed write means the sender went
+// away.
+func answer(w http.ResponseWriter, status int, msg string) int {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = io.WriteString(w, msg+"\n")
-}
-
-// statusWriter remembers the status written, for the requests metric.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
-	}
-	s.ResponseWriter.WriteHeader(code)
+	return status
 }

@@ -241,6 +241,9 @@ func TestWriteMethod(t *testing.T) {
 	if w.Code != http.StatusMethodNotAllowed || w.Header().Get("Allow") != http.MethodPost {
 		t.Fatalf("status %d, Allow %q", w.Code, w.Header().Get("Allow"))
 	}
+	if got := testutil.ToFloat64(h.metrics.requests.WithLabelValues("405")); got != 1 {
+		t.Fatalf("requests{code=405} = %v", got)
+	}
 }
 
 // TestConfigValidate: impossible settings are refused with a sentence.
