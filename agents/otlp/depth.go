@@ -1,0 +1,38 @@
+package otlp
+
+import "fmt"
+
+// maxJSONDepth bounds a JSON body's nesting: an AnyValue kvlist or array
+// nests three JSON levels a level, so this allows pdata's protobuf limit
+// of 100 AnyValue levels with room for the envelope.
+const maxJSONDepth = 320
+
+// checkJSONDepth refuses a body nested deeper than limit objects and
+// arrays, counted in one pass without decoding, so a body of a few
+// megabytes of brackets cannot make the decoder recurse millions deep.
+func checkJSONDepth(b []byte, limit int) error {
+	depth, inString, escaped := 0, false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			if depth > limit {
+				return fmt.Errorf("the JSON body nests deeper than %d levels", limit)
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return nil
+}
