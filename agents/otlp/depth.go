@@ -2,10 +2,11 @@ package otlp
 
 import "fmt"
 
-// maxJSONDepth bounds a JSON body's nesting: an AnyValue kvlist or array
-// nests three JSON levels a level, so this allows pdata's protobuf limit
-// of 100 AnyValue levels with room for the envelope.
-const maxJSONDepth = 320
+// maxJSONDepth bounds a JSON body's nesting: an AnyValue kvlist nests
+// four JSON levels a level ({"kvlistValue":{"values":[{"value":{...), so
+// this allows what pdata's protobuf decoder allows (100 nested messages)
+// with room for the envelope.
+const maxJSONDepth = 410
 
 // checkJSONDepth refuses a body nested deeper than limit objects and
 // arrays, counted in one pass without decoding, so a body of a few
