@@ -161,3 +161,28 @@ func TestAuth(t *testing.T) {
 		t.Fatalf("%d records, want 2", n)
 	}
 }
+
+// TestGRPCDeepNesting: a log body nested 10,000 AnyValue levels deep is
+// refused by pdata's decoder (it stops at 100 levels) without harm, and
+// the server serves the next request.
+func TestGRPCDeepNesting(t *testing.T) {
+	t.Parallel()
+	r, p := startReceiver(t, Config{})
+	client := plogotlp.NewGRPCClient(dial(t, r))
+	ld := testLogs(1, 1)
+	v := ld.ResourceLogs().At(0).ScopeLogs().At(0).LogRecords().At(0).Body()
+	for range 10_000 {
+		v = v.SetEmptySlice().AppendEmpty()
+	}
+	// gRPC answers INTERNAL for any message its codec cannot decode; the
+	// Export handler never sees it.
+	if _, err := client.Export(context.Background(), plogotlp.NewExportRequestFromLogs(ld)); err == nil {
+		t.Fatal("10,000 levels taken")
+	}
+	if _, err := client.Export(context.Background(), plogotlp.NewExportRequestFromLogs(testLogs(1, 1))); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(p.records()); n != 1 {
+		t.Fatalf("%d records, want 1", n)
+	}
+}
