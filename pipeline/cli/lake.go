@@ -181,19 +181,20 @@ func inspectObject(ctx context.Context, st store.Store, root, name string) (*par
 // `millrace sink --format iceberg` takes them. Without them a warehouse
 // directory's default catalog.db is used, when there is one.
 type tableFlags struct {
-	catalog, catalogURI, catalogTokenFile, namespace string
+	catalog, catalogURI, catalogTokenFile, catalogCredentialFile, namespace string
 }
 
 func (t *tableFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&t.catalog, "catalog", "", "the tables' catalog: sqlite (default, <lake>/catalog.db), postgres or rest")
 	f.StringVar(&t.catalogURI, "catalog-uri", "", "the SQLite file, the PostgreSQL URL or the REST catalog's URL")
 	f.StringVar(&t.catalogTokenFile, "catalog-token-file", "", "a file holding the bearer token of a rest catalog")
+	f.StringVar(&t.catalogCredentialFile, "catalog-credential-file", "", "a file holding a rest catalog's OAuth2 client credential, client_id:client_secret")
 	f.StringVar(&t.namespace, "namespace", "", "the tables' namespace (default millrace)")
 }
 
 // given reports whether a catalog setting was given.
 func (t *tableFlags) given() bool {
-	return t.catalog != "" || t.catalogURI != "" || t.catalogTokenFile != "" || t.namespace != ""
+	return t.catalog != "" || t.catalogURI != "" || t.catalogTokenFile != "" || t.catalogCredentialFile != "" || t.namespace != ""
 }
 
 // config is the sinks/iceberg configuration of the flags for the
@@ -221,6 +222,13 @@ func (t *tableFlags) config(dir string) (iceberg.Config, error) {
 			return c, usageError("--catalog-token-file: %v", err)
 		}
 		c.Token = strings.TrimSpace(string(token))
+	}
+	if t.catalogCredentialFile != "" {
+		cred, err := os.ReadFile(t.catalogCredentialFile)
+		if err != nil {
+			return c, usageError("--catalog-credential-file: %v", err)
+		}
+		c.Credential = strings.TrimSpace(string(cred))
 	}
 	if err := c.Validate(); err != nil {
 		return c, usageError("%s", strings.TrimPrefix(err.Error(), "iceberg: "))

@@ -47,6 +47,7 @@ func sinkCommand(e *env) *cobra.Command {
 	f.StringVar(&o.catalog, "catalog", "", "with --format iceberg: sqlite (default, <out>/catalog.db), postgres or rest")
 	f.StringVar(&o.catalogURI, "catalog-uri", "", "with --format iceberg: the SQLite file, the PostgreSQL URL or the REST catalog's URL")
 	f.StringVar(&o.catalogTokenFile, "catalog-token-file", "", "with --catalog rest: a file holding the bearer token of a rest catalog")
+	f.StringVar(&o.catalogCredentialFile, "catalog-credential-file", "", "with --catalog rest: a file holding its OAuth2 client credential, client_id:client_secret")
 	f.StringVar(&o.namespace, "namespace", "", "with --format iceberg: the tables' namespace (default millrace)")
 	f.StringVarP(&o.partition, "partition", "p", "", "with --format iceberg: the tables' partition spec, hour (default), day, identity:FIELD (a string, int64 or bool field) or none")
 	f.Int64Var(&o.rollRows, "roll-rows", 0, "end a commit window after N rows (default 1000000)")
@@ -92,6 +93,7 @@ type sinkOptions struct {
 	group, schema, out, s3Endpoint, s3Region, compression, partitionBy  string
 	timestampField, dedup, configFile, metricsAddr, logLevel            string
 	format, catalog, catalogURI, catalogTokenFile, namespace, partition string
+	catalogCredentialFile                                               string
 	registrySubject                                                     string
 	registry                                                            *registryFlags
 	topics, fields                                                      []string
@@ -151,6 +153,7 @@ func runSink(ctx context.Context, e *env, o sinkOptions, given func(flag string)
 	setString(&cfg.Lake.Iceberg.Catalog, o.catalog)
 	setString(&cfg.Lake.Iceberg.URI, o.catalogURI)
 	setString(&cfg.Lake.Iceberg.TokenFile, o.catalogTokenFile)
+	setString(&cfg.Lake.Iceberg.CredentialFile, o.catalogCredentialFile)
 	setString(&cfg.Lake.Iceberg.Namespace, o.namespace)
 	setString(&cfg.Lake.Iceberg.Partition, o.partition)
 	if len(o.topics) > 0 {

@@ -67,6 +67,9 @@ func Open(ctx context.Context, cfg Config) (*Catalog, error) {
 		if cfg.Token != "" {
 			opts = append(opts, rest.WithOAuthToken(cfg.Token))
 		}
+		if cfg.Credential != "" {
+			opts = append(opts, rest.WithCredential(cfg.Credential))
+		}
 		c.catalog, err = rest.NewCatalog(ctx, cfg.Name, cfg.URL, opts...)
 	}
 	if err != nil {

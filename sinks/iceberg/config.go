@@ -35,6 +35,11 @@ type Config struct {
 	URL string
 	// Token is an optional bearer token sent to a REST catalog.
 	Token string
+	// Credential is an optional OAuth2 client credential of a REST catalog,
+	// "client_id:client_secret" (or the secret alone): the client exchanges
+	// it at the catalog's /v1/oauth/tokens for the bearer tokens it sends,
+	// as Polaris, Nessie and other catalogs behind OAuth2 expect.
+	Credential string
 	// Namespace holds one table per topic. Default "millrace".
 	Namespace string
 	// Directory is the warehouse on a filesystem: tables' data and metadata go
@@ -86,8 +91,11 @@ func (c *Config) Validate() error {
 	if c.Catalog != CatalogREST && c.Directory == "" && c.S3 == nil {
 		return fmt.Errorf("iceberg: the %s catalog needs a warehouse: a directory or an S3 bucket", c.Catalog)
 	}
-	if c.Token != "" && c.Catalog != CatalogREST {
-		return errors.New("iceberg: a token is for a REST catalog only")
+	if (c.Token != "" || c.Credential != "") && c.Catalog != CatalogREST {
+		return errors.New("iceberg: a token or an OAuth2 credential is for a REST catalog only")
+	}
+	if c.Token != "" && c.Credential != "" {
+		return errors.New("iceberg: give a REST catalog a token or an OAuth2 credential, not both")
 	}
 	return nil
 }

@@ -36,6 +36,10 @@ import (
 type restCatalog struct {
 	sql   catalog.Catalog
 	token string
+	// credential, when set, is the OAuth2 client credential
+	// ("client_id:client_secret") POST /v1/oauth/tokens exchanges for
+	// token (client_credentials grant).
+	credential string
 
 	mu        sync.Mutex     // guards the following
 	warehouse string         // the warehouse the client asked for in GET /v1/config
@@ -61,6 +65,7 @@ func startRESTCatalog(t *testing.T, dir, token string) (*httptest.Server, *restC
 	}
 	rc := &restCatalog{sql: cat, token: token, errors: map[string]int{}}
 	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/oauth/tokens", rc.issueToken)
 	mux.HandleFunc("GET /v1/config", rc.config)
 	mux.HandleFunc("POST /v1/"+restPrefix+"/namespaces", rc.createNamespace)
 	mux.HandleFunc("POST /v1/"+restPrefix+"/namespaces/{namespace}/tables", rc.createTable)
@@ -75,12 +80,26 @@ func startRESTCatalog(t *testing.T, dir, token string) (*httptest.Server, *restC
 // NotAuthorizedException).
 func (rc *restCatalog) authorized(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer "+rc.token {
+		if r.URL.Path != "/v1/oauth/tokens" && r.Header.Get("Authorization") != "Bearer "+rc.token {
 			rc.fail(w, http.StatusUnauthorized, "NotAuthorizedException", errors.New("no valid bearer token"))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// issueToken is POST /v1/oauth/tokens with the client_credentials grant:
+// the catalog's token for its credential, 401 for any other.
+func (rc *restCatalog) issueToken(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil || r.Form.Get("grant_type") != "client_credentials" ||
+		rc.credential == "" || r.Form.Get("client_id")+":"+r.Form.Get("client_secret") != rc.credential {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		w.Write([]byte(`{"error":"invalid_client"}`))
+		return
+	}
+	reply(w, map[string]any{"access_token": rc.token, "token_type": "bearer", "expires_in": 3600,
+		"issued_token_type": "urn:ietf:params:oauth:token-type:access_token"})
 }
 
 // config is GET /v1/config: the CatalogConfig of the spec.
@@ -319,4 +338,22 @@ func (rc *restCatalog) errorCounts() map[string]int {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	return maps.Clone(rc.errors)
+}
+
+// TestRESTCatalogOAuthCredential: a client with the catalog's OAuth2
+// client credential gets its token from /v1/oauth/tokens and opens the
+// catalog; a wrong credential is refused.
+func TestRESTCatalogOAuthCredential(t *testing.T) {
+	srv, rc := startRESTCatalog(t, t.TempDir(), "issued-token")
+	rc.credential = "millrace:s3cret"
+	warehouse := t.TempDir()
+	if _, err := Open(t.Context(), Config{Catalog: CatalogREST, URL: srv.URL, Directory: warehouse, Credential: "millrace:wrong"}); err == nil {
+		t.Fatal("a wrong credential opened the catalog")
+	}
+	c, err := Open(t.Context(), Config{Catalog: CatalogREST, URL: srv.URL, Directory: warehouse, Credential: "millrace:s3cret"})
+	if err != nil {
+		t.Fatalf("opening with the catalog's credential: %v", err)
+	}
+	defer c.Close()
+	checkMetricsShape(t, metricsTable(t, c))
 }

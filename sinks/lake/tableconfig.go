@@ -41,6 +41,11 @@ type TableConfig struct {
 	// default. A file, not the token, so that the secret stays out of
 	// configuration files and command lines.
 	TokenFile string `yaml:"token_file"`
+	// CredentialFile is a file holding a rest catalog's OAuth2 client
+	// credential, "client_id:client_secret", which the sink exchanges at
+	// the catalog's /v1/oauth/tokens for its bearer tokens; none by
+	// default, and not with TokenFile.
+	CredentialFile string `yaml:"credential_file"`
 	// Warehouse is where the tables live, a directory (/PATH or
 	// file:///PATH) or a bucket (s3://BUCKET/PREFIX): a topic's table is
 	// <warehouse>/<namespace>.db/<topic>, its data files under its data/.
@@ -77,6 +82,12 @@ func (tc TableConfig) validate() []error {
 	}
 	if tc.TokenFile != "" && tc.Catalog != iceberg.CatalogREST {
 		errs = append(errs, fmt.Errorf("lake: iceberg.token_file: a token is for the rest catalog, not %s", cmp.Or(tc.Catalog, iceberg.CatalogSQLite)))
+	}
+	if tc.CredentialFile != "" && tc.Catalog != iceberg.CatalogREST {
+		errs = append(errs, fmt.Errorf("lake: iceberg.credential_file: a credential is for the rest catalog, not %s", cmp.Or(tc.Catalog, iceberg.CatalogSQLite)))
+	}
+	if tc.CredentialFile != "" && tc.TokenFile != "" {
+		errs = append(errs, errors.New("lake: iceberg: token_file or credential_file, not both"))
 	}
 	switch bucket, _, inS3 := tc.s3Warehouse(); {
 	case tc.Warehouse == "":
@@ -166,6 +177,13 @@ func (tc TableConfig) catalogConfig(st store.Store, logger *slog.Logger) (iceber
 			return c, fmt.Errorf("lake: iceberg.token_file: %w", err)
 		}
 		c.Token = strings.TrimSpace(string(token))
+	}
+	if tc.CredentialFile != "" {
+		cred, err := os.ReadFile(tc.CredentialFile)
+		if err != nil {
+			return c, fmt.Errorf("lake: iceberg.credential_file: %w", err)
+		}
+		c.Credential = strings.TrimSpace(string(cred))
 	}
 	if ts, ok := st.(tableStore); ok {
 		st = ts.Store

@@ -36,6 +36,11 @@ func TestTableConfigValidate(t *testing.T) {
 			c.Iceberg.Catalog, c.Iceberg.URI, c.Iceberg.TokenFile = "rest", "http://127.0.0.1:8181", "/etc/millrace/token"
 		}, ""},
 		{"token for sqlite", func(c *Config) { c.Iceberg.TokenFile = "/etc/millrace/token" }, "iceberg.token_file: a token is for the rest catalog, not sqlite"},
+		{"credential for sqlite", func(c *Config) { c.Iceberg.CredentialFile = "/etc/millrace/cred" }, "iceberg.credential_file: a credential is for the rest catalog, not sqlite"},
+		{"token and credential", func(c *Config) {
+			c.Iceberg.Catalog, c.Iceberg.URI = "rest", "http://127.0.0.1:8181"
+			c.Iceberg.TokenFile, c.Iceberg.CredentialFile = "/etc/millrace/token", "/etc/millrace/cred"
+		}, "token_file or credential_file, not both"},
 		{"sqlite url", func(c *Config) { c.Iceberg.URI = "postgres://x" }, "the sqlite catalog takes a file path"},
 		{"no warehouse", func(c *Config) { c.Iceberg.Warehouse = "" }, "iceberg.warehouse: the directory"},
 		{"s3 warehouse", func(c *Config) { c.Iceberg.Warehouse, c.Iceberg.URI = "s3://b/p", "/var/lib/c.db" }, ""},
@@ -92,5 +97,20 @@ func TestTableConfigToken(t *testing.T) {
 	tc.TokenFile = filepath.Join(t.TempDir(), "missing")
 	if _, err := tc.catalogConfig(nil, nil); err == nil || !strings.Contains(err.Error(), "iceberg.token_file") {
 		t.Errorf("a missing token file: %v, want an error naming iceberg.token_file", err)
+	}
+}
+
+// TestTableConfigCredential: a rest catalog's OAuth2 client credential is
+// read from credential_file into the catalog's configuration.
+func TestTableConfigCredential(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "credential")
+	if err := os.WriteFile(file, []byte("millrace:s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tc := TableConfig{Catalog: "rest", URI: "http://127.0.0.1:8181", Warehouse: "/lake", CredentialFile: file}
+	cc, err := tc.catalogConfig(nil, nil)
+	if err != nil || cc.Credential != "millrace:s3cret" || cc.Token != "" {
+		t.Errorf("catalog config credential %q, token %q, %v; want millrace:s3cret and no token", cc.Credential, cc.Token, err)
 	}
 }
