@@ -158,7 +158,8 @@ func TestTableFlagsToken(t *testing.T) {
 		flags tableFlags
 		want  string
 	}{
-		{tableFlags{catalogTokenFile: file}, "a token is for a REST catalog only"},
+		{tableFlags{catalogTokenFile: file}, "a token or an OAuth2 credential is for a REST catalog only"},
+		{tableFlags{catalogCredentialFile: file}, "a token or an OAuth2 credential is for a REST catalog only"},
 		{tableFlags{catalog: "rest", catalogURI: "http://127.0.0.1:8181", catalogTokenFile: file + ".missing"}, "--catalog-token-file"},
 	} {
 		_, err := bad.flags.config(t.TempDir())
