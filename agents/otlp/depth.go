@@ -1,6 +1,10 @@
 package otlp
 
-import "fmt"
+import (
+	"fmt"
+
+	"millrace/internal/jsondepth"
+)
 
 // maxJSONDepth bounds a JSON body's nesting: an AnyValue kvlist nests
 // four JSON levels a level ({"kvlistValue":{"values":[{"value":{...), so
@@ -9,31 +13,11 @@ import "fmt"
 const maxJSONDepth = 410
 
 // checkJSONDepth refuses a body nested deeper than limit objects and
-// arrays, counted in one pass without decoding, so a body of a few
-// megabytes of brackets cannot make the decoder recurse millions deep.
+// arrays, so a body of a few megabytes of brackets cannot make the decoder
+// recurse millions deep.
 func checkJSONDepth(b []byte, limit int) error {
-	depth, inString, escaped := 0, false, false
-	for _, c := range b {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			depth++
-			if depth > limit {
-				return fmt.Errorf("the JSON body nests deeper than %d levels", limit)
-			}
-		case c == '}' || c == ']':
-			depth--
-		}
+	if _, deeper := jsondepth.Exceeds(b, limit); deeper {
+		return fmt.Errorf("the JSON body nests deeper than %d levels", limit)
 	}
 	return nil
 }

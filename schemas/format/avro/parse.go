@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"millrace/internal/jsondepth"
 	"millrace/schemas/format"
 
 	lib "github.com/twmb/avro"
@@ -127,34 +128,10 @@ func parseRefs(cache *lib.SchemaCache, refs map[string]string, order []string) e
 }
 
 // checkJSONDepth refuses text whose arrays and objects nest deeper than
-// limit. It reads bytes only (strings skipped, escapes honoured), so it
-// costs one pass whatever the text holds; malformed JSON is left to the
-// parser to describe.
+// limit, before the parser recurses into it.
 func checkJSONDepth(text string, limit int) error {
-	depth := 0
-	inString, escaped := false, false
-	for i := 0; i < len(text); i++ {
-		c := text[i]
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '[' || c == '{':
-			depth++
-			if depth > limit {
-				return fmt.Errorf("nests JSON arrays and objects more than %d deep (at byte %d): %w", limit, i, format.ErrLimit)
-			}
-		case c == ']' || c == '}':
-			depth--
-		}
+	if at, deeper := jsondepth.Exceeds(text, limit); deeper {
+		return fmt.Errorf("nests JSON arrays and objects more than %d deep (at byte %d): %w", limit, at, format.ErrLimit)
 	}
 	return nil
 }
