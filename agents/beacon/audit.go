@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"millrace/agents/ship"
 	"millrace/audit"
 	"millrace/schemas"
 )
@@ -70,11 +71,11 @@ func (s *Server) metricMark(source string, ts time.Time, newSource func() bool) 
 	return auditMark{counter: s.metricAudit, topic: s.cfg.MetricsTopic, source: audit.MetricSource(source), at: ts, newSource: newSource}
 }
 
-// counted wraps ack so that the mark is counted once the broker
-// acknowledged the record.
-func (m auditMark) counted(ack func(*kgo.Record, error)) func(*kgo.Record, error) {
+// counted is the acknowledgement that counts the mark once the broker
+// acknowledged the record; nil when nothing is counted.
+func (m auditMark) counted() ship.AckFunc {
 	if m.counter == nil {
-		return ack
+		return nil
 	}
 	return func(r *kgo.Record, err error) {
 		if err == nil {
@@ -84,6 +85,5 @@ func (m auditMark) counted(ack func(*kgo.Record, error)) func(*kgo.Record, error
 			}
 			m.counter.AddFrom(m.topic, m.source, at, 1, m.newSource)
 		}
-		ack(r, err)
 	}
 }

@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -36,108 +33,40 @@ func (e *publishError) Unwrap() error { return e.err }
 var errBufferFull = &publishError{status: http.StatusServiceUnavailable,
 	reason: "the broker cannot take more events now", err: ship.ErrBufferFull}
 
-// ackWaiter counts a request's outstanding acknowledgements. The producer
-// calls ack serially on its own goroutine, so ack only counts and closes.
-type ackWaiter struct {
-	remaining atomic.Int64
-	done      chan struct{}
-	once      sync.Once
-	mu        sync.Mutex // guards the following
-	firstErr  error
-}
-
-func newAckWaiter(n int) *ackWaiter {
-	w := &ackWaiter{done: make(chan struct{})}
-	w.remaining.Store(int64(n))
-	if n == 0 {
-		close(w.done)
-	}
-	return w
-}
-
-func (w *ackWaiter) ack(_ *kgo.Record, err error) {
-	if err != nil {
-		w.setErr(err)
-	}
-	w.settle(1)
-}
-
-func (w *ackWaiter) setErr(err error) {
-	w.mu.Lock()
-	if w.firstErr == nil {
-		w.firstErr = err
-	}
-	w.mu.Unlock()
-}
-
-func (w *ackWaiter) err() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.firstErr
-}
-
-// settle marks n records as finished (acknowledged, failed, or never sent).
-func (w *ackWaiter) settle(n int64) {
-	if w.remaining.Add(-n) == 0 {
-		w.once.Do(func() { close(w.done) })
-	}
-}
-
 // publish produces recs and waits until the broker acknowledged all of them.
 // The request is refused whole (errBufferFull) when the producer's buffer
 // cannot hold it, so a client is rarely left with half a request in the
-// topic. On any failure or timeout the records not yet sent are canceled
-// (they would only become duplicates of the client's retry, and they hold
-// buffer memory).
+// topic. On any failure or timeout the
+// records not yet sent are canceled (ship.ProduceAll).
 //
 // marks, one per record (or none), says what the audit counts for each
 // record the broker acknowledges, whatever the request's answer.
 func (s *Server) publish(ctx context.Context, recs []*kgo.Record, marks []auditMark) error {
-	if len(recs) == 0 {
-		return nil
+	acks := make([]ship.AckFunc, len(marks))
+	for i, m := range marks {
+		acks[i] = m.counted()
 	}
-	var size int64
-	for _, r := range recs {
-		size += ship.RecordCost(r)
-	}
-	pc := s.producer.Config()
-	if s.producer.BufferedRecords()+int64(len(recs)) > int64(pc.MaxBufferedRecords) ||
-		s.producer.BufferedBytes()+size > int64(pc.MaxBufferedBytes) {
+	errs, err := ship.ProduceAll(ctx, s.producer, recs, acks, s.cfg.AckTimeout)
+	switch {
+	case errors.Is(err, ship.ErrNeverFits):
+		// Answered as a full buffer: a request is bounded (max_events_per_request)
+		// well under the producer's buffer, so only a misconfigured
+		// buffer lands here.
 		return errBufferFull
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	// Canceling after every record settled is a no-op; before, it drops the
-	// records still buffered.
-	defer cancel()
-	w := newAckWaiter(len(recs))
-	for i, r := range recs {
-		ack := w.ack
-		if i < len(marks) {
-			ack = marks[i].counted(ack)
-		}
-		if err := s.producer.TryProduce(ctx, r, ack); err != nil {
-			w.setErr(err)
-			w.settle(int64(len(recs) - i))
-			break
-		}
-	}
-	timer := time.NewTimer(s.cfg.AckTimeout)
-	defer timer.Stop()
-	select {
-	case <-w.done:
-	case <-timer.C:
+	case errors.Is(err, ship.ErrAckTimeout):
 		return &publishError{status: http.StatusServiceUnavailable,
-			reason: "the broker did not acknowledge the events in time", err: context.DeadlineExceeded}
-	case <-ctx.Done():
-		return &publishError{status: http.StatusServiceUnavailable, reason: "request ended", err: ctx.Err()}
+			reason: "the broker did not acknowledge the events in time", err: err}
+	case err == nil:
+		err = ship.FirstError(errs)
 	}
-	err := w.err()
 	if err == nil {
 		return nil
 	}
 	switch ship.Classify(err) {
 	case ship.KindBufferFull:
 		return errBufferFull
+	case ship.KindCanceled:
+		return &publishError{status: http.StatusServiceUnavailable, reason: "request ended", err: err}
 	case ship.KindTooLarge:
 		return &publishError{status: http.StatusRequestEntityTooLarge, reason: "an event is too large for the broker", err: err}
 	case ship.KindRejected:

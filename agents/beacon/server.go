@@ -14,7 +14,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/agents/ship"
 	"millrace/audit"
@@ -29,10 +28,7 @@ import (
 // write); it must answer from what the producer already knows, since anyone
 // can call /readyz at any rate.
 type Producer interface {
-	TryProduce(ctx context.Context, rec *kgo.Record, ack ship.AckFunc) error
-	BufferedRecords() int64
-	BufferedBytes() int64
-	Config() ship.Config
+	ship.Publisher
 	ReadyFor(ctx context.Context, topics ...string) error
 }
 

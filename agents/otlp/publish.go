@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -13,14 +11,8 @@ import (
 )
 
 // Producer is what the receiver produces through; *ship.Shipper implements
-// it. As for the beacon, TryProduce must not wait for buffer room (the
-// receiver answers "retry later" instead).
-type Producer interface {
-	TryProduce(ctx context.Context, rec *kgo.Record, ack ship.AckFunc) error
-	BufferedRecords() int64
-	BufferedBytes() int64
-	Config() ship.Config
-}
+// it (ship.Publisher).
+type Producer = ship.Publisher
 
 // retry says whether, and why, a whole request should be sent again.
 type retry int
@@ -88,68 +80,32 @@ func encodeParts[T any](s signal[T], enc, topic string, maxBytes int, parts []pa
 // rejected, unless none was acknowledged and the failure is one a retry
 // may cure (then the whole request is to be retried).
 func (r *Receiver) publish(ctx context.Context, recs []encoded) outcome {
-	if len(recs) == 0 {
-		return outcome{}
-	}
-	var size int64
+	krecs := make([]*kgo.Record, len(recs))
+	acks := make([]ship.AckFunc, len(recs))
 	items := 0
-	for _, e := range recs {
-		size += ship.RecordCost(e.rec)
-		items += e.items
-	}
-	pc := r.producer.Config()
-	if int64(len(recs)) > int64(pc.MaxBufferedRecords) || size > int64(pc.MaxBufferedBytes) {
-		return outcome{rejected: items, message: "the request is larger than the producer can ever buffer; send smaller batches"}
-	}
-	if r.producer.BufferedRecords()+int64(len(recs)) > int64(pc.MaxBufferedRecords) ||
-		r.producer.BufferedBytes()+size > int64(pc.MaxBufferedBytes) {
-		return outcome{retry: retryBackedUp, message: "the broker cannot take more data now"}
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	// Canceling after every record settled is a no-op; before, it drops the
-	// records still buffered, which the client's retry would duplicate.
-	defer cancel()
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex // guards errs
-		errs = make([]error, len(recs))
-	)
-	wg.Add(len(recs))
 	for i, e := range recs {
-		err := r.producer.TryProduce(ctx, e.rec, func(_ *kgo.Record, err error) {
-			if err == nil && e.acked != nil {
-				e.acked()
+		krecs[i] = e.rec
+		items += e.items
+		if acked := e.acked; acked != nil {
+			acks[i] = func(_ *kgo.Record, err error) {
+				if err == nil {
+					acked()
+				}
 			}
-			mu.Lock()
-			errs[i] = err
-			mu.Unlock()
-			wg.Done()
-		})
-		if err != nil {
-			mu.Lock()
-			for j := i; j < len(recs); j++ {
-				errs[j] = err
-			}
-			mu.Unlock()
-			wg.Add(i - len(recs))
-			break
 		}
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	timer := time.NewTimer(r.cfg.AckTimeout)
-	defer timer.Stop()
-	select {
-	case <-done:
-	case <-timer.C:
-		cancel()
-		<-done
+	errs, err := ship.ProduceAll(ctx, r.producer, krecs, acks, r.cfg.AckTimeout)
+	switch {
+	case err == nil:
+		return tally(recs, errs)
+	case errors.Is(err, ship.ErrNeverFits):
+		return outcome{rejected: items, message: "the request is larger than the producer can ever buffer; send smaller batches"}
+	case errors.Is(err, ship.ErrBufferFull):
+		return outcome{retry: retryBackedUp, message: "the broker cannot take more data now"}
+	case errors.Is(err, ship.ErrAckTimeout):
 		return outcome{retry: retryUnavailable, message: "the broker did not acknowledge the data in time"}
-	case <-ctx.Done():
-		<-done
-		return outcome{retry: retryUnavailable, message: "the request ended before the broker acknowledged its data"}
 	}
-	return tally(recs, errs)
+	return outcome{retry: retryUnavailable, message: "the request ended before the broker acknowledged its data"}
 }
 
 // tally turns the records' acknowledgements into the request's outcome.
