@@ -20,10 +20,13 @@ import (
 // publishes them.
 
 // SetAudit makes the beacon count acknowledged clicks in clicks and
-// acknowledged metric samples (POST /v1/metrics) in metrics; either may be
-// nil. Call it before Start.
+// acknowledged metric samples (POST /v1/metrics and remote write) in
+// metrics; either may be nil. Call it before Start.
 func (s *Server) SetAudit(clicks, metrics *audit.Counter) {
 	s.clickAudit, s.metricAudit = clicks, metrics
+	if s.remoteWrite != nil {
+		s.remoteWrite.SetAudit(metrics)
+	}
 }
 
 // auditMark is what the audit counts for one record once the broker

@@ -44,7 +44,12 @@ import (
 // times the block's size is corrupt, whatever the limits.
 const maxSnappyExpansion = 22
 
-// Handler serves POST /api/v1/write. Build it with New.
+// Path is where remote write is served: the path of Prometheus's own
+// receiver (--web.enable-remote-write-receiver) and of VictoriaMetrics, so
+// a remote_write url needs only the host changed.
+const Path = "/api/v1/write"
+
+// Handler serves POST /api/v1/write (Path). Build it with New.
 type Handler struct {
 	cfg      Config
 	producer Producer
