@@ -276,6 +276,7 @@ func (c *Collector) refresh(ctx context.Context) {
 	s.Seq = c.latest.Seq + 1
 	s.MetricsTopic = c.cfg.MetricsTopic
 	s.Components = c.counters.components(time.Now(), c.cfg.StaleAfter)
+	s.Inputs = c.counters.inputs(time.Now(), c.cfg.StaleAfter)
 	s.Problems = c.problems.current(time.Now(), c.cfg.StaleAfter)
 	c.latest = s
 	close(c.updated)
