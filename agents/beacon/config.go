@@ -3,7 +3,8 @@
 // (/b.gif), as JSON POSTs (/v1/events, one event or an array, also as
 // text/plain so navigator.sendBeacon needs no CORS preflight), serves a small
 // tracker script (/beacon.js), and takes metric samples as Prometheus text or
-// JSON (/v1/metrics). Every event is validated against its schema, enriched
+// JSON (/v1/metrics) and as Prometheus remote write (/api/v1/write,
+// remotewrite.go). Every event is validated against its schema, enriched
 // (event id, receive time, client IP, user agent, referrer) and produced
 // through agents/ship; events that do not fit the schema go to a dead-letter
 // topic with the reason.
