@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/snappy"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"millrace/agents/promwrite"
@@ -17,31 +18,51 @@ import (
 	"millrace/audit"
 )
 
-// remoteWriteBody is a snappy-compressed remote write 1.0 WriteRequest of
-// one series with one sample, as prompb marshals it: TimeSeries = 1 {
-// Label labels = 1 {name = 1, value = 2}, Sample samples = 2 {double
-// value = 1, int64 timestamp = 2} }.
-func remoteWriteBody(value float64, at time.Time, labels ...string) []byte {
-	var series []byte
-	for i := 0; i+1 < len(labels); i += 2 {
-		var l []byte
-		l = protowire.AppendTag(l, 1, protowire.BytesType)
-		l = protowire.AppendString(l, labels[i])
-		l = protowire.AppendTag(l, 2, protowire.BytesType)
-		l = protowire.AppendString(l, labels[i+1])
-		series = protowire.AppendTag(series, 1, protowire.BytesType)
-		series = protowire.AppendBytes(series, l)
-	}
-	var s []byte
-	s = protowire.AppendTag(s, 1, protowire.Fixed64Type)
-	s = protowire.AppendFixed64(s, math.Float64bits(value))
-	s = protowire.AppendTag(s, 2, protowire.VarintType)
-	s = protowire.AppendVarint(s, uint64(at.UnixMilli()))
-	series = protowire.AppendTag(series, 2, protowire.BytesType)
-	series = protowire.AppendBytes(series, s)
+// rwSeries is a series of one sample for remoteWriteBody: label name and
+// value pairs, the value and its time in milliseconds.
+type rwSeries struct {
+	labels []string
+	value  float64
+	ms     int64
+}
+
+// remoteWriteBody is a snappy-compressed remote write 1.0 WriteRequest as
+// prompb marshals it (remote.proto, types.proto): WriteRequest {
+// TimeSeries timeseries = 1 { Label labels = 1 {name = 1, value = 2};
+// Sample samples = 2 {double value = 1; int64 timestamp = 2} };
+// MetricMetadata metadata = 3 {type = 1; metric_family_name = 2} }.
+func remoteWriteBody(series []rwSeries, metadata map[string]promwrite.MetricType) []byte {
 	var req []byte
-	req = protowire.AppendTag(req, 1, protowire.BytesType)
-	req = protowire.AppendBytes(req, series)
+	for _, ts := range series {
+		var b []byte
+		for i := 0; i+1 < len(ts.labels); i += 2 {
+			var l []byte
+			l = protowire.AppendTag(l, 1, protowire.BytesType)
+			l = protowire.AppendString(l, ts.labels[i])
+			l = protowire.AppendTag(l, 2, protowire.BytesType)
+			l = protowire.AppendString(l, ts.labels[i+1])
+			b = protowire.AppendTag(b, 1, protowire.BytesType)
+			b = protowire.AppendBytes(b, l)
+		}
+		var sm []byte
+		sm = protowire.AppendTag(sm, 1, protowire.Fixed64Type)
+		sm = protowire.AppendFixed64(sm, math.Float64bits(ts.value))
+		sm = protowire.AppendTag(sm, 2, protowire.VarintType)
+		sm = protowire.AppendVarint(sm, uint64(ts.ms))
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		b = protowire.AppendBytes(b, sm)
+		req = protowire.AppendTag(req, 1, protowire.BytesType)
+		req = protowire.AppendBytes(req, b)
+	}
+	for family, typ := range metadata {
+		var m []byte
+		m = protowire.AppendTag(m, 1, protowire.VarintType)
+		m = protowire.AppendVarint(m, uint64(typ))
+		m = protowire.AppendTag(m, 2, protowire.BytesType)
+		m = protowire.AppendString(m, family)
+		req = protowire.AppendTag(req, 3, protowire.BytesType)
+		req = protowire.AppendBytes(req, m)
+	}
 	return snappy.Encode(nil, req)
 }
 
@@ -73,7 +94,7 @@ func TestRemoteWriteLandsInMetricsTopic(t *testing.T) {
 	metrics := newAuditCounter(t, audit.RoleIntake)
 	h.server.SetAudit(nil, metrics)
 	at := time.Now().Add(-time.Minute).UTC().Truncate(time.Millisecond)
-	body := remoteWriteBody(42, at, "__name__", "node_load1", "job", "node", "instance", "host-1:9100")
+	body := remoteWriteBody([]rwSeries{{[]string{"__name__", "node_load1", "job", "node", "instance", "host-1:9100"}, 42, at.UnixMilli()}}, nil)
 	if code := postRemoteWrite(t, h.http.URL+promwrite.Path+"?source=prom-a", body); code != http.StatusNoContent {
 		t.Fatalf("remote write answered %d, want 204", code)
 	}
@@ -125,8 +146,90 @@ func TestRemoteWriteConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := httptest.NewRecorder()
-	srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, promwrite.Path, bytes.NewReader(remoteWriteBody(1, time.Now(), "__name__", "up"))))
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, promwrite.Path, bytes.NewReader(remoteWriteBody([]rwSeries{{[]string{"__name__", "up"}, 1, time.Now().UnixMilli()}}, nil))))
 	if rec.Code != http.StatusNotFound || srv.RemoteWriteOn() {
 		t.Fatalf("disabled remote write answered %d", rec.Code)
+	}
+}
+
+// TestRemoteWriteSameEventsAsMetricsIntake: samples sent by remote write
+// become exactly the records (topic, key, value) POST /v1/metrics makes of
+// the same samples in the text exposition format, kinds included (from
+// the metadata), on the same beacon.
+func TestRemoteWriteSameEventsAsMetricsIntake(t *testing.T) {
+	t.Parallel()
+	if promwrite.DefaultTopic != DefaultMetricsTopic {
+		t.Fatalf("promwrite.DefaultTopic %q, the beacon's metrics topic %q", promwrite.DefaultTopic, DefaultMetricsTopic)
+	}
+	var recs []*kgo.Record
+	p := &ackingProducer{fail: func(r *kgo.Record) error {
+		recs = append(recs, r) // under the producer's lock
+		return nil
+	}}
+	srv, err := New(Config{}, p, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := func() []*kgo.Record {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		out := recs
+		recs = nil
+		return out
+	}
+	const ms = 1700000000123
+	exposition := `# TYPE http_requests_total counter
+http_requests_total{code="200",job="api"} 1027 1700000000123
+# TYPE temp gauge
+temp{room="a b"} -21.5 1700000000123
+# TYPE rpc_seconds histogram
+rpc_seconds_bucket{le="0.1"} 3 1700000000123
+rpc_seconds_bucket{le="+Inf"} 5 1700000000123
+rpc_seconds_sum 1.5 1700000000123
+rpc_seconds_count 5 1700000000123
+other NaN 1700000000123
+`
+	r := httptest.NewRequest(http.MethodPost, "/v1/metrics?source=prom-1", strings.NewReader(exposition))
+	r.Header.Set("Content-Type", "text/plain")
+	w := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(w, r)
+	if w.Code != http.StatusOK {
+		t.Fatalf("/v1/metrics: status %d: %s", w.Code, w.Body)
+	}
+	want := taken()
+
+	// Prometheus sends metadata in requests of its own; the intake orders
+	// families by name, and the series below follow it.
+	send := func(body []byte) {
+		t.Helper()
+		r := httptest.NewRequest(http.MethodPost, promwrite.Path+"?source=prom-1", bytes.NewReader(body))
+		r.Header.Set("Content-Encoding", "snappy")
+		r.Header.Set("Content-Type", "application/x-protobuf")
+		w := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(w, r)
+		if w.Code != http.StatusNoContent {
+			t.Fatalf("remote write: status %d: %s", w.Code, w.Body)
+		}
+	}
+	send(remoteWriteBody(nil, map[string]promwrite.MetricType{
+		"http_requests_total": promwrite.TypeCounter, "temp": promwrite.TypeGauge, "rpc_seconds": promwrite.TypeHistogram}))
+	send(remoteWriteBody([]rwSeries{
+		{[]string{"__name__", "http_requests_total", "code", "200", "job", "api"}, 1027, ms},
+		{[]string{"__name__", "other"}, math.NaN(), ms},
+		{[]string{"__name__", "rpc_seconds_bucket", "le", "0.1"}, 3, ms},
+		{[]string{"__name__", "rpc_seconds_bucket", "le", "+Inf"}, 5, ms},
+		{[]string{"__name__", "rpc_seconds_sum"}, 1.5, ms},
+		{[]string{"__name__", "rpc_seconds_count"}, 5, ms},
+		{[]string{"__name__", "temp", "room", "a b"}, -21.5, ms},
+	}, nil))
+	got := taken()
+	if len(got) != len(want) || len(want) != 7 {
+		t.Fatalf("%d records, /v1/metrics made %d (want 7)", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].Topic != want[i].Topic || string(got[i].Key) != string(want[i].Key) || string(got[i].Value) != string(want[i].Value) {
+			t.Errorf("record %d:\n got %s %s %s\nwant %s %s %s", i,
+				got[i].Topic, got[i].Key, got[i].Value, want[i].Topic, want[i].Key, want[i].Value)
+		}
 	}
 }
