@@ -1,6 +1,7 @@
 package beacon
 
 import (
+	"net/http"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -26,6 +27,8 @@ func (s *Server) SetAudit(clicks, metrics *audit.Counter) {
 	s.clickAudit, s.metricAudit = clicks, metrics
 	if s.remoteWrite != nil {
 		s.remoteWrite.SetAudit(metrics)
+		// The same limit on new sources per client as /v1/metrics.
+		s.remoteWrite.SetNewSourceGate(func(r *http.Request) func() bool { return s.newSourceGate(s.info(r)) })
 	}
 }
 

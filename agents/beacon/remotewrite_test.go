@@ -233,3 +233,33 @@ other NaN 1700000000123
 		}
 	}
 }
+
+// A client opening audit sources faster than audit_new_sources gets its
+// further sources' samples counted in "(other)", as on /v1/metrics.
+func TestRemoteWriteLimitsNewAuditSources(t *testing.T) {
+	t.Parallel()
+	srv, err := New(Config{AuditNewSources: 1, AuditNewSourcesBurst: 1}, &ackingProducer{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	srv.now = func() time.Time { return now } // no token comes back during the test
+	metrics := newAuditCounter(t, audit.RoleIntake)
+	srv.SetAudit(nil, metrics)
+	at := now.Add(-time.Minute).UTC()
+	for _, source := range []string{"a", "b", "c"} {
+		r := httptest.NewRequest(http.MethodPost, promwrite.Path+"?source="+source,
+			bytes.NewReader(remoteWriteBody([]rwSeries{{[]string{"__name__", "up"}, 1, at.UnixMilli()}}, nil)))
+		r.Header.Set("Content-Encoding", "snappy")
+		r.Header.Set("Content-Type", "application/x-protobuf")
+		w := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(w, r)
+		if w.Code != http.StatusNoContent {
+			t.Fatalf("source %s: status %d: %s", source, w.Code, w.Body)
+		}
+	}
+	want := map[string]int64{DefaultMetricsTopic + " a " + audit.Hour(at): 1, DefaultMetricsTopic + " " + audit.OtherSource + " " + audit.Hour(at): 2}
+	if got := totals(metrics); !equalTotals(got, want) {
+		t.Fatalf("audit totals %v, want %v", got, want)
+	}
+}
