@@ -89,3 +89,36 @@ func TestRemoteWriteNeedsHTTPAuth(t *testing.T) {
 		t.Errorf("/v1/metrics without credentials: %d, want 200 (public)", resp.StatusCode)
 	}
 }
+
+// TestRemoteWriteConfigFile: beacon.remote_write takes promwrite's settings
+// inline beside enabled, and its topic is created with the beacon's.
+func TestRemoteWriteConfigFile(t *testing.T) {
+	t.Parallel()
+	c := decodeConfig(t, `
+beacon:
+  metrics_topic: m
+  remote_write:
+    topic: prom
+    max_in_flight: 8
+    max_samples: 5000
+`)
+	rw := c.Beacon.WithDefaults().RemoteWrite
+	if !rw.On() || rw.Topic != "prom" || rw.MaxInFlight != 8 || rw.MaxSamples != 5000 {
+		t.Fatalf("remote_write %+v", rw)
+	}
+	has := func(c Config, name string) bool {
+		for _, tc := range c.withDefaults().usedTopics() {
+			if tc.Name == name {
+				return true
+			}
+		}
+		return false
+	}
+	if !has(c, "prom") || !has(c, "m") {
+		t.Fatalf("used topics %v, want prom and m", c.withDefaults().usedTopics())
+	}
+	off := decodeConfig(t, "beacon:\n  remote_write:\n    enabled: false\n    topic: prom\n")
+	if off.Beacon.RemoteWrite.On() || has(off, "prom") {
+		t.Fatal("a disabled remote write still on, or its topic created")
+	}
+}
