@@ -10,8 +10,9 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Chromium for the browser tests, PostgreSQL for the Iceberg SQL
 # catalog's tests (sinks/iceberg starts its own server), and Avro and
 # requests for confluent-kafka's schema registry client and its (legacy)
-# Avro producer.
-APT_PACKAGES := kcat python3-kafka python3-zstandard python3-confluent-kafka librdkafka-dev gcc zookeeper chromium postgresql python3-avro python3-requests
+# Avro producer, and Prometheus, whose remote_write the e2e tests point at
+# millrace (they start their own server; the package's service is not used).
+APT_PACKAGES := kcat python3-kafka python3-zstandard python3-confluent-kafka librdkafka-dev gcc zookeeper chromium postgresql python3-avro python3-requests prometheus
 # npm packages of the e2e tests (KafkaJS and its Confluent schema registry
 # client), installed into .bin/node.
 NPM_PACKAGES := kafkajs@2.2.4 @kafkajs/confluent-schema-registry@4.1.0

@@ -1,6 +1,7 @@
 package beacon
 
 import (
+	"net/http"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -21,10 +22,15 @@ import (
 // publishes them.
 
 // SetAudit makes the beacon count acknowledged clicks in clicks and
-// acknowledged metric samples (POST /v1/metrics) in metrics; either may be
-// nil. Call it before Start.
+// acknowledged metric samples (POST /v1/metrics and remote write) in
+// metrics; either may be nil. Call it before Start.
 func (s *Server) SetAudit(clicks, metrics *audit.Counter) {
 	s.clickAudit, s.metricAudit = clicks, metrics
+	if s.remoteWrite != nil {
+		s.remoteWrite.SetAudit(metrics)
+		// The same limit on new sources per client as /v1/metrics.
+		s.remoteWrite.SetNewSourceGate(func(r *http.Request) func() bool { return s.newSourceGate(s.info(r)) })
+	}
 }
 
 // auditMark is what the audit counts for one record once the broker

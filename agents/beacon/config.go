@@ -3,7 +3,8 @@
 // (/b.gif), as JSON POSTs (/v1/events, one event or an array, also as
 // text/plain so navigator.sendBeacon needs no CORS preflight), serves a small
 // tracker script (/beacon.js), and takes metric samples as Prometheus text or
-// JSON (/v1/metrics). Every event is validated against its schema, enriched
+// JSON (/v1/metrics) and as Prometheus remote write (/api/v1/write,
+// remotewrite.go). Every event is validated against its schema, enriched
 // (event id, receive time, client IP, user agent, referrer) and produced
 // through agents/ship; events that do not fit the schema go to a dead-letter
 // topic with the reason.
@@ -221,6 +222,10 @@ type Config struct {
 	// registry cannot be reached the version already held is used; an
 	// event type whose schema was never fetched is answered 503.
 	SchemaRegistry srclient.Config `yaml:"schema_registry"`
+	// RemoteWrite serves Prometheus remote write 1.0 at POST
+	// /api/v1/write into MetricsTopic (see remotewrite.go). On by default;
+	// remote_write.enabled: false turns it off.
+	RemoteWrite RemoteWriteConfig `yaml:"remote_write"`
 }
 
 // WithDefaults returns a copy of c with every unset field set to its default.
@@ -303,6 +308,7 @@ func (c Config) WithDefaults() Config {
 	if len(c.Schemas) > 0 {
 		c.SchemaRegistry = c.SchemaRegistry.WithDefaults()
 	}
+	c.RemoteWrite = c.remoteWriteDefaults()
 	return c
 }
 
@@ -376,6 +382,9 @@ func (c Config) Validate() error {
 	}
 	if c.WriteTimeout > 0 && c.WriteTimeout <= c.AckTimeout {
 		errs = append(errs, fmt.Errorf("beacon: write_timeout %v must exceed ack_timeout %v, or answers would be cut off while waiting for the broker", c.WriteTimeout, c.AckTimeout))
+	}
+	if err := c.validateRemoteWrite(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"millrace/agents/promwrite"
 	"millrace/agents/ship"
 	"millrace/audit"
 	"millrace/internal/httpserver"
@@ -61,6 +62,9 @@ type Server struct {
 	// eventSchemas validates events against the registry's JSON Schemas
 	// (Config.Schemas); nil checks nothing.
 	eventSchemas *eventSchemas
+	// remoteWrite serves POST /api/v1/write (remotewrite.go); nil when
+	// remote_write.enabled is false.
+	remoteWrite *promwrite.Handler
 
 	mu         sync.Mutex // guards the following
 	ingest     *listening // nil before Start
@@ -119,6 +123,9 @@ func New(cfg Config, producer Producer, reg prometheus.Registerer, logger *slog.
 		return nil, fmt.Errorf("beacon: registering metrics: %w", err)
 	}
 	s.metrics = m
+	if err := s.newRemoteWrite(reg); err != nil {
+		return nil, err
+	}
 	s.script, s.etag = buildScript(cfg)
 	s.handler = s.routes()
 	return s, nil
@@ -139,7 +146,9 @@ const (
 	routeHealth  = "/healthz"
 	routeReady   = "/readyz"
 	routeProm    = "/metrics"
-	routeOther   = "other"
+	// routeRemoteWrite is Prometheus remote write (remotewrite.go).
+	routeRemoteWrite = promwrite.Path
+	routeOther       = "other"
 )
 
 func (s *Server) routes() http.Handler {
@@ -156,6 +165,7 @@ func (s *Server) routes() http.Handler {
 		_, _ = w.Write([]byte("ok\n")) // a failed write is the client's loss only
 	})
 	mux.HandleFunc("GET "+routeReady, s.handleReady)
+	s.remoteWriteRoutes(mux)
 	if s.cfg.MetricsListen == "" {
 		mux.Handle("GET "+routeProm, s.MetricsHandler())
 	}
@@ -172,7 +182,7 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 		next.ServeHTTP(rec, r)
 		route := routeOther
 		switch r.URL.Path {
-		case routePixel, routeEvents, routeMetrics, routeScript, routeHealth, routeReady, routeProm:
+		case routePixel, routeEvents, routeMetrics, routeScript, routeHealth, routeReady, routeProm, routeRemoteWrite:
 			route = r.URL.Path
 		}
 		s.metrics.requests.WithLabelValues(route, strconv.Itoa(rec.code)).Inc()
@@ -281,7 +291,11 @@ func (s *Server) ready(ctx context.Context) error {
 	// wait, for that contact.
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	return s.producer.ReadyFor(ctx, s.cfg.Topic, s.cfg.DLQTopic, s.cfg.MetricsTopic, s.cfg.MetricsDLQTopic)
+	topics := []string{s.cfg.Topic, s.cfg.DLQTopic, s.cfg.MetricsTopic, s.cfg.MetricsDLQTopic}
+	if s.remoteWrite != nil && s.cfg.RemoteWrite.Topic != s.cfg.MetricsTopic {
+		topics = append(topics, s.cfg.RemoteWrite.Topic)
+	}
+	return s.producer.ReadyFor(ctx, topics...)
 }
 
 // listening is one HTTP server Start runs.

@@ -44,7 +44,12 @@ import (
 // times the block's size is corrupt, whatever the limits.
 const maxSnappyExpansion = 22
 
-// Handler serves POST /api/v1/write. Build it with New.
+// Path is where remote write is served: the path of Prometheus's own
+// receiver (--web.enable-remote-write-receiver) and of VictoriaMetrics, so
+// a remote_write url needs only the host changed.
+const Path = "/api/v1/write"
+
+// Handler serves POST /api/v1/write (Path). Build it with New.
 type Handler struct {
 	cfg      Config
 	producer Producer
@@ -53,6 +58,9 @@ type Handler struct {
 	kinds    *Kinds
 	inFlight chan struct{} // a slot per request being decoded or published
 	audit    *audit.Counter
+	// newSource, when set, gives a request's gate on opening new audit
+	// sources (audit.Counter.AddFrom); nil opens them freely.
+	newSource func(*http.Request) func() bool
 }
 
 // New checks cfg (after defaults) and registers the handler's metrics with
@@ -83,6 +91,13 @@ func New(cfg Config, producer Producer, reg prometheus.Registerer, logger *slog.
 // audit.RoleIntake: metric samples, retries counted again); nil counts
 // nothing. Call it before serving.
 func (h *Handler) SetAudit(c *audit.Counter) { h.audit = c }
+
+// SetNewSourceGate makes the audit ask gate(r), for a request r, whether
+// its sender may open a source the audit does not count yet, as the
+// beacon limits the new sources a client opens; samples of a source
+// refused are counted in the audit's "(other)" source. Call it before
+// serving.
+func (h *Handler) SetNewSourceGate(gate func(r *http.Request) func() bool) { h.newSource = gate }
 
 // ServeHTTP answers one remote write request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -124,7 +139,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) int {
 	h.metrics.dropped.WithLabelValues("native_histogram").Add(float64(req.Histograms))
 	h.metrics.dropped.WithLabelValues("exemplar").Add(float64(req.Exemplars))
 
-	recs, acks, invalid := h.records(conv, requestSource(r, h.cfg.Source))
+	var newSource func() bool
+	if h.newSource != nil && h.audit != nil {
+		newSource = h.newSource(r)
+	}
+	recs, acks, invalid := h.records(conv, requestSource(r, h.cfg.Source), newSource)
 	if err := h.publish(r.Context(), recs, acks); err != nil {
 		var pe *publishError
 		if !errors.As(err, &pe) {
@@ -201,7 +220,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int,
 // metric-sample event per record, keyed by name), with each record's
 // acknowledgement counted. Samples the metric schema refuses are dropped,
 // counted, and make the error returned.
-func (h *Handler) records(conv Converted, source string) ([]*kgo.Record, []ship.AckFunc, error) {
+func (h *Handler) records(conv Converted, source string, newSource func() bool) ([]*kgo.Record, []ship.AckFunc, error) {
 	recs := make([]*kgo.Record, 0, len(conv.Samples))
 	acks := make([]ship.AckFunc, 0, len(conv.Samples))
 	row := schemas.Metric.NewRow()
@@ -220,7 +239,7 @@ func (h *Handler) records(conv Converted, source string) ([]*kgo.Record, []ship.
 			continue
 		}
 		recs = append(recs, &kgo.Record{Topic: h.cfg.Topic, Key: []byte(s.Name), Value: value})
-		acks = append(acks, h.acked(source, s))
+		acks = append(acks, h.acked(source, s, newSource))
 	}
 	h.metrics.dropped.WithLabelValues("invalid").Add(float64(invalid))
 	if invalid > 0 {
@@ -230,14 +249,14 @@ func (h *Handler) records(conv Converted, source string) ([]*kgo.Record, []ship.
 }
 
 // acked counts the sample once the broker acknowledged its record.
-func (h *Handler) acked(source string, s intake.Sample) ship.AckFunc {
+func (h *Handler) acked(source string, s intake.Sample, newSource func() bool) ship.AckFunc {
 	return func(_ *kgo.Record, err error) {
 		if err != nil {
 			return
 		}
 		h.metrics.produced.Inc()
 		if h.audit != nil {
-			h.audit.Add(h.cfg.Topic, audit.MetricSource(source), s.TS, 1)
+			h.audit.AddFrom(h.cfg.Topic, audit.MetricSource(source), s.TS, 1, newSource)
 		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/agents/beacon"
+	"millrace/agents/promwrite"
 	"millrace/agents/ship"
 	"millrace/agents/tail"
 	"millrace/audit"
@@ -290,9 +291,10 @@ func (a *Appliance) startSink(ctx context.Context, sc SinkConfig) error {
 
 // startHTTP serves the demo page at /, the console, and — when the beacon
 // is on — its routes (/beacon.js, /b.gif, /v1/events, /v1/metrics,
-// /healthz, /readyz) on HTTP.Listen, and Prometheus /metrics on
-// HTTP.MetricsListen. With http.auth the console and /metrics need
-// credentials; the beacon's routes and the demo page stay public.
+// /api/v1/write, /healthz, /readyz) on HTTP.Listen, and Prometheus
+// /metrics on HTTP.MetricsListen. With http.auth the console, /metrics and
+// remote write need credentials; the beacon's other routes and the demo
+// page stay public.
 func (a *Appliance) startHTTP() error {
 	sec, err := a.loadHTTPSecurity()
 	if err != nil {
@@ -322,13 +324,23 @@ func (a *Appliance) startHTTP() error {
 		}
 		a.beacon = b
 		mux.Handle("/", b.Handler())
+		if b.RemoteWriteOn() {
+			// Remote write senders are servers, which send credentials
+			// (remote_write's basic_auth or authorization): http.auth
+			// protects the route, unlike the beacon's public routes.
+			mux.Handle(promwrite.Path, sec.Protect(b.Handler()))
+		}
 	}
 	mux.HandleFunc("GET /{$}", a.serveDemoPage)
 	// The metrics page charts the beacon's posted samples beside the
 	// components' own, over the last hour: read that much back at start.
 	samples := []string{}
 	if a.cfg.Beacon != nil {
-		samples = append(samples, a.cfg.Beacon.WithDefaults().MetricsTopic)
+		bc := a.cfg.Beacon.WithDefaults()
+		samples = append(samples, bc.MetricsTopic)
+		if bc.RemoteWrite.On() && bc.RemoteWrite.Topic != bc.MetricsTopic {
+			samples = append(samples, bc.RemoteWrite.Topic)
+		}
 	}
 	collector, err := monitor.New(monitor.Config{Brokers: a.brokers, Security: a.consoleSecurity, MetricsTopic: a.cfg.OpsMetrics.Topic,
 		SampleTopics: samples, Lookback: time.Hour}, a.logger.With("component", "console"))

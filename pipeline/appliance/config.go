@@ -119,9 +119,10 @@ type HTTPConfig struct {
 	AuditInterval time.Duration `yaml:"audit_interval"`
 	// AuditSince is how far back the console audits. Default 24h, at least 1h.
 	AuditSince time.Duration `yaml:"audit_since"`
-	// Auth protects the console and /metrics with a bearer token or
-	// basic-auth credentials; the beacon's routes, /healthz, /readyz and
-	// the demo page stay public. Default: no authentication.
+	// Auth protects the console, /metrics and Prometheus remote write
+	// (/api/v1/write) with a bearer token or basic-auth credentials; the
+	// beacon's other routes, /healthz, /readyz and the demo page stay
+	// public. Default: no authentication.
 	Auth HTTPAuthConfig `yaml:"auth"`
 	// TLS serves http.listen and http.metrics_listen over HTTPS from PEM
 	// files (tls.cert, tls.key). Default: none, plain HTTP.
@@ -423,6 +424,9 @@ func (c Config) usedTopics() []TopicConfig {
 	if c.Beacon != nil {
 		b := c.Beacon.WithDefaults()
 		names = append(names, b.Topic, b.DLQTopic, b.MetricsTopic, b.MetricsDLQTopic)
+		if b.RemoteWrite.On() {
+			names = append(names, b.RemoteWrite.Topic)
+		}
 	}
 	for _, t := range c.Tail {
 		names = append(names, t.Topic)

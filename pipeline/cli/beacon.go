@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"millrace/agents/beacon"
+	"millrace/agents/promwrite"
 	"millrace/agents/ship"
 	"millrace/audit"
 )
@@ -20,7 +21,7 @@ func init() {
 func beaconCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "beacon --listen ADDR --topic T [--metrics-topic T] [--metrics-listen ADDR] [--config beacon.yaml]",
-		Short: "serve the click beacon and the metrics intake, answering once the broker acknowledged",
+		Short: "serve the click beacon, the metrics intake and Prometheus remote write, answering once the broker acknowledged",
 		Args:  exactArgs(0),
 	}
 	f := cmd.Flags()
@@ -54,7 +55,8 @@ type beaconFile struct {
 	Audit audit.Config `yaml:"audit"`
 }
 
-// runBeacon serves the click beacon and metrics intake until SIGINT/SIGTERM,
+// runBeacon serves the click beacon, the metrics intake and Prometheus
+// remote write until SIGINT/SIGTERM,
 // then stops accepting, lets requests in flight finish (each answers only
 // after the broker acknowledged its events) and flushes the producer.
 func runBeacon(ctx context.Context, e *env, o beaconOptions) error {
@@ -128,6 +130,9 @@ func runBeacon(ctx context.Context, e *env, o beaconOptions) error {
 		return err
 	}
 	fmt.Fprintf(e.stderr, "millrace beacon serving on %s://%s (tracker: /beacon.js, events: POST /v1/events, pixel: /b.gif, metrics in: POST /v1/metrics)\n", server.Scheme(), server.Addr())
+	if server.RemoteWriteOn() {
+		fmt.Fprintf(e.stderr, "prometheus remote write on %s://%s%s\n", server.Scheme(), server.Addr(), promwrite.Path)
+	}
 	if a := server.MetricsAddr(); a != nil {
 		fmt.Fprintf(e.stderr, "prometheus metrics on %s://%s/metrics\n", server.Scheme(), a)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"millrace/agents/promwrite"
 	"millrace/internal/gcfloor"
 	"millrace/pipeline/appliance"
 )
@@ -86,6 +87,9 @@ func printWhere(e env, a *appliance.Appliance, cfg appliance.Config) {
 	if cfg.Beacon != nil {
 		fmt.Fprintf(e.stdout, "  beacon                   %s/beacon.js, POST %s/v1/events, %s/b.gif\n", web, web, web)
 		fmt.Fprintf(e.stdout, "  metrics intake           POST %s/v1/metrics\n", web)
+		if cfg.Beacon.RemoteWrite.On() {
+			fmt.Fprintf(e.stdout, "  prometheus remote write  %s%s\n", web, promwrite.Path)
+		}
 	}
 	fmt.Fprintf(e.stdout, "  console                  %s/console\n", web)
 	fmt.Fprintf(e.stdout, "  prometheus metrics       %s://%s/metrics\n", a.HTTPScheme(), a.MetricsAddr())

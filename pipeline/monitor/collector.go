@@ -276,6 +276,7 @@ func (c *Collector) refresh(ctx context.Context) {
 	s.Seq = c.latest.Seq + 1
 	s.MetricsTopic = c.cfg.MetricsTopic
 	s.Components = c.counters.components(time.Now(), c.cfg.StaleAfter)
+	s.Inputs = c.counters.inputs(time.Now(), c.cfg.StaleAfter)
 	s.Problems = c.problems.current(time.Now(), c.cfg.StaleAfter)
 	c.latest = s
 	close(c.updated)
@@ -303,10 +304,18 @@ func (c *Collector) follow(ctx context.Context) {
 				bad++
 				return
 			}
+			// Components, inputs and problems are what the processes
+			// publish about themselves on the ops topic. A sample topic
+			// holds what senders post or remote-write, which is charted
+			// only: a Prometheus that scrapes millrace's /metrics and
+			// remote-writes them back must not show as a component.
+			own := r.Topic == c.cfg.MetricsTopic
 			for _, s := range samples {
-				c.counters.add(s)
 				c.history.add(s)
-				c.problems.add(s)
+				if own {
+					c.counters.add(s)
+					c.problems.add(s)
+				}
 			}
 		})
 		if bad > 0 {

@@ -86,12 +86,18 @@ type counters struct {
 
 	mu     sync.Mutex // guards the following
 	series map[string]*counterSeries
+	// published is each source's two newest sample times: a series first
+	// seen after the source's previous publication was not in it, so it
+	// counted 0 then (a labelled counter is exported from its first
+	// increment), and its first value is already an increase, such as the
+	// first failed request.
+	published map[string]publications
 	// dropped counts samples of new series refused at the limit.
 	dropped int
 }
 
 func newCounters(limit int) *counters {
-	return &counters{limit: limit, series: make(map[string]*counterSeries)}
+	return &counters{limit: limit, series: make(map[string]*counterSeries), published: make(map[string]publications)}
 }
 
 // add takes one sample off the ops topics. Only counters are kept:
@@ -111,14 +117,43 @@ func (c *counters) add(s metricSample) {
 			return
 		}
 		cs = &counterSeries{source: s.Source, name: s.Name, labels: s.Labels, last: counterPoint{s.Value, s.TS}}
+		if before, ok := c.published[s.Source].before(s.TS); ok {
+			cs.prev, cs.hasPrev = counterPoint{0, before}, true
+		}
 		c.series[key] = cs
+		c.notePublishedLocked(s)
 		return
 	}
+	c.notePublishedLocked(s)
 	switch {
 	case s.TS.After(cs.last.ts):
 		cs.prev, cs.last, cs.hasPrev = cs.last, counterPoint{s.Value, s.TS}, true
 	case s.TS.Equal(cs.last.ts):
 		cs.last.value = s.Value
+	}
+}
+
+// publications are a source's two newest sample times.
+type publications struct{ last, prior time.Time }
+
+// before is the newest publication before t, if one is known.
+func (p publications) before(t time.Time) (time.Time, bool) {
+	switch {
+	case !p.last.IsZero() && p.last.Before(t):
+		return p.last, true
+	case p.last.Equal(t) && !p.prior.IsZero():
+		return p.prior, true
+	}
+	return time.Time{}, false
+}
+
+// notePublishedLocked records s's time as its source's newest publication
+// when it is. Only sources with a kept series are noted, so the map is
+// bounded as the series are.
+func (c *counters) notePublishedLocked(s metricSample) {
+	p := c.published[s.Source]
+	if s.TS.After(p.last) {
+		c.published[s.Source] = publications{last: s.TS, prior: p.last}
 	}
 }
 

@@ -32,6 +32,8 @@ type Snapshot struct {
 	Topics     []Topic     `json:"topics"`
 	Groups     []Group     `json:"groups"`
 	Components []Component `json:"components"`
+	// Inputs are the ingest inputs' rates and errors (inputs.go).
+	Inputs []Input `json:"inputs"`
 	// Problems are what the components report keeps their records from
 	// shipping, with what to do (a missing topic, a denied write).
 	Problems []Problem `json:"problems"`

@@ -65,7 +65,25 @@ func WriteText(w io.Writer, s Snapshot) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t\n", c.Name, c.Kind, c.Source, r, c.Total)
 	}
+	writeInputs(tw, s.Inputs)
 	return tw.Flush()
+}
+
+// writeInputs writes the inputs table; nothing when no input published.
+// A source may come from whoever posts samples to a followed sample topic,
+// so it is escaped as WriteMetricsText escapes it.
+func writeInputs(w io.Writer, inputs []Input) {
+	if len(inputs) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nINPUT\tSOURCE\tRATE\tTOTAL\tERRORS\tERRORS TOTAL\t")
+	for _, in := range inputs {
+		r, e := fmt.Sprintf("%.1f %s", in.Rate, in.Unit), fmt.Sprintf("%.1f %s", in.ErrorRate, in.ErrorUnit)
+		if in.Stale {
+			r, e = "stale", "stale"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%.0f\t%s\t%.0f\t\n", in.Name, dash(printable(in.Source)), r, in.Total, e, in.Errors)
+	}
 }
 
 func rate(v float64, known bool) string {

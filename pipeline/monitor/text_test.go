@@ -31,3 +31,33 @@ func TestWriteMetricsTextEscapesAndLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteTextInputs: `millrace top` lists the inputs with their rates
+// and errors, a stale one as stale, and escapes a source's control codes.
+func TestWriteTextInputs(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	err := WriteText(&out, Snapshot{Inputs: []Input{
+		{Name: "remote write", Source: "h:up", Unit: "samples/s", Rate: 12.5, Total: 300, ErrorUnit: "requests/s", ErrorRate: 0.5, Errors: 2},
+		{Name: "syslog", Source: "evil\x1b[2J", Unit: "messages/s", Total: 7, ErrorUnit: "messages/s", Stale: true},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	if strings.ContainsAny(text, "\x1b") {
+		t.Fatalf("control codes reached the terminal: %q", text)
+	}
+	rows := strings.Split(text[strings.Index(text, "INPUT"):], "\n")
+	for i, want := range [][]string{
+		{"INPUT", "SOURCE", "RATE", "TOTAL", "ERRORS"},
+		{"remote write", "h:up", "12.5 samples/s", "300", "0.5 requests/s", "2"},
+		{"syslog", `"evil\x1b[2J"`, "stale", "7"},
+	} {
+		for _, cell := range want {
+			if !strings.Contains(rows[i], cell) {
+				t.Errorf("row %d %q lacks %q", i, rows[i], cell)
+			}
+		}
+	}
+}

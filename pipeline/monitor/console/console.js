@@ -122,6 +122,15 @@ function render(s) {
       td(num(Math.round(c.total)), "num"), td(new Date(c.last_seen).toLocaleTimeString()))),
     `no samples on ${s.metrics_topic} yet`);
 
+  // One row per input and publishing process: what it takes per second
+  // and its errors (failed requests, or lost syslog messages).
+  fillBody("inputs", (s.inputs || []).map(i =>
+    el("tr", { class: i.stale ? "stale" : (i.error_rate > 0 ? "bad" : ""), "data-input": i.name, "data-source": i.source },
+      td(i.name), td(i.source), td(i.stale ? "stale" : `${num(i.rate, 1)} ${i.unit}`, "num rate"),
+      td(num(Math.round(i.total)), "num total"), td(i.stale ? "stale" : `${num(i.error_rate, 1)} ${i.error_unit}`, "num error-rate"),
+      td(num(Math.round(i.errors)), "num errors"), td(new Date(i.last_seen).toLocaleTimeString()))),
+    `no input has published on ${s.metrics_topic} yet`);
+
   if (rates) {
     const t = Date.parse(s.time);
     for (const tp of topics) record("produce", tp.name, t, tp.produce_rate);
