@@ -445,3 +445,22 @@ func TestMaxBytes(t *testing.T) {
 		t.Errorf("Set of a long click type: %v", err)
 	}
 }
+
+// TestSetMapInKeyOrder: a map set on a row comes out in key order, so the
+// same sample is the same bytes whichever way Go iterates the map.
+func TestSetMapInKeyOrder(t *testing.T) {
+	labels := map[string]string{}
+	for _, k := range []string{"job", "code", "instance", "zone", "a", "method", "le", "path"} {
+		labels[k] = k + "-value"
+	}
+	want := `"labels":{"a":"a-value","code":"code-value","instance":"instance-value","job":"job-value","le":"le-value","method":"method-value","path":"path-value","zone":"zone-value"}`
+	for range 20 {
+		r := Metric.NewRow()
+		if err := r.Set("labels", labels); err != nil {
+			t.Fatal(err)
+		}
+		if got := string(r.AppendJSON(nil)); !strings.Contains(got, want) {
+			t.Fatalf("%s, want the labels in key order: %s", got, want)
+		}
+	}
+}

@@ -3,7 +3,9 @@ package schemas
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -233,7 +235,9 @@ func (r *Row) Set(name string, val any) error {
 		if !ok {
 			return bad()
 		}
-		for k, s := range m {
+		// In key order, so that a row's JSON is the same bytes every time.
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			s := m[k]
 			k0 := len(v.buf)
 			v.buf = append(v.buf, strings.ToValidUTF8(k, "\uFFFD")...)
 			k1 := len(v.buf)
