@@ -382,5 +382,7 @@ func (s *Server) handle(msg []byte, truncated bool, from, transport string, at t
 		s.metrics.produceErrors.Inc()
 		return
 	}
-	s.producer.Produce(s.produceCtx, &kgo.Record{Topic: s.cfg.Topic, Value: value, Timestamp: at}, s.counted)
+	source := audit.SyslogSource(rec.Host, rec.App)
+	s.producer.Produce(s.produceCtx, &kgo.Record{Topic: s.cfg.Topic, Value: value, Timestamp: at},
+		func(r *kgo.Record, err error) { s.counted(r, source, err) })
 }
