@@ -29,7 +29,7 @@ const (
 	RoleBeacon = "beacon" // the beacon's click events (not distinct: retries count again)
 	RoleIntake = "intake" // metric samples posted to the beacon (not distinct)
 	RoleSink   = "sink"   // a sink group's partition worker
-	RoleSyslog = "syslog" // the syslog receiver (distinct: one new event_id per message)
+	RoleSyslog = "syslog" // the syslog receiver (not distinct: its counts live in memory, per run)
 )
 
 // NoSource is the source key of an event that has none (a click without a

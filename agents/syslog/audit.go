@@ -13,10 +13,11 @@ import (
 // sender's own timestamp may be missing, or years off on a device without
 // a clock, and an hour the sink cannot find from the record would never
 // reconcile. Sources are bounded by audit.max_keys: a flood of made-up
-// hosts is counted in "(other)". Each record has a new event_id and is
-// counted once, so the counts are distinct. Counts live in memory, as the
-// beacon's: those acknowledged since the last publication are lost if the
-// process is killed; a clean shutdown of the counter publishes them.
+// hosts is counted in "(other)". Counts live in memory, as the beacon's, so
+// the counter is made not distinct (each process run counts under a run of
+// its own, which the reconciler adds up): those acknowledged since the
+// last publication are lost if the process is killed; a clean shutdown of
+// the counter publishes them.
 
 // SetAudit makes the receiver count acknowledged records in c (nil: no
 // audit). Call it before Start.

@@ -21,7 +21,7 @@ func (nopAudit) Produce(context.Context, *kgo.Record, ship.AckFunc) {}
 // malformed one (neither) under NoSource, in the hour it was received.
 func TestAuditCountsAcknowledgedRecords(t *testing.T) {
 	t.Parallel()
-	counts, err := audit.NewCounter(audit.Config{}, audit.RoleSyslog, "syslog-test", true, nopAudit{}, nil)
+	counts, err := audit.NewCounter(audit.Config{}, audit.RoleSyslog, "syslog-test", false, nopAudit{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

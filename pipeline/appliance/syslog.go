@@ -59,7 +59,7 @@ func (a *Appliance) startSyslog(ctx context.Context) error {
 		return err
 	}
 	if a.cfg.Audit.On() {
-		c, err := a.startAudit(audit.RoleSyslog, a.syslogInstance(), true, 0, a.shipper)
+		c, err := a.startAudit(audit.RoleSyslog, a.syslogInstance(), false, 0, a.shipper)
 		if err != nil {
 			return err
 		}

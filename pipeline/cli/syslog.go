@@ -131,7 +131,7 @@ func runSyslog(ctx context.Context, e *env, o syslogOptions) error {
 	if instance == "" {
 		instance = audit.HostInstance(firstNonEmpty(cfg.Syslog.UDP, cfg.Syslog.TCP, cfg.Syslog.TLS))
 	}
-	counter, err := startAuditCounter(cfg.Audit, audit.RoleSyslog, instance, true, 0, shipper, logger)
+	counter, err := startAuditCounter(cfg.Audit, audit.RoleSyslog, instance, false, 0, shipper, logger)
 	if err != nil {
 		shipper.Close()
 		return err
