@@ -127,9 +127,10 @@ func runSyslog(ctx context.Context, e *env, o syslogOptions) error {
 		return err
 	}
 	ensureAuditTopic(ctx, cfg.Audit, shipper.Config(), logger)
+	listen := firstNonEmpty(cfg.Syslog.UDP, cfg.Syslog.TCP, cfg.Syslog.TLS)
 	instance := cfg.Audit.Instance
 	if instance == "" {
-		instance = audit.HostInstance(firstNonEmpty(cfg.Syslog.UDP, cfg.Syslog.TCP, cfg.Syslog.TLS))
+		instance = audit.HostInstance(listen)
 	}
 	counter, err := startAuditCounter(cfg.Audit, audit.RoleSyslog, instance, false, 0, shipper, logger)
 	if err != nil {
@@ -149,7 +150,7 @@ func runSyslog(ctx context.Context, e *env, o syslogOptions) error {
 	if o.metricsAddr != "" {
 		fmt.Fprintf(e.stderr, "prometheus metrics on http://%s/metrics\n", o.metricsAddr)
 	}
-	stopOps, err := startOpsMetrics(o.ops, reg, cfg.Ship.Brokers, cfg.Ship.Security, o.ops.sourceFor("syslog", instance), logger)
+	stopOps, err := startOpsMetrics(o.ops, reg, cfg.Ship.Brokers, cfg.Ship.Security, o.ops.sourceFor("syslog", listen), logger)
 	if err != nil {
 		logger.Warn("not publishing own metrics", "err", err)
 		stopOps = func() {}
