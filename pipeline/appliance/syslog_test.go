@@ -1,9 +1,17 @@
 package appliance
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/agents/syslog"
 )
@@ -65,5 +73,70 @@ func TestSyslogValidated(t *testing.T) {
 	off.TLS = ":6514"
 	if err := (Config{Syslog: off}).withDefaults().Validate(); err != nil {
 		t.Errorf("off: %v", err)
+	}
+}
+
+// Under security: on the receiver produces as the beacon's user, whose
+// ACLs now cover the syslog topic: a message sent over TCP lands, and
+// admin reads it back.
+func TestSyslogUnderSecurity(t *testing.T) {
+	t.Parallel()
+	cfg := Config{
+		Data:           t.TempDir(),
+		Secure:         true,
+		Broker:         BrokerConfig{Listen: "127.0.0.1:0"},
+		SchemaRegistry: SchemaRegistryConfig{Enabled: new(bool)},
+		HTTP:           HTTPConfig{Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", AuditInterval: -1},
+		Syslog:         SyslogConfig{Config: syslog.Config{TCP: "127.0.0.1:0"}},
+		OpsMetrics:     OpsMetricsConfig{Interval: -1},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a, err := Start(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Shutdown(context.Background())
+	addrs, ok := a.SyslogAddrs()
+	if !ok || addrs.TCP == nil || addrs.UDP != nil || addrs.TLS != nil {
+		t.Fatalf("syslog listening on %+v (on: %v), want TCP only", addrs, ok)
+	}
+	conn, err := net.Dial("tcp", addrs.TCP.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := fmt.Fprintf(conn, "<13>1 - web1 nginx - - - secured\n"); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := a.secure.clientSettings(AdminUser).Opts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(a.Brokers()...), kgo.ConsumeTopics(syslog.DefaultTopic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for {
+		fetches := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatal("the message did not land in the syslog topic")
+		}
+		var got []syslog.Record
+		fetches.EachRecord(func(r *kgo.Record) {
+			var rec syslog.Record
+			if err := json.Unmarshal(r.Value, &rec); err != nil {
+				t.Errorf("record %q: %v", r.Value, err)
+			}
+			got = append(got, rec)
+		})
+		if len(got) > 0 {
+			if len(got) != 1 || got[0].Host != "web1" || got[0].App != "nginx" || got[0].Message != "secured" {
+				t.Errorf("records %+v, want the one message from web1/nginx", got)
+			}
+			return
+		}
 	}
 }
