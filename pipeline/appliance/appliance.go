@@ -166,7 +166,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (a *Appliance, 
 		a.tailers = append(a.tailers, t)
 	}
 	if err := a.startSyslog(ctx); err != nil {
-		return nil, fmt.Errorf("syslog: %w", err)
+		return nil, err
 	}
 	for _, sc := range cfg.Sinks {
 		if err := a.startSink(ctx, sc); err != nil {

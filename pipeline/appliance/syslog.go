@@ -2,6 +2,7 @@ package appliance
 
 import (
 	"context"
+	"fmt"
 	"net"
 
 	"millrace/agents/syslog"
@@ -66,7 +67,7 @@ func (a *Appliance) startSyslog(ctx context.Context) error {
 		s.SetAudit(c)
 	}
 	if err := s.Start(ctx); err != nil {
-		return err
+		return fmt.Errorf("%w (the syslog section of the appliance file sets the addresses: udp, tcp, tls; enabled: false turns the receiver off)", err)
 	}
 	a.syslog = s
 	return nil

@@ -140,3 +140,26 @@ func TestSyslogUnderSecurity(t *testing.T) {
 		}
 	}
 }
+
+// A taken port fails the start with the sentence that says where the
+// addresses are set.
+func TestSyslogPortTaken(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	cfg := Config{
+		Data:           t.TempDir(),
+		Broker:         BrokerConfig{Listen: "127.0.0.1:0"},
+		SchemaRegistry: SchemaRegistryConfig{Enabled: new(bool)},
+		HTTP:           HTTPConfig{Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", AuditInterval: -1},
+		Syslog:         SyslogConfig{Config: syslog.Config{TCP: taken.Addr().String()}},
+		OpsMetrics:     OpsMetricsConfig{Interval: -1},
+	}
+	_, err = Start(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "listening for TCP") || !strings.Contains(err.Error(), "enabled: false") {
+		t.Errorf("start with the syslog port taken: %v, want the listen error and where to set the address", err)
+	}
+}
