@@ -10,9 +10,15 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Chromium for the browser tests, PostgreSQL for the Iceberg SQL
 # catalog's tests (sinks/iceberg starts its own server), and Avro and
 # requests for confluent-kafka's schema registry client and its (legacy)
-# Avro producer, and Prometheus, whose remote_write the e2e tests point at
+# Avro producer. Prometheus, whose remote_write the e2e tests point at
 # millrace (they start their own server; the package's service is not used).
-APT_PACKAGES := kcat python3-kafka python3-zstandard python3-confluent-kafka librdkafka-dev gcc zookeeper chromium postgresql python3-avro python3-requests prometheus
+# rsyslog, with the gtls TLS driver of rsyslog-gnutls, is a sender for the
+# syslog receiver's tests, which run rsyslogd with their own configuration;
+# nothing here enables or starts Debian's services (on a systemd host apt
+# starts rsyslog with Debian's local-only configuration, which the tests
+# neither use nor disturb). logger comes from bsdutils, which is Essential
+# and always installed.
+APT_PACKAGES := kcat python3-kafka python3-zstandard python3-confluent-kafka librdkafka-dev gcc zookeeper chromium postgresql python3-avro python3-requests prometheus rsyslog rsyslog-gnutls
 # npm packages of the e2e tests (KafkaJS and its Confluent schema registry
 # client), installed into .bin/node.
 NPM_PACKAGES := kafkajs@2.2.4 @kafkajs/confluent-schema-registry@4.1.0

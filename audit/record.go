@@ -29,6 +29,7 @@ const (
 	RoleBeacon = "beacon" // the beacon's click events (not distinct: retries count again)
 	RoleIntake = "intake" // metric samples posted to the beacon (not distinct)
 	RoleSink   = "sink"   // a sink group's partition worker
+	RoleSyslog = "syslog" // the syslog receiver (not distinct: its counts live in memory, per run)
 )
 
 // NoSource is the source key of an event that has none (a click without a
@@ -187,6 +188,16 @@ func MetricSource(source string) string {
 	return BoundSource(source)
 }
 
+// SyslogSource is the source key of a syslog message: "<host>/<app>" from
+// the record's host and app fields (BoundSource), or NoSource when it has
+// neither (a malformed message keeps only its raw text).
+func SyslogSource(host, app string) string {
+	if host == "" && app == "" {
+		return NoSource
+	}
+	return BoundSource(host + "/" + app)
+}
+
 // Record is one audit record: the cumulative counts of one publisher for one
 // (topic, source, hour). Agents fill Accepted and Distinct; sinks fill
 // Landed, Deduplicated, DeadLettered and NoID.
@@ -253,7 +264,7 @@ func ParseRecord(value []byte) (Record, error) {
 // Validate reports what is wrong with a record, if anything.
 func (r *Record) Validate() error {
 	switch r.Role {
-	case RoleTail, RoleBeacon, RoleIntake, RoleSink:
+	case RoleTail, RoleBeacon, RoleIntake, RoleSink, RoleSyslog:
 	default:
 		return fmt.Errorf("audit: unknown role %q", r.Role)
 	}

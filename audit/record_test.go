@@ -25,6 +25,9 @@ func TestSourceKeys(t *testing.T) {
 		{"click unclosed ipv6", ClickSource("http://[::1/"), NoSource},
 		{"metric", MetricSource("node-7"), "node-7"},
 		{"metric empty", MetricSource(""), NoSource},
+		{"syslog", SyslogSource("web1", "nginx"), "web1/nginx"},
+		{"syslog without host", SyslogSource("", "kernel"), "/kernel"},
+		{"syslog malformed", SyslogSource("", ""), NoSource},
 	}
 	for _, c := range cases {
 		if c.got != c.want {

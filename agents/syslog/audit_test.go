@@ -17,25 +17,30 @@ type nopAudit struct{}
 func (nopAudit) Flush(context.Context) error                        { return nil }
 func (nopAudit) Produce(context.Context, *kgo.Record, ship.AckFunc) {}
 
-// Every acknowledged record, malformed ones too, is counted under
-// NoSource and the hour it was received.
+// Every acknowledged record is counted under its host and app, a
+// malformed one (neither) under NoSource, in the hour it was received.
 func TestAuditCountsAcknowledgedRecords(t *testing.T) {
 	t.Parallel()
-	counts, err := audit.NewCounter(audit.Config{}, "syslog", "syslog-test", false, nopAudit{}, nil)
+	counts, err := audit.NewCounter(audit.Config{}, audit.RoleSyslog, "syslog-test", false, nopAudit{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := newFakeProducer()
 	s := startServer(t, Config{TCP: "x"}, p, func(s *Server) { s.SetAudit(counts) })
 	c := dial(t, "tcp", s.TCPAddr())
-	if _, err := io.WriteString(c, "<13>a: one\nnot syslog\n"); err != nil {
+	if _, err := io.WriteString(c, "<13>1 2026-12-04T10:00:00Z web1 nginx - - - one\n<13>1 2026-12-04T10:00:01Z web1 nginx - - - two\nnot syslog\n"); err != nil {
 		t.Fatal(err)
 	}
-	first, _ := p.next(t), p.next(t)
-	waitFor(t, "both acknowledgements", func() bool { return counter(s.metrics.produced) == 2 })
-	snap := counts.Snapshot()
-	if len(snap) != 1 || snap[0].Topic != DefaultTopic || snap[0].Source != audit.NoSource ||
-		snap[0].Hour != audit.Hour(first.ReceivedAt) || snap[0].Accepted != 2 {
-		t.Errorf("audit snapshot %+v, want 2 accepted in the hour of %s", snap, first.ReceivedAt)
+	first, _, _ := p.next(t), p.next(t), p.next(t)
+	waitFor(t, "three acknowledgements", func() bool { return counter(s.metrics.produced) == 3 })
+	got := map[string]int64{}
+	for _, r := range counts.Snapshot() {
+		if r.Topic != DefaultTopic || r.Hour != audit.Hour(first.ReceivedAt) {
+			t.Errorf("audit record %+v, want topic %s and the hour of %s", r, DefaultTopic, first.ReceivedAt)
+		}
+		got[r.Source] += r.Accepted
+	}
+	if len(got) != 2 || got["web1/nginx"] != 2 || got[audit.NoSource] != 1 {
+		t.Errorf("accepted by source %v, want web1/nginx 2 and %s 1", got, audit.NoSource)
 	}
 }

@@ -1,6 +1,7 @@
 package syslog
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -355,8 +356,12 @@ func (s *Server) closeReason(err error) string {
 	}
 }
 
-// handle parses msg and produces its record.
+// handle parses msg and produces its record. A trailing line end is the
+// sender's trailer, not part of the message: rsyslog's forwarding
+// templates end in LF in datagrams and octet-counted frames too, and
+// rsyslog and syslog-ng drop it on receipt as well.
 func (s *Server) handle(msg []byte, truncated bool, from, transport string, at time.Time) {
+	msg = bytes.TrimRight(msg, "\r\n")
 	rec := Parse(msg, at, s.loc)
 	result := "parsed"
 	if rec.ParseError != "" {
@@ -382,5 +387,7 @@ func (s *Server) handle(msg []byte, truncated bool, from, transport string, at t
 		s.metrics.produceErrors.Inc()
 		return
 	}
-	s.producer.Produce(s.produceCtx, &kgo.Record{Topic: s.cfg.Topic, Value: value, Timestamp: at}, s.counted)
+	source := audit.SyslogSource(rec.Host, rec.App)
+	s.producer.Produce(s.produceCtx, &kgo.Record{Topic: s.cfg.Topic, Value: value, Timestamp: at},
+		func(r *kgo.Record, err error) { s.counted(r, source, err) })
 }

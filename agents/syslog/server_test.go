@@ -21,7 +21,8 @@ func TestUDP(t *testing.T) {
 	p := newFakeProducer()
 	s := startServer(t, Config{UDP: "x", UDPReadBuffer: 1 << 20}, p)
 	c := dial(t, "udp", s.UDPAddr())
-	for _, m := range []string{"<34>1 2003-10-11T22:14:15.003Z host su - ID47 - hello", "not syslog"} {
+	// The first ends in LF, as rsyslog's forwarding templates do.
+	for _, m := range []string{"<34>1 2003-10-11T22:14:15.003Z host su - ID47 - hello\n", "not syslog"} {
 		if _, err := c.Write([]byte(m)); err != nil {
 			t.Fatal(err)
 		}

@@ -24,6 +24,7 @@ import (
 	"millrace/agents/beacon"
 	"millrace/agents/promwrite"
 	"millrace/agents/ship"
+	"millrace/agents/syslog"
 	"millrace/agents/tail"
 	"millrace/audit"
 	"millrace/broker"
@@ -49,6 +50,7 @@ type Appliance struct {
 	brokers   []string
 	shipper   *ship.Shipper // the beacon's, the ops publisher's and, unless secure, the tailers'
 	beacon    *beacon.Server
+	syslog    *syslog.Server // nil when syslog.enabled is false
 	tailers   []*tail.Tailer
 	audits    []*audit.Counter // the agents' audit counters
 	intake    *audit.Counter   // metric samples posted to /v1/metrics; nil with the audit off
@@ -163,6 +165,9 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (a *Appliance, 
 			return nil, fmt.Errorf("tail %s: %w", tc.Name, err)
 		}
 		a.tailers = append(a.tailers, t)
+	}
+	if err := a.startSyslog(ctx); err != nil {
+		return nil, err
 	}
 	for _, sc := range cfg.Sinks {
 		if err := a.startSink(ctx, sc); err != nil {
@@ -524,7 +529,7 @@ func (a *Appliance) MetricsAddr() net.Addr { return a.metricsAt }
 // brokers are external): a broker that stops on its own ends the appliance.
 func (a *Appliance) BrokerDone() <-chan error { return a.brokerErr }
 
-// Shutdown stops intake first (HTTP, tailers), waits for the broker to
+// Shutdown stops intake first (HTTP, tailers, syslog), waits for the broker to
 // acknowledge what they read, lets sinks publish and commit, and stops the
 // broker last. It returns every error met on the way.
 func (a *Appliance) Shutdown(ctx context.Context) error {
@@ -545,6 +550,7 @@ func (a *Appliance) Shutdown(ctx context.Context) error {
 	for _, t := range a.tailers {
 		errs = append(errs, t.Shutdown(ctx))
 	}
+	errs = append(errs, a.shutdownSyslog(ctx))
 	if a.stopBG != nil {
 		a.stopBG()
 	}

@@ -64,6 +64,10 @@ type Config struct {
 	Ship ship.Config `yaml:"ship"`
 	// Beacon is the click and metrics ingest; nil turns it off.
 	Beacon *beacon.Config `yaml:"beacon"`
+	// Syslog receives syslog over UDP, TCP and TLS (RFC 5424 and 3164)
+	// into the topic "syslog"; on by default on 127.0.0.1:5514 (UDP and
+	// TCP), off with syslog.enabled: false.
+	Syslog SyslogConfig `yaml:"syslog"`
 	// Tail are the log inputs, each a tailer with its own topic and paths.
 	Tail []TailConfig `yaml:"tail"`
 	// Sinks land topics as Parquet: in Apache Iceberg tables by default
@@ -243,6 +247,7 @@ func (c Config) withDefaults() Config {
 		c.Demo.Interval = time.Second
 	}
 	c.Audit = c.Audit.WithDefaults()
+	c.Syslog = c.Syslog.withDefaults()
 	if c.Secure && !c.HTTP.Auth.On() {
 		c.HTTP.Auth.Token = TokenGenerate
 	}
@@ -359,6 +364,9 @@ func (c Config) Validate() error {
 	if err := c.Audit.WithDefaults().Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.Syslog.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.HTTP.Auth.Token != "" && c.HTTP.Auth.Token != TokenGenerate {
 		errs = append(errs, fmt.Errorf("http.auth.token: %q is not %q (a token of your own goes in a file named by http.auth.token_file)", c.HTTP.Auth.Token, TokenGenerate))
 	}
@@ -416,9 +424,10 @@ func ownSecurity(s, top clientauth.Settings) clientauth.Settings {
 
 // usedTopics are the topics the appliance's parts write to that Topics does
 // not list: the beacon's topics and their dead-letter topics, each tail's
-// topic and the ops metrics topic (sinks create their own dead-letter
-// topics). They get the broker's defaults (num.partitions,
-// default.replication.factor), as auto-creation would have given them.
+// topic, the syslog receiver's topic and the ops metrics topic (sinks
+// create their own dead-letter topics). They get the broker's defaults
+// (num.partitions, default.replication.factor), as auto-creation would
+// have given them.
 func (c Config) usedTopics() []TopicConfig {
 	var names []string
 	if c.Beacon != nil {
@@ -431,6 +440,7 @@ func (c Config) usedTopics() []TopicConfig {
 	for _, t := range c.Tail {
 		names = append(names, t.Topic)
 	}
+	names = append(names, c.syslogTopic())
 	if c.OpsMetrics.Interval > 0 {
 		names = append(names, c.OpsMetrics.Topic)
 	}

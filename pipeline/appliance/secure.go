@@ -447,6 +447,12 @@ func secureACLs(c Config) []acl.Binding {
 		// The console charts the posted samples on its metrics page.
 		add(ConsoleUser, acl.Topic, b.MetricsTopic, acl.Read)
 	}
+	if t := c.syslogTopic(); t != "" {
+		// The syslog receiver produces through the beacon's producer.
+		add(BeaconUser, acl.Topic, t, acl.Write)
+		add(BeaconUser, acl.Topic, audit, acl.Write)
+		idempotent(BeaconUser)
+	}
 	if c.OpsMetrics.Interval > 0 {
 		add(BeaconUser, acl.Topic, c.OpsMetrics.Topic, acl.Write)
 		add(BeaconUser, acl.Topic, audit, acl.Write)

@@ -138,6 +138,7 @@ func TestStartAuthenticates(t *testing.T) {
 		Brokers:  c.ListenAddrs(),
 		Security: clientauth.Settings{SASL: &clientauth.SASL{Mechanism: "SCRAM-SHA-512", Username: "millrace", PasswordFile: passFile}},
 		HTTP:     HTTPConfig{Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", AuditInterval: -1},
+		Syslog:   syslogOff(),
 		// The external cluster creates no topic on demand; the appliance
 		// creates the listed ones.
 		Topics: []TopicConfig{{Name: "logs", Partitions: 1}, {Name: audit.Topic, Partitions: 1}, {Name: DefaultOpsTopic, Partitions: 1}},
@@ -187,6 +188,7 @@ func TestStartFailureStopsWhatStarted(t *testing.T) {
 		Data:       t.TempDir(),
 		Brokers:    c.ListenAddrs(),
 		HTTP:       HTTPConfig{Listen: taken.Addr().String(), MetricsListen: "127.0.0.1:0", AuditInterval: -1},
+		Syslog:     syslogOff(),
 		OpsMetrics: OpsMetricsConfig{Interval: -1},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

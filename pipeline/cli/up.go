@@ -91,6 +91,7 @@ func printWhere(e env, a *appliance.Appliance, cfg appliance.Config) {
 			fmt.Fprintf(e.stdout, "  prometheus remote write  %s%s\n", web, promwrite.Path)
 		}
 	}
+	printSyslog(e, a)
 	fmt.Fprintf(e.stdout, "  console                  %s/console\n", web)
 	fmt.Fprintf(e.stdout, "  prometheus metrics       %s://%s/metrics\n", a.HTTPScheme(), a.MetricsAddr())
 	if addr := a.SchemaRegistryAddr(); addr != nil {
