@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/schemas/otel"
 )
 
 // The rebuild of a partition's dedup set on assignment (doc.go, "Dedup"):
@@ -107,10 +109,15 @@ func (w *Worker) rebuildDedup(ctx context.Context, tp topicPartition, first int6
 		return d
 	}
 	row := w.schema.NewRow()
+	rows, _ := otel.New(w.schema) // nil unless an OTLP schema's
 	read := 0
 	err = w.history.replay(ctx, tp, watermark.Add(-w.cfg.DedupWindow+time.Millisecond), first, func(r *kgo.Record) {
 		read++
 		d.observe(r.Timestamp)
+		if rows != nil {
+			replayRows(d, rows, row, r)
+			return
+		}
 		if w.registry != nil {
 			d.decide(w.registryEventID(r))
 			return
