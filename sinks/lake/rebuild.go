@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"millrace/schemas"
 	"millrace/schemas/otel"
 )
 
@@ -109,7 +110,10 @@ func (w *Worker) rebuildDedup(ctx context.Context, tp topicPartition, first int6
 		return d
 	}
 	row := w.schema.NewRow()
-	rows, _ := otel.New(w.schema) // nil unless an OTLP schema's
+	var rows *otel.Rows // an OTLP schema's records hold several rows (rows.go)
+	if schemas.IsOTLP(w.schema) {
+		rows, _ = otel.New(w.schema)
+	}
 	read := 0
 	err = w.history.replay(ctx, tp, watermark.Add(-w.cfg.DedupWindow+time.Millisecond), first, func(r *kgo.Record) {
 		read++
