@@ -27,7 +27,7 @@ func BenchmarkOtelLogs(b *testing.B) {
 			for range b.N {
 				b.StopTimer()
 				w, _, _ := testWorker(b, b.TempDir(), func(c *Config) {
-					c.Topics, c.Schema, c.Dedup, c.RollRows = []string{"otlp_logs"}, "otel-logs", dedup, 1 << 20
+					c.Topics, c.Schema, c.Dedup, c.RollRows = []string{"otlp_logs"}, "otel-logs", dedup, 1<<20
 				})
 				b.StartTimer()
 				if err := feedTopic(w, "otlp_logs", recs, 0); err != nil {
