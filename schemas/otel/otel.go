@@ -21,7 +21,6 @@ package otel
 
 import (
 	"crypto/sha256"
-	"errors"
 	"fmt"
 
 	"go.opentelemetry.io/collector/pdata/plog"
@@ -179,31 +178,34 @@ func (r *Rows) Fill(i int, row *schemas.Row) {
 	}
 }
 
-// ErrNoKey is Key's answer for a log record: its id is its event_id.
-var ErrNoKey = errors.New("otel: log records are identified by event_id")
-
 // Key returns the dedup key of a filled row: for a span, a hash of its
 // trace and span IDs, which identify it (the OTel trace data model); for
 // a data point, which carries no ID, a hash of the whole row, its
 // resource, scope, metric, attributes, times and values. A data point is
 // one value of one series at one time, so two rows equal in all of that
-// are one point sent twice (an export retried after its answer was lost);
-// a point that differs in anything, even only its value, is kept. Log
-// records have no key (ErrNoKey): their id is the event_id column.
-func (r *Rows) Key(row *schemas.Row) ([16]byte, error) {
-	var key [16]byte
+// are one point sent again (an export retried after its answer was lost);
+// a point that differs in anything, even only its value, is kept. ok is
+// false for a log record, whose id is its event_id column, and for a span
+// without IDs (invalid in OTLP; landed, never taken for another's repeat).
+func (r *Rows) Key(row *schemas.Row) (key [16]byte, ok bool) {
 	switch r.signal {
 	case signalSpans:
+		trace, span := row.StringBytes("trace_id"), row.StringBytes("span_id")
+		if len(trace) == 0 && len(span) == 0 {
+			return key, false
+		}
 		h := sha256.New()
-		h.Write(row.StringBytes("trace_id"))
-		h.Write(row.StringBytes("span_id"))
-		copy(key[:], h.Sum(r.scratch[:0]))
+		h.Write(trace)
+		h.Write([]byte{0}) // hex digits never contain it: the boundary is unambiguous
+		h.Write(span)
+		r.scratch = h.Sum(r.scratch[:0])
+		copy(key[:], r.scratch)
 	case signalMetrics:
 		r.scratch = row.AppendJSON(r.scratch[:0])
 		sum := sha256.Sum256(r.scratch)
 		copy(key[:], sum[:])
 	default:
-		return key, ErrNoKey
+		return key, false
 	}
-	return key, nil
+	return key, true
 }

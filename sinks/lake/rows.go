@@ -118,11 +118,11 @@ func reuse[T any](s []T, n int) []T {
 // event_id (a UUID from agents/otlp), a span's or a data point's key
 // (otel.Rows.Key: hashed, 16 bytes, decided like a UUID).
 func rowID(rs *otel.Rows, row *schemas.Row) (idKind, [16]byte) {
-	key, err := rs.Key(row)
-	if err != nil {
-		return parseEventID(string(row.StringBytes("event_id")))
+	if key, ok := rs.Key(row); ok {
+		return idUUID, key
 	}
-	return idUUID, key
+	// A log record's event_id; a span without IDs has none.
+	return parseEventID(string(row.StringBytes("event_id")))
 }
 
 // replayRows decides the rows of r as processRows does, without landing

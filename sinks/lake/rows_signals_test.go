@@ -39,7 +39,8 @@ func readAll[T any](t *testing.T, root, topic string) []T {
 
 // TestOtelSpansRows: an OTLP traces record lands a row per span, with its
 // IDs in hex, kind, status and times; a span sent again (same trace and
-// span IDs) is dropped, the new span of the same record lands.
+// span IDs) is dropped, the new span of the same record lands; spans
+// without IDs (invalid in OTLP) land, none taken for another's repeat.
 func TestOtelSpansRows(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
@@ -51,8 +52,10 @@ func TestOtelSpansRows(t *testing.T) {
 		ss := rs.ScopeSpans().AppendEmpty()
 		for _, id := range ids {
 			s := ss.Spans().AppendEmpty()
-			s.SetTraceID(pcommon.TraceID{0xab, 15: 1})
-			s.SetSpanID(pcommon.SpanID{7: id})
+			if id > 0 { // 0: a span without IDs
+				s.SetTraceID(pcommon.TraceID{0xab, 15: 1})
+				s.SetSpanID(pcommon.SpanID{7: id})
+			}
 			if id > 1 {
 				s.SetParentSpanID(pcommon.SpanID{7: 1})
 			}
@@ -72,6 +75,7 @@ func TestOtelSpansRows(t *testing.T) {
 	recs := []*kgo.Record{
 		{Topic: "otlp_spans", Offset: 0, Value: spans(1, 2), Timestamp: base},
 		{Topic: "otlp_spans", Offset: 1, Value: spans(2, 3), Timestamp: base},
+		{Topic: "otlp_spans", Offset: 2, Value: spans(0, 0), Timestamp: base},
 	}
 	if err := feedTopic(w, "otlp_spans", recs, 0); err != nil {
 		t.Fatal(err)
@@ -92,6 +96,8 @@ func TestOtelSpansRows(t *testing.T) {
 		"ab000000000000000000000000000001 0000000000000001 - op1 server error 0 1000000",
 		"ab000000000000000000000000000001 0000000000000002 0000000000000001 op2 server error 0 2000000",
 		"ab000000000000000000000000000001 0000000000000003 0000000000000001 op3 server error 0 3000000",
+		"  - op0 server error 0 0",
+		"  - op0 server error 0 0",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("spans:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
