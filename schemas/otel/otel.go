@@ -14,9 +14,13 @@
 // A record holds many log records, spans or data points: Decode reads one
 // and Fill makes its i-th row. Decoding holds the record's pdata and an
 // index of 16 bytes per row until the next Decode or Release, so the memory
-// a record costs is bounded by its size (pdata's objects take a few times
-// the encoded bytes): a 1 MiB record of about 10^4 log records holds a few
-// MiB while it is landed, whatever the rows' number.
+// a record costs is bounded by its size: pdata's objects take a few times
+// the encoded bytes for ordinary items (a 1 MiB record of about 10^4 log
+// records holds a few MiB), and about 20 times for a record of empty items
+// (8 bytes each on the wire: 70 MiB of heap for 4 MB of them, measured).
+// Decode refuses a value larger than MaxRecordBytes, four times what the
+// OTLP receiver and the Collector's Kafka exporter write by default, so a
+// crafted record costs at most a few hundred MiB.
 package otel
 
 import (
@@ -91,11 +95,19 @@ func isJSON(value []byte) bool {
 	return false
 }
 
+// MaxRecordBytes is the largest record value Decode reads (see the
+// package documentation).
+const MaxRecordBytes = 4 << 20
+
 // Decode reads one record's value and indexes its rows; the rows of an
 // earlier record are gone. An error is a sentence for the dead letter's
 // reason.
 func (r *Rows) Decode(value []byte) error {
 	r.Release()
+	if len(value) > MaxRecordBytes {
+		return fmt.Errorf("an OTLP record of %d bytes is larger than the %d the sink decodes (its pdata would take many times that)",
+			len(value), MaxRecordBytes)
+	}
 	json := isJSON(value)
 	var err error
 	switch r.signal {

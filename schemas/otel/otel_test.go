@@ -80,6 +80,9 @@ func TestRowsPerItem(t *testing.T) {
 			t.Errorf("the last log row's service is %v, want b", row.Get("service_name"))
 		}
 	}
+	if err := (&Rows{signal: signalLogs}).Decode(make([]byte, MaxRecordBytes+1)); err == nil {
+		t.Error("Decode read a value larger than MaxRecordBytes")
+	}
 	if _, err := New(schemas.Click); err == nil {
 		t.Error("New accepted the click schema")
 	}
