@@ -67,14 +67,15 @@ const (
 )
 
 // All lists the built-in schemas.
-func All() []*Schema { return []*Schema{Log, Click, Metric} }
+func All() []*Schema { return []*Schema{Log, Click, Metric, OtelLogs, OtelSpans, OtelMetrics, Syslog} }
 
-// ByName returns the built-in schema called name ("log", "click" or "metric").
+// ByName returns the built-in schema called name ("log", "click", "metric",
+// "otel-logs", "otel-spans", "otel-metrics" or "syslog").
 func ByName(name string) (*Schema, error) {
 	for _, s := range All() {
 		if s.Name == name {
 			return s, nil
 		}
 	}
-	return nil, fmt.Errorf("schemas: unknown schema %q (want log, click or metric)", name)
+	return nil, fmt.Errorf("schemas: unknown schema %q (want log, click, metric, otel-logs, otel-spans, otel-metrics or syslog)", name)
 }

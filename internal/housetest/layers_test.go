@@ -22,10 +22,11 @@ type layer struct {
 }
 
 var layers = []layer{
-	// Leaves every layer may use: small helpers, the event schemas, and the
-	// schema languages of the registry (schemas/format and one package per
-	// language), which the registry, the sinks and the CLI share.
-	{name: "base", pkgs: []string{"internal/...", "schemas", "schemas/format/..."}},
+	// Leaves every layer may use: small helpers, the event schemas (and
+	// schemas/otel, the OTLP schemas' rows), and the schema languages of
+	// the registry (schemas/format and one package per language), which
+	// the registry, the sinks and the CLI share.
+	{name: "base", pkgs: []string{"internal/...", "schemas", "schemas/otel", "schemas/format/..."}},
 	// The schema registry: its rules and HTTP surface over the schema
 	// languages; the broker hosts it.
 	{name: "registry", pkgs: []string{"schemas/registry"}, may: []string{"base"}},

@@ -21,7 +21,7 @@ func init() {
 
 func sinkCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
-		Use: "sink -b BROKERS --group G --topic T [--topic T2...] --schema log|click|metric|registry " +
+		Use: "sink -b BROKERS --group G --topic T [--topic T2...] --schema log|click|metric|syslog|otel-logs|otel-spans|otel-metrics|registry " +
 			"[--field NAME:TYPE...] --out file:///PATH|s3://BUCKET/PREFIX [--s3-endpoint URL] [--s3-region R] " +
 			"[--format hive|iceberg] [--catalog sqlite|postgres|rest] [--catalog-uri URI] [--namespace NS] [--partition hour|day|identity:FIELD|none] " +
 			"[--roll-rows N] [--roll-bytes N] " +
@@ -35,7 +35,7 @@ func sinkCommand(e *env) *cobra.Command {
 	var o sinkOptions
 	f.StringVarP(&o.group, "group", "g", "", "consumer group shared by the sink's workers")
 	f.StringArrayVarP(&o.topics, "topic", "t", nil, "`topic` to land (repeatable)")
-	f.StringVar(&o.schema, "schema", "", "event schema: log, click or metric; registry for Confluent-framed values typed by a schema registry")
+	f.StringVar(&o.schema, "schema", "", "event schema: log, click, metric or syslog; otel-logs, otel-spans or otel-metrics for OTLP records (otlp_proto or otlp_json, a row per log record, span or data point); registry for Confluent-framed values typed by a schema registry")
 	o.registry = addRegistryFlags(f)
 	f.StringVar(&o.registrySubject, "registry-subject", "", "with --schema registry: the subject whose latest schema gives the columns (default TOPIC-value)")
 	f.StringArrayVar(&o.fields, "field", nil, "declare an optional typed column `NAME:TYPE`, TYPE string|int64|double|bool|timestamp "+

@@ -50,6 +50,7 @@ func (w *Worker) discardEach(ctx context.Context, discards []action) {
 
 // runAction runs a, one of p's actions.
 func (w *Worker) runAction(ctx context.Context, p *partitionState, a action, cur *current) error {
+	cur.at(p, a) // a record of several rows: the row a is about (rows.go)
 	switch a.kind {
 	case actOpen:
 		return w.openFile(ctx, p, a, cur)

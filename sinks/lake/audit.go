@@ -81,7 +81,11 @@ func (w *Worker) rowSource(p *partitionState, row *schemas.Row) string {
 		p.lastFrom = append(p.lastFrom[:0], authority...)
 		p.lastKey = audit.AuthoritySource(string(authority))
 	default:
-		source := row.StringBytes("source")
+		field := "source" // a metric sample's; syslog has none: audit.NoSource, as its receiver counts
+		if schemas.IsOTLP(w.schema) {
+			field = "service_name" // as agents/otlp counts log records
+		}
+		source := row.StringBytes(field)
 		if p.lastKey != "" && bytes.Equal(source, p.lastFrom) {
 			return p.lastKey
 		}

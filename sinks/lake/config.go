@@ -26,7 +26,10 @@ type Config struct {
 	Group string `yaml:"group"`
 	// Topics to land; all of them carry events of Schema. Required.
 	Topics []string `yaml:"topics"`
-	// Schema names the event schema: "log", "click" or "metric", or
+	// Schema names the event schema: "log", "click", "metric" or
+	// "syslog" (JSON values); "otel-logs", "otel-spans" or "otel-metrics"
+	// for OTLP records as agents/otlp and the Collector's Kafka exporter
+	// write them, a row per log record, span or data point (rows.go); or
 	// "registry" for values written with the schema registry's schemas,
 	// whose fields are the columns (registry.go; Registry). Required.
 	Schema string `yaml:"schema"`
@@ -361,6 +364,9 @@ func (c Config) eventSchema() (*schemas.Schema, error) {
 	s, err := schemas.ByName(c.Schema)
 	if err != nil {
 		return nil, err
+	}
+	if len(c.Fields) > 0 && schemas.IsOTLP(s) {
+		return nil, fmt.Errorf("%s takes no declared fields: its columns are built from the OTLP record, which has no others", s.Name)
 	}
 	fields := make([]schemas.Field, 0, len(c.Fields))
 	for _, d := range c.Fields {

@@ -95,6 +95,18 @@ type coreRecord struct {
 	// data file holds one partition value, so rows of another value go
 	// to another file of the bucket.
 	value string
+	// rows, when not nil, are the rows of a recordRow that holds several
+	// (an OTLP record: schemas/otel), in order; bucket and value are then
+	// unused. A record's rows are decided together: every cut falls
+	// before or after them, never between, so they land in one window.
+	rows []coreRow
+}
+
+// coreRow is one row of a record that holds several.
+type coreRow struct {
+	bucket time.Time
+	value  string
+	repeat bool // a repeat of a remembered id: dropped, not landed
 }
 
 // actionKind names what the worker must do.
@@ -116,6 +128,7 @@ type action struct {
 	bucket    time.Time
 	value     string // the file's identity partition value key, "" without one
 	offset    int64
+	row       int // the row of the record at offset acted on (coreRecord.rows), 0 for a record of one row
 	clear     bool
 	checkSize bool
 	reason    string      // actLand: why the window ends
@@ -132,7 +145,7 @@ func (a action) String() string {
 		}
 		return s
 	case actAppend:
-		s := fmt.Sprintf("append %s %s @%d", p, bucketName(a.bucket, a.value), a.offset)
+		s := fmt.Sprintf("append %s %s @%d%s", p, bucketName(a.bucket, a.value), a.offset, rowName(a.row))
 		if a.checkSize {
 			s += " size?"
 		}
@@ -140,7 +153,7 @@ func (a action) String() string {
 	case actDeadLetter:
 		return fmt.Sprintf("dead-letter %s @%d", p, a.offset)
 	case actDrop:
-		return fmt.Sprintf("drop-repeat %s @%d", p, a.offset)
+		return fmt.Sprintf("drop-repeat %s @%d%s", p, a.offset, rowName(a.row))
 	case actLand:
 		return fmt.Sprintf("land %s %s (%s)", p, a.win, a.reason)
 	default:
@@ -230,20 +243,38 @@ func (l *lander) record(tp topicPartition, r coreRecord) []action {
 		p.win.advance(r)
 		return []action{{kind: actDrop, tp: tp, offset: r.offset, win: p.win}}
 	}
+	if r.rows != nil {
+		return l.appendRows(tp, p, r, r.rows)
+	}
+	one := [1]coreRow{{bucket: r.bucket, value: r.value}}
+	return l.appendRows(tp, p, r, one[:])
+}
+
+// appendRows decides the rows of a fresh record of tp that fits the
+// schema: the cuts the record causes come before its first row or after
+// its last, so the record's rows land in one window whatever their number.
+// A record with more rows than RollRows, or more buckets than
+// MaxOpenFiles, overshoots the limit by its own rows or files.
+func (l *lander) appendRows(tp topicPartition, p *landerPartition, r coreRecord, rows []coreRow) []action {
 	var acts []action
+	fresh := 0
+	for _, row := range rows {
+		if !row.repeat {
+			fresh++
+		}
+	}
 	// Roll-age in record time: the record starts the next window.
-	if p.win.rows > 0 && r.timestamp.Sub(p.win.firstRecordTime) >= l.limits.rollAge {
+	if fresh > 0 && p.win.rows > 0 && r.timestamp.Sub(p.win.firstRecordTime) >= l.limits.rollAge {
 		acts = append(acts, l.land(tp, "age"))
 		p.win = newCoreWindow(r)
 	}
-	key := fileKey{r.bucket.Unix(), r.value}
-	f := p.win.byBucket[key]
-	if f == nil {
-		if l.openFiles >= l.limits.maxOpenFiles && len(p.win.byBucket) > 0 {
+	if opens := p.win.opens(rows); opens > 0 && l.openFiles+opens > l.limits.maxOpenFiles {
+		if len(p.win.byBucket) > 0 {
 			acts = append(acts, l.land(tp, "open-files"))
 			p.win = newCoreWindow(r)
+			opens = p.win.opens(rows)
 		}
-		if l.openFiles >= l.limits.maxOpenFiles {
+		if l.openFiles+opens > l.limits.maxOpenFiles {
 			// Other partitions hold the files: land their windows.
 			for _, q := range l.sorted() {
 				if w := l.parts[q].win; q != tp && w != nil && len(w.byBucket) > 0 {
@@ -251,23 +282,72 @@ func (l *lander) record(tp topicPartition, r coreRecord) []action {
 				}
 			}
 		}
-		f = &coreFile{bucket: r.bucket, value: r.value, first: r.offset, last: r.offset}
-		p.win.byBucket[key] = f
-		p.win.opened = append(p.win.opened, f)
-		l.openFiles++
-		acts = append(acts, action{kind: actOpen, tp: tp, bucket: r.bucket, value: r.value, offset: r.offset,
-			clear: !p.cleared[r.bucket.Unix()], win: p.win})
-		p.cleared[r.bucket.Unix()] = true
 	}
-	f.last = r.offset
-	p.win.rows++
+	before, lastAppend := p.win.rows, -1
+	for i, row := range rows {
+		if row.repeat {
+			acts = append(acts, action{kind: actDrop, tp: tp, offset: r.offset, row: i, win: p.win})
+			continue
+		}
+		key := fileKey{row.bucket.Unix(), row.value}
+		f := p.win.byBucket[key]
+		if f == nil {
+			f = &coreFile{bucket: row.bucket, value: row.value, first: r.offset, last: r.offset}
+			p.win.byBucket[key] = f
+			p.win.opened = append(p.win.opened, f)
+			l.openFiles++
+			acts = append(acts, action{kind: actOpen, tp: tp, bucket: row.bucket, value: row.value, offset: r.offset,
+				row: i, clear: !p.cleared[row.bucket.Unix()], win: p.win})
+			p.cleared[row.bucket.Unix()] = true
+		}
+		f.last = r.offset
+		p.win.rows++
+		lastAppend = len(acts)
+		acts = append(acts, action{kind: actAppend, tp: tp, bucket: row.bucket, value: row.value, offset: r.offset, row: i, win: p.win})
+	}
 	p.win.advance(r)
-	check := p.win.rows < l.limits.rollRows && p.win.rows%bytesCheckEvery == 0
-	acts = append(acts, action{kind: actAppend, tp: tp, bucket: r.bucket, value: r.value, offset: r.offset, checkSize: check, win: p.win})
+	// The size is checked after the record's last row when its rows
+	// passed a multiple of bytesCheckEvery: a bytes cut never splits a
+	// record either.
+	if lastAppend >= 0 && p.win.rows < l.limits.rollRows && p.win.rows/bytesCheckEvery > before/bytesCheckEvery {
+		acts[lastAppend].checkSize = true
+	}
 	if p.win.rows >= l.limits.rollRows {
 		acts = append(acts, l.land(tp, "rows"))
 	}
 	return acts
+}
+
+// opens is how many files of the window the fresh rows need that it has
+// not opened yet.
+func (win *coreWindow) opens(rows []coreRow) int {
+	n := 0
+	var first fileKey
+	var more map[fileKey]bool // the new files past the first: only a record of several buckets makes it
+	for _, row := range rows {
+		key := fileKey{row.bucket.Unix(), row.value}
+		if row.repeat || win.byBucket[key] != nil || (n > 0 && key == first) || more[key] {
+			continue
+		}
+		switch n {
+		case 0:
+			first = key
+		case 1:
+			more = map[fileKey]bool{key: true}
+		default:
+			more[key] = true
+		}
+		n++
+	}
+	return n
+}
+
+// rowName is how traces show the row of a record of several ("" for the first).
+func rowName(row int) string {
+	if row == 0 {
+		return ""
+	}
+	return fmt.Sprintf("#%d", row)
 }
 
 // sized reports the estimated size of tp's window's files, asked for by an

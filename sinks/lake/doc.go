@@ -279,6 +279,32 @@
 // unlanded. Adding partitions to a topic moves keys: repeats across the
 // change may land.
 //
+// # Records of several rows
+//
+// With the otel-* schemas (Config.Schema otel-logs, otel-spans,
+// otel-metrics) a record is an OTLP export request and holds many log
+// records, spans or data points, each a row (schemas/otel; rows.go). The
+// lander decides such a record as one (coreRecord.rows): the rows, age
+// and open-file cuts come before it, the rows cut after it, and the bytes
+// check after its last row, so a record's rows are in the files of one
+// window, published and committed together; a window still ends at a
+// record boundary, its commit is the offset after its last record, and
+// the argument above holds with "record" read as "the record's rows". A
+// file's name carries the offsets of its first and last rows' records:
+// rows of one record in one bucket share an offset, and two files of one
+// name still hold the same rows, as the rows of a record and their order
+// depend on its bytes alone.
+//
+// Dedup decides each row, in the record's order, after the record's time
+// is observed; the rebuild replays rows the same way (replayRows), so the
+// state stays a function of the records. A row's id: a log record's
+// event_id attribute (the UUID the OTLP receiver adds), a span's trace
+// and span IDs, a data point's whole content (otel.Rows.Key: data points
+// carry no ID, and a point equal in series, times and values is the same
+// point sent again). A record whose rows are all repeats, or which holds
+// none, lands nothing and moves the window past it. A record that does
+// not decode is one dead letter.
+//
 // # _SUCCESS markers
 //
 // Every commit carries the window's largest record timestamp in the offset's

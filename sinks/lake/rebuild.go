@@ -9,6 +9,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"millrace/schemas"
+	"millrace/schemas/otel"
 )
 
 // The rebuild of a partition's dedup set on assignment (doc.go, "Dedup"):
@@ -107,10 +110,18 @@ func (w *Worker) rebuildDedup(ctx context.Context, tp topicPartition, first int6
 		return d
 	}
 	row := w.schema.NewRow()
+	var rows *otel.Rows // an OTLP schema's records hold several rows (rows.go)
+	if schemas.IsOTLP(w.schema) {
+		rows, _ = otel.New(w.schema)
+	}
 	read := 0
 	err = w.history.replay(ctx, tp, watermark.Add(-w.cfg.DedupWindow+time.Millisecond), first, func(r *kgo.Record) {
 		read++
 		d.observe(r.Timestamp)
+		if rows != nil {
+			replayRows(d, rows, row, r)
+			return
+		}
 		if w.registry != nil {
 			d.decide(w.registryEventID(r))
 			return

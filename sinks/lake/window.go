@@ -8,6 +8,7 @@ import (
 
 	"millrace/audit"
 	"millrace/schemas"
+	"millrace/schemas/otel"
 	"millrace/sinks/iceberg"
 	"millrace/sinks/parquet"
 	"millrace/sinks/store"
@@ -45,6 +46,12 @@ type partitionState struct {
 	auditHistory       []audit.Entry
 	lastHost, lastFrom []byte
 	lastKey            string
+	// Records of several rows (rows.go): the decoder of an OTLP schema's
+	// records (nil for the other schemas) and what is held of the record
+	// being landed, reused from record to record.
+	otel     *otel.Rows
+	multi    recordRows
+	coreRows []coreRow
 }
 
 // window is what the worker holds for one of the lander's commit windows:
@@ -115,6 +122,8 @@ type current struct {
 	noID   bool   // a row without a recognised event id (counted)
 	// identity is the row's identity partition value (nil without one).
 	identity *identityValue
+	// rows is the record's rows when it holds several (rows.go); nil otherwise.
+	rows *recordRows
 }
 
 // processRecord classifies one record of p (decode, dedup), hands it to the
@@ -135,6 +144,9 @@ func (w *Worker) processRecord(ctx context.Context, p *partitionState, r *kgo.Re
 	}
 	cur := &current{record: r}
 	rec := coreRecord{offset: r.Offset, timestamp: r.Timestamp, kind: recordRow}
+	if schemas.IsOTLP(w.schema) && len(r.Value) > 0 {
+		return w.processRows(ctx, p, r, cur, rec)
+	}
 	switch {
 	case len(r.Value) == 0:
 		cur.reason = "empty record value"
