@@ -81,14 +81,16 @@ func BoundSource(s string) string {
 }
 
 // SourceOf is the source key of an event of the named schema ("log",
-// "click", "metric") whose string fields field returns ("" when absent):
-// the one rule the agents, the sink's rows and its dead letters share.
+// "click", "syslog", "metric") whose string fields field returns ("" when
+// absent): the one rule the agents, the sink's rows and its dead letters share.
 func SourceOf(schema string, field func(name string) string) string {
 	switch schema {
 	case "log":
 		return LogSource(field("host"), field("source"))
 	case "click":
 		return ClickSource(field("url"))
+	case "syslog":
+		return SyslogSource(field("host"), field("app"))
 	default:
 		return MetricSource(field("source"))
 	}

@@ -25,6 +25,7 @@ import (
 
 	"millrace/audit"
 	"millrace/internal/waitfor"
+	"millrace/pipeline/reconcile"
 )
 
 // syslogRecord is the part of a receiver's record the tests check.
@@ -333,6 +334,8 @@ http: {listen: 127.0.0.1:%d, metrics_listen: %s, audit_interval: -1s}
 ops_metrics: {interval: -1s}
 audit: {interval: 200ms}
 syslog: {udp: "127.0.0.1:0", tcp: "127.0.0.1:0"}
+sinks:
+  - {name: syslog, out: lake, topics: [syslog], schema: syslog, roll_age: 1s, idle_timeout: 1s}
 `, filepath.Join(dir, "data"), kafkaAddr, freePort(t), metricsAddr)
 	cfgPath := filepath.Join(dir, "millrace.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
@@ -365,25 +368,25 @@ syslog: {udp: "127.0.0.1:0", tcp: "127.0.0.1:0"}
 		t.Errorf("logger over udp: %d landed + %v counted drops, want %d", len(udp), dropped, n)
 	}
 
-	// The audit: the receiver's count of host/lgtcp is every TCP message.
+	// The audit: the receiver's count of host/lgtcp is every TCP message,
+	// and the sink's rows of that source in the lake are as many.
 	source := audit.SyslogSource(host, "lgtcp")
-	cl := kafkaClient(t, upBroker(kafkaAddr))
-	var last int64
-	defer reportLastSeen(t, func() string { return fmt.Sprintf("accepted %d under %s", last, source) })()
-	waitfor.Until(t, 30*time.Second, "the audit to count the TCP messages under "+source, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		log, err := audit.Read(ctx, cl, audit.Topic)
-		if err != nil {
+	var line reconcile.Line
+	var out string
+	defer reportLastSeen(t, func() string { return fmt.Sprintf("%+v in the last audit:\n%s", line, out) })()
+	waitfor.Until(t, 60*time.Second, "the audit to count the TCP messages under "+source+", accepted and landed", func() bool {
+		var code int
+		out, code = runAudit(t, "audit", "-b", kafkaAddr, "--since", "2h", "--json", "--topic", "syslog")
+		if code != 0 && code != 1 {
 			return false
 		}
-		last = 0
-		for _, e := range audit.Latest(log.Entries) {
-			if e.Role == audit.RoleSyslog && e.Topic == "syslog" && e.Source == source {
-				last += e.Accepted
+		line = reconcile.Line{}
+		for _, l := range decodeReport(t, out).Lines {
+			if l.Source == source {
+				line = l
 			}
 		}
-		return last == n
+		return line.Accepted == n && line.Landed == n
 	})
 }
 

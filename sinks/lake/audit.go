@@ -56,7 +56,8 @@ func (w *Worker) auditInstance(tp topicPartition) string {
 // rowSource is the audit source key of row: audit.SourceOf, made from the
 // row's bytes. Rows of one source come in runs, so the key of the previous
 // row is kept with the bytes it was made from (the host and path of a log
-// line, a click url's authority, a sample's source) and reused while they
+// line, a click url's authority, a syslog message's host and app, a
+// sample's source) and reused while they
 // repeat: compared in place, a row costs no allocation.
 func (w *Worker) rowSource(p *partitionState, row *schemas.Row) string {
 	switch w.schema.Name {
@@ -80,8 +81,15 @@ func (w *Worker) rowSource(p *partitionState, row *schemas.Row) string {
 		}
 		p.lastFrom = append(p.lastFrom[:0], authority...)
 		p.lastKey = audit.AuthoritySource(string(authority))
+	case "syslog":
+		host, app := row.StringBytes("host"), row.StringBytes("app")
+		if p.lastKey != "" && bytes.Equal(host, p.lastHost) && bytes.Equal(app, p.lastFrom) {
+			return p.lastKey
+		}
+		p.lastHost, p.lastFrom = append(p.lastHost[:0], host...), append(p.lastFrom[:0], app...)
+		p.lastKey = audit.SyslogSource(string(host), string(app))
 	default:
-		field := "source" // a metric sample's; syslog has none: audit.NoSource, as its receiver counts
+		field := "source" // a metric sample's
 		if schemas.IsOTLP(w.schema) {
 			field = "service_name" // as agents/otlp counts log records
 		}
