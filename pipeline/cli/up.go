@@ -87,6 +87,7 @@ func printWhere(e env, a *appliance.Appliance, cfg appliance.Config) {
 		fmt.Fprintf(e.stdout, "  beacon                   %s/beacon.js, POST %s/v1/events, %s/b.gif\n", web, web, web)
 		fmt.Fprintf(e.stdout, "  metrics intake           POST %s/v1/metrics\n", web)
 	}
+	printOTLP(e, a)
 	fmt.Fprintf(e.stdout, "  console                  %s/console\n", web)
 	fmt.Fprintf(e.stdout, "  prometheus metrics       %s://%s/metrics\n", a.HTTPScheme(), a.MetricsAddr())
 	if addr := a.SchemaRegistryAddr(); addr != nil {
