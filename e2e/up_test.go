@@ -207,6 +207,8 @@ func writeDemoConfig(t *testing.T, dir string, mod func(*appliance.Config)) (pat
 	// Their own ports, not the fixed defaults: tests run in parallel.
 	cfg.HTTP.MetricsListen = "127.0.0.1:" + strconv.Itoa(freePort(t))
 	cfg.SchemaRegistry.Listen = "127.0.0.1:" + strconv.Itoa(freePort(t))
+	cfg.OTLP.HTTPAddr = "127.0.0.1:" + strconv.Itoa(freePort(t))
+	cfg.OTLP.GRPCAddr = "127.0.0.1:" + strconv.Itoa(freePort(t))
 	for i := range cfg.Sinks {
 		cfg.Sinks[i].RollAge, cfg.Sinks[i].IdleTimeout = 10*time.Second, 3*time.Second
 	}
