@@ -139,14 +139,16 @@ func (r *Receiver) publish(ctx context.Context, recs []encoded) outcome {
 	go func() { wg.Wait(); close(done) }()
 	timer := time.NewTimer(r.cfg.AckTimeout)
 	defer timer.Stop()
+	// On a timeout the answer does not wait for the records to settle:
+	// canceling drops those still buffered, but one in a batch already
+	// sent settles only when the broker answers or the connection fails,
+	// which with a broker gone can take longer than any client waits. Its
+	// acknowledgement, if it comes, is still counted.
 	select {
 	case <-done:
 	case <-timer.C:
-		cancel()
-		<-done
 		return outcome{retry: retryUnavailable, message: "the broker did not acknowledge the data in time"}
 	case <-ctx.Done():
-		<-done
 		return outcome{retry: retryUnavailable, message: "the request ended before the broker acknowledged its data"}
 	}
 	return tally(recs, errs)
