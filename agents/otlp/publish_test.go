@@ -30,6 +30,13 @@ func (p *heldProducer) TryProduce(_ context.Context, rec *kgo.Record, ack ship.A
 	return nil
 }
 
+// held is the number of records whose acknowledgement is held.
+func (p *heldProducer) held() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.acks)
+}
+
 // release acknowledges every record held.
 func (p *heldProducer) release() {
 	p.mu.Lock()
