@@ -29,8 +29,8 @@ func (discardProducer) TryProduce(_ context.Context, rec *kgo.Record, ack ship.A
 	ack(rec, nil)
 	return nil
 }
-func (discardProducer) BufferedRecords() int64                      { return 0 }
-func (discardProducer) BufferedBytes() int64                        { return 0 }
+func (discardProducer) BufferedRecords() int64                    { return 0 }
+func (discardProducer) BufferedBytes() int64                      { return 0 }
 func (discardProducer) ReadyFor(context.Context, ...string) error { return nil }
 func (discardProducer) Config() ship.Config {
 	return ship.Config{MaxBufferedRecords: ship.DefaultMaxBufferedRecords, MaxBufferedBytes: ship.DefaultMaxBufferedBytes}
