@@ -81,7 +81,9 @@ func (a *Appliance) startOTLP() error {
 		r.SetAudit(c)
 	}
 	if err := r.Start(context.Background()); err != nil {
-		return err
+		// The receiver is on by default, on the ports a Collector or
+		// another OTLP receiver on the host may hold.
+		return fmt.Errorf("%w (set otlp.http_addr and otlp.grpc_addr to other addresses, or turn the receiver off with otlp: {enabled: false})", err)
 	}
 	a.otlp = r
 	return nil

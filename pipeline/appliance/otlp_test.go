@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -155,5 +156,31 @@ func TestOTLPUnderSecureUp(t *testing.T) {
 	}
 	if !counted {
 		t.Error("the log record is not counted for the audit under service.name checkout")
+	}
+}
+
+// TestOTLPPortTaken: when the receiver's port is taken (a Collector on the
+// same host), Start fails with an error that says how to move or turn off
+// the receiver, and stops what it started.
+func TestOTLPPortTaken(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	cfg := Config{
+		Data:           t.TempDir(),
+		Broker:         BrokerConfig{Listen: "127.0.0.1:0"},
+		SchemaRegistry: SchemaRegistryConfig{Listen: "127.0.0.1:0"},
+		HTTP:           HTTPConfig{Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", AuditInterval: -1},
+		OTLP:           OTLPConfig{Config: otlp.Config{HTTPAddr: taken.Addr().String(), GRPCAddr: "127.0.0.1:0"}},
+		OpsMetrics:     OpsMetricsConfig{Interval: -1},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a, err := Start(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err == nil || a != nil || !strings.Contains(err.Error(), "otlp: {enabled: false}") {
+		t.Fatalf("Start with the OTLP port taken: %v, %v; want an error that says how to turn the receiver off", a, err)
 	}
 }
