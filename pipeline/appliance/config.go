@@ -421,9 +421,10 @@ func ownSecurity(s, top clientauth.Settings) clientauth.Settings {
 
 // usedTopics are the topics the appliance's parts write to that Topics does
 // not list: the beacon's topics and their dead-letter topics, each tail's
-// topic, the OTLP receiver's topics and the ops metrics topic (sinks create their own dead-letter
-// topics). They get the broker's defaults (num.partitions,
-// default.replication.factor), as auto-creation would have given them.
+// topic, the OTLP receiver's topics and the ops metrics topic (sinks create
+// their own dead-letter topics). They get the broker's defaults
+// (num.partitions, default.replication.factor), as auto-creation would have
+// given them.
 func (c Config) usedTopics() []TopicConfig {
 	var names []string
 	if c.Beacon != nil {
