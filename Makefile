@@ -24,6 +24,9 @@ APT_PACKAGES := kcat python3-kafka python3-zstandard python3-confluent-kafka lib
 NPM_PACKAGES := kafkajs@2.2.4 @kafkajs/confluent-schema-registry@4.1.0
 # Tools built from Go modules into .bin/ (not on the user's PATH, not in git).
 VERSITYGW := .bin/versitygw
+# The OpenTelemetry Collector's load generator, the e2e tests' OTLP sender.
+TELEMETRYGEN := .bin/telemetrygen
+TELEMETRYGEN_VERSION := v0.161.0
 # Staticcheck, at a release that knows the Go version of go.mod.
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := .bin/staticcheck-$(STATICCHECK_VERSION)
@@ -76,13 +79,22 @@ deps-run:
 	$(GO) mod download
 
 # Everything the tests need too. Installs only what is missing: apt packages
-# (via sudo when not root) and Go-built tools in .bin/.
+# (via sudo when not root) and Go-built tools in .bin/. telemetrygen takes
+# about 10 minutes to build cold, so it builds in the background while apt
+# runs; either failing fails the target.
 deps: deps-run $(STATICCHECK)
-	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@tg=""; if [ ! -x $(TELEMETRYGEN) ]; then \
+		echo "deps: building telemetrygen $(TELEMETRYGEN_VERSION) (OTLP sender for tests, ~10 min once) in the background"; \
+		GOBIN=$(CURDIR)/.bin $(GO) install github.com/open-telemetry/opentelemetry-collector-contrib/cmd/telemetrygen@$(TELEMETRYGEN_VERSION) & tg=$$!; \
+	fi; \
+	missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "deps: installing$$missing"; \
-		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
-	fi
+		if ! { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; }; then \
+			[ -z "$$tg" ] || { kill $$tg; wait $$tg; }; exit 1; \
+		fi; \
+	fi; \
+	if [ -n "$$tg" ] && ! wait $$tg; then echo "deps: building telemetrygen failed"; exit 1; fi
 	@[ -d .bin/node/node_modules/@kafkajs/confluent-schema-registry ] || { echo "deps: installing$(foreach p,$(NPM_PACKAGES), $(p)) (npm)"; \
 		npm install --silent --no-audit --no-fund --prefix .bin/node $(NPM_PACKAGES); }
 	@[ -x $(VERSITYGW) ] || { echo "deps: building versitygw (S3 server for tests, ~3 min once)"; \

@@ -389,8 +389,3 @@ sinks:
 		return line.Accepted == n && line.Landed == n
 	})
 }
-
-// upBroker names the embedded broker of an up process for kafkaClient.
-type upBroker string
-
-func (u upBroker) seeds() []string { return []string{string(u)} }

@@ -208,6 +208,8 @@ func writeDemoConfig(t *testing.T, dir string, mod func(*appliance.Config)) (pat
 	cfg.HTTP.MetricsListen = "127.0.0.1:" + strconv.Itoa(freePort(t))
 	cfg.SchemaRegistry.Listen = "127.0.0.1:" + strconv.Itoa(freePort(t))
 	cfg.Syslog.UDP, cfg.Syslog.TCP = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.OTLP.HTTPAddr = "127.0.0.1:" + strconv.Itoa(freePort(t))
+	cfg.OTLP.GRPCAddr = "127.0.0.1:" + strconv.Itoa(freePort(t))
 	for i := range cfg.Sinks {
 		cfg.Sinks[i].RollAge, cfg.Sinks[i].IdleTimeout = 10*time.Second, 3*time.Second
 	}

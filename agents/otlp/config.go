@@ -26,6 +26,18 @@ const (
 	DefaultRetryAfter     = 5 * time.Second
 )
 
+// The listen addresses of `millrace up` and `millrace otlp`: OTLP's ports
+// on loopback, as the Collector's otlp receiver listens by default, so a
+// process on the same host sends to the SDKs' default endpoint and nothing
+// else reaches it until the operator opens it.
+const (
+	DefaultHTTPAddr = "127.0.0.1:4318"
+	DefaultGRPCAddr = "127.0.0.1:4317"
+	// AddrOff as http_addr or grpc_addr turns that transport off under
+	// WithListenDefaults.
+	AddrOff = "off"
+)
+
 // The record encodings, named as the Collector's Kafka exporter names them.
 const (
 	EncodingProto = "otlp_proto"
@@ -36,10 +48,11 @@ const (
 // (WithDefaults).
 type Config struct {
 	// HTTPAddr is the OTLP/HTTP listen address (the spec's port is 4318).
-	// Empty: no HTTP server.
+	// Empty: no HTTP server. The commands read it through
+	// WithListenDefaults: empty is DefaultHTTPAddr there, "off" none.
 	HTTPAddr string `yaml:"http_addr"`
 	// GRPCAddr is the OTLP/gRPC listen address (the spec's port is 4317).
-	// Empty: no gRPC server.
+	// Empty: no gRPC server (the commands: DefaultGRPCAddr; "off" none).
 	GRPCAddr string `yaml:"grpc_addr"`
 	// TLS serves both transports over TLS from PEM files; nil: plain.
 	TLS *httpserver.TLSConfig `yaml:"tls"`
@@ -97,6 +110,25 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.MaxInFlight, DefaultMaxInFlight)
 	setDefault(&c.AckTimeout, DefaultAckTimeout)
 	setDefault(&c.RetryAfter, DefaultRetryAfter)
+	return c
+}
+
+// WithListenDefaults returns c with an empty HTTPAddr or GRPCAddr set to
+// its default and one set to AddrOff emptied: the addresses as the
+// commands read them, where a section that names neither listens on both
+// OTLP ports.
+func (c Config) WithListenDefaults() Config {
+	for _, a := range []struct {
+		v   *string
+		def string
+	}{{&c.HTTPAddr, DefaultHTTPAddr}, {&c.GRPCAddr, DefaultGRPCAddr}} {
+		switch *a.v {
+		case "":
+			*a.v = a.def
+		case AddrOff:
+			*a.v = ""
+		}
+	}
 	return c
 }
 

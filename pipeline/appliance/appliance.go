@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/agents/beacon"
+	"millrace/agents/otlp"
 	"millrace/agents/promwrite"
 	"millrace/agents/ship"
 	"millrace/agents/syslog"
@@ -51,6 +52,7 @@ type Appliance struct {
 	shipper   *ship.Shipper // the beacon's, the ops publisher's and, unless secure, the tailers'
 	beacon    *beacon.Server
 	syslog    *syslog.Server // nil when syslog.enabled is false
+	otlp      *otlp.Receiver // nil when otlp.enabled is false
 	tailers   []*tail.Tailer
 	audits    []*audit.Counter // the agents' audit counters
 	intake    *audit.Counter   // metric samples posted to /v1/metrics; nil with the audit off
@@ -175,6 +177,9 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (a *Appliance, 
 		}
 	}
 	if err := a.startHTTP(); err != nil {
+		return nil, err
+	}
+	if err := a.startOTLP(); err != nil {
 		return nil, err
 	}
 	if cfg.OpsMetrics.Interval > 0 {
@@ -529,7 +534,7 @@ func (a *Appliance) MetricsAddr() net.Addr { return a.metricsAt }
 // brokers are external): a broker that stops on its own ends the appliance.
 func (a *Appliance) BrokerDone() <-chan error { return a.brokerErr }
 
-// Shutdown stops intake first (HTTP, tailers, syslog), waits for the broker to
+// Shutdown stops intake first (HTTP, OTLP, tailers, syslog), waits for the broker to
 // acknowledge what they read, lets sinks publish and commit, and stops the
 // broker last. It returns every error met on the way.
 func (a *Appliance) Shutdown(ctx context.Context) error {
@@ -537,6 +542,7 @@ func (a *Appliance) Shutdown(ctx context.Context) error {
 	if a.http != nil {
 		errs = append(errs, a.http.Shutdown(ctx))
 	}
+	errs = append(errs, a.shutdownOTLP(ctx))
 	if a.metrics != nil {
 		errs = append(errs, a.metrics.Shutdown(ctx))
 	}

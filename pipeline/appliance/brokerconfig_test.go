@@ -34,7 +34,8 @@ func TestEmbeddedBrokerDoesNotAutoCreateTopics(t *testing.T) {
 		t.Errorf("broker.settings not applied: num.partitions %d", bc.Kafka.NumPartitions)
 	}
 	// Every topic the demo's parts write to is created at start: the ones
-	// it lists, and the beacon's metrics dead-letter topic it does not.
+	// it lists, and the beacon's metrics dead-letter topic and the OTLP
+	// receiver's topics it does not.
 	var used []string
 	for _, tc := range demo.usedTopics() {
 		used = append(used, tc.Name)
@@ -42,8 +43,8 @@ func TestEmbeddedBrokerDoesNotAutoCreateTopics(t *testing.T) {
 			t.Errorf("%s: %+v, want the broker's defaults (-1)", tc.Name, tc)
 		}
 	}
-	if !slices.Equal(used, []string{"ops.metrics.dlq"}) {
-		t.Errorf("topics created beyond the listed ones: %v, want [ops.metrics.dlq]", used)
+	if want := []string{"ops.metrics.dlq", "otlp_logs", "otlp_metrics", "otlp_spans"}; !slices.Equal(used, want) {
+		t.Errorf("topics created beyond the listed ones: %v, want %v", used, want)
 	}
 
 	// The user's settings turn auto-creation back on.

@@ -68,6 +68,9 @@ type Config struct {
 	// into the topic "syslog"; on by default on 127.0.0.1:5514 (UDP and
 	// TCP), off with syslog.enabled: false.
 	Syslog SyslogConfig `yaml:"syslog"`
+	// OTLP is the OpenTelemetry Protocol receiver (on by default, on
+	// 127.0.0.1:4318 and 127.0.0.1:4317; see OTLPConfig).
+	OTLP OTLPConfig `yaml:"otlp"`
 	// Tail are the log inputs, each a tailer with its own topic and paths.
 	Tail []TailConfig `yaml:"tail"`
 	// Sinks land topics as Parquet: in Apache Iceberg tables by default
@@ -382,6 +385,9 @@ func (c Config) Validate() error {
 	if c.Beacon != nil && c.Beacon.MetricsListen != "" {
 		errs = append(errs, errors.New("beacon.metrics_listen: under millrace up, /metrics is served at http.metrics_listen; set that instead"))
 	}
+	if err := c.validateOTLP(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -424,10 +430,10 @@ func ownSecurity(s, top clientauth.Settings) clientauth.Settings {
 
 // usedTopics are the topics the appliance's parts write to that Topics does
 // not list: the beacon's topics and their dead-letter topics, each tail's
-// topic, the syslog receiver's topic and the ops metrics topic (sinks
-// create their own dead-letter topics). They get the broker's defaults
-// (num.partitions, default.replication.factor), as auto-creation would
-// have given them.
+// topic, the syslog receiver's topic, the OTLP receiver's topics and the ops
+// metrics topic (sinks create their own dead-letter topics). They get the
+// broker's defaults (num.partitions, default.replication.factor), as
+// auto-creation would have given them.
 func (c Config) usedTopics() []TopicConfig {
 	var names []string
 	if c.Beacon != nil {
@@ -441,6 +447,7 @@ func (c Config) usedTopics() []TopicConfig {
 		names = append(names, t.Topic)
 	}
 	names = append(names, c.syslogTopic())
+	names = append(names, c.otlpTopics()...)
 	if c.OpsMetrics.Interval > 0 {
 		names = append(names, c.OpsMetrics.Topic)
 	}

@@ -85,6 +85,7 @@ func TestSchemaRegistrySecure(t *testing.T) {
 		SchemaRegistry: SchemaRegistryConfig{Listen: "127.0.0.1:0"},
 		HTTP:           HTTPConfig{Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", AuditInterval: -1},
 		Syslog:         syslogOff(),
+		OTLP:           otlpOnFreePorts,
 		OpsMetrics:     OpsMetricsConfig{Interval: -1},
 	}
 	cfg.Audit.Enabled = &off

@@ -400,7 +400,8 @@ func exactFilter(b acl.Binding) acl.Filter {
 //
 //   - millrace-tail writes its inputs' topics and the audit topic.
 //   - millrace-beacon writes the clicks and metrics topics and their
-//     dead-letter topics, the ops metrics topic and the audit topic.
+//     dead-letter topics, the OTLP receiver's topics, the ops metrics
+//     topic and the audit topic.
 //   - millrace-sink reads its topics and its groups, and creates and writes
 //     each topic's <topic>.dlq; it writes, reads back and may create the
 //     audit topic (the sink ensures both kinds exist at start).
@@ -449,6 +450,12 @@ func secureACLs(c Config) []acl.Binding {
 	}
 	if t := c.syslogTopic(); t != "" {
 		// The syslog receiver produces through the beacon's producer.
+		add(BeaconUser, acl.Topic, t, acl.Write)
+		add(BeaconUser, acl.Topic, audit, acl.Write)
+		idempotent(BeaconUser)
+	}
+	// The OTLP receiver produces through the beacon's producer.
+	for _, t := range c.otlpTopics() {
 		add(BeaconUser, acl.Topic, t, acl.Write)
 		add(BeaconUser, acl.Topic, audit, acl.Write)
 		idempotent(BeaconUser)

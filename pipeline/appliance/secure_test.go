@@ -199,7 +199,8 @@ sinks:
 `
 
 // TestSecureACLs is the whole ACL set of a configuration with a tailer, the
-// beacon, the syslog receiver (on by default), two sinks, the ops publisher and the audit: each user gets what
+// beacon, the syslog receiver and the OTLP receiver (on by default), two
+// sinks, the ops publisher and the audit: each user gets what
 // its component does and nothing more.
 func TestSecureACLs(t *testing.T) {
 	c := decodeConfig(t, secureTestConfig).withDefaults()
@@ -219,6 +220,9 @@ func TestSecureACLs(t *testing.T) {
 		"User:millrace-beacon Write Topic:clicks.dlq",
 		"User:millrace-beacon Write Topic:ops.metrics",
 		"User:millrace-beacon Write Topic:ops.metrics.dlq",
+		"User:millrace-beacon Write Topic:otlp_logs",
+		"User:millrace-beacon Write Topic:otlp_metrics",
+		"User:millrace-beacon Write Topic:otlp_spans",
 		"User:millrace-beacon Write Topic:syslog",
 		"User:millrace-console Describe Cluster:kafka-cluster",
 		"User:millrace-console Describe Group:*",

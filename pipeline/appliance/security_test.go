@@ -139,6 +139,7 @@ func TestStartAuthenticates(t *testing.T) {
 		Security: clientauth.Settings{SASL: &clientauth.SASL{Mechanism: "SCRAM-SHA-512", Username: "millrace", PasswordFile: passFile}},
 		HTTP:     HTTPConfig{Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", AuditInterval: -1},
 		Syslog:   syslogOff(),
+		OTLP:     otlpOnFreePorts,
 		// The external cluster creates no topic on demand; the appliance
 		// creates the listed ones.
 		Topics: []TopicConfig{{Name: "logs", Partitions: 1}, {Name: audit.Topic, Partitions: 1}, {Name: DefaultOpsTopic, Partitions: 1}},

@@ -225,7 +225,7 @@ func TestHelpGroupsCommandsByPurpose(t *testing.T) {
 	for title, commands := range map[string][]string{
 		"Run the appliance and watch it:":      {"up", "console", "top"},
 		"Brokers, topics, records and groups:": {"broker", "cluster status", "topic create", "produce", "consume", "group reset"},
-		"Agents that feed the broker:":         {"tail", "beacon", "syslog"},
+		"Agents that feed the broker:":         {"tail", "beacon", "syslog", "otlp"},
 		"Sinks, the lake and the audit:":       {"sink", "lake inspect", "audit"},
 		"Security and administration:":         {"user add", "acl list", "bench produce", "completion", "version"},
 	} {

@@ -24,7 +24,7 @@ const clientEnvHelp = `Every client flag has an environment variable, MILLRACE_ 
 	`(MILLRACE_BROKERS, MILLRACE_TLS, MILLRACE_TLS_CA, MILLRACE_TLS_CERT, MILLRACE_TLS_KEY, ` +
 	`MILLRACE_TLS_SERVER_NAME, MILLRACE_SASL_MECHANISM, MILLRACE_SASL_USERNAME, ` +
 	`MILLRACE_SASL_PASSWORD_FILE), which sets its default: a flag on the command line wins, ` +
-	`and so does a tls: or sasl: section in the --config of tail, beacon and sink. ` +
+	`and so does a tls: or sasl: section in the --config of tail, beacon, otlp and sink. ` +
 	passwordEnv + ` is the SASL password (or --sasl-password-file).`
 
 // clientFlags are the root's persistent flags that say how to reach and

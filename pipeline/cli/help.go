@@ -22,7 +22,7 @@ var commandGroups = []struct {
 }{
 	{"appliance", "Run the appliance and watch it:", []string{"up", "console", "top"}},
 	{"broker", "Brokers, topics, records and groups:", []string{"broker", "cluster", "topic", "produce", "consume", "group", "schema"}},
-	{"agents", "Agents that feed the broker:", []string{"tail", "beacon", "syslog"}},
+	{"agents", "Agents that feed the broker:", []string{"tail", "beacon", "syslog", "otlp"}},
 	{"lake", "Sinks, the lake and the audit:", []string{"sink", "lake", "audit"}},
 	{"admin", "Security and administration:", []string{"user", "acl", "bench", "completion", "version"}},
 }

@@ -21,7 +21,7 @@ func init() {
 
 func sinkCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
-		Use: "sink -b BROKERS --group G --topic T [--topic T2...] --schema log|click|metric|syslog|otel-logs|otel-spans|otel-metrics|registry " +
+		Use: "sink -b BROKERS --group G --topic T [--topic T2...] --schema SCHEMA " +
 			"[--field NAME:TYPE...] --out file:///PATH|s3://BUCKET/PREFIX [--s3-endpoint URL] [--s3-region R] " +
 			"[--format hive|iceberg] [--catalog sqlite|postgres|rest] [--catalog-uri URI] [--namespace NS] [--partition hour|day|identity:FIELD|none] " +
 			"[--roll-rows N] [--roll-bytes N] " +

@@ -92,6 +92,7 @@ func printWhere(e env, a *appliance.Appliance, cfg appliance.Config) {
 		}
 	}
 	printSyslog(e, a)
+	printOTLP(e, a)
 	fmt.Fprintf(e.stdout, "  console                  %s/console\n", web)
 	fmt.Fprintf(e.stdout, "  prometheus metrics       %s://%s/metrics\n", a.HTTPScheme(), a.MetricsAddr())
 	if addr := a.SchemaRegistryAddr(); addr != nil {
