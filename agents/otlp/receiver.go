@@ -16,8 +16,9 @@
 //
 // Every log record gets an event_id attribute (a UUIDv7) unless it has
 // one, so the sink deduplicates retried OTLP logs as it does beacon events,
-// and acknowledged log records are counted for the audit by the resource's
-// service.name and the hour of their timestamp.
+// and acknowledged log records, spans and data points are counted for the
+// audit by the resource's service.name and the hour the sink files their
+// rows under.
 package otlp
 
 import (
@@ -194,18 +195,7 @@ func (r *Receiver) exportLogs(ctx context.Context, ld plog.Logs) outcome {
 	if r.cfg.PartitionLogsByResourceAttributes {
 		parts = splitByResource(logsSignal, ld, true)
 	}
-	now := time.Now()
-	return exportParts(r, ctx, logsSignal, r.cfg.LogsTopic, parts, func(d plog.Logs) func() {
-		if r.audit == nil {
-			return nil
-		}
-		counts := logAudit(d, now)
-		return func() {
-			for k, n := range counts {
-				r.audit.Add(r.cfg.LogsTopic, k.source, time.Unix(k.hour*3600, 0), n)
-			}
-		}
-	})
+	return exportParts(r, ctx, logsSignal, r.cfg.LogsTopic, parts, auditAcked(r, r.cfg.LogsTopic, logAudit))
 }
 
 // exportMetrics produces a metrics request.
@@ -215,7 +205,7 @@ func (r *Receiver) exportMetrics(ctx context.Context, md pmetric.Metrics) outcom
 	if r.cfg.PartitionMetricsByResourceAttributes {
 		parts = splitByResource(metricsSignal, md, true)
 	}
-	return exportParts(r, ctx, metricsSignal, r.cfg.MetricsTopic, parts, nil)
+	return exportParts(r, ctx, metricsSignal, r.cfg.MetricsTopic, parts, auditAcked(r, r.cfg.MetricsTopic, metricAudit))
 }
 
 // exportTraces produces a traces request.
@@ -225,7 +215,27 @@ func (r *Receiver) exportTraces(ctx context.Context, td ptrace.Traces) outcome {
 	if r.cfg.PartitionTracesByID {
 		parts = splitTracesByID(td)
 	}
-	return exportParts(r, ctx, tracesSignal, r.cfg.TracesTopic, parts, nil)
+	return exportParts(r, ctx, tracesSignal, r.cfg.TracesTopic, parts, auditAcked(r, r.cfg.TracesTopic, spanAudit))
+}
+
+// auditAcked makes, for a record's part of a request, what counts its
+// items for the audit once the broker acknowledged it; nil with the audit
+// off. The counts are taken when the part is encoded, so a retried
+// request counts again: the counter is not distinct, and the sink's
+// deduplicated rows make up the difference.
+func auditAcked[T any](r *Receiver, topic string, count func(T, time.Time) map[auditKey]int64) func(T) func() {
+	if r.audit == nil {
+		return nil
+	}
+	now := time.Now()
+	return func(d T) func() {
+		counts := count(d, now)
+		return func() {
+			for k, n := range counts {
+				r.audit.Add(topic, k.source, time.Unix(k.hour*3600, 0), n)
+			}
+		}
+	}
 }
 
 // exportParts encodes parts into records, publishes them and counts the

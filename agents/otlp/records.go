@@ -211,39 +211,118 @@ func addEventIDs(ld plog.Logs) error {
 	return nil
 }
 
-// auditKey is a log record's audit count: its source (the resource's
-// service.name) and hour.
+// auditKey is an audit count: the source (the resource's service.name) and
+// hour of log records, spans or data points.
 type auditKey struct {
 	source string
 	hour   int64
 }
 
+// serviceSource is the audit source of a resource's items: its
+// service.name, as the sink's rows carry it in service_name.
+func serviceSource(res pcommon.Resource) string {
+	name := ""
+	if v, ok := res.Attributes().Get("service.name"); ok {
+		name = v.AsString()
+	}
+	return audit.MetricSource(name)
+}
+
+// hourOf is the audit hour of the first of times that is set, else of now:
+// the sink files a row under its time column, and a row without one under
+// its record's time, which is about now.
+func hourOf(now time.Time, times ...pcommon.Timestamp) int64 {
+	for _, t := range times {
+		if t != 0 {
+			return audit.HourOf(t.AsTime())
+		}
+	}
+	return audit.HourOf(now)
+}
+
 // logAudit counts ld's log records by source and hour of their timestamp
-// (the observed time when they have none, now when neither).
+// (the observed time when they have none, now when neither), as the sink's
+// otel-logs rows are filed.
 func logAudit(ld plog.Logs, now time.Time) map[auditKey]int64 {
 	counts := map[auditKey]int64{}
 	rls := ld.ResourceLogs()
 	for i := range rls.Len() {
-		source := ""
-		if v, ok := rls.At(i).Resource().Attributes().Get("service.name"); ok {
-			source = v.AsString()
-		}
-		source = audit.MetricSource(source)
+		source := serviceSource(rls.At(i).Resource())
 		sls := rls.At(i).ScopeLogs()
 		for j := range sls.Len() {
 			lrs := sls.At(j).LogRecords()
 			for k := range lrs.Len() {
 				lr := lrs.At(k)
-				at := now
-				switch {
-				case lr.Timestamp() != 0:
-					at = lr.Timestamp().AsTime()
-				case lr.ObservedTimestamp() != 0:
-					at = lr.ObservedTimestamp().AsTime()
-				}
-				counts[auditKey{source, audit.HourOf(at)}]++
+				counts[auditKey{source, hourOf(now, lr.Timestamp(), lr.ObservedTimestamp())}]++
 			}
 		}
 	}
 	return counts
+}
+
+// spanAudit counts td's spans by source and hour of their start, as the
+// sink's otel-spans rows are filed.
+func spanAudit(td ptrace.Traces, now time.Time) map[auditKey]int64 {
+	counts := map[auditKey]int64{}
+	rss := td.ResourceSpans()
+	for i := range rss.Len() {
+		source := serviceSource(rss.At(i).Resource())
+		sss := rss.At(i).ScopeSpans()
+		for j := range sss.Len() {
+			spans := sss.At(j).Spans()
+			for k := range spans.Len() {
+				counts[auditKey{source, hourOf(now, spans.At(k).StartTimestamp())}]++
+			}
+		}
+	}
+	return counts
+}
+
+// metricAudit counts md's data points by source and hour of their time, as
+// the sink's otel-metrics rows (one per data point) are filed.
+func metricAudit(md pmetric.Metrics, now time.Time) map[auditKey]int64 {
+	counts := map[auditKey]int64{}
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		source := serviceSource(rms.At(i).Resource())
+		sms := rms.At(i).ScopeMetrics()
+		for j := range sms.Len() {
+			ms := sms.At(j).Metrics()
+			for k := range ms.Len() {
+				for _, t := range pointTimes(ms.At(k)) {
+					counts[auditKey{source, hourOf(now, t)}]++
+				}
+			}
+		}
+	}
+	return counts
+}
+
+// pointTimes is the time of each of m's data points, whatever its type.
+func pointTimes(m pmetric.Metric) []pcommon.Timestamp {
+	var times []pcommon.Timestamp
+	switch m.Type() {
+	case pmetric.MetricTypeGauge:
+		times = appendTimes(times, m.Gauge().DataPoints())
+	case pmetric.MetricTypeSum:
+		times = appendTimes(times, m.Sum().DataPoints())
+	case pmetric.MetricTypeHistogram:
+		times = appendTimes(times, m.Histogram().DataPoints())
+	case pmetric.MetricTypeExponentialHistogram:
+		times = appendTimes(times, m.ExponentialHistogram().DataPoints())
+	case pmetric.MetricTypeSummary:
+		times = appendTimes(times, m.Summary().DataPoints())
+	}
+	return times
+}
+
+// appendTimes appends the time of each point of a data point slice.
+func appendTimes[P interface{ Timestamp() pcommon.Timestamp }, S interface {
+	Len() int
+	At(int) P
+}](times []pcommon.Timestamp, points S) []pcommon.Timestamp {
+	for i := range points.Len() {
+		times = append(times, points.At(i).Timestamp())
+	}
+	return times
 }
