@@ -240,6 +240,11 @@ http: {listen: "127.0.0.1:%d", metrics_listen: "127.0.0.1:%d"}
 schema_registry: {enabled: false}
 otlp: {http_addr: %q, grpc_addr: %q}
 ops_metrics: {interval: -1s}
+audit: {interval: 200ms}
+sinks:
+  - {name: otel-logs, out: lake, topics: [otlp_logs], schema: otel-logs, roll_age: 1s, idle_timeout: 1s}
+  - {name: otel-spans, out: lake, topics: [otlp_spans], schema: otel-spans, roll_age: 1s, idle_timeout: 1s}
+  - {name: otel-metrics, out: lake, topics: [otlp_metrics], schema: otel-metrics, roll_age: 1s, idle_timeout: 1s}
 `, filepath.Join(dir, "data"), kafkaAddr, freePort(t), freePort(t), httpAddr, grpcAddr)), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -291,6 +296,62 @@ ops_metrics: {interval: -1s}
 	})
 	if topics.noID > 0 || len(topics.ids) != 2*logs {
 		t.Errorf("%d log records without an event_id, %d distinct event_ids; want none without and %d", topics.noID, len(topics.ids), 2*logs)
+	}
+
+	// The sinks land a row per log record, span and data point, and the
+	// audit finds as many rows in the lake as the receiver accepted, per
+	// service.name.
+	want := map[string]map[string]int{"otlp_logs": wantLogs, "otlp_metrics": wantPoints, "otlp_spans": wantSpans}
+	got := map[string]map[string]int{}
+	var out string
+	defer reportLastSeen(t, func() string { return fmt.Sprintf("accepted=landed rows %v in the last audit:\n%s", got, out) })()
+	waitfor.Until(t, 90*time.Second, "the audit to reconcile every service's log records, points and spans", func() bool {
+		var code int
+		out, code = runAudit(t, "audit", "-b", kafkaAddr, "--since", "2h", "--json")
+		if code != 0 && code != 1 {
+			return false
+		}
+		got = map[string]map[string]int{}
+		for _, l := range decodeReport(t, out).Lines {
+			if want[l.Topic] != nil && l.Accepted == l.Landed {
+				if got[l.Topic] == nil {
+					got[l.Topic] = map[string]int{}
+				}
+				got[l.Topic][l.Source] += int(l.Landed)
+			}
+		}
+		return fmt.Sprint(got) == fmt.Sprint(want)
+	})
+
+	// The warehouse's view: DuckDB counts the log records by service_name
+	// over the files the table's current snapshot lists.
+	files := icebergDataFiles(t, loadIcebergTable(t, openIcebergDirCatalog(t.Context(), t, filepath.Join(dir, "data", "lake")), "otlp_logs"))
+	quoted := make([]string, len(files))
+	for i, f := range files {
+		quoted[i] = "'" + localFilePath(i, f) + "'"
+	}
+	rows, err := openDuck(t).Query(`SELECT service_name, count(*), count(DISTINCT event_id) FROM read_parquet([` + strings.Join(quoted, ", ") + `]) GROUP BY service_name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	byService := map[string]int{}
+	for rows.Next() {
+		var service string
+		var n, distinct int
+		if err := rows.Scan(&service, &n, &distinct); err != nil {
+			t.Fatal(err)
+		}
+		if n != distinct {
+			t.Errorf("%s: %d log records in the lake, %d distinct event ids", service, n, distinct)
+		}
+		byService[service] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(byService) != fmt.Sprint(wantLogs) {
+		t.Errorf("DuckDB counts %v log records by service_name, want %v", byService, wantLogs)
 	}
 }
 
