@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -186,6 +187,26 @@ audit: {enabled: false}
 	}
 	if len(topics.ids) != n || len(topics.spanIDs) != n || topics.noID > 0 {
 		t.Errorf("%d distinct event_ids, %d span IDs, %d log records without an id; want %d, %d, 0", len(topics.ids), len(topics.spanIDs), topics.noID, n, n)
+	}
+
+	// In the lake each log record and span is one row: the sink drops the
+	// repeats (log records by event_id, spans by trace and span ID).
+	lake := t.TempDir()
+	for topic, schema := range map[string]string{otlpLogsTopic: "otel-logs", otlpSpansTopic: "otel-spans"} {
+		sink := startProcess(t, "sink-"+schema, "sink", "-b", b.addr, "--group", "lake-"+schema, "--topic", topic,
+			"--schema", schema, "--out", "file://"+lake, "--idle-timeout", "500ms", "--log-level", "warn")
+		waitLanded(t, b, "lake-"+schema, topic, time.Minute, sink)
+	}
+	for topic, id := range map[string]string{otlpLogsTopic: "event_id", otlpSpansTopic: "trace_id || span_id"} {
+		var rows, distinct int
+		err := openDuck(t).QueryRow(fmt.Sprintf("SELECT count(*), count(DISTINCT %s) FROM read_parquet('%s')",
+			id, filepath.Join(lake, topic, "dt=*", "hr=*", "*.parquet"))).Scan(&rows, &distinct)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rows != n || distinct != n {
+			t.Errorf("%s in the lake: %d rows, %d distinct; want %d of each", topic, rows, distinct, n)
+		}
 	}
 	t.Logf("log records written %d times for %d sent, spans %d for %d (a repeat is a record of a request answered 503 that the producer still wrote once the broker was back, beside the retry); 503 answers %v, UNAVAILABLE %v",
 		topics.logs["sdk-kill"], n, topics.spans["sdk-kill"], n, p.requests(t, "logs", "http", "503"), p.requests(t, "traces", "grpc", "Unavailable"))
