@@ -45,7 +45,7 @@ var layers = []layer{
 	// The coordination interface and its backends.
 	{name: "coord", pkgs: []string{"broker/coord/..."}, may: []string{"base"}},
 	// Cluster state written once against broker/coord.Store.
-	{name: "state", pkgs: []string{"broker/cluster", "broker/group", "broker/acl", "broker/users", "broker/txn"}, may: []string{"coord", "log", "base"}},
+	{name: "state", pkgs: []string{"broker/cluster", "broker/group", "broker/acl", "broker/users", "broker/txn", "broker/quota"}, may: []string{"coord", "log", "base"}},
 	// The replica manager: partitions led and followed, the high
 	// watermark, the acks=all wait; it carries out broker/replica's
 	// decisions against the cluster state and the logs.
