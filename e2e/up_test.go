@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -196,9 +197,15 @@ func writeDemoConfig(t *testing.T, dir string, mod func(*appliance.Config)) (pat
 	if err := yaml.Unmarshal(raw, &cfg); err != nil {
 		t.Fatalf("demo config: %v", err)
 	}
-	if len(cfg.Tail) != 1 || len(cfg.Sinks) != 3 || cfg.Beacon == nil {
+	if len(cfg.Tail) != 1 || len(cfg.Sinks) != 7 || cfg.Beacon == nil {
 		t.Fatalf("the demo config changed shape: %d tail inputs, %d sinks, beacon %v", len(cfg.Tail), len(cfg.Sinks), cfg.Beacon != nil)
 	}
+	// The sinks of the clicks, logs and metrics these tests send; those of
+	// the syslog and OTLP receivers, which they do not feed, would only
+	// add idle workers (their own tests land those topics).
+	cfg.Sinks = slices.DeleteFunc(cfg.Sinks, func(s appliance.SinkConfig) bool {
+		return !slices.Contains([]string{"clicks", "logs", "ops.metrics"}, s.Topics[0])
+	})
 	kafkaAddr = "127.0.0.1:" + strconv.Itoa(freePort(t))
 	webAddr = "127.0.0.1:" + strconv.Itoa(freePort(t))
 	cfg.Data = filepath.Join(dir, "data")
