@@ -240,7 +240,7 @@ func BenchmarkIcebergCommitAge(b *testing.B) {
 		cfg := Config{Brokers: []string{addr}, Group: fmt.Sprintf("age-%d", benchGroups.Add(1)), Topics: []string{"clicks"}, Schema: "click",
 			Format: FormatIceberg, Iceberg: TableConfig{Warehouse: root}, RollRows: int64(roll), IdleTimeout: time.Second, AuditTopic: "off",
 			AfterCommit: func(_ string, _ int32, next int64, d time.Duration) {
-				took = append(took, d) // on the landing goroutine, read after landed
+				took = append(took, d) // one commit at a time, read after landed
 				if next == rows {
 					close(landed)
 				}
