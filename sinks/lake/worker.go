@@ -280,7 +280,9 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		<-w.done
 		// The commit in flight ends before the catalog closes.
 		w.landing.Lock()
-		w.settle()
+		if err := w.settle(); err != nil {
+			w.logger.Warn("the last window's commit failed; the next owner lands it again", "err", err)
+		}
 		w.landing.Unlock()
 		return fmt.Errorf("lake: shutdown: %w", ctx.Err())
 	}
@@ -413,7 +415,9 @@ func (w *Worker) fail(ctx context.Context, err error) {
 	defer w.landing.Unlock()
 	// A commit in flight was of a window before the failure: it ends
 	// (committed or not) before the worker stops.
-	w.settle()
+	if serr := w.settle(); serr != nil && serr != err {
+		w.logger.Warn("the commit in flight failed too", "err", serr)
+	}
 	w.discardEach(ctx, w.core.failed())
 	w.mu.Lock()
 	w.err = err
