@@ -97,7 +97,9 @@ func (w *Worker) settle() error {
 		return nil
 	}
 	if lc := pl.inflight; lc != nil {
+		waited := w.now()
 		<-lc.done
+		w.metrics.commitWait.WithLabelValues(lc.wc.tp.topic).Observe(w.now().Sub(waited).Seconds())
 		pl.inflight = nil
 		if err := w.finishWindow(lc); err != nil && pl.failed == nil {
 			pl.failed, pl.failedTP = err, lc.wc.tp
