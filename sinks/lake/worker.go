@@ -62,7 +62,8 @@ type Worker struct {
 	// and Shutdown's timeout path can run onRevoked while the poll loop is
 	// still landing), Shutdown's and fail's discards. It is held through a
 	// landing's I/O (creates, fence checks, publishes, the audit publish,
-	// the commit), never through a dedup replay (rebuild.go) or a stall
+	// the commit, or with Format iceberg the wait for the commit ahead:
+	// pipeline.go), never through a dedup replay (rebuild.go) or a stall
 	// check's listings and reads (stall.go). The methods
 	// that run a landing's actions say that the caller holds it. Taken
 	// before mu, never while holding mu.
