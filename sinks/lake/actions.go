@@ -116,12 +116,17 @@ func (w *Worker) openFile(ctx context.Context, p *partitionState, a action, cur 
 }
 
 // endWindow lands the lander's window cw of p: publish every file,
-// acknowledge the dead letters, then commit (w.commit) the window's end. On
-// any failure the unpublished files are discarded and the error is
-// returned; nothing is committed.
+// acknowledge the dead letters, then commit (w.commit) the window's end,
+// with Format iceberg on the commit pipeline (pipeline.go), whose previous
+// commit has ended before anything of this window is published. On any
+// failure, this window's or the previous commit's, the unpublished files
+// are discarded and the error is returned; nothing is committed.
 func (w *Worker) endWindow(ctx context.Context, p *partitionState, cw *coreWindow, reason string) error {
 	win := p.takeWindow(cw)
 	defer w.releaseWindow(ctx, win)
+	if err := w.settle(); err != nil {
+		return err
+	}
 	for _, f := range win.order {
 		f.w.SetSource(p.tp.topic, p.tp.partition, f.first, f.last)
 		f.w.SetMetadata(audit.MetaRows, fileRowCounts(f))
@@ -131,14 +136,11 @@ func (w *Worker) endWindow(ctx context.Context, p *partitionState, cw *coreWindo
 	}
 	// The commit starts here (commit_seconds): the files are written.
 	started := w.now()
-	var rows, size int64
 	landed := make([]landedFile, 0, len(win.order))
 	for _, f := range win.order {
 		if err := w.publishFile(ctx, p, win, f); err != nil {
 			return err
 		}
-		rows += f.w.Rows()
-		size += f.w.Bytes()
 		lf := landedFile{name: f.name, bucket: f.bucket, identity: f.identity, first: f.first, last: f.last,
 			rows: f.w.Rows(), bytes: f.w.Bytes()}
 		if w.tables != nil {
@@ -162,29 +164,9 @@ func (w *Worker) endWindow(ctx context.Context, p *partitionState, cw *coreWindo
 			return fmt.Errorf("lake: dead letters of %s/%d: %w", p.tp.topic, p.tp.partition, err)
 		}
 	}
-	commit := windowCommit{tp: p.tp, start: win.start, next: win.next, watermark: win.maxRecordTime, files: landed,
+	wc := windowCommit{tp: p.tp, start: win.start, next: win.next, watermark: win.maxRecordTime, files: landed,
 		deadLetterRows: win.deadLetterRows}
-	if err := w.commit.commit(ctx, commit); err != nil {
-		return fmt.Errorf("lake: commit %s/%d at %d: %w", p.tp.topic, p.tp.partition, win.next, err)
-	}
-	took := w.now().Sub(started)
-	w.metrics.commitLatency.WithLabelValues(p.tp.topic, w.cfg.Format).Observe(took.Seconds())
-	if w.cfg.AfterCommit != nil {
-		w.cfg.AfterCommit(p.tp.topic, p.tp.partition, win.next, took)
-	}
-	w.applyAudit(p, win)
-	w.metrics.rows.WithLabelValues(p.tp.topic).Add(float64(rows))
-	w.metrics.bytes.WithLabelValues(p.tp.topic).Add(float64(size))
-	w.metrics.windows.WithLabelValues(p.tp.topic, reason).Inc()
-	w.mergeDedupCounts(p.tp.topic, win.dedup)
-	w.mu.Lock()
-	for _, f := range win.order {
-		w.addPendingLocked(p.tp.topic, f.bucket)
-	}
-	w.mu.Unlock()
-	w.logger.Debug("window landed", "topic", p.tp.topic, "partition", p.tp.partition, "start", win.start,
-		"next", win.next, "rows", rows, "files", len(win.order), "dead_letters", win.deadLetters, "reason", reason)
-	return nil
+	return w.startCommit(ctx, &landingCommit{p: p, win: win, wc: wc, reason: reason, started: started})
 }
 
 // discardWindow drops p's window cw without publishing or committing; the

@@ -42,7 +42,11 @@ var benchFormatRolls = []int{20_000, 60_000}
 //     worker and the broker) over the same span, which the machine's
 //     load moves less than it moves rows/s;
 //   - commit-p50-ms, commit-p99-ms: the commit latency per roll (the span
-//     of millrace_lake_commit_seconds), over every roll of every run.
+//     of millrace_lake_commit_seconds), over every roll of every run;
+//   - wait-ms (format iceberg): what the landing waited per roll for the
+//     commit running beside it (millrace_lake_commit_wait_seconds), the
+//     part of that latency still on the landing path; hive's commit is
+//     all on it.
 //
 // The machine's load moves both figures: run hive and iceberg
 // alternately, one invocation each (docs/benchmarks.md, "Sink formats").
@@ -103,6 +107,8 @@ func benchSinkFormat(b *testing.B, addr, format string, roll int) {
 	var all rollTimes
 	var steady, steadyCPU time.Duration
 	var steadyRows int64
+	var waited time.Duration
+	var waits uint64
 	for range b.N {
 		var run rollTimes
 		landed := make(chan struct{})
@@ -143,6 +149,12 @@ func benchSinkFormat(b *testing.B, addr, format string, roll int) {
 		if err := w.Shutdown(context.Background()); err != nil {
 			b.Fatal(err)
 		}
+		var m dto.Metric
+		if err := w.metrics.commitWait.WithLabelValues("clicks").(prometheus.Histogram).Write(&m); err != nil {
+			b.Fatal(err)
+		}
+		waited += time.Duration(m.GetHistogram().GetSampleSum() * float64(time.Second))
+		waits += m.GetHistogram().GetSampleCount()
 		run.mu.Lock()
 		if len(run.ended) < 2 {
 			b.Fatalf("%d rolls, want at least 2", len(run.ended))
@@ -160,6 +172,9 @@ func benchSinkFormat(b *testing.B, addr, format string, roll int) {
 	b.ReportMetric(quantile(all.took, 0.50).Seconds()*1000, "commit-p50-ms")
 	b.ReportMetric(quantile(all.took, 0.99).Seconds()*1000, "commit-p99-ms")
 	b.ReportMetric(float64(len(all.took))/float64(b.N), "rolls/op")
+	if waits > 0 {
+		b.ReportMetric(waited.Seconds()*1000/float64(waits), "wait-ms")
+	}
 }
 
 // quantile is the q-quantile of the sorted durations, nearest rank.
@@ -240,7 +255,7 @@ func BenchmarkIcebergCommitAge(b *testing.B) {
 		cfg := Config{Brokers: []string{addr}, Group: fmt.Sprintf("age-%d", benchGroups.Add(1)), Topics: []string{"clicks"}, Schema: "click",
 			Format: FormatIceberg, Iceberg: TableConfig{Warehouse: root}, RollRows: int64(roll), IdleTimeout: time.Second, AuditTopic: "off",
 			AfterCommit: func(_ string, _ int32, next int64, d time.Duration) {
-				took = append(took, d) // on the landing goroutine, read after landed
+				took = append(took, d) // one commit at a time, read after landed
 				if next == rows {
 					close(landed)
 				}

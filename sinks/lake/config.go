@@ -158,8 +158,10 @@ type Config struct {
 	BeforePublish func(name string) `yaml:"-"`
 	// AfterCommit, when set, is called after every committed window with
 	// its partition, the offset after its last record, and how long its
-	// commit took (the span of commit_seconds). It is a hook for benchmarks
-	// and tests; it is not part of the YAML configuration.
+	// commit took (the span of commit_seconds), as soon as the commit has
+	// ended: with Format iceberg from the goroutine that ran it (one at a
+	// time, in window order). It is a hook for benchmarks and tests; it is
+	// not part of the YAML configuration.
 	AfterCommit func(topic string, partition int32, next int64, took time.Duration) `yaml:"-"`
 }
 

@@ -511,6 +511,28 @@
 // its commit and the group's) is recognised by the offsets it carries.
 // The lander, the publishing and the fence do not change.
 //
+// # The commit off the landing path
+//
+// With Format iceberg a window's commit (the table's, then the group's)
+// runs on a goroutine of its own while the landing goroutine writes the
+// next window's rows (pipeline.go): a table commit writes a manifest, a
+// manifest list and a metadata file and swaps the catalog's pointer, time
+// in which an in-line commit would write no row. The argument above needs
+// only that a partition's commits are made in window order, each after the
+// previous one succeeded, and that nothing is given up while one runs. So:
+// at most one commit is in flight, and the next window publishes nothing
+// until it has ended; a failed commit is kept, and the window written
+// meanwhile and every later one are discarded unpublished, and the worker
+// stops (below) to start again from the table's offset; shutdown, a revoke,
+// a loss, a failure and a schema change wait for the commit in flight, and
+// a rebalance's reading of the table's offsets waits for it in the
+// committer. The audit totals and the markers a commit makes due are
+// updated on the landing goroutine when it has ended, before the next
+// window's audit records are published. TestPipelineFailedCommitDiscardsTheNextWindow
+// fails the commit of one window, before and after the catalog takes it,
+// while the next window is being written: the next is never published,
+// and a worker started again from the table lands every record once.
+//
 // # Failures
 //
 // A failed write, publish or commit stops the worker (Err reports why): the

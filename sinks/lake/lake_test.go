@@ -106,7 +106,10 @@ func feed(w *Worker, recs []*kgo.Record, from int64) error {
 func flushAll(w *Worker) error {
 	w.landing.Lock()
 	defer w.landing.Unlock()
-	return w.runActions(context.Background(), w.core.shutdown(), nil)
+	if err := w.runActions(context.Background(), w.core.shutdown(), nil); err != nil {
+		return err
+	}
+	return w.settle() // as Shutdown does: the last window's commit ends
 }
 
 // landed reads every row back with xitongsys/parquet-go and returns the

@@ -12,6 +12,7 @@ type metrics struct {
 	windows            *prometheus.CounterVec   // topic, reason
 	lag                *prometheus.GaugeVec     // topic, partition
 	commitLatency      *prometheus.HistogramVec // topic, format
+	commitWait         *prometheus.HistogramVec // topic
 	openFiles          prometheus.Gauge         //
 	markers            *prometheus.CounterVec   // topic
 	duplicates         *prometheus.CounterVec   // topic
@@ -47,6 +48,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name:    "commit_seconds",
 			Help:    "Time to commit a landed window, from its closed files to its durable end: with format hive, publishing the files (renames), the audit records and the group offset commit; with format iceberg, publishing the files, the audit records, reading their footers for statistics, the table commit (the dead-letter table's first, if any) and the group offset commit.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, []string{"topic", "format"}),
+		// With format iceberg the commit runs beside the landing
+		// (pipeline.go): this is what of it the landing still waits for.
+		commitWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "millrace", Subsystem: "lake",
+			Name:    "commit_wait_seconds",
+			Help:    "Time the landing waited for the commit of the window before (format iceberg, whose commits run while the next window is written), by that window's topic: near zero while commits keep up with the rolls.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)}, []string{"topic"}),
 		openFiles: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "millrace", Subsystem: "lake",
 			Name: "open_files", Help: "Parquet files being written."}),
 		markers: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "millrace", Subsystem: "lake",
@@ -68,7 +75,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 }
 
 func (m *metrics) all() []prometheus.Collector {
-	return []prometheus.Collector{m.rows, m.files, m.bytes, m.deadLetters, m.undecodableBatches, m.windows, m.lag, m.commitLatency, m.openFiles, m.markers, m.duplicates, m.withoutID, m.dedupRebuilt, m.auditFailures}
+	return []prometheus.Collector{m.rows, m.files, m.bytes, m.deadLetters, m.undecodableBatches, m.windows, m.lag, m.commitLatency, m.commitWait, m.openFiles, m.markers, m.duplicates, m.withoutID, m.dedupRebuilt, m.auditFailures}
 }
 
 // unregister removes the series, so a worker that replaces this one (see

@@ -243,6 +243,9 @@ func (w *Worker) evolve(ctx context.Context, id int, fields []schemas.Field) (re
 	if err := w.runActions(ctx, w.core.landAll("schema"), nil); err != nil {
 		return "", err
 	}
+	if err := w.settle(); err != nil { // the tables change after their last commit
+		return "", err
+	}
 	if tc, ok := w.commit.(*tableCommitter); ok {
 		if err := tc.evolve(ctx, next, w.cfg.Iceberg); errors.Is(err, iceberg.ErrIncompatibleSchema) {
 			return fmt.Sprintf("schema ID %d: %v", id, err), nil

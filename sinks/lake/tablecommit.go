@@ -35,6 +35,13 @@ type tableCommitter struct {
 	next    committer   // the group offset commit after the table's
 	logger  *slog.Logger
 
+	// committing is held through a table commit and through startOffsets:
+	// with the commit pipeline (pipeline.go) a window's commit may still
+	// run when a rebalance reads the table's offsets of new partitions,
+	// and the reload must come after the commit, not under it, so the
+	// table the next commits build on is never older than the last one.
+	committing sync.Mutex
+
 	mu     sync.Mutex // guards the following
 	tables map[string]*table.Table
 	// deadLetterTables are the topics' dead-letter tables, loaded on
@@ -85,6 +92,25 @@ func openTables(ctx context.Context, cfg Config, st store.Store, s *schemas.Sche
 
 // commit lands wc in its topic's table, then commits the group offset.
 func (c *tableCommitter) commit(ctx context.Context, wc windowCommit) error {
+	c.committing.Lock()
+	err := c.commitTable(ctx, wc)
+	c.committing.Unlock()
+	if err != nil {
+		return err
+	}
+	// The window is landed: the table says so. A failed group commit (the
+	// partition is being revoked) only leaves the group behind the table,
+	// which every start reads first.
+	if err := c.next.commit(ctx, wc); err != nil {
+		c.logger.Warn("the group offset did not follow the table's; the table's is the one a worker starts from",
+			"topic", wc.tp.topic, "partition", wc.tp.partition, "offset", wc.next, "err", err)
+	}
+	return nil
+}
+
+// commitTable lands wc in its topic's table. The caller holds
+// c.committing.
+func (c *tableCommitter) commitTable(ctx context.Context, wc windowCommit) error {
 	c.mu.Lock()
 	tbl := c.tables[wc.tp.topic]
 	from, ok := c.from[wc.tp]
@@ -136,13 +162,6 @@ func (c *tableCommitter) commit(ctx context.Context, wc windowCommit) error {
 	c.tables[wc.tp.topic] = committed
 	c.from[wc.tp] = wc.next
 	c.mu.Unlock()
-	// The window is landed: the table says so. A failed group commit (the
-	// partition is being revoked) only leaves the group behind the table,
-	// which every start reads first.
-	if err := c.next.commit(ctx, wc); err != nil {
-		c.logger.Warn("the group offset did not follow the table's; the table's is the one a worker starts from",
-			"topic", wc.tp.topic, "partition", wc.tp.partition, "offset", wc.next, "err", err)
-	}
 	return nil
 }
 
@@ -186,6 +205,8 @@ func (c *tableCommitter) dataFile(ctx context.Context, tbl *table.Table, topic, 
 // the group committed (a crash between the table's commit and the group's
 // leaves the group behind); the others start at the group's offset.
 func (c *tableCommitter) startOffsets(ctx context.Context, assigned map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	c.committing.Lock()
+	defer c.committing.Unlock()
 	for topic, partitions := range assigned {
 		c.mu.Lock()
 		tbl := c.tables[topic]

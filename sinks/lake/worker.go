@@ -62,12 +62,16 @@ type Worker struct {
 	// and Shutdown's timeout path can run onRevoked while the poll loop is
 	// still landing), Shutdown's and fail's discards. It is held through a
 	// landing's I/O (creates, fence checks, publishes, the audit publish,
-	// the commit), never through a dedup replay (rebuild.go) or a stall
+	// the commit, or with Format iceberg the wait for the commit ahead:
+	// pipeline.go), never through a dedup replay (rebuild.go) or a stall
 	// check's listings and reads (stall.go). The methods
 	// that run a landing's actions say that the caller holds it. Taken
 	// before mu, never while holding mu.
 	landing sync.Mutex // guards the following, and every field of a *partitionState
 	core    *lander    // the decisions (core.go)
+	// pipeline is Format iceberg's commit in flight (pipeline.go); nil:
+	// every commit runs in line, on the landing goroutine.
+	pipeline *commitPipeline
 
 	// mu guards the in-memory state that goroutines outside a landing read
 	// or write: which partitions are assigned (onAssigned adds them while
@@ -211,6 +215,7 @@ func (w *Worker) Start(ctx context.Context) (err error) {
 	w.commit = &kgoCommitter{client: cl, group: w.cfg.Group}
 	if tables != nil {
 		tables.next, w.commit, w.tables = w.commit, tables, tables.catalog
+		w.pipeline = &commitPipeline{}
 	}
 	if w.cfg.AuditTopic != "off" {
 		w.ensureTopic(ctx, cl, w.cfg.AuditTopic)
@@ -274,6 +279,12 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		// needs, so leave anyway. Its unfinished window is rewritten.
 		w.client.Close()
 		<-w.done
+		// The commit in flight ends before the catalog closes.
+		w.landing.Lock()
+		if err := w.settle(); err != nil {
+			w.logger.Warn("the last window's commit failed; the next owner lands it again", "err", err)
+		}
+		w.landing.Unlock()
 		return fmt.Errorf("lake: shutdown: %w", ctx.Err())
 	}
 	w.landing.Lock()
@@ -281,6 +292,9 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	if w.Err() == nil {
 		// Lands every window; after a failed one the rest are discarded.
 		err = w.runActions(ctx, w.core.shutdown(), nil)
+		if serr := w.settle(); err == nil {
+			err = serr // the last window's commit
+		}
 	}
 	w.landing.Unlock()
 	w.client.Close() // leaves the group; onRevoked finds nothing left to land
@@ -389,6 +403,9 @@ func (w *Worker) land(ctx context.Context, fetches kgo.Fetches) error {
 // flushIdle lands the windows of partitions that delivered nothing for
 // IdleTimeout. The caller holds w.landing.
 func (w *Worker) flushIdle(ctx context.Context) error {
+	if err := w.collect(); err != nil {
+		return err
+	}
 	return w.runActions(ctx, w.core.tick(w.now()), nil)
 }
 
@@ -397,6 +414,11 @@ func (w *Worker) flushIdle(ctx context.Context) error {
 func (w *Worker) fail(ctx context.Context, err error) {
 	w.landing.Lock()
 	defer w.landing.Unlock()
+	// A commit in flight was of a window before the failure: it ends
+	// (committed or not) before the worker stops.
+	if serr := w.settle(); serr != nil && serr != err {
+		w.logger.Warn("the commit in flight failed too", "err", serr)
+	}
 	w.discardEach(ctx, w.core.failed())
 	w.mu.Lock()
 	w.err = err
@@ -495,12 +517,16 @@ func (w *Worker) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[strin
 	w.landing.Lock()
 	defer w.landing.Unlock()
 	work := context.WithoutCancel(ctx)
+	gone := map[topicPartition]bool{}
+	// The revoked partitions' last commits end before they are given up.
+	defer w.giveUp(gone)
 	for topic, partitions := range revoked {
 		for _, id := range partitions {
 			tp := topicPartition{topic, id}
 			if w.partition(tp) == nil {
 				continue
 			}
+			gone[tp] = true
 			if err := w.runActions(work, w.core.revoked(tp, w.Err() != nil), nil); err != nil {
 				w.logger.Warn("landing a revoked partition failed; its next owner rewrites the window",
 					"topic", topic, "partition", id, "err", err)
@@ -517,6 +543,14 @@ func (w *Worker) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[strin
 func (w *Worker) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
 	w.landing.Lock()
 	defer w.landing.Unlock()
+	gone := map[topicPartition]bool{}
+	for topic, partitions := range lost {
+		for _, id := range partitions {
+			gone[topicPartition{topic, id}] = true
+		}
+	}
+	// As a commit in progress did before the pipeline: it ends first.
+	w.giveUp(gone)
 	for topic, partitions := range lost {
 		for _, id := range partitions {
 			tp := topicPartition{topic, id}
