@@ -71,6 +71,9 @@ type Broker struct {
 	// produceRefusals rate-limits the log lines about refused produces
 	// (produce_refusals.go).
 	produceRefusals refusalLog
+	// quotas enforces client quotas (throttle.go); nil when there are
+	// none, so the request path pays one nil check.
+	quotas *quotaEnforcer
 
 	// The broker's parts: broker-lifetime state the handler files need
 	// beyond the Deps, opened by openParts in the order it gives and closed
@@ -149,6 +152,10 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 		return nil, fmt.Errorf("kafka: registering metrics: %w", err)
 	}
 	b.metrics = metrics
+	if b.quotas, err = newQuotaEnforcer(cfg, len(specs), interBroker.name, deps.Metrics); err != nil {
+		cancel()
+		return nil, fmt.Errorf("kafka: registering quota metrics: %w", err)
+	}
 	if err := b.openParts(); err != nil {
 		cancel()
 		b.closeParts()

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"millrace/broker/quota"
 	"millrace/broker/replica"
 	"millrace/broker/txn"
 	"millrace/internal/settings"
@@ -229,6 +230,11 @@ type Config struct {
 
 	// SASL holds the SASL settings (sasl_config.go).
 	SASL SASLConfig
+
+	// Quotas decides how long a client over its quotas is throttled
+	// (broker/quota; enforced in throttle.go). Nil, the default, is
+	// quota.None: no quotas, and nothing recorded per request.
+	Quotas quota.Limiter
 }
 
 // DefaultConfig returns Kafka's defaults, with bounds where Kafka has none

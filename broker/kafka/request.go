@@ -33,6 +33,9 @@ type request struct {
 	version       int16
 	correlationID int32
 	clientID      *string
+	// size is the frame's size prefix, the bytes a producer byte rate
+	// counts.
+	size int32
 	// body is the decoded request; nil when unsupportedAPIVersions is set.
 	body kmsg.Request
 	// unsupportedAPIVersions marks an ApiVersions request at a version this
