@@ -33,16 +33,16 @@ type request struct {
 	version       int16
 	correlationID int32
 	clientID      *string
-	// size is the frame's size prefix, the bytes a producer byte rate
-	// counts.
-	size int32
 	// body is the decoded request; nil when unsupportedAPIVersions is set.
 	body kmsg.Request
 	// unsupportedAPIVersions marks an ApiVersions request at a version this
 	// broker does not serve: its body cannot be decoded, and it is answered
 	// with UNSUPPORTED_VERSION (KIP-511).
 	unsupportedAPIVersions bool
-	conn                   *conn
+	// size is the frame's size prefix, the bytes a producer byte rate
+	// counts. Beside the bool, so the struct stays in its size class.
+	size int32
+	conn *conn
 }
 
 // clientIDString is the client ID, "" when null.
