@@ -74,6 +74,9 @@ type Broker struct {
 	// quotas enforces client quotas (throttle.go); nil when there are
 	// none, so the request path pays one nil check.
 	quotas *quotaEnforcer
+	// leaderReplication is leader.replication.throttled.rate
+	// (replication_throttle.go).
+	leaderReplication byteRate
 
 	// The broker's parts: broker-lifetime state the handler files need
 	// beyond the Deps, opened by openParts in the order it gives and closed
@@ -146,6 +149,7 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 		conns:        make(map[*conn]struct{}),
 		budget:       newRequestBudget(cfg.QueuedMaxRequestBytes),
 	}
+	b.leaderReplication.rate = float64(cfg.LeaderReplicationThrottledRate)
 	metrics, err := newBrokerMetrics(deps.Metrics, deps.Cluster, deps.Logs, b)
 	if err != nil {
 		cancel()

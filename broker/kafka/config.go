@@ -132,6 +132,17 @@ type Config struct {
 	// in the same way; Kafka sets it as an IP entity's
 	// connection_creation_rate quota.
 	MaxConnectionCreationRatePerIP int
+	// LeaderReplicationThrottledRate (leader.replication.throttled.rate,
+	// default Kafka's 9223372036854775807, unbounded) is the record bytes
+	// per second this broker, as leader, sends to out-of-sync followers of
+	// the replicas a topic's leader.replication.throttled.replicas lists
+	// (replication_throttle.go).
+	LeaderReplicationThrottledRate int64
+	// FollowerReplicationThrottledRate (follower.replication.throttled.rate,
+	// default unbounded) is the follower's side of the same bound, set by
+	// reassignment tools alongside; accepted and described, while the
+	// leader's rate is what holds the traffic.
+	FollowerReplicationThrottledRate int64
 	// QueuedMaxRequestBytes (queued.max.request.bytes, default 104857600;
 	// Kafka's is -1, unbounded) is a broker-wide budget of request bytes
 	// read and not yet answered, counting for requests other than Produce
@@ -253,27 +264,29 @@ type Config struct {
 // (connection counts, the request byte budget) and millrace's own settings.
 func DefaultConfig() Config {
 	return Config{
-		Listener:                       "PLAINTEXT://:9092",
-		ListenerSecurityProtocolMap:    defaultSecurityProtocolMap,
-		SSLKeystoreType:                "PEM",
-		SSLTruststoreType:              "PEM",
-		SSLClientAuth:                  "none",
-		BrokerID:                       0,
-		SocketRequestMaxBytes:          104857600,
-		AutoCreateTopics:               true,
-		NumPartitions:                  1,
-		DefaultReplicationFactor:       1,
-		ConnectionsMaxIdle:             10 * time.Minute,
-		MaxPipelinedRequests:           16,
-		MaxConnections:                 4096,
-		MaxConnectionsPerIP:            1000,
-		MaxConnectionCreationRate:      math.MaxInt32,
-		MaxConnectionCreationRatePerIP: math.MaxInt32,
-		QueuedMaxRequestBytes:          104857600,
-		RequestReadTimeout:             30 * time.Second,
-		ControlRequestMaxBytes:         1 << 20,
-		FetchMaxWait:                   30 * time.Second,
-		ClientIDMaxBytes:               1024,
+		Listener:                         "PLAINTEXT://:9092",
+		ListenerSecurityProtocolMap:      defaultSecurityProtocolMap,
+		SSLKeystoreType:                  "PEM",
+		SSLTruststoreType:                "PEM",
+		SSLClientAuth:                    "none",
+		BrokerID:                         0,
+		SocketRequestMaxBytes:            104857600,
+		AutoCreateTopics:                 true,
+		NumPartitions:                    1,
+		DefaultReplicationFactor:         1,
+		ConnectionsMaxIdle:               10 * time.Minute,
+		MaxPipelinedRequests:             16,
+		MaxConnections:                   4096,
+		MaxConnectionsPerIP:              1000,
+		MaxConnectionCreationRate:        math.MaxInt32,
+		MaxConnectionCreationRatePerIP:   math.MaxInt32,
+		LeaderReplicationThrottledRate:   math.MaxInt64,
+		FollowerReplicationThrottledRate: math.MaxInt64,
+		QueuedMaxRequestBytes:            104857600,
+		RequestReadTimeout:               30 * time.Second,
+		ControlRequestMaxBytes:           1 << 20,
+		FetchMaxWait:                     30 * time.Second,
+		ClientIDMaxBytes:                 1024,
 
 		ProducerIDExpiration:       24 * time.Hour,
 		MaxProducerIDsPerPartition: 10000,
@@ -320,6 +333,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxConnectionCreationRatePerIP < 1 {
 		errs = append(errs, fmt.Errorf("millrace.max.connection.creation.rate.per.ip %d must be at least 1 connection per second", c.MaxConnectionCreationRatePerIP))
+	}
+	if c.LeaderReplicationThrottledRate < 0 || c.FollowerReplicationThrottledRate < 0 {
+		errs = append(errs, fmt.Errorf("leader.replication.throttled.rate %d and follower.replication.throttled.rate %d must not be negative", c.LeaderReplicationThrottledRate, c.FollowerReplicationThrottledRate))
 	}
 	if c.MaxPipelinedRequests < 1 {
 		errs = append(errs, fmt.Errorf("millrace.max.pipelined.requests %d must be at least 1", c.MaxPipelinedRequests))
@@ -420,6 +436,8 @@ var Settings = settings.Join(settings.NewList(settingError,
 	},
 	integer("max.connection.creation.rate", settings.Int, "new connections per second on each listener; beyond, accepting waits (KIP-612)", func(c *Config) *int { return &c.MaxConnectionCreationRate }),
 	integer("millrace.max.connection.creation.rate.per.ip", settings.Int, "new connections per second from one IP address; beyond, they wait (KIP-612)", func(c *Config) *int { return &c.MaxConnectionCreationRatePerIP }),
+	integer("leader.replication.throttled.rate", settings.Long, "record bytes per second sent to out-of-sync followers of the replicas topics list in leader.replication.throttled.replicas", func(c *Config) *int64 { return &c.LeaderReplicationThrottledRate }),
+	integer("follower.replication.throttled.rate", settings.Long, "the follower's side of the replication throttle; accepted, the leader's rate holds the traffic", func(c *Config) *int64 { return &c.FollowerReplicationThrottledRate }),
 	integer("queued.max.request.bytes", settings.Long, "request bytes read and not yet answered, broker-wide; -1: no budget", func(c *Config) *int64 { return &c.QueuedMaxRequestBytes }),
 	ms("millrace.request.read.timeout.ms", "how long a request may take to arrive once its first byte has", func(c *Config) *time.Duration { return &c.RequestReadTimeout }),
 	integer("millrace.control.request.max.bytes", settings.Int, "largest request other than Produce, and Produce's bytes besides its batches", func(c *Config) *int32 { return &c.ControlRequestMaxBytes }),
