@@ -94,7 +94,9 @@ func handleCreateTopics(ctx context.Context, b *Broker, r *request) (kmsg.Respon
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
-		if !gate.admit(int(requested)) {
+		// A count the cluster refuses anyway (INVALID_PARTITIONS) mutates
+		// nothing and is not counted.
+		if requested <= int64(b.cluster.MaxPartitionsPerTopic()) && !gate.admit(int(requested)) {
 			st.ErrorCode, st.ErrorMessage = quotaExceededCode, strp(quotaExceededMessage)
 			resp.Topics = append(resp.Topics, st)
 			continue

@@ -78,7 +78,9 @@ func handleCreatePartitions(ctx context.Context, b *Broker, r *request) (kmsg.Re
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
-		if !gate.admit(int(added)) {
+		// A count the cluster refuses anyway (INVALID_PARTITIONS) mutates
+		// nothing and is not counted.
+		if rt.Count <= b.cluster.MaxPartitionsPerTopic() && !gate.admit(int(added)) {
 			st.ErrorCode, st.ErrorMessage = quotaExceededCode, strp(quotaExceededMessage)
 			resp.Topics = append(resp.Topics, st)
 			continue
