@@ -11,6 +11,10 @@ package kafka
 //     reader (a long-poll Fetch, JoinGroup) is not timed: its wait takes
 //     no handler's time, as a request in Kafka's purgatory takes no
 //     request handler thread. The largest throttle wins.
+//     A throttled Fetch keeps its records: Kafka answers it empty and
+//     takes its bytes back off the quota, which a Limiter cannot do, so
+//     here the bytes recorded are the bytes sent, and the mute spaces the
+//     next fetch.
 //   - KIP-219: the response goes out at once carrying throttle_time_ms,
 //     and the connection is muted: its reader reads no further request
 //     until the throttle ends (conn.awaitUnmuted), while the writer still
