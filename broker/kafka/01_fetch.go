@@ -311,7 +311,7 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, topic string, rp kmsg.Fe
 	// while leader.replication.throttled.rate is exceeded
 	// (replication_throttle.go).
 	throttled := follower && b.leaderThrottled(p, rp.Partition, fetchReplicaID(req))
-	if throttled && b.leaderReplication.exceeded(time.Now()) {
+	if throttled && b.leaderReplication.Exceeded(time.Now()) {
 		return nil, false
 	}
 	if !p.Follower() {
@@ -345,7 +345,7 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, topic string, rp kmsg.Fe
 		return nil, p.Follower()
 	}
 	if throttled {
-		b.leaderReplication.record(int64(slice.Len()), time.Now())
+		b.leaderReplication.Record(int64(slice.Len()), time.Now())
 	}
 	if readCommitted {
 		aborted, err := p.Log().AbortedTransactions(rp.FetchOffset, slice.NextOffset())

@@ -77,6 +77,9 @@ type Broker struct {
 	// leaderReplication is leader.replication.throttled.rate
 	// (replication_throttle.go).
 	leaderReplication byteRate
+	// followerReplication is follower.replication.throttled.rate, held by
+	// the replica fetchers (broker/interbroker/throttle.go).
+	followerReplication byteRate
 
 	// The broker's parts: broker-lifetime state the handler files need
 	// beyond the Deps, opened by openParts in the order it gives and closed
@@ -150,6 +153,7 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 		budget:       newRequestBudget(cfg.QueuedMaxRequestBytes),
 	}
 	b.leaderReplication.rate = float64(cfg.LeaderReplicationThrottledRate)
+	b.followerReplication.rate = float64(cfg.FollowerReplicationThrottledRate)
 	metrics, err := newBrokerMetrics(deps.Metrics, deps.Cluster, deps.Logs, b)
 	if err != nil {
 		cancel()
@@ -227,6 +231,9 @@ func (b *Broker) openParts() error {
 		Logger: b.logger,
 	})
 	b.fetchers = b.brokers.Fetchers()
+	if b.followerReplication.bounded() {
+		b.fetchers.ThrottleReplication(&b.followerReplication)
+	}
 	b.replicas = replication.New(replication.Deps{
 		Cluster:    b.cluster,
 		BrokerID:   b.cfg.BrokerID,

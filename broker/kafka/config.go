@@ -139,9 +139,10 @@ type Config struct {
 	// (replication_throttle.go).
 	LeaderReplicationThrottledRate int64
 	// FollowerReplicationThrottledRate (follower.replication.throttled.rate,
-	// default unbounded) is the follower's side of the same bound, set by
-	// reassignment tools alongside; accepted and described, while the
-	// leader's rate is what holds the traffic.
+	// default unbounded) is the record bytes per second this broker, as
+	// follower, fetches for the not caught-up replicas a topic's
+	// follower.replication.throttled.replicas lists, from all its leaders
+	// together (broker/interbroker/throttle.go).
 	FollowerReplicationThrottledRate int64
 	// QueuedMaxRequestBytes (queued.max.request.bytes, default 104857600;
 	// Kafka's is -1, unbounded) is a broker-wide budget of request bytes
@@ -437,7 +438,7 @@ var Settings = settings.Join(settings.NewList(settingError,
 	integer("max.connection.creation.rate", settings.Int, "new connections per second on each listener; beyond, accepting waits (KIP-612)", func(c *Config) *int { return &c.MaxConnectionCreationRate }),
 	integer("millrace.max.connection.creation.rate.per.ip", settings.Int, "new connections per second from one IP address; beyond, they wait (KIP-612)", func(c *Config) *int { return &c.MaxConnectionCreationRatePerIP }),
 	integer("leader.replication.throttled.rate", settings.Long, "record bytes per second sent to out-of-sync followers of the replicas topics list in leader.replication.throttled.replicas", func(c *Config) *int64 { return &c.LeaderReplicationThrottledRate }),
-	integer("follower.replication.throttled.rate", settings.Long, "the follower's side of the replication throttle; accepted, the leader's rate holds the traffic", func(c *Config) *int64 { return &c.FollowerReplicationThrottledRate }),
+	integer("follower.replication.throttled.rate", settings.Long, "record bytes per second fetched, as follower, for the not caught-up replicas topics list in follower.replication.throttled.replicas", func(c *Config) *int64 { return &c.FollowerReplicationThrottledRate }),
 	integer("queued.max.request.bytes", settings.Long, "request bytes read and not yet answered, broker-wide; -1: no budget", func(c *Config) *int64 { return &c.QueuedMaxRequestBytes }),
 	ms("millrace.request.read.timeout.ms", "how long a request may take to arrive once its first byte has", func(c *Config) *time.Duration { return &c.RequestReadTimeout }),
 	integer("millrace.control.request.max.bytes", settings.Int, "largest request other than Produce, and Produce's bytes besides its batches", func(c *Config) *int32 { return &c.ControlRequestMaxBytes }),

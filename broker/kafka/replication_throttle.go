@@ -15,9 +15,9 @@ package kafka
 //     read, so the rate holds over time rather than per request.
 //
 // Replication is exempt from client quotas (throttle.go); this is its own
-// bound. follower.replication.throttled.rate, the follower's side, is a
-// setting Kafka tools set alongside; it is accepted and described, and the
-// leader's bound is what holds the traffic.
+// bound. follower.replication.throttled.rate is the follower's side, held
+// by the replica fetchers (broker/interbroker/throttle.go) with the same
+// kind of byte rate.
 
 import (
 	"math"
@@ -43,16 +43,16 @@ type byteRate struct {
 // bounded reports whether the rate bounds anything.
 func (r *byteRate) bounded() bool { return r.rate < math.MaxInt64 }
 
-// exceeded reports whether no bytes are left at now.
-func (r *byteRate) exceeded(now time.Time) bool {
+// Exceeded reports whether no bytes are left at now.
+func (r *byteRate) Exceeded(now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.refillLocked(now)
 	return r.tokens <= 0
 }
 
-// record takes n bytes sent at now.
-func (r *byteRate) record(n int64, now time.Time) {
+// Record takes n bytes sent at now.
+func (r *byteRate) Record(n int64, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.refillLocked(now)

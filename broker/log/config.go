@@ -135,8 +135,9 @@ type Config struct {
 	// and follower.replication.throttled.rate, as Kafka writes them:
 	// "partition:broker,..." or "*" for every replica. A reassignment sets
 	// them on the partitions it moves, so that catching up new replicas
-	// cannot take the bandwidth of clients. Only the leader's side is
-	// enforced (broker/kafka/replication_throttle.go).
+	// cannot take the bandwidth of clients. The leader holds its side
+	// (broker/kafka/replication_throttle.go), the follower's replica
+	// fetchers theirs (broker/interbroker/throttle.go).
 	LeaderReplicationThrottledReplicas   string
 	FollowerReplicationThrottledReplicas string
 }
@@ -374,7 +375,7 @@ var Settings = settings.NewList(func(name, _ string, err error) error {
 		return nil
 	}, func(c *Config) *string { return &c.CompressionType }),
 	topicString("leader.replication.throttled.replicas", "", settings.ListType, "`partition:broker,...` or `*`: replicas whose replication the leader holds to leader.replication.throttled.rate", CheckThrottledReplicas, func(c *Config) *string { return &c.LeaderReplicationThrottledReplicas }),
-	topicString("follower.replication.throttled.replicas", "", settings.ListType, "`partition:broker,...` or `*`: replicas a reassignment throttles on the follower's side; accepted, the leader's side holds the traffic", CheckThrottledReplicas, func(c *Config) *string { return &c.FollowerReplicationThrottledReplicas }),
+	topicString("follower.replication.throttled.replicas", "", settings.ListType, "`partition:broker,...` or `*`: replicas whose fetching this broker, as follower, holds to follower.replication.throttled.rate", CheckThrottledReplicas, func(c *Config) *string { return &c.FollowerReplicationThrottledReplicas }),
 	func() settings.Setting[Config] {
 		s := topicString("message.format.version", "log.message.format.version", settings.String, "[DEPRECATED] The record format version the broker writes to the log. "+
 			"Ignored, as by Kafka 3.x brokers whose inter-broker protocol is 3.0 or later: batches are always "+
