@@ -11,7 +11,7 @@ import (
 // exceededQuota is a follower quota with nothing left.
 type exceededQuota struct{ recorded int64 }
 
-func (q *exceededQuota) Exceeded(time.Time) bool      { return true }
+func (q *exceededQuota) Exceeded(time.Time) bool     { return true }
 func (q *exceededQuota) Record(n int64, _ time.Time) { q.recorded += n }
 
 // TestFollowerThrottle: over follower.replication.throttled.rate, a
