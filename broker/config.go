@@ -159,6 +159,9 @@ func wrapped(l settings.List[Config]) settings.List[Config] {
 func topicDefaultSettings() settings.List[Config] {
 	var list []settings.Setting[Config]
 	for _, t := range cluster.TopicSettings() {
+		if t.Synonym == "" {
+			continue // a topic config with no broker default, as Kafka's *.replication.throttled.replicas
+		}
 		s := settings.Setting[Config]{Name: t.Synonym, Type: t.Type, Doc: t.Doc, Synonym: t.Name, Dynamic: t.Dynamic}
 		if cluster.KeptAboveLog(t.Name) {
 			s.Parse = func(c *Config, v string) error {

@@ -62,6 +62,9 @@ type Fetchers struct {
 	logger   *slog.Logger
 
 	wg sync.WaitGroup // the fetchers' goroutines
+	// quota is follower.replication.throttled.rate (throttle.go); nil:
+	// none. Set before the first Follow.
+	quota ReplicationQuota
 
 	mu      sync.Mutex // guards the following
 	leaders map[int32]*leaderFetcher
@@ -122,6 +125,9 @@ type fetchedPartition struct {
 	// Owned by the fetcher's goroutine.
 	truncated bool      // truncated by leader epoch since the last error
 	retryAt   time.Time // paused until then after an error
+	// leaderHighWatermark is the high watermark the leader last sent:
+	// a log end behind it is not caught up (throttle.go).
+	leaderHighWatermark int64
 }
 
 // leaderFetcher copies the partitions followed from one leader.
@@ -237,6 +243,13 @@ func (lf *leaderFetcher) round(ctx context.Context, parts []*fetchedPartition) t
 			fp.truncated = true
 		}
 		ready = append(ready, fp)
+	}
+	if len(ready) > 0 {
+		// Held by follower.replication.throttled.rate: fetched again
+		// once the next round finds the quota refilled.
+		if ready = lf.unthrottled(ready, now); len(ready) == 0 {
+			wait = min(wait, followerBackoff)
+		}
 	}
 	if len(ready) == 0 || ctx.Err() != nil {
 		return wait
@@ -430,8 +443,12 @@ func (lf *leaderFetcher) apply(fp *fetchedPartition, sp *kmsg.FetchResponseTopic
 	}
 	l := fp.p.Log
 	if len(sp.RecordBatches) > 0 {
+		throttled := lf.throttled(fp)
 		if _, err := l.AppendReplicated(sp.RecordBatches); err != nil {
 			return fmt.Errorf("appending replicated batches: %w", err)
+		}
+		if throttled {
+			lf.fs.quota.Record(int64(len(sp.RecordBatches)), time.Now())
 		}
 		// With millrace.flush.on.ack the next fetch offset, which the
 		// leader counts as this replica's log end for the high
@@ -445,6 +462,7 @@ func (lf *leaderFetcher) apply(fp *fetchedPartition, sp *kmsg.FetchResponseTopic
 	}
 	// Consumers the leader sent here read below this (KIP-392): the
 	// partition wakes their long polls when it moves.
+	fp.leaderHighWatermark = sp.HighWatermark
 	fp.p.SetHighWatermark(replica.FollowerHighWatermark(sp.HighWatermark, l.EndOffset()))
 	return nil
 }

@@ -307,6 +307,13 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, topic string, rp kmsg.Fe
 	hw := p.HighWatermark()
 	lso := min(p.LastStableOffset(), hw)
 	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, lso, p.Log().StartOffset()
+	// A follower out of the ISR of a throttled replica gets no records
+	// while leader.replication.throttled.rate is exceeded
+	// (replication_throttle.go).
+	throttled := follower && b.leaderThrottled(p, rp.Partition, fetchReplicaID(req))
+	if throttled && b.leaderReplication.Exceeded(time.Now()) {
+		return nil, false
+	}
 	if !p.Follower() {
 		if id := b.preferredReadReplica(req, p, rp.FetchOffset, listener); id >= 0 {
 			sp.PreferredReadReplica = id // and no records: read them there
@@ -336,6 +343,9 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, topic string, rp kmsg.Fe
 	if slice.Len() == 0 || (!first && int64(slice.Len()) > limit) {
 		slice.Close()
 		return nil, p.Follower()
+	}
+	if throttled {
+		b.leaderReplication.Record(int64(slice.Len()), time.Now())
 	}
 	if readCommitted {
 		aborted, err := p.Log().AbortedTransactions(rp.FetchOffset, slice.NextOffset())

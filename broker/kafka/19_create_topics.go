@@ -31,6 +31,11 @@ package kafka
 // Metadata pipelined behind CreateTopics sees the topic; the wait holds only
 // this connection, and is short, since this broker's model holds the topic
 // when the creation returns.
+//
+// Each topic's partitions count against the client's
+// controller_mutation_rate (KIP-599, throttle_mutations.go): from v6 a
+// topic over it gets THROTTLING_QUOTA_EXCEEDED, before that the response is
+// throttled.
 
 import (
 	"context"
@@ -54,6 +59,7 @@ func handleCreateTopics(ctx context.Context, b *Broker, r *request) (kmsg.Respon
 	answered := make(map[string]bool, len(req.Topics))
 	budget := int64(b.cluster.MaxPartitionsPerRequest())
 	var created []int // indexes in resp.Topics of the topics created
+	gate := b.mutations(r, 6, req.ValidateOnly)
 	for _, rt := range req.Topics {
 		if answered[rt.Topic] {
 			continue
@@ -88,6 +94,13 @@ func handleCreateTopics(ctx context.Context, b *Broker, r *request) (kmsg.Respon
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
+		// A count the cluster refuses anyway (INVALID_PARTITIONS) mutates
+		// nothing and is not counted.
+		if requested <= int64(b.cluster.MaxPartitionsPerTopic()) && !gate.admit(int(requested)) {
+			st.ErrorCode, st.ErrorMessage = quotaExceededCode, strp(quotaExceededMessage)
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		if b.createTopic(&st, rt, req.ValidateOnly) {
 			budget -= max(requested, 0)
 			if !req.ValidateOnly {
@@ -96,6 +109,7 @@ func handleCreateTopics(ctx context.Context, b *Broker, r *request) (kmsg.Respon
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
+	resp.ThrottleMillis = gate.throttleMillis()
 	if req.TimeoutMillis > 0 && len(created) > 0 {
 		b.awaitCreated(ctx, req.TimeoutMillis, resp.Topics, created)
 	}

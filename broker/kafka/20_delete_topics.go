@@ -16,6 +16,10 @@ package kafka
 // deletion goes ahead; timeout_ms <= 0 answers at once. The wait is on the
 // model's change notification (cluster.AwaitTopicGone) and, like
 // CreateTopics', holds only this connection, in request order as Kafka.
+//
+// A topic's partitions count against the client's controller_mutation_rate
+// (KIP-599, throttle_mutations.go): from v5 a topic over it gets
+// THROTTLING_QUOTA_EXCEEDED, before that the response is throttled.
 
 import (
 	"context"
@@ -50,6 +54,7 @@ func handleDeleteTopics(ctx context.Context, b *Broker, r *request) (kmsg.Respon
 		id    [16]byte
 	}
 	var gone []deleted
+	gate := b.mutations(r, 5, false)
 	for _, rt := range topics {
 		st := kmsg.NewDeleteTopicsResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
@@ -77,11 +82,17 @@ func handleDeleteTopics(ctx context.Context, b *Broker, r *request) (kmsg.Respon
 			continue
 		}
 		var id [16]byte
+		partitions := 0
 		if t, ok := b.cluster.Topic(name); ok {
-			id = t.ID
+			id, partitions = t.ID, len(t.Partitions)
 			if req.Version >= 6 {
 				st.TopicID = t.ID
 			}
+		}
+		if !gate.admit(partitions) {
+			st.ErrorCode, st.ErrorMessage = quotaExceededCode, strp(quotaExceededMessage)
+			resp.Topics = append(resp.Topics, st)
+			continue
 		}
 		if err := b.cluster.DeleteTopic(name); err != nil {
 			st.ErrorCode, st.ErrorMessage = clusterErrorCode(err)
@@ -93,6 +104,7 @@ func handleDeleteTopics(ctx context.Context, b *Broker, r *request) (kmsg.Respon
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
+	resp.ThrottleMillis = gate.throttleMillis()
 	if req.TimeoutMillis <= 0 || len(gone) == 0 {
 		return resp, nil
 	}

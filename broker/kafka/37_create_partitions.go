@@ -19,6 +19,10 @@ package kafka
 // metadata lists every grown topic with its new partitions led, at most
 // timeout_ms, after which the topic gets REQUEST_TIMED_OUT while the change
 // goes ahead; timeout_ms <= 0 answers at once.
+//
+// The partitions added count against the client's controller_mutation_rate
+// (KIP-599, throttle_mutations.go): from v3 a topic over it gets
+// THROTTLING_QUOTA_EXCEEDED, before that the response is throttled.
 
 import (
 	"context"
@@ -43,6 +47,7 @@ func handleCreatePartitions(ctx context.Context, b *Broker, r *request) (kmsg.Re
 	answered := make(map[string]bool, len(req.Topics))
 	budget := int64(b.cluster.MaxPartitionsPerRequest())
 	var grown []grownTopic
+	gate := b.mutations(r, 3, req.ValidateOnly)
 	for _, rt := range req.Topics {
 		if answered[rt.Topic] {
 			continue
@@ -73,6 +78,13 @@ func handleCreatePartitions(ctx context.Context, b *Broker, r *request) (kmsg.Re
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
+		// A count the cluster refuses anyway (INVALID_PARTITIONS) mutates
+		// nothing and is not counted.
+		if rt.Count <= b.cluster.MaxPartitionsPerTopic() && !gate.admit(int(added)) {
+			st.ErrorCode, st.ErrorMessage = quotaExceededCode, strp(quotaExceededMessage)
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		var assignment [][]int32
 		if rt.Assignment != nil {
 			assignment = make([][]int32, len(rt.Assignment))
@@ -94,6 +106,7 @@ func handleCreatePartitions(ctx context.Context, b *Broker, r *request) (kmsg.Re
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
+	resp.ThrottleMillis = gate.throttleMillis()
 	if req.TimeoutMillis > 0 && len(grown) > 0 {
 		b.awaitGrown(ctx, req.TimeoutMillis, resp.Topics, grown)
 	}

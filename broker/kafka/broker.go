@@ -71,6 +71,15 @@ type Broker struct {
 	// produceRefusals rate-limits the log lines about refused produces
 	// (produce_refusals.go).
 	produceRefusals refusalLog
+	// quotas enforces client quotas (throttle.go); nil when there are
+	// none, so the request path pays one nil check.
+	quotas *quotaEnforcer
+	// leaderReplication is leader.replication.throttled.rate
+	// (replication_throttle.go).
+	leaderReplication byteRate
+	// followerReplication is follower.replication.throttled.rate, held by
+	// the replica fetchers (broker/interbroker/throttle.go).
+	followerReplication byteRate
 
 	// The broker's parts: broker-lifetime state the handler files need
 	// beyond the Deps, opened by openParts in the order it gives and closed
@@ -143,12 +152,18 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 		conns:        make(map[*conn]struct{}),
 		budget:       newRequestBudget(cfg.QueuedMaxRequestBytes),
 	}
+	b.leaderReplication.rate = float64(cfg.LeaderReplicationThrottledRate)
+	b.followerReplication.rate = float64(cfg.FollowerReplicationThrottledRate)
 	metrics, err := newBrokerMetrics(deps.Metrics, deps.Cluster, deps.Logs, b)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("kafka: registering metrics: %w", err)
 	}
 	b.metrics = metrics
+	if b.quotas, err = newQuotaEnforcer(cfg, len(specs), interBroker.name, deps.Metrics); err != nil {
+		cancel()
+		return nil, fmt.Errorf("kafka: registering quota metrics: %w", err)
+	}
 	if err := b.openParts(); err != nil {
 		cancel()
 		b.closeParts()
@@ -216,6 +231,9 @@ func (b *Broker) openParts() error {
 		Logger: b.logger,
 	})
 	b.fetchers = b.brokers.Fetchers()
+	if b.followerReplication.bounded() {
+		b.fetchers.ThrottleReplication(&b.followerReplication)
+	}
 	b.replicas = replication.New(replication.Deps{
 		Cluster:    b.cluster,
 		BrokerID:   b.cfg.BrokerID,

@@ -3,12 +3,14 @@ package kafka
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"millrace/broker/quota"
 	"millrace/broker/replica"
 	"millrace/broker/txn"
 	"millrace/internal/settings"
@@ -119,6 +121,29 @@ type Config struct {
 	// written as Kafka does: "127.0.0.1:5000,10.0.0.7:200". Only IP
 	// addresses are matched; host names are not resolved.
 	MaxConnectionsPerIPOverrides map[string]int
+	// MaxConnectionCreationRate (max.connection.creation.rate, default
+	// Kafka's 2147483647, unpaced) is the connections per second each
+	// listener accepts; beyond a burst of one second's worth, accepting
+	// waits (KIP-612, conn_rate.go). Connections are slowed, not refused.
+	MaxConnectionCreationRate int
+	// MaxConnectionCreationRatePerIP
+	// (millrace.max.connection.creation.rate.per.ip, default 2147483647,
+	// unpaced) is the connections per second from one IP address, slowed
+	// in the same way; Kafka sets it as an IP entity's
+	// connection_creation_rate quota.
+	MaxConnectionCreationRatePerIP int
+	// LeaderReplicationThrottledRate (leader.replication.throttled.rate,
+	// default Kafka's 9223372036854775807, unbounded) is the record bytes
+	// per second this broker, as leader, sends to out-of-sync followers of
+	// the replicas a topic's leader.replication.throttled.replicas lists
+	// (replication_throttle.go).
+	LeaderReplicationThrottledRate int64
+	// FollowerReplicationThrottledRate (follower.replication.throttled.rate,
+	// default unbounded) is the record bytes per second this broker, as
+	// follower, fetches for the not caught-up replicas a topic's
+	// follower.replication.throttled.replicas lists, from all its leaders
+	// together (broker/interbroker/throttle.go).
+	FollowerReplicationThrottledRate int64
 	// QueuedMaxRequestBytes (queued.max.request.bytes, default 104857600;
 	// Kafka's is -1, unbounded) is a broker-wide budget of request bytes
 	// read and not yet answered, counting for requests other than Produce
@@ -229,31 +254,40 @@ type Config struct {
 
 	// SASL holds the SASL settings (sasl_config.go).
 	SASL SASLConfig
+
+	// Quotas decides how long a client over its quotas is throttled
+	// (broker/quota; enforced in throttle.go). Nil, the default, is
+	// quota.None: no quotas, and nothing recorded per request.
+	Quotas quota.Limiter
 }
 
 // DefaultConfig returns Kafka's defaults, with bounds where Kafka has none
 // (connection counts, the request byte budget) and millrace's own settings.
 func DefaultConfig() Config {
 	return Config{
-		Listener:                    "PLAINTEXT://:9092",
-		ListenerSecurityProtocolMap: defaultSecurityProtocolMap,
-		SSLKeystoreType:             "PEM",
-		SSLTruststoreType:           "PEM",
-		SSLClientAuth:               "none",
-		BrokerID:                    0,
-		SocketRequestMaxBytes:       104857600,
-		AutoCreateTopics:            true,
-		NumPartitions:               1,
-		DefaultReplicationFactor:    1,
-		ConnectionsMaxIdle:          10 * time.Minute,
-		MaxPipelinedRequests:        16,
-		MaxConnections:              4096,
-		MaxConnectionsPerIP:         1000,
-		QueuedMaxRequestBytes:       104857600,
-		RequestReadTimeout:          30 * time.Second,
-		ControlRequestMaxBytes:      1 << 20,
-		FetchMaxWait:                30 * time.Second,
-		ClientIDMaxBytes:            1024,
+		Listener:                         "PLAINTEXT://:9092",
+		ListenerSecurityProtocolMap:      defaultSecurityProtocolMap,
+		SSLKeystoreType:                  "PEM",
+		SSLTruststoreType:                "PEM",
+		SSLClientAuth:                    "none",
+		BrokerID:                         0,
+		SocketRequestMaxBytes:            104857600,
+		AutoCreateTopics:                 true,
+		NumPartitions:                    1,
+		DefaultReplicationFactor:         1,
+		ConnectionsMaxIdle:               10 * time.Minute,
+		MaxPipelinedRequests:             16,
+		MaxConnections:                   4096,
+		MaxConnectionsPerIP:              1000,
+		MaxConnectionCreationRate:        math.MaxInt32,
+		MaxConnectionCreationRatePerIP:   math.MaxInt32,
+		LeaderReplicationThrottledRate:   math.MaxInt64,
+		FollowerReplicationThrottledRate: math.MaxInt64,
+		QueuedMaxRequestBytes:            104857600,
+		RequestReadTimeout:               30 * time.Second,
+		ControlRequestMaxBytes:           1 << 20,
+		FetchMaxWait:                     30 * time.Second,
+		ClientIDMaxBytes:                 1024,
 
 		ProducerIDExpiration:       24 * time.Hour,
 		MaxProducerIDsPerPartition: 10000,
@@ -294,6 +328,15 @@ func (c Config) Validate() error {
 	}
 	if c.ConnectionsMaxIdle <= 0 {
 		errs = append(errs, fmt.Errorf("connections.max.idle.ms %v must be positive", c.ConnectionsMaxIdle))
+	}
+	if c.MaxConnectionCreationRate < 1 {
+		errs = append(errs, fmt.Errorf("max.connection.creation.rate %d must be at least 1 connection per second", c.MaxConnectionCreationRate))
+	}
+	if c.MaxConnectionCreationRatePerIP < 1 {
+		errs = append(errs, fmt.Errorf("millrace.max.connection.creation.rate.per.ip %d must be at least 1 connection per second", c.MaxConnectionCreationRatePerIP))
+	}
+	if c.LeaderReplicationThrottledRate < 0 || c.FollowerReplicationThrottledRate < 0 {
+		errs = append(errs, fmt.Errorf("leader.replication.throttled.rate %d and follower.replication.throttled.rate %d must not be negative", c.LeaderReplicationThrottledRate, c.FollowerReplicationThrottledRate))
 	}
 	if c.MaxPipelinedRequests < 1 {
 		errs = append(errs, fmt.Errorf("millrace.max.pipelined.requests %d must be at least 1", c.MaxPipelinedRequests))
@@ -392,6 +435,10 @@ var Settings = settings.Join(settings.NewList(settingError,
 		},
 		Format: func(c Config) string { return formatIPOverrides(c.MaxConnectionsPerIPOverrides) },
 	},
+	integer("max.connection.creation.rate", settings.Int, "new connections per second on each listener; beyond, accepting waits (KIP-612)", func(c *Config) *int { return &c.MaxConnectionCreationRate }),
+	integer("millrace.max.connection.creation.rate.per.ip", settings.Int, "new connections per second from one IP address; beyond, they wait (KIP-612)", func(c *Config) *int { return &c.MaxConnectionCreationRatePerIP }),
+	integer("leader.replication.throttled.rate", settings.Long, "record bytes per second sent to out-of-sync followers of the replicas topics list in leader.replication.throttled.replicas", func(c *Config) *int64 { return &c.LeaderReplicationThrottledRate }),
+	integer("follower.replication.throttled.rate", settings.Long, "record bytes per second fetched, as follower, for the not caught-up replicas topics list in follower.replication.throttled.replicas", func(c *Config) *int64 { return &c.FollowerReplicationThrottledRate }),
 	integer("queued.max.request.bytes", settings.Long, "request bytes read and not yet answered, broker-wide; -1: no budget", func(c *Config) *int64 { return &c.QueuedMaxRequestBytes }),
 	ms("millrace.request.read.timeout.ms", "how long a request may take to arrive once its first byte has", func(c *Config) *time.Duration { return &c.RequestReadTimeout }),
 	integer("millrace.control.request.max.bytes", settings.Int, "largest request other than Produce, and Produce's bytes besides its batches", func(c *Config) *int32 { return &c.ControlRequestMaxBytes }),

@@ -63,6 +63,9 @@ type conn struct {
 	// only closes a connection that has none.
 	inflight atomic.Int32
 	handlers sync.WaitGroup // blocking handler goroutines
+	// muted is set when a client over its quota must wait before its
+	// next request is read (throttle.go).
+	muted muteDeadline
 
 	closeOnce sync.Once
 }
@@ -150,7 +153,11 @@ func (c *conn) readLoop() string {
 	for {
 		// Between requests the connection may idle; from the first byte
 		// of the next one the whole frame must arrive within
-		// millrace.request.read.timeout.ms.
+		// millrace.request.read.timeout.ms. A client over its quota
+		// waits first (KIP-219).
+		if err := c.awaitUnmuted(); err != nil {
+			return "closed"
+		}
 		if err := c.awaitRequest(sizeBuf[:1]); err != nil {
 			return c.readFailure(err, "waiting for a request")
 		}
@@ -190,7 +197,7 @@ func (c *conn) readLoop() string {
 			c.closeWith(err.Error(), r)
 			return err.Error()
 		}
-		r.conn = c
+		r.conn, r.size = c, size
 		if err := c.saslGate(r); err != nil {
 			c.b.budget.release(charge)
 			c.closeWith(err.Error(), r)
@@ -479,7 +486,17 @@ func (b *Broker) serveRequest(ctx context.Context, r *request) ([]byte, error) {
 // serveResponse runs the handler: the framed response, or a stream for a
 // response written in pieces (see data_stream.go), or neither for none.
 func (b *Broker) serveResponse(ctx context.Context, r *request) ([]byte, *responseStream, error) {
+	var started time.Time
+	if b.quotas != nil {
+		started = time.Now()
+	}
 	resp, err := registry[r.key].handle(ctx, b, r)
+	if b.quotas != nil && err == nil {
+		if resp != nil && resp != noResponse {
+			resp.SetVersion(r.version)
+		}
+		b.quotas.enforce(r, resp, started)
+	}
 	switch {
 	case err != nil:
 		return nil, nil, err

@@ -9,6 +9,8 @@ package kafka
 //     (millrace_broker_connections_refused_total) and logged at most once
 //     per refusalLogInterval, with the number refused since the last line,
 //     so a flood does not flood the log too.
+//   - max.connection.creation.rate and its per-IP counterpart slow new
+//     connections down instead of refusing them (KIP-612, conn_rate.go).
 //   - queued.max.request.bytes: a broker-wide budget of request bytes read
 //     and not yet answered (requestBudget). The reader of a connection takes
 //     budget before it reads (and allocates) the next part of a frame, and
@@ -61,6 +63,10 @@ type admission struct {
 	// last refusal line was written.
 	refusedSinceLog int
 	lastLog         time.Time
+	// creation paces new connections per IP address (conn_rate.go);
+	// addresses back at an idle pace are swept out once it holds sweepAt.
+	creation map[string]*pacer
+	sweepAt  int
 }
 
 // remoteIP is the connection's peer address without the port.

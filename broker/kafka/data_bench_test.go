@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,11 +20,13 @@ import (
 	"millrace/broker/coord/embedded"
 	"millrace/broker/group"
 	"millrace/broker/log"
+	"millrace/broker/quota"
 )
 
 // startBenchBroker runs an in-process broker for a benchmark and returns its
-// address; everything is closed by b.Cleanup.
-func startBenchBroker(b *testing.B) (string, *cluster.Cluster) {
+// address; everything is closed by b.Cleanup. configure, when given,
+// adjusts the broker's config.
+func startBenchBroker(b *testing.B, configure ...func(*Config)) (string, *cluster.Cluster) {
 	b.Helper()
 	dir := b.TempDir()
 	logger := slog.New(slog.DiscardHandler)
@@ -41,6 +44,9 @@ func startBenchBroker(b *testing.B) (string, *cluster.Cluster) {
 	}
 	cfg := DefaultConfig()
 	cfg.Listener = "127.0.0.1:0"
+	for _, f := range configure {
+		f(&cfg)
+	}
 	cl, err := cluster.Open(cluster.Config{BrokerID: 0, DefaultPartitions: 1, DefaultReplicationFactor: 1}, store, logs, log.DefaultConfig(), logger)
 	if err != nil {
 		b.Fatal(err)
@@ -118,16 +124,24 @@ func BenchmarkProducePipelined(b *testing.B) {
 		name       string
 		records    int
 		idempotent bool
+		// quotas runs the broker with a Limiter that records every
+		// request and throttles none: the cost of quotas being on.
+		quotas bool
 	}{
 		// A producer at a steady rate sends small batches: the cost per
 		// request, not per byte.
-		{"batch=1KiB", 9, false},
-		{"batch=16KiB", 150, false},
-		{"batch=1MiB", 9000, false},
-		{"batch=1MiB/idempotent", 9000, true},
+		{"batch=1KiB", 9, false, false},
+		{"batch=1KiB/quotas", 9, false, true},
+		{"batch=16KiB", 150, false, false},
+		{"batch=1MiB", 9000, false, false},
+		{"batch=1MiB/idempotent", 9000, true, false},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			addr, cl := startBenchBroker(b)
+			var configure []func(*Config)
+			if bc.quotas {
+				configure = append(configure, func(c *Config) { c.Quotas = new(countingLimiter) })
+			}
+			addr, cl := startBenchBroker(b, configure...)
 			if _, err := cl.CreateTopic(cluster.TopicSpec{Name: "bench", Partitions: 1, ReplicationFactor: 1}, false); err != nil {
 				b.Fatal(err)
 			}
@@ -203,4 +217,17 @@ func BenchmarkProducePipelined(b *testing.B) {
 			b.ReportMetric(float64(b.N*bc.records)/b.Elapsed().Seconds(), "records/s")
 		})
 	}
+}
+
+// countingLimiter counts what it is asked and throttles nothing, as a
+// quota Manager with every client under its quotas.
+type countingLimiter struct{ recorded atomic.Int64 }
+
+func (l *countingLimiter) Record(quota.Kind, string, string, float64, time.Time) time.Duration {
+	l.recorded.Add(1)
+	return 0
+}
+
+func (l *countingLimiter) TryMutate(string, string, int, time.Time) (time.Duration, bool) {
+	return 0, true
 }

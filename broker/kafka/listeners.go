@@ -25,6 +25,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"millrace/broker/cluster"
 )
@@ -51,6 +52,10 @@ type address struct {
 type boundListener struct {
 	listenerSpec
 	ln net.Listener
+	// creation paces the listener's new connections under
+	// max.connection.creation.rate (conn_rate.go); used by its accept
+	// loop only.
+	creation pacer
 }
 
 // parseProtocolMap parses "NAME:PROTOCOL,...". Names are upper-cased, as
@@ -385,6 +390,17 @@ func (b *Broker) accept(l *boundListener) error {
 			b.refuse(nc, ip, refusedBy)
 			continue
 		}
+		if d := l.creation.reserve(time.Now(), b.cfg.MaxConnectionCreationRate); d > 0 {
+			// KIP-612: the accept loop waits, so the connections after
+			// this one wait in the accept backlog; a broker closing
+			// meanwhile is seen below.
+			b.metrics.connectionThrottled("max.connection.creation.rate")
+			b.waitOrClose(d)
+		}
+		ipDelay := b.admission.connectionDelayPerIP(&b.cfg, ip, time.Now())
+		if ipDelay > 0 {
+			b.metrics.connectionThrottled("millrace.max.connection.creation.rate.per.ip")
+		}
 		if l.protocol.usesTLS() {
 			nc = b.tlsServer(nc)
 		}
@@ -403,7 +419,9 @@ func (b *Broker) accept(l *boundListener) error {
 		b.mu.Unlock()
 		go func() {
 			defer b.connWG.Done()
-			if err := c.handshake(); err != nil {
+			if !b.waitOrClose(ipDelay) {
+				c.close("the broker is closing")
+			} else if err := c.handshake(); err != nil {
 				c.logger.Info("TLS handshake failed", "err", err)
 				c.close("TLS handshake failed")
 			} else {

@@ -28,6 +28,9 @@ type brokerMetrics struct {
 	isrShrinks    prometheus.Counter
 	isrExpands    prometheus.Counter
 	refused       *prometheus.CounterVec
+	// throttledConns counts connections slowed by a creation rate
+	// (KIP-612, conn_rate.go), by the setting.
+	throttledConns *prometheus.CounterVec
 	// produceRefused counts produce refusals by reason (produce_refusals.go).
 	produceRefused *prometheus.CounterVec
 	saslAuth       *prometheus.CounterVec
@@ -68,6 +71,9 @@ func newBrokerMetrics(reg prometheus.Registerer, model *cluster.Cluster, logs *l
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "millrace_broker_connections_refused_total", Help: "Connections closed as soon as accepted, by the limit they were over (max.connections, max.connections.per.ip).",
 		}, []string{"limit"}),
+		throttledConns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "millrace_broker_connections_throttled_total", Help: "Connections made to wait before they were served, by the creation rate they were over (max.connection.creation.rate per listener, millrace.max.connection.creation.rate.per.ip; KIP-612).",
+		}, []string{"limit"}),
 		produceRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "millrace_broker_produce_refused_total", Help: "Partitions of produce requests answered with an error, by error (Kafka's name, e.g. INVALID_RECORD): refused before anything was appended, or, for the errors that come after the append (REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND), appended but not acknowledged.",
 		}, []string{"reason"}),
@@ -96,7 +102,7 @@ func newBrokerMetrics(reg prometheus.Registerer, model *cluster.Cluster, logs *l
 	queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "millrace_broker_queued_request_bytes", Help: "Request bytes read and not yet answered, as charged against queued.max.request.bytes (requests other than Produce count what decoding them may allocate).",
 	}, func() float64 { return float64(b.budget.used.Load()) })
-	for _, c := range append([]prometheus.Collector{m.requests, m.latency, m.producedRecs, m.producedBytes, m.isrShrinks, m.isrExpands, m.refused, m.produceRefused, m.saslAuth, m.followerFetches, m.followerBytes, m.readReplicaAnswer, fetched, open, queued, newReplicationCollector(model, logs), newDiskCollector(logs)}, fetchSessionMetrics(b)...) {
+	for _, c := range append([]prometheus.Collector{m.requests, m.latency, m.producedRecs, m.producedBytes, m.isrShrinks, m.isrExpands, m.refused, m.throttledConns, m.produceRefused, m.saslAuth, m.followerFetches, m.followerBytes, m.readReplicaAnswer, fetched, open, queued, newReplicationCollector(model, logs), newDiskCollector(logs)}, fetchSessionMetrics(b)...) {
 		if err := reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 			return nil, err
 		}
@@ -135,6 +141,11 @@ func (m *brokerMetrics) fetchedFromReplica(f *streamedFetch) {
 // connectionRefused counts a connection refused by limit.
 func (m *brokerMetrics) connectionRefused(limit string) {
 	m.refused.WithLabelValues(limit).Inc()
+}
+
+// connectionThrottled counts a connection slowed by limit.
+func (m *brokerMetrics) connectionThrottled(limit string) {
+	m.throttledConns.WithLabelValues(limit).Inc()
 }
 
 // produceRefusal counts a produce partition answered with the error

@@ -39,7 +39,10 @@ type request struct {
 	// broker does not serve: its body cannot be decoded, and it is answered
 	// with UNSUPPORTED_VERSION (KIP-511).
 	unsupportedAPIVersions bool
-	conn                   *conn
+	// size is the frame's size prefix, the bytes a producer byte rate
+	// counts. Beside the bool, so the struct stays in its size class.
+	size int32
+	conn *conn
 }
 
 // clientIDString is the client ID, "" when null.

@@ -127,6 +127,62 @@ type Config struct {
 	// time it spends reading and hashing keys, and every consumer that
 	// rebuilds state from the topic. At least 1.
 	CompactedMaxKeyBytes int64
+	// LeaderReplicationThrottledReplicas
+	// (leader.replication.throttled.replicas, default none) and
+	// FollowerReplicationThrottledReplicas
+	// (follower.replication.throttled.replicas) list the replicas whose
+	// replication is held to the broker's leader.replication.throttled.rate
+	// and follower.replication.throttled.rate, as Kafka writes them:
+	// "partition:broker,..." or "*" for every replica. A reassignment sets
+	// them on the partitions it moves, so that catching up new replicas
+	// cannot take the bandwidth of clients. The leader holds its side
+	// (broker/kafka/replication_throttle.go), the follower's replica
+	// fetchers theirs (broker/interbroker/throttle.go).
+	LeaderReplicationThrottledReplicas   string
+	FollowerReplicationThrottledReplicas string
+}
+
+// CheckThrottledReplicas accepts a *.replication.throttled.replicas value:
+// empty, "*", or "partition:broker" pairs separated by commas.
+func CheckThrottledReplicas(v string) error {
+	v = strings.TrimSpace(v)
+	if v == "" || v == "*" {
+		return nil
+	}
+	for item := range strings.SplitSeq(v, ",") {
+		p, b, ok := strings.Cut(strings.TrimSpace(item), ":")
+		if !ok {
+			return fmt.Errorf("%q is not partition:broker (or use * for every replica)", item)
+		}
+		if _, err := strconv.ParseInt(strings.TrimSpace(p), 10, 32); err != nil {
+			return fmt.Errorf("%q: the partition is not a number", item)
+		}
+		if _, err := strconv.ParseInt(strings.TrimSpace(b), 10, 32); err != nil {
+			return fmt.Errorf("%q: the broker is not a number", item)
+		}
+	}
+	return nil
+}
+
+// ThrottledReplica reports whether list, a *.replication.throttled.replicas
+// value, names the replica of partition on broker.
+func ThrottledReplica(list string, partition, broker int32) bool {
+	list = strings.TrimSpace(list)
+	if list == "*" {
+		return true
+	}
+	for item := range strings.SplitSeq(list, ",") {
+		p, b, ok := strings.Cut(strings.TrimSpace(item), ":")
+		if !ok {
+			continue
+		}
+		pn, perr := strconv.ParseInt(strings.TrimSpace(p), 10, 32)
+		bn, berr := strconv.ParseInt(strings.TrimSpace(b), 10, 32)
+		if perr == nil && berr == nil && int32(pn) == partition && int32(bn) == broker {
+			return true
+		}
+	}
+	return false
 }
 
 // Cleanup policies (cleanup.policy's list items).
@@ -318,6 +374,8 @@ var Settings = settings.NewList(func(name, _ string, err error) error {
 		}
 		return nil
 	}, func(c *Config) *string { return &c.CompressionType }),
+	topicString("leader.replication.throttled.replicas", "", settings.ListType, "`partition:broker,...` or `*`: replicas whose replication the leader holds to leader.replication.throttled.rate", CheckThrottledReplicas, func(c *Config) *string { return &c.LeaderReplicationThrottledReplicas }),
+	topicString("follower.replication.throttled.replicas", "", settings.ListType, "`partition:broker,...` or `*`: replicas whose fetching this broker, as follower, holds to follower.replication.throttled.rate", CheckThrottledReplicas, func(c *Config) *string { return &c.FollowerReplicationThrottledReplicas }),
 	func() settings.Setting[Config] {
 		s := topicString("message.format.version", "log.message.format.version", settings.String, "[DEPRECATED] The record format version the broker writes to the log. "+
 			"Ignored, as by Kafka 3.x brokers whose inter-broker protocol is 3.0 or later: batches are always "+
