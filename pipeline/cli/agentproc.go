@@ -46,6 +46,19 @@ type agentFile interface {
 	sections() (*ship.Config, *audit.Config)
 }
 
+// agentSections are the sections every agent's --config has, inlined in
+// the layout that adds the agent's own.
+type agentSections struct {
+	// Ship is the producer: brokers, acks, compression, buffers.
+	Ship ship.Config `yaml:"ship"`
+	// Audit publishes the counts of what the broker acknowledged (on by
+	// default).
+	Audit audit.Config `yaml:"audit"`
+}
+
+// sections implements agentFile.
+func (s *agentSections) sections() (*ship.Config, *audit.Config) { return &s.Ship, &s.Audit }
+
 // agentProc is the process of one agent command. Its steps run in order:
 // newAgentProc, newShipper, (the command builds its receiver), start,
 // startCounter for each of the receiver's counters, (the command starts

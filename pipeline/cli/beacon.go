@@ -8,7 +8,6 @@ import (
 
 	"millrace/agents/beacon"
 	"millrace/agents/promwrite"
-	"millrace/agents/ship"
 	"millrace/audit"
 )
 
@@ -41,16 +40,11 @@ type beaconOptions struct {
 
 // beaconFile is the YAML layout of `millrace beacon --config`.
 type beaconFile struct {
-	// Ship is the producer: brokers, acks, compression, buffers.
-	Ship ship.Config `yaml:"ship"`
+	// The ship: and audit: sections.
+	agentSections `yaml:",inline"`
 	// Beacon is the HTTP ingest server.
 	Beacon beacon.Config `yaml:"beacon"`
-	// Audit publishes the counts of acknowledged events (on by default).
-	Audit audit.Config `yaml:"audit"`
 }
-
-// sections are the file's ship: and audit: sections (agentFile).
-func (f *beaconFile) sections() (*ship.Config, *audit.Config) { return &f.Ship, &f.Audit }
 
 // runBeacon serves the click beacon, the metrics intake and Prometheus
 // remote write until SIGINT/SIGTERM,

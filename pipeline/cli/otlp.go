@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"millrace/agents/otlp"
-	"millrace/agents/ship"
 	"millrace/audit"
 	"millrace/pipeline/appliance"
 )
@@ -44,18 +43,12 @@ type otlpOptions struct {
 
 // otlpFile is the YAML layout of `millrace otlp --config`.
 type otlpFile struct {
-	// Ship is the producer: brokers, acks, compression, buffers.
-	Ship ship.Config `yaml:"ship"`
+	// The ship: and audit: sections.
+	agentSections `yaml:",inline"`
 	// OTLP is the receiver: addresses, TLS, auth, topics, encoding,
 	// partitioning and limits.
 	OTLP otlp.Config `yaml:"otlp"`
-	// Audit publishes the counts of acknowledged log records (on by
-	// default).
-	Audit audit.Config `yaml:"audit"`
 }
-
-// sections are the file's ship: and audit: sections (agentFile).
-func (f *otlpFile) sections() (*ship.Config, *audit.Config) { return &f.Ship, &f.Audit }
 
 // runOTLP serves OTLP until SIGINT/SIGTERM, then stops accepting, lets
 // requests in flight finish (each answers only after the broker

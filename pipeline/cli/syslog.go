@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"millrace/agents/ship"
 	"millrace/agents/syslog"
 	"millrace/audit"
 	"millrace/pipeline/appliance"
@@ -52,16 +51,11 @@ type syslogOptions struct {
 
 // syslogFile is the YAML layout of `millrace syslog --config`.
 type syslogFile struct {
-	// Ship is the producer: brokers, acks, compression, buffers.
-	Ship ship.Config `yaml:"ship"`
+	// The ship: and audit: sections.
+	agentSections `yaml:",inline"`
 	// Syslog is the receiver: addresses, TLS, topic, limits.
 	Syslog syslog.Config `yaml:"syslog"`
-	// Audit publishes the counts of acknowledged messages (on by default).
-	Audit audit.Config `yaml:"audit"`
 }
-
-// sections are the file's ship: and audit: sections (agentFile).
-func (f *syslogFile) sections() (*ship.Config, *audit.Config) { return &f.Ship, &f.Audit }
 
 // apply sets the flags given over the file's settings, and the default
 // addresses when neither names one.

@@ -46,16 +46,11 @@ type tailOptions struct {
 
 // tailFile is the YAML layout of `millrace tail --config`.
 type tailFile struct {
-	// Ship is the producer: brokers, acks, compression, buffers.
-	Ship ship.Config `yaml:"ship"`
+	// The ship: and audit: sections.
+	agentSections `yaml:",inline"`
 	// Tail is what to follow and how.
 	Tail tail.Config `yaml:"tail"`
-	// Audit publishes the counts of acknowledged lines (on by default).
-	Audit audit.Config `yaml:"audit"`
 }
-
-// sections are the file's ship: and audit: sections (agentFile).
-func (f *tailFile) sections() (*ship.Config, *audit.Config) { return &f.Ship, &f.Audit }
 
 // runTail ships log lines until SIGINT/SIGTERM, then waits for the broker to
 // acknowledge what was read (up to --shutdown-timeout) and checkpoints.
