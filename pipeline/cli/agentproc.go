@@ -39,6 +39,23 @@ func addAgentFlags(f *pflag.FlagSet, o *agentOptions, configUsage, shutdownUsage
 	addOpsFlags(f, &o.ops)
 }
 
+// flagOverride is a string flag's value and the config field it
+// overrides when given.
+type flagOverride struct {
+	flag  string
+	field *string
+}
+
+// override sets the fields whose flags were given (are not "") over the
+// file's settings.
+func override(overrides []flagOverride) {
+	for _, o := range overrides {
+		if o.flag != "" {
+			*o.field = o.flag
+		}
+	}
+}
+
 // agentFile is the YAML layout of an agent command's --config: the
 // sections every agent has beside its own.
 type agentFile interface {
@@ -60,7 +77,7 @@ type agentSections struct {
 func (s *agentSections) sections() (*ship.Config, *audit.Config) { return &s.Ship, &s.Audit }
 
 // agentProc is the process of one agent command. Its steps run in order:
-// newAgentProc, newShipper, (the command builds its receiver), start,
+// newAgentProc, startProducer (which has the command build its receiver),
 // startCounter for each of the receiver's counters, (the command starts
 // its receiver), run. A step that fails, and abort, close what the steps
 // before it made.
@@ -71,7 +88,7 @@ type agentProc struct {
 	ship   *ship.Config  // the file's ship: section, with the client flags
 	audit  *audit.Config // the file's audit: section
 
-	// Set by newShipper and start.
+	// Set by startProducer.
 	reg         *prometheus.Registry
 	shipper     *ship.Shipper
 	waitMetrics func() // stops the metrics server and waits for it
@@ -102,35 +119,35 @@ func newAgentProc(e *env, kind string, o agentOptions, file agentFile) (*agentPr
 	return &agentProc{kind: kind, opts: o, logger: logger, ship: shipConfig, audit: auditConfig, waitMetrics: func() {}}, nil
 }
 
-// newShipper checks the audit: section and builds the producer from
-// config: the ship: section with any defaults of the command's own. The
-// receiver is built on it and on the registry and logger before start.
-func (p *agentProc) newShipper(config ship.Config) (*ship.Shipper, error) {
+// startProducer checks the audit: section, builds the producer from
+// config (the ship: section with any defaults of the command's own) and
+// the receiver on it, serves /metrics and /readyz on metricsAddr ("" serves
+// nothing) until ctx ends, starts the producer and creates the audit topic.
+func startProducer[R any](ctx context.Context, p *agentProc, config ship.Config, metricsAddr string, newReceiver func(*ship.Shipper) (R, error)) (R, error) {
+	var none R
 	if err := p.audit.WithDefaults().Validate(); err != nil {
-		return nil, err
+		return none, err
 	}
 	p.reg = newRegistry()
 	shipper, err := ship.New(config, p.reg, p.logger)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	p.shipper = shipper
-	return shipper, nil
-}
-
-// start serves /metrics and /readyz on metricsAddr ("" serves nothing)
-// until ctx ends, starts the producer and creates the audit topic.
-func (p *agentProc) start(ctx context.Context, metricsAddr string) error {
-	wait, err := serveMetrics(ctx, metricsAddr, p.reg, p.logger, p.shipper.Ready)
+	receiver, err := newReceiver(shipper)
 	if err != nil {
-		return p.abort(ctx, err)
+		return none, p.abort(ctx, err)
+	}
+	wait, err := serveMetrics(ctx, metricsAddr, p.reg, p.logger, shipper.Ready)
+	if err != nil {
+		return none, p.abort(ctx, err)
 	}
 	p.waitMetrics = wait
-	if err := p.shipper.Start(ctx); err != nil {
-		return p.abort(ctx, err)
+	if err := shipper.Start(ctx); err != nil {
+		return none, p.abort(ctx, err)
 	}
-	ensureAuditTopic(ctx, *p.audit, p.shipper.Config(), p.logger)
-	return nil
+	ensureAuditTopic(ctx, *p.audit, shipper.Config(), p.logger)
+	return receiver, nil
 }
 
 // instance is the audit: section's instance, else the host and the port

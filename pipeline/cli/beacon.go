@@ -8,6 +8,7 @@ import (
 
 	"millrace/agents/beacon"
 	"millrace/agents/promwrite"
+	"millrace/agents/ship"
 	"millrace/audit"
 )
 
@@ -56,28 +57,15 @@ func runBeacon(ctx context.Context, e *env, o beaconOptions) error {
 	if err != nil {
 		return err
 	}
-	if o.listen != "" {
-		cfg.Beacon.Listen = o.listen
-	}
-	if o.metricsListen != "" {
-		cfg.Beacon.MetricsListen = o.metricsListen
-	}
-	if o.topic != "" {
-		cfg.Beacon.Topic = o.topic
-	}
-	if o.metricsTopic != "" {
-		cfg.Beacon.MetricsTopic = o.metricsTopic
-	}
-	shipper, err := p.newShipper(cfg.Ship)
-	if err != nil {
-		return err
-	}
-	server, err := beacon.New(cfg.Beacon, shipper, p.reg, p.logger)
-	if err != nil {
-		return p.abort(ctx, err)
-	}
+	override([]flagOverride{
+		{o.listen, &cfg.Beacon.Listen}, {o.metricsListen, &cfg.Beacon.MetricsListen},
+		{o.topic, &cfg.Beacon.Topic}, {o.metricsTopic, &cfg.Beacon.MetricsTopic},
+	})
 	// The server serves /metrics itself, on --metrics-listen or its own address.
-	if err := p.start(ctx, ""); err != nil {
+	server, err := startProducer(ctx, p, cfg.Ship, "", func(s *ship.Shipper) (*beacon.Server, error) {
+		return beacon.New(cfg.Beacon, s, p.reg, p.logger)
+	})
+	if err != nil {
 		return err
 	}
 	instance := p.instance(server.Config().Listen)

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"millrace/agents/otlp"
+	"millrace/agents/ship"
 	"millrace/audit"
 	"millrace/pipeline/appliance"
 )
@@ -59,22 +60,12 @@ func runOTLP(ctx context.Context, e *env, o otlpOptions) error {
 	if err != nil {
 		return err
 	}
-	if o.httpListen != "" {
-		cfg.OTLP.HTTPAddr = o.httpListen
-	}
-	if o.grpcListen != "" {
-		cfg.OTLP.GRPCAddr = o.grpcListen
-	}
+	override([]flagOverride{{o.httpListen, &cfg.OTLP.HTTPAddr}, {o.grpcListen, &cfg.OTLP.GRPCAddr}})
 	cfg.OTLP = cfg.OTLP.WithListenDefaults()
-	shipper, err := p.newShipper(cfg.Ship)
+	receiver, err := startProducer(ctx, p, cfg.Ship, o.metricsListen, func(s *ship.Shipper) (*otlp.Receiver, error) {
+		return otlp.New(cfg.OTLP, s, p.reg, p.logger)
+	})
 	if err != nil {
-		return err
-	}
-	receiver, err := otlp.New(cfg.OTLP, shipper, p.reg, p.logger)
-	if err != nil {
-		return p.abort(ctx, err)
-	}
-	if err := p.start(ctx, o.metricsListen); err != nil {
 		return err
 	}
 	listen := cfg.OTLP.HTTPAddr

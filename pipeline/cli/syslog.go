@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"millrace/agents/ship"
 	"millrace/agents/syslog"
 	"millrace/audit"
 	"millrace/pipeline/appliance"
@@ -60,13 +61,9 @@ type syslogFile struct {
 // apply sets the flags given over the file's settings, and the default
 // addresses when neither names one.
 func (o syslogOptions) apply(c *syslog.Config) {
-	for _, s := range []struct{ flag, field *string }{
-		{&o.udp, &c.UDP}, {&o.tcp, &c.TCP}, {&o.tls, &c.TLS}, {&o.tlsCert, &c.TLSCert}, {&o.tlsKey, &c.TLSKey}, {&o.topic, &c.Topic},
-	} {
-		if *s.flag != "" {
-			*s.field = *s.flag
-		}
-	}
+	override([]flagOverride{
+		{o.udp, &c.UDP}, {o.tcp, &c.TCP}, {o.tls, &c.TLS}, {o.tlsCert, &c.TLSCert}, {o.tlsKey, &c.TLSKey}, {o.topic, &c.Topic},
+	})
 	if c.UDP == "" && c.TCP == "" && c.TLS == "" {
 		c.UDP, c.TCP = appliance.DefaultSyslogListen, appliance.DefaultSyslogListen
 	}
@@ -82,15 +79,10 @@ func runSyslog(ctx context.Context, e *env, o syslogOptions) error {
 		return err
 	}
 	o.apply(&cfg.Syslog)
-	shipper, err := p.newShipper(cfg.Ship)
+	server, err := startProducer(ctx, p, cfg.Ship, o.metricsAddr, func(s *ship.Shipper) (*syslog.Server, error) {
+		return syslog.New(cfg.Syslog, s, p.reg, p.logger)
+	})
 	if err != nil {
-		return err
-	}
-	server, err := syslog.New(cfg.Syslog, shipper, p.reg, p.logger)
-	if err != nil {
-		return p.abort(ctx, err)
-	}
-	if err := p.start(ctx, o.metricsAddr); err != nil {
 		return err
 	}
 	listen := firstNonEmpty(cfg.Syslog.UDP, cfg.Syslog.TCP, cfg.Syslog.TLS)

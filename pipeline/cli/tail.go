@@ -60,12 +60,7 @@ func runTail(ctx context.Context, e *env, globs []string, o tailOptions, symlink
 	if err != nil {
 		return err
 	}
-	if o.topic != "" {
-		cfg.Tail.Topic = o.topic
-	}
-	if o.data != "" {
-		cfg.Tail.DataDir = o.data
-	}
+	override([]flagOverride{{o.topic, &cfg.Tail.Topic}, {o.data, &cfg.Tail.DataDir}})
 	if len(globs) > 0 {
 		cfg.Tail.Paths = globs
 	}
@@ -78,19 +73,14 @@ func runTail(ctx context.Context, e *env, globs []string, o tailOptions, symlink
 	if cfg.Tail.DataDir == "" {
 		return usageError("--data DIR (or tail.data_dir) is required: it holds the checkpoints")
 	}
-	shipper, err := p.newShipper(tailShipDefaults(cfg.Ship))
+	tailer, err := startProducer(ctx, p, tailShipDefaults(cfg.Ship), o.metricsAddr, func(s *ship.Shipper) (*tail.Tailer, error) {
+		if limit, ok := tailMemoryLimit(s.Config()); ok {
+			debug.SetMemoryLimit(limit)
+			p.logger.Info("memory limit", "bytes", limit)
+		}
+		return tail.New(cfg.Tail, s, p.reg, p.logger)
+	})
 	if err != nil {
-		return err
-	}
-	if limit, ok := tailMemoryLimit(shipper.Config()); ok {
-		debug.SetMemoryLimit(limit)
-		p.logger.Info("memory limit", "bytes", limit)
-	}
-	tailer, err := tail.New(cfg.Tail, shipper, p.reg, p.logger)
-	if err != nil {
-		return p.abort(ctx, err)
-	}
-	if err := p.start(ctx, o.metricsAddr); err != nil {
 		return err
 	}
 	instance := cfg.Audit.Instance
