@@ -2,10 +2,8 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -33,130 +31,65 @@ func otlpCommand(e *env) *cobra.Command {
 	f.StringVar(&o.httpListen, "http-listen", "", "OTLP/HTTP address (default from the config, else "+otlp.DefaultHTTPAddr+")")
 	f.StringVar(&o.grpcListen, "grpc-listen", "", "OTLP/gRPC address (default from the config, else "+otlp.DefaultGRPCAddr+")")
 	f.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus /metrics, and /readyz (503 while records cannot ship), on this address")
-	f.StringVarP(&o.configFile, "config", "c", "", "YAML file with ship:, otlp: and audit: sections (flags override)")
-	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown may wait for requests in flight and acknowledgements")
-	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
-	addOpsFlags(f, &o.ops)
+	addAgentFlags(f, &o.agent, "YAML file with ship:, otlp: and audit: sections (flags override)", "how long shutdown may wait for requests in flight and acknowledgements")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return runOTLP(cmd.Context(), e, o) }
 	return cmd
 }
 
 // otlpOptions are the flags of otlp.
 type otlpOptions struct {
-	httpListen, grpcListen, metricsListen, configFile, logLevel string
-	shutdownTimeout                                             time.Duration
-	ops                                                         opsOptions
+	httpListen, grpcListen, metricsListen string
+	agent                                 agentOptions
 }
 
 // otlpFile is the YAML layout of `millrace otlp --config`.
 type otlpFile struct {
-	// Ship is the producer: brokers, acks, compression, buffers.
-	Ship ship.Config `yaml:"ship"`
+	// The ship: and audit: sections.
+	agentSections `yaml:",inline"`
 	// OTLP is the receiver: addresses, TLS, auth, topics, encoding,
 	// partitioning and limits.
 	OTLP otlp.Config `yaml:"otlp"`
-	// Audit publishes the counts of acknowledged log records (on by
-	// default).
-	Audit audit.Config `yaml:"audit"`
 }
 
 // runOTLP serves OTLP until SIGINT/SIGTERM, then stops accepting, lets
 // requests in flight finish (each answers only after the broker
 // acknowledged its records) and flushes the producer.
 func runOTLP(ctx context.Context, e *env, o otlpOptions) error {
-	logger, err := newLogger(*e, o.logLevel)
-	if err != nil {
-		return err
-	}
 	var cfg otlpFile
-	if o.configFile != "" {
-		if err := loadYAML(o.configFile, &cfg); err != nil {
-			return err
-		}
-	}
-	if e.client.brokersGiven() || len(cfg.Ship.Brokers) == 0 {
-		cfg.Ship.Brokers = e.client.seeds()
-	}
-	if err := e.client.applyTo(&cfg.Ship.Security); err != nil {
+	p, err := newAgentProc(e, "otlp", o.agent, &cfg)
+	if err != nil {
 		return err
 	}
-	if o.httpListen != "" {
-		cfg.OTLP.HTTPAddr = o.httpListen
-	}
-	if o.grpcListen != "" {
-		cfg.OTLP.GRPCAddr = o.grpcListen
-	}
+	override([]flagOverride{{o.httpListen, &cfg.OTLP.HTTPAddr}, {o.grpcListen, &cfg.OTLP.GRPCAddr}})
 	cfg.OTLP = cfg.OTLP.WithListenDefaults()
-	if err := cfg.Audit.WithDefaults().Validate(); err != nil {
-		return err
-	}
-
-	reg := newRegistry()
-	shipper, err := ship.New(cfg.Ship, reg, logger)
+	receiver, err := startProducer(ctx, p, cfg.Ship, o.metricsListen, func(s *ship.Shipper) (*otlp.Receiver, error) {
+		return otlp.New(cfg.OTLP, s, p.reg, p.logger)
+	})
 	if err != nil {
 		return err
 	}
-	receiver, err := otlp.New(cfg.OTLP, shipper, reg, logger)
-	if err != nil {
-		shipper.Close()
-		return err
-	}
-	waitMetrics, err := serveMetrics(ctx, o.metricsListen, reg, logger, shipper.Ready)
-	if err != nil {
-		shipper.Close()
-		return err
-	}
-	defer waitMetrics()
-	if err := shipper.Start(ctx); err != nil {
-		shipper.Close()
-		return err
-	}
-	ensureAuditTopic(ctx, cfg.Audit, shipper.Config(), logger)
 	listen := cfg.OTLP.HTTPAddr
 	if listen == "" {
 		listen = cfg.OTLP.GRPCAddr
 	}
-	instance := cfg.Audit.Instance
-	if instance == "" {
-		instance = audit.HostInstance(listen)
-	}
 	// Not distinct: a retried export is counted again, as the beacon's
 	// events are; the sink's dedup on event_id evens it out.
-	counter, err := startAuditCounter(cfg.Audit, audit.RoleIntake, instance, false, 0, shipper, logger)
+	counter, err := p.startCounter(ctx, audit.RoleIntake, p.instance(listen), false, 0)
 	if err != nil {
-		shipper.Close()
 		return err
 	}
 	if counter != nil {
 		receiver.SetAudit(counter)
 	}
 	if err := receiver.Start(ctx); err != nil {
-		err = errors.Join(err, shutdownAudit(ctx, counter))
-		shipper.Close()
-		return err
+		return p.abort(ctx, err)
 	}
 	scheme := "http"
 	if cfg.OTLP.TLS != nil {
 		scheme = "https"
 	}
 	fmt.Fprintf(e.stderr, "millrace otlp serving %s\n", otlpEndpoints(scheme, receiver.HTTPAddr(), receiver.GRPCAddr()))
-	stopOps, err := startOpsMetrics(o.ops, reg, cfg.Ship.Brokers, cfg.Ship.Security, o.ops.sourceFor("otlp", listen), logger)
-	if err != nil {
-		logger.Warn("not publishing own metrics", "err", err)
-		stopOps = func() {}
-	}
-	defer stopOps()
-	<-ctx.Done()
-	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
-	defer cancel()
-	rerr := receiver.Shutdown(sctx)
-	// After the requests in flight, before the producer: the last counts.
-	aerr := shutdownAudit(sctx, counter)
-	serr := shipper.Shutdown(sctx)
-	if rerr != nil || aerr != nil || serr != nil {
-		return fmt.Errorf("shutdown: otlp: %v; audit: %v; ship: %v", rerr, aerr, serr)
-	}
-	return nil
+	return p.run(ctx, listen, "otlp", receiver.Shutdown)
 }
 
 // otlpEndpoints says where a receiver listens: its HTTP base URL (the

@@ -2,11 +2,9 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -40,42 +38,32 @@ func syslogCommand(e *env) *cobra.Command {
 	f.StringVar(&o.tlsCert, "tls-listen-cert", "", "PEM `file` of the receiver's certificate chain, and its key unless --tls-listen-key (syslog.tls_cert)")
 	f.StringVar(&o.tlsKey, "tls-listen-key", "", "PEM `file` of the receiver certificate's key (syslog.tls_key)")
 	f.StringVarP(&o.topic, "topic", "t", "", "topic for the records (default syslog)")
-	f.StringVarP(&o.configFile, "config", "c", "", "YAML file with ship:, syslog: and audit: sections (flags override)")
 	f.StringVar(&o.metricsAddr, "metrics-listen", "", "serve Prometheus /metrics, and /readyz (503 while records cannot ship), on this address")
-	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown may wait for acknowledgements")
-	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
-	addOpsFlags(f, &o.ops)
+	addAgentFlags(f, &o.agent, "YAML file with ship:, syslog: and audit: sections (flags override)", "how long shutdown may wait for acknowledgements")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return runSyslog(cmd.Context(), e, o) }
 	return cmd
 }
 
 // syslogOptions are the flags of syslog.
 type syslogOptions struct {
-	udp, tcp, tls, tlsCert, tlsKey, topic, configFile, metricsAddr, logLevel string
-	shutdownTimeout                                                          time.Duration
-	ops                                                                      opsOptions
+	udp, tcp, tls, tlsCert, tlsKey, topic, metricsAddr string
+	agent                                              agentOptions
 }
 
 // syslogFile is the YAML layout of `millrace syslog --config`.
 type syslogFile struct {
-	// Ship is the producer: brokers, acks, compression, buffers.
-	Ship ship.Config `yaml:"ship"`
+	// The ship: and audit: sections.
+	agentSections `yaml:",inline"`
 	// Syslog is the receiver: addresses, TLS, topic, limits.
 	Syslog syslog.Config `yaml:"syslog"`
-	// Audit publishes the counts of acknowledged messages (on by default).
-	Audit audit.Config `yaml:"audit"`
 }
 
 // apply sets the flags given over the file's settings, and the default
 // addresses when neither names one.
 func (o syslogOptions) apply(c *syslog.Config) {
-	for _, s := range []struct{ flag, field *string }{
-		{&o.udp, &c.UDP}, {&o.tcp, &c.TCP}, {&o.tls, &c.TLS}, {&o.tlsCert, &c.TLSCert}, {&o.tlsKey, &c.TLSKey}, {&o.topic, &c.Topic},
-	} {
-		if *s.flag != "" {
-			*s.field = *s.flag
-		}
-	}
+	override([]flagOverride{
+		{o.udp, &c.UDP}, {o.tcp, &c.TCP}, {o.tls, &c.TLS}, {o.tlsCert, &c.TLSCert}, {o.tlsKey, &c.TLSKey}, {o.topic, &c.Topic},
+	})
 	if c.UDP == "" && c.TCP == "" && c.TLS == "" {
 		c.UDP, c.TCP = appliance.DefaultSyslogListen, appliance.DefaultSyslogListen
 	}
@@ -85,87 +73,35 @@ func (o syslogOptions) apply(c *syslog.Config) {
 // hands the messages read to the producer and waits for the broker's
 // acknowledgements.
 func runSyslog(ctx context.Context, e *env, o syslogOptions) error {
-	logger, err := newLogger(*e, o.logLevel)
-	if err != nil {
-		return err
-	}
 	var cfg syslogFile
-	if o.configFile != "" {
-		if err := loadYAML(o.configFile, &cfg); err != nil {
-			return err
-		}
-	}
-	if e.client.brokersGiven() || len(cfg.Ship.Brokers) == 0 {
-		cfg.Ship.Brokers = e.client.seeds()
-	}
-	if err := e.client.applyTo(&cfg.Ship.Security); err != nil {
+	p, err := newAgentProc(e, "syslog", o.agent, &cfg)
+	if err != nil {
 		return err
 	}
 	o.apply(&cfg.Syslog)
-	if err := cfg.Audit.WithDefaults().Validate(); err != nil {
-		return err
-	}
-
-	reg := newRegistry()
-	shipper, err := ship.New(cfg.Ship, reg, logger)
+	server, err := startProducer(ctx, p, cfg.Ship, o.metricsAddr, func(s *ship.Shipper) (*syslog.Server, error) {
+		return syslog.New(cfg.Syslog, s, p.reg, p.logger)
+	})
 	if err != nil {
 		return err
 	}
-	server, err := syslog.New(cfg.Syslog, shipper, reg, logger)
-	if err != nil {
-		shipper.Close()
-		return err
-	}
-	waitMetrics, err := serveMetrics(ctx, o.metricsAddr, reg, logger, shipper.Ready)
-	if err != nil {
-		shipper.Close()
-		return err
-	}
-	defer waitMetrics()
-	if err := shipper.Start(ctx); err != nil {
-		shipper.Close()
-		return err
-	}
-	ensureAuditTopic(ctx, cfg.Audit, shipper.Config(), logger)
 	listen := firstNonEmpty(cfg.Syslog.UDP, cfg.Syslog.TCP, cfg.Syslog.TLS)
-	instance := cfg.Audit.Instance
-	if instance == "" {
-		instance = audit.HostInstance(listen)
-	}
-	counter, err := startAuditCounter(cfg.Audit, audit.RoleSyslog, instance, false, 0, shipper, logger)
+	counter, err := p.startCounter(ctx, audit.RoleSyslog, p.instance(listen), false, 0)
 	if err != nil {
-		shipper.Close()
 		return err
 	}
 	if counter != nil {
 		server.SetAudit(counter)
 	}
 	if err := server.Start(ctx); err != nil {
-		err = errors.Join(err, shutdownAudit(ctx, counter))
-		shipper.Close()
-		return err
+		return p.abort(ctx, err)
 	}
 	fmt.Fprintf(e.stderr, "millrace syslog receiving on %s into topic %s\n",
 		syslogEndpoints(server.UDPAddr(), server.TCPAddr(), server.TLSAddr()), cfg.Syslog.WithDefaults().Topic)
 	if o.metricsAddr != "" {
 		fmt.Fprintf(e.stderr, "prometheus metrics on http://%s/metrics\n", o.metricsAddr)
 	}
-	stopOps, err := startOpsMetrics(o.ops, reg, cfg.Ship.Brokers, cfg.Ship.Security, o.ops.sourceFor("syslog", listen), logger)
-	if err != nil {
-		logger.Warn("not publishing own metrics", "err", err)
-		stopOps = func() {}
-	}
-	defer stopOps()
-	<-ctx.Done()
-	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
-	defer cancel()
-	rerr := server.Shutdown(sctx)
-	aerr := shutdownAudit(sctx, counter) // after the last acknowledgement, before the producer
-	serr := shipper.Shutdown(sctx)
-	if rerr != nil || aerr != nil || serr != nil {
-		return fmt.Errorf("shutdown: syslog: %v; audit: %v; ship: %v", rerr, aerr, serr)
-	}
-	return nil
+	return p.run(ctx, listen, "syslog", server.Shutdown)
 }
 
 // syslogEndpoints names the receiver's listeners as "udp://ADDR,

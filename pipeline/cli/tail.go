@@ -2,12 +2,10 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -30,12 +28,9 @@ func tailCommand(e *env) *cobra.Command {
 	var o tailOptions
 	f.StringVarP(&o.topic, "topic", "t", "", "topic for the log lines")
 	f.StringVar(&o.data, "data", "", "directory of the checkpoint registry")
-	f.StringVarP(&o.configFile, "config", "c", "", "YAML file with ship: and tail: sections (flags override)")
 	f.StringVar(&o.metricsAddr, "metrics-listen", "", "serve Prometheus /metrics, and /readyz (503 while records cannot ship), on this address")
 	f.BoolVar(&o.symlinks, "symlinks", false, "follow symbolic links the globs match (tail.symlinks; default: skip them)")
-	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to wait for acknowledgements on shutdown")
-	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
-	addOpsFlags(f, &o.ops)
+	addAgentFlags(f, &o.agent, "YAML file with ship: and tail: sections (flags override)", "how long to wait for acknowledgements on shutdown")
 	cmd.RunE = func(cmd *cobra.Command, globs []string) error {
 		return runTail(cmd.Context(), e, globs, o, cmd.Flags().Changed("symlinks"))
 	}
@@ -44,47 +39,28 @@ func tailCommand(e *env) *cobra.Command {
 
 // tailOptions are the flags of tail.
 type tailOptions struct {
-	topic, data, configFile, metricsAddr, logLevel string
-	symlinks                                       bool
-	shutdownTimeout                                time.Duration
-	ops                                            opsOptions
+	topic, data, metricsAddr string
+	symlinks                 bool
+	agent                    agentOptions
 }
 
 // tailFile is the YAML layout of `millrace tail --config`.
 type tailFile struct {
-	// Ship is the producer: brokers, acks, compression, buffers.
-	Ship ship.Config `yaml:"ship"`
+	// The ship: and audit: sections.
+	agentSections `yaml:",inline"`
 	// Tail is what to follow and how.
 	Tail tail.Config `yaml:"tail"`
-	// Audit publishes the counts of acknowledged lines (on by default).
-	Audit audit.Config `yaml:"audit"`
 }
 
 // runTail ships log lines until SIGINT/SIGTERM, then waits for the broker to
 // acknowledge what was read (up to --shutdown-timeout) and checkpoints.
 func runTail(ctx context.Context, e *env, globs []string, o tailOptions, symlinksGiven bool) error {
-	logger, err := newLogger(*e, o.logLevel)
+	var cfg tailFile
+	p, err := newAgentProc(e, "tail", o.agent, &cfg)
 	if err != nil {
 		return err
 	}
-	var cfg tailFile
-	if o.configFile != "" {
-		if err := loadYAML(o.configFile, &cfg); err != nil {
-			return err
-		}
-	}
-	if e.client.brokersGiven() || len(cfg.Ship.Brokers) == 0 {
-		cfg.Ship.Brokers = e.client.seeds()
-	}
-	if err := e.client.applyTo(&cfg.Ship.Security); err != nil {
-		return err
-	}
-	if o.topic != "" {
-		cfg.Tail.Topic = o.topic
-	}
-	if o.data != "" {
-		cfg.Tail.DataDir = o.data
-	}
+	override([]flagOverride{{o.topic, &cfg.Tail.Topic}, {o.data, &cfg.Tail.DataDir}})
 	if len(globs) > 0 {
 		cfg.Tail.Paths = globs
 	}
@@ -97,46 +73,24 @@ func runTail(ctx context.Context, e *env, globs []string, o tailOptions, symlink
 	if cfg.Tail.DataDir == "" {
 		return usageError("--data DIR (or tail.data_dir) is required: it holds the checkpoints")
 	}
-
-	reg := newRegistry()
-	shipper, err := ship.New(tailShipDefaults(cfg.Ship), reg, logger)
+	tailer, err := startProducer(ctx, p, tailShipDefaults(cfg.Ship), o.metricsAddr, func(s *ship.Shipper) (*tail.Tailer, error) {
+		if limit, ok := tailMemoryLimit(s.Config()); ok {
+			debug.SetMemoryLimit(limit)
+			p.logger.Info("memory limit", "bytes", limit)
+		}
+		return tail.New(cfg.Tail, s, p.reg, p.logger)
+	})
 	if err != nil {
 		return err
 	}
-	if limit, ok := tailMemoryLimit(shipper.Config()); ok {
-		debug.SetMemoryLimit(limit)
-		logger.Info("memory limit", "bytes", limit)
-	}
-	tailer, err := tail.New(cfg.Tail, shipper, reg, logger)
-	if err != nil {
-		shipper.Close()
-		return err
-	}
-	waitMetrics, err := serveMetrics(ctx, o.metricsAddr, reg, logger, shipper.Ready)
-	if err != nil {
-		shipper.Close()
-		return err
-	}
-	defer waitMetrics()
-	if err := cfg.Audit.WithDefaults().Validate(); err != nil {
-		shipper.Close()
-		return err
-	}
-	if err := shipper.Start(ctx); err != nil {
-		shipper.Close()
-		return err
-	}
-	ensureAuditTopic(ctx, cfg.Audit, shipper.Config(), logger)
 	instance := cfg.Audit.Instance
 	if instance == "" && cfg.Audit.On() {
 		if instance, err = audit.InstanceID(tailer.Config().DataDir); err != nil {
-			shipper.Close()
-			return err
+			return p.abort(ctx, err)
 		}
 	}
-	counter, err := startAuditCounter(cfg.Audit, audit.RoleTail, instance, true, 0, shipper, logger)
+	counter, err := p.startCounter(ctx, audit.RoleTail, instance, true, 0)
 	if err != nil {
-		shipper.Close()
 		return err
 	}
 	if counter != nil {
@@ -145,26 +99,14 @@ func runTail(ctx context.Context, e *env, globs []string, o tailOptions, symlink
 	// The tailer runs on its own context: a signal means a clean shutdown,
 	// not the crash-like stop that cancelling the Start context means.
 	if err := tailer.Start(context.Background()); err != nil {
-		err = errors.Join(err, shutdownAudit(ctx, counter))
-		shipper.Close()
-		return err
+		return p.abort(ctx, err)
 	}
-	source := o.ops.sourceFor("tail", filepath.Base(tailer.Config().DataDir))
-	stopOps, err := startOpsMetrics(o.ops, reg, cfg.Ship.Brokers, cfg.Ship.Security, source, logger)
+	err = p.run(ctx, filepath.Base(tailer.Config().DataDir), "tail", func(ctx context.Context) error {
+		p.logger.Info("shutting down: waiting for acknowledgements", "timeout", o.agent.shutdownTimeout)
+		return tailer.Shutdown(ctx)
+	})
 	if err != nil {
-		logger.Warn("not publishing own metrics", "err", err)
-		stopOps = func() {}
-	}
-	defer stopOps()
-	<-ctx.Done()
-	logger.Info("shutting down: waiting for acknowledgements", "timeout", o.shutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
-	defer cancel()
-	terr := tailer.Shutdown(sctx)
-	aerr := shutdownAudit(sctx, counter) // after the tailer's last checkpoint
-	serr := shipper.Shutdown(sctx)
-	if terr != nil || aerr != nil || serr != nil {
-		return fmt.Errorf("shutdown: tail: %v; audit: %v; ship: %v (unacknowledged lines are read again on the next start)", terr, aerr, serr)
+		return fmt.Errorf("%w (unacknowledged lines are read again on the next start)", err)
 	}
 	return nil
 }
