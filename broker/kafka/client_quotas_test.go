@@ -21,8 +21,12 @@ func TestClientQuotasRoundTrip(t *testing.T) {
 	tb := startBroker(t)
 	adm, _ := newAdmin(t, tb.addr)
 	ctx := testContext(t)
-	user := func(n *string) kadm.ClientQuotaEntityComponent { return kadm.ClientQuotaEntityComponent{Type: "user", Name: n} }
-	client := func(n *string) kadm.ClientQuotaEntityComponent { return kadm.ClientQuotaEntityComponent{Type: "client-id", Name: n} }
+	user := func(n *string) kadm.ClientQuotaEntityComponent {
+		return kadm.ClientQuotaEntityComponent{Type: "user", Name: n}
+	}
+	client := func(n *string) kadm.ClientQuotaEntityComponent {
+		return kadm.ClientQuotaEntityComponent{Type: "client-id", Name: n}
+	}
 	entities := []kadm.ClientQuotaEntity{
 		{user(named("alice"))}, {user(nil)}, {client(named("app one"))}, {client(nil)},
 		{user(named("alice")), client(named("app one"))}, {user(named("alice")), client(nil)},

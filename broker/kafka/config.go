@@ -1,6 +1,8 @@
 package kafka
 
 import (
+	"millrace/broker/quota"
+
 	"errors"
 	"fmt"
 	"net"
@@ -229,12 +231,19 @@ type Config struct {
 
 	// SASL holds the SASL settings (sasl_config.go).
 	SASL SASLConfig
+
+	// Quotas (default quota.None{}: no quotas; nil is the same) decides
+	// client quota throttling for the request path; the broker sets it to
+	// its quota manager (broker/quota), which the quota APIs' writes reach
+	// through the coordination store.
+	Quotas quota.Limiter
 }
 
 // DefaultConfig returns Kafka's defaults, with bounds where Kafka has none
 // (connection counts, the request byte budget) and millrace's own settings.
 func DefaultConfig() Config {
 	return Config{
+		Quotas:                      quota.None{},
 		Listener:                    "PLAINTEXT://:9092",
 		ListenerSecurityProtocolMap: defaultSecurityProtocolMap,
 		SSLKeystoreType:             "PEM",
