@@ -38,6 +38,9 @@ func NewFollower(store coord.Store, manager *Manager, logger *slog.Logger) *Foll
 	return &Follower{store: store, manager: manager, logger: logger.With("component", "quota"), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
+// Manager is the manager the follower keeps current.
+func (f *Follower) Manager() *Manager { return f.manager }
+
 // Start loads the quotas and follows changes until Close. A failed first
 // load is logged and retried by the follower.
 func (f *Follower) Start() {
