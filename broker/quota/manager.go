@@ -139,18 +139,20 @@ func (m *Manager) Quotas() map[Entity]map[Kind]float64 {
 // (raw names) and the entity its usage is recorded under; ok is false
 // when no quota applies.
 func (m *Manager) Resolve(kind Kind, user, clientID string) (bound float64, key Entity, ok bool) {
-	return m.resolve(kind, Sanitize(user), Sanitize(clientID))
+	bound, _, key, ok = m.resolve(kind, Sanitize(user), Sanitize(clientID))
+	return bound, key, ok
 }
 
-func (m *Manager) resolve(kind Kind, user, clientID string) (float64, Entity, bool) {
+// resolve is Resolve over sanitized names, with the entity matched.
+func (m *Manager) resolve(kind Kind, user, clientID string) (bound float64, match, key Entity, ok bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	for _, c := range candidates(user, clientID) {
 		if v, ok := m.quotas[c.match][kind]; ok {
-			return v, c.key, true
+			return v, c.match, c.key, true
 		}
 	}
-	return 0, Entity{}, false
+	return 0, Entity{}, Entity{}, false
 }
 
 // Record implements Limiter: Kafka's record-then-check. The value goes
@@ -164,7 +166,7 @@ func (m *Manager) Record(kind Kind, user, clientID string, value float64, now ti
 	if i < 0 || kind == ControllerMutationRate || !m.enabled[i].Load() {
 		return 0
 	}
-	bound, key, ok := m.resolve(kind, Sanitize(user), Sanitize(clientID))
+	bound, match, key, ok := m.resolve(kind, Sanitize(user), Sanitize(clientID))
 	if !ok {
 		return 0
 	}
@@ -175,7 +177,7 @@ func (m *Manager) Record(kind Kind, user, clientID string, value float64, now ti
 	}
 	m.sensorsMu.Lock()
 	defer m.sensorsMu.Unlock()
-	s := m.sensorLocked(kind, key, now)
+	s := m.sensorLocked(kind, match, key, now)
 	s.rate.record(value, now)
 	return throttle(s.rate.measure(now), bound, s.rate.windowSize(now), maxThrottle)
 }
@@ -188,30 +190,32 @@ func (m *Manager) TryMutate(user, clientID string, n int, now time.Time) (time.D
 	if !m.enabled[kindIndex(ControllerMutationRate)].Load() {
 		return 0, true
 	}
-	bound, key, ok := m.resolve(ControllerMutationRate, Sanitize(user), Sanitize(clientID))
+	bound, match, key, ok := m.resolve(ControllerMutationRate, Sanitize(user), Sanitize(clientID))
 	if !ok {
 		return 0, true
 	}
 	m.sensorsMu.Lock()
 	defer m.sensorsMu.Unlock()
-	s := m.sensorLocked(ControllerMutationRate, key, now)
+	s := m.sensorLocked(ControllerMutationRate, match, key, now)
 	return s.bucket.take(bound, float64(n), now)
 }
 
-// sensorLocked returns the sensor of (kind, key), creating it. Sensors
-// idle for InactiveExpiry are dropped (swept once a minute). When
-// maxSensors of a type exist already, a new user or client records into
-// the sensor of the entity its quota came from instead of one of its own:
-// a flood of client IDs then shares one quota (throttled together, never
-// less than each would be) and memory stays bounded.
-func (m *Manager) sensorLocked(kind Kind, key Entity, now time.Time) *sensor {
+// sensorLocked returns the sensor of (kind, key), creating it; match is
+// the entity whose quota applies. Sensors idle for InactiveExpiry are
+// dropped (swept once a minute). Only defaults make sensors for entities
+// nobody configured, so only they can be flooded: when maxSensors of a
+// type exist already, a new user or client under a default records into
+// the default's own sensor instead of one of its own. The flood then
+// shares one quota (throttled together, never less than each would be),
+// and sensors stay at most maxSensors plus the configured entities.
+func (m *Manager) sensorLocked(kind Kind, match, key Entity, now time.Time) *sensor {
 	if now.Sub(m.lastSweep) >= sweepEvery {
 		m.sweepLocked(now)
 	}
 	sk := sensorKey{kind, key}
 	s := m.sensors[sk]
-	if s == nil && m.counts[kind] >= m.maxSensors {
-		sk = sensorKey{kind, overflowKey(key)}
+	if s == nil && key != match && m.counts[kind] >= m.maxSensors {
+		sk = sensorKey{kind, match}
 		s = m.sensors[sk]
 	}
 	if s == nil {
@@ -221,18 +225,6 @@ func (m *Manager) sensorLocked(kind Kind, key Entity, now time.Time) *sensor {
 	}
 	s.last = now
 	return s
-}
-
-// overflowKey is the shared sensor key of the clients beyond the bound:
-// the key with its names replaced by Default.
-func overflowKey(key Entity) Entity {
-	if key.HasUser {
-		key.User = Default
-	}
-	if key.HasClientID {
-		key.ClientID = Default
-	}
-	return key
 }
 
 // sweepLocked drops sensors idle for InactiveExpiry.

@@ -219,8 +219,9 @@ func TestSensorBounds(t *testing.T) {
 		m.Record(ProducerByteRate, "", "flood-"+string(rune('a'+i)), 100, t0)
 	}
 	if n := m.Sensors(); n != 4 {
-		t.Fatalf("%d sensors for 50 clients with a bound of 3, want 3 and the shared one", n)
+		t.Fatalf("%d sensors for 50 clients with a bound of 3, want 3 and the default's shared one", n)
 	}
+
 	// The 47 beyond the bound share one sensor: 4700 B over the 10 s
 	// minimum window is 470 B/s; 47 more clients make it 940, one more
 	// puts it over.
@@ -229,6 +230,13 @@ func TestSensorBounds(t *testing.T) {
 	}
 	if d := m.Record(ProducerByteRate, "", "last", 100, t0); d == 0 {
 		t.Fatal("the clients beyond the bound are not throttled together")
+	}
+	// A configured client still gets a sensor of its own (configured
+	// entities are bounded by what an operator stored): 100 B against its
+	// 1000 B/s is within it, where the shared sensor is over.
+	m.Set(ClientEntity("vip"), map[Kind]float64{ProducerByteRate: 1000})
+	if d := m.Record(ProducerByteRate, "", "vip", 100, t0); d != 0 {
+		t.Fatalf("the configured client shares the flood's sensor: throttled %v", d)
 	}
 	m.Record(ProducerByteRate, "", "late", 100, t0.Add(InactiveExpiry+sweepEvery))
 	if n := m.Sensors(); n != 1 {
