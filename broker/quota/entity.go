@@ -103,22 +103,33 @@ func Unsanitize(name string) string {
 	return s
 }
 
-// candidates are the entities whose quota applies to (user, clientID),
-// in Kafka's precedence order (DefaultQuotaCallback), each with the
-// sensor key a client matching it records into. A default entity's quota
-// applies to each user or client separately, so its key names the actual
-// user or client; a user's quota is shared by all of that user's clients,
-// so its key has no client ID. user and clientID are sanitized.
-func candidates(user, clientID string) [8]struct{ match, key Entity } {
-	return [8]struct{ match, key Entity }{
-		{UserClientEntity(user, clientID), UserClientEntity(user, clientID)},    // /config/users/<user>/clients/<client-id>
-		{UserClientEntity(user, Default), UserClientEntity(user, clientID)},     // /config/users/<user>/clients/<default>
-		{UserEntity(user), UserEntity(user)},                                    // /config/users/<user>
-		{UserClientEntity(Default, clientID), UserClientEntity(user, clientID)}, // /config/users/<default>/clients/<client-id>
-		{UserClientEntity(Default, Default), UserClientEntity(user, clientID)},  // /config/users/<default>/clients/<default>
-		{UserEntity(Default), UserEntity(user)},                                 // /config/users/<default>
-		{ClientEntity(clientID), ClientEntity(clientID)},                        // /config/clients/<client-id>
-		{ClientEntity(Default), ClientEntity(clientID)},                         // /config/clients/<default>
+// positions is the number of places a quota can be found for a client.
+const positions = 8
+
+// candidate is the p-th entity whose quota applies to (user, clientID),
+// in Kafka's precedence order (DefaultQuotaCallback), with the sensor key
+// a client matching it records into. A default entity's quota applies to
+// each user or client separately, so its key names the actual user or
+// client; a user's quota is shared by all of that user's clients, so its
+// key has no client ID. user and clientID are sanitized.
+func candidate(p int, user, clientID string) (match, key Entity) {
+	switch p {
+	case 0: // /config/users/<user>/clients/<client-id>
+		return UserClientEntity(user, clientID), UserClientEntity(user, clientID)
+	case 1: // /config/users/<user>/clients/<default>
+		return UserClientEntity(user, Default), UserClientEntity(user, clientID)
+	case 2: // /config/users/<user>
+		return UserEntity(user), UserEntity(user)
+	case 3: // /config/users/<default>/clients/<client-id>
+		return UserClientEntity(Default, clientID), UserClientEntity(user, clientID)
+	case 4: // /config/users/<default>/clients/<default>
+		return UserClientEntity(Default, Default), UserClientEntity(user, clientID)
+	case 5: // /config/users/<default>
+		return UserEntity(Default), UserEntity(user)
+	case 6: // /config/clients/<client-id>
+		return ClientEntity(clientID), ClientEntity(clientID)
+	default: // /config/clients/<default>
+		return ClientEntity(Default), ClientEntity(clientID)
 	}
 }
 

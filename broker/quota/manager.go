@@ -45,6 +45,10 @@ type Manager struct {
 
 	mu     sync.RWMutex // guards the following
 	quotas map[Entity]map[Kind]float64
+	// shapes[i] has bit p set when some entity with a quota of Kinds[i]
+	// sits at position p of candidates, so resolve looks up only the
+	// positions that can match (one lookup with only a default set).
+	shapes [4]uint8
 
 	sensorsMu sync.Mutex // guards the following
 	sensors   map[sensorKey]*sensor
@@ -105,19 +109,32 @@ func (m *Manager) Replace(all map[Entity]map[Kind]float64) {
 	m.refreshEnabledLocked()
 }
 
-// refreshEnabledLocked recomputes enabled from quotas.
+// refreshEnabledLocked recomputes enabled and shapes from quotas.
 func (m *Manager) refreshEnabledLocked() {
-	var any [4]bool
-	for _, values := range m.quotas {
+	m.shapes = [4]uint8{}
+	for e, values := range m.quotas {
 		for k := range values {
 			if i := kindIndex(k); i >= 0 {
-				any[i] = true
+				m.shapes[i] |= 1 << position(e)
 			}
 		}
 	}
-	for i := range any {
-		m.enabled[i].Store(any[i])
+	for i, shape := range m.shapes {
+		m.enabled[i].Store(shape != 0)
 	}
+}
+
+// position is the precedence position (candidate) at which e can match.
+func position(e Entity) int {
+	for p := 0; p < positions; p++ {
+		match, _ := candidate(p, "name", "name") // a probe: not Default
+
+		if match.HasUser == e.HasUser && match.HasClientID == e.HasClientID &&
+			(match.User == Default) == (e.User == Default) && (match.ClientID == Default) == (e.ClientID == Default) {
+			return p
+		}
+	}
+	return positions - 1 // unreachable: the positions cover every shape
 }
 
 // Quotas returns a copy of every entity's quotas.
@@ -147,9 +164,14 @@ func (m *Manager) Resolve(kind Kind, user, clientID string) (bound float64, key 
 func (m *Manager) resolve(kind Kind, user, clientID string) (bound float64, match, key Entity, ok bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	for _, c := range candidates(user, clientID) {
-		if v, ok := m.quotas[c.match][kind]; ok {
-			return v, c.match, c.key, true
+	shape := m.shapes[kindIndex(kind)]
+	for p := 0; p < positions; p++ {
+		if shape&(1<<p) == 0 {
+			continue
+		}
+		match, key := candidate(p, user, clientID)
+		if v, ok := m.quotas[match][kind]; ok {
+			return v, match, key, true
 		}
 	}
 	return 0, Entity{}, Entity{}, false
