@@ -182,10 +182,15 @@ func (m *Manager) resolve(kind Kind, user, clientID string) (bound float64, matc
 // throttle time is what brings it back under (QuotaUtils.throttleTime),
 // capped at one window for request_percentage as Kafka caps it. A
 // request_percentage value is handler time in nanoseconds, counted as
-// percent of a second (ClientRequestQuotaManager.nanosToPercentage).
+// percent of a second (ClientRequestQuotaManager.nanosToPercentage). A
+// controller_mutation_rate value is partition mutations taken from the
+// token bucket unconditionally, Kafka's PermissiveControllerMutationQuota
+// for requests too old to be refused (CreateTopics before v6,
+// CreatePartitions before v3, DeleteTopics before v5): the throttle time
+// is how long until the bucket is back at zero.
 func (m *Manager) Record(kind Kind, user, clientID string, value float64, now time.Time) time.Duration {
 	i := kindIndex(kind)
-	if i < 0 || kind == ControllerMutationRate || !m.enabled[i].Load() {
+	if i < 0 || !m.enabled[i].Load() {
 		return 0
 	}
 	bound, match, key, ok := m.resolve(kind, Sanitize(user), Sanitize(clientID))
@@ -200,6 +205,11 @@ func (m *Manager) Record(kind Kind, user, clientID string, value float64, now ti
 	m.sensorsMu.Lock()
 	defer m.sensorsMu.Unlock()
 	s := m.sensorLocked(kind, match, key, now)
+	if kind == ControllerMutationRate {
+		s.bucket.refill(bound, now)
+		s.bucket.tokens -= value
+		return s.bucket.wait(bound)
+	}
 	s.rate.record(value, now)
 	return throttle(s.rate.measure(now), bound, s.rate.windowSize(now), maxThrottle)
 }

@@ -181,6 +181,12 @@ func TestControllerMutationBucket(t *testing.T) {
 			t.Fatalf("%s: got ok=%v wait=%v, want ok=%v wait=%v", s.reason, ok, wait, s.ok, s.wait)
 		}
 	}
+	// The permissive form (KIP-599, old request versions) always takes
+	// the tokens and only throttles: the last admitted request left the
+	// bucket at -1, 29 more put it at -30, 3 s at 10/s.
+	if d := m.Record(ControllerMutationRate, "alice", "any", 29, t0.Add(4*time.Second)); d != 3*time.Second {
+		t.Fatalf("permissive mutations throttled %v, want 3s", d)
+	}
 	if _, ok := m.TryMutate("bob", "any", 1000, t0); !ok {
 		t.Fatal("a user with no quota was refused")
 	}
