@@ -24,7 +24,6 @@ import (
 	"millrace/broker/group"
 	"millrace/broker/interbroker"
 	"millrace/broker/log"
-	"millrace/broker/quota"
 	"millrace/broker/replication"
 	"millrace/broker/txn"
 	"millrace/internal/clientauth"
@@ -111,9 +110,6 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Quotas == nil {
-		cfg.Quotas = quota.None{}
 	}
 	specs, err := cfg.listenerSpecs()
 	if err != nil {

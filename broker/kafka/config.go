@@ -1,8 +1,6 @@
 package kafka
 
 import (
-	"millrace/broker/quota"
-
 	"errors"
 	"fmt"
 	"net"
@@ -11,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"millrace/broker/quota"
 	"millrace/broker/replica"
 	"millrace/broker/txn"
 	"millrace/internal/settings"
@@ -232,10 +231,9 @@ type Config struct {
 	// SASL holds the SASL settings (sasl_config.go).
 	SASL SASLConfig
 
-	// Quotas (default quota.None{}: no quotas; nil is the same) decides
-	// client quota throttling for the request path; the broker sets it to
-	// its quota manager (broker/quota), which the quota APIs' writes reach
-	// through the coordination store.
+	// Quotas decides how long a client over its quotas is throttled
+	// (broker/quota; enforced in throttle.go). Nil, the default, is
+	// quota.None: no quotas, and nothing recorded per request.
 	Quotas quota.Limiter
 }
 
@@ -243,7 +241,6 @@ type Config struct {
 // (connection counts, the request byte budget) and millrace's own settings.
 func DefaultConfig() Config {
 	return Config{
-		Quotas:                      quota.None{},
 		Listener:                    "PLAINTEXT://:9092",
 		ListenerSecurityProtocolMap: defaultSecurityProtocolMap,
 		SSLKeystoreType:             "PEM",
