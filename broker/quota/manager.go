@@ -137,6 +137,12 @@ func position(e Entity) int {
 	return positions - 1 // unreachable: the positions cover every shape
 }
 
+// Enabled implements Switch: whether any entity has a quota of kind.
+func (m *Manager) Enabled(kind Kind) bool {
+	i := kindIndex(kind)
+	return i >= 0 && m.enabled[i].Load()
+}
+
 // Quotas returns a copy of every entity's quotas.
 func (m *Manager) Quotas() map[Entity]map[Kind]float64 {
 	m.mu.RLock()

@@ -209,6 +209,10 @@ func TestNoQuotaIsFree(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("%v allocations per call with quotas off", allocs)
 	}
+	var limiter Limiter = m
+	if sw, ok := limiter.(Switch); !ok || sw.Enabled(ProducerByteRate) || !sw.Enabled(ConsumerByteRate) {
+		t.Fatal("the manager does not say which kinds are on")
+	}
 	if m.Sensors() != 0 {
 		t.Fatalf("%d sensors with quotas off", m.Sensors())
 	}
