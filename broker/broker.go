@@ -19,6 +19,7 @@ import (
 	"millrace/broker/group"
 	"millrace/broker/kafka"
 	"millrace/broker/log"
+	"millrace/broker/quota"
 	"millrace/broker/replication"
 )
 
@@ -39,6 +40,7 @@ type Broker struct {
 	logs    *log.Manager       // partition logs, each recovered as it opens
 	cluster *cluster.Cluster   // metadata model: the store, and the logs of hosted partitions
 	groups  *group.Coordinator // the store, and the cluster (partitions, coordinator ownership)
+	quotas  *quota.Follower    // client quotas (quota.Manager), kept equal to the store's
 	server  *kafka.Broker      // wire server: all of the above (kafka.Deps); opens its own parts
 	// schemaRegistry is the hosted schema registry (schema.registry.listeners),
 	// nil without one: the store, and the wire server it writes through.
@@ -119,6 +121,12 @@ func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 		return ok && c.ID == cfg.Kafka.BrokerID, gen
 	}
 	b.groups = group.New(b.store, gcfg, logger)
+	// Client quotas: loaded and followed from the store before the wire
+	// server asks them (broker/quota).
+	manager := quota.NewManager(0)
+	b.quotas = quota.NewFollower(b.store, manager, logger)
+	b.quotas.Start()
+	cfg.Kafka.Quotas = manager
 	deps := kafka.Deps{Cluster: b.cluster, Groups: b.groups, Logs: b.logs, Store: b.store, Metrics: cfg.Metrics,
 		HighWatermarkCheckpoint: filepath.Join(cfg.DataDir, "logs", replication.HighWatermarkCheckpointFile)}
 	if b.server, err = kafka.New(cfg.Kafka, deps, logger); err != nil {
@@ -193,6 +201,10 @@ func (b *Broker) closeParts() error {
 	if b.server != nil {
 		errs = append(errs, b.server.Close())
 		b.server = nil
+	}
+	if b.quotas != nil {
+		errs = append(errs, b.quotas.Close())
+		b.quotas = nil
 	}
 	if b.groups != nil {
 		errs = append(errs, b.groups.Close())

@@ -487,7 +487,7 @@ func (b *Broker) serveRequest(ctx context.Context, r *request) ([]byte, error) {
 // response written in pieces (see data_stream.go), or neither for none.
 func (b *Broker) serveResponse(ctx context.Context, r *request) ([]byte, *responseStream, error) {
 	var started time.Time
-	if b.quotas != nil {
+	if b.quotas.timed() {
 		started = time.Now()
 	}
 	resp, err := registry[r.key].handle(ctx, b, r)

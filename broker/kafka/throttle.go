@@ -48,6 +48,9 @@ const fetchKey = 1
 // quotaEnforcer asks the Limiter per request and counts the throttles.
 type quotaEnforcer struct {
 	limiter quota.Limiter
+	// sw, when the limiter has one, says which kinds any entity limits:
+	// the others are not measured (nil: every kind is).
+	sw quota.Switch
 	// exemptListener is the inter-broker listener when it is not also a
 	// client listener, else empty; exemptPrincipal the inter-broker SASL
 	// principal, empty without one.
@@ -78,6 +81,7 @@ func newQuotaEnforcer(cfg Config, listeners int, interBroker string, reg prometh
 			Name: "millrace_broker_throttle_time_seconds_total", Help: "Throttle time given to clients over a quota, by the quota kind that set it.",
 		}, []string{"kind"}),
 	}
+	e.sw, _ = cfg.Quotas.(quota.Switch)
 	if listeners > 1 {
 		e.exemptListener = interBroker
 	}
@@ -116,13 +120,37 @@ func quotaUser(principal string) string {
 	return name
 }
 
+// on reports whether any entity may have a quota of kind.
+func (e *quotaEnforcer) on(kind quota.Kind) bool { return e.sw == nil || e.sw.Enabled(kind) }
+
+// timed reports whether requests' handling time is to be measured for
+// request_percentage; false for a nil enforcer.
+func (e *quotaEnforcer) timed() bool { return e != nil && e.on(quota.RequestPercentage) }
+
 // enforce records the handled request r, answered by resp (nil or
 // noResponse for none), against its client's quotas; started is when its
-// handling began. The throttle, the largest of what each quota and the
-// handler (a mutation quota) asked, goes into resp's throttle_time_ms and
-// mutes the connection for as long.
+// handling began, zero when it was not timed. The throttle, the largest of
+// what each quota and the handler (a mutation quota) asked, goes into
+// resp's throttle_time_ms and mutes the connection for as long. A kind no
+// entity limits is not measured, so with no quotas set a request costs a
+// few atomic loads here.
 func (e *quotaEnforcer) enforce(r *request, resp kmsg.Response, started time.Time) {
-	if e.exempt(r) {
+	byteKind := quota.Kind("")
+	switch r.key {
+	case produceKey:
+		byteKind = quota.ProducerByteRate
+	case fetchKey:
+		byteKind = quota.ConsumerByteRate
+	}
+	var handlerThrottle time.Duration
+	tr, hasThrottle := resp.(kmsg.ThrottleResponse)
+	if hasThrottle {
+		// A mutation quota's throttle, set by the handler (KIP-599).
+		ms, _ := tr.Throttle()
+		handlerThrottle = time.Duration(ms) * time.Millisecond
+	}
+	bytesOn := byteKind != "" && e.on(byteKind)
+	if (!bytesOn && started.IsZero() && handlerThrottle <= 0) || e.exempt(r) {
 		return
 	}
 	user, clientID := quotaUser(r.conn.principal), r.clientIDString()
@@ -133,24 +161,18 @@ func (e *quotaEnforcer) enforce(r *request, resp kmsg.Response, started time.Tim
 			throttle, kind = d, k
 		}
 	}
-	switch r.key {
-	case produceKey:
-		take(quota.ProducerByteRate, e.limiter.Record(quota.ProducerByteRate, user, clientID, float64(r.size), now))
-	case fetchKey:
+	switch {
+	case bytesOn && r.key == produceKey:
+		take(byteKind, e.limiter.Record(byteKind, user, clientID, float64(r.size), now))
+	case bytesOn:
 		if f, ok := resp.(*streamedFetch); ok {
-			take(quota.ConsumerByteRate, e.limiter.Record(quota.ConsumerByteRate, user, clientID, float64(f.recordBytes()), now))
+			take(byteKind, e.limiter.Record(byteKind, user, clientID, float64(f.recordBytes()), now))
 		}
 	}
-	if !registry[r.key].blocking {
+	if !started.IsZero() && !registry[r.key].blocking {
 		take(quota.RequestPercentage, e.limiter.Record(quota.RequestPercentage, user, clientID, float64(now.Sub(started).Nanoseconds()), now))
 	}
-	tr, hasThrottle := resp.(kmsg.ThrottleResponse)
-	if hasThrottle {
-		// A mutation quota's throttle, set by the handler (KIP-599).
-		if ms, _ := tr.Throttle(); time.Duration(ms)*time.Millisecond > throttle {
-			throttle, kind = time.Duration(ms)*time.Millisecond, quota.ControllerMutationRate
-		}
-	}
+	take(quota.ControllerMutationRate, handlerThrottle)
 	if throttle <= 0 {
 		return
 	}

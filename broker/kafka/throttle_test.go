@@ -355,3 +355,53 @@ func TestQuotaControllerMutations(t *testing.T) {
 		})
 	}
 }
+
+// switchedLimiter is a fakeLimiter whose Switch says only the kinds in on
+// are limited anywhere.
+type switchedLimiter struct {
+	*fakeLimiter
+	on map[quota.Kind]bool
+}
+
+func (s switchedLimiter) Enabled(kind quota.Kind) bool { return s.on[kind] }
+
+// TestQuotaKindsNobodyLimitsAreNotMeasured: with a Limiter that says which
+// kinds any entity limits (quota.Switch), a request is recorded only under
+// those: with none on, a produce and a fetch ask the Limiter nothing; with
+// producer_byte_rate on, the produce is recorded and throttled.
+func TestQuotaKindsNobodyLimitsAreNotMeasured(t *testing.T) {
+	t.Parallel()
+	limiter := switchedLimiter{&fakeLimiter{client: "noisy", kind: quota.ProducerByteRate, throttle: 20 * time.Millisecond}, map[quota.Kind]bool{}}
+	tb := startBroker(t, withConfig(func(c *Config) { c.Quotas = limiter }))
+	tb.createTopic("logs", 1, nil)
+	c := dial(t, tb.addr)
+	produce := produceOne(t, "logs")
+	c.sendAs("noisy", produce, 1)
+	if resp := c.readResponse(produce, 1).(*kmsg.ProduceResponse); resp.ThrottleMillis != 0 {
+		t.Errorf("produce with no quota on anywhere: throttle_time_ms %d", resp.ThrottleMillis)
+	}
+	freq := fetchRequest(11, 0, 0, 1<<20, fetchPart{topic: "logs", maxBytes: 1 << 20})
+	c.sendAs("noisy", freq, 2)
+	c.readResponse(freq, 2)
+	limiter.mu.Lock()
+	calls := len(limiter.calls)
+	limiter.mu.Unlock()
+	if calls != 0 {
+		t.Fatalf("the Limiter was asked %d times with no kind on, want none", calls)
+	}
+
+	limiter.on = map[quota.Kind]bool{quota.ProducerByteRate: true}
+	tb2 := startBroker(t, withConfig(func(c *Config) { c.Quotas = limiter }))
+	tb2.createTopic("logs", 1, nil)
+	c2 := dial(t, tb2.addr)
+	c2.sendAs("noisy", produce, 1)
+	if resp := c2.readResponse(produce, 1).(*kmsg.ProduceResponse); resp.ThrottleMillis <= 0 {
+		t.Errorf("produce over its producer_byte_rate: throttle_time_ms %d, want > 0", resp.ThrottleMillis)
+	}
+	if got := limiter.recorded(quota.ProducerByteRate); len(got) != 1 {
+		t.Errorf("producer_byte_rate records %+v, want the one produce", got)
+	}
+	if got := limiter.recorded(quota.RequestPercentage); len(got) != 0 {
+		t.Errorf("request_percentage records %+v with that kind off, want none", got)
+	}
+}

@@ -39,6 +39,15 @@ type Limiter interface {
 	TryMutate(user, clientID string, n int, now time.Time) (throttle time.Duration, ok bool)
 }
 
+// Switch is implemented by a Limiter whose quotas come and go at run
+// time (Manager): Enabled(kind) is false while no entity anywhere has a
+// quota of kind, at the cost of one atomic load, so the request path can
+// skip measuring (a request's handling time, its bytes) for a kind no
+// one limits instead of measuring and then being told 0.
+type Switch interface {
+	Enabled(kind Kind) bool
+}
+
 // None is the Limiter with no quotas: it never throttles.
 type None struct{}
 

@@ -218,7 +218,8 @@ func update(s coord.Store, user string, change func(map[string]string) error) er
 		case !exists:
 			next, _ := json.Marshal(node)
 			write = coord.CreateOp{Path: path, Data: next, Mode: coord.Persistent}
-		case len(node.Config) == 0:
+		case len(node.Config) == 0 && stat.NumChildren == 0:
+			// A user with user+client quotas (broker/quota) keeps its node.
 			write = coord.DeleteOp{Path: path, Version: stat.Version}
 		default:
 			next, _ := json.Marshal(node)

@@ -24,7 +24,7 @@ var commandGroups = []struct {
 	{"broker", "Brokers, topics, records and groups:", []string{"broker", "cluster", "topic", "produce", "consume", "group", "schema"}},
 	{"agents", "Agents that feed the broker:", []string{"tail", "beacon", "syslog", "otlp"}},
 	{"lake", "Sinks, the lake and the audit:", []string{"sink", "lake", "audit"}},
-	{"admin", "Security and administration:", []string{"user", "acl", "bench", "completion", "version"}},
+	{"admin", "Security and administration:", []string{"user", "acl", "quota", "bench", "completion", "version"}},
 }
 
 // groupCommands registers the groups on root and puts each top-level
