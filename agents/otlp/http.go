@@ -59,11 +59,20 @@ func (r *Receiver) serveHTTP(w http.ResponseWriter, req *http.Request, signal st
 	if enc != "" && enc != "identity" && enc != "gzip" {
 		return plainAnswer(w, http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Encoding %q is not served; send gzip or none", enc))
 	}
+	// The body is read before a slot is taken (readingBudget says why).
+	raw, held, code, msg := r.readRaw(w, req)
+	defer r.reading.give(held)
+	switch {
+	case code == http.StatusServiceUnavailable:
+		return r.retryHTTP(w, mt, code, msg)
+	case code != 0:
+		return statusAnswer(w, mt, code, msg)
+	}
 	if !r.acquire() {
 		return r.retryHTTP(w, mt, http.StatusServiceUnavailable, "too many OTLP requests in progress")
 	}
 	defer r.release()
-	body, code, msg := r.readBody(w, req, enc == "gzip")
+	body, code, msg := r.decodeBody(raw, enc == "gzip")
 	if code != 0 {
 		return statusAnswer(w, mt, code, msg)
 	}
@@ -155,35 +164,45 @@ func unmarshal(ex request, contentType string, body []byte) error {
 	return nil
 }
 
-// readBody reads the body within MaxBodyBytes and, gunzipped, within
-// MaxDecodedBytes; a gzip bomb is cut off at the limit, never read whole.
-// It answers the status and message of a failure (status 0: none).
-func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request, gzipped bool) ([]byte, int, string) {
+// readRaw reads the body as sent, within MaxBodyBytes and the reading
+// budget; held is what it took from the budget, given back by the caller.
+// It answers the status and message of a failure (status 0: none; 503 is
+// retryable).
+func (r *Receiver) readRaw(w http.ResponseWriter, req *http.Request) (raw []byte, held int64, code int, msg string) {
 	if req.ContentLength > r.cfg.MaxBodyBytes {
-		return nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is %d bytes, more than the %d allowed", req.ContentLength, r.cfg.MaxBodyBytes)
+		return nil, 0, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is %d bytes, more than the %d allowed", req.ContentLength, r.cfg.MaxBodyBytes)
 	}
-	var src io.Reader = http.MaxBytesReader(w, req.Body, r.cfg.MaxBodyBytes)
-	limit := r.cfg.MaxBodyBytes
-	if gzipped {
-		zr, err := gzip.NewReader(src)
-		if err != nil {
-			code, msg := bodyError(err, r.cfg.MaxBodyBytes)
-			return nil, code, msg
-		}
-		defer zr.Close()
-		src, limit = zr, r.cfg.MaxDecodedBytes
-	}
+	br := &budgetReader{r: http.MaxBytesReader(w, req.Body, r.cfg.MaxBodyBytes), budget: r.reading}
 	var buf bytes.Buffer
-	if !gzipped && req.ContentLength > 0 {
-		buf.Grow(int(req.ContentLength) + bytes.MinRead)
-	}
-	n, err := buf.ReadFrom(io.LimitReader(src, limit+1))
+	_, err := buf.ReadFrom(br)
 	if err != nil {
+		if errors.Is(err, errReadingFull) {
+			return nil, br.held, http.StatusServiceUnavailable, err.Error()
+		}
 		code, msg := bodyError(err, r.cfg.MaxBodyBytes)
-		return nil, code, msg
+		return nil, br.held, code, msg
 	}
-	if n > limit {
-		return nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body decompresses to more than the %d bytes allowed", limit)
+	return buf.Bytes(), br.held, 0, ""
+}
+
+// decodeBody gunzips raw, when gzipped, within MaxDecodedBytes; a gzip
+// bomb is cut off at the limit, never inflated whole.
+func (r *Receiver) decodeBody(raw []byte, gzipped bool) ([]byte, int, string) {
+	if !gzipped {
+		return raw, 0, ""
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return nil, http.StatusBadRequest, "the gzip body is not gzip: " + err.Error()
+	}
+	defer zr.Close()
+	var buf bytes.Buffer
+	n, err := buf.ReadFrom(io.LimitReader(zr, r.cfg.MaxDecodedBytes+1))
+	if err != nil {
+		return nil, http.StatusBadRequest, "reading the gzip body failed: " + err.Error()
+	}
+	if n > r.cfg.MaxDecodedBytes {
+		return nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body decompresses to more than the %d bytes allowed", r.cfg.MaxDecodedBytes)
 	}
 	return buf.Bytes(), 0, ""
 }

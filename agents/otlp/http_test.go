@@ -3,10 +3,14 @@ package otlp
 import (
 	"bytes"
 	"compress/gzip"
+	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -17,6 +21,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"millrace/agents/ship"
+	"millrace/internal/waitfor"
 )
 
 // TestHTTPLogsRoundTrip: a protobuf logs request is one record on
@@ -345,5 +350,71 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if _, err := New(Config{HTTPAddr: ":0"}, nil, nil, nil); err == nil {
 		t.Fatal("a nil producer was taken")
+	}
+}
+
+// slowPost starts an export whose body arrives through the returned pipe
+// writer; the answer's status comes on the channel once the body is
+// closed.
+func slowPost(r *Receiver, path string) (*io.PipeWriter, <-chan int) {
+	pr, pw := io.Pipe()
+	req := httptest.NewRequest(http.MethodPost, path, pr)
+	req.Header.Set("Content-Type", contentProto)
+	done := make(chan int, 1)
+	go func() {
+		w := httptest.NewRecorder()
+		r.HTTPHandler().ServeHTTP(w, req)
+		done <- w.Code
+	}()
+	return pw, done
+}
+
+// TestSlowSenderHoldsNoSlot: a body still arriving holds none of the
+// MaxInFlight slots, so with one slot another export is answered while a
+// slow sender trickles; bodies being read are bounded by the reading
+// budget (twice MaxInFlight bodies of MaxBodyBytes), and past it a request
+// is answered 503 with Retry-After.
+func TestSlowSenderHoldsNoSlot(t *testing.T) {
+	t.Parallel()
+	r, _ := newTestReceiver(t, Config{MaxInFlight: 1, MaxBodyBytes: 1000})
+	body, _ := new(plog.ProtoMarshaler).MarshalLogs(testLogs(1, 1))
+	slow, slowDone := slowPost(r, "/v1/logs")
+	if _, err := slow.Write(body[:len(body)/2]); err != nil {
+		t.Fatal(err)
+	}
+	if w := post(r, "/v1/logs", contentProto, "", body); w.Code != http.StatusOK {
+		t.Fatalf("an export beside a slow sender: status %d: %s", w.Code, w.Body)
+	}
+
+	// The slow body and two others fill the budget (2,000 bytes).
+	var fillers []*io.PipeWriter
+	var fillersDone []<-chan int
+	for _, n := range []int{1000, 1000 - len(body)/2} {
+		filler, done := slowPost(r, "/v1/logs")
+		if _, err := filler.Write(make([]byte, n)); err != nil {
+			t.Fatal(err)
+		}
+		fillers, fillersDone = append(fillers, filler), append(fillersDone, done)
+	}
+	waitfor.Until(t, 5*time.Second, "the budget to fill", func() bool { return r.reading.used.Load() == 2000 })
+	w := post(r, "/v1/logs", contentProto, "", body)
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
+		t.Fatalf("a body past the reading budget: status %d, Retry-After %q; want 503 with Retry-After", w.Code, w.Header().Get("Retry-After"))
+	}
+	for i, f := range fillers {
+		f.CloseWithError(errors.New("sender gone"))
+		if code := <-fillersDone[i]; code != http.StatusBadRequest {
+			t.Errorf("a body cut off: status %d, want 400", code)
+		}
+	}
+	if _, err := slow.Write(body[len(body)/2:]); err != nil {
+		t.Fatal(err)
+	}
+	slow.Close()
+	if code := <-slowDone; code != http.StatusOK {
+		t.Errorf("the slow export, once whole: status %d", code)
+	}
+	if used := r.reading.used.Load(); used != 0 {
+		t.Errorf("%d bytes of the reading budget still held after every request ended", used)
 	}
 }

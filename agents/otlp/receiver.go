@@ -49,7 +49,8 @@ type Receiver struct {
 	logger   *slog.Logger
 	metrics  *metrics
 	security httpserver.Security
-	inFlight chan struct{} // a slot per request being decoded or published
+	inFlight chan struct{}  // a slot per request being decoded or published
+	reading  *readingBudget // the bytes of HTTP bodies being read, before their slot
 	audit    *audit.Counter
 
 	httpServer *http.Server
@@ -83,7 +84,10 @@ func New(cfg Config, producer Producer, reg prometheus.Registerer, logger *slog.
 		return nil, fmt.Errorf("otlp: %w", err)
 	}
 	return &Receiver{cfg: cfg, producer: producer, logger: logger, metrics: m, security: sec,
-		inFlight: make(chan struct{}, cfg.MaxInFlight)}, nil
+		inFlight: make(chan struct{}, cfg.MaxInFlight),
+		// Twice what the slots decode from at once: room for the next
+		// bodies to arrive while the slots are busy.
+		reading: &readingBudget{max: 2 * int64(cfg.MaxInFlight) * cfg.MaxBodyBytes}}, nil
 }
 
 // SetAudit makes the receiver count acknowledged log records in c, by
