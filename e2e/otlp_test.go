@@ -239,6 +239,7 @@ broker: {listen: %q}
 http: {listen: "127.0.0.1:%d", metrics_listen: "127.0.0.1:%d"}
 schema_registry: {enabled: false}
 otlp: {http_addr: %q, grpc_addr: %q}
+syslog: {enabled: false}
 ops_metrics: {interval: -1s}
 audit: {interval: 200ms}
 sinks:

@@ -334,6 +334,7 @@ http: {listen: 127.0.0.1:%d, metrics_listen: %s, audit_interval: -1s}
 ops_metrics: {interval: -1s}
 audit: {interval: 200ms}
 syslog: {udp: "127.0.0.1:0", tcp: "127.0.0.1:0"}
+otlp: {enabled: false}
 sinks:
   - {name: syslog, out: lake, topics: [syslog], schema: syslog, roll_age: 1s, idle_timeout: 1s}
 `, filepath.Join(dir, "data"), kafkaAddr, freePort(t), metricsAddr)

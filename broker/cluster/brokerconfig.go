@@ -105,6 +105,9 @@ var synonyms = sync.OnceValue(func() (s struct {
 }) {
 	s.byTopic, s.byBroker, s.readOnly = map[string]string{}, map[string]string{}, map[string]bool{}
 	for _, t := range TopicSettings() {
+		if t.Synonym == "" {
+			continue // a topic config with no broker-wide default (topicOnly)
+		}
 		s.byTopic[t.Name], s.byBroker[t.Synonym] = t.Synonym, t.Name
 		s.readOnly[t.Synonym] = !t.Dynamic
 	}
@@ -198,11 +201,12 @@ func (c *Cluster) setBrokerConfigsLocked(clusterWide, own map[string]string) boo
 
 // brokerLayersLocked returns the broker layers of the topic defaults by
 // topic config name: the dynamic ones (per broker over cluster-wide) and
-// the static ones, with each value's source. Called with mu held.
+// the static ones, with each value's source; for a topic config with no
+// broker-wide default, only its built-in default. Called with mu held.
 func (c *Cluster) brokerLayersLocked(topicConfig string) []ConfigSynonym {
 	broker, ok := BrokerSynonym(topicConfig)
 	if !ok {
-		return nil
+		return []ConfigSynonym{{topicConfig, c.builtinTopicDefaults[topicConfig], SourceDefault}}
 	}
 	var layers []ConfigSynonym
 	if v, ok := c.dynamicBroker[broker]; ok {

@@ -250,12 +250,22 @@ func TestBrokerConfigReachesOtherBrokers(t *testing.T) {
 	}
 }
 
-// TestEveryTopicConfigHasABrokerDefault: each topic config has a
-// broker-wide default under a broker name, so operators can set and change
-// it for the whole cluster.
+// topicOnly are the topic configs Kafka gives no broker-wide default: the
+// replicas a replication throttle holds name one topic's partitions.
+var topicOnly = map[string]bool{"leader.replication.throttled.replicas": true, "follower.replication.throttled.replicas": true}
+
+// TestEveryTopicConfigHasABrokerDefault: each topic config but the
+// topicOnly ones has a broker-wide default under a broker name, so
+// operators can set and change it for the whole cluster.
 func TestEveryTopicConfigHasABrokerDefault(t *testing.T) {
 	for _, name := range TopicConfigNames() {
 		broker, ok := BrokerSynonym(name)
+		if topicOnly[name] {
+			if ok {
+				t.Errorf("topic config %s has the broker-wide default %s; Kafka has none", name, broker)
+			}
+			continue
+		}
 		if !ok {
 			t.Errorf("topic config %s has no broker-wide default in topicConfigSynonyms", name)
 			continue

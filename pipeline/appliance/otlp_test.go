@@ -81,6 +81,7 @@ func TestOTLPUnderSecureUp(t *testing.T) {
 		SchemaRegistry: SchemaRegistryConfig{Listen: "127.0.0.1:0"},
 		HTTP:           HTTPConfig{Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", AuditInterval: -1},
 		OTLP:           otlpOnFreePorts,
+		Syslog:         syslogOff(),
 		OpsMetrics:     OpsMetricsConfig{Interval: -1},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -175,6 +176,7 @@ func TestOTLPPortTaken(t *testing.T) {
 		SchemaRegistry: SchemaRegistryConfig{Listen: "127.0.0.1:0"},
 		HTTP:           HTTPConfig{Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", AuditInterval: -1},
 		OTLP:           OTLPConfig{Config: otlp.Config{HTTPAddr: taken.Addr().String(), GRPCAddr: "127.0.0.1:0"}},
+		Syslog:         syslogOff(),
 		OpsMetrics:     OpsMetricsConfig{Interval: -1},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

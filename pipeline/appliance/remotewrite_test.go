@@ -41,6 +41,8 @@ func TestRemoteWriteNeedsHTTPAuth(t *testing.T) {
 		HTTP:       HTTPConfig{Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", AuditInterval: -1, Auth: HTTPAuthConfig{AuthConfig: httpserver.AuthConfig{BasicFile: basic}}},
 		Beacon:     &beacon.Config{},
 		OpsMetrics: OpsMetricsConfig{Interval: -1},
+		Syslog:     syslogOff(),
+		OTLP:       otlpOnFreePorts,
 	}
 	cfg.Audit.Enabled = &off
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -190,6 +190,7 @@ func TestStartFailureStopsWhatStarted(t *testing.T) {
 		Brokers:    c.ListenAddrs(),
 		HTTP:       HTTPConfig{Listen: taken.Addr().String(), MetricsListen: "127.0.0.1:0", AuditInterval: -1},
 		Syslog:     syslogOff(),
+		OTLP:       otlpOnFreePorts,
 		OpsMetrics: OpsMetricsConfig{Interval: -1},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

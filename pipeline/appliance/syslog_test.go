@@ -88,6 +88,7 @@ func TestSyslogUnderSecurity(t *testing.T) {
 		SchemaRegistry: SchemaRegistryConfig{Enabled: new(bool)},
 		HTTP:           HTTPConfig{Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", AuditInterval: -1},
 		Syslog:         SyslogConfig{Config: syslog.Config{TCP: "127.0.0.1:0"}},
+		OTLP:           otlpOnFreePorts,
 		OpsMetrics:     OpsMetricsConfig{Interval: -1},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -156,6 +157,7 @@ func TestSyslogPortTaken(t *testing.T) {
 		SchemaRegistry: SchemaRegistryConfig{Enabled: new(bool)},
 		HTTP:           HTTPConfig{Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", AuditInterval: -1},
 		Syslog:         SyslogConfig{Config: syslog.Config{TCP: taken.Addr().String()}},
+		OTLP:           otlpOnFreePorts,
 		OpsMetrics:     OpsMetricsConfig{Interval: -1},
 	}
 	_, err = Start(context.Background(), cfg, slog.New(slog.DiscardHandler))
