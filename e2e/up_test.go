@@ -161,23 +161,24 @@ func TestUpReplacesAStoppedSink(t *testing.T) {
 	} else {
 		resp.Body.Close()
 	}
-	// The new worker registered its own series in place of the stopped one's.
-	resp, err := http.Get(metricsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The new worker registered its own series in place of the stopped
+	// one's, and counts the rows once their table commit is done (the
+	// files are there just before).
 	restarts := regexp.MustCompile(`(?m)^millrace_lake_worker_restarts_total\{sink="clicks"\} ([1-9][0-9]*)$`)
-	if !restarts.Match(metrics) {
-		t.Errorf("/metrics counts no restart of the clicks sink's worker")
-	}
-	if rows := `millrace_lake_rows_total{sink="clicks",topic="clicks"} 150`; !strings.Contains(string(metrics), rows) {
-		t.Errorf("/metrics has no %s", rows)
-	}
+	rows := `millrace_lake_rows_total{sink="clicks",topic="clicks"} 150`
+	var metrics []byte
+	defer reportLastSeen(t, func() string { return "the last /metrics:\n" + string(tail(metrics, 4096)) })()
+	waitfor.Until(t, 10*time.Second, "/metrics to count a restart of the clicks worker and its 150 rows", func() bool {
+		resp, err := http.Get(metricsURL)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		if metrics, err = io.ReadAll(resp.Body); err != nil {
+			return false
+		}
+		return restarts.Match(metrics) && strings.Contains(string(metrics), rows)
+	})
 	if !up.stop(syscall.SIGTERM, 60*time.Second) || up.exitCode() != 0 {
 		t.Fatalf("millrace up did not stop cleanly on SIGTERM:\n%s", tail([]byte(up.log()), 4096))
 	}

@@ -28,10 +28,11 @@ import (
 //     committer (tableCommitter.startOffsets), so no partition moves and
 //     no table is reloaded while a commit of it runs.
 //
-// What a commit does to the worker's state (the audit totals, the markers
-// due, the metrics) is done on the landing goroutine, holding w.landing,
-// when the commit is settled (finishWindow); the goroutine itself touches
-// only the committer and the hooks that are safe from any goroutine.
+// What a commit does to the worker's state (the audit totals, the dedup
+// counts, the markers due) is done on the landing goroutine, holding
+// w.landing, when the commit is settled (finishWindow); the goroutine
+// itself touches only the committer, the metrics and the hooks that are
+// safe from any goroutine.
 
 // commitPipeline holds the commit in flight; its fields are guarded by
 // w.landing.
@@ -66,7 +67,14 @@ func (w *Worker) runCommit(ctx context.Context, lc *landingCommit) {
 		return
 	}
 	lc.took = w.now().Sub(lc.started)
-	w.metrics.commitLatency.WithLabelValues(lc.wc.tp.topic, w.cfg.Format).Observe(lc.took.Seconds())
+	topic := lc.wc.tp.topic
+	w.metrics.commitLatency.WithLabelValues(topic, w.cfg.Format).Observe(lc.took.Seconds())
+	// The landed counts move when the window is durable, not when the
+	// landing goroutine next settles (up to a poll later on a quiet topic).
+	rows, size := lc.wc.size()
+	w.metrics.rows.WithLabelValues(topic).Add(float64(rows))
+	w.metrics.bytes.WithLabelValues(topic).Add(float64(size))
+	w.metrics.windows.WithLabelValues(topic, lc.reason).Inc()
 	if w.cfg.AfterCommit != nil {
 		// From here rather than at settle: a benchmark's clock stops when
 		// the window is durable, not when the landing goroutine next looks.
@@ -141,7 +149,8 @@ func (w *Worker) giveUp(gone map[topicPartition]bool) {
 }
 
 // finishWindow does, on the landing goroutine, what a committed window
-// changes in the worker: the audit totals, the markers due, the metrics.
+// changes in the worker: the audit totals, the dedup counts, the markers
+// due.
 // It returns the commit's error, changing nothing. The caller holds
 // w.landing.
 func (w *Worker) finishWindow(lc *landingCommit) error {
@@ -150,22 +159,24 @@ func (w *Worker) finishWindow(lc *landingCommit) error {
 	}
 	p, win := lc.p, lc.win
 	w.applyAudit(p, win)
-	var rows, size int64
-	for _, f := range lc.wc.files {
-		rows += f.rows
-		size += f.bytes
-	}
-	w.metrics.rows.WithLabelValues(p.tp.topic).Add(float64(rows))
-	w.metrics.bytes.WithLabelValues(p.tp.topic).Add(float64(size))
-	w.metrics.windows.WithLabelValues(p.tp.topic, lc.reason).Inc()
 	w.mergeDedupCounts(p.tp.topic, win.dedup)
 	w.mu.Lock()
 	for _, f := range win.order {
 		w.addPendingLocked(p.tp.topic, f.bucket)
 	}
 	w.mu.Unlock()
+	rows, _ := lc.wc.size()
 	w.logger.Debug("window landed", "topic", p.tp.topic, "partition", p.tp.partition, "start", win.start,
 		"next", win.next, "rows", rows, "files", len(win.order), "dead_letters", win.deadLetters,
 		"reason", lc.reason, "commit_seconds", lc.took.Seconds())
 	return nil
+}
+
+// size is the rows and bytes of the window's files.
+func (wc windowCommit) size() (rows, bytes int64) {
+	for _, f := range wc.files {
+		rows += f.rows
+		bytes += f.bytes
+	}
+	return rows, bytes
 }
