@@ -29,7 +29,7 @@ import (
 	"millrace/agents/tail"
 	"millrace/broker"
 	"millrace/sinks/lake"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // staticBin is millrace built as deployments/container/Containerfile builds

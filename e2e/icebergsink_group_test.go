@@ -17,7 +17,7 @@ import (
 	"millrace/internal/pgtest"
 	"millrace/internal/waitfor"
 	"millrace/sinks/iceberg"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // TestIcebergSinkGroup: three `millrace sink --format iceberg` workers of

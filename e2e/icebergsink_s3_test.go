@@ -16,7 +16,7 @@ import (
 
 	"millrace/internal/pgtest"
 	"millrace/sinks/iceberg"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // TestIcebergSinkS3KilledMidStream: TestIcebergSinkKilledMidStream with the

@@ -35,6 +35,9 @@ var layers = []layer{
 	{name: "srclient", pkgs: []string{"schemas/srclient"}, may: []string{"base"}, testMay: []string{"srtest"}},
 	// An in-process registry for the tests of the client's users.
 	{name: "srtest", pkgs: []string{"schemas/srclient/srtest"}, may: []string{"registry", "base"}},
+	// Object stores (a file tree or an S3 bucket): the lake's files and
+	// the broker's tiered segments are kept through the same layer.
+	{name: "store", pkgs: []string{"store/..."}, may: []string{"base"}},
 	// The partition log knows nothing of the network, the coordination
 	// store or the lake.
 	{name: "log", pkgs: []string{"broker/log"}, may: []string{"base"}},
@@ -49,19 +52,22 @@ var layers = []layer{
 	// The replica manager: partitions led and followed, the high
 	// watermark, the acks=all wait; it carries out broker/replica's
 	// decisions against the cluster state and the logs.
-	{name: "replication", pkgs: []string{"broker/replication"}, may: []string{"state", "coord", "log", "replica", "base"}},
+	{name: "replication", pkgs: []string{"broker/replication"}, may: []string{"tier", "state", "coord", "log", "replica", "base"}},
+	// Tiered storage: uploads, the remote state (in the coordination
+	// store), remote reads and their cache.
+	{name: "tier", pkgs: []string{"broker/tier"}, may: []string{"store", "coord", "log", "base"}},
 	// What a broker sends another broker: one client pool (TLS, SASL) and
 	// the replica fetchers, which follow for the replica manager.
 	{name: "interbroker", pkgs: []string{"broker/interbroker"}, may: []string{"replication", "state", "log", "replica", "base"}},
 	// The wire server.
-	{name: "wire", pkgs: []string{"broker/kafka"}, may: []string{"interbroker", "replication", "state", "coord", "log", "replica", "base"}},
+	{name: "wire", pkgs: []string{"broker/kafka"}, may: []string{"tier", "interbroker", "replication", "state", "coord", "log", "replica", "base"}},
 	// What the schema registry is hosted on: its log on the _schemas topic
 	// (a Kafka client), its election on the coordination store, its
 	// authentication on the broker's users and ACLs. Its tests start an
 	// in-process broker as a fixture.
 	{name: "registryhost", pkgs: []string{"schemas/registry/kafkalog", "schemas/registry/election", "schemas/registry/brokerauth"}, may: []string{"registry", "state", "coord", "base"}, testMay: []string{"broker"}},
 	// A broker process: wiring of everything below.
-	{name: "broker", pkgs: []string{"broker"}, may: []string{"registryhost", "registry", "wire", "interbroker", "replication", "state", "coord", "log", "replica", "base"}},
+	{name: "broker", pkgs: []string{"broker"}, may: []string{"tier", "store", "registryhost", "registry", "wire", "interbroker", "replication", "state", "coord", "log", "replica", "base"}},
 	// Audit counts: imported by agents and sinks, so it imports neither.
 	{name: "audit", pkgs: []string{"audit/..."}, may: []string{"base"}},
 	// Agents publish through Kafka clients only: no broker, no sink code.
@@ -69,7 +75,7 @@ var layers = []layer{
 	// Sinks read through Kafka clients and import nothing of the broker:
 	// the batch validation they share with it is internal/recordbatch, in
 	// the base. Their tests may start an in-process broker as a fixture.
-	{name: "sinks", pkgs: []string{"sinks/..."}, may: []string{"audit", "srclient", "base"}, testMay: []string{"broker", "srtest"}},
+	{name: "sinks", pkgs: []string{"sinks/..."}, may: []string{"audit", "srclient", "store", "base"}, testMay: []string{"broker", "srtest"}},
 	// Applications: only pipeline/* sees every layer.
 	{name: "pipeline", pkgs: []string{"pipeline/..."}, may: []string{"*"}},
 	// Packages of tests only (no non-test files).
@@ -80,7 +86,7 @@ var layers = []layer{
 // so nothing of a test's fixtures reaches the binary.
 var testHelpers = []string{
 	"internal/waitfor", "internal/zktest", "internal/pgtest", "internal/s3test", "broker/coord/coordtest",
-	"sinks/store/storetest", "sinks/parquet/parquettest", "internal/recordbatch/batchtest", "sinks/lakeread/tabletest",
+	"store/storetest", "sinks/parquet/parquettest", "internal/recordbatch/batchtest", "sinks/lakeread/tabletest",
 	"schemas/srclient/srtest",
 }
 
@@ -169,7 +175,8 @@ func TestLayersRejectUpwardImports(t *testing.T) {
 		{"broker/replica", "internal/durable", false, false},
 		{"broker/cluster", "broker/kafka", false, false},
 		{"audit", "agents/ship", false, false},
-		{"audit", "sinks/store", false, false},
+		{"audit", "store", false, false},
+		{"broker/log", "store", false, false},
 		{"agents/tail", "sinks/parquet", false, false},
 		{"agents/ship", "broker/log", false, false},
 		{"sinks/lake", "broker/kafka", false, false},
@@ -183,7 +190,8 @@ func TestLayersRejectUpwardImports(t *testing.T) {
 		{"broker/kafka", "broker/replica", false, true},
 		{"sinks/lake", "audit", false, true},
 		{"agents/beacon", "agents/intake", false, true},
-		{"pipeline/reconcile", "sinks/store", false, true},
+		{"pipeline/reconcile", "store", false, true},
+		{"sinks/lake", "store", false, true},
 		{"pipeline/cli", "broker", false, true},
 		{"sinks/lake", "broker", false, false},
 		{"sinks/lake", "broker", true, true},

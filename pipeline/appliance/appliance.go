@@ -34,7 +34,7 @@ import (
 	"millrace/pipeline/monitor"
 	"millrace/sinks/iceberg"
 	"millrace/sinks/lake"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // Appliance is a running pipeline. Start brings the parts up in dependency

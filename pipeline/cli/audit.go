@@ -12,7 +12,7 @@ import (
 
 	"millrace/audit"
 	"millrace/pipeline/reconcile"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 func init() {

@@ -14,7 +14,7 @@ import (
 	"millrace/audit"
 	"millrace/internal/httpserver"
 	"millrace/pipeline/monitor"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 func init() {

@@ -21,7 +21,7 @@ import (
 	"millrace/sinks/iceberg"
 	"millrace/sinks/lakeread"
 	"millrace/sinks/parquet"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 func init() {

@@ -17,7 +17,7 @@ import (
 
 	"millrace/sinks/iceberg"
 	"millrace/sinks/lake"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // The maintenance of format: iceberg tables by hand: compact, expire and

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"millrace/sinks/lakeread"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // The lake commands that show values: head (the first rows), cat (every

@@ -12,7 +12,7 @@ import (
 
 	"millrace/internal/lazyfree"
 	"millrace/sinks/lake"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 func init() {

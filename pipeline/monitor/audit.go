@@ -19,7 +19,7 @@ import (
 	"millrace/pipeline/reconcile"
 	"millrace/sinks/iceberg"
 	"millrace/sinks/lakeread"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // AuditLake is one lake the console audits.

@@ -15,7 +15,7 @@ import (
 	"millrace/schemas"
 	"millrace/sinks/lakeread"
 	"millrace/sinks/lakeread/tabletest"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // TestLakePageShowsTables: /console/api/lake shows a lake's tables with

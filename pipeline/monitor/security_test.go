@@ -12,7 +12,7 @@ import (
 
 	"millrace/audit"
 	"millrace/internal/clientauth"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 func TestValidateSecurity(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"millrace/audit"
 	"millrace/sinks/lake"
 	"millrace/sinks/parquet"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // Lake is what the reconciler reads from a lake: rows per (topic, hour,

@@ -18,7 +18,7 @@ import (
 	"millrace/internal/clientauth"
 	"millrace/sinks/iceberg"
 	"millrace/sinks/lakeread"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // Statuses of a Line.

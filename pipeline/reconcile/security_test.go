@@ -10,7 +10,7 @@ import (
 
 	"millrace/audit"
 	"millrace/internal/clientauth"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // TestRunAuthenticates reads the audit topic of a broker that requires

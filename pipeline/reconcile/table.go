@@ -15,7 +15,7 @@ import (
 	"millrace/sinks/lake"
 	"millrace/sinks/lakeread"
 	"millrace/sinks/parquet"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // Tables is the Iceberg side of a lake (`format: iceberg`): the catalog

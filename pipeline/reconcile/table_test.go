@@ -11,7 +11,7 @@ import (
 	"millrace/sinks/iceberg"
 	"millrace/sinks/lakeread"
 	"millrace/sinks/lakeread/tabletest"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // TestReconcileTable reconciles a table with a known set of rows: a file

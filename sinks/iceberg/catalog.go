@@ -16,7 +16,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"             // database/sql driver "pgx"
 	_ "modernc.org/sqlite"                         // database/sql driver "sqlite", pure Go
 
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // Catalog is an open Iceberg catalog and the namespace the sink's tables live in.

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"strings"
 
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // The catalogs a Config may name.

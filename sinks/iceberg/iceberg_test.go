@@ -21,7 +21,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"millrace/schemas"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // metricRow is one row of the metric schema, as the tests write and read it.

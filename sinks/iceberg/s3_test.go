@@ -15,7 +15,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"millrace/internal/s3test"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // TestS3WarehouseRollsAndMaintenance: on a warehouse in a bucket of a real

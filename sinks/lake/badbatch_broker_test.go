@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/broker"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // startBroker runs a broker in this process over dir and returns its

@@ -18,7 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // Sizes of BenchmarkSinkFormats: 300,000 clicks, whose event times span

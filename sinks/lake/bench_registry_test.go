@@ -13,7 +13,7 @@ import (
 	"millrace/schemas/format"
 	"millrace/schemas/srclient"
 	"millrace/schemas/srclient/srtest"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // Sizes of BenchmarkSinkRegistry: 100,000 clicks over five hours of ts, in

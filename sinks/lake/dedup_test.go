@@ -18,7 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 func tailID(prefix string, offset int) string { return fmt.Sprintf("%016s%016x", prefix, offset) }

@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // Zombie-proof publishing (doc.go, "Superseded owners"): before every

@@ -23,7 +23,7 @@ import (
 	"millrace/audit"
 	"millrace/sinks/parquet"
 	"millrace/sinks/parquet/parquettest"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // fakeCommitter records commits; fail makes the next commits fail.

@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/internal/waitfor"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // blockingHistory has a commit at offset 2 whose replay hands out records

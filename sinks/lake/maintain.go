@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"millrace/sinks/iceberg"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // MaintenanceConfig is the scheduled table maintenance of Format iceberg,

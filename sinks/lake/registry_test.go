@@ -21,7 +21,7 @@ import (
 	"millrace/schemas/format/protobuf"
 	"millrace/schemas/srclient"
 	"millrace/sinks/parquet"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // fakeSource is a SchemaSource over real Avro schemas, keyed by ID, as a

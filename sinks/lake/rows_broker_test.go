@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"millrace/internal/waitfor"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // TestOtelLogsRestartBothLayouts: with an in-process broker, OTLP log

@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // Backoff between attempts to replace a worker that stopped on its own.

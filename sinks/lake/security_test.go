@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"millrace/internal/clientauth"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 func TestValidateSecurity(t *testing.T) {

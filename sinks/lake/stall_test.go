@@ -18,7 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // encodeRecord is one uncompressed v2 record with the given offset delta

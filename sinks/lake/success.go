@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // encodeWatermark is the commit metadata of a window: its largest record

@@ -17,7 +17,7 @@ import (
 
 	"millrace/schemas"
 	"millrace/sinks/iceberg"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // tableCommitter is the committer of Format iceberg (doc.go, "Iceberg

@@ -19,7 +19,7 @@ import (
 
 	"millrace/internal/waitfor"
 	"millrace/sinks/iceberg"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // TestIcebergTableCommits lands clicks in two rolls into a table of a real

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"millrace/sinks/iceberg"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // The formats a sink lands in (Config.Format).

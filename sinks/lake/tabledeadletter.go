@@ -10,7 +10,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"millrace/sinks/iceberg"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // The dead-letter table of Format iceberg (doc.go, "Dead letters"): a

@@ -14,7 +14,7 @@ import (
 
 	"millrace/schemas"
 	"millrace/sinks/iceberg"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // TestIcebergDeadLetters: with format iceberg, a record the schema refuses

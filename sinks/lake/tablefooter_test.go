@@ -9,7 +9,7 @@ import (
 	"millrace/schemas"
 	"millrace/sinks/iceberg"
 	"millrace/sinks/parquet"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // TestWriterFooterIsTheFilesFooter: the data file entry a commit builds

@@ -9,7 +9,7 @@ import (
 
 	"millrace/internal/s3test"
 	"millrace/sinks/iceberg"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // TestIcebergS3Warehouse: a worker lands clicks in two rolls into a table

@@ -4,7 +4,7 @@ import (
 	"context"
 	"strings"
 
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // tableStore puts the worker's files into the tables' data directories:

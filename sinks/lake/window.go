@@ -11,7 +11,7 @@ import (
 	"millrace/schemas/otel"
 	"millrace/sinks/iceberg"
 	"millrace/sinks/parquet"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // topicPartition names one partition.

@@ -19,7 +19,7 @@ import (
 	"millrace/schemas"
 	"millrace/schemas/format"
 	"millrace/sinks/iceberg"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // Worker is one member of a sink's consumer group. Create it with New, run it

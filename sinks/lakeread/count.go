@@ -4,7 +4,7 @@ import (
 	"context"
 	"sort"
 
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // Group is one value of a column and how many selected rows hold it.

@@ -13,7 +13,7 @@ import (
 
 	"millrace/schemas"
 	"millrace/sinks/parquet"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 var hour10 = time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC)

@@ -27,7 +27,7 @@ import (
 	"time"
 
 	"millrace/sinks/lake"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // Query selects rows of one topic.

@@ -16,7 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"millrace/schemas"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // batchRows is how many rows the Arrow reader decodes at a time: what one

@@ -12,7 +12,7 @@ import (
 	"millrace/schemas"
 	"millrace/sinks/iceberg"
 	"millrace/sinks/lakeread/tabletest"
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // landTable commits three clicks in two rolls (hours 10 and 11) to the

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"millrace/sinks/store"
+	"millrace/store"
 )
 
 // Config describes the backend under test.

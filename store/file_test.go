@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"millrace/sinks/store"
-	"millrace/sinks/store/storetest"
+	"millrace/store"
+	"millrace/store/storetest"
 )
 
 func TestFileConformance(t *testing.T) {

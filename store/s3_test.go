@@ -11,8 +11,8 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"millrace/internal/s3test"
-	"millrace/sinks/store"
-	"millrace/sinks/store/storetest"
+	"millrace/store"
+	"millrace/store/storetest"
 )
 
 func TestS3Conformance(t *testing.T) {
