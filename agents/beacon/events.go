@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"millrace/agents/ship"
 	"millrace/schemas"
 )
 
@@ -217,7 +218,7 @@ var (
 // produce: the valid events for the topic and the rejected ones, in a
 // dead-letter envelope, for the DLQ topic. pixel marks a /b.gif request,
 // whose Referer header is the page showing the image (the event's url)
-// rather than the page before it. An error (a *publishError) means the
+// rather than the page before it. An error (a *ship.Refusal) means the
 // request cannot be judged now: an event's schema could not be had from
 // the registry.
 func (s *Server) clickRecords(ctx context.Context, info reqInfo, raws []json.RawMessage, pixel bool) (*result, []*kgo.Record, error) {
@@ -227,7 +228,7 @@ func (s *Server) clickRecords(ctx context.Context, info reqInfo, raws []json.Raw
 	newSource := s.newSourceGate(info)
 	for i, raw := range raws {
 		rec, err := s.clickRecord(ctx, row, info, raw, pixel, &res.madeIDs)
-		var unjudged *publishError
+		var unjudged *ship.Refusal
 		if errors.As(err, &unjudged) {
 			return nil, nil, err
 		}

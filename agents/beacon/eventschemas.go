@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"millrace/agents/ship"
 	"millrace/schemas/format"
 	"millrace/schemas/srclient"
 )
@@ -33,7 +34,7 @@ func newEventSchemas(cfg Config) (*eventSchemas, error) {
 // check validates an event of eventType, raw as the client sent it,
 // against its subject's latest schema (cached; see srclient.Client.Latest).
 // A mismatch is an error saying where and why, which rejects the event. A
-// schema that cannot be had is a *publishError: 503, the client retries,
+// schema that cannot be had is a *ship.Refusal: 503, the client retries,
 // as when the broker cannot take the events; a subject that holds no JSON
 // Schema is a 500 until the operator fixes the map.
 func (v *eventSchemas) check(ctx context.Context, eventType string, raw []byte) error {
@@ -46,12 +47,12 @@ func (v *eventSchemas) check(ctx context.Context, eventType string, raw []byte) 
 	}
 	s, err := v.client.Latest(ctx, subject)
 	if err != nil {
-		return &publishError{status: http.StatusServiceUnavailable,
-			reason: "the schema of " + eventType + " events cannot be had from the schema registry now", err: err}
+		return &ship.Refusal{Status: http.StatusServiceUnavailable,
+			Reason: "the schema of " + eventType + " events cannot be had from the schema registry now", Err: err}
 	}
 	if name := s.Schema.Type().Name(); name != format.JSON {
-		return &publishError{status: http.StatusInternalServerError,
-			reason: fmt.Sprintf("subject %s holds a %s schema; the beacon validates events with JSON Schema only", subject, name)}
+		return &ship.Refusal{Status: http.StatusInternalServerError,
+			Reason: fmt.Sprintf("subject %s holds a %s schema; the beacon validates events with JSON Schema only", subject, name)}
 	}
 	if _, err := s.Schema.Decode(raw); err != nil {
 		return fmt.Errorf("%s: does not match %s version %d: %w", eventType, subject, s.Version, err)

@@ -47,8 +47,8 @@ func TestBrokerDownAnswers503(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "2" {
 		t.Fatalf("buffer full: %d", resp.StatusCode)
 	}
-	if res.Error != errBufferFull.reason {
-		t.Errorf("a request that cannot fit the buffer was answered %q, want %q", res.Error, errBufferFull.reason)
+	if res.Error != errBufferFull.Reason {
+		t.Errorf("a request that cannot fit the buffer was answered %q, want %q", res.Error, errBufferFull.Reason)
 	}
 	resp, b := h.do(http.MethodGet, "/b.gif?type=page_view", "", "", nil)
 	if resp.StatusCode != http.StatusServiceUnavailable || b != string(transparentGIF) {

@@ -11,27 +11,10 @@ import (
 	"millrace/agents/ship"
 )
 
-// publishError says why a request's records were not all acknowledged, and
-// how to answer.
-type publishError struct {
-	status int // 503 (retry later), 413 (a record can never fit) or 500
-	reason string
-	err    error
-}
-
-func (e *publishError) Error() string {
-	if e.err != nil {
-		return e.reason + ": " + e.err.Error()
-	}
-	return e.reason
-}
-
-func (e *publishError) Unwrap() error { return e.err }
-
 // errBufferFull is the publish answer when the producer cannot take the
 // request's records now.
-var errBufferFull = &publishError{status: http.StatusServiceUnavailable,
-	reason: "the broker cannot take more events now", err: ship.ErrBufferFull}
+var errBufferFull = &ship.Refusal{Status: http.StatusServiceUnavailable,
+	Reason: "the broker cannot take more events now", Err: ship.ErrBufferFull}
 
 // publish produces recs and waits until the broker acknowledged all of them.
 // The request is refused whole (errBufferFull) when the producer's buffer
@@ -47,32 +30,10 @@ func (s *Server) publish(ctx context.Context, recs []*kgo.Record, marks []auditM
 		acks[i] = m.counted()
 	}
 	errs, err := ship.ProduceAll(ctx, s.producer, recs, acks, s.cfg.AckTimeout)
-	switch {
-	case errors.Is(err, ship.ErrNeverFits):
-		// Answered as a full buffer: a request is bounded (max_events_per_request)
-		// well under the producer's buffer, so only a misconfigured
-		// buffer lands here.
-		return errBufferFull
-	case errors.Is(err, ship.ErrAckTimeout):
-		return &publishError{status: http.StatusServiceUnavailable,
-			reason: "the broker did not acknowledge the events in time", err: err}
-	case err == nil:
-		err = ship.FirstError(errs)
-	}
-	if err == nil {
-		return nil
-	}
-	switch ship.Classify(err) {
-	case ship.KindBufferFull:
-		return errBufferFull
-	case ship.KindCanceled:
-		return &publishError{status: http.StatusServiceUnavailable, reason: "request ended", err: err}
-	case ship.KindTooLarge:
-		return &publishError{status: http.StatusRequestEntityTooLarge, reason: "an event is too large for the broker", err: err}
-	case ship.KindRejected:
-		return &publishError{status: http.StatusInternalServerError, reason: "the broker rejected the events", err: err}
-	}
-	return &publishError{status: http.StatusServiceUnavailable, reason: "the broker did not acknowledge the events", err: err}
+	// ErrNeverFits is answered as a full buffer: a request is bounded
+	// (max_events_per_request) well under the producer's buffer, so only a
+	// misconfigured buffer lands there.
+	return ship.Refuse(errs, err, "an event", "events", errBufferFull)
 }
 
 // result is the JSON answer to an ingest request.
@@ -130,14 +91,14 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, reason
 
 // failPublish answers a request whose records were not all acknowledged.
 func (s *Server) failPublish(w http.ResponseWriter, r *http.Request, err error) {
-	var pe *publishError
+	var pe *ship.Refusal
 	if !errors.As(err, &pe) {
-		pe = &publishError{status: http.StatusInternalServerError, reason: "publishing failed", err: err}
+		pe = &ship.Refusal{Status: http.StatusInternalServerError, Reason: "publishing failed", Err: err}
 	}
-	if pe.status == http.StatusServiceUnavailable {
+	if pe.Status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", retryAfterSeconds(s.cfg.RetryAfter))
 		s.metrics.unavailable.Inc()
 	}
-	s.logger.Warn("events not acknowledged", "route", r.URL.Path, "status", pe.status, "err", pe)
-	s.fail(w, r, pe.status, pe.reason)
+	s.logger.Warn("events not acknowledged", "route", r.URL.Path, "status", pe.Status, "err", pe)
+	s.fail(w, r, pe.Status, pe.Reason)
 }

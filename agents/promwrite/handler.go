@@ -145,15 +145,15 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) int {
 	}
 	recs, acks, invalid := h.records(conv, requestSource(r, h.cfg.Source), newSource)
 	if err := h.publish(r.Context(), recs, acks); err != nil {
-		var pe *publishError
+		var pe *ship.Refusal
 		if !errors.As(err, &pe) {
-			pe = &publishError{status: http.StatusInternalServerError, reason: "publishing failed", err: err}
+			pe = &ship.Refusal{Status: http.StatusInternalServerError, Reason: "publishing failed", Err: err}
 		}
-		h.logger.Warn("samples not acknowledged", "status", pe.status, "err", pe)
-		if pe.status == http.StatusServiceUnavailable {
-			return h.retryLater(w, pe.reason)
+		h.logger.Warn("samples not acknowledged", "status", pe.Status, "err", pe)
+		if pe.Status == http.StatusServiceUnavailable {
+			return h.retryLater(w, pe.Reason)
 		}
-		return answer(w, pe.status, pe.reason)
+		return answer(w, pe.Status, pe.Reason)
 	}
 	if invalid != nil {
 		return answer(w, http.StatusBadRequest, invalid.Error())
