@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"millrace/internal/waitfor"
+	"millrace/schemas/otel"
 )
 
 // The OTLP receiver's topics (agents/otlp's defaults).
@@ -130,7 +131,7 @@ func (o *otlpTopics) poll() {
 				n := 0
 				for _, sm := range rm.ScopeMetrics().All() {
 					for _, m := range sm.Metrics().All() {
-						n += dataPoints(m)
+						n += otel.PointCount(m)
 					}
 				}
 				o.points[serviceName(rm.Resource().Attributes().AsRaw())] += n
@@ -181,23 +182,6 @@ func (o *otlpTopics) waitFor(limit time.Duration, what string, cond func() bool)
 		o.poll()
 		return cond()
 	})
-}
-
-// dataPoints counts a metric's data points of any type.
-func dataPoints(m pmetric.Metric) int {
-	switch m.Type() {
-	case pmetric.MetricTypeGauge:
-		return m.Gauge().DataPoints().Len()
-	case pmetric.MetricTypeSum:
-		return m.Sum().DataPoints().Len()
-	case pmetric.MetricTypeHistogram:
-		return m.Histogram().DataPoints().Len()
-	case pmetric.MetricTypeExponentialHistogram:
-		return m.ExponentialHistogram().DataPoints().Len()
-	case pmetric.MetricTypeSummary:
-		return m.Summary().DataPoints().Len()
-	}
-	return 0
 }
 
 func serviceName(attrs map[string]any) string {

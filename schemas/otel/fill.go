@@ -79,7 +79,7 @@ func (r *Rows) indexMetrics() {
 		for j := range sms.Len() {
 			ms := sms.At(j).Metrics()
 			for k := range ms.Len() {
-				for p := range pointCount(ms.At(k)) {
+				for p := range PointCount(ms.At(k)) {
 					r.locs = append(r.locs, loc{int32(i), int32(j), int32(k), int32(p)})
 				}
 			}
@@ -87,8 +87,9 @@ func (r *Rows) indexMetrics() {
 	}
 }
 
-// pointCount is the number of data points of m (0 for a metric of no type).
-func pointCount(m pmetric.Metric) int {
+// PointCount is the number of data points of m, whatever its type (0 for
+// a metric of no type): the rows it lands as, and what the audit counts.
+func PointCount(m pmetric.Metric) int {
 	switch m.Type() {
 	case pmetric.MetricTypeGauge:
 		return m.Gauge().DataPoints().Len()
