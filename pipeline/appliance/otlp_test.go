@@ -84,13 +84,7 @@ func TestOTLPUnderSecureUp(t *testing.T) {
 		Syslog:         syslogOff(),
 		OpsMetrics:     OpsMetricsConfig{Interval: -1},
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	a, err := Start(ctx, cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Shutdown(context.Background())
+	a, ctx := startAppliance(t, cfg, 60*time.Second)
 	httpAddr, grpcAddr := a.OTLPAddrs()
 	if httpAddr == nil || grpcAddr == nil || a.OTLPScheme() != "http" {
 		t.Fatalf("receiver at %v and %v over %s", httpAddr, grpcAddr, a.OTLPScheme())

@@ -2,8 +2,6 @@ package appliance
 
 import (
 	"bytes"
-	"context"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -45,13 +43,7 @@ func TestRemoteWriteNeedsHTTPAuth(t *testing.T) {
 		OTLP:       otlpOnFreePorts,
 	}
 	cfg.Audit.Enabled = &off
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	a, err := Start(ctx, cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Shutdown(context.Background())
+	a, ctx := startAppliance(t, cfg, 30*time.Second)
 	base := "http://" + a.HTTPAddr().String()
 	// An empty WriteRequest: nothing to produce, answered 204 once past
 	// the authentication.

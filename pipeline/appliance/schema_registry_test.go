@@ -1,10 +1,8 @@
 package appliance
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -89,13 +87,7 @@ func TestSchemaRegistrySecure(t *testing.T) {
 		OpsMetrics:     OpsMetricsConfig{Interval: -1},
 	}
 	cfg.Audit.Enabled = &off
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	a, err := Start(ctx, cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Shutdown(context.Background())
+	a, ctx := startAppliance(t, cfg, 60*time.Second)
 	addr := a.SchemaRegistryAddr()
 	if addr == nil || a.SchemaRegistryScheme() != "https" {
 		t.Fatalf("schema registry at %v over %s, want one over https", addr, a.SchemaRegistryScheme())

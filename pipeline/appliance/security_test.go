@@ -148,13 +148,7 @@ func TestStartAuthenticates(t *testing.T) {
 			Config: lake.Config{Topics: []string{"logs"}, Schema: "log", IdleTimeout: 100 * time.Millisecond, SessionTimeout: 6 * time.Second}}},
 		OpsMetrics: OpsMetricsConfig{Interval: -1},
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	a, err := Start(ctx, cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Shutdown(context.Background())
+	a, ctx := startAppliance(t, cfg, 30*time.Second)
 	var files []string
 	for len(files) == 0 {
 		select {

@@ -91,13 +91,7 @@ func TestSyslogUnderSecurity(t *testing.T) {
 		OTLP:           otlpOnFreePorts,
 		OpsMetrics:     OpsMetricsConfig{Interval: -1},
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	a, err := Start(ctx, cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Shutdown(context.Background())
+	a, ctx := startAppliance(t, cfg, 60*time.Second)
 	addrs, ok := a.SyslogAddrs()
 	if !ok || addrs.TCP == nil || addrs.UDP != nil || addrs.TLS != nil {
 		t.Fatalf("syslog listening on %+v (on: %v), want TCP only", addrs, ok)
