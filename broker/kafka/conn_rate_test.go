@@ -3,6 +3,7 @@ package kafka
 import (
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -167,5 +168,16 @@ func TestConnectionCreationRateZero(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(tb.broker.metrics.throttledConns.WithLabelValues("connection_creation_rate")); n != 1 {
 		t.Errorf("connections throttled by connection_creation_rate: %v, want 1", n)
+	}
+}
+
+// TestPerIPRateSettingReplaced: the setting that stood in for ip quotas
+// is refused with the quota to set instead.
+func TestPerIPRateSettingReplaced(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig()
+	err := cfg.Set("millrace.max.connection.creation.rate.per.ip", "5")
+	if err == nil || !strings.Contains(err.Error(), "connection_creation_rate") || !strings.Contains(err.Error(), "--ip-default") {
+		t.Fatalf("setting millrace.max.connection.creation.rate.per.ip: %v, want an error naming the ip quota", err)
 	}
 }
