@@ -147,6 +147,7 @@ func TestIPEntityRules(t *testing.T) {
 		{"a host name is not resolved", []Component{{TypeIP, name("example.invalid")}}, Entity{}, false},
 		{"an address with a port is not an address", []Component{{TypeIP, name("10.0.0.1:9092")}}, Entity{}, false},
 		{"an empty name", []Component{{TypeIP, name("")}}, Entity{}, false},
+		{"an IPv6 zone, which no peer address has", []Component{{TypeIP, name("fe80::1%eth0")}}, Entity{}, false},
 	}
 	for _, c := range entities {
 		got, err := ParseEntity(c.components)

@@ -52,10 +52,11 @@ func IPEntity(ip string) Entity { return Entity{HasIP: true, IP: ip} }
 // connection's remote address. Host names are not resolved (Kafka's
 // admin path resolves them once, at write time, which pins a quota to
 // whatever address the name had then); ok is false for anything that is
-// not an address.
+// not an address, and for an IPv6 zone (fe80::1%eth0), which a
+// connection's peer address never carries.
 func CanonicalIP(s string) (string, bool) {
 	addr, err := netip.ParseAddr(s)
-	if err != nil {
+	if err != nil || addr.Zone() != "" {
 		return "", false
 	}
 	return addr.Unmap().String(), true
