@@ -4,13 +4,18 @@ package kafka
 //
 // Lists the client quotas stored in the coordination store (broker/quota)
 // whose entity matches the filter: each component names an entity type
-// (user, client-id) and matches it exactly (a name), as the default, or
-// any; with strict, entities with other types are left out, so
-// {user: any, strict} lists user quotas but not user+client-id ones. A
-// default's name is null. Only quota keys are listed, never the SCRAM
-// credentials that share a user's node. Errors are for the whole
-// request: INVALID_REQUEST for an unknown entity type or match type, a
-// type named twice or an exact match without a name;
+// (user, client-id, ip) and matches it exactly (a name; for an ip, any
+// spelling of the address), as the default, or any; with strict,
+// entities with other types are left out, so {user: any, strict} lists
+// user quotas but not user+client-id ones. A filter with no components
+// lists every entity, ip entities (connection_creation_rate, KIP-612)
+// included; one naming a user or a client-id lists no ip entity, and one
+// naming an ip only ip entities. A default's name is null. Only quota
+// keys are listed, never the SCRAM credentials that share a user's node.
+// Errors are for the whole request: INVALID_REQUEST for an unknown
+// entity type or match type, a type named twice, an exact match without
+// a name, or an ip component beside a user or client-id one (Kafka's
+// rule);
 // CLUSTER_AUTHORIZATION_FAILED without DescribeConfigs on the cluster
 // when an authorizer is on, as in Kafka. It reads the store, not the
 // quota cache, so a change made through any broker shows at once.
@@ -68,7 +73,7 @@ func handleDescribeClientQuotas(_ context.Context, b *Broker, r *request) (kmsg.
 			ent.Type, ent.Name = c.Type, c.Name
 			entry.Entity = append(entry.Entity, ent)
 		}
-		for _, k := range quota.Kinds {
+		for _, k := range e.Kinds() {
 			if v, ok := all[e][k]; ok {
 				value := kmsg.NewDescribeClientQuotasResponseEntryValue()
 				value.Key, value.Value = string(k), v

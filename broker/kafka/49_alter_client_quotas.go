@@ -4,15 +4,21 @@ package kafka
 //
 // Sets and removes client quotas in the coordination store (broker/quota),
 // at Kafka's znodes (/config/users/<user>, /config/clients/<client-id>,
-// /config/users/<user>/clients/<client-id>, <default> for a null name),
-// each write with a change notification every broker's quota manager
-// follows. One result per entry, with the entry's entity; an entry with
-// an error has none of its operations applied, the others are:
+// /config/users/<user>/clients/<client-id>, /config/ips/<ip>, <default>
+// for a null name), each write with a change notification every broker's
+// quota manager follows. An ip entity's one quota is
+// connection_creation_rate (KIP-612), enforced on accept
+// (conn_rate.go). One result per entry, with the entry's entity; an entry
+// with an error has none of its operations applied, the others are:
 //
 //   - INVALID_REQUEST: an empty entity, a type named twice, an unknown
-//     type or an ip entity (not supported), an empty name, an unknown
-//     quota key, a key altered twice, a negative or non-finite value, or a
-//     byte rate that is not a whole number;
+//     type, an ip with a user or a client-id, an ip name that is not an
+//     address (host names are not resolved), an empty name, an unknown
+//     quota key, a key the entity's type does not have
+//     (connection_creation_rate on a user or client-id, a client quota on
+//     an ip), a key altered twice, a negative or non-finite value, a byte
+//     rate that is not a whole number, or a connection rate that is not a
+//     whole number up to 2147483647;
 //   - CLUSTER_AUTHORIZATION_FAILED: no AlterConfigs on the cluster when
 //     an authorizer is on, as in Kafka (every entry).
 //
@@ -77,6 +83,6 @@ func alteration(components []quota.Component, kops []kmsg.AlterClientQuotasReque
 	for _, op := range kops {
 		ops = append(ops, quota.Op{Key: op.Key, Value: op.Value, Remove: op.Remove})
 	}
-	set, remove, err := quota.ParseOps(ops)
+	set, remove, err := quota.ParseOps(entity, ops)
 	return entity, set, remove, err
 }

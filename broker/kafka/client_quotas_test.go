@@ -3,12 +3,14 @@ package kafka
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"millrace/broker/acl"
 	"millrace/broker/quota"
+	"millrace/internal/waitfor"
 )
 
 func named(s string) *string { return &s }
@@ -182,5 +184,124 @@ func TestClientQuotasNeedCluster(t *testing.T) {
 	}
 	if d, err := adm.DescribeClientQuotas(ctx, false, nil); err != nil || len(d) != 1 {
 		t.Errorf("DescribeClientQuotas with DescribeConfigs: %v %v", d, err)
+	}
+}
+
+// TestIPQuotasRoundTrip: ip entities (KIP-612) through kadm: set for an
+// address and for the default, described back (every spelling of an
+// address naming one entity), filtered by Kafka's rules, refused where
+// Kafka refuses them, and enforced once a follower applies them: the
+// connections from 127.0.0.1 beyond its rate wait and are served.
+func TestIPQuotasRoundTrip(t *testing.T) {
+	t.Parallel()
+	manager := quota.NewManager(0)
+	tb := startBroker(t, withConfig(func(c *Config) { c.Quotas = manager }))
+	follower := quota.NewFollower(tb.store, manager, nil)
+	follower.Start()
+	t.Cleanup(func() { follower.Close() })
+	adm, _ := newAdmin(t, tb.addr)
+	ctx := testContext(t)
+	ip := func(n *string) kadm.ClientQuotaEntity {
+		return kadm.ClientQuotaEntity{{Type: "ip", Name: n}}
+	}
+	rate := func(v float64) []kadm.AlterClientQuotaOp {
+		return []kadm.AlterClientQuotaOp{{Key: "connection_creation_rate", Value: v}}
+	}
+	altered, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{
+		{Entity: ip(named("127.0.0.1")), Ops: rate(5)},
+		{Entity: ip(nil), Ops: rate(1000)},
+		{Entity: ip(named("0:0:0:0:0:0:0:1")), Ops: rate(7)},
+		{Entity: kadm.ClientQuotaEntity{{Type: "user", Name: named("alice")}}, Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1024}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range altered {
+		if a.Err != nil {
+			t.Fatalf("%s: %v %s", a.Entity, a.Err, a.ErrMessage)
+		}
+	}
+	if v, err := quota.Read(tb.store, quota.IPEntity("::1")); err != nil || v[quota.ConnectionCreationRate] != 7 {
+		t.Fatalf("/config/ips/::1: %v %v", v, err)
+	}
+	described, err := adm.DescribeClientQuotas(ctx, false, []kadm.DescribeClientQuotaComponent{{Type: "ip", MatchType: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, d := range described {
+		if len(d.Values) != 1 || d.Values[0].Key != "connection_creation_rate" {
+			t.Fatalf("%s described as %v", d.Entity, d.Values)
+		}
+		got[d.Entity.String()] = d.Values[0].Value
+	}
+	want := map[string]float64{"{ip=127.0.0.1}": 5, "{ip=<default>}": 1000, "{ip=::1}": 7}
+	if len(got) != len(want) {
+		t.Fatalf("ip entities described: %v, want %v", got, want)
+	}
+	for e, v := range want {
+		if got[e] != v {
+			t.Errorf("%s: %v, want %v (all: %v)", e, got[e], v, got)
+		}
+	}
+
+	filters := []struct {
+		name       string
+		strict     bool
+		components []kadm.DescribeClientQuotaComponent
+		want       int
+	}{
+		{"no filter: users and ips", false, nil, 4},
+		{"exact ip, another spelling", false, []kadm.DescribeClientQuotaComponent{{Type: "ip", MatchType: 0, MatchName: named("::ffff:127.0.0.1")}}, 1},
+		{"default ip, strict", true, []kadm.DescribeClientQuotaComponent{{Type: "ip", MatchType: 1}}, 1},
+		{"any user: no ip", false, []kadm.DescribeClientQuotaComponent{{Type: "user", MatchType: 2}}, 1},
+	}
+	for _, f := range filters {
+		if d, err := adm.DescribeClientQuotas(ctx, f.strict, f.components); err != nil || len(d) != f.want {
+			t.Errorf("%s: %d entities (%v), want %d", f.name, len(d), err, f.want)
+		}
+	}
+	if _, err := adm.DescribeClientQuotas(ctx, false, []kadm.DescribeClientQuotaComponent{{Type: "ip", MatchType: 2}, {Type: "user", MatchType: 2}}); !errors.Is(err, kerr.InvalidRequest) {
+		t.Errorf("an ip filter beside a user one: %v, want INVALID_REQUEST", err)
+	}
+	refused := []struct {
+		name  string
+		entry kadm.AlterClientQuotaEntry
+	}{
+		{"ip with a user", kadm.AlterClientQuotaEntry{Entity: kadm.ClientQuotaEntity{{Type: "ip", Name: named("10.0.0.1")}, {Type: "user", Name: named("u")}}, Ops: rate(1)}},
+		{"a host name", kadm.AlterClientQuotaEntry{Entity: ip(named("localhost")), Ops: rate(1)}},
+		{"a client quota on an ip", kadm.AlterClientQuotaEntry{Entity: ip(named("10.0.0.1")), Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1}}}},
+		{"an ip quota on a client-id", kadm.AlterClientQuotaEntry{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: nil}}, Ops: rate(1)}},
+		{"a fractional rate (an INT)", kadm.AlterClientQuotaEntry{Entity: ip(named("10.0.0.1")), Ops: rate(1.5)}},
+	}
+	for _, r := range refused {
+		res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{r.entry})
+		if err != nil || !errors.Is(res[0].Err, kerr.InvalidRequest) {
+			t.Errorf("%s: %v %+v, want INVALID_REQUEST", r.name, err, res)
+		}
+	}
+
+	// Enforced: 8 connections from 127.0.0.1 at 5 a second take 600ms.
+	waitfor.Until(t, 2*time.Second, "the follower applies 127.0.0.1's quota", func() bool {
+		r, ok := manager.ConnectionCreationRate("127.0.0.1")
+		return ok && r == 5
+	})
+	start := time.Now()
+	for i := range 8 {
+		dial(t, tb.addr).apiVersionsOK(int32(i))
+	}
+	if elapsed := time.Since(start); elapsed < 600*time.Millisecond {
+		t.Errorf("8 connections from 127.0.0.1 served in %v, want at least 600ms at 5 per second", elapsed)
+	}
+
+	var removals []kadm.AlterClientQuotaEntry
+	for _, e := range []kadm.ClientQuotaEntity{ip(named("127.0.0.1")), ip(nil), ip(named("::1"))} {
+		removals = append(removals, kadm.AlterClientQuotaEntry{Entity: e, Ops: []kadm.AlterClientQuotaOp{{Key: "connection_creation_rate", Remove: true}}})
+	}
+	if _, err := adm.AlterClientQuotas(ctx, removals); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := adm.DescribeClientQuotas(ctx, false, []kadm.DescribeClientQuotaComponent{{Type: "ip", MatchType: 2}}); err != nil || len(d) != 0 {
+		t.Fatalf("after removing every ip quota: %v %v", d, err)
 	}
 }

@@ -125,13 +125,9 @@ type Config struct {
 	// Kafka's 2147483647, unpaced) is the connections per second each
 	// listener accepts; beyond a burst of one second's worth, accepting
 	// waits (KIP-612, conn_rate.go). Connections are slowed, not refused.
+	// The rate per IP address is not a setting but, as in Kafka, the
+	// connection_creation_rate quota of an ip entity (broker/quota).
 	MaxConnectionCreationRate int
-	// MaxConnectionCreationRatePerIP
-	// (millrace.max.connection.creation.rate.per.ip, default 2147483647,
-	// unpaced) is the connections per second from one IP address, slowed
-	// in the same way; Kafka sets it as an IP entity's
-	// connection_creation_rate quota.
-	MaxConnectionCreationRatePerIP int
 	// LeaderReplicationThrottledRate (leader.replication.throttled.rate,
 	// default Kafka's 9223372036854775807, unbounded) is the record bytes
 	// per second this broker, as leader, sends to out-of-sync followers of
@@ -280,7 +276,6 @@ func DefaultConfig() Config {
 		MaxConnections:                   4096,
 		MaxConnectionsPerIP:              1000,
 		MaxConnectionCreationRate:        math.MaxInt32,
-		MaxConnectionCreationRatePerIP:   math.MaxInt32,
 		LeaderReplicationThrottledRate:   math.MaxInt64,
 		FollowerReplicationThrottledRate: math.MaxInt64,
 		QueuedMaxRequestBytes:            104857600,
@@ -331,9 +326,6 @@ func (c Config) Validate() error {
 	}
 	if c.MaxConnectionCreationRate < 1 {
 		errs = append(errs, fmt.Errorf("max.connection.creation.rate %d must be at least 1 connection per second", c.MaxConnectionCreationRate))
-	}
-	if c.MaxConnectionCreationRatePerIP < 1 {
-		errs = append(errs, fmt.Errorf("millrace.max.connection.creation.rate.per.ip %d must be at least 1 connection per second", c.MaxConnectionCreationRatePerIP))
 	}
 	if c.LeaderReplicationThrottledRate < 0 || c.FollowerReplicationThrottledRate < 0 {
 		errs = append(errs, fmt.Errorf("leader.replication.throttled.rate %d and follower.replication.throttled.rate %d must not be negative", c.LeaderReplicationThrottledRate, c.FollowerReplicationThrottledRate))
@@ -436,7 +428,6 @@ var Settings = settings.Join(settings.NewList(settingError,
 		Format: func(c Config) string { return formatIPOverrides(c.MaxConnectionsPerIPOverrides) },
 	},
 	integer("max.connection.creation.rate", settings.Int, "new connections per second on each listener; beyond, accepting waits (KIP-612)", func(c *Config) *int { return &c.MaxConnectionCreationRate }),
-	integer("millrace.max.connection.creation.rate.per.ip", settings.Int, "new connections per second from one IP address; beyond, they wait (KIP-612)", func(c *Config) *int { return &c.MaxConnectionCreationRatePerIP }),
 	integer("leader.replication.throttled.rate", settings.Long, "record bytes per second sent to out-of-sync followers of the replicas topics list in leader.replication.throttled.replicas", func(c *Config) *int64 { return &c.LeaderReplicationThrottledRate }),
 	integer("follower.replication.throttled.rate", settings.Long, "record bytes per second fetched, as follower, for the not caught-up replicas topics list in follower.replication.throttled.replicas", func(c *Config) *int64 { return &c.FollowerReplicationThrottledRate }),
 	integer("queued.max.request.bytes", settings.Long, "request bytes read and not yet answered, broker-wide; -1: no budget", func(c *Config) *int64 { return &c.QueuedMaxRequestBytes }),
@@ -533,8 +524,15 @@ func (c *Config) Set(name, value string) error {
 	if ok, err := Settings.Set(c, name, value); ok {
 		return err
 	}
+	if name == removedPerIPRate {
+		return fmt.Errorf("kafka: %s is no longer a broker config: the rate per IP address is Kafka's connection_creation_rate quota of an ip entity; set it with `millrace quota set --ip-default connection_creation_rate=N` (or --ip ADDR)", name)
+	}
 	return fmt.Errorf("kafka: unknown broker config %q", name)
 }
+
+// removedPerIPRate is the setting that stood in for Kafka's IP quotas
+// until they came (conn_rate.go); Set says what replaced it.
+const removedPerIPRate = "millrace.max.connection.creation.rate.per.ip"
 
 // Values returns every setting by its Kafka name.
 func (c Config) Values() map[string]string { return Settings.Values(c) }

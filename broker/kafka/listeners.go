@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"millrace/broker/cluster"
+	"millrace/broker/quota"
 )
 
 // defaultSecurityProtocolMap is Kafka's listener.security.protocol.map
@@ -397,9 +398,9 @@ func (b *Broker) accept(l *boundListener) error {
 			b.metrics.connectionThrottled("max.connection.creation.rate")
 			b.waitOrClose(d)
 		}
-		ipDelay := b.admission.connectionDelayPerIP(&b.cfg, ip, time.Now())
+		ipDelay, serve := b.admission.connectionDelayPerIP(b.ipRates(), ip, time.Now())
 		if ipDelay > 0 {
-			b.metrics.connectionThrottled("millrace.max.connection.creation.rate.per.ip")
+			b.metrics.connectionThrottled(string(quota.ConnectionCreationRate))
 		}
 		if l.protocol.usesTLS() {
 			nc = b.tlsServer(nc)
@@ -421,6 +422,8 @@ func (b *Broker) accept(l *boundListener) error {
 			defer b.connWG.Done()
 			if !b.waitOrClose(ipDelay) {
 				c.close("the broker is closing")
+			} else if !serve {
+				c.close("the address's connection_creation_rate quota is 0")
 			} else if err := c.handshake(); err != nil {
 				c.logger.Info("TLS handshake failed", "err", err)
 				c.close("TLS handshake failed")

@@ -72,7 +72,7 @@ func newBrokerMetrics(reg prometheus.Registerer, model *cluster.Cluster, logs *l
 			Name: "millrace_broker_connections_refused_total", Help: "Connections closed as soon as accepted, by the limit they were over (max.connections, max.connections.per.ip).",
 		}, []string{"limit"}),
 		throttledConns: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "millrace_broker_connections_throttled_total", Help: "Connections made to wait before they were served, by the creation rate they were over (max.connection.creation.rate per listener, millrace.max.connection.creation.rate.per.ip; KIP-612).",
+			Name: "millrace_broker_connections_throttled_total", Help: "Connections made to wait before they were served, by the creation rate they were over (max.connection.creation.rate per listener, an ip entity's connection_creation_rate quota per address; KIP-612).",
 		}, []string{"limit"}),
 		produceRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "millrace_broker_produce_refused_total", Help: "Partitions of produce requests answered with an error, by error (Kafka's name, e.g. INVALID_RECORD): refused before anything was appended, or, for the errors that come after the append (REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND), appended but not acknowledged.",

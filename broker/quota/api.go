@@ -32,22 +32,34 @@ type Component struct {
 	Name *string
 }
 
-// ParseEntity turns an alteration's components into an Entity: a user, a
-// client ID or both, each at most once, with a non-empty name or the
-// default. IP entities (connection_creation_rate) are refused: this
-// broker stores no per-IP quotas.
+// ParseEntity turns an alteration's components into an Entity, by
+// Kafka's rules (ClientQuotaControlManager.configKeysForEntityType): a
+// user, a client ID or both, each at most once, with a non-empty name or
+// the default; or an ip alone, never with a user or a client ID, named by
+// an address (host names are not resolved) or the default.
 func ParseEntity(components []Component) (Entity, error) {
 	var e Entity
 	if len(components) == 0 {
-		return e, invalid("the entity is empty: name a user, a client-id or both")
+		return e, invalid("the entity is empty: name a user, a client-id, both, or an ip")
 	}
 	for _, c := range components {
 		name := Default
-		if c.Name != nil {
-			if *c.Name == "" {
-				return e, invalid("an empty %s name: give a name, or null for the default", c.Type)
+		if c.Name != nil && *c.Name == "" {
+			return e, invalid("an empty %s name: give a name, or null for the default", c.Type)
+		}
+		switch c.Type {
+		case TypeUser, TypeClientID:
+			if c.Name != nil {
+				name = Sanitize(*c.Name)
 			}
-			name = Sanitize(*c.Name)
+		case TypeIP:
+			if c.Name != nil {
+				ip, ok := CanonicalIP(*c.Name)
+				if !ok {
+					return e, invalid("%q is not an IP address (host names are not resolved)", *c.Name)
+				}
+				name = ip
+			}
 		}
 		switch c.Type {
 		case TypeUser:
@@ -61,10 +73,16 @@ func ParseEntity(components []Component) (Entity, error) {
 			}
 			e.HasClientID, e.ClientID = true, name
 		case TypeIP:
-			return e, invalid("IP quotas are not supported by this broker; quota entities are user and client-id")
+			if e.HasIP {
+				return e, invalid("the entity names an ip twice")
+			}
+			e.HasIP, e.IP = true, name
 		default:
-			return e, invalid("unknown entity type %q: the types are user and client-id", c.Type)
+			return e, invalid("unknown entity type %q: the types are user, client-id and ip", c.Type)
 		}
+	}
+	if e.HasIP && (e.HasUser || e.HasClientID) {
+		return e, invalid("an ip entity cannot be combined with a user or a client-id")
 	}
 	return e, nil
 }
@@ -86,11 +104,19 @@ func (e Entity) Components() []Component {
 	if e.HasClientID {
 		out = append(out, Component{TypeClientID, name(e.ClientID)})
 	}
+	if e.HasIP {
+		ip := &e.IP
+		if e.IP == Default {
+			ip = nil
+		}
+		out = append(out, Component{TypeIP, ip})
+	}
 	return out
 }
 
-// CheckValue checks a value set for key: a known quota, not negative, and
-// a whole number for the byte rates, which Kafka types as longs.
+// CheckValue checks a value set for key: a known quota, not negative, a
+// whole number for the byte rates, which Kafka types as longs, and for
+// connection_creation_rate, an int.
 func CheckValue(key string, value float64) (Kind, error) {
 	kind, err := kindOf(key)
 	if err != nil {
@@ -103,8 +129,28 @@ func CheckValue(key string, value float64) (Kind, error) {
 		return "", invalid("%s must not be negative, got %v", key, value)
 	case (kind == ProducerByteRate || kind == ConsumerByteRate) && (value != math.Trunc(value) || value > math.MaxInt64):
 		return "", invalid("%s must be a whole number of bytes per second, got %v", key, value)
+	case kind == ConnectionCreationRate && (value != math.Trunc(value) || value > math.MaxInt32):
+		return "", invalid("%s must be a whole number of connections per second up to %d, got %v", key, math.MaxInt32, value)
 	}
 	return kind, nil
+}
+
+// Check is CheckValue for a key set on e: the key must also be one of
+// the entity's (Kinds), as Kafka takes an entity's valid keys from its
+// type: connection_creation_rate for an ip only, the client quotas for
+// users and client IDs only.
+func (e Entity) Check(key string, value float64) (Kind, error) {
+	kind, err := CheckValue(key, value)
+	if err != nil {
+		return "", err
+	}
+	if holds(e, kind) {
+		return kind, nil
+	}
+	if e.HasIP {
+		return "", invalid("%s is not a quota of an ip: an ip has only %s", key, ConnectionCreationRate)
+	}
+	return "", invalid("%s is a quota of an ip, not of a user or a client-id", key)
 }
 
 // MatchType is how a describe filter component matches (Kafka's
@@ -133,7 +179,9 @@ type Filter struct {
 }
 
 // Validate checks the filter as Kafka does: known types, each once, a
-// name with every exact match and a known match type.
+// name with every exact match, a known match type, and no ip with a user
+// or a client-id (ClientQuotasImage.describe: "IP filter component should
+// not be used with user or clientId filter component").
 func (f Filter) Validate() error {
 	seen := map[string]bool{}
 	for _, c := range f.Components {
@@ -156,38 +204,51 @@ func (f Filter) Validate() error {
 			return invalid("unknown match type %d", c.Match)
 		}
 	}
+	if seen[TypeIP] && (seen[TypeUser] || seen[TypeClientID]) {
+		return invalid("an ip filter component cannot be used with a user or a client-id one")
+	}
 	return nil
 }
 
-// Matches reports whether e passes the filter.
+// Matches reports whether e passes the filter. An exact ip matches any
+// spelling of the address (0:0::1 matches ::1).
 func (f Filter) Matches(e Entity) bool {
-	var user, client bool
+	var user, client, ip bool
 	for _, c := range f.Components {
 		var has bool
-		var name string
+		var stored, name, want string // stored: as in the entity; name: for people
 		switch c.Type {
 		case TypeUser:
-			has, name, user = e.HasUser, e.User, true
+			has, stored, user = e.HasUser, e.User, true
+			name = Unsanitize(stored)
 		case TypeClientID:
-			has, name, client = e.HasClientID, e.ClientID, true
+			has, stored, client = e.HasClientID, e.ClientID, true
+			name = Unsanitize(stored)
+		case TypeIP:
+			has, stored, ip = e.HasIP, e.IP, true
+			name = stored
 		default:
-			return false // no IP entities are stored
+			return false // Validate refuses it
 		}
 		if !has {
 			return false
 		}
 		switch c.Match {
 		case MatchExact:
-			if name == Default || Unsanitize(name) != *c.Name {
+			want = *c.Name
+			if canonical, ok := CanonicalIP(want); ok && c.Type == TypeIP {
+				want = canonical
+			}
+			if stored == Default || name != want {
 				return false
 			}
 		case MatchDefault:
-			if name != Default {
+			if stored != Default {
 				return false
 			}
 		}
 	}
-	if f.Strict && (e.HasUser && !user || e.HasClientID && !client) {
+	if f.Strict && (e.HasUser && !user || e.HasClientID && !client || e.HasIP && !ip) {
 		return false
 	}
 	return true
@@ -200,10 +261,10 @@ type Op struct {
 	Remove bool
 }
 
-// ParseOps checks an alteration's operations (CheckValue for each value
-// set, a known key for each removed, no key twice) and splits them into
+// ParseOps checks an alteration's operations on e (Check for each value
+// set, a key of e's for each removed, no key twice) and splits them into
 // values to set and quotas to remove.
-func ParseOps(ops []Op) (map[Kind]float64, []Kind, error) {
+func ParseOps(e Entity, ops []Op) (map[Kind]float64, []Kind, error) {
 	set := map[Kind]float64{}
 	var remove []Kind
 	seen := map[string]bool{}
@@ -212,7 +273,7 @@ func ParseOps(ops []Op) (map[Kind]float64, []Kind, error) {
 		if op.Remove {
 			value = 0
 		}
-		kind, err := CheckValue(op.Key, value)
+		kind, err := e.Check(op.Key, value)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -8,11 +8,14 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"version":1,"config":{"producer_byte_rate":"1048576","SCRAM-SHA-256":"salt=..."}}`), "users/alice/clients/app")
 	f.Add([]byte(`{"version":1,"config":{"request_percentage":"x"}}`), "clients/<default>")
 	f.Add([]byte(``), "users/%zz")
+	f.Add([]byte(`{"version":1,"config":{"connection_creation_rate":"10"}}`), "ips/::ffff:10.0.0.1")
 	f.Fuzz(func(t *testing.T, data []byte, path string) {
-		if values, err := decode(data); err == nil {
-			for k := range values {
-				if _, err := kindOf(string(k)); err != nil {
-					t.Fatalf("decoded a non-quota key %q", k)
+		for _, e := range []Entity{UserEntity("u"), IPEntity(Default)} {
+			if values, err := decode(e, data); err == nil {
+				for k := range values {
+					if !holds(e, k) {
+						t.Fatalf("decoded %q, not a quota of %s", k, e)
+					}
 				}
 			}
 		}

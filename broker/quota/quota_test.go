@@ -73,13 +73,14 @@ func TestResolveSanitizes(t *testing.T) {
 func TestEntityPaths(t *testing.T) {
 	t.Parallel()
 	for _, e := range []Entity{UserEntity("alice"), UserEntity(Default), ClientEntity("app"), ClientEntity(Default),
-		UserClientEntity("alice", "app"), UserClientEntity(Default, Default), UserClientEntity("alice", Default)} {
+		UserClientEntity("alice", "app"), UserClientEntity(Default, Default), UserClientEntity("alice", Default),
+		IPEntity("10.0.0.1"), IPEntity("::1"), IPEntity(Default)} {
 		got, ok := ParseEntityPath(e.Path())
 		if !ok || got != e {
 			t.Errorf("%q parsed as %v %v", e.Path(), got, ok)
 		}
 	}
-	for _, p := range []string{"topics/x", "users", "users/alice/clients", "brokers/1", "users//clients/x", "clients/%zz"} {
+	for _, p := range []string{"topics/x", "users", "users/alice/clients", "brokers/1", "users//clients/x", "clients/%zz", "ips/host.example", "ips/0:0::1", "ips/"} {
 		if e, ok := ParseEntityPath(p); ok {
 			t.Errorf("%q parsed as %v", p, e)
 		}

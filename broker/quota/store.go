@@ -6,13 +6,18 @@ package quota
 //	/config/users/<user>                      {"version":1,"config":{"producer_byte_rate":"1048576", ...}}
 //	/config/users/<user>/clients/<client-id>  the same format
 //	/config/clients/<client-id>               the same format
+//	/config/ips/<ip>                          {"version":1,"config":{"connection_creation_rate":"10"}}
 //	/config/changes/config_change_<seq>       {"version":2,"entity_path":"users/alice/clients/app"}
 //
-// Names are sanitized (Sanitize); a default is <default>. A user's node is
+// User and client names are sanitized (Sanitize); an IP is named by its
+// address as CanonicalIP spells it, unsanitized as in Kafka (whose
+// notification for it reads "entity_path":"ips/10.0.0.1"); a default is
+// <default>, so /config/ips/<default> is every address's. A user's node is
 // shared with its SCRAM credentials (broker/users): writes here change the
 // quota keys only, under the node's version, so neither writer loses the
 // other's keys. Byte rates are written as whole numbers and the other
-// quotas as decimals, as Kafka types them (LONG and DOUBLE).
+// quotas as decimals, as Kafka types them (LONG and DOUBLE); an IP's
+// connection_creation_rate, an INT, as a whole number too.
 
 import (
 	"encoding/json"
@@ -29,6 +34,7 @@ import (
 const (
 	UsersPath   = "/config/users"
 	ClientsPath = "/config/clients"
+	IPsPath     = "/config/ips"
 	ChangesPath = "/config/changes"
 	// changePrefix names the sequential notification nodes.
 	changePrefix = "config_change_"
@@ -56,10 +62,11 @@ type changeNode struct {
 // nodePath is the entity's node.
 func nodePath(e Entity) string { return "/config/" + e.Path() }
 
-// decode reads a node's quota keys, ignoring the others (SCRAM
-// credentials). Empty data, as ZooKeeper gives a parent Kafka created
-// on the way, is an empty config.
-func decode(data []byte) (map[Kind]float64, error) {
+// decode reads a node's quota keys for e (Entity.Kinds), ignoring the
+// others (SCRAM credentials, or a key another tool wrote that e's type
+// cannot hold). Empty data, as ZooKeeper gives a parent Kafka created on
+// the way, is an empty config.
+func decode(e Entity, data []byte) (map[Kind]float64, error) {
 	var n configNode
 	if len(data) > 0 {
 		if err := json.Unmarshal(data, &n); err != nil {
@@ -69,7 +76,7 @@ func decode(data []byte) (map[Kind]float64, error) {
 	values := map[Kind]float64{}
 	for key, v := range n.Config {
 		kind, err := kindOf(key)
-		if err != nil {
+		if err != nil || !holds(e, kind) {
 			continue // a SCRAM credential, or another entity config
 		}
 		f, err := strconv.ParseFloat(v, 64)
@@ -90,7 +97,7 @@ func Read(s coord.Store, e Entity) (map[Kind]float64, error) {
 	if err != nil {
 		return nil, err
 	}
-	values, err := decode(data)
+	values, err := decode(e, data)
 	if err != nil {
 		return nil, fmt.Errorf("quota: %s: %w", e, err)
 	}
@@ -148,13 +155,34 @@ func List(s coord.Store) (map[Entity]map[Kind]float64, error) {
 			return nil, err
 		}
 	}
+	ips, err := children(IPsPath)
+	if err != nil {
+		return nil, err
+	}
+	for _, ip := range ips {
+		if e, ok := ParseEntityPath("ips/" + ip); ok {
+			if err := add(e); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return out, nil
 }
 
-// Format writes a quota value as Kafka stores it: byte rates as whole
-// numbers, the others as decimals.
+// holds reports whether kind is one of e's quota types.
+func holds(e Entity, kind Kind) bool {
+	for _, k := range e.Kinds() {
+		if k == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// Format writes a quota value as Kafka stores it: byte rates and
+// connection rates as whole numbers, the others as decimals.
 func Format(kind Kind, value float64) string {
-	if kind == ProducerByteRate || kind == ConsumerByteRate {
+	if kind == ProducerByteRate || kind == ConsumerByteRate || kind == ConnectionCreationRate {
 		return strconv.FormatInt(int64(value), 10)
 	}
 	return strconv.FormatFloat(value, 'f', -1, 64)

@@ -154,3 +154,69 @@ func TestFollowers(t *testing.T) {
 		t.Fatal("quotas still on with none configured")
 	}
 }
+
+// TestIPStoreLayout: IP quotas land where Kafka keeps them,
+// /config/ips/<ip> and /config/ips/<default>, in its entity config format
+// with the INT written whole, each write with a version 2 notification
+// naming "ips/<ip>"; a follower's manager applies them, the address's own
+// over the default (ConnectionQuotas.connectionRateForIp); a node holding
+// a client quota or named in another spelling of an address is not read.
+func TestIPStoreLayout(t *testing.T) {
+	t.Parallel()
+	srv := openServer(t)
+	s := session(t, srv)
+	m := NewManager(0)
+	f := NewFollower(session(t, srv), m, nil)
+	f.Start()
+	t.Cleanup(func() { f.Close() })
+
+	if err := Alter(s, IPEntity("127.0.0.1"), map[Kind]float64{ConnectionCreationRate: 10}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := Alter(s, IPEntity(Default), map[Kind]float64{ConnectionCreationRate: 100}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if c := nodeJSON(t, s, "/config/ips/127.0.0.1"); c["version"] != 1.0 || c["config"].(map[string]any)["connection_creation_rate"] != "10" {
+		t.Fatalf("/config/ips/127.0.0.1: %v", c)
+	}
+	if c := nodeJSON(t, s, "/config/ips/<default>")["config"].(map[string]any); c["connection_creation_rate"] != "100" {
+		t.Fatalf("/config/ips/<default>: %v", c)
+	}
+	names, err := notifications(s)
+	if err != nil || len(names) != 2 {
+		t.Fatal(names, err)
+	}
+	if n := nodeJSON(t, s, ChangesPath+"/"+names[0]); n["version"] != 2.0 || n["entity_path"] != "ips/127.0.0.1" {
+		t.Fatalf("notification %v", n)
+	}
+	rate := func(ip string, want int, wantOK bool) func() bool {
+		return func() bool { r, ok := m.ConnectionCreationRate(ip); return r == want && ok == wantOK }
+	}
+	waitfor.Until(t, 2*time.Second, "127.0.0.1 at its own rate", rate("127.0.0.1", 10, true))
+	waitfor.Until(t, 2*time.Second, "another address at the default's", rate("10.0.0.9", 100, true))
+
+	// Written by hand: a client quota in an ip node, and a node named in
+	// a spelling no connection's address has.
+	if _, err := s.Create("/config/ips/0:0::2", []byte(`{"version":1,"config":{"connection_creation_rate":"1"}}`), coord.Persistent); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Set("/config/ips/127.0.0.1", []byte(`{"version":1,"config":{"connection_creation_rate":"10","producer_byte_rate":"5"}}`), coord.AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+	all, err := List(s)
+	if err != nil || len(all) != 2 || len(all[IPEntity("127.0.0.1")]) != 1 || all[IPEntity(Default)][ConnectionCreationRate] != 100 {
+		t.Fatalf("listed %v (%v): the two ip entities, each with connection_creation_rate only", all, err)
+	}
+
+	if err := Alter(s, IPEntity("127.0.0.1"), nil, []Kind{ConnectionCreationRate}); err != nil {
+		t.Fatal(err)
+	}
+	waitfor.Until(t, 2*time.Second, "127.0.0.1 back at the default", rate("127.0.0.1", 100, true))
+	if err := Alter(s, IPEntity(Default), nil, []Kind{ConnectionCreationRate}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, _ := s.Exists("/config/ips/<default>"); ok {
+		t.Fatal("/config/ips/<default> left behind with no quota")
+	}
+	waitfor.Until(t, 2*time.Second, "no ip quota left", rate("127.0.0.1", 0, false))
+}

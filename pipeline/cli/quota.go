@@ -3,10 +3,11 @@ package cli
 // millrace quota set|list|delete: Kafka's client quotas
 // (producer_byte_rate, consumer_byte_rate, request_percentage,
 // controller_mutation_rate) for a user, a client ID, both, or their
-// defaults, through AlterClientQuotas and DescribeClientQuotas as
-// kafka-configs.sh --entity-type users/clients does. The -b brokers'
-// principal needs AlterConfigs (set, delete) or DescribeConfigs (list) on
-// the cluster when ACLs are on.
+// defaults, and the connection_creation_rate of an IP address or the
+// default IP (KIP-612), through AlterClientQuotas and DescribeClientQuotas
+// as kafka-configs.sh --entity-type users/clients/ips does. The -b
+// brokers' principal needs AlterConfigs (set, delete) or DescribeConfigs
+// (list) on the cluster when ACLs are on.
 
 import (
 	"context"
@@ -32,8 +33,8 @@ func init() {
 
 // quotaEntityFlags name the entity.
 type quotaEntityFlags struct {
-	user, clientID             string
-	userDefault, clientDefault bool
+	user, clientID, ip                    string
+	userDefault, clientDefault, ipDefault bool
 }
 
 func addQuotaEntityFlags(fs *pflag.FlagSet) *quotaEntityFlags {
@@ -42,6 +43,8 @@ func addQuotaEntityFlags(fs *pflag.FlagSet) *quotaEntityFlags {
 	fs.BoolVar(&f.userDefault, "user-default", false, "every user without a quota of its own (<default>)")
 	fs.StringVar(&f.clientID, "client-id", "", "the client `ID`")
 	fs.BoolVar(&f.clientDefault, "client-default", false, "every client ID without a quota of its own (<default>)")
+	fs.StringVar(&f.ip, "ip", "", "the IP `ADDR`ess connections come from (connection_creation_rate only)")
+	fs.BoolVar(&f.ipDefault, "ip-default", false, "every IP address without a quota of its own (<default>)")
 	return f
 }
 
@@ -64,10 +67,41 @@ func (f *quotaEntityFlags) entity(optional bool) (kadm.ClientQuotaEntity, error)
 	case f.clientDefault:
 		e = append(e, kadm.ClientQuotaEntityComponent{Type: quota.TypeClientID})
 	}
+	switch {
+	case f.ip != "" && f.ipDefault:
+		return nil, usageError("--ip and --ip-default exclude each other")
+	case (f.ip != "" || f.ipDefault) && len(e) > 0:
+		return nil, usageError("an IP's quota is its own: --ip and --ip-default do not combine with a user or a client ID")
+	case f.ip != "":
+		ip, ok := quota.CanonicalIP(f.ip)
+		if !ok {
+			return nil, usageError("--ip %q is not an IP address (host names are not resolved)", f.ip)
+		}
+		e = append(e, kadm.ClientQuotaEntityComponent{Type: quota.TypeIP, Name: &ip})
+	case f.ipDefault:
+		e = append(e, kadm.ClientQuotaEntityComponent{Type: quota.TypeIP})
+	}
 	if len(e) == 0 && !optional {
-		return nil, usageError("name the entity: --user USER or --user-default, --client-id ID or --client-default, or a user and a client ID")
+		return nil, usageError("name the entity: --user USER or --user-default, --client-id ID or --client-default, a user and a client ID, or --ip ADDR or --ip-default")
 	}
 	return e, nil
+}
+
+// checkKey checks key=value for the entity as the broker will, so a
+// mistake is told before anything is sent.
+func checkKey(entity kadm.ClientQuotaEntity, key string, value float64) error {
+	components := make([]quota.Component, len(entity))
+	for i, c := range entity {
+		components[i] = quota.Component{Type: c.Type, Name: c.Name}
+	}
+	e, err := quota.ParseEntity(components)
+	if err == nil {
+		_, err = e.Check(key, value)
+	}
+	if err != nil {
+		return usageError("%v", err)
+	}
+	return nil
 }
 
 // quotaKeys lists the quota names for messages.
@@ -76,7 +110,7 @@ func quotaKeys() string {
 	for i, k := range quota.Kinds {
 		names[i] = string(k)
 	}
-	return strings.Join(names, ", ")
+	return strings.Join(names, ", ") + ", and " + string(quota.ConnectionCreationRate) + " for an IP"
 }
 
 // alterQuotas sends one entry and returns its error.
@@ -101,8 +135,8 @@ func alterQuotas(cmd *cobra.Command, e *env, entity kadm.ClientQuotaEntity, ops 
 
 func quotaSetCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "set (--user USER | --user-default) (--client-id ID | --client-default) KEY=VALUE...",
-		Short: "set client quotas (producer_byte_rate=1048576, ...) for a user, a client ID, both, or a default",
+		Use:   "set ((--user USER | --user-default) (--client-id ID | --client-default) | --ip ADDR | --ip-default) KEY=VALUE...",
+		Short: "set client quotas (producer_byte_rate=1048576, ...) for a user, a client ID, both, or a default; or an IP's connection_creation_rate",
 		Args:  anyArgs,
 	}
 	who := addQuotaEntityFlags(cmd.Flags())
@@ -124,8 +158,8 @@ func quotaSetCommand(e *env) *cobra.Command {
 			if err != nil {
 				return usageError("%s=%q is not a number", key, value)
 			}
-			if _, err := quota.CheckValue(key, v); err != nil {
-				return usageError("%v", err)
+			if err := checkKey(entity, key, v); err != nil {
+				return err
 			}
 			ops = append(ops, kadm.AlterClientQuotaOp{Key: key, Value: v})
 		}
@@ -140,8 +174,8 @@ func quotaSetCommand(e *env) *cobra.Command {
 
 func quotaDeleteCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "delete (--user USER | --user-default) (--client-id ID | --client-default) KEY...",
-		Short: "remove client quotas of a user, a client ID, both, or a default",
+		Use:   "delete ((--user USER | --user-default) (--client-id ID | --client-default) | --ip ADDR | --ip-default) KEY...",
+		Short: "remove client quotas of a user, a client ID, both, a default, or an IP",
 		Args:  anyArgs,
 	}
 	who := addQuotaEntityFlags(cmd.Flags())
@@ -155,8 +189,8 @@ func quotaDeleteCommand(e *env) *cobra.Command {
 		}
 		var ops []kadm.AlterClientQuotaOp
 		for _, key := range args {
-			if _, err := quota.CheckValue(key, 0); err != nil {
-				return usageError("%v", err)
+			if err := checkKey(entity, key, 0); err != nil {
+				return err
 			}
 			ops = append(ops, kadm.AlterClientQuotaOp{Key: key, Remove: true})
 		}
@@ -171,8 +205,8 @@ func quotaDeleteCommand(e *env) *cobra.Command {
 
 func quotaListCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "list [--user USER | --user-default] [--client-id ID | --client-default]",
-		Short: "list client quotas: all, or those of the entities matching the flags",
+		Use:   "list [--user USER | --user-default] [--client-id ID | --client-default] [--ip ADDR | --ip-default]",
+		Short: "list client and IP quotas: all, or those of the entities matching the flags",
 		Args:  exactArgs(0),
 	}
 	who := addQuotaEntityFlags(cmd.Flags())
