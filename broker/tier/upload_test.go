@@ -130,7 +130,7 @@ func TestCrashBetweenObjectsAndState(t *testing.T) {
 func TestLeaderChangeDoesNotDuplicate(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	old := tieredLog(t, 2, 2, 2)     // [0,1] [2,3] [4,5] active [6]
+	old := tieredLog(t, 2, 2, 2)    // [0,1] [2,3] [4,5] active [6]
 	successor := tieredLog(t, 3, 4) // [0,2] [3,6] active [7]
 	oldLeader := leader(old, 1)
 	oldLeader.HighWatermark = 4 // only [0,1] [2,3] are committed
