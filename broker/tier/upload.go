@@ -1,7 +1,8 @@
 package tier
 
 // Upload. The leader copies each closed segment that lies wholly below the
-// high watermark (so no leader change can truncate it) and ends past the
+// high watermark (so no leader change can truncate it) and the last stable
+// offset (so its transactions are decided) and ends past the
 // remote state's End: its .log (exactly the segment's valid bytes), .index,
 // .timeindex and .txnindex, and the partition's producer state snapshot,
 // each under Key+suffix. Only when every object is published does the
@@ -53,6 +54,16 @@ func (m *Manager) upload(ctx context.Context, w *writer, logger *slog.Logger) er
 	bound := p.HighWatermark
 	if bound < 0 {
 		bound = p.Log.EndOffset()
+	}
+	// Below the last stable offset too, as Kafka's RemoteLogManager: a
+	// segment holding part of an undecided transaction waits for its
+	// marker, so the aborted transactions it lists are final.
+	firstUnstable, ongoing, err := p.Log.FirstUnstableOffset()
+	if err != nil {
+		return fmt.Errorf("tier: loading the transaction state of %s-%d: %w", p.Topic, p.Partition, err)
+	}
+	if ongoing {
+		bound = min(bound, firstUnstable)
 	}
 	segments := p.Log.Segments()
 	for _, s := range segments[:len(segments)-1] { // the last is active
