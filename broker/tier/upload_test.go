@@ -6,6 +6,10 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"millrace/store"
 )
 
 // TestUploadRecordsClosedSegments: the leader uploads every closed
@@ -176,5 +180,50 @@ func TestStaleTopicStateWaits(t *testing.T) {
 	e.manager(nil, leader(l, 1)).RunOnce(context.Background())
 	if st := e.state(); st.TopicID != "old" || len(e.objects()) != 0 || l.RemoteEnd() != 0 {
 		t.Fatalf("stale state used: %+v, objects %v", st, e.objects())
+	}
+}
+
+// downStore is an object store that stopped answering.
+type downStore struct{ store.Store }
+
+func (downStore) Create(context.Context, string) (store.Object, error) {
+	return nil, errors.New("injected: the object store does not answer")
+}
+
+// TestStoreDownLocalRetentionWaits: while the object store fails, uploads
+// count errors and record nothing, so the log's local retention keeps
+// every segment; once it answers, the next round uploads them.
+func TestStoreDownLocalRetentionWaits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	l := tieredLog(t, 2, 2)
+	cfg := l.Config()
+	cfg.LocalRetentionBytes = 0
+	if err := l.SetConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	m := e.manager(nil, leader(l, 1))
+	m.store = downStore{e.store}
+	m.RunOnce(context.Background())
+	if got := testutil.ToFloat64(m.metrics.uploadErrors); got != 1 {
+		t.Fatalf("upload errors %v, want 1", got)
+	}
+	if _, err := l.EnforceRetention(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if l.StartOffset() != 0 || len(e.state().Segments) != 0 {
+		t.Fatalf("with the store down: local start %d, remote %v", l.StartOffset(), ranges(e.state()))
+	}
+
+	m.store = e.store
+	m.RunOnce(context.Background())
+	if _, err := l.EnforceRetention(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if l.StartOffset() != 4 || len(e.state().Segments) != 2 {
+		t.Fatalf("with the store back: local start %d, remote %v", l.StartOffset(), ranges(e.state()))
+	}
+	if got := testutil.ToFloat64(m.metrics.uploadedSegments); got != 2 {
+		t.Fatalf("uploaded segments %v, want 2", got)
 	}
 }
