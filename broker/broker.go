@@ -21,6 +21,8 @@ import (
 	"millrace/broker/log"
 	"millrace/broker/quota"
 	"millrace/broker/replication"
+	"millrace/broker/tier"
+	"millrace/store"
 )
 
 // Broker is a running broker, with embedded coordination or, when
@@ -42,6 +44,11 @@ type Broker struct {
 	groups  *group.Coordinator // the store, and the cluster (partitions, coordinator ownership)
 	quotas  *quota.Follower    // client quotas (quota.Manager), kept equal to the store's
 	server  *kafka.Broker      // wire server: all of the above (kafka.Deps); opens its own parts
+	// tier is tiered storage (remote.log.storage.system.enable), nil
+	// without: the logs, the cluster, the replicas' high watermarks, the
+	// store, and its remote object store (tierStore).
+	tier      *tier.Manager
+	tierStore store.Store
 	// schemaRegistry is the hosted schema registry (schema.registry.listeners),
 	// nil without one: the store, and the wire server it writes through.
 	schemaRegistry *schemaRegistry
@@ -129,6 +136,19 @@ func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 	cfg.Kafka.Quotas = manager
 	deps := kafka.Deps{Cluster: b.cluster, Groups: b.groups, Logs: b.logs, Store: b.store, Metrics: cfg.Metrics,
 		HighWatermarkCheckpoint: filepath.Join(cfg.DataDir, "logs", replication.HighWatermarkCheckpointFile)}
+	// Set below, once the wire server's replicas exist; requests are
+	// served only after Open returns.
+	var tierManager *tier.Manager
+	if cfg.Tier.Enable {
+		cl := b.cluster
+		deps.RemoteDeleteRecords = func(topic string, partition int32, offset int64) (int64, error) {
+			p, ok := tierPartition(cl, cfg.Kafka.BrokerID, topic, partition, -1)
+			if !ok {
+				return -1, nil
+			}
+			return tierManager.DeleteRecords(context.Background(), p, offset)
+		}
+	}
 	if b.server, err = kafka.New(cfg.Kafka, deps, logger); err != nil {
 		return nil, err
 	}
@@ -144,6 +164,11 @@ func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 	b.logs.Start(cfg.RetentionCheckInterval)
 	if err = b.logs.StartCleaner(cfg.Cleaner, b.server.Replicas().CleanerBound, cfg.Metrics); err != nil {
 		return nil, err
+	}
+	if cfg.Tier.Enable {
+		if tierManager, err = b.openTier(); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.SchemaRegistry.Listeners != "" {
 		if err = b.openSchemaRegistry(); err != nil {
@@ -188,7 +213,7 @@ func (b *Broker) Close() error {
 // each part closes while the parts it uses are still open: the schema
 // registry first (its election gives the primary node up in the store),
 // then the wire server (no request or replication fetcher touches anything
-// after it), then
+// after it), then tiered storage (its round cancelled and waited for), then
 // groups, the cluster (deregistering), the logs (flushed, with their
 // clean-shutdown markers), and the store last. Parts never opened are nil
 // and skipped.
@@ -201,6 +226,14 @@ func (b *Broker) closeParts() error {
 	if b.server != nil {
 		errs = append(errs, b.server.Close())
 		b.server = nil
+	}
+	if b.tier != nil {
+		errs = append(errs, b.tier.Close())
+		b.tier = nil
+	}
+	if b.tierStore != nil {
+		errs = append(errs, b.tierStore.Close())
+		b.tierStore = nil
 	}
 	if b.quotas != nil {
 		errs = append(errs, b.quotas.Close())

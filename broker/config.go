@@ -15,6 +15,7 @@ import (
 	"millrace/broker/group"
 	"millrace/broker/kafka"
 	"millrace/broker/log"
+	"millrace/broker/tier"
 	"millrace/internal/settings"
 )
 
@@ -72,6 +73,9 @@ type Config struct {
 	// SchemaRegistry is the schema registry the broker hosts
 	// (schema.registry.*); off by default.
 	SchemaRegistry SchemaRegistryConfig
+	// Tier is tiered storage (remote.log.storage.system.enable,
+	// millrace.remote.storage.*; broker/tier); off by default.
+	Tier tier.Config
 }
 
 // DefaultConfig returns Kafka's defaults, listening on 127.0.0.1:9092.
@@ -88,6 +92,7 @@ func DefaultConfig() Config {
 		Cleaner:                log.DefaultCleanerConfig(),
 		Cluster:                cluster.DefaultConfig(),
 		SchemaRegistry:         SchemaRegistryConfig{AuthenticationMethod: SchemaRegistryAuthNone},
+		Tier:                   tier.DefaultConfig(),
 	}
 }
 
@@ -120,6 +125,9 @@ func (c Config) Validate() error {
 	if err := c.SchemaRegistry.validate(c.Kafka.SSLKeystoreLocation); err != nil {
 		return err
 	}
+	if err := c.Tier.Validate(); err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
 	return c.Log.Validate()
 }
 
@@ -140,6 +148,7 @@ var Settings = settings.Join(
 	wrapped(settings.Lift(cluster.Settings, func(c *Config) *cluster.Config { return &c.Cluster })),
 	wrapped(settings.Lift(group.Settings, func(c *Config) *group.Config { return &c.Group })),
 	wrapped(schemaRegistrySettings),
+	wrapped(settings.Lift(tier.Settings, func(c *Config) *tier.Config { return &c.Tier })),
 	topicDefaultSettings(),
 	settings.Lift(kafka.Settings, func(c *Config) *kafka.Config { return &c.Kafka }),
 )
@@ -260,5 +269,6 @@ func (c Config) clusterConfig() cluster.Config {
 	cc.DefaultPartitions = c.Kafka.NumPartitions
 	cc.DefaultReplicationFactor = c.Kafka.DefaultReplicationFactor
 	cc.Replicated = c.ZooKeeper != ""
+	cc.RemoteStorageSystemEnabled = c.Tier.Enable
 	return cc
 }

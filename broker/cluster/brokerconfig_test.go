@@ -251,8 +251,10 @@ func TestBrokerConfigReachesOtherBrokers(t *testing.T) {
 }
 
 // topicOnly are the topic configs Kafka gives no broker-wide default: the
-// replicas a replication throttle holds name one topic's partitions.
-var topicOnly = map[string]bool{"leader.replication.throttled.replicas": true, "follower.replication.throttled.replicas": true}
+// replicas a replication throttle holds name one topic's partitions, and
+// tiering is chosen per topic (KIP-405: remote.storage.enable is absent
+// from Kafka's ServerTopicConfigSynonyms).
+var topicOnly = map[string]bool{"leader.replication.throttled.replicas": true, "follower.replication.throttled.replicas": true, "remote.storage.enable": true}
 
 // TestEveryTopicConfigHasABrokerDefault: each topic config but the
 // topicOnly ones has a broker-wide default under a broker name, so

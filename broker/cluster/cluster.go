@@ -76,6 +76,11 @@ type Config struct {
 	// are the log.Config given to Open.
 	TopicDefaults map[string]string
 
+	// RemoteStorageSystemEnabled is remote.log.storage.system.enable
+	// (broker/tier): without it a topic may not set
+	// remote.storage.enable=true, as in Kafka. Default false.
+	RemoteStorageSystemEnabled bool
+
 	// Replicated turns on multi-broker mode (see the package doc): Start
 	// watches the store, elects a controller and partitions are replicated.
 	// Default false (a single broker with embedded coordination).

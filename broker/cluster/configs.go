@@ -73,6 +73,9 @@ func (c *Cluster) AlterConfig(name string, overrides map[string]string, validate
 		overrides = map[string]string{}
 	}
 	cfg, err := c.effectiveConfig(overrides)
+	if err == nil {
+		err = c.checkRemoteStorage(cfg)
+	}
 	if err != nil || validateOnly {
 		return err
 	}
@@ -104,5 +107,15 @@ func (c *Cluster) AlterConfig(name string, overrides map[string]string, validate
 		}
 	}
 	c.logger.Info("topic config changed", "topic", name, "overrides", len(overrides))
+	return nil
+}
+
+// checkRemoteStorage refuses remote.storage.enable=true on a broker
+// without remote.log.storage.system.enable, as Kafka's
+// validateRemoteStorageOnlyIfSystemEnabled does at creation and alteration.
+func (c *Cluster) checkRemoteStorage(cfg log.Config) error {
+	if cfg.RemoteStorageEnable && !c.cfg.RemoteStorageSystemEnabled {
+		return fmt.Errorf("%w: remote.storage.enable=true needs tiered storage on the broker (remote.log.storage.system.enable=true and millrace.remote.storage.url)", ErrInvalidConfig)
+	}
 	return nil
 }

@@ -148,6 +148,9 @@ func (c *Cluster) planTopicLocked(spec TopicSpec) (*Topic, log.Config, error) {
 		overrides = map[string]string{}
 	}
 	cfg, err := c.effectiveConfig(overrides)
+	if err == nil {
+		err = c.checkRemoteStorage(cfg)
+	}
 	if err != nil {
 		return nil, log.Config{}, err
 	}

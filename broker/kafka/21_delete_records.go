@@ -9,7 +9,10 @@ package kafka
 // offset at or below the current start changes nothing. The response's low
 // watermark is the log start offset afterwards. A partition this broker does
 // not lead gets NOT_LEADER_OR_FOLLOWER; an unknown one
-// UNKNOWN_TOPIC_OR_PARTITION. The deletion is synchronous, so timeout_ms is
+// UNKNOWN_TOPIC_OR_PARTITION. On a tiered topic (remote.storage.enable) the
+// remote segments below the offset go as well, first (KIP-405); a failure
+// of the remote store or state gets KAFKA_STORAGE_ERROR and deletes
+// nothing locally. The deletion is synchronous, so timeout_ms is
 // not used (with replication, the low watermark of the followers will be
 // waited for here).
 
@@ -65,6 +68,17 @@ func (b *Broker) deleteRecords(topic string, partition int32, offset int64) (int
 	if offset < 0 || offset > hw {
 		return -1, kerr.OffsetOutOfRange.Code
 	}
+	// A tiered partition's remote segments go first (broker/tier), so no
+	// remote read serves what is deleted; the low watermark is then the
+	// remote log start when there is remote data.
+	remoteStart := int64(-1)
+	if b.remoteDeleteRecords != nil && p.Log().Config().RemoteStorageEnable {
+		var err error
+		if remoteStart, err = b.remoteDeleteRecords(topic, partition, offset); err != nil {
+			b.logger.Error("deleting remote records", "topic", topic, "partition", partition, "offset", offset, "err", err)
+			return -1, kerr.KafkaStorageError.Code
+		}
+	}
 	if err := p.Log().AdvanceStartOffset(offset); err != nil {
 		code, serverFault := replication.LogErrorCode(err)
 		if serverFault {
@@ -72,6 +86,10 @@ func (b *Broker) deleteRecords(topic string, partition int32, offset int64) (int
 		}
 		return -1, code
 	}
-	b.logger.Info("records deleted", "topic", topic, "partition", partition, "log_start_offset", p.Log().StartOffset())
-	return p.Log().StartOffset(), 0
+	low := p.Log().StartOffset()
+	if remoteStart >= 0 {
+		low = min(low, remoteStart)
+	}
+	b.logger.Info("records deleted", "topic", topic, "partition", partition, "log_start_offset", low)
+	return low, 0
 }

@@ -46,6 +46,10 @@ type Deps struct {
 	// (broker/replication/checkpoint.go), kept in multi-broker mode; empty keeps
 	// none.
 	HighWatermarkCheckpoint string
+	// RemoteDeleteRecords, when set, moves a tiered partition's remote log
+	// start offset up to offset for DeleteRecords and returns it (-1: the
+	// partition has nothing remote); broker/tier's Manager.DeleteRecords.
+	RemoteDeleteRecords func(topic string, partition int32, offset int64) (int64, error)
 }
 
 // Broker serves the Kafka protocol on its listeners (listeners.go).
@@ -60,6 +64,8 @@ type Broker struct {
 	// hwCheckpoint is Deps.HighWatermarkCheckpoint, for the replica
 	// manager.
 	hwCheckpoint string
+	// remoteDeleteRecords is Deps.RemoteDeleteRecords.
+	remoteDeleteRecords func(topic string, partition int32, offset int64) (int64, error)
 	// interBroker is the name of the inter-broker listener, and tls the
 	// TLS settings of the listeners and inter-broker clients (tls.go).
 	interBroker string
@@ -138,19 +144,20 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Broker{
-		cfg:          cfg,
-		cluster:      deps.Cluster,
-		groups:       deps.Groups,
-		logs:         deps.Logs,
-		store:        deps.Store,
-		hwCheckpoint: deps.HighWatermarkCheckpoint,
-		interBroker:  interBroker.name,
-		tls:          tlsCfg,
-		logger:       logger.With("component", "kafka"),
-		ctx:          ctx,
-		cancel:       cancel,
-		conns:        make(map[*conn]struct{}),
-		budget:       newRequestBudget(cfg.QueuedMaxRequestBytes),
+		cfg:                 cfg,
+		cluster:             deps.Cluster,
+		groups:              deps.Groups,
+		logs:                deps.Logs,
+		store:               deps.Store,
+		hwCheckpoint:        deps.HighWatermarkCheckpoint,
+		remoteDeleteRecords: deps.RemoteDeleteRecords,
+		interBroker:         interBroker.name,
+		tls:                 tlsCfg,
+		logger:              logger.With("component", "kafka"),
+		ctx:                 ctx,
+		cancel:              cancel,
+		conns:               make(map[*conn]struct{}),
+		budget:              newRequestBudget(cfg.QueuedMaxRequestBytes),
 	}
 	b.leaderReplication.rate = float64(cfg.LeaderReplicationThrottledRate)
 	b.followerReplication.rate = float64(cfg.FollowerReplicationThrottledRate)

@@ -140,6 +140,21 @@ type Config struct {
 	// fetchers theirs (broker/interbroker/throttle.go).
 	LeaderReplicationThrottledReplicas   string
 	FollowerReplicationThrottledReplicas string
+	// RemoteStorageEnable (remote.storage.enable, default false): the
+	// topic's closed segments are copied to remote storage (tiered
+	// storage, KIP-405, package broker/tier), and local retention deletes
+	// a segment only once it is stored remotely (SetRemoteEnd) and beyond
+	// local.retention.ms or local.retention.bytes; retention.ms and
+	// retention.bytes then bound the remote copy. Not for compacted topics.
+	RemoteStorageEnable bool
+	// LocalRetention (local.retention.ms, default -2 = retention.ms; -1
+	// unlimited): on a tiered topic, how long a segment stays on local
+	// disk after it is stored remotely. At most retention.ms.
+	LocalRetention time.Duration
+	// LocalRetentionBytes (local.retention.bytes, default -2 =
+	// retention.bytes; -1 unlimited): on a tiered topic, how large the
+	// local part of the partition may grow. At most retention.bytes.
+	LocalRetentionBytes int64
 }
 
 // CheckThrottledReplicas accepts a *.replication.throttled.replicas value:
@@ -246,7 +261,69 @@ func DefaultConfig() Config {
 
 		CompressionType:      CompressionProducer,
 		MessageFormatVersion: DefaultMessageFormatVersion,
+
+		LocalRetention:      UseRetention,
+		LocalRetentionBytes: UseRetentionBytes,
 	}
+}
+
+// UseRetention and UseRetentionBytes are local.retention.ms and
+// local.retention.bytes's -2: use retention.ms, retention.bytes.
+const (
+	UseRetention      = -2 * time.Millisecond
+	UseRetentionBytes = -2
+)
+
+// LocalRetentionLimits returns what local retention keeps of a tiered log:
+// local.retention.ms and local.retention.bytes, with -2 resolved to the
+// total retention (<0: unlimited).
+func (c Config) LocalRetentionLimits() (time.Duration, int64) {
+	retention, bytes := c.LocalRetention, c.LocalRetentionBytes
+	if retention == UseRetention {
+		retention = c.Retention
+	}
+	if bytes == UseRetentionBytes {
+		bytes = c.RetentionBytes
+	}
+	return retention, bytes
+}
+
+// checkRemoteStorage applies Kafka's rules for a tiered topic (its
+// LogConfig's validateNoRemoteStorageForCompactedTopic and
+// validateRemoteStorageRetentionTime/Size): no compaction, and the local
+// limits no larger than the total ones; -1 locally (keep everything) only
+// when the total is -1 as well.
+func (c Config) checkRemoteStorage() []error {
+	var errs []error
+	if c.LocalRetention < UseRetention {
+		errs = append(errs, fmt.Errorf("local.retention.ms %d must be -2 (use retention.ms), -1 (unlimited) or at least 0", c.LocalRetention.Milliseconds()))
+	}
+	if c.LocalRetentionBytes < UseRetentionBytes {
+		errs = append(errs, fmt.Errorf("local.retention.bytes %d must be -2 (use retention.bytes), -1 (unlimited) or at least 0", c.LocalRetentionBytes))
+	}
+	if !c.RemoteStorageEnable {
+		return errs
+	}
+	if c.Compacts() {
+		errs = append(errs, fmt.Errorf("remote.storage.enable=true is not supported for a compacted topic (cleanup.policy %q): tiered storage keeps only topics whose cleanup.policy is delete, as in Kafka", c.CleanupPolicy))
+	}
+	if c.Retention >= 0 {
+		switch {
+		case c.LocalRetention == -time.Millisecond:
+			errs = append(errs, fmt.Errorf("local.retention.ms -1 (unlimited) is not allowed while retention.ms is %d: local retention cannot keep more than the total", c.Retention.Milliseconds()))
+		case c.LocalRetention > c.Retention:
+			errs = append(errs, fmt.Errorf("local.retention.ms %d must not exceed retention.ms %d", c.LocalRetention.Milliseconds(), c.Retention.Milliseconds()))
+		}
+	}
+	if c.RetentionBytes >= 0 {
+		switch {
+		case c.LocalRetentionBytes == -1:
+			errs = append(errs, fmt.Errorf("local.retention.bytes -1 (unlimited) is not allowed while retention.bytes is %d: local retention cannot keep more than the total", c.RetentionBytes))
+		case c.LocalRetentionBytes > c.RetentionBytes:
+			errs = append(errs, fmt.Errorf("local.retention.bytes %d must not exceed retention.bytes %d", c.LocalRetentionBytes, c.RetentionBytes))
+		}
+	}
+	return errs
 }
 
 // Validate rejects impossible settings with a sentence that says why.
@@ -312,6 +389,7 @@ func (c Config) Validate() error {
 	if err := checkMessageFormatVersion(c.MessageFormatVersion); err != nil {
 		errs = append(errs, fmt.Errorf("message.format.version %w", err))
 	}
+	errs = append(errs, c.checkRemoteStorage()...)
 	return errors.Join(errs...)
 }
 
@@ -376,6 +454,9 @@ var Settings = settings.NewList(func(name, _ string, err error) error {
 	}, func(c *Config) *string { return &c.CompressionType }),
 	topicString("leader.replication.throttled.replicas", "", settings.ListType, "`partition:broker,...` or `*`: replicas whose replication the leader holds to leader.replication.throttled.rate", CheckThrottledReplicas, func(c *Config) *string { return &c.LeaderReplicationThrottledReplicas }),
 	topicString("follower.replication.throttled.replicas", "", settings.ListType, "`partition:broker,...` or `*`: replicas whose fetching this broker, as follower, holds to follower.replication.throttled.rate", CheckThrottledReplicas, func(c *Config) *string { return &c.FollowerReplicationThrottledReplicas }),
+	dynamic(settings.TrueFalse("remote.storage.enable", "copy closed segments to remote storage (tiered storage); local disk keeps the tail set by `local.retention.*`", func(c *Config) *bool { return &c.RemoteStorageEnable })),
+	localMs("local.retention.ms", "log.local.retention.ms", "on a tiered topic, keep a segment locally this long after it is stored remotely; -2: retention.ms, -1: keep", func(c *Config) *time.Duration { return &c.LocalRetention }),
+	logInt("local.retention.bytes", "log.local.retention.bytes", settings.Long, "on a tiered topic, the most the local part of a partition may hold; -2: retention.bytes, -1: no limit", func(c *Config) *int64 { return &c.LocalRetentionBytes }),
 	func() settings.Setting[Config] {
 		s := topicString("message.format.version", "log.message.format.version", settings.String, "[DEPRECATED] The record format version the broker writes to the log. "+
 			"Ignored, as by Kafka 3.x brokers whose inter-broker protocol is 3.0 or later: batches are always "+
@@ -429,6 +510,27 @@ func logMs(name, synonym, doc string, dst func(*Config) *time.Duration) settings
 		},
 		Format: func(c Config) string { return durationToMs(*dst(&c)) },
 	})
+}
+
+// localMs is logMs for local.retention.ms, whose -2 (use retention.ms)
+// is a value of its own rather than "unlimited".
+func localMs(name, synonym, doc string, dst func(*Config) *time.Duration) settings.Setting[Config] {
+	s := logMs(name, synonym, doc, dst)
+	parse, format := s.Parse, s.Format
+	s.Parse = func(c *Config, value string) error {
+		if v, err := strconv.ParseInt(value, 10, 64); err == nil && v < -1 {
+			*dst(c) = time.Duration(v) * time.Millisecond
+			return nil
+		}
+		return parse(c, value)
+	}
+	s.Format = func(c Config) string {
+		if d := *dst(&c); d < -time.Millisecond {
+			return strconv.FormatInt(d.Milliseconds(), 10)
+		}
+		return format(c)
+	}
+	return s
 }
 
 // CleanerSettings are the log cleaner's broker settings, by Kafka's names.

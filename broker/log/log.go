@@ -66,6 +66,10 @@ type Log struct {
 	// toldNeedsReopen: the Manager logged that only a restart recovers it.
 	toldNeedsReopen atomic.Bool
 
+	// remoteEnd is the offset below which every record is stored
+	// remotely, on a tiered log (remote.go).
+	remoteEnd atomic.Int64
+
 	// recoveredSegments counts segments Open scanned batch by batch; a clean
 	// restart leaves it at zero. Tests read it.
 	recoveredSegments atomic.Int64

@@ -49,25 +49,39 @@ func (l *Log) EnforceRetentionBelow(now time.Time, highWatermark int64) (deleted
 	for n < last && segs[n+1].baseOffset <= l.startOffset {
 		n++
 	}
+	retention, retentionBytes := cfg.Retention, cfg.RetentionBytes
+	// limit is how many segments retention may delete: on a tiered log
+	// only those stored remotely (remote.go), by the local limits.
+	limit := last
+	if cfg.RemoteStorageEnable {
+		retention, retentionBytes = cfg.LocalRetentionLimits()
+		remoteEnd := l.RemoteEnd()
+		limit = n
+		for limit < last && segs[limit].nextOffset <= remoteEnd {
+			limit++
+		}
+	}
 	expiredActive := false
 	// A compact-only log keeps its segments whatever their age or size:
 	// the cleaner shrinks it instead (cleaner.go).
-	if cfg.Retention >= 0 && cfg.Deletes() {
-		cutoff := now.Add(-cfg.Retention).UnixMilli()
+	if retention >= 0 && cfg.Deletes() {
+		cutoff := now.Add(-retention).UnixMilli()
 		times := l.retentionTimesLocked(now)
-		for n < last && times[n] < cutoff {
+		for n < limit && times[n] < cutoff {
 			n++
 		}
-		expiredActive = n == last && segs[last].size > 0 && times[last] < cutoff &&
+		// A tiered log's active segment is never stored remotely, so it
+		// stays until it rolls by segment.bytes or segment.ms.
+		expiredActive = !cfg.RemoteStorageEnable && n == last && segs[last].size > 0 && times[last] < cutoff &&
 			(highWatermark < 0 || highWatermark >= l.endOffset) &&
 			(!cfg.FlushOnAck || l.DurableOffset() >= l.endOffset)
 	}
-	if cfg.RetentionBytes >= 0 && cfg.Deletes() {
+	if retentionBytes >= 0 && cfg.Deletes() {
 		var remaining int64
 		for _, s := range segs[n:] {
 			remaining += s.size
 		}
-		for n < last && remaining-segs[n].size >= cfg.RetentionBytes {
+		for n < limit && remaining-segs[n].size >= retentionBytes {
 			remaining -= segs[n].size
 			n++
 		}

@@ -1,0 +1,301 @@
+package tier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"millrace/broker/coord"
+	"millrace/broker/log"
+	"millrace/store"
+)
+
+// Partition is what the tier needs of one partition this broker hosts; the
+// broker assembles it from the cluster model and the replica manager,
+// which the tier does not import.
+type Partition struct {
+	Topic     string
+	TopicID   [16]byte // zero when the cluster has none
+	Partition int32
+	Log       *log.Log
+	// Leader: this broker leads the partition, at LeaderEpoch. Only the
+	// leader uploads, expires remote segments and sweeps.
+	Leader      bool
+	LeaderEpoch int32
+	// HighWatermark bounds what may be uploaded: only a segment wholly
+	// below it, which no new leader can truncate away. -1: every record
+	// is committed (a single broker).
+	HighWatermark int64
+}
+
+// Host tells the tier about the broker's partitions and topics.
+type Host struct {
+	// Partitions returns the partitions this broker hosts whose topic has
+	// remote.storage.enable.
+	Partitions func() []Partition
+	// TopicIDs returns every existing topic's ID by name; the remote data
+	// of a topic not in it (or of another ID) is removed once its state
+	// is older than the sweep grace.
+	TopicIDs func() map[string][16]byte
+	// Controller reports whether this broker removes deleted topics'
+	// remote data (one broker does, the controller).
+	Controller func() bool
+}
+
+// Manager uploads closed segments of the partitions this broker leads,
+// expires remote segments by total retention, sweeps unreferenced objects,
+// and tells every hosted tiered log how far it is stored remotely.
+type Manager struct {
+	cfg     Config
+	store   store.Store
+	coord   coord.Store
+	host    Host
+	logger  *slog.Logger
+	metrics *metrics
+	now     func() time.Time
+
+	mu sync.Mutex // guards the following
+	// swept is when each partition was last swept, and at which leader
+	// epoch: a new leadership sweeps at once.
+	swept  map[log.TopicPartition]sweepMark
+	cancel context.CancelFunc // ends Start's loop; nil before Start
+	done   chan struct{}      // closed when Start's loop has returned
+}
+
+type sweepMark struct {
+	epoch int32
+	at    time.Time
+}
+
+// New returns a manager; Start runs it. st is the remote object store, cs
+// the coordination store holding the remote state.
+func New(cfg Config, st store.Store, cs coord.Store, host Host, reg prometheus.Registerer, logger *slog.Logger) (*Manager, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	mx, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	return &Manager{cfg: cfg, store: st, coord: cs, host: host, metrics: mx, now: time.Now,
+		logger: logger.With("component", "tier"), swept: map[log.TopicPartition]sweepMark{}}, nil
+}
+
+// Start runs a round every remote.log.manager.task.interval.ms until Close.
+func (m *Manager) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	m.mu.Lock()
+	m.cancel, m.done = cancel, make(chan struct{})
+	done := m.done
+	m.mu.Unlock()
+	go func() {
+		defer close(done)
+		ticker := time.NewTicker(m.cfg.TaskInterval)
+		defer ticker.Stop()
+		for {
+			m.RunOnce(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+			}
+		}
+	}()
+}
+
+// Close stops Start's loop, cancelling an upload under way (its objects
+// are left for the sweep), and waits for it. It does not close the stores.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	cancel, done := m.cancel, m.done
+	m.cancel = nil
+	m.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+	return nil
+}
+
+// RunOnce runs one round: every hosted tiered partition, then, on the
+// controller, the remote data of deleted topics. Errors are logged and
+// counted; the next round retries.
+func (m *Manager) RunOnce(ctx context.Context) {
+	leading := map[log.TopicPartition]bool{}
+	for _, p := range m.host.Partitions() {
+		if ctx.Err() != nil {
+			return
+		}
+		tp := log.TopicPartition{Topic: p.Topic, Partition: p.Partition}
+		logger := m.logger.With("topic", p.Topic, "partition", p.Partition)
+		if !p.Leader {
+			m.follow(p, logger)
+			continue
+		}
+		leading[tp] = true
+		if err := m.lead(ctx, p, logger); err != nil && ctx.Err() == nil {
+			if errors.Is(err, errConflict) {
+				logger.Info("remote state changed under this leader; retrying next round", "err", err)
+			} else {
+				logger.Warn("tiered storage round failed; retrying next round", "err", err)
+			}
+		}
+	}
+	m.forgetPartitions(leading)
+	if m.host.Controller != nil && m.host.Controller() && m.host.TopicIDs != nil {
+		if err := m.removeDeletedTopics(ctx, m.host.TopicIDs()); err != nil && ctx.Err() == nil {
+			m.logger.Warn("removing the remote data of deleted topics; retrying next round", "err", err)
+		}
+	}
+}
+
+// follow tells a follower's log how far the leader has uploaded, so its
+// local retention may delete what is remote.
+func (m *Manager) follow(p Partition, logger *slog.Logger) {
+	st, _, exists, err := ReadState(m.coord, p.Topic, p.Partition)
+	if err != nil {
+		logger.Warn("reading the remote state", "err", err)
+		return
+	}
+	if exists && st.TopicID == EncodeTopicID(p.TopicID) {
+		p.Log.SetRemoteEnd(st.End())
+	}
+}
+
+// lead is one leader's round on a partition: sweep when due, upload what
+// is closed and committed, expire by total retention.
+func (m *Manager) lead(ctx context.Context, p Partition, logger *slog.Logger) error {
+	w, err := m.openWriter(p)
+	if err != nil {
+		return err
+	}
+	if w == nil {
+		logger.Debug("remote state belongs to an earlier topic of this name; waiting for its removal")
+		return nil
+	}
+	if err := m.sweepIfDue(ctx, w); err != nil {
+		logger.Warn("sweeping unreferenced remote objects", "err", err)
+	}
+	uploadErr := m.upload(ctx, w, logger)
+	p.Log.SetRemoteEnd(w.state.End())
+	m.metrics.lag.WithLabelValues(p.Topic, strconv.Itoa(int(p.Partition))).Set(float64(max(p.Log.EndOffset()-w.state.End(), 0)))
+	if uploadErr != nil {
+		return uploadErr
+	}
+	return m.expire(ctx, w, logger)
+}
+
+// forgetPartitions drops the bookkeeping of partitions no longer led here.
+func (m *Manager) forgetPartitions(leading map[log.TopicPartition]bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for tp := range m.swept {
+		if !leading[tp] {
+			delete(m.swept, tp)
+			m.metrics.lag.DeleteLabelValues(tp.Topic, strconv.Itoa(int(tp.Partition)))
+		}
+	}
+}
+
+// writer is a leader's view of one partition's remote state during a round.
+type writer struct {
+	p       Partition
+	topicID string
+	state   State
+	version int32
+	exists  bool
+}
+
+// openWriter reads the state for the leader of p; nil when the state is
+// of another topic ID (a deleted topic's, not removed yet).
+func (m *Manager) openWriter(p Partition) (*writer, error) {
+	st, version, exists, err := ReadState(m.coord, p.Topic, p.Partition)
+	if err != nil {
+		return nil, err
+	}
+	w := &writer{p: p, topicID: EncodeTopicID(p.TopicID), state: st, version: version, exists: exists}
+	if exists && st.TopicID != w.topicID {
+		return nil, nil
+	}
+	if err := checkEpoch(st, p.LeaderEpoch, p.Topic, p.Partition); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// commit writes next as the partition's state.
+func (m *Manager) commit(w *writer, next State) error {
+	next.TopicID = w.topicID
+	next.LeaderEpoch = max(w.state.LeaderEpoch, w.p.LeaderEpoch)
+	version, err := writeState(m.coord, w.p.Topic, w.p.Partition, next, w.version, w.exists)
+	if err != nil {
+		return err
+	}
+	w.state, w.version, w.exists = next, version, true
+	return nil
+}
+
+// removeSegments removes the objects of segments the state no longer
+// references; a failure leaves them to the sweep.
+func (m *Manager) removeSegments(ctx context.Context, segments []Segment) error {
+	var errs []error
+	for _, s := range segments {
+		for _, suffix := range suffixes {
+			if err := m.store.Remove(ctx, s.Key+suffix); err != nil {
+				errs = append(errs, fmt.Errorf("tier: removing %s: %w", s.Key+suffix, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// metrics are the write side's Prometheus metrics.
+type metrics struct {
+	uploadedBytes    prometheus.Counter
+	uploadedSegments prometheus.Counter
+	uploadErrors     prometheus.Counter
+	expiredSegments  prometheus.Counter
+	sweptObjects     prometheus.Counter
+	lag              *prometheus.GaugeVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		uploadedBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "millrace_tier_uploaded_bytes_total", Help: "Bytes of segment objects (log, indexes, producer snapshot) this broker stored remotely.",
+		}),
+		uploadedSegments: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "millrace_tier_uploaded_segments_total", Help: "Segments this broker uploaded and recorded in the remote state.",
+		}),
+		uploadErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "millrace_tier_upload_errors_total", Help: "Segment uploads that failed (store or state errors); each is retried next round, and local retention waits for it.",
+		}),
+		expiredSegments: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "millrace_tier_expired_segments_total", Help: "Remote segments removed by retention.ms, retention.bytes or DeleteRecords.",
+		}),
+		sweptObjects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "millrace_tier_swept_objects_total", Help: "Unreferenced remote objects (left by interrupted uploads) the sweep removed.",
+		}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "millrace_tier_remote_lag_offsets", Help: "How far the newest remote offset trails the local log end, per partition this broker leads.",
+		}, []string{"topic", "partition"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.uploadedBytes, m.uploadedSegments, m.uploadErrors, m.expiredSegments, m.sweptObjects, m.lag} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("tier: registering metrics: %w", err)
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,71 @@
+package broker
+
+// Tiered storage (broker/tier) wired to this broker: the tier imports
+// nothing above the log, so the broker tells it which partitions it hosts,
+// which it leads at which epoch, their high watermarks, the topics' IDs
+// and whether it is the controller.
+
+import (
+	"context"
+
+	"millrace/broker/cluster"
+	"millrace/broker/log"
+	"millrace/broker/tier"
+)
+
+// openTier opens the remote object store and starts the tier's rounds.
+func (b *Broker) openTier() (*tier.Manager, error) {
+	var err error
+	if b.tierStore, err = b.cfg.Tier.OpenStore(context.Background(), b.logger); err != nil {
+		return nil, err
+	}
+	cl, replicas, brokerID := b.cluster, b.server.Replicas(), b.cfg.Kafka.BrokerID
+	replicated := b.cfg.ZooKeeper != ""
+	host := tier.Host{
+		Partitions: func() []tier.Partition {
+			var out []tier.Partition
+			for _, t := range cl.Topics() {
+				for _, ps := range t.Partitions {
+					hw, known := replicas.CleanerBound(log.TopicPartition{Topic: t.Name, Partition: ps.Partition})
+					if !known {
+						continue // no replica state yet: nothing is known committed
+					}
+					if p, ok := tierPartition(cl, brokerID, t.Name, ps.Partition, hw); ok {
+						out = append(out, p)
+					}
+				}
+			}
+			return out
+		},
+		TopicIDs: func() map[string][16]byte {
+			ids := map[string][16]byte{}
+			for _, t := range cl.Topics() {
+				ids[t.Name] = t.ID
+			}
+			return ids
+		},
+		Controller: func() bool { return !replicated || cl.ControllerID() == brokerID },
+	}
+	m, err := tier.New(b.cfg.Tier, b.tierStore, b.store, host, b.cfg.Metrics, b.logger)
+	if err != nil {
+		return nil, err
+	}
+	b.tier = m
+	m.Start()
+	return m, nil
+}
+
+// tierPartition is a partition this broker hosts on a tiered topic, as
+// the tier sees it, with high watermark hw (-1: every record committed).
+func tierPartition(cl *cluster.Cluster, brokerID int32, topic string, partition int32, hw int64) (tier.Partition, bool) {
+	state, l, ok := cl.Partition(topic, partition)
+	if !ok || l == nil || !l.Config().RemoteStorageEnable {
+		return tier.Partition{}, false
+	}
+	t, ok := cl.Topic(topic)
+	if !ok {
+		return tier.Partition{}, false
+	}
+	return tier.Partition{Topic: topic, TopicID: t.ID, Partition: partition, Log: l,
+		Leader: state.Leader == brokerID, LeaderEpoch: state.LeaderEpoch, HighWatermark: hw}, true
+}
