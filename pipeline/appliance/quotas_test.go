@@ -3,8 +3,11 @@ package appliance
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +16,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.yaml.in/yaml/v3"
 
+	"millrace/agents/beacon"
 	"millrace/broker/quota"
+	"millrace/internal/waitfor"
+	"millrace/sinks/lake"
 )
 
 // TestQuotasConfig: quotas: off sets none; a group given replaces its
@@ -114,10 +120,11 @@ func TestPlanQuotas(t *testing.T) {
 // restart, and quotas: off then removes only what is still up's.
 func TestUpSetsQuotas(t *testing.T) {
 	t.Parallel()
+	off := false
 	cfg := Config{
 		Data:           t.TempDir(),
 		Broker:         BrokerConfig{Listen: "127.0.0.1:0"},
-		SchemaRegistry: SchemaRegistryConfig{Enabled: new(false)},
+		SchemaRegistry: SchemaRegistryConfig{Enabled: &off},
 		HTTP:           HTTPConfig{Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", AuditInterval: -1},
 		Syslog:         syslogOff(),
 		OTLP:           otlpOnFreePorts,
@@ -181,5 +188,97 @@ func TestUpSetsQuotas(t *testing.T) {
 	want = map[string]map[string]float64{sink: {"consumer_byte_rate": 1 << 20}}
 	if got := describe(cfg, nil); !reflect.DeepEqual(got, want) {
 		t.Errorf("with quotas: off: %v, want only the operator's %v", got, want)
+	}
+}
+
+// TestUpThrottlesASinkReplay: a sink replaying a topic faster than its
+// consumer_byte_rate is throttled (its throttle time shows on /metrics
+// under its client ID) while the beacon's produce path, which has no
+// quota, still answers at once.
+func TestUpThrottlesASinkReplay(t *testing.T) {
+	t.Parallel()
+	off := false
+	cfg := Config{
+		Data:           t.TempDir(),
+		Broker:         BrokerConfig{Listen: "127.0.0.1:0"},
+		SchemaRegistry: SchemaRegistryConfig{Enabled: &off},
+		HTTP:           HTTPConfig{Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", AuditInterval: -1},
+		Beacon:         &beacon.Config{},
+		Syslog:         syslogOff(),
+		OTLP:           otlpOnFreePorts,
+		OpsMetrics:     OpsMetricsConfig{Interval: -1},
+		Topics:         []TopicConfig{{Name: "replay", Partitions: 1}},
+		Sinks: []SinkConfig{{Name: "replay", Out: "lake",
+			Config: lake.Config{Topics: []string{"replay"}, Schema: "log", IdleTimeout: 100 * time.Millisecond, SessionTimeout: 6 * time.Second}}},
+		// 32 KiB/s: the sink's first fetch, the whole backlog of 410 KB,
+		// is over it even spread over Kafka's minimum measuring window of
+		// 10 s, by little, so that the throttle (about 2.5 s, which the
+		// sink's shutdown waits out) keeps the test short.
+		Quotas: QuotasConfig{Sinks: map[string]float64{"consumer_byte_rate": 32 << 10}},
+	}
+	cfg.Audit.Enabled = &off
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a, err := Start(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Shutdown(context.Background())
+
+	// A day's backlog, in small: 400 log lines of 1 KiB, by a client
+	// without a quota.
+	loader, err := kgo.NewClient(kgo.SeedBrokers(a.Brokers()...), kgo.ClientID("loader"), kgo.DefaultProduceTopic("replay"),
+		kgo.ProducerBatchCompression(kgo.NoCompression())) // the bytes fetched are the bytes written
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loader.Close()
+	line := strings.Repeat("x", 1024)
+	var records []*kgo.Record
+	for i := range 400 {
+		records = append(records, &kgo.Record{Value: fmt.Appendf(nil,
+			`{"event_id":"%032x","ts":%q,"source":"/var/log/replay.log","offset":%d,"line":%q}`, i, time.Now().UTC().Format(time.RFC3339Nano), i*1025, line)})
+	}
+	if err := loader.ProduceSync(ctx, records...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	throttled := regexp.MustCompile(`(?m)^millrace_broker_quota_throttle_ratio\{client_id="millrace-sink",kind="consumer_byte_rate",user=""\} (\S+)$`)
+	metrics := "http://" + a.MetricsAddr().String() + "/metrics"
+	waitfor.Until(t, 30*time.Second, "the sink's throttle time on /metrics", func() bool {
+		resp, err := http.Get(metrics)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		m := throttled.FindSubmatch(body)
+		return m != nil && string(m[1]) != "0"
+	})
+
+	// The beacon's produce path meanwhile: each POST is answered once the
+	// broker acknowledged its events.
+	events := "http://" + a.HTTPAddr().String() + "/v1/events"
+	for i := range 5 {
+		start := time.Now()
+		resp, err := http.Post(events, "application/json", strings.NewReader(fmt.Sprintf(`[{"type":"click","title":"during replay %d"}]`, i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		// The agents have no quota: nothing holds the beacon's
+		// connection, and the broker answers it as if the sink were idle.
+		if took := time.Since(start); resp.StatusCode != http.StatusOK || took > 2*time.Second {
+			t.Errorf("beacon POST %d during the replay: %d after %v, want 200 at once", i, resp.StatusCode, took)
+		}
+	}
+	resp, err := http.Get(metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if strings.Contains(string(body), `client_id="millrace-agent"`) {
+		t.Errorf("the agents' client ID has quota series: up set it a quota")
 	}
 }
