@@ -282,3 +282,62 @@ func TestUpThrottlesASinkReplay(t *testing.T) {
 		t.Errorf("the agents' client ID has quota series: up set it a quota")
 	}
 }
+
+// TestUpSetsQuotasOnUsersWhenSecure: with security on, the quotas go on
+// the users the parts authenticate as (set by the admin through the
+// broker's ACLs), and the console's own user may not read them.
+func TestUpSetsQuotasOnUsersWhenSecure(t *testing.T) {
+	t.Parallel()
+	off := false
+	cfg := Config{
+		Data:           t.TempDir(),
+		Secure:         true,
+		Broker:         BrokerConfig{Listen: "127.0.0.1:0"},
+		SchemaRegistry: SchemaRegistryConfig{Enabled: &off},
+		HTTP:           HTTPConfig{Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", AuditInterval: -1},
+		Syslog:         syslogOff(),
+		OTLP:           otlpOnFreePorts,
+		OpsMetrics:     OpsMetricsConfig{Interval: -1},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a, err := Start(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Shutdown(context.Background())
+	describe := func(user string) ([]kadm.DescribedClientQuota, error) {
+		opts, err := a.secure.clientSettings(user).Opts()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(a.Brokers()...))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		return kadm.NewClient(cl).DescribeClientQuotas(ctx, false, nil)
+	}
+	described, err := describe(AdminUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]map[string]float64{}
+	for _, d := range described {
+		values := map[string]float64{}
+		for _, v := range d.Values {
+			values[v.Key] = v.Value
+		}
+		got[fmt.Sprint(d.Entity)] = values
+	}
+	want := map[string]map[string]float64{
+		"{user=" + SinkUser + "}":    {"consumer_byte_rate": DefaultSinkConsumerByteRate, "request_percentage": DefaultSinkRequestPercentage},
+		"{user=" + ConsoleUser + "}": {"request_percentage": DefaultConsoleRequestPercentage},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("quotas under security on: %v, want %v", got, want)
+	}
+	if _, err := describe(ConsoleUser); err == nil {
+		t.Error("the console's user read the quotas: it has no DescribeConfigs on the cluster")
+	}
+}
