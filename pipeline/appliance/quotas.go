@@ -126,6 +126,24 @@ func (q *QuotasConfig) UnmarshalYAML(node *yaml.Node) error {
 	return nil
 }
 
+// MarshalYAML writes the section as UnmarshalYAML reads it back: false
+// for off, nothing for the defaults, else the groups given.
+func (q QuotasConfig) MarshalYAML() (any, error) {
+	if q.Off {
+		return false, nil
+	}
+	if !q.given() {
+		return nil, nil
+	}
+	groups := map[string]map[string]float64{}
+	for name, values := range map[string]map[string]float64{"sinks": q.Sinks, "console": q.Console, "agents": q.Agents} {
+		if values != nil {
+			groups[name] = values
+		}
+	}
+	return groups, nil
+}
+
 // groups is each group's values with the defaults filled in.
 func (q QuotasConfig) groups() map[string]map[string]float64 {
 	orDefault := func(v, d map[string]float64) map[string]float64 {

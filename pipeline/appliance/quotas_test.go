@@ -76,6 +76,24 @@ func TestQuotasConfig(t *testing.T) {
 	}
 }
 
+// TestQuotasConfigRoundTrip: a config written as YAML (as the e2e tests
+// write theirs) reads back with the same quotas.
+func TestQuotasConfigRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, q := range []QuotasConfig{{}, {Off: true}, {Sinks: map[string]float64{"consumer_byte_rate": 1024}, Console: map[string]float64{}}} {
+		out, err := yaml.Marshal(Config{Quotas: q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Config
+		dec := yaml.NewDecoder(strings.NewReader(string(out)))
+		dec.KnownFields(true)
+		if err := dec.Decode(&back); err != nil || !reflect.DeepEqual(back.Quotas, q) {
+			t.Errorf("%+v wrote\n%s\nand read back %+v, %v", q, out, back.Quotas, err)
+		}
+	}
+}
+
 // TestPlanQuotas: up changes a quota only while it is up's (unset and
 // never set by up, still up's last value, or already the wanted value);
 // one an operator changed or removed is left and reported, and stays
