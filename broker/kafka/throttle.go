@@ -59,7 +59,8 @@ type quotaEnforcer struct {
 	// throttled counts throttled requests by quota kind, and
 	// throttleSeconds their throttle time: labelled by kind only, since
 	// the Limiter does not say which entity's quota it applied, and
-	// client IDs are the client's to choose (unbounded).
+	// client IDs are the client's to choose (unbounded). Per entity,
+	// bounded, the Manager's own sensors say it (quota_metrics.go).
 	throttled       *prometheus.CounterVec
 	throttleSeconds *prometheus.CounterVec
 }
@@ -89,7 +90,11 @@ func newQuotaEnforcer(cfg Config, listeners int, interBroker string, reg prometh
 		e.exemptPrincipal = "User:" + cfg.SASL.InterBrokerUsername
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{e.throttled, e.throttleSeconds} {
+		collectors := []prometheus.Collector{e.throttled, e.throttleSeconds}
+		if source, ok := cfg.Quotas.(usageReader); ok {
+			collectors = append(collectors, newQuotaCollector(source))
+		}
+		for _, c := range collectors {
 			if err := reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 				return nil, err
 			}

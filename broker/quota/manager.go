@@ -29,6 +29,11 @@ type sensor struct {
 	rate   rate      // byte rates and request_percentage
 	bucket bucket    // controller_mutation_rate
 	last   time.Time // the last record, for expiry
+	// match is the entity whose quota applied at the last record, and
+	// throttled the throttle time given (seconds) over the same windows
+	// as rate: both for Usage.
+	match     Entity
+	throttled rate
 }
 
 // Manager decides quotas: it holds every entity's quotas (loaded from the
@@ -211,13 +216,17 @@ func (m *Manager) Record(kind Kind, user, clientID string, value float64, now ti
 	m.sensorsMu.Lock()
 	defer m.sensorsMu.Unlock()
 	s := m.sensorLocked(kind, match, key, now)
+	var d time.Duration
 	if kind == ControllerMutationRate {
 		s.bucket.refill(bound, now)
 		s.bucket.tokens -= value
-		return s.bucket.wait(bound)
+		d = s.bucket.wait(bound)
+	} else {
+		s.rate.record(value, now)
+		d = throttle(s.rate.measure(now), bound, s.rate.windowSize(now), maxThrottle)
 	}
-	s.rate.record(value, now)
-	return throttle(s.rate.measure(now), bound, s.rate.windowSize(now), maxThrottle)
+	s.noteThrottle(d, now)
+	return d
 }
 
 // TryMutate implements Limiter with KIP-599's token bucket: a request is
@@ -235,7 +244,9 @@ func (m *Manager) TryMutate(user, clientID string, n int, now time.Time) (time.D
 	m.sensorsMu.Lock()
 	defer m.sensorsMu.Unlock()
 	s := m.sensorLocked(ControllerMutationRate, match, key, now)
-	return s.bucket.take(bound, float64(n), now)
+	d, ok := s.bucket.take(bound, float64(n), now)
+	s.noteThrottle(d, now)
+	return d, ok
 }
 
 // sensorLocked returns the sensor of (kind, key), creating it; match is
@@ -261,8 +272,15 @@ func (m *Manager) sensorLocked(kind Kind, match, key Entity, now time.Time) *sen
 		m.sensors[sk] = s
 		m.counts[kind]++
 	}
-	s.last = now
+	s.last, s.match = now, match
 	return s
+}
+
+// noteThrottle counts a throttle given, for Usage; nothing for none.
+func (s *sensor) noteThrottle(d time.Duration, now time.Time) {
+	if d > 0 {
+		s.throttled.record(d.Seconds(), now)
+	}
 }
 
 // sweepLocked drops sensors idle for InactiveExpiry.

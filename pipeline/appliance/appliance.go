@@ -112,6 +112,11 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (a *Appliance, 
 	if err := a.createTopics(ctx); err != nil {
 		return nil, err
 	}
+	// Before the sinks and the console start: their first fetch already
+	// meets its quota.
+	if err := a.applyQuotas(ctx); err != nil {
+		return nil, err
+	}
 	shipCfg := cfg.Ship
 	shipCfg.Brokers = a.brokers
 	shipReg := prometheus.Registerer(reg)

@@ -86,6 +86,12 @@ type Config struct {
 	// instance id is kept in its data directory; audit.instance, when set,
 	// names the beacon (default: host name and http.listen).
 	Audit audit.Config `yaml:"audit"`
+	// Quotas are the client quotas up sets on its embedded broker for its
+	// own sinks, console and agents (quotas.go); `quotas: off` sets none.
+	// Default: the sinks fetch at most 64 MiB/s and take at most one
+	// request handler's time (request_percentage 100), the console a
+	// quarter of one; the agents have none.
+	Quotas QuotasConfig `yaml:"quotas"`
 }
 
 // BrokerConfig is the embedded broker.
@@ -388,6 +394,7 @@ func (c Config) Validate() error {
 	if err := c.validateOTLP(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.Quotas.validate(len(c.Brokers) > 0)...)
 	return errors.Join(errs...)
 }
 

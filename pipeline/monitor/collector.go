@@ -115,6 +115,7 @@ type Collector struct {
 	counters *counters
 	history  *History
 	problems *problemSet
+	quotas   *quotaSet
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup // the refresh loop and the metrics follower
@@ -156,6 +157,7 @@ func New(cfg Config, logger *slog.Logger) (*Collector, error) {
 		counters: newCounters(cfg.MaxSeries),
 		history:  NewHistory(cfg.HistoryPoints, cfg.HistoryWindow, cfg.HistorySeries),
 		problems: newProblemSet(cfg.MaxSeries),
+		quotas:   newQuotaSet(cfg.MaxSeries),
 		latest:   Snapshot{Controller: -1, MetricsTopic: cfg.MetricsTopic},
 		updated:  make(chan struct{}),
 	}, nil
@@ -278,6 +280,7 @@ func (c *Collector) refresh(ctx context.Context) {
 	s.Components = c.counters.components(time.Now(), c.cfg.StaleAfter)
 	s.Inputs = c.counters.inputs(time.Now(), c.cfg.StaleAfter)
 	s.Problems = c.problems.current(time.Now(), c.cfg.StaleAfter)
+	s.Quotas = c.quotas.current(time.Now(), c.cfg.StaleAfter)
 	c.latest = s
 	close(c.updated)
 	c.updated = make(chan struct{})
@@ -315,6 +318,7 @@ func (c *Collector) follow(ctx context.Context) {
 				if own {
 					c.counters.add(s)
 					c.problems.add(s)
+					c.quotas.add(s)
 				}
 			}
 		})

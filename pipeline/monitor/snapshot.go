@@ -37,6 +37,9 @@ type Snapshot struct {
 	// Problems are what the components report keeps their records from
 	// shipping, with what to do (a missing topic, a denied write).
 	Problems []Problem `json:"problems"`
+	// Quotas are the client quota entities the brokers measured, with
+	// their usage and throttle time (quotas.go).
+	Quotas []Quota `json:"quotas"`
 	// UnderReplicated and Offline count partitions across all topics.
 	UnderReplicated int `json:"under_replicated"`
 	Offline         int `json:"offline"`

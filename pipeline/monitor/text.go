@@ -66,7 +66,42 @@ func WriteText(w io.Writer, s Snapshot) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t\n", c.Name, c.Kind, c.Source, r, c.Total)
 	}
 	writeInputs(tw, s.Inputs)
+	writeQuotas(tw, s.Quotas)
 	return tw.Flush()
+}
+
+// writeQuotas writes the quotas table; nothing when no broker measured a
+// quota'd client. Entities are client-chosen names, escaped as sources are.
+func writeQuotas(w io.Writer, quotas []Quota) {
+	if len(quotas) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nQUOTA ENTITY\tKIND\tUSAGE/LIMIT\tUSED\tTHROTTLE\tSOURCE\t")
+	for _, q := range quotas {
+		used := "-"
+		if q.Limit > 0 {
+			used = strconv.FormatFloat(100*q.Usage/q.Limit, 'f', 0, 64) + "%"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s / %s\t%s\t%s\t%s\t\n", dash(printable(q.Entity())), printable(q.Kind),
+			quotaAmount(q.Kind, q.Usage), quotaAmount(q.Kind, q.Limit), used, throttleRate(q.Throttle), dash(printable(q.Source)))
+	}
+}
+
+// quotaAmount writes an amount of a quota in its unit.
+func quotaAmount(kind string, v float64) string {
+	switch kind {
+	case "producer_byte_rate", "consumer_byte_rate":
+		return IECBytes(int64(v)) + "/s"
+	case "request_percentage":
+		return strconv.FormatFloat(v, 'f', 1, 64) + "%"
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64) + "/s"
+}
+
+// throttleRate writes throttle seconds per second as milliseconds of
+// throttle per second.
+func throttleRate(v float64) string {
+	return strconv.FormatFloat(1000*v, 'f', 0, 64) + " ms/s"
 }
 
 // writeInputs writes the inputs table; nothing when no input published.
