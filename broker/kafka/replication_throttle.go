@@ -10,7 +10,11 @@ package kafka
 //     with produce traffic that clients already pay for, and holding it
 //     would stall acks=all producers;
 //   - while the rate is exceeded, a throttled partition is answered with no
-//     records (no error), and the follower asks again;
+//     records (no error), and the follower asks again; otherwise with at
+//     most the bytes the rate has left (a batch at least). Kafka's leader
+//     reads up to the follower's replica.fetch.max.bytes (1 MiB) and so
+//     overdraws by up to that; millrace's followers ask for 8 MiB, which
+//     would let a move through in bursts of several seconds' worth;
 //   - the bytes sent for throttled partitions are recorded after they are
 //     read, so the rate holds over time rather than per request.
 //
@@ -69,6 +73,19 @@ func (r *byteRate) Exceeded(now time.Time) bool {
 	defer r.mu.Unlock()
 	r.refillLocked(now)
 	return r.tokens <= 0
+}
+
+// Available returns the bytes left at now (math.MaxInt64 when unbounded):
+// what a throttled replica's next read may take, so that one response
+// does not overdraw the rate by more than a batch.
+func (r *byteRate) Available(now time.Time) int64 {
+	if !r.bounded() {
+		return math.MaxInt64
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.refillLocked(now)
+	return int64(r.tokens)
 }
 
 // Record takes n bytes sent at now.

@@ -1,12 +1,14 @@
 package kafka
 
 import (
+	"crypto/rand"
 	"errors"
 	"math"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -103,5 +105,63 @@ func TestReplicationRatesAtRuntime(t *testing.T) {
 	}
 	if l, _ := rates(); l != 5000 {
 		t.Fatalf("with broker 0's dynamic value removed, leader %v; want the properties file's 5000", l)
+	}
+}
+
+// TestLeaderThrottleBoundsResponse: a follower out of the ISR of a
+// throttled replica gets at most what leader.replication.throttled.rate
+// has left, a batch at least, not the whole of its fetch's max bytes
+// (Kafka overdraws by one replica.fetch.max.bytes, 1 MiB; a follower here
+// asks for 8 MiB); once the rate is spent it gets nothing.
+func TestLeaderThrottleBoundsResponse(t *testing.T) {
+	t.Parallel()
+	tb := startBroker(t, withConfig(func(c *Config) { c.LeaderReplicationThrottledRate = 1000 }))
+	tb.createTopic("moving", 1, map[string]string{"leader.replication.throttled.replicas": "*"})
+	_, cl := newAdmin(t, tb.addr)
+	value := make([]byte, 400)
+	for range 4 {
+		rand.Read(value) // incompressible
+		if err := cl.ProduceSync(testContext(t), &kgo.Record{Topic: "moving", Value: value}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	follower := dial(t, tb.addr)
+	fetch := func(offset int64, correlationID int32) (batches int, bytes int, next int64) {
+		t.Helper()
+		req := fetchRequest(11, 0, 0, 8<<20, fetchPart{topic: "moving", offset: offset, maxBytes: 8 << 20})
+		req.ReplicaID = 1
+		follower.sendAs("replica", req, correlationID)
+		resp := follower.readResponse(req, correlationID).(*kmsg.FetchResponse)
+		p := resp.Topics[0].Partitions[0]
+		if p.ErrorCode != 0 {
+			t.Fatalf("follower fetch: error %d", p.ErrorCode)
+		}
+		raw := p.RecordBatches
+		next = offset
+		for len(raw) >= 61 {
+			var b kmsg.RecordBatch
+			if err := b.ReadFrom(raw); err != nil {
+				t.Fatal(err)
+			}
+			n := 12 + int(b.Length)
+			raw, batches, bytes = raw[n:], batches+1, bytes+n
+			next = b.FirstOffset + int64(b.LastOffsetDelta) + 1
+		}
+		return batches, bytes, next
+	}
+	// The four batches are about 1.9 kB. Fetching until an answer is
+	// empty, the follower gets the 1000 bytes and one batch of overdraw,
+	// not all four (the rate refills 1 byte per ms meanwhile).
+	var total, largest int
+	var next int64
+	for id := int32(1); next < 4; id++ {
+		batches, bytes, after := fetch(next, id)
+		if batches == 0 {
+			break
+		}
+		total, largest, next = total+bytes, max(largest, bytes/batches), after
+	}
+	if next == 4 || total == 0 || total > 1000+largest {
+		t.Fatalf("the follower got %d bytes (offsets 0 to %d) before an empty answer, want 1000 and a batch at most", total, next)
 	}
 }
