@@ -168,17 +168,17 @@ func TestBrokerConfigRefusals(t *testing.T) {
 		resource string
 		configs  map[string]string
 	}{
-		{"", map[string]string{"num.partitions": "3"}},            // read-only in Kafka
-		{"", map[string]string{"log.retention.hours": "1"}},       // read-only in Kafka (log.retention.ms is not)
-		{"", map[string]string{"retention.ms": "1"}},              // a topic name, not the broker's
-		{"", map[string]string{"no.such.config": "1"}},            // unknown
-		{"", map[string]string{"min.insync.replicas": "0"}},       // bad value
-		{"", map[string]string{"log.segment.bytes": "x"}},         // bad value
-		{"", map[string]string{"log.cleanup.policy": "shred"}},    // bad value
-		{"", map[string]string{"message.max.bytes": "100000000"}}, // above millrace.log.max.decompressed.bytes
-		{"7", map[string]string{"min.insync.replicas": "2"}},      // another broker
-		{"broker", map[string]string{"min.insync.replicas": "2"}}, // not an ID
-		{"-1", map[string]string{"min.insync.replicas": "2"}},     // not an ID
+		{"", map[string]string{"num.partitions": "3"}},                        // read-only in Kafka
+		{"", map[string]string{"log.retention.hours": "1"}},                   // read-only in Kafka (log.retention.ms is not)
+		{"", map[string]string{"retention.ms": "1"}},                          // a topic name, not the broker's
+		{"", map[string]string{"no.such.config": "1"}},                        // unknown
+		{"", map[string]string{"min.insync.replicas": "0"}},                   // bad value
+		{"", map[string]string{"log.segment.bytes": "x"}},                     // bad value
+		{"", map[string]string{"log.cleanup.policy": "shred"}},                // bad value
+		{"", map[string]string{"message.max.bytes": "100000000"}},             // above millrace.log.max.decompressed.bytes
+		{"7", map[string]string{"min.insync.replicas": "2"}},                  // another broker
+		{"broker", map[string]string{"min.insync.replicas": "2"}},             // not an ID
+		{"-1", map[string]string{"min.insync.replicas": "2"}},                 // not an ID
 		{"0", map[string]string{"leader.replication.throttled.rate": "-1"}},   // a negative rate
 		{"", map[string]string{"follower.replication.throttled.rate": "1.5"}}, // not whole bytes
 	} {

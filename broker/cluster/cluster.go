@@ -205,8 +205,8 @@ type Cluster struct {
 	dynamicBroker  map[string]string
 	// onBrokerSettings is called after they change (OnBrokerSettings).
 	onBrokerSettings func()
-	brokerGen      uint64 // counts the changes of brokers
-	closed         bool
+	brokerGen        uint64 // counts the changes of brokers
+	closed           bool
 	// deleting are the topics marked for deletion (delete.go); they are
 	// not in topics.
 	deleting map[string]*pendingDeletion
