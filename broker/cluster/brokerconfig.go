@@ -188,14 +188,20 @@ func (c *Cluster) readBrokerConfigs(bg *background) (clusterWide, own map[string
 }
 
 // setBrokerConfigsLocked installs dynamic configs read from the store and
-// reports whether they differ from the ones in use. Called with adminMu held.
+// reports whether they differ from the ones in use; on a change it calls
+// the OnBrokerSettings function. Called with adminMu held.
 func (c *Cluster) setBrokerConfigsLocked(clusterWide, own map[string]string) bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if maps.Equal(c.dynamicDefault, clusterWide) && maps.Equal(c.dynamicBroker, own) {
+		c.mu.Unlock()
 		return false
 	}
 	c.dynamicDefault, c.dynamicBroker = clusterWide, own
+	notify := c.onBrokerSettings
+	c.mu.Unlock()
+	if notify != nil {
+		notify()
+	}
 	return true
 }
 
@@ -277,8 +283,10 @@ func (c *Cluster) TopicConfigSources(name string) ([]ConfigValue, error) {
 
 // BrokerConfigSources returns the runtime-changeable broker configs of a
 // broker resource with their sources: for "" the cluster-wide dynamic
-// values only (as Kafka describes the default resource), for this broker's
-// ID every one of them with the layer it comes from.
+// values only (as Kafka describes the default resource), the broker
+// settings (brokersettings.go) included, for this broker's ID every
+// broker-wide topic default with the layer it comes from (the broker
+// settings' layers are BrokerSettingLayers).
 func (c *Cluster) BrokerConfigSources(resource string) ([]ConfigValue, error) {
 	entity, err := brokerEntity(resource)
 	if err != nil {
@@ -302,6 +310,16 @@ func (c *Cluster) BrokerConfigSources(resource string) ([]ConfigValue, error) {
 			continue
 		}
 		out = append(out, ConfigValue{Name: broker, Value: layers[0].Value, Source: layers[0].Source, Synonyms: layers})
+	}
+	if entity == defaultBrokerEntity {
+		// A broker's own layers of the broker settings sit over its
+		// properties file, which the wire server describes.
+		for _, name := range sortedNames(brokerSettings) {
+			if v, ok := c.dynamicDefault[name]; ok {
+				l := ConfigSynonym{name, v, SourceDynamicDefaultBroker}
+				out = append(out, ConfigValue{Name: name, Value: v, Source: l.Source, Synonyms: []ConfigSynonym{l}})
+			}
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -338,6 +356,12 @@ func validateBrokerConfig(configs map[string]string, base log.Config, above map[
 	cfg := base
 	for _, name := range sortedNames(configs) {
 		value := configs[name]
+		if check, ok := brokerSettings[name]; ok {
+			if err := check(value); err != nil {
+				return fmt.Errorf("%w: %s=%q: %v", ErrInvalidBrokerConfig, name, value, err)
+			}
+			continue
+		}
 		topic, ok := TopicConfigOfBroker(name)
 		if !ok || ReadOnlyBrokerConfig(name) {
 			var changeable []string
@@ -346,6 +370,7 @@ func validateBrokerConfig(configs map[string]string, base log.Config, above map[
 					changeable = append(changeable, n)
 				}
 			}
+			changeable = append(changeable, sortedNames(brokerSettings)...)
 			return fmt.Errorf("%w: %s cannot be changed at runtime (it is read-only, or not a broker config millrace knows); the changeable ones are %s",
 				ErrInvalidBrokerConfig, name, strings.Join(changeable, ", "))
 		}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,17 +168,19 @@ func TestBrokerConfigRefusals(t *testing.T) {
 		resource string
 		configs  map[string]string
 	}{
-		{"", map[string]string{"num.partitions": "3"}},            // read-only in Kafka
-		{"", map[string]string{"log.retention.hours": "1"}},       // read-only in Kafka (log.retention.ms is not)
-		{"", map[string]string{"retention.ms": "1"}},              // a topic name, not the broker's
-		{"", map[string]string{"no.such.config": "1"}},            // unknown
-		{"", map[string]string{"min.insync.replicas": "0"}},       // bad value
-		{"", map[string]string{"log.segment.bytes": "x"}},         // bad value
-		{"", map[string]string{"log.cleanup.policy": "shred"}},    // bad value
-		{"", map[string]string{"message.max.bytes": "100000000"}}, // above millrace.log.max.decompressed.bytes
-		{"7", map[string]string{"min.insync.replicas": "2"}},      // another broker
-		{"broker", map[string]string{"min.insync.replicas": "2"}}, // not an ID
-		{"-1", map[string]string{"min.insync.replicas": "2"}},     // not an ID
+		{"", map[string]string{"num.partitions": "3"}},                        // read-only in Kafka
+		{"", map[string]string{"log.retention.hours": "1"}},                   // read-only in Kafka (log.retention.ms is not)
+		{"", map[string]string{"retention.ms": "1"}},                          // a topic name, not the broker's
+		{"", map[string]string{"no.such.config": "1"}},                        // unknown
+		{"", map[string]string{"min.insync.replicas": "0"}},                   // bad value
+		{"", map[string]string{"log.segment.bytes": "x"}},                     // bad value
+		{"", map[string]string{"log.cleanup.policy": "shred"}},                // bad value
+		{"", map[string]string{"message.max.bytes": "100000000"}},             // above millrace.log.max.decompressed.bytes
+		{"7", map[string]string{"min.insync.replicas": "2"}},                  // another broker
+		{"broker", map[string]string{"min.insync.replicas": "2"}},             // not an ID
+		{"-1", map[string]string{"min.insync.replicas": "2"}},                 // not an ID
+		{"0", map[string]string{"leader.replication.throttled.rate": "-1"}},   // a negative rate
+		{"", map[string]string{"follower.replication.throttled.rate": "1.5"}}, // not whole bytes
 	} {
 		if err := e.c.SetBrokerConfig(tc.resource, tc.configs, false); !errors.Is(err, ErrInvalidBrokerConfig) {
 			t.Errorf("%q %v: %v, want ErrInvalidBrokerConfig", tc.resource, tc.configs, err)
@@ -238,12 +241,16 @@ func TestBrokerConfigReachesOtherBrokers(t *testing.T) {
 	var l *log.Log
 	waitfor.Until(t, 10*time.Second, "broker 1 opens its replica", func() bool { _, l, _ = other.c.Partition("t", 0); return l != nil })
 
-	if err := e.c.SetBrokerConfig("", map[string]string{"log.retention.ms": "60000", "min.insync.replicas": "2"}, false); err != nil {
+	var notified atomic.Bool
+	other.c.OnBrokerSettings(func() { notified.Store(true) })
+	if err := e.c.SetBrokerConfig("", map[string]string{"log.retention.ms": "60000", "min.insync.replicas": "2", "leader.replication.throttled.rate": "1000"}, false); err != nil {
 		t.Fatal(err)
 	}
 	waitfor.Until(t, 10*time.Second, "broker 1 applies the cluster-wide change", func() bool {
 		topic, ok := other.c.Topic("t")
-		return ok && other.c.TopicSetting(topic, "min.insync.replicas") == "2" && l.Config().Retention == time.Minute
+		rate, _ := other.c.BrokerSetting("leader.replication.throttled.rate")
+		return ok && other.c.TopicSetting(topic, "min.insync.replicas") == "2" && l.Config().Retention == time.Minute &&
+			rate == "1000" && notified.Load()
 	})
 	if got := sourceOf(t, other.c, "t", "retention.ms"); got.Source != SourceDynamicDefaultBroker {
 		t.Fatalf("broker 1 describes retention.ms as %+v", got)

@@ -208,8 +208,10 @@ type Cluster struct {
 	// by broker config name. Replaced, never modified.
 	dynamicDefault map[string]string
 	dynamicBroker  map[string]string
-	brokerGen      uint64 // counts the changes of brokers
-	closed         bool
+	// onBrokerSettings is called after they change (OnBrokerSettings).
+	onBrokerSettings func()
+	brokerGen        uint64 // counts the changes of brokers
+	closed           bool
 	// deleting are the topics marked for deletion (delete.go); they are
 	// not in topics.
 	deleting map[string]*pendingDeletion

@@ -382,6 +382,7 @@ func (lf *leaderFetcher) fetch(ctx context.Context, parts []*fetchedPartition, m
 		partition int32
 	}
 	byKey := make(map[key]*fetchedPartition, len(parts))
+	now := time.Now()
 	topics := map[string]int{} // index in req.Topics
 	for _, fp := range parts {
 		i, ok := topics[fp.p.Topic]
@@ -397,7 +398,7 @@ func (lf *leaderFetcher) fetch(ctx context.Context, parts []*fetchedPartition, m
 		p.CurrentLeaderEpoch = fp.p.Epoch
 		p.FetchOffset = fp.p.Log.EndOffset()
 		p.LogStartOffset = fp.p.Log.StartOffset()
-		p.PartitionMaxBytes = followerFetchBytes
+		p.PartitionMaxBytes = lf.partitionMaxBytes(fp, now)
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
 		byKey[key{fp.p.Topic, fp.p.Partition}] = fp
 	}

@@ -7,8 +7,12 @@ package interbroker
 // Kafka's replica fetcher does (shouldFollowerThrottle), only a replica
 // that is not caught up is held: one whose log end is behind the high
 // watermark its leader last sent. While the rate is exceeded such a
-// partition is left out of the next fetch; the bytes it fetched are
-// recorded once appended.
+// partition is left out of the next fetch, and otherwise asks for at most
+// the bytes the rate has left (the leader still sends a batch at least):
+// Kafka's follower asks for replica.fetch.max.bytes (1 MiB) and overdraws
+// by up to that, where millrace's 8 MiB would let a move through in bursts
+// of several seconds' worth. The bytes it fetched are recorded once
+// appended.
 
 import (
 	"time"
@@ -20,6 +24,8 @@ import (
 type ReplicationQuota interface {
 	// Exceeded reports whether no bytes are left at now.
 	Exceeded(now time.Time) bool
+	// Available returns the bytes left at now.
+	Available(now time.Time) int64
 	// Record takes n bytes fetched at now.
 	Record(n int64, now time.Time)
 }
@@ -52,4 +58,14 @@ func (lf *leaderFetcher) unthrottled(ready []*fetchedPartition, now time.Time) [
 		}
 	}
 	return kept
+}
+
+// partitionMaxBytes is what a fetch asks of fp's partition: at most what
+// the quota has left when fp is throttled, and 1 byte at least, for which
+// the leader still sends a whole batch (KIP-74).
+func (lf *leaderFetcher) partitionMaxBytes(fp *fetchedPartition, now time.Time) int32 {
+	if !lf.throttled(fp) {
+		return followerFetchBytes
+	}
+	return int32(max(min(lf.fs.quota.Available(now), followerFetchBytes), 1))
 }

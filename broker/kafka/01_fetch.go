@@ -308,11 +308,15 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, topic string, rp kmsg.Fe
 	lso := min(p.LastStableOffset(), hw)
 	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, lso, p.Log().StartOffset()
 	// A follower out of the ISR of a throttled replica gets no records
-	// while leader.replication.throttled.rate is exceeded
-	// (replication_throttle.go).
+	// while leader.replication.throttled.rate is exceeded, and otherwise
+	// what the rate has left, a batch at least (replication_throttle.go).
 	throttled := follower && b.leaderThrottled(p, rp.Partition, fetchReplicaID(req))
-	if throttled && b.leaderReplication.Exceeded(time.Now()) {
-		return nil, false
+	if throttled {
+		left := b.leaderReplication.Available(time.Now())
+		if left <= 0 {
+			return nil, false
+		}
+		limit, first = min(limit, left), true
 	}
 	if !p.Follower() {
 		if id := b.preferredReadReplica(req, p, rp.FetchOffset, listener); id >= 0 {

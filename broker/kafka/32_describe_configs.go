@@ -14,8 +14,10 @@ package kafka
 // Broker resources: "" (the cluster-wide default resource) lists the
 // cluster-wide dynamic configs only, as Kafka does; this broker's ID lists
 // the wire server's configs (read-only, STATIC_BROKER_CONFIG when set away
-// from the default) and the broker-wide topic defaults (log.retention.ms,
-// min.insync.replicas, ...; changeable) with their sources. Another broker's
+// from the default, but for leader.replication.throttled.rate and
+// follower.replication.throttled.rate, changeable) and the broker-wide
+// topic defaults (log.retention.ms, min.insync.replicas, ...; changeable)
+// with their sources. Another broker's
 // ID gets INVALID_REQUEST (the client should ask that broker).
 //
 // config_names filters (unknown names are left out, as Kafka does).
@@ -106,7 +108,20 @@ func handleDescribeConfigs(_ context.Context, b *Broker, r *request) (kmsg.Respo
 				if values[name] != defaults[name] {
 					source = int8(cluster.SourceStaticBroker)
 				}
-				add(name, values[name], source, true, []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{synonym(name, values[name], source)})
+				static := synonym(name, values[name], source)
+				if !cluster.IsBrokerSetting(name) {
+					add(name, values[name], source, true, []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{static})
+					continue
+				}
+				// A dynamic broker setting: its dynamic layers over the
+				// properties file.
+				layers, err := b.cluster.BrokerSettingLayers(rr.ResourceName, name)
+				if err != nil {
+					sr.ErrorCode, sr.ErrorMessage = clusterErrorCode(err)
+					break
+				}
+				all := append(synonyms(layers), static)
+				add(name, *all[0].Value, int8(all[0].Source), false, all)
 			}
 
 		default:

@@ -82,10 +82,10 @@ type Broker struct {
 	quotas *quotaEnforcer
 	// leaderReplication is leader.replication.throttled.rate
 	// (replication_throttle.go).
-	leaderReplication byteRate
+	leaderReplication *byteRate
 	// followerReplication is follower.replication.throttled.rate, held by
 	// the replica fetchers (broker/interbroker/throttle.go).
-	followerReplication byteRate
+	followerReplication *byteRate
 
 	// The broker's parts: broker-lifetime state the handler files need
 	// beyond the Deps, opened by openParts in the order it gives and closed
@@ -159,8 +159,10 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 		conns:               make(map[*conn]struct{}),
 		budget:              newRequestBudget(cfg.QueuedMaxRequestBytes),
 	}
-	b.leaderReplication.rate = float64(cfg.LeaderReplicationThrottledRate)
-	b.followerReplication.rate = float64(cfg.FollowerReplicationThrottledRate)
+	b.leaderReplication = newByteRate(cfg.LeaderReplicationThrottledRate)
+	b.followerReplication = newByteRate(cfg.FollowerReplicationThrottledRate)
+	b.cluster.OnBrokerSettings(b.replicationRates)
+	b.replicationRates()
 	metrics, err := newBrokerMetrics(deps.Metrics, deps.Cluster, deps.Logs, b)
 	if err != nil {
 		cancel()
@@ -238,9 +240,8 @@ func (b *Broker) openParts() error {
 		Logger: b.logger,
 	})
 	b.fetchers = b.brokers.Fetchers()
-	if b.followerReplication.bounded() {
-		b.fetchers.ThrottleReplication(&b.followerReplication)
-	}
+	// Installed even while unbounded: the rate is a dynamic config.
+	b.fetchers.ThrottleReplication(b.followerReplication)
 	b.replicas = replication.New(replication.Deps{
 		Cluster:    b.cluster,
 		BrokerID:   b.cfg.BrokerID,

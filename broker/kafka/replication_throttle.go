@@ -10,7 +10,11 @@ package kafka
 //     with produce traffic that clients already pay for, and holding it
 //     would stall acks=all producers;
 //   - while the rate is exceeded, a throttled partition is answered with no
-//     records (no error), and the follower asks again;
+//     records (no error), and the follower asks again; otherwise with at
+//     most the bytes the rate has left (a batch at least). Kafka's leader
+//     reads up to the follower's replica.fetch.max.bytes (1 MiB) and so
+//     overdraws by up to that; millrace's followers ask for 8 MiB, which
+//     would let a move through in bursts of several seconds' worth;
 //   - the bytes sent for throttled partitions are recorded after they are
 //     read, so the rate holds over time rather than per request.
 //
@@ -21,7 +25,9 @@ package kafka
 
 import (
 	"math"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"millrace/broker/log"
@@ -31,28 +37,62 @@ import (
 // byteRate is a token bucket of bytes per second, one second deep: it is
 // exceeded while the bytes recorded are more than the rate has refilled.
 // Recording may overdraw it, as Kafka records a response's bytes after
-// sending it.
+// sending it. The rate can change at runtime (a dynamic broker config);
+// the bucket then holds at most the new second's worth.
 type byteRate struct {
-	rate float64 // bytes per second; math.MaxInt64 and above: unbounded
+	// rate is the bytes per second as float64 bits; math.MaxInt64 and
+	// above: unbounded, and then Exceeded and Record take no lock.
+	rate atomic.Uint64
 
 	mu     sync.Mutex // guards the following
 	tokens float64
 	last   time.Time
 }
 
+// newByteRate returns a rate of bytesPerSecond.
+func newByteRate(bytesPerSecond int64) *byteRate {
+	r := &byteRate{}
+	r.set(bytesPerSecond)
+	return r
+}
+
+// set changes the rate.
+func (r *byteRate) set(bytesPerSecond int64) { r.rate.Store(math.Float64bits(float64(bytesPerSecond))) }
+
+func (r *byteRate) perSecond() float64 { return math.Float64frombits(r.rate.Load()) }
+
 // bounded reports whether the rate bounds anything.
-func (r *byteRate) bounded() bool { return r.rate < math.MaxInt64 }
+func (r *byteRate) bounded() bool { return r.perSecond() < math.MaxInt64 }
 
 // Exceeded reports whether no bytes are left at now.
 func (r *byteRate) Exceeded(now time.Time) bool {
+	if !r.bounded() {
+		return false
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.refillLocked(now)
 	return r.tokens <= 0
 }
 
+// Available returns the bytes left at now (math.MaxInt64 when unbounded):
+// what a throttled replica's next read may take, so that one response
+// does not overdraw the rate by more than a batch.
+func (r *byteRate) Available(now time.Time) int64 {
+	if !r.bounded() {
+		return math.MaxInt64
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.refillLocked(now)
+	return int64(r.tokens)
+}
+
 // Record takes n bytes sent at now.
 func (r *byteRate) Record(n int64, now time.Time) {
+	if !r.bounded() {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.refillLocked(now)
@@ -60,13 +100,42 @@ func (r *byteRate) Record(n int64, now time.Time) {
 }
 
 func (r *byteRate) refillLocked(now time.Time) {
+	rate := r.perSecond()
 	if r.last.IsZero() {
-		r.tokens, r.last = r.rate, now
+		r.tokens, r.last = rate, now
 		return
 	}
 	if elapsed := now.Sub(r.last); elapsed > 0 {
-		r.tokens = min(r.rate, r.tokens+r.rate*elapsed.Seconds())
+		r.tokens = r.tokens + rate*elapsed.Seconds()
 		r.last = now
+	}
+	// Also after a change of the rate: never more than a second's worth.
+	r.tokens = min(rate, r.tokens)
+}
+
+// replicationRates sets leader.replication.throttled.rate and
+// follower.replication.throttled.rate to their effective values: this
+// broker's dynamic config, else the cluster-wide one, else the properties
+// file's (Kafka's DynamicConfig.Broker, set by an operator or by
+// kafka-reassign-partitions.sh --throttle). Called at start and on every
+// change of the dynamic broker configs.
+func (b *Broker) replicationRates() {
+	for _, r := range []struct {
+		name   string
+		static int64
+		rate   *byteRate
+	}{
+		{"leader.replication.throttled.rate", b.cfg.LeaderReplicationThrottledRate, b.leaderReplication},
+		{"follower.replication.throttled.rate", b.cfg.FollowerReplicationThrottledRate, b.followerReplication},
+	} {
+		rate := r.static
+		if v, ok := b.cluster.BrokerSetting(r.name); ok {
+			// Checked when it was written (cluster.checkRate).
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				rate = n
+			}
+		}
+		r.rate.set(rate)
 	}
 }
 
