@@ -25,6 +25,7 @@ import (
 	"millrace/broker/interbroker"
 	"millrace/broker/log"
 	"millrace/broker/replication"
+	"millrace/broker/tier"
 	"millrace/broker/txn"
 	"millrace/internal/clientauth"
 )
@@ -46,6 +47,15 @@ type Deps struct {
 	// (broker/replication/checkpoint.go), kept in multi-broker mode; empty keeps
 	// none.
 	HighWatermarkCheckpoint string
+	// RemoteIndex, when set, is the partitions' remote state (tiered
+	// storage, broker/tier): a consumer's Fetch below the local log start
+	// is served from remote storage through RemoteReads (fetch_remote.go),
+	// and ListOffsets answers earliest with the remote start. Nil: no
+	// topic is tiered, and both behave as without tiered storage.
+	RemoteIndex tier.RemoteIndex
+	// RemoteReads runs the remote reads (broker/tier's delayed remote
+	// fetch); required with RemoteIndex.
+	RemoteReads *tier.ReadPool
 }
 
 // Broker serves the Kafka protocol on its listeners (listeners.go).
@@ -60,6 +70,10 @@ type Broker struct {
 	// hwCheckpoint is Deps.HighWatermarkCheckpoint, for the replica
 	// manager.
 	hwCheckpoint string
+	// remoteIndex and remoteReads are Deps.RemoteIndex and
+	// Deps.RemoteReads (fetch_remote.go); nil when nothing is tiered.
+	remoteIndex tier.RemoteIndex
+	remoteReads *tier.ReadPool
 	// interBroker is the name of the inter-broker listener, and tls the
 	// TLS settings of the listeners and inter-broker clients (tls.go).
 	interBroker string
@@ -117,6 +131,9 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 	if deps.Cluster == nil || deps.Groups == nil {
 		return nil, errors.New("kafka: New needs a cluster and a group coordinator")
 	}
+	if (deps.RemoteIndex == nil) != (deps.RemoteReads == nil) {
+		return nil, errors.New("kafka: tiered storage needs both the remote index and the remote read pool, or neither")
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -144,6 +161,8 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 		logs:         deps.Logs,
 		store:        deps.Store,
 		hwCheckpoint: deps.HighWatermarkCheckpoint,
+		remoteIndex:  deps.RemoteIndex,
+		remoteReads:  deps.RemoteReads,
 		interBroker:  interBroker.name,
 		tls:          tlsCfg,
 		logger:       logger.With("component", "kafka"),
