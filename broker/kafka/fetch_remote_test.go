@@ -100,7 +100,7 @@ func startRemoteFixture(t *testing.T, maxWait time.Duration) *remoteFixture {
 	}
 	t.Cleanup(f.cache.Close)
 	index := &testRemoteIndex{}
-	pool, err := tier.NewReadPool(tier.NewRemoteReader(index, f.cache), tier.ReadPoolConfig{Threads: 2, MaxWait: maxWait})
+	pool, err := tier.NewReadPool(tier.NewRemoteReader(index, f.cache), tier.ReadPoolConfig{Threads: 2, MaxWait: maxWait}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

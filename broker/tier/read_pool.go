@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Delayed remote fetch. A Fetch whose offset is below the local log start
@@ -99,6 +101,11 @@ type ReadPool struct {
 
 	mu     sync.Mutex // guards closed, so Submit never sends on a closed queue
 	closed bool
+
+	// Kafka's RemoteFetchRequestsPerSec, RemoteFetchErrorsPerSec and the
+	// read latency, as Prometheus metrics.
+	reads, refused, failed prometheus.Counter
+	latency                prometheus.Histogram
 }
 
 // PendingRead is a read submitted to a ReadPool.
@@ -117,14 +124,38 @@ func (r *PendingRead) Done() <-chan struct{} { return r.done }
 // Result is the read's answer; call it after Done is closed.
 func (r *PendingRead) Result() (Batches, error) { return r.batches, r.err }
 
-// NewReadPool starts cfg.Threads goroutines reading through reader.
-func NewReadPool(reader Reader, cfg ReadPoolConfig) (*ReadPool, error) {
+// NewReadPool starts cfg.Threads goroutines reading through reader. reg,
+// when not nil, receives its metrics: reads, refused and failed reads, and
+// the time reads take.
+func NewReadPool(reader Reader, cfg ReadPoolConfig, reg prometheus.Registerer) (*ReadPool, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	ctx, cancel := context.WithCancel(context.Background())
-	p := &ReadPool{reader: reader, cfg: cfg, queue: make(chan *PendingRead, cfg.MaxPending), ctx: ctx, cancel: cancel}
+	p := &ReadPool{
+		reader: reader, cfg: cfg, queue: make(chan *PendingRead, cfg.MaxPending),
+		reads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "millrace_remote_reads_total", Help: "Fetch reads of tiered segments run on the remote reader threads (the remote fetch rate).",
+		}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "millrace_remote_reads_refused_total", Help: "Fetch reads of tiered segments refused because remote.log.reader.max.pending.tasks reads were waiting.",
+		}),
+		failed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "millrace_remote_read_errors_total", Help: "Fetch reads of tiered segments that failed.",
+		}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "millrace_remote_read_duration_seconds", Help: "Time a fetch read of a tiered segment took on its reader thread, chunk cache hits included.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+		}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{p.reads, p.refused, p.failed, p.latency} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("tier: registering the remote read metrics: %w", err)
+			}
+		}
+	}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.wg.Add(cfg.Threads)
 	for range cfg.Threads {
 		go func() {
@@ -154,6 +185,7 @@ func (p *ReadPool) Submit(req ReadRequest, notify chan<- struct{}) (*PendingRead
 	case p.queue <- r:
 		return r, true
 	default:
+		p.refused.Inc()
 		return nil, false
 	}
 }
@@ -164,9 +196,15 @@ func (p *ReadPool) work() {
 			r.finish(Batches{}, p.ctx.Err())
 			continue
 		}
+		start := time.Now()
 		ctx, cancel := context.WithTimeout(p.ctx, p.cfg.ReadTimeout)
 		b, err := p.reader.Read(ctx, r.req)
 		cancel()
+		p.reads.Inc()
+		p.latency.Observe(time.Since(start).Seconds())
+		if err != nil {
+			p.failed.Inc()
+		}
 		r.finish(b, err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"millrace/internal/waitfor"
 )
 
@@ -33,7 +35,7 @@ func (r *blockingReader) Read(ctx context.Context, req ReadRequest) (Batches, er
 func TestReadPoolBoundsReads(t *testing.T) {
 	t.Parallel()
 	reader := &blockingReader{release: make(chan struct{})}
-	p, err := NewReadPool(reader, ReadPoolConfig{Threads: 1, MaxPending: 1, MaxReadBytes: 100})
+	p, err := NewReadPool(reader, ReadPoolConfig{Threads: 1, MaxPending: 1, MaxReadBytes: 100}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +71,7 @@ func TestReadPoolBoundsReads(t *testing.T) {
 func TestReadPoolClose(t *testing.T) {
 	t.Parallel()
 	reader := &blockingReader{release: make(chan struct{})}
-	p, err := NewReadPool(reader, ReadPoolConfig{Threads: 1, MaxPending: 1})
+	p, err := NewReadPool(reader, ReadPoolConfig{Threads: 1, MaxPending: 1}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +88,42 @@ func TestReadPoolClose(t *testing.T) {
 	if _, ok := p.Submit(ReadRequest{}, nil); ok {
 		t.Error("a closed pool took a read")
 	}
-	if _, err := NewReadPool(reader, ReadPoolConfig{Threads: -1}); err == nil {
+	if _, err := NewReadPool(reader, ReadPoolConfig{Threads: -1}, nil); err == nil {
 		t.Error("a negative thread count was accepted")
+	}
+}
+
+// The cache and the pool register the metrics side by side on one
+// registry: remote fetch rate and latency, cache hits and misses.
+func TestReadMetricsRegister(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	st := newGatedStore(t)
+	st.put(t, "a.log", testData(3))
+	c, err := NewCache(st, CacheConfig{}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p, err := NewReadPool(&blockingReader{release: make(chan struct{})}, ReadPoolConfig{}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := c.Object(context.Background(), "a.log").Size(); err != nil {
+		t.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, f := range families {
+		have[f.GetName()] = true
+	}
+	for _, name := range []string{"millrace_remote_fetch_duration_seconds", "millrace_remote_fetch_cache_hits_total", "millrace_remote_fetch_cache_misses_total", "millrace_remote_fetch_cache_bytes", "millrace_remote_reads_total", "millrace_remote_read_duration_seconds"} {
+		if !have[name] {
+			t.Errorf("metric %s is not registered", name)
+		}
 	}
 }
