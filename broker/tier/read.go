@@ -171,18 +171,24 @@ func (r *RemoteReader) txnIndex(ctx context.Context, segment Segment) ([]log.Abo
 // maxBytes (the first whole even if larger, KIP-74) and end below
 // maxOffset.
 func ReadSegment(ctx context.Context, cache *Cache, segment Segment, offset int64, maxBytes int, maxOffset int64) (Batches, error) {
-	empty := Batches{FirstOffset: offset, NextOffset: offset}
 	index := cache.Object(ctx, segment.Key+IndexSuffix)
 	indexSize, err := index.Size()
 	if err != nil {
-		return empty, err
+		return Batches{FirstOffset: offset, NextOffset: offset}, err
 	}
+	return readBatches(index, indexSize, cache.Object(ctx, segment.Key+LogSuffix), segment, offset, maxBytes, maxOffset)
+}
+
+// readBatches is ReadSegment over the segment's index and data; it trusts
+// neither (a fuzz target feeds it arbitrary bytes): positions and lengths
+// are checked against segment.Size before anything is read or allocated.
+func readBatches(index io.ReaderAt, indexSize int64, data io.ReaderAt, segment Segment, offset int64, maxBytes int, maxOffset int64) (Batches, error) {
+	empty := Batches{FirstOffset: offset, NextOffset: offset}
 	rel := min(max(offset-segment.BaseOffset, 0), math.MaxUint32)
 	pos, err := log.SearchOffsetIndex(index, indexSize, uint32(rel))
 	if err != nil {
 		return empty, fmt.Errorf("tier: offset index of %s: %w", segment.Key, err)
 	}
-	data := cache.Object(ctx, segment.Key+LogSuffix)
 	var first batchSpan
 	for {
 		first, err = spanAt(data, segment, pos)
