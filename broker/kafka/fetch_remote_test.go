@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"millrace/broker/log"
 	"millrace/broker/tier"
 	"millrace/store"
 )
@@ -304,5 +305,17 @@ func TestRemoteFetchDoesNotHoldTheLocalTail(t *testing.T) {
 	}
 	if got := recordValues(t, resp.Topics[0].Partitions[0].RecordBatches); len(got) == 0 || got[0] != "old-00" {
 		t.Errorf("after the store came back: %q", got)
+	}
+}
+
+// A segment both uploaded and still local lists its aborts in both
+// transaction indexes: a read_committed answer names each once.
+func TestMergeAbortedDropsDuplicates(t *testing.T) {
+	t.Parallel()
+	a := log.AbortedTxn{ProducerID: 1, FirstOffset: 3, LastOffset: 9, LastStableOffset: 10}
+	b := log.AbortedTxn{ProducerID: 2, FirstOffset: 12, LastOffset: 20, LastStableOffset: 21}
+	got := mergeAborted([]log.AbortedTxn{a}, []log.AbortedTxn{a, b})
+	if len(got) != 2 || got[0] != a || got[1] != b {
+		t.Errorf("merged %v; want %v and %v", got, a, b)
 	}
 }
