@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/broker/log"
@@ -317,5 +318,37 @@ func TestMergeAbortedDropsDuplicates(t *testing.T) {
 	got := mergeAborted([]log.AbortedTxn{a}, []log.AbortedTxn{a, b})
 	if len(got) != 2 || got[0] != a || got[1] != b {
 		t.Errorf("merged %v; want %v and %v", got, a, b)
+	}
+}
+
+// franz-go, starting at the earliest offset (ListOffsets -2: the remote
+// start), consumes a tiered partition whole: the remote segments, then the
+// local tail, every record once and in order.
+func TestFranzGoConsumesATieredPartition(t *testing.T) {
+	t.Parallel()
+	f := startRemoteFixture(t, 10*time.Second)
+	cl := newClient(t, f.tb.addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"old": {0: kgo.NewOffset().AtStart()}}))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var values []string
+	var offsets []int64
+	for len(values) < 80 && ctx.Err() == nil {
+		fetches := cl.PollFetches(ctx)
+		fetches.EachRecord(func(r *kgo.Record) {
+			values = append(values, string(r.Value))
+			offsets = append(offsets, r.Offset)
+		})
+	}
+	if len(values) != 80 {
+		t.Fatalf("consumed %d records; want 80", len(values))
+	}
+	for i := range values {
+		want := fmt.Sprintf("old-%02d", i/2)
+		if i%2 == 1 {
+			want = "second"
+		}
+		if values[i] != want || offsets[i] < 0 || (i > 0 && offsets[i] <= offsets[i-1]) {
+			t.Fatalf("record %d: %q at offset %d; want %q after offset %d", i, values[i], offsets[i], want, offsets[max(i-1, 0)])
+		}
 	}
 }

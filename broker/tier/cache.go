@@ -273,8 +273,8 @@ func (c *Cache) get(ctx context.Context, key chunkKey) (*chunk, error) {
 
 var errCacheClosed = errors.New("tier: the remote fetch cache is closed")
 
-// Close stops the fetches in progress and waits for them; reads after it
-// fail.
+// Close stops the fetches in progress and waits for them; a read that
+// needs the store after it fails.
 func (c *Cache) Close() {
 	c.mu.Lock()
 	c.cancel()
