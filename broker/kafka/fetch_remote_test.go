@@ -97,17 +97,14 @@ func startRemoteFixture(t *testing.T, maxWait time.Duration) *remoteFixture {
 	}
 	t.Cleanup(func() { fs.Close() })
 	f := &remoteFixture{store: &slowStore{Store: fs}}
-	if f.cache, err = tier.NewCache(f.store, tier.CacheConfig{Bytes: 1 << 20}, nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.cache.Close)
 	index := &testRemoteIndex{}
-	pool, err := tier.NewReadPool(tier.NewRemoteReader(index, f.cache), tier.ReadPoolConfig{Threads: 2, MaxWait: maxWait}, nil)
+	side, err := tier.OpenReadSide(f.store, index, tier.ReadConfig{Cache: tier.CacheConfig{Bytes: 1 << 20}, Pool: tier.ReadPoolConfig{Threads: 2, MaxWait: maxWait}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(pool.Close)
-	f.tb = startBroker(t, withDeps(func(d *Deps) { d.RemoteIndex, d.RemoteReads = index, pool }))
+	t.Cleanup(side.Close)
+	f.cache = side.Cache
+	f.tb = startBroker(t, withDeps(func(d *Deps) { d.RemoteIndex, d.RemoteReads = index, side.Pool }))
 	f.tb.createTopic("old", 1, map[string]string{"segment.bytes": "1024"})
 	f.tb.createTopic("new", 1, nil)
 	c := dial(t, f.tb.addr)

@@ -93,24 +93,19 @@ func TestReadPoolClose(t *testing.T) {
 	}
 }
 
-// The cache and the pool register the metrics side by side on one
-// registry: remote fetch rate and latency, cache hits and misses.
+// The read side's cache and pool register the metrics side by side
+// on one registry: remote fetch rate and latency, cache hits and misses.
 func TestReadMetricsRegister(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
 	st := newGatedStore(t)
 	st.put(t, "a.log", testData(3))
-	c, err := NewCache(st, CacheConfig{}, reg)
+	side, err := OpenReadSide(st, &fakeIndex{}, ReadConfig{}, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	p, err := NewReadPool(&blockingReader{release: make(chan struct{})}, ReadPoolConfig{}, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	if _, err := c.Object(context.Background(), "a.log").Size(); err != nil {
+	defer side.Close()
+	if _, err := side.Cache.Object(context.Background(), "a.log").Size(); err != nil {
 		t.Fatal(err)
 	}
 	families, err := reg.Gather()
