@@ -18,7 +18,7 @@ type gatedStore struct {
 	gate  chan struct{}
 }
 
-func newGatedStore(t *testing.T) *gatedStore {
+func newGatedStore(t testing.TB) *gatedStore {
 	t.Helper()
 	st, err := store.NewFile(t.TempDir(), slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -64,7 +64,7 @@ func (s *gatedStore) openCount(name string) int {
 }
 
 // put publishes an object.
-func (s *gatedStore) put(t *testing.T, name string, data []byte) {
+func (s *gatedStore) put(t testing.TB, name string, data []byte) {
 	t.Helper()
 	ctx := context.Background()
 	obj, err := s.Create(ctx, name)

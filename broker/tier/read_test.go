@@ -58,17 +58,24 @@ type tieredLog struct {
 // segment into a store under "<topic>-<partition>/<base offset>".
 func newTieredLog(t *testing.T, topic string, partition int32, batches int) *tieredLog {
 	t.Helper()
+	return newTieredLogSized(t, topic, partition, batches, 40, 1500, 200)
+}
+
+// newTieredLogSized is newTieredLog with values of valueSize bytes, and
+// segment.bytes and index.interval.bytes given.
+func newTieredLogSized(t testing.TB, topic string, partition int32, batches, valueSize int, segmentBytes int64, indexInterval int) *tieredLog {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := log.DefaultConfig()
-	cfg.SegmentBytes = 1500
-	cfg.IndexIntervalBytes = 200
+	cfg.SegmentBytes = segmentBytes
+	cfg.IndexIntervalBytes = indexInterval
 	l, err := log.Open(dir, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
 	for i := range batches {
-		if _, err := l.Append(batchtest.Make(1+i%5, 40, 1000+int64(i)*10, byte(i)), 0); err != nil {
+		if _, err := l.Append(batchtest.Make(1+i%5, valueSize, 1000+int64(i)*10, byte(i)), 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -101,7 +108,7 @@ func newTieredLog(t *testing.T, topic string, partition int32, batches int) *tie
 }
 
 // localRead is broker/log's answer, which a remote read must equal.
-func (tl *tieredLog) localRead(t *testing.T, offset int64, maxBytes int, maxOffset int64) Batches {
+func (tl *tieredLog) localRead(t testing.TB, offset int64, maxBytes int, maxOffset int64) Batches {
 	t.Helper()
 	s, err := tl.local.Read(offset, maxBytes, maxOffset)
 	if err != nil {
