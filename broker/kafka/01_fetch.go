@@ -43,6 +43,12 @@ package kafka
 //
 // Record bytes are not copied: the response carries log slices, written to
 // the socket with sendfile (data_stream.go).
+//
+// Tiered partitions (KIP-405, fetch_remote.go): a consumer's offset below
+// the local log start and at or above the remote start is read from remote
+// storage on broker/tier's read pool; the Fetch waits for such reads up to
+// remote.fetch.max.wait.ms (KIP-1018) and answers partitions whose read is
+// not done without records. log_start_offset is then the remote start.
 
 import (
 	"context"
@@ -87,21 +93,41 @@ func handleFetch(ctx context.Context, b *Broker, r *request) (kmsg.Response, err
 	}
 	expired := maxWait <= 0
 	listener := b.listenerOf(r)
+	// Remote reads (fetch_remote.go) are waited for, whatever max_wait_ms
+	// and min_bytes say, until remoteTimeout: remote.fetch.max.wait.ms from
+	// the first pass that started one.
+	remote := b.newRemoteFetches()
+	var remoteTimer *time.Timer
+	defer func() {
+		if remoteTimer != nil {
+			remoteTimer.Stop()
+		}
+	}()
+	var remoteTimeout <-chan time.Time
+	remoteExpired, closing := false, false
 	for {
-		f, bytes, answerNow := b.fetchOnce(req, denied, session, listener)
-		if expired || answerNow || bytes >= int64(req.MinBytes) {
+		f, bytes, answerNow := b.fetchOnce(req, denied, session, listener, remote)
+		waiting := remote.pending() > 0 && !remoteExpired
+		if closing || answerNow || !waiting && (expired || bytes >= int64(req.MinBytes)) {
 			b.metrics.fetchedFromReplica(f)
 			return session.finish(f), nil
+		}
+		if waiting && remoteTimer == nil {
+			remoteTimer = time.NewTimer(remote.pool.MaxWait())
+			remoteTimeout = remoteTimer.C
 		}
 		f.releaseRecords()
 		select {
 		case <-wake:
+		case <-remote.completed():
 		case <-timeout:
 			expired = true
+		case <-remoteTimeout:
+			remoteExpired = true
 		case <-ctx.Done():
 			// Closing: answer with what there is; the connection drops
 			// the answer anyway.
-			expired = true
+			closing = true
 		}
 	}
 }
@@ -211,9 +237,11 @@ func fetchReplicaID(req *kmsg.FetchRequest) int32 {
 // the record bytes in it, and whether it is to be sent without waiting for
 // more: a partition failed, or was sent to its preferred read replica. An
 // incremental fetch's response leaves out the partitions session says have
-// nothing new. listener is the one the request came on.
-func (b *Broker) fetchOnce(req *kmsg.FetchRequest, denied fetchDenial, session *fetchContext, listener string) (f *streamedFetch, bytes int64, answerNow bool) {
+// nothing new. listener is the one the request came on; remote holds the
+// Fetch's remote reads (nil when nothing is tiered).
+func (b *Broker) fetchOnce(req *kmsg.FetchRequest, denied fetchDenial, session *fetchContext, listener string, remote *remoteFetches) (f *streamedFetch, bytes int64, answerNow bool) {
 	session.startPass()
+	remote.startPass()
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	resp.SessionID = 0
 	f = &streamedFetch{FetchResponse: resp}
@@ -244,14 +272,18 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, denied fetchDenial, session *
 				sp.ErrorCode = kerr.UnknownTopicID.Code
 			default:
 				first := bytes == 0 // nothing returned yet: the first batch is returned whole
-				slice, servedAsFollower = b.fetchPartition(req, name, rp, &sp, follower, min(int64(rp.PartitionMaxBytes), remaining), first, listener)
+				slice, servedAsFollower = b.fetchPartition(req, name, rp, &sp, follower, min(int64(rp.PartitionMaxBytes), remaining), first, listener, remote)
 			}
 			if sp.ErrorCode != 0 || sp.PreferredReadReplica >= 0 {
 				answerNow = true
 			}
-			if !session.keep(&sp, slice != nil) {
+			// Records read from remote storage come in memory, in sp.
+			remoteBytes := int64(len(sp.RecordBatches))
+			if !session.keep(&sp, slice != nil || remoteBytes > 0) {
 				continue
 			}
+			bytes += remoteBytes
+			remaining -= remoteBytes
 			if sp.PreferredReadReplica >= 0 {
 				f.redirected++
 			}
@@ -280,8 +312,9 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, denied fetchDenial, session *
 // for none) and whether this broker read them as a follower (KIP-392).
 // limit is the byte budget; when first is set the first batch is returned
 // even if it is larger. follower tells a replica's fetch, listener the
-// listener the request came on.
-func (b *Broker) fetchPartition(req *kmsg.FetchRequest, topic string, rp kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition, follower bool, limit int64, first bool, listener string) (*log.Slice, bool) {
+// listener the request came on; remote holds the Fetch's remote reads, and
+// records read from remote storage are set in sp (fetch_remote.go).
+func (b *Broker) fetchPartition(req *kmsg.FetchRequest, topic string, rp kmsg.FetchRequestTopicPartition, sp *kmsg.FetchResponseTopicPartition, follower bool, limit int64, first bool, listener string, remote *remoteFetches) (*log.Slice, bool) {
 	epoch := int32(replication.NoLeaderEpoch)
 	if req.Version >= 9 {
 		epoch = rp.CurrentLeaderEpoch
@@ -307,6 +340,9 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, topic string, rp kmsg.Fe
 	hw := p.HighWatermark()
 	lso := min(p.LastStableOffset(), hw)
 	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, lso, p.Log().StartOffset()
+	if !follower {
+		sp.LogStartOffset = b.logStartOffset(topic, rp.Partition, p.Log())
+	}
 	// A follower out of the ISR of a throttled replica gets no records
 	// while leader.replication.throttled.rate is exceeded, and otherwise
 	// what the rate has left, a batch at least (replication_throttle.go).
@@ -333,6 +369,9 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, topic string, rp kmsg.Fe
 		bound = lso
 	}
 	if limit <= 0 && !first {
+		return nil, p.Follower()
+	}
+	if !follower && b.fetchRemote(remote, p, topic, rp, sp, limit, first, bound, readCommitted) {
 		return nil, p.Follower()
 	}
 	slice, err := p.Read(rp.FetchOffset, int(max(min(limit, int64(maxInt32)), 0)), bound)

@@ -2,18 +2,23 @@ package kafka
 
 // ListOffsets (key 2), versions 0–11.
 //
-// Special timestamps: -2 earliest (the log start offset), -1 latest (the high
-// watermark; for read_committed the last stable offset, below which no
+// Special timestamps: -2 earliest (the log start offset; for a tiered
+// partition with remote segments, the remote start, KIP-405), -1 latest (the
+// high watermark; for read_committed the last stable offset, below which no
 // transaction is still open, broker/replication/partition.go), -3 max
 // timestamp (v7+, KIP-734: the record with the largest timestamp; for a
 // compressed batch its base offset, as records are not decompressed), -4
-// earliest local (v8+: the log start offset, as there is no tiered storage),
-// -5 latest tiered (v9+) and -6 earliest pending upload (v11+), which without
-// tiered storage have no answer: offset and timestamp -1. Any other timestamp
-// finds the first record at or after it below the high watermark
-// (broker/log's time index), or offset -1 when there is none. v4+ answers
-// carry the leader epoch of the batch holding the offset, and check the
-// current leader epoch (KIP-320).
+// earliest local (v8+, KIP-405: the local log start offset), -5 latest
+// tiered (v9+, KIP-1005: the last offset in remote storage) and -6 earliest
+// pending upload (v11+, KIP-1023: the offset after the last remote one).
+// Without remote segments (no tiered storage, broker/tier's RemoteIndex
+// nil, or nothing uploaded yet) -5 and -6 have no answer: offset and
+// timestamp -1. Any other timestamp finds the first record at or after it
+// below the high watermark in the local log (broker/log's time index), or
+// offset -1 when there is none; remote segments' time indexes are not
+// searched. v4+ answers carry the leader epoch of the batch holding the
+// offset (-1 for an offset only in remote storage), and check the current
+// leader epoch (KIP-320).
 //
 // Version 0 answers in its old offsets array: one offset (the one above),
 // or none when there is none. Kafka's v0 listed segment base offsets for
@@ -96,10 +101,22 @@ func (b *Broker) listOffset(topic string, partition, currentEpoch int32, timesta
 	switch timestamp {
 	case listLatest:
 		offset = bound
-	case listEarliest, listEarliestLocal:
+	case listEarliest:
+		offset = b.logStartOffset(topic, partition, p.Log())
+	case listEarliestLocal:
 		offset = p.Log().StartOffset()
 	case listLatestTiered, listEarliestPending:
-		return -1, -1, -1, 0
+		if b.remoteIndex == nil {
+			return -1, -1, -1, 0
+		}
+		_, last, ok := b.remoteIndex.RemoteBounds(topic, partition)
+		if !ok {
+			return -1, -1, -1, 0
+		}
+		if timestamp == listEarliestPending {
+			last++
+		}
+		return last, -1, epochAt(p.Log(), last), 0
 	case listMaxTimestamp:
 		maxTs := int64(-1)
 		for _, s := range p.Log().Segments() {

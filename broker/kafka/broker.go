@@ -25,6 +25,7 @@ import (
 	"millrace/broker/interbroker"
 	"millrace/broker/log"
 	"millrace/broker/replication"
+	"millrace/broker/tier"
 	"millrace/broker/txn"
 	"millrace/internal/clientauth"
 )
@@ -50,6 +51,15 @@ type Deps struct {
 	// start offset up to offset for DeleteRecords and returns it (-1: the
 	// partition has nothing remote); broker/tier's Manager.DeleteRecords.
 	RemoteDeleteRecords func(topic string, partition int32, offset int64) (int64, error)
+	// RemoteIndex, when set, is the partitions' remote state (tiered
+	// storage, broker/tier): a consumer's Fetch below the local log start
+	// is served from remote storage through RemoteReads (fetch_remote.go),
+	// and ListOffsets answers earliest with the remote start. Nil: no
+	// topic is tiered, and both behave as without tiered storage.
+	RemoteIndex tier.RemoteIndex
+	// RemoteReads runs the remote reads (broker/tier's delayed remote
+	// fetch); required with RemoteIndex.
+	RemoteReads *tier.ReadPool
 }
 
 // Broker serves the Kafka protocol on its listeners (listeners.go).
@@ -66,6 +76,10 @@ type Broker struct {
 	hwCheckpoint string
 	// remoteDeleteRecords is Deps.RemoteDeleteRecords.
 	remoteDeleteRecords func(topic string, partition int32, offset int64) (int64, error)
+	// remoteIndex and remoteReads are Deps.RemoteIndex and
+	// Deps.RemoteReads (fetch_remote.go); nil when nothing is tiered.
+	remoteIndex tier.RemoteIndex
+	remoteReads *tier.ReadPool
 	// interBroker is the name of the inter-broker listener, and tls the
 	// TLS settings of the listeners and inter-broker clients (tls.go).
 	interBroker string
@@ -123,6 +137,9 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 	if deps.Cluster == nil || deps.Groups == nil {
 		return nil, errors.New("kafka: New needs a cluster and a group coordinator")
 	}
+	if (deps.RemoteIndex == nil) != (deps.RemoteReads == nil) {
+		return nil, errors.New("kafka: tiered storage needs both the remote index and the remote read pool, or neither")
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -151,6 +168,8 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 		store:               deps.Store,
 		hwCheckpoint:        deps.HighWatermarkCheckpoint,
 		remoteDeleteRecords: deps.RemoteDeleteRecords,
+		remoteIndex:         deps.RemoteIndex,
+		remoteReads:         deps.RemoteReads,
 		interBroker:         interBroker.name,
 		tls:                 tlsCfg,
 		logger:              logger.With("component", "kafka"),

@@ -63,6 +63,7 @@ type testOptions struct {
 	cluster func(*cluster.Config)
 	group   group.Config
 	metrics prometheus.Registerer
+	deps    func(*Deps)
 }
 
 func withConfig(f func(*Config)) func(*testOptions) {
@@ -81,6 +82,11 @@ func withDir(dir string) func(*testOptions) {
 // withMetrics registers the broker's metrics with reg.
 func withMetrics(reg prometheus.Registerer) func(*testOptions) {
 	return func(o *testOptions) { o.metrics = reg }
+}
+
+// withDeps adjusts the broker's Deps (e.g. tiered storage's) before New.
+func withDeps(f func(*Deps)) func(*testOptions) {
+	return func(o *testOptions) { o.deps = f }
 }
 
 func withGroupConfig(cfg group.Config) func(*testOptions) {
@@ -127,7 +133,11 @@ func startBroker(t testing.TB, opts ...func(*testOptions)) *testBroker {
 		return ok
 	}
 	tb.groups = group.New(tb.store, o.group, logger)
-	if tb.broker, err = New(cfg, Deps{Cluster: tb.cluster, Groups: tb.groups, Logs: tb.logs, Store: tb.store, Metrics: o.metrics}, logger); err != nil {
+	deps := Deps{Cluster: tb.cluster, Groups: tb.groups, Logs: tb.logs, Store: tb.store, Metrics: o.metrics}
+	if o.deps != nil {
+		o.deps(&deps)
+	}
+	if tb.broker, err = New(cfg, deps, logger); err != nil {
 		t.Fatal(err)
 	}
 	if err := tb.broker.Listen(); err != nil {

@@ -2,6 +2,8 @@ package log
 
 import (
 	"encoding/binary"
+	"fmt"
+	"io"
 	"sort"
 )
 
@@ -121,4 +123,41 @@ func lookupTimeBefore(entries []timeEntry, ts int64) uint32 {
 		return 0
 	}
 	return entries[i-1].rel
+}
+
+// SearchOffsetIndex finds, in an offset index of indexSize bytes read
+// through index (a segment's .index file or a byte-for-byte copy of it, such
+// as a tiered segment's object), the byte position of the last indexed batch
+// whose base offset relative to the segment's is at or below relOffset: where
+// a scan of batch headers for that offset may start, 0 when no entry is. The
+// search reads O(log n) entries, so a remote index need not be read whole;
+// entries are trusted to increase, and the scan checks the position.
+func SearchOffsetIndex(index io.ReaderAt, indexSize int64, relOffset uint32) (int64, error) {
+	if indexSize%offsetIndexEntrySize != 0 || indexSize < 0 {
+		return 0, fmt.Errorf("log: an offset index of %d bytes is not a whole number of %d-byte entries", indexSize, offsetIndexEntrySize)
+	}
+	n := int(indexSize / offsetIndexEntrySize)
+	var entry [offsetIndexEntrySize]byte
+	var readErr error
+	// The first entry whose relative offset is above relOffset.
+	i := sort.Search(n, func(i int) bool {
+		if readErr != nil {
+			return true
+		}
+		if _, err := index.ReadAt(entry[:], int64(i)*offsetIndexEntrySize); err != nil {
+			readErr = err
+			return true
+		}
+		return binary.BigEndian.Uint32(entry[offsetEntryRel:]) > relOffset
+	})
+	if readErr != nil {
+		return 0, fmt.Errorf("log: reading an offset index: %w", readErr)
+	}
+	if i == 0 {
+		return 0, nil
+	}
+	if _, err := index.ReadAt(entry[:], int64(i-1)*offsetIndexEntrySize); err != nil {
+		return 0, fmt.Errorf("log: reading an offset index: %w", err)
+	}
+	return int64(binary.BigEndian.Uint32(entry[offsetEntryPos:])), nil
 }

@@ -103,6 +103,17 @@ func decodeTxnIndex(b []byte) ([]AbortedTxn, error) {
 	return out, nil
 }
 
+// DecodeTxnIndex parses a transaction index in the format above (a
+// segment's .txnindex file or a byte-for-byte copy of it): every entry, or
+// an error naming the first one that cannot be trusted.
+func DecodeTxnIndex(b []byte) ([]AbortedTxn, error) {
+	entries, err := decodeTxnIndex(b)
+	if err != nil {
+		return nil, err
+	}
+	return entries, nil
+}
+
 // writeTxnIndex replaces base's transaction index with entries (removing
 // the file when there are none).
 func writeTxnIndex(dir string, base int64, entries []AbortedTxn) error {

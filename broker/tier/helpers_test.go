@@ -94,10 +94,10 @@ func (e *env) objects() []string {
 	return names
 }
 
-// tieredLog opens a remote.storage.enable log with one segment per
+// openTieredLog opens a remote.storage.enable log with one segment per
 // boundary run: every element of runs is the number of one-record batches
 // of a closed segment; an active segment with one more batch follows.
-func tieredLog(t *testing.T, runs ...int) *log.Log {
+func openTieredLog(t *testing.T, runs ...int) *log.Log {
 	t.Helper()
 	cfg := log.DefaultConfig()
 	cfg.RemoteStorageEnable = true

@@ -60,7 +60,7 @@ func TestExpireCount(t *testing.T) {
 func TestTotalRetentionRemovesStateThenObjects(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	l := tieredLog(t, 2, 2, 2) // [0,1] [2,3] [4,5] active [6]
+	l := openTieredLog(t, 2, 2, 2) // [0,1] [2,3] [4,5] active [6]
 	m := e.manager(nil, leader(l, 1))
 	m.RunOnce(context.Background())
 	if len(e.state().Segments) != 3 {
@@ -94,7 +94,7 @@ func TestTotalRetentionRemovesStateThenObjects(t *testing.T) {
 func TestDeleteRecordsRemovesRemoteData(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	l := tieredLog(t, 2, 2, 2)
+	l := openTieredLog(t, 2, 2, 2)
 	p := leader(l, 1)
 	m := e.manager(nil, p)
 	m.RunOnce(context.Background())
@@ -120,9 +120,9 @@ func TestDeleteRecordsRemovesRemoteData(t *testing.T) {
 func TestDeletedTopicRemoved(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	m := e.manager(nil, leader(tieredLog(t, 2), 1))
+	m := e.manager(nil, leader(openTieredLog(t, 2), 1))
 	m.RunOnce(context.Background())
-	gone := leader(tieredLog(t, 2), 1)
+	gone := leader(openTieredLog(t, 2), 1)
 	gone.Topic, gone.TopicID = "gone", [16]byte{9}
 	e.manager(nil, gone).RunOnce(context.Background())
 	if len(e.objects()) != 2*len(suffixes) {

@@ -19,7 +19,7 @@ import (
 func TestUploadRecordsClosedSegments(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	l := tieredLog(t, 2, 3, 1) // [0,1] [2,4] [5] and the active [6]
+	l := openTieredLog(t, 2, 3, 1) // [0,1] [2,4] [5] and the active [6]
 	p := leader(l, 3)
 	p.HighWatermark = 5 // [5] is not wholly committed
 	m := e.manager(nil, p)
@@ -62,8 +62,8 @@ func TestUploadRecordsClosedSegments(t *testing.T) {
 func TestFollowerLearnsRemoteEnd(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.manager(nil, leader(tieredLog(t, 2, 2), 1)).RunOnce(context.Background())
-	follower := leader(tieredLog(t, 1, 3), 1)
+	e.manager(nil, leader(openTieredLog(t, 2, 2), 1)).RunOnce(context.Background())
+	follower := leader(openTieredLog(t, 1, 3), 1)
 	follower.Leader = false
 	before := e.state()
 	e.manager(nil, follower).RunOnce(context.Background())
@@ -83,7 +83,7 @@ func TestFollowerLearnsRemoteEnd(t *testing.T) {
 func TestCrashBetweenObjectsAndState(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	l := tieredLog(t, 2, 2)
+	l := openTieredLog(t, 2, 2)
 	crashing := &failingCoord{Store: e.coord, fail: true}
 	m := e.manager(crashing, leader(l, 1))
 	m.RunOnce(context.Background())
@@ -134,8 +134,8 @@ func TestCrashBetweenObjectsAndState(t *testing.T) {
 func TestLeaderChangeDoesNotDuplicate(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	old := tieredLog(t, 2, 2, 2)    // [0,1] [2,3] [4,5] active [6]
-	successor := tieredLog(t, 3, 4) // [0,2] [3,6] active [7]
+	old := openTieredLog(t, 2, 2, 2)    // [0,1] [2,3] [4,5] active [6]
+	successor := openTieredLog(t, 3, 4) // [0,2] [3,6] active [7]
 	oldLeader := leader(old, 1)
 	oldLeader.HighWatermark = 4 // only [0,1] [2,3] are committed
 	e.manager(nil, oldLeader).RunOnce(context.Background())
@@ -176,7 +176,7 @@ func TestStaleTopicStateWaits(t *testing.T) {
 	if _, err := writeState(e.coord, "t", 0, State{TopicID: "old", Segments: []Segment{{BaseOffset: 0, LastOffset: 9, Key: "t-old/0/x"}}}, 0, false); err != nil {
 		t.Fatal(err)
 	}
-	l := tieredLog(t, 2)
+	l := openTieredLog(t, 2)
 	e.manager(nil, leader(l, 1)).RunOnce(context.Background())
 	if st := e.state(); st.TopicID != "old" || len(e.objects()) != 0 || l.RemoteEnd() != 0 {
 		t.Fatalf("stale state used: %+v, objects %v", st, e.objects())
@@ -196,7 +196,7 @@ func (downStore) Create(context.Context, string) (store.Object, error) {
 func TestStoreDownLocalRetentionWaits(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	l := tieredLog(t, 2, 2)
+	l := openTieredLog(t, 2, 2)
 	cfg := l.Config()
 	cfg.LocalRetentionBytes = 0
 	if err := l.SetConfig(cfg); err != nil {

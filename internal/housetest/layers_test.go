@@ -59,8 +59,8 @@ var layers = []layer{
 	// What a broker sends another broker: one client pool (TLS, SASL) and
 	// the replica fetchers, which follow for the replica manager.
 	{name: "interbroker", pkgs: []string{"broker/interbroker"}, may: []string{"replication", "state", "log", "replica", "base"}},
-	// The wire server.
-	{name: "wire", pkgs: []string{"broker/kafka"}, may: []string{"tier", "interbroker", "replication", "state", "coord", "log", "replica", "base"}},
+	// The wire server. Its tests put tiered segments in a file store.
+	{name: "wire", pkgs: []string{"broker/kafka"}, may: []string{"tier", "interbroker", "replication", "state", "coord", "log", "replica", "base"}, testMay: []string{"store"}},
 	// What the schema registry is hosted on: its log on the _schemas topic
 	// (a Kafka client), its election on the coordination store, its
 	// authentication on the broker's users and ACLs. Its tests start an
