@@ -355,6 +355,14 @@ func TestQuotaKafkaGo(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestClientAlterClientQuotas") || strings.Contains(string(out), "--- SKIP") {
 		t.Fatalf("kafka-go's TestClientAlterClientQuotas (%v):\n%s", err, out)
 	}
+	// It ran, and did not return at once: the quota it set is stored.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	described, err := b.admin(t).DescribeClientQuotas(ctx, false, nil)
+	if err != nil || len(described) != 1 || described[0].Entity.String() != "{client-id=my-client-id}" ||
+		len(described[0].Values) != 1 || described[0].Values[0].Key != "producer_byte_rate" || described[0].Values[0].Value != 500000 {
+		t.Fatalf("after kafka-go's test the broker holds %+v (%v), want client-id=my-client-id producer_byte_rate=500000", described, err)
+	}
 }
 
 // portFree reports whether addr can be listened on now.
