@@ -42,8 +42,12 @@ const (
 	// quotaWarmUp bounds the wait for a client's first throttle, its
 	// first burst spent (kafka-python takes some seconds over 11 MiB).
 	quotaWarmUp = time.Minute
-	// quotaRecord is the size of a record's value.
-	quotaRecord = 1000
+	// quotaRecord is the size of a quota'd client's record values: large
+	// enough that kafka-python, record by record, is well over the quota
+	// on a loaded machine.
+	quotaRecord = 10_000
+	// probeRecord is the size of an unquota'd client's record values.
+	probeRecord = 100
 )
 
 // setByteQuota sets kind (producer_byte_rate or consumer_byte_rate) to
@@ -305,7 +309,8 @@ func (l *latencies) p99(from, to time.Time) (time.Duration, int) {
 // broker whose throttled requests took a shared lock for a quarter of
 // their throttle gave 237 ms against 3 ms alone). The bound, twice its p99
 // alone plus 50 ms, leaves room for a shared 2-core machine and the
-// quota'd clients' own 3 MiB/s of work, and is a twentieth of that second.
+// quota'd clients' own 3 MiB/s of work, and is about a twentieth of that
+// second.
 func checkUnquotaedLatency(t *testing.T, what string, lat *latencies, baseline time.Time, alone time.Time, windows []window) {
 	t.Helper()
 	from, to := windows[0].from, windows[0].to
@@ -379,7 +384,7 @@ func portFree(addr string) bool {
 // writeFlatOut writes quotaRecord-byte lines to w until ctx ends or
 // the reader goes.
 func writeFlatOut(ctx context.Context, w io.Writer) {
-	chunk := []byte(strings.Repeat(strings.Repeat("x", quotaRecord-1)+"\n", 64))
+	chunk := []byte(strings.Repeat(strings.Repeat("x", quotaRecord-1)+"\n", 8))
 	for ctx.Err() == nil {
 		if _, err := w.Write(chunk); err != nil {
 			return

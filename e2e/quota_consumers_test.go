@@ -16,7 +16,7 @@ import (
 // topic holds: a first burst of 11 MiB (the bucket's 11 windows), a
 // second or two until a slow consumer is throttled, 30 MiB over the
 // window, and some margin: about 50 MiB.
-const quotaFillRecords = 52_000
+const quotaFillRecords = 5_200
 
 // consumedOffset is the next offset a consumer is to read, safe for
 // concurrent use.
@@ -126,7 +126,7 @@ func TestQuotaConsumerClients(t *testing.T) {
 				return
 			case <-tick.C:
 			}
-			producer.Produce(ctx, &kgo.Record{Value: value}, nil)
+			producer.Produce(ctx, &kgo.Record{Value: value[:probeRecord]}, nil)
 		}
 	}()
 	go func() {

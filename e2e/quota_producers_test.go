@@ -19,15 +19,15 @@ import (
 // a throttle, and at the end the largest throttle time the metrics hold
 // (kafka-python 2.0.2 records throttle_time_ms but does not back off by
 // itself: the broker's mute holds it).
-const pythonQuotaClient = `import os, sys, threading
+const pythonQuotaClient = `import os, sys, threading, time
 from kafka import KafkaProducer, KafkaConsumer, TopicPartition
-mode, addr, topic, cid = sys.argv[1:5]
+mode, addr, topic, cid, size = sys.argv[1:6]
 stop = threading.Event()
 def watch():
     sys.stdin.read()
     stop.set()
 threading.Thread(target=watch, daemon=True).start()
-value = b'x' * 1000
+value = b'x' * int(size)
 if mode == 'produce':
     c = KafkaProducer(bootstrap_servers=addr, client_id=cid, linger_ms=5, batch_size=1 << 20,
                       max_request_size=2 << 20, buffer_memory=4 << 20, max_block_ms=120000,
@@ -47,13 +47,14 @@ else:
             print('offset', records[-1].offset, flush=True)
 def throttle():
     return c.metrics().get(group, {}).get(metric, 0)
-said, n = False, 0
+said, checked = False, time.monotonic()
 while not stop.is_set():
     step()
-    n += 1
-    if not said and n % 100 == 0 and throttle() > 0:
-        print('throttled', flush=True)
-        said = True
+    if not said and time.monotonic() - checked > 0.1:
+        checked = time.monotonic()
+        if throttle() > 0:
+            print('throttled', flush=True)
+            said = True
 print('throttle-max', throttle(), flush=True)
 os._exit(0)
 `
@@ -77,7 +78,7 @@ func startPythonQuotaClient(t *testing.T, b *broker, mode, topic, clientID strin
 				reported.add(ms)
 			}
 		}
-	}, "/usr/bin/python3", "-c", pythonQuotaClient, mode, b.addr, topic, clientID)
+	}, "/usr/bin/python3", "-c", pythonQuotaClient, mode, b.addr, topic, clientID, strconv.Itoa(quotaRecord))
 	return func() bool { return said.get() > 0 }, func() (float64, string) {
 		p.stdin.Close()
 		select {
@@ -127,7 +128,7 @@ func kcatQuotaProducer(t *testing.T, b *broker, adm *kadm.Client, topic, clientI
 	var throttle maxThrottle
 	p := startClientProcess(t, func(line string) { throttle.add(kcatThrottle(line)) },
 		"kcat", "-b", b.addr, "-P", "-t", topic, "-p", "0", "-X", "client.id="+clientID,
-		"-X", "queue.buffering.max.messages=4096")
+		"-X", "queue.buffering.max.messages=256")
 	ctx, cancel := context.WithCancel(context.Background())
 	go writeFlatOut(ctx, p.stdin)
 	t.Cleanup(cancel)
@@ -179,7 +180,7 @@ func TestQuotaProducerClients(t *testing.T) {
 	go func() {
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
-		value := make([]byte, quotaRecord)
+		value := make([]byte, probeRecord)
 		for {
 			select {
 			case <-ctx.Done():
