@@ -201,7 +201,7 @@ func (m *Manager) resolve(kind Kind, user, clientID string) (bound float64, matc
 // quota until it expires: a client producing or fetching flat out then
 // sends its whole window's allowance (11 MB at 1 MB/s) at once every
 // WindowNum windows and next to nothing between, so over 30 s its rate
-// is 25% under or 10% over the quota depending on where the bursts fall.
+// is some 20% under or 15% over the quota, as it holds 2 or 3 bursts.
 // The bucket allows the same first burst and the same long-run rate, and
 // after the burst holds the client at the quota.
 func (m *Manager) Record(kind Kind, user, clientID string, value float64, now time.Time) time.Duration {
