@@ -161,6 +161,13 @@ func (c *conn) readLoop() string {
 		if err := c.awaitRequest(sizeBuf[:1]); err != nil {
 			return c.readFailure(err, "waiting for a request")
 		}
+		// And again: a handler running off the reader (a long-poll
+		// Fetch) may have muted the connection while the reader waited,
+		// and a client that does not wait out throttle_time_ms itself
+		// sends its next request as soon as the answer arrives.
+		if err := c.awaitUnmuted(); err != nil {
+			return "closed"
+		}
 		deadline := time.Now().Add(c.b.cfg.RequestReadTimeout)
 		if err := c.readBy(sizeBuf[1:], deadline); err != nil {
 			return c.readFailure(err, "reading a request size")

@@ -405,3 +405,47 @@ func TestQuotaKindsNobodyLimitsAreNotMeasured(t *testing.T) {
 		t.Errorf("request_percentage records %+v with that kind off, want none", got)
 	}
 }
+
+// TestQuotaMuteHoldsTheRequestAfterAParkedFetch: a long-poll Fetch is
+// handled off the reader, which meanwhile waits for the next request. The
+// throttle that Fetch earns must still hold that next request, sent as
+// soon as the Fetch's answer arrived (librdkafka and kafka-python do not
+// wait out throttle_time_ms themselves): Kafka reads nothing more from a
+// throttled connection until its throttle ends (KIP-219).
+func TestQuotaMuteHoldsTheRequestAfterAParkedFetch(t *testing.T) {
+	t.Parallel()
+	const throttle = time.Second
+	limiter := &fakeLimiter{client: "noisy", kind: quota.ConsumerByteRate, throttle: throttle}
+	tb := startBroker(t, withConfig(func(c *Config) { c.Quotas = limiter }))
+	tb.createTopic("logs", 1, nil)
+	quiet := dial(t, tb.addr)
+	produce := produceOne(t, "logs")
+	quiet.sendAs("quiet", produce, 1)
+	quiet.readResponse(produce, 1)
+
+	// Min bytes beyond what the log holds: the fetch parks for its max
+	// wait, then answers the one record, over the quota.
+	noisy := dial(t, tb.addr)
+	fetch := fetchRequest(11, 200*time.Millisecond, 1<<20, 1<<20, fetchPart{topic: "logs", maxBytes: 1 << 20})
+	noisy.sendAs("noisy", fetch, 1)
+	if resp := noisy.readResponse(fetch, 1).(*kmsg.FetchResponse); resp.ThrottleMillis <= 0 {
+		t.Fatalf("the fetch over its quota: throttle_time_ms %d, want > 0", resp.ThrottleMillis)
+	}
+	next := apiVersions()
+	noisy.sendAs("noisy", next, 2)
+	noisy.readResponse(next, 2)
+
+	fetched := limiter.recorded(quota.ConsumerByteRate)
+	var handled []fakeCall
+	for _, c := range limiter.recorded(quota.RequestPercentage) {
+		if c.clientID == "noisy" {
+			handled = append(handled, c)
+		}
+	}
+	if len(fetched) != 1 || len(handled) != 1 {
+		t.Fatalf("recorded %d fetches and %d timed requests of the noisy client, want 1 and the ApiVersions", len(fetched), len(handled))
+	}
+	if got := handled[0].now.Sub(fetched[0].now); got < throttle {
+		t.Errorf("the request after the throttled fetch was handled %v after it, within the %v mute", got, throttle)
+	}
+}

@@ -26,8 +26,8 @@ type sensorKey struct {
 
 // sensor is one entity's usage of one quota type.
 type sensor struct {
-	rate   rate      // byte rates and request_percentage
-	bucket bucket    // controller_mutation_rate
+	rate   rate      // request_percentage; byte rates' usage, for Usage
+	bucket bucket    // byte rates and controller_mutation_rate
 	last   time.Time // the last record, for expiry
 	// match is the entity whose quota applied at the last record, and
 	// throttled the throttle time given (seconds) over the same windows
@@ -188,17 +188,27 @@ func (m *Manager) resolve(kind Kind, user, clientID string) (bound float64, matc
 	return 0, Entity{}, Entity{}, false
 }
 
-// Record implements Limiter: Kafka's record-then-check. The value goes
-// into the entity's rate; when the rate is then over the quota, the
-// throttle time is what brings it back under (QuotaUtils.throttleTime),
-// capped at one window for request_percentage as Kafka caps it. A
+// Record implements Limiter: Kafka's record-then-check. A
 // request_percentage value is handler time in nanoseconds, counted as
-// percent of a second (ClientRequestQuotaManager.nanosToPercentage). A
-// controller_mutation_rate value is partition mutations taken from the
-// token bucket unconditionally, Kafka's PermissiveControllerMutationQuota
-// for requests too old to be refused (CreateTopics before v6,
-// CreatePartitions before v3, DeleteTopics before v5): the throttle time
-// is how long until the bucket is back at zero.
+// percent of a second (ClientRequestQuotaManager.nanosToPercentage), into
+// Kafka's sampled Rate: when the rate is then over the quota, the throttle
+// is what brings it back under (QuotaUtils.throttleTime), capped at one
+// window as Kafka caps it.
+//
+// Byte rates and controller_mutation_rate go into KIP-599's token bucket
+// (Kafka's TokenBucket, a burst of the quota × WindowNum × WindowSize),
+// taken unconditionally, and the throttle is how long until the bucket is
+// back at zero. For mutations that is Kafka's
+// PermissiveControllerMutationQuota, for requests too old to be refused
+// (CreateTopics before v6, CreatePartitions before v3, DeleteTopics
+// before v5). For byte rates Kafka uses the sampled Rate, which KIP-599
+// replaced for mutations because a large sample holds the rate over the
+// quota until it expires: a client producing or fetching flat out then
+// sends its whole window's allowance (11 MB at 1 MB/s) at once every
+// WindowNum windows and next to nothing between, so over 30 s its rate
+// is some 20% under or 15% over the quota, as it holds 2 or 3 bursts.
+// The bucket allows the same first burst and the same long-run rate, and
+// after the burst holds the client at the quota.
 func (m *Manager) Record(kind Kind, user, clientID string, value float64, now time.Time) time.Duration {
 	i := kindIndex(kind)
 	if i < 0 || !m.enabled[i].Load() {
@@ -208,22 +218,22 @@ func (m *Manager) Record(kind Kind, user, clientID string, value float64, now ti
 	if !ok {
 		return 0
 	}
-	var maxThrottle time.Duration
-	if kind == RequestPercentage {
-		value = value * 100 / float64(time.Second)
-		maxThrottle = WindowSize
-	}
 	m.sensorsMu.Lock()
 	defer m.sensorsMu.Unlock()
 	s := m.sensorLocked(kind, match, key, now)
 	var d time.Duration
-	if kind == ControllerMutationRate {
+	switch kind {
+	case RequestPercentage:
+		s.rate.record(value*100/float64(time.Second), now)
+		d = throttle(s.rate.measure(now), bound, s.rate.windowSize(now), WindowSize)
+	default:
+		if kind != ControllerMutationRate {
+			// A byte rate is measured for Usage too; the bucket decides.
+			s.rate.record(value, now)
+		}
 		s.bucket.refill(bound, now)
 		s.bucket.tokens -= value
 		d = s.bucket.wait(bound)
-	} else {
-		s.rate.record(value, now)
-		d = throttle(s.rate.measure(now), bound, s.rate.windowSize(now), maxThrottle)
 	}
 	s.noteThrottle(d, now)
 	return d

@@ -88,32 +88,84 @@ func TestEntityPaths(t *testing.T) {
 }
 
 // TestByteRateThrottle is Kafka's ClientQuotaManagerTest
-// testQuotaViolation: a 500 B/s quota, 400 bytes a second for ten
-// seconds is within it; 2300 more half a second later make
-// (4000+2300)/10.5 s = 600 B/s, throttled (600-500)/500 × 10.5 s = 2100 ms.
+// TestByteRateThrottle: a byte rate is KIP-599's token bucket: a 500 B/s
+// quota has a burst of 5500 B (11 windows of 1 s); a request may take it
+// below zero and is throttled until it is back at zero.
 func TestByteRateThrottle(t *testing.T) {
 	t.Parallel()
 	m := NewManager(0)
 	m.Set(ClientEntity(Default), map[Kind]float64{ProducerByteRate: 500})
-	now := t0
-	for i := 0; i < 10; i++ {
-		if d := m.Record(ProducerByteRate, "ANONYMOUS", "unknown", 400, now); d != 0 {
-			t.Fatalf("second %d: throttled %v within the quota", i, d)
-		}
-		now = now.Add(time.Second)
+	steps := []struct {
+		at     time.Duration
+		bytes  float64
+		want   time.Duration
+		reason string
+	}{
+		{0, 5500, 0, "the whole burst at once: 5500 → 0"},
+		{0, 1000, 2 * time.Second, "1000 over: 2 s at 500/s"},
+		{2 * time.Second, 500, time.Second, "back at zero after 2 s, 500 more: 1 s"},
+		{3 * time.Second, 400, 800 * time.Millisecond, "at the quota's pace, each request waits its own bytes' worth"},
 	}
-	now = now.Add(500 * time.Millisecond)
-	if d := m.Record(ProducerByteRate, "ANONYMOUS", "unknown", 2300, now); d != 2100*time.Millisecond {
-		t.Fatalf("throttled %v, want 2100ms", d)
+	for _, s := range steps {
+		if d := m.Record(ProducerByteRate, "ANONYMOUS", "unknown", s.bytes, t0.Add(s.at)); d != s.want {
+			t.Fatalf("%s: throttled %v, want %v", s.reason, d, s.want)
+		}
 	}
 	// Another client has its own sensor under the default.
-	if d := m.Record(ProducerByteRate, "ANONYMOUS", "other", 400, now); d != 0 {
+	if d := m.Record(ProducerByteRate, "ANONYMOUS", "other", 400, t0); d != 0 {
 		t.Fatalf("another client throttled %v", d)
 	}
-	// Samples older than 11 windows are forgotten: after a quiet 11 s
-	// the same client is within its quota again.
-	if d := m.Record(ProducerByteRate, "ANONYMOUS", "unknown", 400, now.Add(11*time.Second)); d != 0 {
-		t.Fatalf("throttled %v after the window passed", d)
+	// The bucket refills to its burst, no further: after a quiet minute
+	// the client may send 5500 again, and no more.
+	later := t0.Add(time.Minute)
+	if d := m.Record(ProducerByteRate, "ANONYMOUS", "unknown", 5500, later); d != 0 {
+		t.Fatalf("throttled %v within the refilled burst", d)
+	}
+	if d := m.Record(ProducerByteRate, "ANONYMOUS", "unknown", 50, later); d != 100*time.Millisecond {
+		t.Fatalf("throttled %v past the refilled burst, want 100ms", d)
+	}
+}
+
+// TestByteRateFlatOut: a client that sends 64 KiB each time its throttle
+// ends, as a KIP-219 client producing flat out does, is held at its
+// 1 MiB/s quota within 5% over every 30 s after its first burst. (Over
+// Kafka's sampled Rate the same client sends 11 MiB at once every 11 s
+// and next to nothing between: a 30 s span holds 2 or 3 bursts.)
+func TestByteRateFlatOut(t *testing.T) {
+	t.Parallel()
+	const quota, request = 1 << 20, 64 << 10
+	m := NewManager(0)
+	m.Set(ClientEntity("flat"), map[Kind]float64{ProducerByteRate: quota})
+	type sent struct {
+		at    time.Duration
+		bytes float64
+	}
+	var log []sent
+	for at := time.Duration(0); at < 2*time.Minute; {
+		log = append(log, sent{at, request})
+		at += m.Record(ProducerByteRate, "ANONYMOUS", "flat", request, t0.Add(at))
+	}
+	burst := float64(quota * WindowNum)
+	var first float64
+	for _, s := range log {
+		if s.at > 0 {
+			break
+		}
+		first += s.bytes
+	}
+	if first < burst || first > burst+request {
+		t.Fatalf("the first burst was %v bytes, want the bucket's %v", first, burst)
+	}
+	for start := time.Second; start+30*time.Second <= 2*time.Minute; start += 7 * time.Second {
+		var bytes float64
+		for _, s := range log {
+			if s.at >= start && s.at < start+30*time.Second {
+				bytes += s.bytes
+			}
+		}
+		if rate := bytes / 30; rate < 0.95*quota || rate > 1.05*quota {
+			t.Errorf("%v to %v: %.0f B/s, want %d within 5%%", start, start+30*time.Second, rate, quota)
+		}
 	}
 }
 
@@ -233,10 +285,9 @@ func TestSensorBounds(t *testing.T) {
 		t.Fatalf("%d sensors for 50 clients with a bound of 3, want 3 and the default's shared one", n)
 	}
 
-	// The 47 beyond the bound share one sensor: 4700 B over the 10 s
-	// minimum window is 470 B/s; 47 more clients make it 940, one more
-	// puts it over.
-	for i := 0; i < 58; i++ {
+	// The 47 beyond the bound share one sensor: 4700 B of its 11000 B
+	// burst; 63 more clients take the rest, one more puts it below zero.
+	for i := 0; i < 63; i++ {
 		m.Record(ProducerByteRate, "", "more-"+string(rune('a'+i)), 100, t0)
 	}
 	if d := m.Record(ProducerByteRate, "", "last", 100, t0); d == 0 {

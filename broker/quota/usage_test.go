@@ -17,19 +17,20 @@ func TestUsage(t *testing.T) {
 	m.Record(ProducerByteRate, "", "idle", 10, t0)
 	m.Record(ProducerByteRate, "", "gone", 10, t0.Add(time.Minute))
 	m.Set(ClientEntity("gone"), nil)
-	// 2,000 bytes over the minimum window of 10 s: 200 bytes/s against
-	// 100, throttled (200-100)/100 × 10 s = 10 s (QuotaUtils.throttleTime).
+	// 2,000 bytes from a full bucket of 100 × 11 s = 1,100 leave 900
+	// owed at 100 bytes/s: 9 s of throttle. The rate measured is 2,000
+	// bytes over the minimum window of 10 s.
 	now := t0.Add(time.Minute)
-	if d := m.Record(ConsumerByteRate, "alice", "app", 2000, now); d != 10*time.Second {
-		t.Fatalf("throttle %v, want 10s", d)
+	if d := m.Record(ConsumerByteRate, "alice", "app", 2000, now); d != 9*time.Second {
+		t.Fatalf("throttle %v, want 9s", d)
 	}
 	got := m.Usage(now, 30*time.Second)
 	if len(got) != 1 {
 		t.Fatalf("usage of %d sensors, want alice's only: %+v", len(got), got)
 	}
 	u := got[0]
-	// 10 s of throttle over the minimum window of 10 s: 1 s per second.
-	if u.Kind != ConsumerByteRate || u.Entity != UserEntity("alice") || u.Quota != 100 || u.Rate != 200 || u.Throttle != 1 || !u.Last.Equal(now) {
+	// 9 s of throttle over the minimum window of 10 s: 0.9 s per second.
+	if u.Kind != ConsumerByteRate || u.Entity != UserEntity("alice") || u.Quota != 100 || u.Rate != 200 || u.Throttle != 0.9 || !u.Last.Equal(now) {
 		t.Fatalf("usage %+v", u)
 	}
 }
