@@ -163,15 +163,15 @@ func (l *Log) settlePendingLocked(replicated bool) {
 	}
 }
 
-// BatchEpochAt returns the partition leader epoch of the batch holding
-// offset in a segment file (base offset base, size bytes) read through r,
-// with the segment's offset index (its .index file's bytes, possibly
-// empty) to start near it: the epoch in effect at offset. A tiered
+// BatchAt returns the header of the batch holding offset in a segment
+// file (base offset base, size bytes) read through r, with the segment's
+// offset index (its .index file's bytes, possibly empty) to start near
+// it: its PartitionLeaderEpoch is the epoch in effect at offset. A tiered
 // segment's objects are these files, so broker/tier reads a remote
 // segment's epochs with it.
-func BatchEpochAt(r io.ReaderAt, size int64, index []byte, base, offset int64) (int32, error) {
+func BatchAt(r io.ReaderAt, size int64, index []byte, base, offset int64) (BatchHeader, error) {
 	if offset < base || offset-base > maxRelativeOffset {
-		return 0, fmt.Errorf("log: offset %d is not in the segment at %d", offset, base)
+		return BatchHeader{}, fmt.Errorf("log: offset %d is not in the segment at %d", offset, base)
 	}
 	entries := len(index) / offsetIndexEntrySize
 	rel := uint32(offset - base)
@@ -185,19 +185,19 @@ func BatchEpochAt(r io.ReaderAt, size int64, index []byte, base, offset int64) (
 	var b [recordbatch.HeaderSize]byte
 	for pos+int64(len(b)) <= size {
 		if _, err := r.ReadAt(b[:], pos); err != nil {
-			return 0, fmt.Errorf("log: reading the batch header at %d: %w", pos, err)
+			return BatchHeader{}, fmt.Errorf("log: reading the batch header at %d: %w", pos, err)
 		}
 		h, err := recordbatch.ParseHeader(b[:])
 		if err != nil || h.Size() <= 0 {
-			return 0, fmt.Errorf("log: malformed batch header at %d of the segment at %d", pos, base)
+			return BatchHeader{}, fmt.Errorf("log: malformed batch header at %d of the segment at %d", pos, base)
 		}
 		if h.LastOffset() >= offset {
 			if h.BaseOffset > offset {
-				return 0, fmt.Errorf("log: offset %d falls in a gap of the segment at %d", offset, base)
+				return BatchHeader{}, fmt.Errorf("log: offset %d falls in a gap of the segment at %d", offset, base)
 			}
-			return h.PartitionLeaderEpoch, nil
+			return h, nil
 		}
 		pos += int64(h.Size())
 	}
-	return 0, fmt.Errorf("log: offset %d is past the end of the segment at %d", offset, base)
+	return BatchHeader{}, fmt.Errorf("log: offset %d is past the end of the segment at %d", offset, base)
 }

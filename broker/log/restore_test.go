@@ -200,9 +200,9 @@ func TestResetToRefuses(t *testing.T) {
 	}
 }
 
-// TestBatchEpochAt finds the epoch of the batch holding an offset through
+// TestBatchAt finds the epoch of the batch holding an offset through
 // the segment's files, as broker/tier reads a remote segment's objects.
-func TestBatchEpochAt(t *testing.T) {
+func TestBatchAt(t *testing.T) {
 	t.Parallel()
 	cfg := DefaultConfig()
 	cfg.IndexIntervalBytes = 1 // an index entry per batch
@@ -231,17 +231,17 @@ func TestBatchEpochAt(t *testing.T) {
 	for _, idx := range [][]byte{index, nil} {
 		got = got[:0]
 		for off := int64(0); off < 10; off += 2 {
-			e, err := BatchEpochAt(f, fi.Size(), idx, 0, off+1)
-			if err != nil {
-				t.Fatal(err)
+			h, err := BatchAt(f, fi.Size(), idx, 0, off+1)
+			if err != nil || h.BaseOffset != off {
+				t.Fatalf("batch at %d: %+v, %v", off+1, h, err)
 			}
-			got = append(got, e)
+			got = append(got, h.PartitionLeaderEpoch)
 		}
 		if !reflect.DeepEqual(got, epochs) {
 			t.Fatalf("epochs %v (index of %d bytes), want %v", got, len(idx), epochs)
 		}
 	}
-	if _, err := BatchEpochAt(f, fi.Size(), index, 0, 10); err == nil {
+	if _, err := BatchAt(f, fi.Size(), index, 0, 10); err == nil {
 		t.Fatal("an offset past the segment has an epoch")
 	}
 }
