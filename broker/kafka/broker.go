@@ -50,6 +50,11 @@ type Deps struct {
 	// start offset up to offset for DeleteRecords and returns it (-1: the
 	// partition has nothing remote); broker/tier's Manager.DeleteRecords.
 	RemoteDeleteRecords func(topic string, partition int32, offset int64) (int64, error)
+	// RemoteRebuild, when set, restarts the log of a tiered partition
+	// this broker follows at its leader's local log start, from the
+	// remote state (broker/interbroker/tiered.go); broker/tier's
+	// Manager.RebuildReplica.
+	RemoteRebuild interbroker.RemoteRebuild
 }
 
 // Broker serves the Kafka protocol on its listeners (listeners.go).
@@ -66,6 +71,8 @@ type Broker struct {
 	hwCheckpoint string
 	// remoteDeleteRecords is Deps.RemoteDeleteRecords.
 	remoteDeleteRecords func(topic string, partition int32, offset int64) (int64, error)
+	// remoteRebuild is Deps.RemoteRebuild.
+	remoteRebuild interbroker.RemoteRebuild
 	// interBroker is the name of the inter-broker listener, and tls the
 	// TLS settings of the listeners and inter-broker clients (tls.go).
 	interBroker string
@@ -151,6 +158,7 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 		store:               deps.Store,
 		hwCheckpoint:        deps.HighWatermarkCheckpoint,
 		remoteDeleteRecords: deps.RemoteDeleteRecords,
+		remoteRebuild:       deps.RemoteRebuild,
 		interBroker:         interBroker.name,
 		tls:                 tlsCfg,
 		logger:              logger.With("component", "kafka"),
@@ -240,6 +248,9 @@ func (b *Broker) openParts() error {
 	b.fetchers = b.brokers.Fetchers()
 	if b.followerReplication.bounded() {
 		b.fetchers.ThrottleReplication(&b.followerReplication)
+	}
+	if b.remoteRebuild != nil {
+		b.fetchers.RebuildFromRemote(b.remoteRebuild)
 	}
 	b.replicas = replication.New(replication.Deps{
 		Cluster:    b.cluster,
