@@ -87,6 +87,7 @@ func TestTieredPartitionReassignedToNewBroker(t *testing.T) {
 		t.Fatalf("broker 2's first local segment %s; want one starting above 0, at or below the remote end %d", segments[0], remoteEnd)
 	}
 	localBytes, remoteBytes := dirBytes(t, local2, ".log"), dirBytes(t, remote, ".log")
+	t.Logf("broker 2 starts at %d with %d bytes of segments; %d bytes are remote up to %d", first, localBytes, remoteBytes, remoteEnd)
 	if localBytes*2 > remoteBytes {
 		t.Fatalf("broker 2 holds %d bytes of segments, the remote store %d: it copied more than the tail", localBytes, remoteBytes)
 	}
