@@ -46,9 +46,9 @@ type EpochEntry struct {
 // remote storage. epochs (oldest first, strictly increasing in both
 // fields) become the leader epoch cache, those starting below offset: as
 // in Kafka, the cache describes the remote records too, and the first
-// batch copied at offset adds the entry of its own epoch. snapshot is a producer state snapshot file's
-// bytes (empty: no producers); see the file's header for one whose offset
-// is past offset.
+// batch copied at offset adds the entry of its own epoch. snapshot is a
+// producer state snapshot file's bytes (empty: no producers); see the
+// file's header for one whose offset is past offset.
 func (l *Log) ResetTo(offset int64, epochs []EpochEntry, snapshot []byte) error {
 	if offset < 0 {
 		return fmt.Errorf("%w: cannot restart the log at %d", ErrOffsetOutOfRange, offset)
