@@ -11,6 +11,7 @@ import (
 	"net"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"millrace/broker/cluster"
 	"millrace/broker/coord"
@@ -49,6 +50,9 @@ type Broker struct {
 	// store, and its remote object store (tierStore).
 	tier      *tier.Manager
 	tierStore store.Store
+	// tierReady is tier once open, for the replica fetchers, which start
+	// before it (tier_wiring.go).
+	tierReady atomic.Pointer[tier.Manager]
 	// schemaRegistry is the hosted schema registry (schema.registry.listeners),
 	// nil without one: the store, and the wire server it writes through.
 	schemaRegistry *schemaRegistry
@@ -148,6 +152,7 @@ func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 			}
 			return tierManager.DeleteRecords(context.Background(), p, offset)
 		}
+		deps.RemoteRebuild = b.rebuildReplica
 	}
 	if b.server, err = kafka.New(cfg.Kafka, deps, logger); err != nil {
 		return nil, err

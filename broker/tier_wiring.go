@@ -7,9 +7,12 @@ package broker
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"millrace/broker/cluster"
 	"millrace/broker/log"
+	"millrace/broker/replication"
 	"millrace/broker/tier"
 )
 
@@ -51,8 +54,29 @@ func (b *Broker) openTier() (*tier.Manager, error) {
 		return nil, err
 	}
 	b.tier = m
+	b.tierReady.Store(m)
 	m.Start()
 	return m, nil
+}
+
+// errTierStarting: a replica fetcher reached a tiered partition's remote
+// records before the tier was open; its next try finds it.
+var errTierStarting = errors.New("tiered storage is still starting")
+
+// rebuildReplica is the replica fetchers' RemoteRebuild: the tier
+// restarts the followed log at the leader's local log start. The fetchers
+// start with the cluster, before the tier opens, hence tierReady.
+func (b *Broker) rebuildReplica(ctx context.Context, f *replication.Followed, leaderLocalStart int64) error {
+	m := b.tierReady.Load()
+	if m == nil {
+		return errTierStarting
+	}
+	t, ok := b.cluster.Topic(f.Topic)
+	if !ok {
+		return fmt.Errorf("topic %s is gone", f.Topic)
+	}
+	p := tier.Partition{Topic: f.Topic, TopicID: t.ID, Partition: f.Partition, Log: f.Log, LeaderEpoch: f.Epoch}
+	return m.RebuildReplica(ctx, p, leaderLocalStart)
 }
 
 // tierPartition is a partition this broker hosts on a tiered topic, as

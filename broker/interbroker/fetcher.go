@@ -14,9 +14,10 @@ package interbroker
 // and keep that state exact (applied batch by batch, rebuilt after a
 // truncation), so a snapshot never describes a different log.
 //
-// An error on one partition (the leader not ready at the new epoch, an
-// offset out of range, a refused append) pauses that partition and sends it
-// back to truncation; an error of the whole request (the connection, the
+// A fetch below a tiered leader's local log start restarts the log there
+// from remote storage (tiered.go). An error on one partition (the leader
+// not ready at the new epoch, an offset out of range, a refused append)
+// pauses that partition and sends it back to truncation; an error of the whole request (the connection, the
 // leader gone) does so for every partition, as a reconnect did when each
 // partition had its own connection.
 //
@@ -65,6 +66,9 @@ type Fetchers struct {
 	// quota is follower.replication.throttled.rate (throttle.go); nil:
 	// none. Set before the first Follow.
 	quota ReplicationQuota
+	// rebuild restarts a tiered partition's log from remote storage
+	// (tiered.go); nil: tiered storage is off. Set before the first Follow.
+	rebuild RemoteRebuild
 
 	mu      sync.Mutex // guards the following
 	leaders map[int32]*leaderFetcher
@@ -416,7 +420,7 @@ func (lf *leaderFetcher) fetch(ctx context.Context, parts []*fetchedPartition, m
 		for i := range rt.Partitions {
 			sp := &rt.Partitions[i]
 			if fp := byKey[key{rt.Topic, sp.Partition}]; fp != nil {
-				if err := lf.apply(fp, sp); err != nil {
+				if err := lf.apply(ctx, fp, sp); err != nil {
 					lf.failed(fp, "fetching from the leader", err)
 				}
 			}
@@ -427,7 +431,10 @@ func (lf *leaderFetcher) fetch(ctx context.Context, parts []*fetchedPartition, m
 
 // apply appends one partition's fetched batches and publishes the leader's
 // high watermark, unless the partition was removed meanwhile.
-func (lf *leaderFetcher) apply(fp *fetchedPartition, sp *kmsg.FetchResponseTopicPartition) error {
+func (lf *leaderFetcher) apply(ctx context.Context, fp *fetchedPartition, sp *kmsg.FetchResponseTopicPartition) error {
+	if movedToRemote(fp, sp) {
+		return lf.rebuildFromRemote(ctx, fp, sp.LogStartOffset)
+	}
 	switch sp.ErrorCode {
 	case 0:
 	case kerr.OffsetOutOfRange.Code:

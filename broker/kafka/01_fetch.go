@@ -16,8 +16,10 @@ package kafka
 // offset (broker/replication/partition.go); read_committed consumers
 // (isolation_level 1) read below it and get the aborted transactions with
 // records in the range returned, which they drop (KIP-98). An offset outside
-// [log start, log end] gets OFFSET_OUT_OF_RANGE; the current leader epoch
-// (v9+) is checked as in KIP-320.
+// [log start, log end] gets OFFSET_OUT_OF_RANGE, except a replica's below a
+// tiered partition's local log start, which gets
+// OFFSET_MOVED_TO_TIERED_STORAGE (KIP-405, fetch_tiered_replica.go); the
+// current leader epoch (v9+) is checked as in KIP-320.
 //
 // Fetch from the closest replica (KIP-392, fetch_read_replica.go): with
 // replica.selector.class set, the leader answers a consumer (v11+) in the
@@ -328,6 +330,12 @@ func (b *Broker) fetchPartition(req *kmsg.FetchRequest, topic string, rp kmsg.Fe
 		return nil, false
 	}
 	if follower {
+		// Below a tiered partition's local log start the follower
+		// rebuilds from remote storage (fetch_tiered_replica.go).
+		if code, localStart := b.replicaFetchTiered(p, topic, rp.Partition, rp.FetchOffset); code != 0 {
+			sp.ErrorCode, sp.LogStartOffset = code, localStart
+			return nil, false
+		}
 		// The fetch offset is the follower's log end offset for the ISR
 		// and the high watermark (broker/replication).
 		if code := b.replicas.FollowerFetch(topic, rp.Partition, fetchReplicaID(req), rp.FetchOffset, rp.LogStartOffset, epoch); code != 0 {

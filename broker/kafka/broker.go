@@ -60,6 +60,11 @@ type Deps struct {
 	// RemoteReads runs the remote reads (broker/tier's delayed remote
 	// fetch); required with RemoteIndex.
 	RemoteReads *tier.ReadPool
+	// RemoteRebuild, when set, restarts the log of a tiered partition
+	// this broker follows at its leader's local log start, from the
+	// remote state (broker/interbroker/tiered.go); broker/tier's
+	// Manager.RebuildReplica.
+	RemoteRebuild interbroker.RemoteRebuild
 }
 
 // Broker serves the Kafka protocol on its listeners (listeners.go).
@@ -80,6 +85,8 @@ type Broker struct {
 	// Deps.RemoteReads (fetch_remote.go); nil when nothing is tiered.
 	remoteIndex tier.RemoteIndex
 	remoteReads *tier.ReadPool
+	// remoteRebuild is Deps.RemoteRebuild.
+	remoteRebuild interbroker.RemoteRebuild
 	// interBroker is the name of the inter-broker listener, and tls the
 	// TLS settings of the listeners and inter-broker clients (tls.go).
 	interBroker string
@@ -170,6 +177,7 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 		remoteDeleteRecords: deps.RemoteDeleteRecords,
 		remoteIndex:         deps.RemoteIndex,
 		remoteReads:         deps.RemoteReads,
+		remoteRebuild:       deps.RemoteRebuild,
 		interBroker:         interBroker.name,
 		tls:                 tlsCfg,
 		logger:              logger.With("component", "kafka"),
@@ -261,6 +269,9 @@ func (b *Broker) openParts() error {
 	b.fetchers = b.brokers.Fetchers()
 	// Installed even while unbounded: the rate is a dynamic config.
 	b.fetchers.ThrottleReplication(b.followerReplication)
+	if b.remoteRebuild != nil {
+		b.fetchers.RebuildFromRemote(b.remoteRebuild)
+	}
 	b.replicas = replication.New(replication.Deps{
 		Cluster:    b.cluster,
 		BrokerID:   b.cfg.BrokerID,

@@ -126,6 +126,12 @@ func openLog(dir string, cfg Config, logger *slog.Logger, opts options) (*Log, e
 		}
 		return nil, fmt.Errorf("log: open %s: %w", dir, err)
 	}
+	if err := l.loadPendingProducerSnapshot(); err != nil {
+		for _, s := range l.segments {
+			s.release()
+		}
+		return nil, fmt.Errorf("log: open %s: %w", dir, err)
+	}
 	if l.endOffset == l.startOffset {
 		if _, err := os.Stat(filepath.Join(dir, producerSnapshotFile)); errors.Is(err, fs.ErrNotExist) {
 			// A new log has no producers: its state is known now, where a
@@ -495,6 +501,7 @@ func (l *Log) AppendValidated(v ValidBatches, leaderEpoch int32) (AppendInfo, er
 	}
 	info, err := l.appendValidated(v, leaderEpoch)
 	l.afterAppendLocked(txn, info, v.bytes, err)
+	l.settlePendingLocked(false)
 	return info, err
 }
 
@@ -589,6 +596,7 @@ func (l *Log) AppendReplicated(batches []byte) (AppendInfo, error) {
 	}
 	info, err := l.appendReplicated(batches)
 	l.afterAppendLocked(txn, info, batches, err)
+	l.settlePendingLocked(true)
 	return info, err
 }
 

@@ -190,6 +190,9 @@ type producerState struct {
 	// verifying holds each producer's transaction verification in
 	// progress (txn_verify.go).
 	verifying map[int64]*verificationGuard
+	// pending is a restored producer snapshot whose offset the log has
+	// not reached yet (restore.go); nil when there is none.
+	pending *producerSnapshot
 
 	// firstUnstable is the first offset of the oldest ongoing transaction,
 	// -1 if none; set under mu, read without it.

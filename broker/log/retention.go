@@ -214,6 +214,9 @@ func (l *Log) TruncateTo(offset int64) error {
 	if l.EndOffset() >= before {
 		return nil
 	}
+	if p := l.producers.pending; p != nil && l.EndOffset() < p.offset {
+		l.settlePendingLocked(false)
+	}
 	if err := l.rebuildProducersLocked(); err != nil {
 		return err
 	}
