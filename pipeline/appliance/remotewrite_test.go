@@ -26,7 +26,7 @@ func TestRemoteWriteNeedsHTTPAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(c.Close) // after the appliance shuts down (startAppliance)
 	dir := t.TempDir()
 	basic := filepath.Join(dir, "users")
 	if err := os.WriteFile(basic, []byte("prometheus:remote-secret\n"), 0o600); err != nil {

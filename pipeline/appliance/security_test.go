@@ -123,7 +123,7 @@ func TestStartAuthenticates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(c.Close) // after the appliance shuts down (startAppliance)
 	dir := t.TempDir()
 	logFile := filepath.Join(dir, "app.log")
 	if err := os.WriteFile(logFile, []byte("first line\nsecond line\n"), 0o600); err != nil {
