@@ -89,7 +89,8 @@ func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 	if cfg.HoldUnsyncedWrites {
 		openLogs = log.OpenManagerHoldingUnsynced
 	}
-	if b.logs, err = openLogs(filepath.Join(cfg.DataDir, "logs"), cfg.Log, logger, log.WithMaxOpenFiles(cfg.MaxOpenLogFiles), log.WithRecoveryThreads(cfg.RecoveryThreads)); err != nil {
+	if b.logs, err = openLogs(filepath.Join(cfg.DataDir, "logs"), cfg.Log, logger, log.WithMaxOpenFiles(cfg.MaxOpenLogFiles), log.WithRecoveryThreads(cfg.RecoveryThreads),
+		log.WithRemoteStorageSystem(cfg.Tier.Enable)); err != nil {
 		return nil, err
 	}
 	meta, known, err := readMeta(cfg.DataDir)
