@@ -63,8 +63,12 @@ type Manager struct {
 	mu sync.Mutex // guards the following
 	// swept is when each partition was last swept, and at which leader
 	// epoch: a new leadership sweeps at once.
-	swept  map[log.TopicPartition]sweepMark
-	cancel context.CancelFunc // ends Start's loop; nil before Start
+	swept map[log.TopicPartition]sweepMark
+	// topics and vanished track topic IDs for the removal of deleted
+	// topics' objects that no state references (sweep.go).
+	topics   map[string]string    // topic name -> encoded ID, as last seen
+	vanished map[string]time.Time // topic prefix -> when its topic was first seen gone
+	cancel   context.CancelFunc   // ends Start's loop; nil before Start
 	done   chan struct{}      // closed when Start's loop has returned
 }
 
@@ -87,7 +91,8 @@ func New(cfg Config, st store.Store, cs coord.Store, host Host, reg prometheus.R
 		return nil, err
 	}
 	return &Manager{cfg: cfg, store: st, coord: cs, host: host, metrics: mx, now: time.Now,
-		logger: logger.With("component", "tier"), swept: map[log.TopicPartition]sweepMark{}}, nil
+		logger: logger.With("component", "tier"), swept: map[log.TopicPartition]sweepMark{},
+		topics: map[string]string{}, vanished: map[string]time.Time{}}, nil
 }
 
 // Start runs a round every remote.log.manager.task.interval.ms until Close.
@@ -151,9 +156,19 @@ func (m *Manager) RunOnce(ctx context.Context) {
 		}
 	}
 	m.forgetPartitions(leading)
-	if m.host.Controller != nil && m.host.Controller() && m.host.TopicIDs != nil {
-		if err := m.removeDeletedTopics(ctx, m.host.TopicIDs()); err != nil && ctx.Err() == nil {
+	if m.host.TopicIDs == nil {
+		return
+	}
+	// Every broker notes which topics vanished, so a broker that becomes
+	// the controller knows them; the controller removes their data.
+	topics := m.host.TopicIDs()
+	m.noteVanished(topics)
+	if m.host.Controller != nil && m.host.Controller() {
+		if err := m.removeDeletedTopics(ctx, topics); err != nil && ctx.Err() == nil {
 			m.logger.Warn("removing the remote data of deleted topics; retrying next round", "err", err)
+		}
+		if err := m.removeVanished(ctx, topics); err != nil && ctx.Err() == nil {
+			m.logger.Warn("removing the unrecorded objects of deleted topics; retrying next round", "err", err)
 		}
 	}
 }
