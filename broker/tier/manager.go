@@ -69,7 +69,7 @@ type Manager struct {
 	topics   map[string]string    // topic name -> encoded ID, as last seen
 	vanished map[string]time.Time // topic prefix -> when its topic was first seen gone
 	cancel   context.CancelFunc   // ends Start's loop; nil before Start
-	done   chan struct{}      // closed when Start's loop has returned
+	done     chan struct{}        // closed when Start's loop has returned
 }
 
 type sweepMark struct {
