@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"millrace/broker/cluster"
 	"millrace/broker/coord"
 	"millrace/broker/coord/embedded"
@@ -148,6 +150,13 @@ func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 				return -1, nil
 			}
 			return tierManager.DeleteRecords(context.Background(), p, offset)
+		}
+		deps.RemoteLogDirTags = func(topic string, partition int32) kmsg.Tags {
+			var tags kmsg.Tags
+			if r, ok := tierManager.Remote(topic, partition); ok {
+				tags.Set(tier.DescribeLogDirsTag, r.Encode())
+			}
+			return tags
 		}
 	}
 	if b.server, err = kafka.New(cfg.Kafka, deps, logger); err != nil {

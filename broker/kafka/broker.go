@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/broker/cluster"
 	"millrace/broker/coord"
@@ -50,6 +51,10 @@ type Deps struct {
 	// start offset up to offset for DeleteRecords and returns it (-1: the
 	// partition has nothing remote); broker/tier's Manager.DeleteRecords.
 	RemoteDeleteRecords func(topic string, partition int32, offset int64) (int64, error)
+	// RemoteLogDirTags, when set, returns the tagged fields DescribeLogDirs
+	// (v2+) adds to a partition of a tiered topic: broker/tier's summary
+	// of its remote part (broker/tier/summary.go); empty when none.
+	RemoteLogDirTags func(topic string, partition int32) kmsg.Tags
 }
 
 // Broker serves the Kafka protocol on its listeners (listeners.go).
@@ -66,6 +71,8 @@ type Broker struct {
 	hwCheckpoint string
 	// remoteDeleteRecords is Deps.RemoteDeleteRecords.
 	remoteDeleteRecords func(topic string, partition int32, offset int64) (int64, error)
+	// remoteLogDirTags is Deps.RemoteLogDirTags.
+	remoteLogDirTags func(topic string, partition int32) kmsg.Tags
 	// interBroker is the name of the inter-broker listener, and tls the
 	// TLS settings of the listeners and inter-broker clients (tls.go).
 	interBroker string
@@ -151,6 +158,7 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 		store:               deps.Store,
 		hwCheckpoint:        deps.HighWatermarkCheckpoint,
 		remoteDeleteRecords: deps.RemoteDeleteRecords,
+		remoteLogDirTags:    deps.RemoteLogDirTags,
 		interBroker:         interBroker.name,
 		tls:                 tlsCfg,
 		logger:              logger.With("component", "kafka"),
