@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"millrace/broker/cluster"
 	"millrace/broker/coord"
 	"millrace/broker/coord/embedded"
@@ -93,7 +95,8 @@ func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 	if cfg.HoldUnsyncedWrites {
 		openLogs = log.OpenManagerHoldingUnsynced
 	}
-	if b.logs, err = openLogs(filepath.Join(cfg.DataDir, "logs"), cfg.Log, logger, log.WithMaxOpenFiles(cfg.MaxOpenLogFiles), log.WithRecoveryThreads(cfg.RecoveryThreads)); err != nil {
+	if b.logs, err = openLogs(filepath.Join(cfg.DataDir, "logs"), cfg.Log, logger, log.WithMaxOpenFiles(cfg.MaxOpenLogFiles), log.WithRecoveryThreads(cfg.RecoveryThreads),
+		log.WithRemoteStorageSystem(cfg.Tier.Enable)); err != nil {
 		return nil, err
 	}
 	meta, known, err := readMeta(cfg.DataDir)
@@ -153,6 +156,13 @@ func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 			return tierManager.DeleteRecords(context.Background(), p, offset)
 		}
 		deps.RemoteRebuild = b.rebuildReplica
+		deps.RemoteLogDirTags = func(topic string, partition int32) kmsg.Tags {
+			var tags kmsg.Tags
+			if r, ok := tierManager.Remote(topic, partition); ok {
+				tags.Set(tier.DescribeLogDirsTag, r.Encode())
+			}
+			return tags
+		}
 	}
 	if b.server, err = kafka.New(cfg.Kafka, deps, logger); err != nil {
 		return nil, err

@@ -11,6 +11,13 @@ package kafka
 // has future replicas. Version 4 adds the volume's total and usable bytes.
 // Partitions of a topic being deleted are not listed, though their files
 // may still be on disk.
+//
+// On a tiered topic (remote.storage.enable) the size is the local part
+// only, as Kafka reports it (kafka-log-dirs.sh shows local segments; the
+// remote size is a metric there, KIP-963). Versions 2+ add a tagged field
+// with the partition's remote start, end and size (broker/tier/summary.go),
+// which Kafka clients skip as any unknown tag and `millrace topic
+// describe` shows.
 
 import (
 	"context"
@@ -64,6 +71,9 @@ func handleDescribeLogDirs(_ context.Context, b *Broker, r *request) (kmsg.Respo
 		}
 		p := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
 		p.Partition, p.Size = tp.Partition, l.Size()
+		if b.remoteLogDirTags != nil && req.Version >= 2 && l.Config().RemoteStorageEnable {
+			p.UnknownTags = b.remoteLogDirTags(tp.Topic, tp.Partition)
+		}
 		byTopic[tp.Topic] = append(byTopic[tp.Topic], p)
 	}
 	topics := make([]string, 0, len(byTopic))

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/broker/cluster"
 	"millrace/broker/coord"
@@ -65,6 +66,10 @@ type Deps struct {
 	// remote state (broker/interbroker/tiered.go); broker/tier's
 	// Manager.RebuildReplica.
 	RemoteRebuild interbroker.RemoteRebuild
+	// RemoteLogDirTags, when set, returns the tagged fields DescribeLogDirs
+	// (v2+) adds to a partition of a tiered topic: broker/tier's summary
+	// of its remote part (broker/tier/summary.go); empty when none.
+	RemoteLogDirTags func(topic string, partition int32) kmsg.Tags
 }
 
 // Broker serves the Kafka protocol on its listeners (listeners.go).
@@ -87,6 +92,8 @@ type Broker struct {
 	remoteReads *tier.ReadPool
 	// remoteRebuild is Deps.RemoteRebuild.
 	remoteRebuild interbroker.RemoteRebuild
+	// remoteLogDirTags is Deps.RemoteLogDirTags.
+	remoteLogDirTags func(topic string, partition int32) kmsg.Tags
 	// interBroker is the name of the inter-broker listener, and tls the
 	// TLS settings of the listeners and inter-broker clients (tls.go).
 	interBroker string
@@ -178,6 +185,7 @@ func New(cfg Config, deps Deps, logger *slog.Logger) (*Broker, error) {
 		remoteIndex:         deps.RemoteIndex,
 		remoteReads:         deps.RemoteReads,
 		remoteRebuild:       deps.RemoteRebuild,
+		remoteLogDirTags:    deps.RemoteLogDirTags,
 		interBroker:         interBroker.name,
 		tls:                 tlsCfg,
 		logger:              logger.With("component", "kafka"),

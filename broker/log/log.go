@@ -69,6 +69,10 @@ type Log struct {
 	// remoteEnd is the offset below which every record is stored
 	// remotely, on a tiered log (remote.go).
 	remoteEnd atomic.Int64
+	// untiered is options.untiered; toldUntiered: the log warned that it
+	// retains a remote.storage.enable log by the total limits.
+	untiered     bool
+	toldUntiered atomic.Bool
 
 	// recoveredSegments counts segments Open scanned batch by batch; a clean
 	// restart leaves it at zero. Tests read it.
@@ -82,6 +86,9 @@ type options struct {
 	files    *fileCache           // descriptor cache shared by a Manager's logs; a log of its own if nil
 	decoder  *recordbatch.Decoder // decodes produced and cleaned batches; shared by a Manager's logs, a log's own if nil
 	threads  int                  // logs a Manager opens or closes at once; 1 if below
+	// untiered: the broker has tiered storage off, so a topic's
+	// remote.storage.enable is not acted on (remote.go).
+	untiered bool
 }
 
 // Open opens (creating if needed) the partition log in dir. After an unclean
@@ -117,7 +124,7 @@ func openLog(dir string, cfg Config, logger *slog.Logger, opts options) (*Log, e
 		opts.decoder = recordbatch.NewDecoder(0)
 	}
 	l := &Log{dir: dir, logger: logger.With("component", "log", "dir", filepath.Base(dir)), now: opts.now,
-		openFile: opts.files.wrap(opts.openFile), rawOpen: opts.openFile, files: opts.files, decoder: opts.decoder, cfg: cfg}
+		openFile: opts.files.wrap(opts.openFile), rawOpen: opts.openFile, files: opts.files, decoder: opts.decoder, cfg: cfg, untiered: opts.untiered}
 	l.producers.now, l.producers.cfg = opts.now, DefaultProducerStateConfig()
 	l.producers.firstUnstable.Store(-1)
 	if err := l.load(); err != nil {

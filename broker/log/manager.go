@@ -59,6 +59,7 @@ type ManagerOption func(*managerOptions)
 type managerOptions struct {
 	maxOpenFiles    int
 	recoveryThreads int
+	untiered        bool
 }
 
 // DefaultRecoveryThreads is millrace's default of Kafka's
@@ -84,11 +85,20 @@ func WithMaxOpenFiles(n int) ManagerOption {
 	return func(o *managerOptions) { o.maxOpenFiles = n }
 }
 
+// WithRemoteStorageSystem tells the logs whether the broker has tiered
+// storage on (remote.log.storage.system.enable, broker/tier). Without it a
+// log whose topic sets remote.storage.enable is retained as an untiered
+// one, by retention.ms and retention.bytes (remote.go). Without the option
+// the topic's setting is acted on.
+func WithRemoteStorageSystem(enabled bool) ManagerOption {
+	return func(o *managerOptions) { o.untiered = !enabled }
+}
+
 // OpenManager opens every partition log found in dataDir with the default
 // config (apply per-topic overrides with Log.SetConfig).
 func OpenManager(dataDir string, defaults Config, logger *slog.Logger, opts ...ManagerOption) (*Manager, error) {
 	o := managerOpts(opts)
-	return openManager(dataDir, defaults, logger, options{files: newFileCache(o.maxOpenFiles), threads: o.recoveryThreads})
+	return openManager(dataDir, defaults, logger, options{files: newFileCache(o.maxOpenFiles), threads: o.recoveryThreads, untiered: o.untiered})
 }
 
 func managerOpts(opts []ManagerOption) managerOptions {

@@ -1,8 +1,11 @@
 package log
 
 import (
+	"bytes"
+	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,6 +77,67 @@ func TestTieredRetentionWaitsForRemoteEnd(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTieredTopicOnUntieredBroker: a broker with tiered storage off
+// (remote.log.storage.system.enable=false) never learns a RemoteEnd, so a
+// log whose topic keeps remote.storage.enable=true is retained as Kafka's
+// UnifiedLog.isRemoteLogEnabled has it, untiered: by retention.ms, not
+// local.retention.ms, with one warning however often retention runs.
+func TestTieredTopicOnUntieredBroker(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	old := now.Add(-3 * time.Hour).UnixMilli()
+	var logged lockedBuffer
+	logger := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	m, err := OpenManager(t.TempDir(), DefaultConfig(), logger, WithRemoteStorageSystem(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	m.opts.now = func() time.Time { return now }
+	cfg := DefaultConfig()
+	cfg.Retention, cfg.RemoteStorageEnable, cfg.LocalRetention = 2*time.Hour, true, time.Hour
+	l, err := m.Create("t", 0, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two closed segments older than retention.ms, and an active one.
+	for range 2 {
+		mustAppend(t, l, batchtest.Make(1, 100, old, 0))
+		if err := l.Roll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
+		if _, err := l.EnforceRetentionBelow(now, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := l.StartOffset(); got != 2 {
+		t.Fatalf("start offset %d, want 2: the expired segments stay on an untiered broker", got)
+	}
+	if n := strings.Count(logged.String(), "remote.log.storage.system.enable=false"); n != 1 {
+		t.Fatalf("warned %d times, want once:\n%s", n, logged.String())
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type lockedBuffer struct {
+	mu  sync.Mutex // guards buf
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // TestSetRemoteEndOnlyMovesForward: a stale report cannot lower it.

@@ -53,7 +53,8 @@ func (l *Log) EnforceRetentionBelow(now time.Time, highWatermark int64) (deleted
 	// limit is how many segments retention may delete: on a tiered log
 	// only those stored remotely (remote.go), by the local limits.
 	limit := last
-	if cfg.RemoteStorageEnable {
+	tiered := l.tiered(cfg)
+	if tiered {
 		retention, retentionBytes = cfg.LocalRetentionLimits()
 		remoteEnd := l.RemoteEnd()
 		limit = n
@@ -72,7 +73,7 @@ func (l *Log) EnforceRetentionBelow(now time.Time, highWatermark int64) (deleted
 		}
 		// A tiered log's active segment is never stored remotely, so it
 		// stays until it rolls by segment.bytes or segment.ms.
-		expiredActive = !cfg.RemoteStorageEnable && n == last && segs[last].size > 0 && times[last] < cutoff &&
+		expiredActive = !tiered && n == last && segs[last].size > 0 && times[last] < cutoff &&
 			(highWatermark < 0 || highWatermark >= l.endOffset) &&
 			(!cfg.FlushOnAck || l.DurableOffset() >= l.endOffset)
 	}

@@ -63,7 +63,13 @@ type Manager struct {
 	mu sync.Mutex // guards the following
 	// swept is when each partition was last swept, and at which leader
 	// epoch: a new leadership sweeps at once.
-	swept  map[log.TopicPartition]sweepMark
+	swept map[log.TopicPartition]sweepMark
+	// topics and vanished track topic IDs for the removal of deleted
+	// topics' objects that no state references (sweep.go).
+	topics   map[string]string    // topic name -> encoded ID, as last seen
+	vanished map[string]time.Time // topic prefix -> when its topic was first seen gone
+	// remote summarizes each hosted partition's remote state (summary.go).
+	remote map[log.TopicPartition]Remote
 	cancel context.CancelFunc // ends Start's loop; nil before Start
 	done   chan struct{}      // closed when Start's loop has returned
 }
@@ -87,7 +93,8 @@ func New(cfg Config, st store.Store, cs coord.Store, host Host, reg prometheus.R
 		return nil, err
 	}
 	return &Manager{cfg: cfg, store: st, coord: cs, host: host, metrics: mx, now: time.Now,
-		logger: logger.With("component", "tier"), swept: map[log.TopicPartition]sweepMark{}}, nil
+		logger: logger.With("component", "tier"), swept: map[log.TopicPartition]sweepMark{},
+		topics: map[string]string{}, vanished: map[string]time.Time{}, remote: map[log.TopicPartition]Remote{}}, nil
 }
 
 // Start runs a round every remote.log.manager.task.interval.ms until Close.
@@ -130,12 +137,13 @@ func (m *Manager) Close() error {
 // controller, the remote data of deleted topics. Errors are logged and
 // counted; the next round retries.
 func (m *Manager) RunOnce(ctx context.Context) {
-	leading := map[log.TopicPartition]bool{}
+	leading, hosted := map[log.TopicPartition]bool{}, map[log.TopicPartition]bool{}
 	for _, p := range m.host.Partitions() {
 		if ctx.Err() != nil {
 			return
 		}
 		tp := log.TopicPartition{Topic: p.Topic, Partition: p.Partition}
+		hosted[tp] = true
 		logger := m.logger.With("topic", p.Topic, "partition", p.Partition)
 		if !p.Leader {
 			m.follow(p, logger)
@@ -151,9 +159,20 @@ func (m *Manager) RunOnce(ctx context.Context) {
 		}
 	}
 	m.forgetPartitions(leading)
-	if m.host.Controller != nil && m.host.Controller() && m.host.TopicIDs != nil {
-		if err := m.removeDeletedTopics(ctx, m.host.TopicIDs()); err != nil && ctx.Err() == nil {
+	m.forgetRemote(hosted)
+	if m.host.TopicIDs == nil {
+		return
+	}
+	// Every broker notes which topics vanished, so a broker that becomes
+	// the controller knows them; the controller removes their data.
+	topics := m.host.TopicIDs()
+	m.noteVanished(topics)
+	if m.host.Controller != nil && m.host.Controller() {
+		if err := m.removeDeletedTopics(ctx, topics); err != nil && ctx.Err() == nil {
 			m.logger.Warn("removing the remote data of deleted topics; retrying next round", "err", err)
+		}
+		if err := m.removeVanished(ctx, topics); err != nil && ctx.Err() == nil {
+			m.logger.Warn("removing the unrecorded objects of deleted topics; retrying next round", "err", err)
 		}
 	}
 }
@@ -166,9 +185,11 @@ func (m *Manager) follow(p Partition, logger *slog.Logger) {
 		logger.Warn("reading the remote state", "err", err)
 		return
 	}
-	if exists && st.TopicID == EncodeTopicID(p.TopicID) {
+	current := exists && st.TopicID == EncodeTopicID(p.TopicID)
+	if current {
 		p.Log.SetRemoteEnd(st.End())
 	}
+	m.noteRemote(p, st, current)
 }
 
 // lead is one leader's round on a partition: sweep when due, upload what
@@ -179,6 +200,7 @@ func (m *Manager) lead(ctx context.Context, p Partition, logger *slog.Logger) er
 		return err
 	}
 	if w == nil {
+		m.noteRemote(p, State{}, false)
 		logger.Debug("remote state belongs to an earlier topic of this name; waiting for its removal")
 		return nil
 	}
@@ -188,10 +210,11 @@ func (m *Manager) lead(ctx context.Context, p Partition, logger *slog.Logger) er
 	uploadErr := m.upload(ctx, w, logger)
 	p.Log.SetRemoteEnd(w.state.End())
 	m.metrics.lag.WithLabelValues(p.Topic, strconv.Itoa(int(p.Partition))).Set(float64(max(p.Log.EndOffset()-w.state.End(), 0)))
-	if uploadErr != nil {
-		return uploadErr
+	if uploadErr == nil {
+		uploadErr = m.expire(ctx, w, logger)
 	}
-	return m.expire(ctx, w, logger)
+	m.noteRemote(p, w.state, w.exists)
+	return uploadErr
 }
 
 // forgetPartitions drops the bookkeeping of partitions no longer led here.

@@ -2,6 +2,7 @@ package tier
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -148,5 +149,63 @@ func TestDeletedTopicRemoved(t *testing.T) {
 	}
 	if len(e.state().Segments) != 1 || len(e.objects()) != len(suffixes) {
 		t.Fatalf("live topic's data: %v, %v", ranges(e.state()), e.objects())
+	}
+}
+
+// TestDeletedTopicWithoutStateRemoved: a leader that published a
+// segment's objects and crashed before the partition's first state write
+// leaves objects no state names; once the topic is deleted, the
+// controller, which saw the topic's ID, removes them after the grace
+// (and only then), while a re-created topic of the same name keeps its own.
+func TestDeletedTopicWithoutStateRemoved(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	l := openTieredLog(t, 2)
+	crashing := &failingCoord{Store: e.coord, fail: true}
+	e.manager(crashing, leader(l, 1)).RunOnce(context.Background())
+	if _, _, exists, _ := ReadState(e.coord, "t", 0); exists || len(e.objects()) != len(suffixes) {
+		t.Fatalf("want objects without a state; state exists %v, objects %v", exists, e.objects())
+	}
+
+	topics := map[string][16]byte{"t": testTopicID}
+	cfg := DefaultConfig()
+	cfg.Enable, cfg.URL = true, "file://"+e.store.Root()
+	controller, err := New(cfg, e.store, e.coord, Host{
+		Partitions: func() []Partition { return nil },
+		TopicIDs:   func() map[string][16]byte { return maps.Clone(topics) },
+		Controller: func() bool { return true },
+	}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	controller.now = func() time.Time { return start }
+	controller.RunOnce(context.Background()) // sees the topic
+
+	// Deleted, and re-created under a new ID with objects of its own.
+	recreated := leader(openTieredLog(t, 2), 1)
+	recreated.TopicID = [16]byte{7}
+	topics["t"] = recreated.TopicID
+	e.manager(nil, recreated).RunOnce(context.Background())
+	controller.RunOnce(context.Background())
+	if got := len(e.objects()); got != 2*len(suffixes) {
+		t.Fatalf("%d objects right after the deletion, want both topics' %d: the grace protects uploads under way", got, 2*len(suffixes))
+	}
+
+	controller.now = func() time.Time { return start.Add(2 * cfg.SweepGrace) }
+	controller.RunOnce(context.Background())
+	old := TopicPrefix("t", EncodeTopicID(testTopicID))
+	for _, name := range e.objects() {
+		if strings.HasPrefix(name, old) {
+			t.Fatalf("object %s of the deleted topic kept", name)
+		}
+	}
+	if got := len(e.objects()); got != len(suffixes) {
+		t.Fatalf("%d objects left, want the re-created topic's %d", got, len(suffixes))
+	}
+	controller.mu.Lock()
+	defer controller.mu.Unlock()
+	if len(controller.vanished) != 0 {
+		t.Fatalf("still tracking %v after removing everything", controller.vanished)
 	}
 }

@@ -15,11 +15,22 @@ package tier
 // whose topic no longer exists, or exists under another ID, and that has
 // not changed for the grace (the controller's model of the topics may lag
 // a creation elsewhere), loses its objects and then its node.
+//
+// A topic can also have objects but no state: its leader published a
+// segment's objects and crashed (or was stopped) before the first state
+// write, and the topic was deleted before any leader recorded an upload.
+// No state names that prefix, so every broker remembers each topic's ID
+// from round to round; a (name, ID) that is gone is noted, and once it
+// has been gone for the grace the controller removes every object under
+// its topic prefix older than the grace, state or no state. The memory is
+// the broker's: a controller that started after the deletion does not know
+// the old ID, and such objects are then left (docs/tiered-storage.md).
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"millrace/broker/coord"
 	"millrace/broker/log"
@@ -154,4 +165,85 @@ func (m *Manager) removePrefix(ctx context.Context, prefix string) error {
 		}
 	}
 	return nil
+}
+
+// noteVanished compares the existing topics with those of the last round
+// and notes the topic prefix of each (name, ID) that is gone since.
+func (m *Manager) noteVanished(topics map[string][16]byte) {
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for name, id := range m.topics {
+		if current, ok := topics[name]; !ok || EncodeTopicID(current) != id {
+			prefix := TopicPrefix(name, id)
+			if _, noted := m.vanished[prefix]; !noted {
+				m.vanished[prefix] = now
+			}
+		}
+	}
+	clear(m.topics)
+	for name, id := range topics {
+		m.topics[name] = EncodeTopicID(id)
+		// A topic back under a prefix noted gone (the model lagged) is
+		// not deleted after all.
+		delete(m.vanished, TopicPrefix(name, EncodeTopicID(id)))
+	}
+}
+
+// removeVanished removes, for each topic gone for the grace, the objects
+// under its prefix older than the grace, and forgets the topic once
+// nothing is left there.
+func (m *Manager) removeVanished(ctx context.Context, topics map[string][16]byte) error {
+	now := m.now()
+	live := map[string]bool{}
+	for name, id := range topics {
+		live[TopicPrefix(name, EncodeTopicID(id))] = true
+	}
+	m.mu.Lock()
+	due := map[string]time.Time{}
+	for prefix, since := range m.vanished {
+		if !live[prefix] && now.Sub(since) >= m.cfg.SweepGrace {
+			due[prefix] = since
+		}
+	}
+	m.mu.Unlock()
+	var errs []error
+	for prefix := range due {
+		left, err := m.removeOlder(ctx, prefix, now.Add(-m.cfg.SweepGrace))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if left == 0 {
+			m.mu.Lock()
+			delete(m.vanished, prefix)
+			m.mu.Unlock()
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeOlder discards the unpublished leftovers under prefix and removes
+// its published objects last modified before cutoff, returning how many
+// younger ones it left.
+func (m *Manager) removeOlder(ctx context.Context, prefix string, cutoff time.Time) (left int, err error) {
+	if _, err := m.store.Cleanup(ctx, prefix, nil); err != nil {
+		return 0, fmt.Errorf("tier: discarding unpublished objects under %s: %w", prefix, err)
+	}
+	objects, err := m.store.List(ctx, prefix)
+	if err != nil {
+		return 0, fmt.Errorf("tier: listing %s: %w", prefix, err)
+	}
+	for _, o := range objects {
+		if !o.ModTime.Before(cutoff) {
+			left++
+			continue
+		}
+		if err := m.store.Remove(ctx, o.Name); err != nil {
+			return 0, fmt.Errorf("tier: removing %s: %w", o.Name, err)
+		}
+		m.logger.Info("removed an object of a deleted topic", "object", o.Name)
+		m.metrics.sweptObjects.Inc()
+	}
+	return left, nil
 }

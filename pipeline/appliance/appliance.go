@@ -29,6 +29,7 @@ import (
 	"millrace/agents/tail"
 	"millrace/audit"
 	"millrace/broker"
+	"millrace/broker/log"
 	"millrace/internal/clientauth"
 	"millrace/internal/httpserver"
 	"millrace/pipeline/monitor"
@@ -75,6 +76,9 @@ type Appliance struct {
 	tailShipper *ship.Shipper
 	// consoleSecurity is the console's and its audit's client settings.
 	consoleSecurity clientauth.Settings
+	// logDefaults are the embedded broker's topic defaults, against
+	// which tiered_storage judges the topics it tiers.
+	logDefaults log.Config
 }
 
 // Start validates cfg and starts every configured part. On error, what was
@@ -217,6 +221,7 @@ func (a *Appliance) startBroker() error {
 		}
 	}
 	bc.Metrics = a.registry
+	a.logDefaults = bc.Log
 	b, err := broker.Open(bc, a.logger)
 	if err != nil {
 		return err
@@ -238,7 +243,7 @@ func (a *Appliance) startBroker() error {
 func (a *Appliance) createTopics(ctx context.Context) error {
 	topics := a.cfg.Topics
 	if a.broker != nil {
-		topics = slices.Concat(topics, a.cfg.usedTopics())
+		topics = a.cfg.tieredTopics(slices.Concat(topics, a.cfg.usedTopics()), a.logDefaults)
 	}
 	if len(topics) == 0 {
 		return nil

@@ -73,6 +73,11 @@ type Config struct {
 	OTLP OTLPConfig `yaml:"otlp"`
 	// Tail are the log inputs, each a tailer with its own topic and paths.
 	Tail []TailConfig `yaml:"tail"`
+	// TieredStorage keeps the closed segments of the topics up creates in
+	// a sink's lake, under <out>/_tiered, and only the recent tail on the
+	// embedded broker's disk (tiered_storage: enabled: true,
+	// local_retention: 1h; see TieredStorageConfig). Default off.
+	TieredStorage TieredStorageConfig `yaml:"tiered_storage"`
 	// Sinks land topics as Parquet: in Apache Iceberg tables by default
 	// (format: iceberg, see defaultFormat), or in Hive directories with
 	// format: hive.
@@ -255,6 +260,9 @@ func (c Config) withDefaults() Config {
 	if c.Demo.Interval == 0 {
 		c.Demo.Interval = time.Second
 	}
+	if c.TieredStorage.LocalRetention == 0 {
+		c.TieredStorage.LocalRetention = DefaultLocalRetention
+	}
 	c.Audit = c.Audit.WithDefaults()
 	c.Syslog = c.Syslog.withDefaults()
 	if c.Secure && !c.HTTP.Auth.On() {
@@ -351,6 +359,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("topics[%d]: name is required", i))
 		}
 	}
+	errs = append(errs, c.validateTiered()...)
 	if c.SchemaRegistry.On() && len(c.Brokers) == 0 {
 		if _, _, err := net.SplitHostPort(c.SchemaRegistry.Listen); err != nil {
 			errs = append(errs, fmt.Errorf("schema_registry.listen %q is not host:port: %w", c.SchemaRegistry.Listen, err))
@@ -504,6 +513,9 @@ func (c Config) brokerConfig() (broker.Config, error) {
 	}
 	bc.Kafka.Listener = c.Broker.Listen
 	bc.DataDir = filepath.Join(c.Data, "broker")
+	if err := c.tieredBrokerConfig(&bc); err != nil {
+		return broker.Config{}, err
+	}
 	if c.SchemaRegistry.On() {
 		scheme := "http://"
 		if c.Secure {

@@ -87,7 +87,7 @@ func topicListCommand(e *env) *cobra.Command {
 func topicDescribeCommand(e *env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "describe NAME",
-		Short: "show a topic's configs and, per partition, leader, replicas, ISR, offsets and size",
+		Short: "show a topic's configs and, per partition, leader, replicas, ISR, offsets and size (local and remote when tiered)",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return topicDescribe(cmd.Context(), e, args[0])
@@ -96,11 +96,12 @@ func topicDescribeCommand(e *env) *cobra.Command {
 }
 
 func topicDescribe(ctx context.Context, e *env, name string) error {
-	adm, done, err := e.newAdmin(ctx)
+	cl, err := e.newPingedClient(ctx)
 	if err != nil {
 		return err
 	}
-	defer done()
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
 	topics, err := adm.ListTopics(ctx, name)
 	if err != nil {
 		return err
@@ -113,58 +114,73 @@ func topicDescribe(ctx context.Context, e *env, name string) error {
 	// from any broker; all are read at once, and a partition whose leader
 	// does not answer in time (hung, or down since the listing) shows "?"
 	// and "-" rather than holding up the rest.
-	held := kadm.TopicsSet{}
-	held.Add(t.Topic, t.Partitions.Numbers()...)
-	var leaders []int32
+	leaders := map[int32]int32{}
 	for _, p := range t.Partitions {
-		if p.Leader >= 0 {
-			leaders = append(leaders, p.Leader)
-		}
+		leaders[p.Partition] = p.Leader
 	}
 	offsetsCtx, cancel := context.WithTimeout(ctx, monitor.ReadTimeout)
 	defer cancel()
 	var (
-		reads        sync.WaitGroup
-		starts, ends kadm.ListedOffsets
-		dirs         kadm.DescribedAllLogDirs
-		configs      kadm.ResourceConfigs
-		configsErr   error
+		reads                     sync.WaitGroup
+		starts, ends, localStarts kadm.ListedOffsets
+		dirs                      map[int32]partitionDir
+		configs                   kadm.ResourceConfigs
+		configsErr                error
 	)
 	reads.Go(func() { starts, _ = adm.ListStartOffsets(offsetsCtx, name) })
 	reads.Go(func() { ends, _ = adm.ListEndOffsets(offsetsCtx, name) })
-	reads.Go(func() { dirs, _ = monitor.ReadLogDirs(ctx, adm, leaders, held) })
+	reads.Go(func() { localStarts, _ = adm.ListLocalLogStartOffsets(offsetsCtx, name) })
+	reads.Go(func() { dirs = readLeaderDirs(ctx, cl, name, leaders) })
 	reads.Go(func() { configs, configsErr = adm.DescribeTopicConfigs(ctx, name) })
 	reads.Wait()
 	if configsErr != nil {
 		return configsErr
 	}
 	fmt.Fprintf(e.stdout, "topic %s  id %s  partitions %d  replication %d\n", t.Topic, t.ID, len(t.Partitions), t.Partitions.NumReplicas())
+	tiered := false
 	if rc, err := configs.On(name, nil); err == nil {
 		var set []string
 		for _, c := range rc.Configs {
 			if c.Source == kmsg.ConfigSourceDynamicTopicConfig {
 				set = append(set, c.Key+"="+c.MaybeValue())
 			}
+			tiered = tiered || (c.Key == "remote.storage.enable" && c.MaybeValue() == "true")
 		}
 		sort.Strings(set)
 		if len(set) > 0 {
 			fmt.Fprintf(e.stdout, "configs %v\n", set)
 		}
 	}
-	size := func(leader, partition int32) string {
-		for _, d := range dirs[leader] {
-			if p, ok := d.Topics.Lookup(t.Topic, partition); ok && d.Err == nil {
-				return monitor.IECBytes(p.Size)
-			}
-		}
-		return "-"
+	for _, d := range dirs {
+		tiered = tiered || d.tiered
 	}
 	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tEARLIEST\tLATEST\tSIZE")
+	if !tiered {
+		fmt.Fprintln(w, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tEARLIEST\tLATEST\tSIZE")
+	} else {
+		// The local part (from its start on the leader's disk, and its
+		// size) and the remote part (its start, its end, the offset below
+		// which everything is remote, and its size); EARLIEST is the
+		// partition's, the smaller of the two starts.
+		fmt.Fprintln(w, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tEARLIEST\tLATEST\tLOCAL START\tLOCAL SIZE\tREMOTE START\tREMOTE END\tREMOTE SIZE")
+	}
 	for _, p := range t.Partitions.Sorted() {
-		fmt.Fprintf(w, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", p.Partition, p.Leader, p.LeaderEpoch,
-			ints(p.Replicas), ints(p.ISR), offsetString(starts, t.Topic, p.Partition),
-			offsetString(ends, t.Topic, p.Partition), size(p.Leader, p.Partition))
+		d, known := dirs[p.Partition]
+		size := "-"
+		if known {
+			size = monitor.IECBytes(d.size)
+		}
+		fmt.Fprintf(w, "%d\t%d\t%d\t%s\t%s\t%s\t%s", p.Partition, p.Leader, p.LeaderEpoch,
+			ints(p.Replicas), ints(p.ISR), offsetString(starts, t.Topic, p.Partition), offsetString(ends, t.Topic, p.Partition))
+		switch {
+		case !tiered:
+			fmt.Fprintf(w, "\t%s\n", size)
+		case d.tiered:
+			fmt.Fprintf(w, "\t%s\t%s\t%d\t%d\t%s\n", offsetString(localStarts, t.Topic, p.Partition), size,
+				d.remote.LogStartOffset, d.remote.EndOffset, monitor.IECBytes(d.remote.Size))
+		default: // nothing uploaded yet, or the leader did not answer
+			fmt.Fprintf(w, "\t%s\t%s\t-\t-\t-\n", offsetString(localStarts, t.Topic, p.Partition), size)
+		}
 	}
 	return w.Flush()
 }
