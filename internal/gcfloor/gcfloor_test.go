@@ -39,17 +39,32 @@ func gogc() uint64 {
 func TestKeepCutsCycles(t *testing.T) {
 	t.Setenv("GOGC", "")
 	var sink []byte
+	// Garbage is made 512 bytes at a time until the default GOGC has run
+	// plainCycles collections (however large the test binary's heap is
+	// then), and the same amount again under the floor.
+	const plainCycles = 20
+	var made int
+	runtime.GC() // start from a finished cycle
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	after = before
+	for after.NumGC-before.NumGC < plainCycles {
+		for range 10_000 {
+			sink = make([]byte, 512)
+		}
+		made += 10_000
+		runtime.ReadMemStats(&after)
+	}
+	plain := after.NumGC - before.NumGC
 	cycles := func() uint32 {
-		runtime.GC() // start from a finished cycle
-		var before, after runtime.MemStats
+		runtime.GC()
 		runtime.ReadMemStats(&before)
-		for range 200_000 {
-			sink = make([]byte, 512) // 100 MiB of garbage in all
+		for range made {
+			sink = make([]byte, 512)
 		}
 		runtime.ReadMemStats(&after)
 		return after.NumGC - before.NumGC
 	}
-	plain := cycles()
 	stop := Keep(256 << 20)
 	// The percentage changes after the first cycle that follows Keep.
 	waitfor.Until(t, 5*time.Second, "a changed GC percentage", func() bool {
@@ -65,8 +80,8 @@ func TestKeepCutsCycles(t *testing.T) {
 	if got := gogc(); got != defaultPercent {
 		t.Errorf("after stop the GC percentage is %d, want %d", got, defaultPercent)
 	}
-	t.Logf("%d cycles without the floor, %d with it", plain, kept)
-	if plain < 10 || kept*5 > plain {
+	t.Logf("%d cycles without the floor, %d with it, over %d MiB of garbage", plain, kept, made*512>>20)
+	if kept*5 > plain {
 		t.Fatalf("%d cycles with the floor against %d without; want at most a fifth", kept, plain)
 	}
 }
