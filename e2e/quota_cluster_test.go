@@ -163,10 +163,14 @@ func TestQuotaClusterPropagation(t *testing.T) {
 	c := startLocalCluster(t, 3, 1)
 	c.createAssignedTopic(topic, [][]int32{{1, 2}, {2, 3}, {3, 1}})
 	adm := c.admin()
-	parts, err := c.partitions(adm, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The broker asked may not know the topic yet: createAssignedTopic
+	// waited until one broker saw it fully replicated.
+	var parts kadm.PartitionDetails
+	waitfor.Until(t, 20*time.Second, "the topic's metadata", func() bool {
+		var err error
+		parts, err = c.partitions(adm, topic)
+		return err == nil
+	})
 	probes := map[int32]*quotaProbe{}
 	for _, p := range parts {
 		probes[p.Leader] = &quotaProbe{broker: p.Leader, partition: p.Partition}
@@ -345,9 +349,12 @@ func TestQuotaClusterThrottledReassignment(t *testing.T) {
 	adm := c.admin()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if parts, err := c.partitions(adm, topic); err != nil || parts[0].Leader != leader {
-		t.Fatalf("partition 0 is led by %v (%v), want its preferred replica %d", parts, err, leader)
-	}
+	// The broker asked may not know the topic yet (see
+	// TestQuotaClusterPropagation).
+	waitfor.Until(t, 20*time.Second, fmt.Sprintf("partition 0 led by its preferred replica %d", leader), func() bool {
+		parts, err := c.partitions(adm, topic)
+		return err == nil && parts[0].Leader == leader
+	})
 
 	fill := c.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.ProducerBatchMaxBytes(1<<20))
