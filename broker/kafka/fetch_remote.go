@@ -19,9 +19,9 @@ package kafka
 // A consumer sees the remote start as the log start offset (log_start_offset
 // in every answer, and ListOffsets earliest), as Kafka reports it.
 // Followers are not served from remote storage: their fetch below the local
-// log start still gets OFFSET_OUT_OF_RANGE (Kafka answers
-// OFFSET_MOVED_TO_TIERED_STORAGE and the follower builds its state from the
-// remote metadata, which the replica fetcher does not do yet).
+// log start gets OFFSET_MOVED_TO_TIERED_STORAGE, and the follower builds
+// its state from the remote metadata (fetch_tiered_replica.go), as Kafka's
+// do.
 
 import (
 	"errors"
