@@ -50,9 +50,10 @@ type storeProxy struct {
 
 	mu       sync.Mutex // guards the following
 	requests int
-	arm      string        // hold the next PUT whose path ends in arm; "" for none
-	held     chan string   // receives the held PUT's object name
-	release  chan struct{} // closed to let the held PUT go
+	inflight map[int]time.Time // requests forwarded and not answered, by number: when each was sent
+	arm      string            // hold the next PUT whose path ends in arm; "" for none
+	held     chan string       // receives the held PUT's object name
+	release  chan struct{}     // closed to let the held PUT go
 }
 
 // startStoreProxy serves a proxy of the S3 server at target on a free
@@ -65,7 +66,7 @@ func startStoreProxy(t *testing.T, target string) *storeProxy {
 	}
 	// The Host header is left as the brokers sent it: it is part of their
 	// requests' signatures, which versitygw checks against it.
-	p := &storeProxy{addr: l.Addr().String(), proxy: httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: target})}
+	p := &storeProxy{addr: l.Addr().String(), inflight: map[int]time.Time{}, proxy: httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: target})}
 	p.proxy.ErrorLog = nil
 	srv := &http.Server{Handler: p, ErrorLog: nil}
 	go srv.Serve(l)
@@ -81,6 +82,7 @@ func startStoreProxy(t *testing.T, target string) *storeProxy {
 func (p *storeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	p.requests++
+	id := p.requests
 	hold := r.Method == http.MethodPut && p.arm != "" && strings.HasSuffix(r.URL.Path, p.arm)
 	var held chan string
 	var release chan struct{}
@@ -102,7 +104,25 @@ func (p *storeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return // its broker is gone: the store never sees it
 		}
 	}
+	p.mu.Lock()
+	p.inflight[id] = time.Now()
+	p.mu.Unlock()
 	p.proxy.ServeHTTP(w, r)
+	p.mu.Lock()
+	delete(p.inflight, id)
+	p.mu.Unlock()
+}
+
+// waiting is how long the oldest request the store has not answered has
+// waited; 0 for none.
+func (p *storeProxy) waiting() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var longest time.Duration
+	for _, at := range p.inflight {
+		longest = max(longest, time.Since(at))
+	}
+	return longest
 }
 
 // holdNextPut arms the proxy: the next PUT of an object whose name ends in
@@ -170,16 +190,17 @@ func startTieredS3Cluster(t *testing.T, n int, settings ...string) *tieredS3Clus
 }
 
 // createTiered creates a one-partition tiered topic of replication factor
-// rf with min.insync.replicas=2, 4 KiB segments and local.retention.bytes=1
-// (every uploaded segment goes from local disk), and waits until every
-// broker knows its leader.
-func (c *tieredS3Cluster) createTiered(topic string, rf int16) {
+// rf with local.retention.bytes=1 (every uploaded segment goes from local
+// disk) and the extra configs, and waits until every broker knows its
+// leader.
+func (c *tieredS3Cluster) createTiered(topic string, rf int16, extra map[string]string) {
 	c.t.Helper()
 	configs := map[string]*string{
 		"remote.storage.enable": kadm.StringPtr("true"),
-		"segment.bytes":         kadm.StringPtr("4096"),
 		"local.retention.bytes": kadm.StringPtr("1"),
-		"min.insync.replicas":   kadm.StringPtr("2"),
+	}
+	for name, value := range extra {
+		configs[name] = kadm.StringPtr(value)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

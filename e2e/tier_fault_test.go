@@ -18,33 +18,44 @@ import (
 	"millrace/internal/waitfor"
 )
 
-// TestTieredLeaderKilledMidUpload: three brokers keep a tiered partition
-// (RF 3) in versitygw. While a producer writes, the store holds the
-// leader's upload of a segment after its .log object is stored and before
-// its .index is; the leader is SIGKILLed there, so the segment's .log is
-// stored but never recorded. The new leader continues the uploads. Then
-// the remote state is whole: its segments run from the remote log start
-// without a gap to the new leader's local log start, overlap only where a
-// new leader's first segment straddles the previous end (state.go), every
-// one has its five objects with the recorded .log size, and once the sweep
-// grace has passed the store holds nothing else (the killed upload's
-// object was either adopted by the new leader's upload of the same range
-// or swept). Every acknowledged record is read back exactly once: below
-// the local log start from the remote .log objects, above it from the
-// new leader.
+// TestTieredLeaderKilledMidUpload: two brokers keep a tiered partition
+// (RF 2) in versitygw. The follower is restarted with another
+// log.segment.bytes (the topic sets none), so its segment boundaries
+// differ from the leader's, as on brokers configured apart. While a producer writes, the store holds the leader's upload of a
+// segment after its .log object is stored and before its .index is; the
+// leader is SIGKILLed there, so that .log is stored but never recorded.
+// The follower takes over and continues the uploads from the remote end
+// with its own boundaries. Then the remote state is whole: its segments
+// run from the remote log start without a gap to the new leader's local
+// log start, overlap only where the new leader's first segment straddles
+// the previous end (state.go), every one has its five objects with the
+// recorded .log size, and once the sweep grace has passed the store holds
+// nothing else (the killed upload's object swept, or adopted had the new
+// leader uploaded the same range). Every acknowledged record is read back
+// exactly once: below the local log start from the remote .log objects,
+// above it from the new leader.
 func TestTieredLeaderKilledMidUpload(t *testing.T) {
 	t.Parallel()
 	const topic = "tier-kill"
-	c := startTieredS3Cluster(t, 3,
+	c := startTieredS3Cluster(t, 2,
 		"remote.log.manager.task.interval.ms=200",
-		"millrace.remote.storage.sweep.grace.ms=3000")
-	c.createTiered(topic, 3)
+		"millrace.remote.storage.sweep.grace.ms=3000",
+		"log.segment.bytes=4096")
+	// min.insync.replicas=1: the survivor alone acknowledges after the kill.
+	c.createTiered(topic, 2, map[string]string{"min.insync.replicas": "1"})
+	adm := c.admin()
 
 	producer := producePaced(t, c.localCluster, topic, 10*time.Millisecond)
 	defer producer.finish()
-	waitfor.Until(t, 60*time.Second, "three segments recorded remotely", func() bool {
-		return len(c.remoteState(topic).Segments) >= 3
+	waitfor.Until(t, 60*time.Second, "two segments recorded remotely", func() bool {
+		return len(c.remoteState(topic).Segments) >= 2
 	})
+	follower := c.nodes[3-c.leader(topic)]
+	c.signal(follower.id, syscall.SIGTERM)
+	follower.args = slices.Clone(follower.args)
+	follower.args[slices.Index(follower.args, "log.segment.bytes=4096")] = "log.segment.bytes=6000"
+	c.restart(follower.id)
+	waitfor.Until(t, 60*time.Second, "the restarted follower back in the ISR", func() bool { return c.fullyReplicated(adm, topic) })
 
 	held := c.proxy.holdNextPut(tier.IndexSuffix)
 	var heldName string
@@ -66,7 +77,7 @@ func TestTieredLeaderKilledMidUpload(t *testing.T) {
 	}
 	t.Logf("broker %d killed uploading %s; the state ends at %d (leader epoch %d)", victim, orphan, before.End(), before.LeaderEpoch)
 
-	waitfor.Until(t, 60*time.Second, "a new leader to upload three segments", func() bool {
+	waitfor.Until(t, 60*time.Second, "the new leader to upload three segments", func() bool {
 		st := c.remoteState(topic)
 		n := 0
 		for _, s := range st.Segments {
@@ -77,8 +88,7 @@ func TestTieredLeaderKilledMidUpload(t *testing.T) {
 		return n >= 3
 	})
 	producer.finish()
-	leader := c.leader(topic)
-	if leader == victim || leader < 0 {
+	if leader := c.leader(topic); leader != 3-victim {
 		t.Fatalf("leader %d after broker %d was killed", leader, victim)
 	}
 
@@ -93,7 +103,17 @@ func TestTieredLeaderKilledMidUpload(t *testing.T) {
 		return len(unreferenced) == 0 && c.earliestLocal(topic) <= st.End()
 	})
 	adopted := slices.ContainsFunc(st.Segments, func(s tier.Segment) bool { return s.Key == orphan })
-	t.Logf("the killed upload's objects were %s; %d remote segments up to %d", map[bool]string{true: "adopted by the new leader's upload of the same range", false: "swept"}[adopted], len(st.Segments), st.End())
+	if swept := scrapeCounter(t, c.metricsURL(3-victim), "millrace_tier_swept_objects_total"); !adopted && swept < 1 {
+		t.Errorf("the killed upload's objects are gone but the new leader counts %v swept objects", swept)
+	}
+	overlaps := 0
+	for i := 1; i < len(st.Segments); i++ {
+		if st.Segments[i].BaseOffset <= st.Segments[i-1].LastOffset {
+			overlaps++
+		}
+	}
+	t.Logf("the killed upload's objects were %s; %d remote segments up to %d, %d overlapping the one before",
+		map[bool]string{true: "adopted by the new leader's upload of the same range", false: "swept"}[adopted], len(st.Segments), st.End(), overlaps)
 	checkRemoteState(t, st, c.objects())
 
 	// Every acknowledged record, exactly once.
@@ -226,7 +246,7 @@ func TestTieredStoreStopsAnswering(t *testing.T) {
 	t.Parallel()
 	const topic, outage, interval = "tier-outage", 30 * time.Second, 500 * time.Millisecond
 	c := startTieredS3Cluster(t, 2, fmt.Sprintf("remote.log.manager.task.interval.ms=%d", interval.Milliseconds()))
-	c.createTiered(topic, 2)
+	c.createTiered(topic, 2, map[string]string{"segment.bytes": "4096", "min.insync.replicas": "2"})
 	leader := c.leader(topic)
 	metrics := c.metricsURL(leader)
 	localDir := c.nodes[leader].data + "/logs/" + topic + "-0"
@@ -241,7 +261,6 @@ func TestTieredStoreStopsAnswering(t *testing.T) {
 	waitfor.Until(t, 30*time.Second, "five seconds of produces before the outage", func() bool { return time.Since(baseline) >= 5*time.Second })
 	before := producer.within(baseline, time.Now())
 
-	remoteEnd := c.remoteState(topic).End()
 	errorsBefore, requestsBefore := scrapeCounter(t, metrics, "millrace_tier_upload_errors_total"), c.proxy.count()
 	stopped := time.Now()
 	if err := c.s3.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
@@ -255,6 +274,11 @@ func TestTieredStoreStopsAnswering(t *testing.T) {
 		}
 	}
 	defer resume()
+	// An upload the store finished just before it stopped may still be
+	// recorded; once a request has waited a second, the leader is stuck in
+	// it and the remote end is where the outage holds it.
+	waitfor.Until(t, 10*time.Second, "the leader to wait for the stopped store", func() bool { return c.proxy.waiting() >= time.Second })
+	remoteEnd := c.remoteState(topic).End()
 	segmentsAtStop := len(localSegments(t, localDir))
 	maxLocal := segmentsAtStop
 	// The outage's 30 s are the point: watched, not slept through.
