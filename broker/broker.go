@@ -52,6 +52,9 @@ type Broker struct {
 	// store, and its remote object store (tierStore).
 	tier      *tier.Manager
 	tierStore store.Store
+	// tierReads is tiered storage's read side over tierStore (cache,
+	// reader pool), used by the wire server; closed after it.
+	tierReads *tierReads
 	// tierReady is tier once open, for the replica fetchers, which start
 	// before it (tier_wiring.go).
 	tierReady atomic.Pointer[tier.Manager]
@@ -147,6 +150,10 @@ func Open(cfg Config, logger *slog.Logger) (b *Broker, err error) {
 	// served only after Open returns.
 	var tierManager *tier.Manager
 	if cfg.Tier.Enable {
+		if err = b.openTierReads(); err != nil {
+			return nil, err
+		}
+		deps.RemoteIndex, deps.RemoteReads = b.tierReads.Index, b.tierReads.Pool
 		cl := b.cluster
 		deps.RemoteDeleteRecords = func(topic string, partition int32, offset int64) (int64, error) {
 			p, ok := tierPartition(cl, cfg.Kafka.BrokerID, topic, partition, -1)
@@ -241,6 +248,10 @@ func (b *Broker) closeParts() error {
 	if b.server != nil {
 		errs = append(errs, b.server.Close())
 		b.server = nil
+	}
+	if b.tierReads != nil {
+		b.tierReads.Close()
+		b.tierReads = nil
 	}
 	if b.tier != nil {
 		errs = append(errs, b.tier.Close())

@@ -75,7 +75,10 @@ func TestDescribeLogDirsOfATieredTopic(t *testing.T) {
 				}
 			}
 		}
-		return len(st.Segments) > 2 && len(l.Segments()) == 1 && remote == tier.Remote{LogStartOffset: 0, EndOffset: st.End(), Size: st.Size()}
+		// Local retention may delete a segment between the answer and
+		// this check: compare the sizes of one moment.
+		return len(st.Segments) > 2 && len(l.Segments()) == 1 && sizes["tiered"] == l.Size() &&
+			remote == tier.Remote{LogStartOffset: 0, EndOffset: st.End(), Size: st.Size()}
 	})
 	if sizes["tiered"] != l.Size() || sizes["tiered"] >= remote.Size {
 		t.Errorf("tiered partition's size %d, want the local %d (below the remote %d)", sizes["tiered"], l.Size(), remote.Size)

@@ -16,12 +16,33 @@ import (
 	"millrace/broker/tier"
 )
 
-// openTier opens the remote object store and starts the tier's rounds.
-func (b *Broker) openTier() (*tier.Manager, error) {
+// tierReads is the read side with the index the tier keeps current.
+type tierReads struct {
+	*tier.ReadSide
+	Index *tier.Index
+}
+
+// openTierReads opens the remote object store and the read side over it,
+// which the wire server takes (Deps.RemoteIndex, Deps.RemoteReads): a
+// Fetch below the local log start of a tiered partition, and ListOffsets'
+// earliest, are answered from the index that openTier's manager keeps.
+func (b *Broker) openTierReads() error {
 	var err error
 	if b.tierStore, err = b.cfg.Tier.OpenStore(context.Background(), b.logger); err != nil {
-		return nil, err
+		return err
 	}
+	index := tier.NewIndex()
+	side, err := tier.OpenReadSide(b.tierStore, index, b.cfg.Tier.Read, b.cfg.Metrics)
+	if err != nil {
+		return err
+	}
+	b.tierReads = &tierReads{ReadSide: side, Index: index}
+	return nil
+}
+
+// openTier starts the tier's rounds over the store openTierReads opened,
+// keeping its index current.
+func (b *Broker) openTier() (*tier.Manager, error) {
 	cl, replicas, brokerID := b.cluster, b.server.Replicas(), b.cfg.Kafka.BrokerID
 	replicated := b.cfg.ZooKeeper != ""
 	host := tier.Host{
@@ -48,6 +69,7 @@ func (b *Broker) openTier() (*tier.Manager, error) {
 			return ids
 		},
 		Controller: func() bool { return !replicated || cl.ControllerID() == brokerID },
+		Index:      b.tierReads.Index,
 	}
 	m, err := tier.New(b.cfg.Tier, b.tierStore, b.store, host, b.cfg.Metrics, b.logger)
 	if err != nil {

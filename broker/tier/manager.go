@@ -46,6 +46,11 @@ type Host struct {
 	// Controller reports whether this broker removes deleted topics'
 	// remote data (one broker does, the controller).
 	Controller func() bool
+	// Index, when set, is the index the manager keeps current: the broker
+	// opens its read side over it before the manager, whose partitions
+	// come from the replicas of a wire server that needs the read side.
+	// Nil: the manager makes its own.
+	Index *Index
 }
 
 // Manager uploads closed segments of the partitions this broker leads,
@@ -73,9 +78,21 @@ type Manager struct {
 	vanished map[string]time.Time // topic prefix -> when its topic was first seen gone
 	// remote summarizes each hosted partition's remote state (summary.go).
 	remote map[log.TopicPartition]Remote
-	cancel context.CancelFunc // ends Start's loop; nil before Start
-	done   chan struct{}      // closed when Start's loop has returned
+	cancel context.CancelFunc // ends Start's loops; nil before Start
+	done   chan struct{}      // closed when Start's loops have returned
+
+	// index is the read side's view of the remote states (index.go).
+	index *Index
+	// stateMu serializes a state's write or read with its noting in
+	// index, so the round's commits and refreshLeaders' reads cannot note
+	// an older state after a newer one.
+	stateMu sync.Mutex
 }
+
+// leadershipCheckInterval is how often Start's second loop looks for
+// partitions this broker began to lead (or follow) since the index noted
+// them; bounded by remote.log.manager.task.interval.ms.
+const leadershipCheckInterval = time.Second
 
 type sweepMark struct {
 	epoch int32
@@ -95,31 +112,85 @@ func New(cfg Config, st store.Store, cs coord.Store, host Host, reg prometheus.R
 	if err != nil {
 		return nil, err
 	}
+	if host.Index == nil {
+		host.Index = NewIndex()
+	}
 	return &Manager{cfg: cfg, store: st, coord: cs, host: host, metrics: mx, now: time.Now, uploadTimeoutBase: uploadTimeoutBase,
 		logger: logger.With("component", "tier"), swept: map[log.TopicPartition]sweepMark{},
-		topics: map[string]string{}, vanished: map[string]time.Time{}, remote: map[log.TopicPartition]Remote{}}, nil
+		topics: map[string]string{}, vanished: map[string]time.Time{}, remote: map[log.TopicPartition]Remote{},
+		index: host.Index}, nil
 }
 
-// Start runs a round every remote.log.manager.task.interval.ms until Close.
+// Index is the remote state of the partitions this broker hosts, for the
+// read side (OpenReadSide) and broker/kafka's Deps.RemoteIndex.
+func (m *Manager) Index() *Index { return m.index }
+
+// Start runs a round every remote.log.manager.task.interval.ms until
+// Close, and, beside it, reads the remote state of a partition as soon as
+// this broker leads it (refreshLeaders), which a round busy uploading
+// would not do for a while.
 func (m *Manager) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	m.mu.Lock()
 	m.cancel, m.done = cancel, make(chan struct{})
 	done := m.done
 	m.mu.Unlock()
-	go func() {
-		defer close(done)
-		ticker := time.NewTicker(m.cfg.TaskInterval)
-		defer ticker.Stop()
-		for {
-			m.RunOnce(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
+	var loops sync.WaitGroup
+	every := func(interval time.Duration, run func(context.Context)) {
+		loops.Go(func() {
+			ticker := time.NewTicker(interval)
+			defer ticker.Stop()
+			for {
+				run(ctx)
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+				}
 			}
-		}
+		})
+	}
+	every(m.cfg.TaskInterval, m.RunOnce)
+	every(min(m.cfg.TaskInterval, leadershipCheckInterval), m.refreshLeaders)
+	go func() {
+		loops.Wait()
+		close(done)
 	}()
+}
+
+// refreshLeaders reads the remote state of every hosted tiered partition
+// whose leadership, leader epoch or topic ID changed since the index noted
+// it: a new leader answers ListOffsets and Fetch from the state as its
+// predecessor left it, not as of this broker's last round.
+func (m *Manager) refreshLeaders(ctx context.Context) {
+	for _, p := range m.host.Partitions() {
+		if ctx.Err() != nil {
+			return
+		}
+		if m.index.current(p) {
+			continue
+		}
+		if err := m.readState(p); err != nil {
+			m.logger.Warn("reading the remote state", "topic", p.Topic, "partition", p.Partition, "err", err)
+		}
+	}
+}
+
+// readState reads p's remote state and notes it; the log learns how far
+// it is remote, so its local retention may delete that.
+func (m *Manager) readState(p Partition) error {
+	m.stateMu.Lock()
+	defer m.stateMu.Unlock()
+	st, _, exists, err := ReadState(m.coord, p.Topic, p.Partition)
+	if err != nil {
+		return err
+	}
+	current := exists && st.TopicID == EncodeTopicID(p.TopicID)
+	m.noteRemote(p, st, current)
+	if current {
+		p.Log.SetRemoteEnd(st.End())
+	}
+	return nil
 }
 
 // Close stops Start's loop, cancelling an upload under way (its objects
@@ -183,16 +254,9 @@ func (m *Manager) RunOnce(ctx context.Context) {
 // follow tells a follower's log how far the leader has uploaded, so its
 // local retention may delete what is remote.
 func (m *Manager) follow(p Partition, logger *slog.Logger) {
-	st, _, exists, err := ReadState(m.coord, p.Topic, p.Partition)
-	if err != nil {
+	if err := m.readState(p); err != nil {
 		logger.Warn("reading the remote state", "err", err)
-		return
 	}
-	current := exists && st.TopicID == EncodeTopicID(p.TopicID)
-	if current {
-		p.Log.SetRemoteEnd(st.End())
-	}
-	m.noteRemote(p, st, current)
 }
 
 // lead is one leader's round on a partition: sweep when due, upload what
@@ -207,6 +271,7 @@ func (m *Manager) lead(ctx context.Context, p Partition, logger *slog.Logger) er
 		logger.Debug("remote state belongs to an earlier topic of this name; waiting for its removal")
 		return nil
 	}
+	m.noteRemote(p, w.state, w.exists)
 	if err := m.sweepIfDue(ctx, w); err != nil {
 		logger.Warn("sweeping unreferenced remote objects", "err", err)
 	}
@@ -258,15 +323,20 @@ func (m *Manager) openWriter(p Partition) (*writer, error) {
 	return w, nil
 }
 
-// commit writes next as the partition's state.
+// commit writes next as the partition's state, and notes it in the index
+// at once: an uploaded segment is readable before the local log may
+// delete it, an expired one unreadable before its objects go.
 func (m *Manager) commit(w *writer, next State) error {
 	next.TopicID = w.topicID
 	next.LeaderEpoch = max(w.state.LeaderEpoch, w.p.LeaderEpoch)
+	m.stateMu.Lock()
+	defer m.stateMu.Unlock()
 	version, err := writeState(m.coord, w.p.Topic, w.p.Partition, next, w.version, w.exists)
 	if err != nil {
 		return err
 	}
 	w.state, w.version, w.exists = next, version, true
+	m.noteRemote(w.p, next, true)
 	return nil
 }
 

@@ -45,11 +45,20 @@ type Config struct {
 	// The remote data of a deleted topic is removed once its state has
 	// not changed for this long.
 	SweepGrace time.Duration
+	// Read is the read side: the chunk cache
+	// (millrace.remote.fetch.cache.bytes, default 256 MiB) and the reader
+	// pool (remote.log.reader.threads, default 10,
+	// remote.log.reader.max.pending.tasks, default 100, and
+	// remote.fetch.max.wait.ms, default 500 ms, as Kafka's).
+	Read ReadConfig
 }
 
 // DefaultConfig returns the defaults: tiered storage off.
 func DefaultConfig() Config {
-	return Config{TaskInterval: 30 * time.Second, SweepGrace: time.Hour}
+	return Config{TaskInterval: 30 * time.Second, SweepGrace: time.Hour, Read: ReadConfig{
+		Cache: CacheConfig{Bytes: DefaultCacheBytes},
+		Pool:  ReadPoolConfig{Threads: DefaultReaderThreads, MaxPending: DefaultMaxPending, MaxWait: DefaultRemoteMaxWait},
+	}}
 }
 
 // Validate rejects impossible settings with a sentence that says why.
@@ -59,6 +68,12 @@ func (c Config) Validate() error {
 	}
 	if c.SweepGrace <= 0 {
 		return fmt.Errorf("tier: millrace.remote.storage.sweep.grace.ms must be positive, not %v", c.SweepGrace)
+	}
+	if err := c.Read.Cache.Validate(); err != nil {
+		return err
+	}
+	if err := c.Read.Pool.Validate(); err != nil {
+		return err
 	}
 	if !c.Enable {
 		return nil
@@ -92,4 +107,8 @@ var Settings = settings.NewList[Config](func(name, _ string, err error) error {
 	settings.Str("millrace.remote.storage.s3.region", settings.String, "the S3 region of an s3:// remote storage URL; empty: us-east-1", func(c *Config) *string { return &c.S3Region }),
 	settings.Ms("remote.log.manager.task.interval.ms", "how often segments are uploaded and remote retention runs", func(c *Config) *time.Duration { return &c.TaskInterval }),
 	settings.Ms("millrace.remote.storage.sweep.grace.ms", "how old an unreferenced remote object must be before the sweep removes it", func(c *Config) *time.Duration { return &c.SweepGrace }),
+	settings.Integer("millrace.remote.fetch.cache.bytes", settings.Long, 64, "memory for chunks of remote segments read by fetches below the local log; 0: the default", func(c *Config) *int64 { return &c.Read.Cache.Bytes }),
+	settings.Integer("remote.log.reader.threads", settings.Int, 0, "goroutines reading remote segments for fetches; 0: the default", func(c *Config) *int { return &c.Read.Pool.Threads }),
+	settings.Integer("remote.log.reader.max.pending.tasks", settings.Int, 0, "remote reads that may wait for a reader; more are refused and their fetch answers empty; 0: the default", func(c *Config) *int { return &c.Read.Pool.MaxPending }),
+	settings.Ms("remote.fetch.max.wait.ms", "how long a fetch waits for its remote reads before answering without them", func(c *Config) *time.Duration { return &c.Read.Pool.MaxWait }),
 )

@@ -74,9 +74,11 @@ func (m *Manager) Remote(topic string, partition int32) (Remote, bool) {
 	return r, ok
 }
 
-// noteRemote records the remote summary of p from its state st; exists
-// false (no state, or one of an earlier topic of the name) forgets it.
+// noteRemote records the remote summary and index entry of p from its
+// state st; exists false (no state, or one of an earlier topic of the
+// name) forgets them.
 func (m *Manager) noteRemote(p Partition, st State, exists bool) {
+	m.index.note(p, st, exists)
 	tp := log.TopicPartition{Topic: p.Topic, Partition: p.Partition}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -89,6 +91,7 @@ func (m *Manager) noteRemote(p Partition, st State, exists bool) {
 
 // forgetRemote drops the summaries of partitions no longer hosted here.
 func (m *Manager) forgetRemote(hosted map[log.TopicPartition]bool) {
+	m.index.forget(hosted)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for tp := range m.remote {
