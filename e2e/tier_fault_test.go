@@ -21,9 +21,9 @@ import (
 // TestTieredLeaderKilledMidUpload: two brokers keep a tiered partition
 // (RF 2) in versitygw. The follower is restarted with another
 // log.segment.bytes (the topic sets none), so its segment boundaries
-// differ from the leader's, as on brokers configured apart. While a producer writes, the store holds the leader's upload of a
-// segment after its .log object is stored and before its .index is; the
-// leader is SIGKILLed there, so that .log is stored but never recorded.
+// differ from the leader's, as on brokers configured apart. While a
+// producer writes, the store holds the leader's upload of a segment after
+// its .log object is stored and before its .index is; the leader is SIGKILLed there, so that .log is stored but never recorded.
 // The follower takes over and continues the uploads from the remote end
 // with its own boundaries. Then the remote state is whole: its segments
 // run from the remote log start without a gap to the new leader's local
@@ -33,7 +33,8 @@ import (
 // nothing else (the killed upload's object swept, or adopted had the new
 // leader uploaded the same range). Every acknowledged record is read back
 // exactly once: below the local log start from the remote .log objects,
-// above it from the new leader.
+// above it from the new leader; a consumer from offset 0 reads the same
+// through the new leader, across the overlap and the boundary.
 func TestTieredLeaderKilledMidUpload(t *testing.T) {
 	t.Parallel()
 	const topic = "tier-kill"
@@ -139,7 +140,7 @@ func TestTieredLeaderKilledMidUpload(t *testing.T) {
 	}
 	end, _ := ends.Lookup(topic, 0)
 	cl := c.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(localStart)}}))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for next := localStart; next < end.Offset; {
 		fetches := cl.PollFetches(ctx)
@@ -160,6 +161,22 @@ func TestTieredLeaderKilledMidUpload(t *testing.T) {
 		if _, ok := got[o]; !ok {
 			t.Fatalf("offset %d is neither remote nor local (remote %d to %d, local from %d to %d)", o, st.LogStartOffset, st.End(), localStart, end.Offset)
 		}
+	}
+	// The broker reads the same across the boundary and the straddling
+	// overlap: a consumer from offset 0 gets every offset once, as stored.
+	fromZero := c.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(0)}}))
+	for next := st.LogStartOffset; next < end.Offset; {
+		fetches := fromZero.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading from offset 0: at %d of %d", next, end.Offset)
+		}
+		fetches.EachError(func(_ string, _ int32, err error) { t.Logf("fetch: %v", err) })
+		fetches.EachRecord(func(r *kgo.Record) {
+			if r.Offset != next || recordValue(t, r) != got[next] {
+				t.Fatalf("consumed offset %d value %d; want offset %d value %d", r.Offset, recordValue(t, r), next, got[next])
+			}
+			next++
+		})
 	}
 	var records []ackedRecord
 	for _, o := range slices.Sorted(maps.Keys(got)) {
