@@ -38,6 +38,9 @@ type localCluster struct {
 	// clientOpts start the options of every client the harness makes
 	// (TLS, SASL); empty for the plaintext clusters of up.sh.
 	clientOpts []kgo.Opt
+	// env is added to the brokers' environment (S3 credentials a parallel
+	// test may not set in its own).
+	env []string
 }
 
 // clusterNode is one broker. Started by up.sh it is known by PID; once
@@ -69,6 +72,13 @@ func startLocalClusterWith(t *testing.T, n, zkNodes int, settings ...string) *lo
 // (--racks, --metrics).
 func startLocalClusterUp(t *testing.T, n, zkNodes int, upArgs []string, settings ...string) *localCluster {
 	t.Helper()
+	return startLocalClusterEnv(t, n, zkNodes, nil, upArgs, settings...)
+}
+
+// startLocalClusterEnv is startLocalClusterUp with env (name=value) added
+// to the brokers' environment, also when the test restarts one.
+func startLocalClusterEnv(t *testing.T, n, zkNodes int, env, upArgs []string, settings ...string) *localCluster {
+	t.Helper()
 	if _, err := os.Stat("/usr/share/java/zookeeper.jar"); err != nil {
 		t.Fatalf("ZooKeeper is not installed (apt-get install -y zookeeper): %v", err)
 	}
@@ -85,6 +95,7 @@ func startLocalClusterUp(t *testing.T, n, zkNodes int, upArgs []string, settings
 		args = append(args, "--set", s)
 	}
 	up := exec.Command(filepath.Join(scripts, "up.sh"), args...)
+	up.Env = append(os.Environ(), env...)
 	out, err := up.CombinedOutput()
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -102,7 +113,7 @@ func startLocalClusterUp(t *testing.T, n, zkNodes int, upArgs []string, settings
 	if err != nil {
 		t.Fatalf("up.sh: %v\n%s", err, out)
 	}
-	c := &localCluster{t: t, dir: dir, state: readState(t, filepath.Join(dir, "state")), nodes: map[int32]*clusterNode{}}
+	c := &localCluster{t: t, dir: dir, state: readState(t, filepath.Join(dir, "state")), nodes: map[int32]*clusterNode{}, env: env}
 	c.zk = c.state["ZK_CONNECT"]
 	for id := int32(1); id <= int32(n); id++ {
 		key := strconv.Itoa(int(id))
@@ -253,7 +264,7 @@ func (c *localCluster) restart(id int32) {
 	if node.proc != nil {
 		node.proc.start()
 	} else {
-		node.proc = startProcess(c.t, fmt.Sprintf("broker%d", id), node.args...)
+		node.proc = startProcessOf(c.t, &process{t: c.t, name: fmt.Sprintf("broker%d", id), bin: millraceBin, env: c.env, args: node.args})
 	}
 	c.waitReady(node)
 }

@@ -26,7 +26,9 @@ import (
 // broker 1's local log start gets OFFSET_MOVED_TO_TIERED_STORAGE, and it
 // restarts its log at that start from the remote state (KIP-405's
 // follower fetch), copies only the tail, joins the ISR and, once broker 1
-// is removed, leads and keeps uploading past the remote end.
+// is removed, leads and keeps uploading past the remote end. A consumer
+// then reads every record from offset 0 through broker 2: the old offsets,
+// on no broker's disk any more, come from the remote store.
 func TestTieredPartitionReassignedToNewBroker(t *testing.T) {
 	t.Parallel()
 	const topic = "tiered-move"
@@ -97,6 +99,25 @@ func TestTieredPartitionReassignedToNewBroker(t *testing.T) {
 	waitfor.Until(t, 60*time.Second, "broker 2 uploads past the old remote end", func() bool {
 		return lastRemoteOffset(t, remoteObjects(t, remote, ".log")) >= remoteEnd+records/4
 	})
+
+	// Offset 0 is on neither broker's disk: broker 2 serves it from remote.
+	const total = records + records/2
+	consumer := c.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(0)}}))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for next := int64(0); next < total; {
+		fetches := consumer.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading from offset 0 through broker 2: at offset %d of %d after 60 s", next, total)
+		}
+		fetches.EachError(func(_ string, _ int32, err error) { t.Logf("fetch: %v", err) })
+		fetches.EachRecord(func(r *kgo.Record) {
+			if r.Offset != next || !strings.HasPrefix(string(r.Value), fmt.Sprintf("%d ", next)) {
+				t.Fatalf("offset %d holds %.20q; want offset %d, record %d", r.Offset, r.Value, next, next)
+			}
+			next++
+		})
+	}
 }
 
 // createTieredTopicOn creates a one-partition tiered topic with 4 KiB

@@ -64,6 +64,9 @@ type Manager struct {
 	logger  *slog.Logger
 	metrics *metrics
 	now     func() time.Time
+	// uploadTimeoutBase is the least time one object's upload may take
+	// (upload.go); a field so that tests can shorten it.
+	uploadTimeoutBase time.Duration
 
 	mu sync.Mutex // guards the following
 	// swept is when each partition was last swept, and at which leader
@@ -112,7 +115,7 @@ func New(cfg Config, st store.Store, cs coord.Store, host Host, reg prometheus.R
 	if host.Index == nil {
 		host.Index = NewIndex()
 	}
-	return &Manager{cfg: cfg, store: st, coord: cs, host: host, metrics: mx, now: time.Now,
+	return &Manager{cfg: cfg, store: st, coord: cs, host: host, metrics: mx, now: time.Now, uploadTimeoutBase: uploadTimeoutBase,
 		logger: logger.With("component", "tier"), swept: map[log.TopicPartition]sweepMark{},
 		topics: map[string]string{}, vanished: map[string]time.Time{}, remote: map[log.TopicPartition]Remote{},
 		index: host.Index}, nil

@@ -38,10 +38,30 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"millrace/broker/log"
 	"millrace/store"
 )
+
+// Each object's upload has a deadline: a store that stops answering (a
+// stopped server, a connection the network drops silently) would
+// otherwise hold the request until the S3 client's own limits, a minute
+// per try and several tries, and with it the broker's whole round: every
+// partition's uploads and retention, and the remote end its followers
+// learn. An object gets uploadTimeoutBase plus the time to send it at
+// uploadMinRate; a slower store fails the attempt, which is counted
+// (millrace_tier_upload_errors_total) and tried again next round, and
+// nothing is recorded, so local retention keeps the segment meanwhile.
+const (
+	uploadTimeoutBase = 10 * time.Second
+	uploadMinRate     = 1 << 20 // bytes per second
+)
+
+// uploadTimeout is the deadline of one object's upload of size bytes.
+func (m *Manager) uploadTimeout(size int64) time.Duration {
+	return m.uploadTimeoutBase + time.Duration(float64(size)/uploadMinRate*float64(time.Second))
+}
 
 // producerSnapshotFile is the producer state snapshot's name in a
 // partition directory (broker/log/producer_snapshot.go).
@@ -126,13 +146,16 @@ func (m *Manager) uploadSegment(ctx context.Context, w *writer, s log.SegmentInf
 // its size for a file other than the .log (see the file's header).
 func (m *Manager) putFile(ctx context.Context, name, path string, limit int64, mayBeMissing bool) (int64, error) {
 	var r io.Reader = strings.NewReader("")
+	var size int64
 	f, err := os.Open(path)
 	switch {
 	case err == nil:
 		defer f.Close()
-		r = f
+		r, size = f, limit
 		if limit >= 0 {
 			r = io.LimitReader(f, limit)
+		} else if info, err := f.Stat(); err == nil {
+			size = info.Size()
 		}
 	case errors.Is(err, fs.ErrNotExist) && mayBeMissing:
 	default:
@@ -140,7 +163,10 @@ func (m *Manager) putFile(ctx context.Context, name, path string, limit int64, m
 		// truncation) is not uploaded; the next round sees it gone.
 		return 0, fmt.Errorf("tier: reading %s for upload: %w", path, err)
 	}
-	obj, err := m.store.Create(ctx, name)
+	timeout := m.uploadTimeout(size)
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	obj, err := m.store.Create(tctx, name)
 	if err != nil {
 		return 0, fmt.Errorf("tier: uploading %s: %w", name, err)
 	}
@@ -152,12 +178,19 @@ func (m *Manager) putFile(ctx context.Context, name, path string, limit int64, m
 	if limit >= 0 && n != limit {
 		return 0, fmt.Errorf("tier: uploading %s: %s holds %d bytes, the segment %d", name, path, n, limit)
 	}
-	err = obj.Publish(ctx)
-	if errors.Is(err, store.ErrExists) {
-		return 0, m.checkExisting(ctx, name, n, limit >= 0)
+	err = obj.Publish(tctx)
+	existed := errors.Is(err, store.ErrExists)
+	if existed {
+		// Stored by an earlier upload: not counted as uploaded again.
+		err = m.checkExisting(tctx, name, n, limit >= 0)
+	} else if err != nil {
+		err = fmt.Errorf("tier: publishing %s: %w", name, err)
 	}
-	if err != nil {
-		return 0, fmt.Errorf("tier: publishing %s: %w", name, err)
+	if err != nil && ctx.Err() == nil && tctx.Err() != nil {
+		return 0, fmt.Errorf("tier: the remote store did not take %s (%d bytes) within %v; retrying next round: %w", name, n, timeout, err)
+	}
+	if err != nil || existed {
+		return 0, err
 	}
 	return n, nil
 }

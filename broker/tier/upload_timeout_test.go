@@ -1,0 +1,88 @@
+package tier
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"millrace/store"
+)
+
+// hungStore takes an object's bytes but never answers its publication, as
+// a stopped S3 server does: Publish returns only when its context ends.
+type hungStore struct {
+	store.Store
+	publishes atomic.Int32
+}
+
+func (s *hungStore) Create(ctx context.Context, name string) (store.Object, error) {
+	obj, err := s.Store.Create(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return &hungObject{Object: obj, s: s}, nil
+}
+
+type hungObject struct {
+	store.Object
+	s *hungStore
+}
+
+func (o *hungObject) Publish(ctx context.Context) error {
+	o.s.publishes.Add(1)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestUploadToAStoreThatStopsAnswering: an upload the store never answers
+// fails once its deadline passes instead of holding the round (and every
+// other partition's uploads and retention) until the store comes back; the
+// failure is counted, one attempt per round, and nothing is recorded, so
+// the log may delete nothing locally.
+func TestUploadToAStoreThatStopsAnswering(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	l := openTieredLog(t, 2, 2)
+	p := leader(l, 1)
+	hung := &hungStore{Store: e.store}
+	cfg := DefaultConfig()
+	cfg.Enable, cfg.URL = true, "file://"+e.store.Root()
+	m, err := New(cfg, hung, e.coord, Host{Partitions: func() []Partition { return []Partition{p} }}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.uploadTimeoutBase = 50 * time.Millisecond
+	if d := m.uploadTimeout(1 << 20); d != m.uploadTimeoutBase+time.Second {
+		t.Fatalf("a 1 MiB object's deadline %v, want %v: the base and a second per MiB", d, m.uploadTimeoutBase+time.Second)
+	}
+	for round := 1; round <= 2; round++ {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			m.RunOnce(context.Background())
+		}()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("round %d still waits for the store after 20 s", round)
+		}
+		if got := hung.publishes.Load(); got != int32(round) {
+			t.Fatalf("%d publications after %d rounds; want one per round", got, round)
+		}
+		if got := testutil.ToFloat64(m.metrics.uploadErrors); got != float64(round) {
+			t.Fatalf("%v upload errors counted after %d rounds", got, round)
+		}
+	}
+	if st := e.state(); len(st.Segments) != 0 {
+		t.Fatalf("segments recorded without their objects: %v", ranges(st))
+	}
+	if l.RemoteEnd() != 0 {
+		t.Fatalf("RemoteEnd %d with nothing uploaded", l.RemoteEnd())
+	}
+	if objects := e.objects(); len(objects) != 0 {
+		t.Fatalf("objects published by failed uploads: %v", objects)
+	}
+}
