@@ -202,9 +202,12 @@ func (p *ReadPool) OffsetForTimestamp(ctx context.Context, topic string, partiti
 	return p.reader.OffsetForTimestamp(ctx, topic, partition, ts)
 }
 
-// EpochAt runs the reader's EpochAt as OffsetForTimestamp runs its search.
+// EpochAt runs the reader's EpochAt on the caller's goroutine, bounded by
+// ctx and by MaxWait: ListOffsets earliest, which every consumer resetting
+// to the start sends, answers its offset without the epoch rather than
+// wait longer on a slow store.
 func (p *ReadPool) EpochAt(ctx context.Context, topic string, partition int32, offset int64) (int32, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.ReadTimeout)
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.MaxWait)
 	defer cancel()
 	return p.reader.EpochAt(ctx, topic, partition, offset)
 }
