@@ -33,7 +33,9 @@ package kafka
 // runs out answers REQUEST_TIMED_OUT, as Kafka's delayed remote
 // ListOffsets does when it expires, and the chunks it asked for still
 // reach the cache, for the client's retry. A store failure answers
-// KAFKA_STORAGE_ERROR, as a remote Fetch's does (fetch_remote.go).
+// KAFKA_STORAGE_ERROR, as a remote Fetch's does (fetch_remote.go), where
+// Kafka's answers UNKNOWN_SERVER_ERROR (a RemoteStorageException is no
+// API error): both are retried by clients, and this one names the cause.
 //
 // Version 0 answers in its old offsets array: one offset (the one above),
 // or none when there is none. Kafka's v0 listed segment base offsets for
