@@ -24,7 +24,9 @@ package kafka
 // batch's, read from its header, and for earliest on a tiered partition
 // the remote start's batch, read through the cache within
 // remote.fetch.max.wait.ms (-1 when that read fails or takes longer: the
-// offset is still answered). v4+ requests' current leader epoch is
+// offset is still answered); -5's epoch is -1 when its offset is only
+// remote (Kafka's comes from its leader epoch cache, which millrace does
+// not keep below the local log). v4+ requests' current leader epoch is
 // checked.
 //
 // A remote search runs on the connection's goroutine, bounded by the
@@ -35,12 +37,11 @@ package kafka
 // reach the cache, for the client's retry. A store failure answers
 // KAFKA_STORAGE_ERROR, as a remote Fetch's does (fetch_remote.go), where
 // Kafka's answers UNKNOWN_SERVER_ERROR (a RemoteStorageException is no
-// API error): both are retried by clients, and this one names the cause.
+// API error): this one is retriable, and names the cause.
 //
 // Version 0 answers in its old offsets array: one offset (the one above),
 // or none when there is none. Kafka's v0 listed segment base offsets for
-// timestamps; that form is not reproduced. ReplicaID and TimeoutMillis
-// are ignored.
+// timestamps; that form is not reproduced. ReplicaID is ignored.
 
 import (
 	"context"
