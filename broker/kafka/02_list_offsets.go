@@ -21,13 +21,12 @@ package kafka
 // log (broker/log's time index); offset -1 when there is none. -3 looks
 // only at the local log, as Kafka's does. v4+ answers carry the leader
 // epoch of the batch holding the offset (KIP-320): for a remote answer the
-// batch's, read from its header, and for earliest on a tiered partition
-// the remote start's batch, read through the cache within
+// batch's, read from its header; for earliest and latest tiered below the
+// local log, read from the batch through the cache within
 // remote.fetch.max.wait.ms (-1 when that read fails or takes longer: the
-// offset is still answered); -5's epoch is -1 when its offset is only
-// remote (Kafka's comes from its leader epoch cache, which millrace does
-// not keep below the local log). v4+ requests' current leader epoch is
-// checked.
+// offset is still answered), where Kafka looks in its leader epoch cache,
+// which millrace truncates at the local log start. v4+ requests' current
+// leader epoch is checked.
 //
 // A remote search runs on the connection's goroutine, bounded by the
 // request's timeout (v10+, KIP-1075) and by the reader pool's read timeout
@@ -144,6 +143,9 @@ func (b *Broker) listOffset(ctx context.Context, topic string, partition, curren
 		}
 		if timestamp == listEarliestPending {
 			last++
+		}
+		if last < p.Log().StartOffset() {
+			return last, -1, b.remoteEpochAt(ctx, topic, partition, last), 0
 		}
 		return last, -1, epochAt(p.Log(), last), 0
 	case listMaxTimestamp:

@@ -26,7 +26,7 @@ func listOffsetsRequest(version int16, timestamp int64, timeout time.Duration) *
 // or after the timestamp in the remote segments first, then in the local
 // log, as Kafka's UnifiedLog.fetchOffsetByTimestamp does (KIP-405), with
 // the record's timestamp and its batch's leader epoch (KIP-320); earliest
-// carries the remote start's batch epoch; max timestamp (KIP-734) looks at
+// and latest tiered carry their batch's epoch; max timestamp (KIP-734) looks at
 // the local log only, as Kafka's does.
 func TestListOffsetsByTimestampOfATieredPartition(t *testing.T) {
 	t.Parallel()
@@ -63,6 +63,26 @@ func TestListOffsetsByTimestampOfATieredPartition(t *testing.T) {
 		if sp.ErrorCode != 0 || sp.Offset != tc.offset || sp.Timestamp != tc.recordsAt || sp.LeaderEpoch != wantEpoch {
 			t.Errorf("%s: offset %d at %d, epoch %d, error %d; want offset %d at %d, epoch %d",
 				tc.name, sp.Offset, sp.Timestamp, sp.LeaderEpoch, sp.ErrorCode, tc.offset, tc.recordsAt, wantEpoch)
+		}
+	}
+
+	// With the local log emptied past the last remote offset, the last
+	// batch is found remotely, and latest tiered carries its epoch.
+	if err := f.tb.partitionLog("old", 0).AdvanceStartOffset(f.end); err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range []struct {
+		name              string
+		timestamp         int64
+		offset, recordsAt int64
+	}{
+		{"the last batch, remote only", first + 390, 78, first + 390},
+		{"latest tiered", listLatestTiered, f.end - 1, -1},
+	} {
+		sp := c.roundTrip(listOffsetsRequest(11, tc.timestamp, 0), int32(i+100)).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+		if sp.ErrorCode != 0 || sp.Offset != tc.offset || sp.Timestamp != tc.recordsAt || sp.LeaderEpoch != epoch {
+			t.Errorf("%s: offset %d at %d, epoch %d, error %d; want offset %d at %d, epoch %d",
+				tc.name, sp.Offset, sp.Timestamp, sp.LeaderEpoch, sp.ErrorCode, tc.offset, tc.recordsAt, epoch)
 		}
 	}
 }
