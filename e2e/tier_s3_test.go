@@ -50,7 +50,10 @@ func tierValue(offset int64) []byte {
 // tail, and ListOffsets answers earliest 0 (the remote start) and
 // earliest-local (KIP-1005) the local start. Then a new franz-go consumer
 // group and kcat each read every record from offset 0, in order, each
-// value checked against its offset, through the broker's remote reads.
+// value checked against its offset, through the broker's remote reads;
+// and kcat started at the timestamp of a remote record (ListOffsets by
+// timestamp, searched in the remote segments) starts at that record or at
+// an earlier one of the same millisecond.
 func TestTieredTopicOnS3(t *testing.T) {
 	t.Parallel()
 	const topic, bucket = "tiered", "tier"
@@ -102,6 +105,11 @@ func TestTieredTopicOnS3(t *testing.T) {
 	wg.Wait()
 	if t.Failed() {
 		return
+	}
+	mid := localStart / 2
+	_, ts := kcatRecordAt(t, ctx, b, topic, strconv.FormatInt(mid, 10))
+	if offset, found := kcatRecordAt(t, ctx, b, topic, "s@"+strconv.FormatInt(ts, 10)); offset > mid || found != ts {
+		t.Fatalf("kcat -o s@%d (the timestamp of offset %d, below the local start %d) started at offset %d, timestamp %d", ts, mid, localStart, offset, found)
 	}
 	metrics := "http://" + metricsAddr + "/metrics"
 	if misses := scrapeCounter(t, metrics, "millrace_remote_fetch_cache_misses_total"); misses == 0 {
@@ -212,6 +220,25 @@ func consumeTierValues(t *testing.T, ctx context.Context, cl *kgo.Client) {
 			next++
 		}
 	}
+}
+
+// kcatRecordAt reads one record of the topic with kcat from start (an
+// offset, or s@<ms> for the first record at or after a timestamp) and
+// returns its offset and timestamp.
+func kcatRecordAt(t *testing.T, ctx context.Context, b *broker, topic, start string) (offset, timestamp int64) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "kcat", "-C", "-b", b.addr, "-t", topic, "-p", "0", "-o", start, "-c", "1", "-q",
+		"-X", "fetch.message.max.bytes=8388608", "-f", "%o %T\n")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("kcat -o %s: %v\n%s", start, err, stderr.String())
+	}
+	if _, err := fmt.Sscanf(string(out), "%d %d\n", &offset, &timestamp); err != nil {
+		t.Fatalf("kcat -o %s printed %q: %v", start, out, err)
+	}
+	return offset, timestamp
 }
 
 // kcatTierValues reads the topic from the beginning to its end with kcat,

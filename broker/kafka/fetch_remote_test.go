@@ -30,6 +30,9 @@ type remoteFixture struct {
 	segments   []tier.Segment
 	localStart int64
 	end        int64 // the log end of "old"/0
+	// firstTimestamp is the timestamp of "old"/0's first batch; batch i
+	// holds offsets 2i and 2i+1 at firstTimestamp+10i and one more.
+	firstTimestamp int64
 }
 
 // slowStore is a file store whose Opens wait while it is held: an object
@@ -108,8 +111,11 @@ func startRemoteFixture(t *testing.T, maxWait time.Duration) *remoteFixture {
 	f.tb.createTopic("old", 1, map[string]string{"segment.bytes": "1024"})
 	f.tb.createTopic("new", 1, nil)
 	c := dial(t, f.tb.addr)
+	f.firstTimestamp = time.Now().UnixMilli() - 1000
 	for i := range 40 {
-		if rp := c.produceRaw(9, "old", 0, 1, makeBatch(t, plainBatch(fmt.Sprintf("old-%02d", i), "second")), int32(i)); rp.ErrorCode != 0 {
+		batch := plainBatch(fmt.Sprintf("old-%02d", i), "second")
+		batch.timestamp = f.firstTimestamp + 10*int64(i)
+		if rp := c.produceRaw(9, "old", 0, 1, makeBatch(t, batch), int32(i)); rp.ErrorCode != 0 {
 			t.Fatalf("produce: %d", rp.ErrorCode)
 		}
 	}
@@ -129,7 +135,7 @@ func startRemoteFixture(t *testing.T, maxWait time.Duration) *remoteFixture {
 			continue
 		}
 		seg := tier.Segment{BaseOffset: s.BaseOffset, LastOffset: s.NextOffset - 1, Size: s.Size, MaxTimestamp: s.MaxTimestamp, Key: fmt.Sprintf("old-0/%020d", s.BaseOffset)}
-		for _, suffix := range []string{tier.LogSuffix, tier.IndexSuffix} {
+		for _, suffix := range []string{tier.LogSuffix, tier.IndexSuffix, tier.TimeIndexSuffix} {
 			b, err := os.ReadFile(filepath.Join(l.Dir(), fmt.Sprintf("%020d%s", s.BaseOffset, suffix)))
 			if err != nil {
 				t.Fatal(err)

@@ -161,3 +161,39 @@ func SearchOffsetIndex(index io.ReaderAt, indexSize int64, relOffset uint32) (in
 	}
 	return int64(binary.BigEndian.Uint32(entry[offsetEntryPos:])), nil
 }
+
+// SearchTimeIndex finds, in a time index of indexSize bytes read through
+// index (a segment's .timeindex file or a byte-for-byte copy of it), the
+// relative offset of the last entry whose timestamp is below ts, or 0 when
+// none is: as lookupTimeBefore, every batch before that entry's batch has
+// timestamps below ts, so a scan for ts may start at the offset index's
+// position for it. It reads O(log n) entries.
+func SearchTimeIndex(index io.ReaderAt, indexSize int64, ts int64) (uint32, error) {
+	if indexSize%timeIndexEntrySize != 0 || indexSize < 0 {
+		return 0, fmt.Errorf("log: a time index of %d bytes is not a whole number of %d-byte entries", indexSize, timeIndexEntrySize)
+	}
+	n := int(indexSize / timeIndexEntrySize)
+	var entry [timeIndexEntrySize]byte
+	var readErr error
+	// The first entry whose timestamp is at or above ts.
+	i := sort.Search(n, func(i int) bool {
+		if readErr != nil {
+			return true
+		}
+		if _, err := index.ReadAt(entry[:], int64(i)*timeIndexEntrySize); err != nil {
+			readErr = err
+			return true
+		}
+		return int64(binary.BigEndian.Uint64(entry[timeEntryTimestamp:])) >= ts
+	})
+	if readErr != nil {
+		return 0, fmt.Errorf("log: reading a time index: %w", readErr)
+	}
+	if i == 0 {
+		return 0, nil
+	}
+	if _, err := index.ReadAt(entry[:], int64(i-1)*timeIndexEntrySize); err != nil {
+		return 0, fmt.Errorf("log: reading a time index: %w", err)
+	}
+	return binary.BigEndian.Uint32(entry[timeEntryRel:]), nil
+}

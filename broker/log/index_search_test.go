@@ -30,6 +30,31 @@ func TestSearchOffsetIndexMatchesLookup(t *testing.T) {
 	}
 }
 
+// SearchTimeIndex over the file bytes answers as lookupTimeBefore over the
+// decoded entries, for timestamps before, on, between and after entries.
+func TestSearchTimeIndexMatchesLookup(t *testing.T) {
+	t.Parallel()
+	entries := []timeEntry{{timestamp: 1000, rel: 0}, {timestamp: 1005, rel: 4}, {timestamp: 1030, rel: 4}, {timestamp: 1031, rel: 20}}
+	for _, tc := range []struct {
+		name    string
+		entries []timeEntry
+	}{{"empty", nil}, {"one", entries[:1]}, {"four", entries}} {
+		b := bytes.NewReader(encodeTimeEntries(tc.entries))
+		for ts := int64(990); ts < 1040; ts++ {
+			got, err := SearchTimeIndex(b, b.Size(), ts)
+			if err != nil {
+				t.Fatalf("%s: timestamp %d: %v", tc.name, ts, err)
+			}
+			if want := lookupTimeBefore(tc.entries, ts); got != want {
+				t.Errorf("%s: timestamp %d: relative offset %d, want %d", tc.name, ts, got, want)
+			}
+		}
+	}
+	if _, err := SearchTimeIndex(bytes.NewReader(make([]byte, 13)), 13, 0); err == nil {
+		t.Error("a torn time index was searched")
+	}
+}
+
 // DecodeTxnIndex reads back what the log writes, and refuses a torn entry.
 func TestDecodeTxnIndexRoundTrip(t *testing.T) {
 	t.Parallel()

@@ -68,9 +68,16 @@ type Batches struct {
 	AbortedComplete bool
 }
 
-// Reader reads record batches below the local log, from remote storage.
+// Reader reads record batches below the local log, from remote storage,
+// and answers ListOffsets' questions of them (read_time.go).
 type Reader interface {
 	Read(ctx context.Context, req ReadRequest) (Batches, error)
+	// OffsetForTimestamp finds the first remote record with a
+	// timestamp at or after ts; ok is false when there is none.
+	OffsetForTimestamp(ctx context.Context, topic string, partition int32, ts int64) (found TimestampOffset, ok bool, err error)
+	// EpochAt returns the leader epoch of the remote batch holding
+	// offset.
+	EpochAt(ctx context.Context, topic string, partition int32, offset int64) (int32, error)
 }
 
 // ErrNotRemote is returned (wrapped) by a read of an offset that no remote
@@ -232,6 +239,7 @@ func readBatches(index io.ReaderAt, indexSize int64, data io.ReaderAt, segment S
 type batchSpan struct {
 	base, last int64
 	size       int64 // 0 at the end of the segment
+	epoch      int32 // its partition leader epoch
 }
 
 // spanHeaderSize is the part of a batch header a scan reads: base offset,
@@ -256,5 +264,6 @@ func spanAt(data io.ReaderAt, segment Segment, pos int64) (batchSpan, error) {
 	if size < recordbatch.HeaderSize || pos+size > segment.Size || delta < 0 {
 		return batchSpan{}, fmt.Errorf("%w: remote segment %s has a bad batch header at %d", log.ErrCorruptBatch, segment.Key, pos)
 	}
-	return batchSpan{base: base, last: base + delta, size: size}, nil
+	epoch := int32(binary.BigEndian.Uint32(hdr[recordbatch.PosLeaderEpoch:]))
+	return batchSpan{base: base, last: base + delta, size: size, epoch: epoch}, nil
 }

@@ -29,3 +29,22 @@ func FuzzReadBatches(f *testing.F) {
 		}
 	})
 }
+
+// FuzzScanForTimestamp scans arbitrary segment bytes for a timestamp: a
+// damaged or hostile object is an error, never a panic, and an answer is
+// an offset at or after the one asked from.
+func FuzzScanForTimestamp(f *testing.F) {
+	one := batchtest.Make(3, 10, 1000, 1)
+	two := append(append([]byte(nil), one...), one...)
+	binary.BigEndian.PutUint64(two[len(one):], 3) // the second batch at base 3
+	f.Add(two, int64(0), int64(1001), int64(0))
+	f.Add(two, int64(0), int64(1000), int64(4))
+	f.Add(two[:70], int64(0), int64(0), int64(0))
+	f.Fuzz(func(t *testing.T, data []byte, pos, ts, from int64) {
+		segment := Segment{Size: int64(len(data)), Key: "fuzz"}
+		found, ok, err := scanForTimestamp(bytes.NewReader(data), segment, min(max(pos, 0), int64(len(data))), ts, from)
+		if err == nil && ok && found.Offset < from {
+			t.Fatalf("answered offset %d, below %d", found.Offset, from)
+		}
+	})
+}

@@ -190,6 +190,28 @@ func (p *ReadPool) Submit(req ReadRequest, notify chan<- struct{}) (*PendingRead
 	}
 }
 
+// OffsetForTimestamp runs the reader's search by timestamp for a
+// ListOffsets, bounded by ctx and by ReadTimeout (Kafka's
+// remote.list.offsets.request.timeout.ms has the same 30 s default). It
+// runs on the caller's goroutine, not the pool's: a ListOffsets has
+// nothing to answer without it, and its chunks stay in the cache when it
+// times out, for the client's retry.
+func (p *ReadPool) OffsetForTimestamp(ctx context.Context, topic string, partition int32, ts int64) (TimestampOffset, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.ReadTimeout)
+	defer cancel()
+	return p.reader.OffsetForTimestamp(ctx, topic, partition, ts)
+}
+
+// EpochAt runs the reader's EpochAt on the caller's goroutine, bounded by
+// ctx and by MaxWait: ListOffsets earliest, which every consumer resetting
+// to the start sends, answers its offset without the epoch rather than
+// wait longer on a slow store.
+func (p *ReadPool) EpochAt(ctx context.Context, topic string, partition int32, offset int64) (int32, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.MaxWait)
+	defer cancel()
+	return p.reader.EpochAt(ctx, topic, partition, offset)
+}
+
 func (p *ReadPool) work() {
 	for r := range p.queue {
 		if p.ctx.Err() != nil {

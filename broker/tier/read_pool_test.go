@@ -29,6 +29,14 @@ func (r *blockingReader) Read(ctx context.Context, req ReadRequest) (Batches, er
 	}
 }
 
+func (r *blockingReader) OffsetForTimestamp(context.Context, string, int32, int64) (TimestampOffset, bool, error) {
+	return TimestampOffset{}, false, nil
+}
+
+func (r *blockingReader) EpochAt(context.Context, string, int32, int64) (int32, error) {
+	return -1, nil
+}
+
 // The pool runs at most Threads reads with MaxPending waiting and refuses
 // the rest; each read's completion is signalled on its notify channel, and
 // its byte limit is capped.

@@ -53,7 +53,8 @@ type tieredLog struct {
 	segments []Segment
 }
 
-// newTieredLog writes batches of 1 to 5 records into a log with small
+// newTieredLog writes batches of 1 to 5 records, 10 ms apart and a leader
+// epoch every 8 batches, into a log with small
 // segments and a dense offset index, rolls it, and copies every closed
 // segment into a store under "<topic>-<partition>/<base offset>".
 func newTieredLog(t *testing.T, topic string, partition int32, batches int) *tieredLog {
@@ -75,7 +76,7 @@ func newTieredLogSized(t testing.TB, topic string, partition int32, batches, val
 	}
 	t.Cleanup(func() { l.Close() })
 	for i := range batches {
-		if _, err := l.Append(batchtest.Make(1+i%5, valueSize, 1000+int64(i)*10, byte(i)), 0); err != nil {
+		if _, err := l.Append(batchtest.Make(1+i%5, valueSize, 1000+int64(i)*10, byte(i)), int32(i/8)); err != nil {
 			t.Fatal(err)
 		}
 	}
