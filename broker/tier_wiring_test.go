@@ -84,6 +84,16 @@ func TestTieredTopicKeepsOnlyTheTailLocally(t *testing.T) {
 		t.Fatalf("remote log start %d after DeleteRecords to 2", st.LogStartOffset)
 	}
 
+	// Turning tiering off on the topic would orphan its remote data:
+	// refused, as Kafka refuses it without remote.log.delete.on.disable.
+	off, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "remote.storage.enable", Value: ptr("false")}}, "tiered")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := off.On("tiered", nil); !errors.Is(r.Err, kerr.InvalidConfig) || !strings.Contains(r.ErrMessage, "cannot be turned off") {
+		t.Fatalf("remote.storage.enable=false on a tiered topic: %v %q; want INVALID_CONFIG", r.Err, r.ErrMessage)
+	}
+
 	// A broker without tiered storage refuses the setting.
 	plain := DefaultConfig()
 	plain.DataDir = t.TempDir()

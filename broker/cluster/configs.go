@@ -76,6 +76,9 @@ func (c *Cluster) AlterConfig(name string, overrides map[string]string, validate
 	if err == nil {
 		err = c.checkRemoteStorage(cfg)
 	}
+	if err == nil {
+		err = c.checkRemoteStorageKept(entry.topic.Config, cfg)
+	}
 	if err != nil || validateOnly {
 		return err
 	}
@@ -108,6 +111,19 @@ func (c *Cluster) AlterConfig(name string, overrides map[string]string, validate
 	}
 	c.logger.Info("topic config changed", "topic", name, "overrides", len(overrides))
 	return nil
+}
+
+// checkRemoteStorageKept refuses turning remote.storage.enable off on a
+// topic that has it: its remote data would stay in the store with nothing
+// to read or expire it. Kafka refuses it too, unless
+// remote.log.delete.on.disable=true comes with it (KIP-950), which
+// millrace does not have.
+func (c *Cluster) checkRemoteStorageKept(old map[string]string, next log.Config) error {
+	before, err := c.effectiveConfig(old)
+	if err != nil || !before.RemoteStorageEnable || next.RemoteStorageEnable {
+		return nil
+	}
+	return fmt.Errorf("%w: remote.storage.enable cannot be turned off on a tiered topic: its remote data would be left in the store; to drop the remote data, delete the topic", ErrInvalidConfig)
 }
 
 // checkRemoteStorage refuses remote.storage.enable=true on a broker
