@@ -52,11 +52,11 @@ test: deps lint
 
 # The benchmarks of the data path and the parts it runs through: the
 # record batch codec, the partition log, the Kafka server's produce and
-# fetch, the group coordinator, the schema registry and its client, the
-# sinks. One short run of each (BENCHTIME) so the whole finishes in a few
+# fetch, the group coordinator, client quotas, tiered storage's remote
+# reads, the schema registry and its client, the sinks. One short run of each (BENCHTIME) so the whole finishes in a few
 # minutes; for medians to compare before and after a change, e.g. make
 # bench BENCHCOUNT=5 BENCHTIME=1s (docs/benchmarks.md).
-BENCH_PKGS = ./internal/recordbatch/ ./broker/log/ ./broker/kafka/ ./broker/group/ ./schemas/srclient/ ./schemas/registry/ ./sinks/...
+BENCH_PKGS = ./internal/recordbatch/ ./broker/log/ ./broker/kafka/ ./broker/group/ ./broker/quota/ ./broker/tier/ ./schemas/srclient/ ./schemas/registry/ ./sinks/...
 BENCHTIME ?= 100ms
 BENCHCOUNT ?= 1
 bench:
