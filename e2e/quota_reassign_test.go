@@ -91,10 +91,28 @@ type probeWindow struct {
 	from, to time.Time
 	p99      time.Duration
 	n        int
+	worst    []string // the produces at or over p99: latency@since from
 }
 
 func (w probeWindow) String() string {
-	return fmt.Sprintf("%v (%d produces over %v)", w.p99, w.n, w.to.Sub(w.from).Round(time.Millisecond))
+	return fmt.Sprintf("%v (%d produces over %v; %s)", w.p99, w.n, w.to.Sub(w.from).Round(time.Millisecond), strings.Join(w.worst, " "))
+}
+
+// window returns the produces started in [from, to) as a probeWindow.
+// Which of them were the slowest, and when, tells a pause of the machine
+// (anywhere, in either kind of window) from the move's own events (its
+// start and the new replica's joining the ISR).
+func (p *latencyProbe) window(from, to time.Time) probeWindow {
+	samples, _ := p.between(from, to)
+	w := probeWindow{from: from, to: to, p99: percentile(samples, 0.99), n: len(samples)}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.samples {
+		if !s.at.Before(from) && s.at.Before(to) && s.latency >= w.p99 {
+			w.worst = append(w.worst, fmt.Sprintf("%v@+%v", s.latency.Round(time.Millisecond), s.at.Sub(from).Round(time.Millisecond)))
+		}
+	}
+	return w
 }
 
 // medianP99 is the median of the windows' p99s (the upper one of an even
@@ -133,11 +151,11 @@ func TestQuotaClusterThrottledReassignment(t *testing.T) {
 	// Unthrottled, 6 MiB crosses loopback in a fraction of a second, a
 	// burst of disk writes and copies on a 2-core machine; at 2 MiB/s a
 	// move takes about 2 s (a second's worth at once, then the rate),
-	// long enough to measure the producer during it. Five moves give a
-	// median that two unlucky windows cannot move.
+	// long enough to measure the producer during it. Seven moves give a
+	// median that three unlucky windows cannot move.
 	const size, record = 6 << 20, 64 << 10
 	const rate = 2 << 20
-	const moves = 5
+	const moves = 7
 	c := startLocalCluster(t, 3, 1)
 	const leader = 1
 	followers := [2]int32{2, 3} // the partition's follower before and after each move, in turn
@@ -199,10 +217,6 @@ func TestQuotaClusterThrottledReassignment(t *testing.T) {
 		return len(samples) >= 50
 	})
 
-	window := func(from, to time.Time) probeWindow {
-		samples, _ := probe.between(from, to)
-		return probeWindow{from: from, to: to, p99: percentile(samples, 0.99), n: len(samples)}
-	}
 	// The leader's ISR, asked of the leader itself (its own metadata
 	// shows a new replica at once, the others' within their resync) over
 	// one connection, and polled alike during the moves and the quiet
@@ -232,7 +246,7 @@ func TestQuotaClusterThrottledReassignment(t *testing.T) {
 	for i := range moves {
 		from, to := followers[i%2], followers[(i+1)%2]
 		start, end := throttledMove(t, ctx, c, adm, isr, topic, leader, from, to)
-		during := window(start, end)
+		during := probe.window(start, end)
 		moving, took = append(moving, during), append(took, end.Sub(start))
 		// As long a quiet window, in produces, right after; the new
 		// replica stays in sync.
@@ -244,7 +258,7 @@ func TestQuotaClusterThrottledReassignment(t *testing.T) {
 			samples, _ := probe.between(calm, time.Now())
 			return len(samples) >= during.n
 		})
-		quiet = append(quiet, window(calm, time.Now()))
+		quiet = append(quiet, probe.window(calm, time.Now()))
 	}
 	_, perr := probe.between(warmUp, time.Now())
 	stopProbes()
