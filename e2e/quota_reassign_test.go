@@ -144,7 +144,11 @@ func medianP99(ws []probeWindow) time.Duration {
 // produces each, the third worst of each: one scheduler pause of a loaded
 // 2-core machine decided the test. Interleaved windows see the same load,
 // and the medians need a pause in most of the moves' windows and in few of
-// the quiet ones to tip.
+// the quiet ones to tip. Each move has events of its own that the quiet
+// windows do not (the leader epoch's bump as it starts, the ISR's
+// expansion as it ends, each a produce or two of up to 100 ms here): they
+// belong to a reassignment and count, but are a few of the 400 or so
+// produces of a move's window, which is why the windows are not shorter.
 func TestQuotaClusterThrottledReassignment(t *testing.T) {
 	t.Parallel()
 	const topic = "throttled-move"
@@ -275,7 +279,7 @@ func TestQuotaClusterThrottledReassignment(t *testing.T) {
 
 	// The token buckets let one second's worth through at once, and an
 	// answer may overdraw them by one batch (1 MiB at most: the filling
-	// producer's batch size). Unthrottled, a move of 16 MiB took 160 ms.
+	// producer's batch size). Unthrottled, these moves took 80 to 200 ms.
 	minimum := time.Duration(float64(size-rate-(1<<20)) / rate * float64(time.Second))
 	for i, d := range took {
 		if d < minimum {
@@ -285,8 +289,8 @@ func TestQuotaClusterThrottledReassignment(t *testing.T) {
 	// The baseline is a few milliseconds on loopback, where the shared
 	// 2-core machine's load, which the medians do not remove as it lasts
 	// across windows, moves every p99 by a few milliseconds alone; 5 ms
-	// of slack is that noise. One move of 16 MiB unthrottled took the p99
-	// from 3.6 ms to 13.4 ms.
+	// of slack is that noise. Unthrottled, the median p99 during these
+	// moves was 68 ms against 1.6 ms in the quiet windows.
 	const slack = 5 * time.Millisecond
 	if pMoving > 2*pQuiet+slack {
 		t.Errorf("median produce p99 during the moves %v, want within 2x of the %v in the quiet windows between them (+%v)", pMoving, pQuiet, slack)
