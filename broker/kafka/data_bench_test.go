@@ -124,22 +124,28 @@ func BenchmarkProducePipelined(b *testing.B) {
 		name       string
 		records    int
 		idempotent bool
-		// quotas runs the broker with a Limiter that records every
-		// request and throttles none: the cost of quotas being on.
-		quotas bool
+		// quotas is the broker's Limiter: nil for none.
+		quotas func() quota.Limiter
 	}{
 		// A producer at a steady rate sends small batches: the cost per
 		// request, not per byte.
-		{"batch=1KiB", 9, false, false},
-		{"batch=1KiB/quotas", 9, false, true},
-		{"batch=16KiB", 150, false, false},
-		{"batch=1MiB", 9000, false, false},
-		{"batch=1MiB/idempotent", 9000, true, false},
+		{"batch=1KiB", 9, false, nil},
+		// A Limiter that records every request and throttles none: the
+		// cost of the enforcer alone.
+		{"batch=1KiB/quotas", 9, false, func() quota.Limiter { return new(countingLimiter) }},
+		// The broker's own Manager holding quotas no request reaches: each
+		// Produce is resolved to its entity and taken from its token bucket.
+		{"batch=1KiB/quota-manager", 9, false, unreachedQuotas},
+		{"batch=16KiB", 150, false, nil},
+		{"batch=1MiB", 9000, false, nil},
+		{"batch=1MiB/idempotent", 9000, true, nil},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			var configure []func(*Config)
-			if bc.quotas {
-				configure = append(configure, func(c *Config) { c.Quotas = new(countingLimiter) })
+			var limiter quota.Limiter
+			if bc.quotas != nil {
+				limiter = bc.quotas()
+				configure = append(configure, func(c *Config) { c.Quotas = limiter })
 			}
 			addr, cl := startBenchBroker(b, configure...)
 			if _, err := cl.CreateTopic(cluster.TopicSpec{Name: "bench", Partitions: 1, ReplicationFactor: 1}, false); err != nil {
@@ -215,8 +221,23 @@ func BenchmarkProducePipelined(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportMetric(float64(b.N*bc.records)/b.Elapsed().Seconds(), "records/s")
+			if m, ok := limiter.(*quota.Manager); ok && m.Sensors() == 0 {
+				b.Fatal("the quota Manager measured no request: the benchmark did not go through it")
+			}
 		})
 	}
+}
+
+// unreachedQuotas is a quota Manager as a broker process wires one,
+// holding a producer_byte_rate on the benchmark client's ID and on the
+// default user, both far above what one connection can send (1 TB/s),
+// so every Produce goes through entity resolution, the token bucket and
+// the usage rate and none is throttled.
+func unreachedQuotas() quota.Limiter {
+	m := quota.NewManager(0)
+	m.Set(quota.ClientEntity("test-client"), map[quota.Kind]float64{quota.ProducerByteRate: 1e12})
+	m.Set(quota.UserEntity(quota.Default), map[quota.Kind]float64{quota.ProducerByteRate: 1e12})
+	return m
 }
 
 // countingLimiter counts what it is asked and throttles nothing, as a
