@@ -48,7 +48,7 @@ run: deps-run build
 # clients.
 test: deps lint
 	$(GO) test -race -count=1 -timeout 20m $(TESTFLAGS) $$($(GO) list ./... | grep -v '/e2e$$')
-	$(GO) test -count=1 -timeout 30m $(TESTFLAGS) ./e2e/...
+	$(GO) test -count=1 -timeout 40m $(TESTFLAGS) ./e2e/...
 
 # The benchmarks of the data path and the parts it runs through: the
 # record batch codec, the partition log, the Kafka server's produce and
