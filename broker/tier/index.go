@@ -59,7 +59,7 @@ func (x *Index) RemoteBounds(topic string, partition int32) (start, last int64, 
 }
 
 // SegmentFor returns the remote segment a read of offset starts in: the
-// first, by base offset, whose last offset is at or above offset. After a
+// first, in the state's order, whose last offset is at or above offset. After a
 // leader change segments may overlap (the new leader uploads a straddling
 // segment whole), and every reader must take the same one; the state keeps
 // last offsets increasing, so the first such segment is found by binary

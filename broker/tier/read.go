@@ -24,9 +24,9 @@ type RemoteIndex interface {
 	// topic is not tiered, or nothing is uploaded yet).
 	RemoteBounds(topic string, partition int32) (start, last int64, ok bool)
 	// SegmentFor returns the remote segment a read of offset starts in:
-	// of the segments whose LastOffset is at or above offset, the one
-	// with the lowest BaseOffset (the one holding offset, or the next one
-	// after a gap). ok is false when there is none.
+	// the first, in the state's order (last offsets increasing), whose
+	// LastOffset is at or above offset (the one holding offset, or the
+	// next one after a gap). ok is false when there is none.
 	SegmentFor(topic string, partition int32, offset int64) (Segment, bool)
 }
 
@@ -135,7 +135,7 @@ func (r *RemoteReader) aborted(ctx context.Context, req ReadRequest, segment Seg
 			return out, true, nil
 		}
 		next, ok := r.index.SegmentFor(req.Topic, req.Partition, segment.LastOffset+1)
-		if !ok || next.BaseOffset <= segment.BaseOffset {
+		if !ok || next.LastOffset <= segment.LastOffset {
 			return out, false, nil
 		}
 		segment = next

@@ -11,12 +11,13 @@ package tier
 //	 "log_start_offset": <first offset readable remotely>,
 //	 "segments": [ <Segment>, ... ]}
 //
-// Segments are sorted by base offset, each with a larger last offset than
-// the one before. Segment boundaries differ between replicas, so a leader
-// that takes over after another may upload a segment that starts below the
-// previous one's end (Kafka uploads such a straddling segment whole too):
-// ranges may overlap, and a reader of offset o wants the first segment
-// whose last offset is at least o (and o at least log_start_offset).
+// Segments are in upload order, each with a larger last offset than the
+// one before. Segment boundaries differ between replicas, so a leader that
+// takes over after another may upload a segment that starts below the
+// previous one's end, or even below its base (Kafka uploads such a
+// straddling segment whole too): ranges may overlap, and a reader of
+// offset o wants the first segment whose last offset is at least o (and o
+// at least log_start_offset).
 //
 // Every write is a compare-and-set on the node's version, so two writers
 // (a new leader and its deposed predecessor) cannot interleave, and a
