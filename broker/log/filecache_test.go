@@ -16,6 +16,7 @@ func cacheConfig() Config {
 	cfg := DefaultConfig()
 	cfg.SegmentBytes = 1000
 	cfg.IndexIntervalBytes = 100
+	cfg.FileDeleteDelay = 0 // a deleted segment's files go when nothing reads them
 	return cfg
 }
 

@@ -386,6 +386,7 @@ func TestSyncToWhileRetentionDeletesTheSegment(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.SegmentBytes = 300
 	cfg.RetentionBytes = 0 // every segment but the active one goes
+	cfg.FileDeleteDelay = 0
 	dir := t.TempDir()
 	l := openTest(t, dir, cfg, options{openFile: c.open})
 	defer l.Close()

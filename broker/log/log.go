@@ -46,6 +46,8 @@ type Log struct {
 
 	replace replaceState // segment replacement for the cleaner; see replace.go
 
+	retiring retiring // deleted segments waiting out file.delete.delay.ms; see retire.go
+
 	cleaner cleanerState // compaction progress; see cleaner.go
 
 	producers producerState // idempotent-producer state; its lock is taken before appendMu (producers.go)
@@ -940,6 +942,7 @@ func (l *Log) close(snapshot bool) error {
 	for _, s := range segments {
 		errs = append(errs, s.release())
 	}
+	errs = append(errs, l.closeRetiring())
 	return errors.Join(errs...)
 }
 

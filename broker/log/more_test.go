@@ -111,6 +111,7 @@ func TestRetentionWhileReading(t *testing.T) {
 	cfg.SegmentBytes = 4000
 	cfg.RetentionBytes = 20000
 	cfg.IndexIntervalBytes = 500
+	cfg.FileDeleteDelay = 0 // files go when no Slice holds them
 	l := openTest(t, t.TempDir(), cfg, options{now: clock.now})
 	defer l.Close()
 	var stop atomic.Bool

@@ -215,9 +215,7 @@ func (l *Log) swapLocked(w *SegmentWriter, run []*segment, first int) error {
 	l.logger.Info("replaced segments", "from", w.from, "to", w.to, "old_segments", len(old), "new_segments", len(w.segments))
 	replacements := w.segments
 	w.segments = nil // the log owns them now
-	for _, s := range old {
-		errs = append(errs, s.release())
-	}
+	errs = append(errs, l.retireLocked(old))
 	if l.replace.stop("swapped") {
 		return errStopped
 	}

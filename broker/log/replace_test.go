@@ -53,6 +53,7 @@ func replaceConfig() Config {
 	cfg := DefaultConfig()
 	cfg.SegmentBytes = 1500
 	cfg.IndexIntervalBytes = 150
+	cfg.FileDeleteDelay = 0 // replaced segments' files go when nothing reads them
 	return cfg
 }
 

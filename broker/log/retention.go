@@ -147,15 +147,7 @@ func (l *Log) deleteLeadingLocked(n int, why string) error {
 			return err
 		}
 	}
-	return releaseDoomed(doomed)
-}
-
-func releaseDoomed(doomed []*segment) error {
-	var errs []error
-	for _, s := range doomed {
-		errs = append(errs, s.markDeleted(), s.release())
-	}
-	return errors.Join(errs...)
+	return l.retireLocked(doomed)
 }
 
 // AdvanceStartOffset moves the log start offset up to offset (DeleteRecords)
@@ -333,7 +325,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 // afterTruncateLocked deletes doomed segments and lowers the recovery point,
 // the cleaner's first dirty offset and the epoch cache to end.
 func (l *Log) afterTruncateLocked(end int64, doomed []*segment) error {
-	errs := []error{releaseDoomed(doomed), l.truncateCleanerCheckpoint(end)}
+	errs := []error{l.retireLocked(doomed), l.truncateCleanerCheckpoint(end)}
 	l.noteTruncatedLocked(end)
 	if l.recoveryPoint > end {
 		l.recoveryPoint = end
