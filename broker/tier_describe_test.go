@@ -2,12 +2,10 @@ package broker
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"millrace/broker/tier"
@@ -20,23 +18,11 @@ import (
 // untiered topic's partitions do not have.
 func TestDescribeLogDirsOfATieredTopic(t *testing.T) {
 	t.Parallel()
-	cfg := DefaultConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.Kafka.Listener = "127.0.0.1:0"
-	cfg.RetentionCheckInterval = 20 * time.Millisecond
-	cfg.Tier.Enable, cfg.Tier.URL = true, "file://"+t.TempDir()
-	cfg.Tier.TaskInterval = 20 * time.Millisecond
-	b, stop := runBroker(t, cfg, slog.New(slog.DiscardHandler))
-	defer stop()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr().String()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	b, cl := startTieredBroker(t)
 	adm := kadm.NewClient(cl)
 	ctx := context.Background()
 	for topic, configs := range map[string]map[string]*string{
-		"tiered": {"remote.storage.enable": ptr("true"), "segment.bytes": ptr("400"), "local.retention.bytes": ptr("1")},
+		"tiered": tieredTopicConfig(),
 		"plain":  {"segment.bytes": ptr("400")},
 	} {
 		if resp, err := adm.CreateTopic(ctx, 1, 1, configs, topic); err != nil || resp.Err != nil {

@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -23,23 +22,9 @@ import (
 // cache.
 func TestTieredTopicIsReadFromTheRemoteStart(t *testing.T) {
 	t.Parallel()
-	cfg := DefaultConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.Kafka.Listener = "127.0.0.1:0"
-	cfg.RetentionCheckInterval = 20 * time.Millisecond
-	cfg.Tier.Enable, cfg.Tier.URL = true, "file://"+t.TempDir()
-	cfg.Tier.TaskInterval = 20 * time.Millisecond
-	b, stop := runBroker(t, cfg, slog.New(slog.DiscardHandler))
-	defer stop()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr().String()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	b, cl := startTieredBroker(t)
 	ctx := context.Background()
-	resp, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, map[string]*string{
-		"remote.storage.enable": ptr("true"), "segment.bytes": ptr("400"), "local.retention.bytes": ptr("1"),
-	}, "tiered")
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, tieredTopicConfig(), "tiered")
 	if err != nil || resp.Err != nil {
 		t.Fatalf("create: %v %v", err, resp.Err)
 	}

@@ -25,25 +25,11 @@ import (
 // INVALID_CONFIG, as in Kafka.
 func TestTieredTopicKeepsOnlyTheTailLocally(t *testing.T) {
 	t.Parallel()
-	cfg := DefaultConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.Kafka.Listener = "127.0.0.1:0"
-	cfg.RetentionCheckInterval = 20 * time.Millisecond
-	cfg.Tier.Enable, cfg.Tier.URL = true, "file://"+t.TempDir()
-	cfg.Tier.TaskInterval = 20 * time.Millisecond
-	b, stop := runBroker(t, cfg, slog.New(slog.DiscardHandler))
-	defer stop()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr().String()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	b, cl := startTieredBroker(t)
 	adm := kadm.NewClient(cl)
 	ctx := context.Background()
 
-	resp, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{
-		"remote.storage.enable": ptr("true"), "segment.bytes": ptr("400"), "local.retention.bytes": ptr("1"),
-	}, "tiered")
+	resp, err := adm.CreateTopic(ctx, 1, 1, tieredTopicConfig(), "tiered")
 	if err != nil || resp.Err != nil {
 		t.Fatalf("create: %v %v", err, resp.Err)
 	}
@@ -112,3 +98,30 @@ func TestTieredTopicKeepsOnlyTheTailLocally(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// startTieredBroker runs a broker whose remote storage is a file:// store
+// in a temporary directory, uploading and enforcing retention every 20 ms,
+// and returns it with a client of it; both stop when the test ends.
+func startTieredBroker(t *testing.T) (*Broker, *kgo.Client) {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Kafka.Listener = "127.0.0.1:0"
+	cfg.RetentionCheckInterval = 20 * time.Millisecond
+	cfg.Tier.Enable, cfg.Tier.URL = true, "file://"+t.TempDir()
+	cfg.Tier.TaskInterval = 20 * time.Millisecond
+	b, stop := runBroker(t, cfg, slog.New(slog.DiscardHandler))
+	t.Cleanup(stop)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr().String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return b, cl
+}
+
+// tieredTopicConfig is a topic that tiers every closed segment of its
+// 400-byte segments and keeps only the active one locally.
+func tieredTopicConfig() map[string]*string {
+	return map[string]*string{"remote.storage.enable": ptr("true"), "segment.bytes": ptr("400"), "local.retention.bytes": ptr("1")}
+}

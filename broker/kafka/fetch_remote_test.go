@@ -3,11 +3,9 @@ package kafka
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,7 +14,7 @@ import (
 
 	"millrace/broker/log"
 	"millrace/broker/tier"
-	"millrace/store"
+	"millrace/store/storetest"
 )
 
 // remoteFixture is a broker whose partition "old"/0 has its closed
@@ -25,7 +23,7 @@ import (
 // a partition "new"/0 that is all local.
 type remoteFixture struct {
 	tb         *testBroker
-	store      *slowStore
+	store      *storetest.Gated
 	cache      *tier.Cache
 	segments   []tier.Segment
 	localStart int64
@@ -33,42 +31,6 @@ type remoteFixture struct {
 	// firstTimestamp is the timestamp of "old"/0's first batch; batch i
 	// holds offsets 2i and 2i+1 at firstTimestamp+10i and one more.
 	firstTimestamp int64
-}
-
-// slowStore is a file store whose Opens wait while it is held: an object
-// store that stops answering.
-type slowStore struct {
-	store.Store
-	mu   sync.Mutex // guards gate
-	gate chan struct{}
-}
-
-func (s *slowStore) Open(ctx context.Context, name string) (store.Reader, error) {
-	s.mu.Lock()
-	gate := s.gate
-	s.mu.Unlock()
-	if gate != nil {
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	return s.Store.Open(ctx, name)
-}
-
-// hold makes Opens wait until release is called.
-func (s *slowStore) hold() (release func()) {
-	gate := make(chan struct{})
-	s.mu.Lock()
-	s.gate = gate
-	s.mu.Unlock()
-	return sync.OnceFunc(func() {
-		s.mu.Lock()
-		s.gate = nil
-		s.mu.Unlock()
-		close(gate)
-	})
 }
 
 // testRemoteIndex is a tier.RemoteIndex over fixed segments of "old"/0.
@@ -94,12 +56,7 @@ func (x *testRemoteIndex) SegmentFor(topic string, partition int32, offset int64
 
 func startRemoteFixture(t *testing.T, maxWait time.Duration) *remoteFixture {
 	t.Helper()
-	fs, err := store.NewFile(t.TempDir(), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fs.Close() })
-	f := &remoteFixture{store: &slowStore{Store: fs}}
+	f := &remoteFixture{store: storetest.NewGated(t)}
 	index := &testRemoteIndex{}
 	side, err := tier.OpenReadSide(f.store, index, tier.ReadConfig{Cache: tier.CacheConfig{Bytes: 1 << 20}, Pool: tier.ReadPoolConfig{Threads: 2, MaxWait: maxWait}}, nil)
 	if err != nil {
@@ -140,7 +97,7 @@ func startRemoteFixture(t *testing.T, maxWait time.Duration) *remoteFixture {
 			if err != nil {
 				t.Fatal(err)
 			}
-			putObject(t, fs, seg.Key+suffix, b)
+			storetest.Put(t, f.store, seg.Key+suffix, b)
 		}
 		f.segments = append(f.segments, seg)
 	}
@@ -153,22 +110,6 @@ func startRemoteFixture(t *testing.T, maxWait time.Duration) *remoteFixture {
 		t.Fatal(err)
 	}
 	return f
-}
-
-func putObject(t *testing.T, st store.Store, name string, data []byte) {
-	t.Helper()
-	ctx := context.Background()
-	obj, err := st.Create(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer obj.Abort(ctx)
-	if _, err := obj.Write(data); err != nil {
-		t.Fatal(err)
-	}
-	if err := obj.Publish(ctx); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // A consumer reads a tiered partition from offset 0 across the boundary
@@ -281,7 +222,7 @@ func TestListOffsetsOfATieredPartition(t *testing.T) {
 func TestRemoteFetchDoesNotHoldTheLocalTail(t *testing.T) {
 	t.Parallel()
 	f := startRemoteFixture(t, 100*time.Millisecond)
-	release := f.store.hold()
+	release := f.store.Hold()
 	defer release()
 	c := dial(t, f.tb.addr)
 	mixed := fetchRequest(12, 10*time.Second, 1, 1<<20, fetchPart{topic: "old", offset: 0, maxBytes: 1 << 20}, fetchPart{topic: "new", offset: 0, maxBytes: 1 << 20})

@@ -94,7 +94,7 @@ func TestListOffsetsByTimestampOfATieredPartition(t *testing.T) {
 func TestListOffsetsByTimestampWhenTheStoreIsSlow(t *testing.T) {
 	t.Parallel()
 	f := startRemoteFixture(t, 50*time.Millisecond)
-	release := f.store.hold()
+	release := f.store.Hold()
 	defer release()
 	c := dial(t, f.tb.addr)
 	sp := c.roundTrip(listOffsetsRequest(10, f.firstTimestamp+10, 50*time.Millisecond), 1).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]

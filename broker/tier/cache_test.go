@@ -12,6 +12,7 @@ import (
 
 	"millrace/internal/waitfor"
 	"millrace/store"
+	"millrace/store/storetest"
 )
 
 const testChunk = 16
@@ -28,9 +29,9 @@ func testData(n int) []byte {
 // fetched once, and read again from memory.
 func TestCacheReadsAcrossChunks(t *testing.T) {
 	t.Parallel()
-	st := newGatedStore(t)
+	st := storetest.NewGated(t)
 	data := testData(50) // chunks of 16, 16, 16 and 2
-	st.put(t, "a.log", data)
+	storetest.Put(t, st, "a.log", data)
 	c := newTestCache(t, st, CacheConfig{Bytes: 1 << 20}, prometheus.NewRegistry())
 	o := c.Object(context.Background(), "a.log")
 	if n, err := o.Size(); n != 50 || err != nil {
@@ -46,8 +47,8 @@ func TestCacheReadsAcrossChunks(t *testing.T) {
 		t.Errorf("ReadAt past the end = %d, %v; want 2 and io.EOF", n, err)
 	}
 	s := c.Stats()
-	if s.Fetches != 4 || st.openCount("a.log") != 4 || s.Chunks != 4 {
-		t.Errorf("stats %+v, opens %d; want 4 chunks fetched once each", s, st.openCount("a.log"))
+	if s.Fetches != 4 || st.Opens("a.log") != 4 || s.Chunks != 4 {
+		t.Errorf("stats %+v, opens %d; want 4 chunks fetched once each", s, st.Opens("a.log"))
 	}
 	if s.Hits == 0 {
 		t.Errorf("stats %+v: no hits", s)
@@ -58,8 +59,8 @@ func TestCacheReadsAcrossChunks(t *testing.T) {
 // chunk first.
 func TestCacheEvictsLeastRecentlyUsed(t *testing.T) {
 	t.Parallel()
-	st := newGatedStore(t)
-	st.put(t, "a.log", testData(4*testChunk))
+	st := storetest.NewGated(t)
+	storetest.Put(t, st, "a.log", testData(4*testChunk))
 	c := newTestCache(t, st, CacheConfig{Bytes: 2 * (testChunk + chunkOverhead)}, nil)
 	o := c.Object(context.Background(), "a.log")
 	read := func(chunk int) {
@@ -89,11 +90,11 @@ func TestCacheEvictsLeastRecentlyUsed(t *testing.T) {
 // stops waiting, and the fetch still fills the cache.
 func TestCacheSingleFlight(t *testing.T) {
 	t.Parallel()
-	st := newGatedStore(t)
+	st := storetest.NewGated(t)
 	data := testData(testChunk)
-	st.put(t, "a.log", data)
+	storetest.Put(t, st, "a.log", data)
 	c := newTestCache(t, st, CacheConfig{}, nil)
-	release := st.hold()
+	release := st.Hold()
 	defer release()
 	const readers = 4
 	var wg sync.WaitGroup
@@ -124,7 +125,7 @@ func TestCacheSingleFlight(t *testing.T) {
 			t.Errorf("reader %d got %x", i, b)
 		}
 	}
-	if n := st.openCount("a.log"); n != 1 {
+	if n := st.Opens("a.log"); n != 1 {
 		t.Errorf("%d fetches of one chunk; want 1", n)
 	}
 }
@@ -132,12 +133,12 @@ func TestCacheSingleFlight(t *testing.T) {
 // A failed fetch is not cached: the next read tries again.
 func TestCacheDoesNotKeepFailures(t *testing.T) {
 	t.Parallel()
-	st := newGatedStore(t)
+	st := storetest.NewGated(t)
 	c := newTestCache(t, st, CacheConfig{}, nil)
 	if _, err := c.Object(context.Background(), "a.log").Size(); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("missing object: %v; want store.ErrNotFound", err)
 	}
-	st.put(t, "a.log", testData(3))
+	storetest.Put(t, st, "a.log", testData(3))
 	if n, err := c.Object(context.Background(), "a.log").Size(); n != 3 || err != nil {
 		t.Fatalf("Size = %d, %v after the object appeared", n, err)
 	}

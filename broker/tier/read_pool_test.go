@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"millrace/internal/waitfor"
+	"millrace/store/storetest"
 )
 
 // blockingReader answers each read with its request's MaxBytes as
@@ -106,8 +107,8 @@ func TestReadPoolClose(t *testing.T) {
 func TestReadMetricsRegister(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
-	st := newGatedStore(t)
-	st.put(t, "a.log", testData(3))
+	st := storetest.NewGated(t)
+	storetest.Put(t, st, "a.log", testData(3))
 	side, err := OpenReadSide(st, &fakeIndex{}, ReadConfig{}, reg)
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	"millrace/broker/log"
 	"millrace/internal/recordbatch/batchtest"
+	"millrace/store/storetest"
 )
 
 // fakeIndex is a RemoteIndex over a fixed list of segments per partition.
@@ -48,7 +49,7 @@ func (f *fakeIndex) SegmentFor(topic string, partition int32, offset int64) (Seg
 // copied into a store, file by file, as the write side uploads them.
 type tieredLog struct {
 	local    *log.Log
-	store    *gatedStore
+	store    *storetest.Gated
 	index    *fakeIndex
 	segments []Segment
 }
@@ -86,7 +87,7 @@ func newTieredLogSized(t testing.TB, topic string, partition int32, batches, val
 	if err := l.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	tl := &tieredLog{local: l, store: newGatedStore(t), index: &fakeIndex{segments: map[log.TopicPartition][]Segment{}}}
+	tl := &tieredLog{local: l, store: storetest.NewGated(t), index: &fakeIndex{segments: map[log.TopicPartition][]Segment{}}}
 	for _, s := range l.Segments() {
 		if s.Size == 0 {
 			continue // the new active segment
@@ -97,7 +98,7 @@ func newTieredLogSized(t testing.TB, topic string, partition int32, batches, val
 			if err != nil {
 				t.Fatal(err)
 			}
-			tl.store.put(t, seg.Key+suffix, b)
+			storetest.Put(t, tl.store, seg.Key+suffix, b)
 		}
 		tl.segments = append(tl.segments, seg)
 	}
@@ -209,15 +210,15 @@ func TestReadSegmentRefusesDamage(t *testing.T) {
 	data := make([]byte, b.Size())
 	b.ReadAt(data, 0)
 	b.Close()
-	tl.store.put(t, long.Key+LogSuffix, append(data, make([]byte, 100)...)) // zeros: a bad header
-	tl.store.put(t, long.Key+IndexSuffix, nil)
+	storetest.Put(t, tl.store, long.Key+LogSuffix, append(data, make([]byte, 100)...)) // zeros: a bad header
+	storetest.Put(t, tl.store, long.Key+IndexSuffix, nil)
 	if _, err := ReadSegment(context.Background(), c, long, seg.LastOffset+1, 1<<20, 1<<40); !errors.Is(err, log.ErrCorruptBatch) {
 		t.Errorf("zeros after the batches: %v; want ErrCorruptBatch", err)
 	}
 	torn := seg
 	torn.Key = "damaged/torn"
-	tl.store.put(t, torn.Key+LogSuffix, data)
-	tl.store.put(t, torn.Key+IndexSuffix, make([]byte, 7))
+	storetest.Put(t, tl.store, torn.Key+LogSuffix, data)
+	storetest.Put(t, tl.store, torn.Key+IndexSuffix, make([]byte, 7))
 	if _, err := ReadSegment(context.Background(), c, torn, 0, 1<<20, 1<<40); err == nil {
 		t.Error("a torn index was read")
 	}
@@ -238,8 +239,8 @@ func TestReadCollectsAbortedTransactions(t *testing.T) {
 	inS0 := log.AbortedTxn{ProducerID: 1, FirstOffset: s0.BaseOffset + 1, LastOffset: s1.BaseOffset + 1, LastStableOffset: s0.BaseOffset + 2}
 	inS1 := log.AbortedTxn{ProducerID: 2, FirstOffset: s1.BaseOffset + 2, LastOffset: s1.BaseOffset + 3, LastStableOffset: s1.BaseOffset + 4}
 	late := log.AbortedTxn{ProducerID: 3, FirstOffset: s1.LastOffset, LastOffset: s2.BaseOffset + 1, LastStableOffset: s2.BaseOffset + 2}
-	tl.store.put(t, s1.Key+TxnIndexSuffix, encodeTxnEntries(inS0, inS1))
-	tl.store.put(t, s2.Key+TxnIndexSuffix, encodeTxnEntries(late))
+	storetest.Put(t, tl.store, s1.Key+TxnIndexSuffix, encodeTxnEntries(inS0, inS1))
+	storetest.Put(t, tl.store, s2.Key+TxnIndexSuffix, encodeTxnEntries(late))
 	r := NewRemoteReader(tl.index, newTestCache(t, tl.store, CacheConfig{}, nil))
 	read := func(offset, maxOffset int64) Batches {
 		t.Helper()

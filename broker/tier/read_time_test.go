@@ -90,7 +90,7 @@ func TestOffsetForTimestampFromTheRemoteStart(t *testing.T) {
 func TestOffsetForTimestampEndsWithItsContext(t *testing.T) {
 	t.Parallel()
 	tl := newTieredLog(t, "clicks", 0, 30)
-	release := tl.store.hold()
+	release := tl.store.Hold()
 	defer release()
 	r := NewRemoteReader(tl.index, newTestCache(t, tl.store, CacheConfig{}, nil))
 	ctx, cancel := context.WithCancel(context.Background())

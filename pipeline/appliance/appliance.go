@@ -237,6 +237,20 @@ func (a *Appliance) startBroker() error {
 	return nil
 }
 
+// admin returns an admin client of the appliance's brokers, through its
+// security settings; the caller closes it.
+func (a *Appliance) admin() (*kadm.Client, error) {
+	security, err := a.cfg.Security.Opts()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append(security, kgo.SeedBrokers(a.brokers...))...)
+	if err != nil {
+		return nil, err
+	}
+	return kadm.NewClient(cl), nil
+}
+
 // createTopics creates the configured topics that do not exist yet and,
 // with the embedded broker, every other topic the appliance's parts write
 // to (see usedTopics), since that broker does not create topics on demand.
@@ -248,16 +262,11 @@ func (a *Appliance) createTopics(ctx context.Context) error {
 	if len(topics) == 0 {
 		return nil
 	}
-	security, err := a.cfg.Security.Opts()
+	adm, err := a.admin()
 	if err != nil {
 		return err
 	}
-	cl, err := kgo.NewClient(append(security, kgo.SeedBrokers(a.brokers...))...)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	defer adm.Close()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for _, t := range topics {

@@ -37,7 +37,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.yaml.in/yaml/v3"
 
 	"millrace/agents/ship"
@@ -326,16 +325,11 @@ func (a *Appliance) applyQuotas(ctx context.Context) error {
 	if len(want) == 0 && len(last) == 0 {
 		return nil
 	}
-	security, err := a.cfg.Security.Opts()
+	adm, err := a.admin()
 	if err != nil {
 		return err
 	}
-	cl, err := kgo.NewClient(append(security, kgo.SeedBrokers(a.brokers...))...)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	defer adm.Close()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	described, err := adm.DescribeClientQuotas(ctx, false, nil)

@@ -60,22 +60,6 @@ func Run(t *testing.T, cfg Config) {
 	}
 }
 
-func put(t *testing.T, s store.Store, name string, data []byte) {
-	t.Helper()
-	ctx := context.Background()
-	o, err := s.Create(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Abort(ctx)
-	if _, err := o.Write(data); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Publish(ctx); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func read(t *testing.T, s store.Store, name string) []byte {
 	t.Helper()
 	r, err := s.Open(context.Background(), name)
@@ -203,7 +187,7 @@ func testLargeObject(t *testing.T, s store.Store, cfg Config) {
 }
 
 func testEmptyObject(t *testing.T, s store.Store, _ Config) {
-	put(t, s, "a/_SUCCESS", nil)
+	Put(t, s, "a/_SUCCESS", nil)
 	if got := read(t, s, "a/_SUCCESS"); len(got) != 0 {
 		t.Errorf("empty object has %d bytes", len(got))
 	}
@@ -218,7 +202,7 @@ func testEmptyObject(t *testing.T, s store.Store, _ Config) {
 func testPublishNeverReplaces(t *testing.T, s store.Store, cfg Config) {
 	ctx := context.Background()
 	const name = "t/part-1-5-9.parquet"
-	put(t, s, name, []byte("first copy"))
+	Put(t, s, name, []byte("first copy"))
 	for _, size := range []int{6, cfg.LargeObject} {
 		o, err := s.Create(ctx, name)
 		if err != nil {
@@ -247,7 +231,7 @@ func testPublishNeverReplaces(t *testing.T, s store.Store, cfg Config) {
 	if err := s.Remove(ctx, name); err != nil {
 		t.Fatal(err)
 	}
-	put(t, s, name, []byte("second"))
+	Put(t, s, name, []byte("second"))
 	if got := read(t, s, name); string(got) != "second" {
 		t.Errorf("content after Remove and Publish %q", got)
 	}
@@ -337,7 +321,7 @@ func testRacingPublishes(t *testing.T, s store.Store, _ Config) {
 
 func testAbort(t *testing.T, s store.Store, _ Config) {
 	ctx := context.Background()
-	put(t, s, "t/kept", []byte("old"))
+	Put(t, s, "t/kept", []byte("old"))
 	o, err := s.Create(ctx, "t/kept")
 	if err != nil {
 		t.Fatal(err)
@@ -375,7 +359,7 @@ func testListPrefix(t *testing.T, s store.Store, _ Config) {
 		"logs/dt=2024-05-01/hr=10/part-0-0.parquet",
 	}
 	for i := len(all) - 1; i >= 0; i-- {
-		put(t, s, all[i], []byte(all[i]))
+		Put(t, s, all[i], []byte(all[i]))
 	}
 	cases := map[string][]string{
 		"":                                  all,
@@ -397,8 +381,8 @@ func testListPrefix(t *testing.T, s store.Store, _ Config) {
 
 func testRemove(t *testing.T, s store.Store, _ Config) {
 	ctx := context.Background()
-	put(t, s, "r/a", []byte("a"))
-	put(t, s, "r/b", []byte("b"))
+	Put(t, s, "r/a", []byte("a"))
+	Put(t, s, "r/b", []byte("b"))
 	if err := s.Remove(ctx, "r/a"); err != nil {
 		t.Fatal(err)
 	}
@@ -418,7 +402,7 @@ func testRemove(t *testing.T, s store.Store, _ Config) {
 // other partitions' objects in progress are left alone.
 func testCleanup(t *testing.T, s store.Store, cfg Config) {
 	ctx := context.Background()
-	put(t, s, "c/dt=2024-05-01/hr=10/part-3-0.parquet", []byte("published"))
+	Put(t, s, "c/dt=2024-05-01/hr=10/part-3-0.parquet", []byte("published"))
 	create := func(name string) store.Object {
 		o, err := s.Create(ctx, name)
 		if err != nil {
