@@ -172,15 +172,7 @@ func TestUpSetsQuotas(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := map[string]map[string]float64{}
-		for _, d := range described {
-			values := map[string]float64{}
-			for _, v := range d.Values {
-				values[v.Key] = v.Value
-			}
-			out[fmt.Sprint(d.Entity)] = values
-		}
-		return out
+		return quotasByEntity(described)
 	}
 	sink, console := "{client-id=millrace-sink}", "{client-id=millrace-monitor}"
 	got := describe(cfg, func(adm *kadm.Client) {
@@ -340,14 +332,7 @@ func TestUpSetsQuotasOnUsersWhenSecure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]map[string]float64{}
-	for _, d := range described {
-		values := map[string]float64{}
-		for _, v := range d.Values {
-			values[v.Key] = v.Value
-		}
-		got[fmt.Sprint(d.Entity)] = values
-	}
+	got := quotasByEntity(described)
 	want := map[string]map[string]float64{
 		"{user=" + SinkUser + "}":    {"consumer_byte_rate": DefaultSinkConsumerByteRate, "request_percentage": DefaultSinkRequestPercentage},
 		"{user=" + ConsoleUser + "}": {"request_percentage": DefaultConsoleRequestPercentage},
@@ -358,4 +343,18 @@ func TestUpSetsQuotasOnUsersWhenSecure(t *testing.T) {
 	if _, err := describe(ConsoleUser); err == nil {
 		t.Error("the console's user read the quotas: it has no DescribeConfigs on the cluster")
 	}
+}
+
+// quotasByEntity maps a DescribeClientQuotas answer by entity, as
+// "{user=...}", to its quotas' values by key.
+func quotasByEntity(described []kadm.DescribedClientQuota) map[string]map[string]float64 {
+	out := map[string]map[string]float64{}
+	for _, d := range described {
+		values := map[string]float64{}
+		for _, v := range d.Values {
+			values[v.Key] = v.Value
+		}
+		out[fmt.Sprint(d.Entity)] = values
+	}
+	return out
 }
