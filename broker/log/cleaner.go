@@ -329,7 +329,7 @@ func (l *Log) Clean(ctx context.Context, o CleanOptions) (CleanResult, error) {
 			}
 			res.RecordsRemoved += removed
 			if len(out) >= cleanerReadBytes {
-				if err := o.Throttle.wait(ctx, len(out)); err != nil {
+				if err := o.Throttle.Wait(ctx, len(out)); err != nil {
 					return false, err
 				}
 				err, out = w.Append(out), out[:0]
@@ -338,7 +338,7 @@ func (l *Log) Clean(ctx context.Context, o CleanOptions) (CleanResult, error) {
 			return true, nil
 		})
 		if err == nil && len(out) > 0 {
-			if err = o.Throttle.wait(ctx, len(out)); err == nil {
+			if err = o.Throttle.Wait(ctx, len(out)); err == nil {
 				err = w.Append(out)
 			}
 		}

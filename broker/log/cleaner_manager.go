@@ -59,8 +59,8 @@ func (c CleanerConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Throttle paces the cleaner's I/O to a rate shared by all its threads. A
-// nil Throttle does not pace.
+// Throttle paces I/O to a rate shared by all its users: the cleaner's
+// threads, tiered storage's uploads. A nil Throttle does not pace.
 type Throttle struct {
 	rate float64 // bytes per second
 
@@ -77,8 +77,8 @@ func NewThrottle(bytesPerSecond float64) *Throttle {
 	return &Throttle{rate: bytesPerSecond}
 }
 
-// wait blocks until n more bytes fit the rate, or ctx ends.
-func (t *Throttle) wait(ctx context.Context, n int) error {
+// Wait blocks until n more bytes fit the rate, or ctx ends.
+func (t *Throttle) Wait(ctx context.Context, n int) error {
 	if t == nil {
 		return ctx.Err()
 	}
@@ -104,7 +104,7 @@ func (t *Throttle) wait(ctx context.Context, n int) error {
 
 // bind returns wait bound to ctx, as scanBatches takes it.
 func (t *Throttle) bind(ctx context.Context) func(int) error {
-	return func(n int) error { return t.wait(ctx, n) }
+	return func(n int) error { return t.Wait(ctx, n) }
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -437,7 +437,7 @@ func TestThrottlePaces(t *testing.T) {
 	th := NewThrottle(1 << 20)
 	start := time.Now()
 	for range 6 {
-		if err := th.wait(context.Background(), 64<<10); err != nil {
+		if err := th.Wait(context.Background(), 64<<10); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -447,7 +447,7 @@ func TestThrottlePaces(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := th.wait(ctx, 1<<30); !errors.Is(err, context.Canceled) {
+	if err := th.Wait(ctx, 1<<30); !errors.Is(err, context.Canceled) {
 		t.Fatalf("wait after cancel: %v", err)
 	}
 	if NewThrottle(DefaultCleanerConfig().IOMaxBytesPerSecond) != nil {

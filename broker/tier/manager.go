@@ -67,6 +67,9 @@ type Manager struct {
 	// uploadTimeoutBase is the least time one object's upload may take
 	// (upload.go); a field so that tests can shorten it.
 	uploadTimeoutBase time.Duration
+	// copyThrottle paces uploads to remote.log.manager.copy.max.bytes.per.second;
+	// nil: unlimited.
+	copyThrottle *log.Throttle
 
 	mu sync.Mutex // guards the following
 	// swept is when each partition was last swept, and at which leader
@@ -118,7 +121,7 @@ func New(cfg Config, st store.Store, cs coord.Store, host Host, reg prometheus.R
 	return &Manager{cfg: cfg, store: st, coord: cs, host: host, metrics: mx, now: time.Now, uploadTimeoutBase: uploadTimeoutBase,
 		logger: logger.With("component", "tier"), swept: map[log.TopicPartition]sweepMark{},
 		topics: map[string]string{}, vanished: map[string]time.Time{}, remote: map[log.TopicPartition]Remote{},
-		index: host.Index}, nil
+		index: host.Index, copyThrottle: cfg.copyThrottle()}, nil
 }
 
 // Index is the remote state of the partitions this broker hosts, for the

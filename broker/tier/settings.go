@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/url"
 	"time"
 
+	"millrace/broker/log"
 	"millrace/internal/settings"
 	"millrace/store"
 )
@@ -35,6 +37,13 @@ type Config struct {
 	// Kafka's) is how often the broker looks for segments to upload and
 	// remote segments to expire.
 	TaskInterval time.Duration
+	// CopyMaxBytesPerSecond (remote.log.manager.copy.max.bytes.per.second,
+	// default unlimited, as Kafka's) bounds how fast this broker uploads,
+	// its partitions together. Besides sparing the link to the store, a
+	// bound spreads each segment's upload (reading, spooling, sending,
+	// and on a shared host the store's own work) over time instead of
+	// running it in one burst beside produce.
+	CopyMaxBytesPerSecond int64
 	// SweepGrace (millrace.remote.storage.sweep.grace.ms, default 1 h;
 	// Kafka has no such setting) is how old an object under a partition's
 	// prefix that its remote state does not reference must be before the
@@ -55,7 +64,7 @@ type Config struct {
 
 // DefaultConfig returns the defaults: tiered storage off.
 func DefaultConfig() Config {
-	return Config{TaskInterval: 30 * time.Second, SweepGrace: time.Hour, Read: ReadConfig{
+	return Config{TaskInterval: 30 * time.Second, SweepGrace: time.Hour, CopyMaxBytesPerSecond: math.MaxInt64, Read: ReadConfig{
 		Cache: CacheConfig{Bytes: DefaultCacheBytes},
 		Pool:  ReadPoolConfig{Threads: DefaultReaderThreads, MaxPending: DefaultMaxPending, MaxWait: DefaultRemoteMaxWait},
 	}}
@@ -65,6 +74,9 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	if c.TaskInterval <= 0 {
 		return fmt.Errorf("tier: remote.log.manager.task.interval.ms must be positive, not %v", c.TaskInterval)
+	}
+	if c.CopyMaxBytesPerSecond <= 0 {
+		return fmt.Errorf("tier: remote.log.manager.copy.max.bytes.per.second must be positive, not %d", c.CopyMaxBytesPerSecond)
 	}
 	if c.SweepGrace <= 0 {
 		return fmt.Errorf("tier: millrace.remote.storage.sweep.grace.ms must be positive, not %v", c.SweepGrace)
@@ -88,6 +100,17 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// copyThrottle is the pace of uploads, nil when unlimited.
+func (c Config) copyThrottle() *log.Throttle {
+	if c.CopyMaxBytesPerSecond == math.MaxInt64 {
+		return nil
+	}
+	return log.NewThrottle(float64(c.CopyMaxBytesPerSecond))
+}
+
+// copyRate is the upload rate the copy quota allows, in bytes per second.
+func (c Config) copyRate() float64 { return float64(c.CopyMaxBytesPerSecond) }
+
 // OpenStore opens the object store the URL names.
 func (c Config) OpenStore(ctx context.Context, logger *slog.Logger) (store.Store, error) {
 	st, err := store.Open(ctx, c.URL, store.Options{S3Endpoint: c.S3Endpoint, S3Region: c.S3Region, Logger: logger})
@@ -106,6 +129,7 @@ var Settings = settings.NewList[Config](func(name, _ string, err error) error {
 	settings.Str("millrace.remote.storage.s3.endpoint", settings.String, "the S3 server of an s3:// remote storage URL; empty: https://s3.amazonaws.com", func(c *Config) *string { return &c.S3Endpoint }),
 	settings.Str("millrace.remote.storage.s3.region", settings.String, "the S3 region of an s3:// remote storage URL; empty: us-east-1", func(c *Config) *string { return &c.S3Region }),
 	settings.Ms("remote.log.manager.task.interval.ms", "how often segments are uploaded and remote retention runs", func(c *Config) *time.Duration { return &c.TaskInterval }),
+	settings.Integer("remote.log.manager.copy.max.bytes.per.second", settings.Long, 64, "the most bytes per second this broker uploads, its partitions together; the default is unlimited", func(c *Config) *int64 { return &c.CopyMaxBytesPerSecond }),
 	settings.Ms("millrace.remote.storage.sweep.grace.ms", "how old an unreferenced remote object must be before the sweep removes it", func(c *Config) *time.Duration { return &c.SweepGrace }),
 	settings.Integer("millrace.remote.fetch.cache.bytes", settings.Long, 64, "memory for chunks of remote segments read by fetches below the local log; 0: the default", func(c *Config) *int64 { return &c.Read.Cache.Bytes }),
 	settings.Integer("remote.log.reader.threads", settings.Int, 0, "goroutines reading remote segments for fetches; 0: the default", func(c *Config) *int { return &c.Read.Pool.Threads }),

@@ -60,7 +60,30 @@ const (
 
 // uploadTimeout is the deadline of one object's upload of size bytes.
 func (m *Manager) uploadTimeout(size int64) time.Duration {
-	return m.uploadTimeoutBase + time.Duration(float64(size)/uploadMinRate*float64(time.Second))
+	rate := min(uploadMinRate, m.cfg.copyRate())
+	return m.uploadTimeoutBase + time.Duration(float64(size)/rate*float64(time.Second))
+}
+
+// copyChunk is the most an upload under the copy quota reads at a time:
+// small, so the quota spreads the upload's work evenly.
+const copyChunk = 64 << 10
+
+// pacedReader reads r no faster than the copy quota lets it.
+type pacedReader struct {
+	ctx      context.Context
+	r        io.Reader
+	throttle *log.Throttle
+}
+
+func (p pacedReader) Read(b []byte) (int, error) {
+	if len(b) > copyChunk {
+		b = b[:copyChunk]
+	}
+	n, err := p.r.Read(b)
+	if werr := p.throttle.Wait(p.ctx, n); werr != nil && err == nil {
+		err = fmt.Errorf("tier: waiting for the copy quota (remote.log.manager.copy.max.bytes.per.second): %w", werr)
+	}
+	return n, err
 }
 
 // producerSnapshotFile is the producer state snapshot's name in a
@@ -171,6 +194,9 @@ func (m *Manager) putFile(ctx context.Context, name, path string, limit int64, m
 		return 0, fmt.Errorf("tier: uploading %s: %w", name, err)
 	}
 	defer obj.Abort(ctx)
+	if m.copyThrottle != nil {
+		r = pacedReader{ctx: tctx, r: r, throttle: m.copyThrottle}
+	}
 	n, err := io.Copy(obj, r)
 	if err != nil {
 		return 0, fmt.Errorf("tier: uploading %s from %s: %w", name, path, err)

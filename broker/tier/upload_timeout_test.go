@@ -86,3 +86,39 @@ func TestUploadToAStoreThatStopsAnswering(t *testing.T) {
 		t.Fatalf("objects published by failed uploads: %v", objects)
 	}
 }
+
+// TestCopyQuotaPacesUploads: under remote.log.manager.copy.max.bytes.per.second
+// a round's uploads take at least their bytes' time at that rate (less the
+// tenth of a second the throttle lets through at once), each object's
+// deadline allows for the rate, and every segment is still recorded.
+func TestCopyQuotaPacesUploads(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	l := openTieredLog(t, 2, 2)
+	p := leader(l, 1)
+	const rate = 1000 // bytes per second: the two segments take over half a second
+	cfg := DefaultConfig()
+	cfg.Enable, cfg.URL = true, "file://"+e.store.Root()
+	cfg.CopyMaxBytesPerSecond = rate
+	m, err := New(cfg, e.store, e.coord, Host{Partitions: func() []Partition { return []Partition{p} }}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, want := m.uploadTimeout(rate), m.uploadTimeoutBase+time.Second; d != want {
+		t.Fatalf("the deadline of an object of one second's quota: %v, want %v", d, want)
+	}
+	start := time.Now()
+	m.RunOnce(context.Background())
+	took := time.Since(start)
+	if st := e.state(); len(st.Segments) != 2 {
+		t.Fatalf("remote ranges %v after a paced round, want both closed segments", ranges(st))
+	}
+	uploaded := testutil.ToFloat64(m.metrics.uploadedBytes)
+	if least := time.Duration(uploaded/rate*float64(time.Second)) - 100*time.Millisecond; uploaded < rate/2 || took < least {
+		t.Fatalf("%v bytes uploaded in %v; at %d bytes/s it takes at least %v", uploaded, took, rate, least)
+	}
+	cfg.CopyMaxBytesPerSecond = 0
+	if err := cfg.Validate(); err == nil {
+		t.Fatal("a copy quota of 0 bytes/s accepted")
+	}
+}
