@@ -65,13 +65,16 @@ func (s *File) Create(ctx context.Context, name string) (Object, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	return &fileObject{store: s, name: name, tmp: tmp, f: f}, nil
+	return &fileObject{store: s, name: name, tmp: tmp, f: f, ctx: ctx, pace: pacerOf(ctx)}, nil
 }
 
 type fileObject struct {
 	store *File
 	name  string
 	tmp   string
+	// pace, when not nil, paces Writes; ctx (Create's) bounds its waits.
+	ctx  context.Context
+	pace Pacer
 
 	mu  sync.Mutex // guards the following
 	f   *os.File   // nil after Publish or Abort
@@ -89,6 +92,27 @@ func (o *fileObject) Write(p []byte) (int, error) {
 	if o.err != nil {
 		return 0, o.err
 	}
+	if o.pace == nil {
+		return o.write(p)
+	}
+	var n int
+	for len(p) > 0 {
+		piece := p[:min(len(p), pacedChunk)]
+		if err := o.pace.Wait(o.ctx, len(piece)); err != nil {
+			return n, err
+		}
+		m, err := o.write(piece)
+		n += m
+		if err != nil {
+			return n, err
+		}
+		p = p[m:]
+	}
+	return n, nil
+}
+
+// write writes p to the file; a failure is sticky. The caller holds o.mu.
+func (o *fileObject) write(p []byte) (int, error) {
 	n, err := o.f.Write(p)
 	if err != nil {
 		o.err = fmt.Errorf("store: write %s: %w", o.name, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -126,12 +125,13 @@ func (s *S3) Create(ctx context.Context, name string) (Object, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: s3: spool %s: %w", name, err)
 	}
-	return &s3Object{store: s, name: name, spool: f}, nil
+	return &s3Object{store: s, name: name, spool: f, pace: pacerOf(ctx)}, nil
 }
 
 type s3Object struct {
 	store *S3
 	name  string
+	pace  Pacer // nil: sent at once
 
 	mu    sync.Mutex // guards the following
 	spool *os.File   // nil after Publish or Abort
@@ -186,7 +186,7 @@ func (o *s3Object) PublishAs(ctx context.Context, name string) error {
 	if o.size <= o.store.part {
 		opts := minio.PutObjectOptions{DisableMultipart: true}
 		opts.SetMatchETagExcept("*")
-		_, err = o.store.client.PutObject(ctx, o.store.bucket, key, io.NewSectionReader(o.spool, 0, o.size), o.size, opts)
+		_, err = o.store.client.PutObject(ctx, o.store.bucket, key, uploadBody(ctx, o.pace, o.spool, 0, o.size), o.size, opts)
 	} else {
 		err = o.multipartLocked(ctx, key)
 	}
@@ -218,7 +218,7 @@ func (o *s3Object) multipartLocked(ctx context.Context, key string) (err error) 
 		n := min(o.store.part, o.size-off)
 		number := len(parts) + 1
 		part, err := core.PutObjectPart(ctx, o.store.bucket, key, id, number,
-			io.NewSectionReader(o.spool, off, n), n, minio.PutObjectPartOptions{})
+			uploadBody(ctx, o.pace, o.spool, off, n), n, minio.PutObjectPartOptions{})
 		if err != nil {
 			return fmt.Errorf("part %d: %w", number, err)
 		}

@@ -64,28 +64,6 @@ func (m *Manager) uploadTimeout(size int64) time.Duration {
 	return m.uploadTimeoutBase + time.Duration(float64(size)/rate*float64(time.Second))
 }
 
-// copyChunk is the most an upload under the copy quota reads at a time:
-// small, so the quota spreads the upload's work evenly.
-const copyChunk = 64 << 10
-
-// pacedReader reads r no faster than the copy quota lets it.
-type pacedReader struct {
-	ctx      context.Context
-	r        io.Reader
-	throttle *log.Throttle
-}
-
-func (p pacedReader) Read(b []byte) (int, error) {
-	if len(b) > copyChunk {
-		b = b[:copyChunk]
-	}
-	n, err := p.r.Read(b)
-	if werr := p.throttle.Wait(p.ctx, n); werr != nil && err == nil {
-		err = fmt.Errorf("tier: waiting for the copy quota (remote.log.manager.copy.max.bytes.per.second): %w", werr)
-	}
-	return n, err
-}
-
 // producerSnapshotFile is the producer state snapshot's name in a
 // partition directory (broker/log/producer_snapshot.go).
 const producerSnapshotFile = "producer-state.snapshot"
@@ -189,14 +167,15 @@ func (m *Manager) putFile(ctx context.Context, name, path string, limit int64, m
 	timeout := m.uploadTimeout(size)
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if m.copyThrottle != nil {
+		// The store sends the object's bytes at the copy quota's pace.
+		tctx = store.WithPacer(tctx, m.copyThrottle)
+	}
 	obj, err := m.store.Create(tctx, name)
 	if err != nil {
 		return 0, fmt.Errorf("tier: uploading %s: %w", name, err)
 	}
 	defer obj.Abort(ctx)
-	if m.copyThrottle != nil {
-		r = pacedReader{ctx: tctx, r: r, throttle: m.copyThrottle}
-	}
 	n, err := io.Copy(obj, r)
 	if err != nil {
 		return 0, fmt.Errorf("tier: uploading %s from %s: %w", name, path, err)

@@ -46,6 +46,7 @@ func Run(t *testing.T, cfg Config) {
 		{"Cleanup", testCleanup},
 		{"InvalidNames", testInvalidNames},
 		{"ConcurrentObjects", testConcurrentObjects},
+		{"Paced", testPaced},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -506,5 +507,68 @@ func testConcurrentObjects(t *testing.T, s store.Store, _ Config) {
 	}
 	if got := read(t, s, "p/part-5-0.parquet"); string(got) != strings.Repeat("p/part-5-0.parquet", 10) {
 		t.Errorf("content %q", got)
+	}
+}
+
+// countingPacer records what it is asked to let through; past stopAfter
+// bytes (when set) it cancels the upload's context, as a deadline would.
+type countingPacer struct {
+	stopAfter int
+	cancel    context.CancelFunc
+
+	mu       sync.Mutex
+	total    int
+	largest  int
+	stopping bool
+}
+
+func (p *countingPacer) Wait(ctx context.Context, n int) error {
+	p.mu.Lock()
+	p.total += n
+	p.largest = max(p.largest, n)
+	if p.stopAfter > 0 && p.total > p.stopAfter {
+		p.stopping = true
+		p.cancel()
+	}
+	p.mu.Unlock()
+	return ctx.Err()
+}
+
+// testPaced: an object created with a Pacer goes to the store through it,
+// every byte once and 64 KiB at most at a time, and arrives whole; when
+// the pacer's wait ends with the upload's context, nothing is published.
+func testPaced(t *testing.T, s store.Store, cfg Config) {
+	data := make([]byte, cfg.LargeObject)
+	rand.New(rand.NewSource(2)).Read(data)
+	upload := func(ctx context.Context, name string) error {
+		o, err := s.Create(ctx, name)
+		if err != nil {
+			return err
+		}
+		defer o.Abort(context.Background())
+		if _, err := o.Write(data); err != nil {
+			return err
+		}
+		return o.Publish(ctx)
+	}
+	p := &countingPacer{}
+	if err := upload(store.WithPacer(context.Background(), p), "paced/whole.bin"); err != nil {
+		t.Fatal(err)
+	}
+	if p.total != len(data) || p.largest > 64<<10 || p.largest == 0 {
+		t.Fatalf("the pacer let %d bytes through, at most %d at a time; want the object's %d, at most 64 KiB at a time", p.total, p.largest, len(data))
+	}
+	if got := read(t, s, "paced/whole.bin"); !bytes.Equal(got, data) {
+		t.Fatalf("read back %d bytes, differ from the %d written", len(got), len(data))
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopped := &countingPacer{stopAfter: len(data) / 2, cancel: cancel}
+	if err := upload(store.WithPacer(ctx, stopped), "paced/stopped.bin"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("upload whose pacer's wait ended: %v; want context.Canceled", err)
+	}
+	if _, err := s.Open(context.Background(), "paced/stopped.bin"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Open of the stopped upload: %v; want ErrNotFound", err)
 	}
 }
